@@ -1,0 +1,54 @@
+# gradsched: the two commands a fresh machine needs are `make reproduce` and `make test`.
+# Both create the virtual environment (.venv) from the pinned lock file when it is missing.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.gradsched-installed
+CORES ?= 2
+
+.PHONY: reproduce test env lint tex smoke clean-results bench
+
+env: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+## Main job: replay the committed traces and regenerate every figure, table (and the PDF when TeX is installed).
+reproduce: $(STAMP)
+	$(BIN)/snakemake --profile profiles/default all
+
+## Tests: lint, the whole suite, and the paper build (TeX is installed first where possible).
+test: $(STAMP) tex
+	$(BIN)/ruff check src tests benchmarks workflow/scripts
+	$(BIN)/python -m pytest -n $(CORES) -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks workflow/scripts
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+
+## TeX for the paper: installed with apt when missing and we are root; otherwise the paper test skips.
+tex:
+	@if ! command -v latexmk >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing TeX (latexmk, texlive-latex-recommended, texlive-fonts-recommended)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	      latexmk texlive-latex-recommended texlive-fonts-recommended >/dev/null \
+	      || echo "warning: TeX could not be installed; the paper PDF test will be skipped"; \
+	  else echo "warning: latexmk missing and not root; the paper PDF test will be skipped"; fi; \
+	fi
+
+smoke: $(STAMP)
+	$(BIN)/snakemake --profile profiles/default smoke
+
+bench: $(STAMP)
+	$(BIN)/python -m pytest benchmarks --benchmark-only -q
+
+clean-results:
+	rm -rf results logs

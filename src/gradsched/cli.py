@@ -1,0 +1,49 @@
+"""The ``gradsched`` command line: one sub-command per stage, no logic of its own.
+
+Each module in :mod:`gradsched.commands` defines ``register(subparsers)``, which adds its
+sub-command(s) and sets ``func`` (called with the parsed arguments, returning an exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+import gradsched
+from gradsched import commands
+from gradsched.errors import GradschedError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, with every command module's sub-commands."""
+    parser = argparse.ArgumentParser(
+        prog="gradsched",
+        description="Communication scheduling for data-parallel training: import and "
+        "capture traces, fit cost models, plan, replay and re-execute.",
+    )
+    parser.add_argument("--version", action="version", version=f"gradsched {gradsched.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except GradschedError as exc:
+        print(f"gradsched {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"gradsched {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-command modules of the ``gradsched`` CLI (each defines ``register(subparsers)``)."""

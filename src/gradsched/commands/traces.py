@@ -1,0 +1,45 @@
+"""``gradsched traces validate|columns``: check trace bundles, print the column dictionaries."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gradsched.traces import COMM_COLUMNS, COMPUTE_COLUMNS, CommTrace, ComputeTrace
+from gradsched.traces.columns import column_dictionary_markdown
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("traces", help="validate trace bundles; print column dictionaries")
+    tsub = parser.add_subparsers(dest="traces_command", required=True)
+    val = tsub.add_parser("validate", help="validate compute/comm trace CSVs and sidecars")
+    val.add_argument("paths", nargs="+", type=Path, help="trace CSVs (kind read from the sidecar)")
+    val.set_defaults(func=_validate)
+    cols = tsub.add_parser("columns", help="print the column dictionaries as Markdown")
+    cols.set_defaults(func=_columns)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    import json
+
+    from gradsched.traces.bundle import meta_path
+
+    for path in args.paths:
+        kind = "comm"
+        sidecar = meta_path(path)
+        if sidecar.is_file():
+            try:
+                kind = json.loads(sidecar.read_text(encoding="utf-8")).get("kind", "comm")
+            except json.JSONDecodeError:
+                kind = "comm"  # the loader reports the JSON error with its line
+        trace = ComputeTrace.load(path) if kind == "compute" else CommTrace.load(path)
+        print(f"ok  {path}  ({kind}, {len(trace.frame)} rows)")
+    return 0
+
+
+def _columns(args: argparse.Namespace) -> int:
+    print("## Compute trace\n")
+    print(column_dictionary_markdown(COMPUTE_COLUMNS))
+    print("## Comm trace\n")
+    print(column_dictionary_markdown(COMM_COLUMNS))
+    return 0

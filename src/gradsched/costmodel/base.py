@@ -1,0 +1,230 @@
+"""The communication cost-model interface and the ``--comm`` spec every command accepts.
+
+A model answers ``time(collective, bytes, world_size) -> seconds``. Models serialise to
+JSON (``{"kind": ..., ...}``) and are looked up by ``kind`` in a registry, so a new
+model is one new module that calls :func:`register_model`.
+
+``--comm`` accepts
+* a comm-trace CSV (``*.csv``): monotone interpolation of the measurements,
+* a fitted model JSON (``*.json``) written by ``gradsched fit``,
+* an inline ``alpha-beta:alpha=<s>,beta=<s per byte>`` model.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from gradsched.errors import ConfigError, InputError
+from gradsched.traces.columns import COLLECTIVES
+
+# Ring algorithms move half of an all-reduce's data in a reduce-scatter or an all-gather
+# ((P-1) steps of M/P bytes instead of 2(P-1)); without measurements of those collectives a
+# model derives them from all-reduce with this factor (Thakur, Rabenseifner & Gropp 2005).
+DERIVED_FROM_ALL_REDUCE: dict[str, float] = {
+    "all_reduce": 1.0,
+    "reduce_scatter": 0.5,
+    "all_gather": 0.5,
+    "broadcast": 0.5,
+    "reduce": 0.5,
+}
+
+
+class CommModel(ABC):
+    """Predicts the time of one collective of ``nbytes`` bytes per rank on ``world_size`` ranks."""
+
+    kind: ClassVar[str] = ""
+
+    @abstractmethod
+    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+        """Vectorised prediction (seconds) for an array of message sizes (bytes)."""
+
+    def time(self, collective: str, nbytes: float, world_size: int) -> float:
+        """Prediction (seconds) for one message size."""
+        return float(self.times(collective, np.asarray([nbytes], dtype=float), world_size)[0])
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable description, including ``kind``."""
+
+    @classmethod
+    @abstractmethod
+    def from_dict(cls, data: dict[str, Any]) -> CommModel:
+        """Inverse of :meth:`to_dict`."""
+
+    def startup_s(self, collective: str, world_size: int) -> float:
+        """The start-up (latency) part of every collective: the time that does not depend
+        on the message size. The replay lets start-ups of concurrent collectives overlap and
+        makes only the rest share bandwidth. Default: the time of a 1-byte message."""
+        return float(self.times(collective, np.ones(1), world_size)[0])
+
+    def world_sizes(self) -> tuple[int, ...] | None:
+        """World sizes the model holds measurements for; ``None`` = it predicts any."""
+        return None
+
+    def describe(self) -> str:
+        """One line for humans."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def save(self, path: str | Path) -> None:
+        """Write the model JSON atomically."""
+        from gradsched.io import write_json_atomic
+
+        write_json_atomic(path, self.to_dict())
+
+
+_REGISTRY: dict[str, type[CommModel]] = {}
+
+
+def register_model(cls: type[CommModel]) -> type[CommModel]:
+    """Class decorator: make ``cls`` loadable by its ``kind``."""
+    if not cls.kind:
+        raise TypeError(f"{cls.__name__} has no kind")
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+def model_kinds() -> list[str]:
+    """Registered model kinds."""
+    _import_builtin_models()
+    return sorted(_REGISTRY)
+
+
+def model_from_dict(data: dict[str, Any], source: str = "<dict>") -> CommModel:
+    """Rebuild a model from its JSON description."""
+    _import_builtin_models()
+    kind = data.get("kind")
+    if kind not in _REGISTRY:
+        raise InputError(f"unknown model kind {kind!r}; known: {', '.join(sorted(_REGISTRY))}",
+                         path=source, field="kind")
+    return _REGISTRY[kind].from_dict(data)
+
+
+def check_collective(collective: str) -> None:
+    """Reject a collective name gradsched does not know."""
+    if collective not in COLLECTIVES:
+        raise ConfigError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+
+
+@register_model
+class AlphaBetaModel(CommModel):
+    """T(M) = alpha + beta * M for all-reduce (Hockney's model, as in MG-WFBP's Eq. 1).
+
+    Other collectives are derived with :data:`DERIVED_FROM_ALL_REDUCE` unless given
+    explicitly in ``per_collective`` as ``{name: (alpha, beta)}``. The world size does not
+    enter: the parameters describe one cluster size.
+    """
+
+    kind = "alpha-beta"
+
+    def __init__(
+        self,
+        alpha: float,
+        beta: float,
+        per_collective: dict[str, tuple[float, float]] | None = None,
+    ) -> None:
+        if not (np.isfinite(alpha) and alpha >= 0):
+            raise ConfigError(f"alpha must be a finite number >= 0 seconds, got {alpha}")
+        if not (np.isfinite(beta) and beta >= 0):
+            raise ConfigError(f"beta must be a finite number >= 0 seconds/byte, got {beta}")
+        self.alpha = float(alpha)
+        self.beta = float(beta)
+        self.per_collective = {k: (float(a), float(b))
+                               for k, (a, b) in (per_collective or {}).items()}
+        for name in self.per_collective:
+            check_collective(name)
+
+    def params(self, collective: str) -> tuple[float, float]:
+        """(alpha, beta) of ``collective``."""
+        check_collective(collective)
+        if collective in self.per_collective:
+            return self.per_collective[collective]
+        factor = DERIVED_FROM_ALL_REDUCE[collective]
+        return self.alpha * factor, self.beta * factor
+
+    def startup_s(self, collective: str, world_size: int) -> float:
+        return self.params(collective)[0]
+
+    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+        alpha, beta = self.params(collective)
+        return alpha + beta * np.asarray(nbytes, dtype=float)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind, "alpha_s": self.alpha, "beta_s_per_byte": self.beta,
+        }
+        if self.per_collective:
+            out["per_collective"] = {k: {"alpha_s": a, "beta_s_per_byte": b}
+                                     for k, (a, b) in sorted(self.per_collective.items())}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AlphaBetaModel:
+        per = {k: (v["alpha_s"], v["beta_s_per_byte"])
+               for k, v in data.get("per_collective", {}).items()}
+        return cls(data["alpha_s"], data["beta_s_per_byte"], per)
+
+
+def parse_inline_alpha_beta(spec: str) -> AlphaBetaModel:
+    """Parse ``alpha-beta:alpha=<s>,beta=<s/byte>``."""
+    body = spec.split(":", 1)[1] if ":" in spec else ""
+    values: dict[str, float] = {}
+    for part in filter(None, body.split(",")):
+        if "=" not in part:
+            raise ConfigError(f"--comm {spec!r}: expected key=value, got {part!r}")
+        key, text = part.split("=", 1)
+        key = key.strip()
+        if key not in ("alpha", "beta"):
+            raise ConfigError(f"--comm {spec!r}: unknown parameter {key!r} (use alpha, beta)")
+        try:
+            values[key] = float(text)
+        except ValueError:
+            raise ConfigError(f"--comm {spec!r}: {key}={text!r} is not a number") from None
+    missing = {"alpha", "beta"} - set(values)
+    if missing:
+        raise ConfigError(f"--comm {spec!r}: missing {', '.join(sorted(missing))}; "
+                          "write alpha-beta:alpha=<seconds>,beta=<seconds per byte>")
+    return AlphaBetaModel(values["alpha"], values["beta"])
+
+
+# Loaders for spec forms implemented in other modules (set by those modules on import).
+_TRACE_LOADER: list[Callable[[Path], CommModel]] = []
+
+
+def register_trace_loader(loader: Callable[[Path], CommModel]) -> None:
+    """Set the function that turns a comm-trace CSV into a model (interpolation)."""
+    _TRACE_LOADER[:] = [loader]
+
+
+def _import_builtin_models() -> None:
+    # Importing the package registers every built-in model kind.
+    import gradsched.costmodel  # noqa: F401
+
+
+def load_comm_spec(spec: str) -> CommModel:
+    """Turn a ``--comm`` spec into a model (see module docstring)."""
+    _import_builtin_models()
+    if spec.startswith("alpha-beta:"):
+        return parse_inline_alpha_beta(spec)
+    path = Path(spec)
+    if path.suffix == ".json":
+        if not path.is_file():
+            raise InputError("model file not found", path=path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+        return model_from_dict(data, source=str(path))
+    if path.suffix == ".csv":
+        if not _TRACE_LOADER:
+            raise ConfigError("no comm-trace loader is registered")
+        return _TRACE_LOADER[0](path)
+    raise ConfigError(
+        f"--comm {spec!r}: expected a comm trace (.csv), a model (.json) or "
+        "alpha-beta:alpha=<seconds>,beta=<seconds per byte>"
+    )

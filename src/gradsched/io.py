@@ -1,0 +1,52 @@
+"""Atomic file writes: write to a temporary file in the same folder, then rename.
+
+An interrupted run therefore never leaves a half-written output behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+
+@contextmanager
+def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
+    """Open a temporary sibling of ``path`` for writing; rename it over ``path`` on success."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        if "b" not in mode:
+            kwargs.setdefault("encoding", "utf-8")
+            kwargs.setdefault("newline", "")
+        with open(tmp_name, mode, **kwargs) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically."""
+    with atomic_open(path, "w") as handle:
+        handle.write(text)
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    """Write ``obj`` as stable, indented JSON (sorted keys, trailing newline) atomically."""
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def write_csv_atomic(path: str | Path, frame: Any, float_format: str = "%.9g") -> None:
+    """Write a pandas DataFrame as CSV atomically, with a fixed float format for determinism."""
+    with atomic_open(path, "w") as handle:
+        frame.to_csv(handle, index=False, float_format=float_format, lineterminator="\n")

@@ -1,0 +1,168 @@
+"""``Plan``: the output of every planner and the input of the replay and the executor.
+
+A plan is an ordered list of buckets. Each bucket holds member tensors (by name), the
+collective that reduces them (``all_reduce``, or ``rs_ag`` = reduce-scatter during backward
+plus all-gather before the next forward, as in DeAR), an optional partition into equal
+chunks (ByteScheduler/P3), an optional priority (smaller = more urgent), an optional
+collective algorithm, and an optional ``release_s``: the earliest launch time measured from
+the start of backward (Horovod's fusion cycles release tensors only at cycle boundaries).
+``update`` says whether the optimizer runs once after all communication (``global``, as
+PyTorch DDP) or per layer just before that layer's next forward (``per_layer``, as
+ByteScheduler and DeAR). ``channels`` (optional) is the number
+of collectives that may run at once, sharing bandwidth (ByteScheduler's credit).
+
+The JSON form is versioned (``format_version``); loading an unknown version fails clearly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gradsched.errors import InputError
+from gradsched.io import write_json_atomic
+
+FORMAT = "gradsched.plan"
+FORMAT_VERSION = 1
+BUCKET_COLLECTIVES = ("all_reduce", "rs_ag")
+UPDATE_MODES = ("global", "per_layer")
+
+Collective = Literal["all_reduce", "rs_ag"]
+UpdateMode = Literal["global", "per_layer"]
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Tensors reduced together by one collective (or ``chunks`` collectives)."""
+
+    tensors: tuple[str, ...]
+    collective: Collective = "all_reduce"
+    chunks: int = 1
+    priority: int | None = None
+    algorithm: str = "default"
+    release_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tensors": list(self.tensors), "collective": self.collective,
+                               "chunks": self.chunks}
+        if self.priority is not None:
+            out["priority"] = self.priority
+        if self.release_s is not None:
+            out["release_s"] = self.release_s
+        if self.algorithm != "default":
+            out["algorithm"] = self.algorithm
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An ordered list of buckets plus the algorithm and knobs that produced it."""
+
+    algorithm: str
+    buckets: tuple[Bucket, ...]
+    knobs: dict[str, Any] = field(default_factory=dict)
+    update: UpdateMode = "global"
+    channels: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "algorithm": self.algorithm,
+            "knobs": self.knobs,
+            "update": self.update,
+            "channels": self.channels,
+            "info": self.info,
+            "buckets": [b.to_dict() for b in self.buckets],
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the plan JSON atomically."""
+        write_json_atomic(path, self.to_dict())
+
+    @property
+    def n_buckets(self) -> int:
+        return len(self.buckets)
+
+    def check_covers(self, names: list[str] | tuple[str, ...]) -> None:
+        """Every tensor of the trace is in exactly one bucket, and nothing else is."""
+        seen: dict[str, int] = {}
+        known = set(names)
+        for index, bucket in enumerate(self.buckets):
+            if not bucket.tensors:
+                raise InputError(f"plan '{self.algorithm}': bucket {index} is empty",
+                                 field="buckets")
+            for name in bucket.tensors:
+                if name not in known:
+                    raise InputError(f"plan '{self.algorithm}': bucket {index} names tensor "
+                                     f"{name!r} that the trace does not have", field="tensors")
+                if name in seen:
+                    raise InputError(f"plan '{self.algorithm}': tensor {name!r} is in buckets "
+                                     f"{seen[name]} and {index}", field="tensors")
+                seen[name] = index
+        missing = [n for n in names if n not in seen]
+        if missing:
+            raise InputError(f"plan '{self.algorithm}': {len(missing)} tensors are in no bucket, "
+                             f"first {missing[0]!r}", field="buckets")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> Plan:
+        """Parse and check the JSON form."""
+        if data.get("format") != FORMAT:
+            raise InputError(f"not a gradsched plan (format={data.get('format')!r})",
+                             path=source, field="format")
+        if data.get("format_version") != FORMAT_VERSION:
+            raise InputError(f"plan format version {data.get('format_version')!r} is not "
+                             f"supported (this gradsched reads {FORMAT_VERSION})",
+                             path=source, field="format_version")
+        update = data.get("update", "global")
+        if update not in UPDATE_MODES:
+            raise InputError(f"update must be one of {UPDATE_MODES}", path=source, field="update")
+        channels = data.get("channels")
+        if channels is not None and (not isinstance(channels, int) or channels < 1):
+            raise InputError("channels must be an integer >= 1 or null", path=source,
+                             field="channels")
+        buckets = []
+        for index, raw in enumerate(data.get("buckets", [])):
+            buckets.append(_bucket_from_dict(raw, source, index))
+        return cls(algorithm=str(data.get("algorithm", "")), buckets=tuple(buckets),
+                   knobs=dict(data.get("knobs", {})), update=update, channels=channels,
+                   info=dict(data.get("info", {})))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Plan:
+        path = Path(path)
+        if not path.is_file():
+            raise InputError("plan file not found", path=path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+        return cls.from_dict(data, source=str(path))
+
+
+def _bucket_from_dict(raw: dict[str, Any], source: str, index: int) -> Bucket:
+    where = f"buckets[{index}]"
+    tensors = raw.get("tensors")
+    if not isinstance(tensors, list) or not all(isinstance(t, str) for t in tensors):
+        raise InputError("tensors must be a list of names", path=source, field=f"{where}.tensors")
+    collective = raw.get("collective", "all_reduce")
+    if collective not in BUCKET_COLLECTIVES:
+        raise InputError(f"collective must be one of {BUCKET_COLLECTIVES}", path=source,
+                         field=f"{where}.collective")
+    chunks = raw.get("chunks", 1)
+    if not isinstance(chunks, int) or chunks < 1:
+        raise InputError("chunks must be an integer >= 1", path=source, field=f"{where}.chunks")
+    priority = raw.get("priority")
+    if priority is not None and not isinstance(priority, int):
+        raise InputError("priority must be an integer", path=source, field=f"{where}.priority")
+    release = raw.get("release_s")
+    if release is not None and (not isinstance(release, int | float) or release < 0):
+        raise InputError("release_s must be a number >= 0", path=source,
+                         field=f"{where}.release_s")
+    return Bucket(tuple(tensors), collective, chunks, priority,
+                  str(raw.get("algorithm", "default")),
+                  float(release) if release is not None else None)

@@ -1,0 +1,129 @@
+"""Plan and replay several algorithms on one (trace, network, world size) case.
+
+This is the function behind ``gradsched replay`` and the pipeline's replay rules: it
+returns one row per algorithm with the columns of :data:`RESULT_COLUMNS`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gradsched.costmodel.base import CommModel
+from gradsched.errors import ConfigError
+from gradsched.plan import Plan
+from gradsched.replay.bounds import lower_bound
+from gradsched.replay.engine import ReplayOptions, ReplayResult, replay
+from gradsched.replay.timeline import write_timeline
+from gradsched.traces.bundle import ComputeTrace
+
+RESULT_COLUMNS = (
+    "algorithm", "world_size", "iteration_s", "compute_s", "exposed_comm_s", "n_collectives",
+    "n_buckets", "comm_busy_s", "lower_bound_s", "gap_to_lb_pct", "knobs",
+)
+
+
+def resolve_world_size(model: CommModel, requested: int | None) -> int:
+    """The world size to replay: the requested one, or the single one the model holds."""
+    held = model.world_sizes()
+    if requested is not None:
+        if requested < 1:
+            raise ConfigError(f"--world-size must be >= 1, got {requested}")
+        return requested
+    if held is None:
+        raise ConfigError("--world-size is required: the cost model predicts any world size")
+    if len(held) != 1:
+        raise ConfigError("--world-size is required: the comm model holds world sizes "
+                          + ", ".join(map(str, held)))
+    return held[0]
+
+
+def expand_algorithms(spec: str | Iterable[str]) -> list[str]:
+    """``all`` or a comma-separated list -> planner names (validated)."""
+    from gradsched.planners import ALGORITHMS_ALL, planner_names
+
+    names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
+    if names == ["all"]:
+        return list(ALGORITHMS_ALL)
+    known = set(planner_names())
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"unknown algorithm {name!r}; known: {', '.join(sorted(known))}")
+    return names
+
+
+def parse_knob_args(pairs: Iterable[str]) -> dict[str, dict[str, str]]:
+    """``--knob ddp.bucket_cap_mb=50`` (or ``bucket_cap_mb=50`` for a single algorithm)
+    -> ``{"ddp": {"bucket_cap_mb": "50"}}``; the key ``*`` holds unqualified knobs."""
+    out: dict[str, dict[str, str]] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--knob {pair!r}: expected name=value")
+        key, value = pair.split("=", 1)
+        algo, _, knob = key.rpartition(".")
+        out.setdefault(algo or "*", {})[knob] = value
+    return out
+
+
+def knobs_for(algorithm: str, knobs: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Knobs that apply to ``algorithm``."""
+    return {**knobs.get("*", {}), **knobs.get(algorithm, {})}
+
+
+def run_algorithm(
+    algorithm: str,
+    trace: ComputeTrace,
+    model: CommModel,
+    world_size: int,
+    knobs: Mapping[str, Any] | None = None,
+    options: ReplayOptions | None = None,
+    timeline: bool = False,
+) -> tuple[Plan, ReplayResult]:
+    """Make the algorithm's plan and replay it."""
+    from gradsched.planners import make_plan
+
+    plan = make_plan(algorithm, trace, model, world_size, dict(knobs or {}))
+    plan.check_covers(trace.names)
+    return plan, replay(trace, plan, model, world_size, options, timeline=timeline)
+
+
+def compare(
+    trace: ComputeTrace,
+    model: CommModel,
+    world_size: int,
+    algorithms: Iterable[str],
+    knobs: Mapping[str, Mapping[str, str]] | None = None,
+    options: ReplayOptions | None = None,
+    timeline_dir: str | Path | None = None,
+    plans_dir: str | Path | None = None,
+) -> pd.DataFrame:
+    """One result row per algorithm (see :data:`RESULT_COLUMNS`)."""
+    knobs = knobs or {}
+    bound = lower_bound(trace, model, world_size).lower_bound_s
+    rows = []
+    for algorithm in algorithms:
+        plan, result = run_algorithm(algorithm, trace, model, world_size,
+                                     knobs_for(algorithm, knobs), options,
+                                     timeline=timeline_dir is not None)
+        if timeline_dir is not None:
+            write_timeline(result, timeline_dir)
+        if plans_dir is not None:
+            plan.save(Path(plans_dir) / f"{algorithm}.plan.json")
+        rows.append({
+            "algorithm": algorithm,
+            "world_size": world_size,
+            "iteration_s": result.iteration_s,
+            "compute_s": result.compute_s,
+            "exposed_comm_s": result.exposed_comm_s,
+            "n_collectives": result.n_collectives,
+            "n_buckets": result.n_buckets,
+            "comm_busy_s": result.comm_busy_s,
+            "lower_bound_s": bound,
+            "gap_to_lb_pct": 100.0 * (result.iteration_s / bound - 1.0) if bound > 0 else 0.0,
+            "knobs": json.dumps(plan.knobs, sort_keys=True, default=str),
+        })
+    return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))

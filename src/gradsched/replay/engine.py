@@ -1,0 +1,318 @@
+"""Discrete-event replay of one plan over several training iterations.
+
+Model (one worker stands for all: data parallelism is symmetric):
+
+* Compute is one serial stream. Each iteration runs the forward pass layer by layer in
+  forward order, then the backward pass; gradient ``t`` is ready at
+  ``backward_start + ready_s(t)`` (``ready_s`` = cumulative ``backward_s`` in ready order).
+* A bucket's collectives become eligible when all its members are ready (plus the pack
+  cost ``pack_s_per_byte x bytes`` for multi-tensor buckets, and not before
+  ``release_s``). ``chunks`` split a bucket into equal collectives.
+* Communication runs on ``channels`` channels (default 1, as one NCCL stream). A free
+  channel starts the eligible item with the smallest key (class, priority, eligible
+  time, plan position): class 0 = all-reduce and reduce-scatter, class 1 = all-gather
+  (which becomes eligible after its reduce-scatter and the end of backward, in forward
+  order unless prioritised: DeAR's schedule). With several channels, items in flight
+  share bandwidth: an item's start-up (the model's time for one byte) runs at full speed,
+  the rest progresses at 1/k of full speed while k items are in their bandwidth phase.
+* ``update="global"``: after backward and all communication (plus unpack), the optimizer
+  runs for the sum of ``update_s``; then the next forward starts (PyTorch DDP).
+  ``update="per_layer"``: the next forward of layer l waits for the communication of
+  l's tensors, then runs l's update and forward (ByteScheduler, DeAR).
+
+The iteration time is the steady-state period between ends of backward. The replay is a
+pure function of its inputs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradsched.costmodel.base import CommModel
+from gradsched.errors import ConfigError
+from gradsched.plan import Plan
+from gradsched.replay.prep import (
+    AG,
+    KIND_NAMES,
+    RS,
+    PlanItems,
+    TraceArrays,
+    plan_items,
+    trace_arrays,
+)
+from gradsched.traces.bundle import ComputeTrace
+
+_EPS = 1e-15
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """Knobs of the replay (not of the algorithm)."""
+
+    iterations: int = 5
+    channels: int = 1
+    pack_s_per_byte: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.iterations < 2:
+            raise ConfigError("the replay needs at least 2 iterations for a steady state")
+        if self.channels < 1:
+            raise ConfigError("channels must be >= 1")
+        if self.pack_s_per_byte < 0:
+            raise ConfigError("pack_s_per_byte must be >= 0")
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    """One interval on one lane of the timeline (seconds from the start of iteration 0)."""
+
+    iteration: int
+    lane: str
+    kind: str
+    label: str
+    start_s: float
+    end_s: float
+    nbytes: float = 0.0
+
+
+@dataclass
+class ReplayResult:
+    """Steady-state outcome of replaying one plan."""
+
+    algorithm: str
+    iteration_s: float
+    compute_s: float
+    exposed_comm_s: float
+    n_collectives: int
+    n_buckets: int
+    comm_busy_s: float
+    events: list[TimelineEvent] = field(default_factory=list)
+
+
+def replay(
+    trace: ComputeTrace,
+    plan: Plan,
+    model: CommModel,
+    world_size: int,
+    options: ReplayOptions | None = None,
+    timeline: bool = False,
+) -> ReplayResult:
+    """Replay ``plan`` on ``trace`` with ``model`` for ``world_size`` ranks."""
+    options = options or ReplayOptions()
+    if world_size < 1:
+        raise ConfigError("world_size must be >= 1")
+    arrays = trace_arrays(trace)
+    items = plan_items(arrays, plan, model, world_size, options.pack_s_per_byte)
+    channels = plan.channels or options.channels
+    # Communication of iteration i starts after backward i starts and (every layer's
+    # parameters being needed by forward i+1) ends before backward i+1 starts, so its
+    # schedule relative to the start of backward is the same in every iteration.
+    schedule = comm_schedule(items, arrays.backward_s, channels)
+    sim = _Iterations(arrays, items, schedule, plan.update == "per_layer", timeline)
+    bwd_ends = [sim.run(i) for i in range(options.iterations)]
+    first = 1 if options.iterations >= 3 else 0
+    period = (bwd_ends[-1] - bwd_ends[first]) / (options.iterations - 1 - first)
+    compute = arrays.forward_s + arrays.backward_s + arrays.update_s
+    return ReplayResult(
+        algorithm=plan.algorithm,
+        iteration_s=period,
+        compute_s=compute,
+        exposed_comm_s=max(period - compute, 0.0),
+        n_collectives=items.n_per_iteration,
+        n_buckets=len(plan.buckets),
+        comm_busy_s=float(items.duration_s.sum()),
+        events=sim.events,
+    )
+
+
+@dataclass(frozen=True)
+class CommSchedule:
+    """Start and end of every item, and each bucket's completion, relative to the start
+    of backward."""
+
+    start_s: np.ndarray
+    end_s: np.ndarray
+    bucket_done_s: np.ndarray
+
+
+def comm_schedule(items: PlanItems, backward_s: float, channels: int) -> CommSchedule:
+    """Schedule one iteration's collectives (see the module docstring)."""
+    fifo = (channels == 1 and not np.any(items.kind == AG)
+            and not np.any(np.isfinite(items.key_priority)))
+    if fifo:
+        start, end = _fifo_one_channel(items.ready_offset_s, items.duration_s)
+    elif channels == 1:
+        start, end = _priority_one_channel(items, backward_s)
+    else:
+        start, end = _list_schedule(items, backward_s, channels)
+    # A bucket is complete when its last collective is.
+    done = np.zeros(len(items.bucket_unpack_s))
+    np.maximum.at(done, items.bucket, end)
+    return CommSchedule(start, end, done + items.bucket_unpack_s)
+
+
+def _fifo_one_channel(eligible: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One channel, first come first served (ties by plan position), vectorised:
+    finish_k = C_k + max_{j<=k}(e_j - C_{j-1}) with C the running sum of durations."""
+    order = np.argsort(eligible, kind="stable")
+    e, d = eligible[order], duration[order]
+    c = np.cumsum(d)
+    c_before = c - d
+    finish = c + np.maximum.accumulate(e - c_before)
+    start = finish - d
+    out_start, out_end = np.empty_like(start), np.empty_like(finish)
+    out_start[order], out_end[order] = start, finish
+    return out_start, out_end
+
+
+def _priority_one_channel(items: PlanItems, backward_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """One channel with priorities and all-gathers: the list schedule without sharing."""
+    n = items.n_per_iteration
+    start = np.zeros(n)
+    end = np.zeros(n)
+    kind = items.kind.tolist()
+    prio = items.key_priority.tolist()
+    dur = items.duration_s.tolist()
+    ag_of = items.ag_of.tolist()
+    pending = sorted((e, i) for i, e in enumerate(items.ready_offset_s.tolist())
+                     if kind[i] != AG)
+    pending.reverse()  # pop from the end = earliest first
+    gathers: list[tuple[float, int]] = []  # heap of (eligible, item) all-gathers
+    ready: list[tuple[int, float, float, int]] = []
+    now = 0.0
+    while pending or gathers or ready:
+        while pending and pending[-1][0] <= now + _EPS:
+            e, i = pending.pop()
+            heapq.heappush(ready, (0, prio[i], e, i))
+        while gathers and gathers[0][0] <= now + _EPS:
+            e, i = heapq.heappop(gathers)
+            heapq.heappush(ready, (1, prio[i], e, i))
+        if not ready:
+            now = min(pending[-1][0] if pending else np.inf,
+                      gathers[0][0] if gathers else np.inf)
+            continue
+        i = heapq.heappop(ready)[3]
+        start[i] = now
+        now += dur[i]
+        end[i] = now
+        if kind[i] == RS:
+            heapq.heappush(gathers, (max(now, backward_s), ag_of[i]))
+    return start, end
+
+
+def _list_schedule(items: PlanItems, backward_s: float, channels: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """General list scheduling with priorities, all-gathers and bandwidth sharing."""
+    n = items.n_per_iteration
+    start = np.zeros(n)
+    end = np.zeros(n)
+    pending = [(float(items.ready_offset_s[i]), i) for i in range(n) if items.kind[i] != AG]
+    heapq.heapify(pending)
+    ready: list[tuple[tuple[int, float, float, int], int]] = []
+    active: dict[int, list[float]] = {}  # item -> [start-up left, bandwidth work left]
+    now = 0.0
+    while pending or ready or active:
+        while pending and pending[0][0] <= now + _EPS:
+            elig, i = heapq.heappop(pending)
+            cls = 1 if items.kind[i] == AG else 0
+            heapq.heappush(ready, ((cls, float(items.key_priority[i]), elig, i), i))
+        while ready and len(active) < channels:
+            _, i = heapq.heappop(ready)
+            lat = float(items.latency_s[i])
+            active[i] = [lat, float(items.duration_s[i]) - lat]
+            start[i] = now
+        if not active:
+            now = pending[0][0]
+            continue
+        in_bw = sum(1 for st in active.values() if st[0] <= _EPS)
+        step = min(st[0] if st[0] > _EPS else st[1] * in_bw for st in active.values())
+        if pending and len(active) < channels:
+            step = min(step, pending[0][0] - now)
+        step = max(step, 0.0)
+        for st in active.values():
+            if st[0] > _EPS:
+                st[0] -= step
+            else:
+                st[1] -= step / in_bw
+        now += step
+        for i in [i for i, st in active.items() if st[0] <= _EPS and st[1] <= 1e-12]:
+            del active[i]
+            end[i] = now
+            if items.kind[i] == RS:
+                heapq.heappush(pending, (max(now, backward_s), int(items.ag_of[i])))
+    return start, end
+
+
+class _Iterations:
+    """The compute clock and when each layer's parameters are up to date, carried from
+    one iteration to the next."""
+
+    def __init__(self, arrays: TraceArrays, items: PlanItems, schedule: CommSchedule,
+                 per_layer: bool, timeline: bool) -> None:
+        self.a = arrays
+        self.items = items
+        self.schedule = schedule
+        self.per_layer = per_layer
+        self.timeline = timeline
+        self.events: list[TimelineEvent] = []
+        self.clock = 0.0
+        self.params_ready = np.zeros(len(arrays.layer_forward_s))
+        tensor_done = np.zeros(len(arrays.ready_s))
+        tensor_done[items.member_index] = schedule.bucket_done_s[items.member_bucket]
+        self.layer_done_rel = np.full(len(arrays.layer_forward_s), arrays.backward_s)
+        np.maximum.at(self.layer_done_rel, arrays.layer_of, tensor_done)
+        self.all_done_rel = max(arrays.backward_s, float(tensor_done.max(initial=0.0)))
+
+    def run(self, it: int) -> float:
+        """Simulate iteration ``it``; return the time its backward ends."""
+        a = self.a
+        if self.per_layer:
+            self._forward_per_layer(it)
+        else:
+            self._event(it, "compute", "forward", "forward", self.clock, self.clock + a.forward_s)
+            self.clock += a.forward_s
+        bwd_start = self.clock
+        bwd_end = bwd_start + a.backward_s
+        self._event(it, "compute", "backward", "backward", bwd_start, bwd_end)
+        if self.timeline:
+            self._comm_events(it, bwd_start)
+        if self.per_layer:
+            self.params_ready = bwd_start + self.layer_done_rel
+            self.clock = bwd_end
+        else:
+            step_start = bwd_start + self.all_done_rel
+            self._event(it, "compute", "update", "optimizer step", step_start,
+                        step_start + a.update_s)
+            self.clock = step_start + a.update_s
+        return bwd_end
+
+    def _forward_per_layer(self, it: int) -> None:
+        """t_l = max(t_{l-1}, p_l) + w_l, vectorised as W_l + max(t0, max_{j<=l}(p_j - W_{j-1}))."""
+        a = self.a
+        work = a.layer_update_s + a.layer_forward_s
+        cum = np.cumsum(work)
+        before = cum - work
+        ends = cum + np.maximum(self.clock, np.maximum.accumulate(self.params_ready - before))
+        if self.timeline:
+            starts = ends - work
+            for layer in range(len(work)):
+                upd_end = starts[layer] + a.layer_update_s[layer]
+                self._event(it, "compute", "update", f"update L{layer}", starts[layer], upd_end)
+                self._event(it, "compute", "forward", f"forward L{layer}", upd_end, ends[layer])
+        self.clock = float(ends[-1]) if len(ends) else self.clock
+
+    def _comm_events(self, it: int, bwd_start: float) -> None:
+        items, sched = self.items, self.schedule
+        for i in np.argsort(sched.start_s, kind="stable"):
+            self._event(it, "comm", KIND_NAMES[int(items.kind[i])],
+                        f"bucket {int(items.bucket[i])}", bwd_start + sched.start_s[i],
+                        bwd_start + sched.end_s[i], float(items.nbytes[i]))
+
+    def _event(self, it: int, lane: str, kind: str, label: str, start: float, end: float,
+               nbytes: float = 0.0) -> None:
+        if self.timeline and end > start:
+            self.events.append(TimelineEvent(it, lane, kind, label, float(start), float(end),
+                                             nbytes))

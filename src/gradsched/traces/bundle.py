@@ -1,0 +1,307 @@
+"""Trace bundles: a CSV plus a ``<stem>.meta.json`` sidecar, validated on load and save.
+
+* :class:`ComputeTrace` -- one row per gradient tensor, rows in forward (layer) order.
+* :class:`CommTrace` -- one row per (collective, backend, algorithm, world size, nodes,
+  in-place, message size) measurement.
+
+Both refuse bad input with an :class:`~gradsched.errors.InputError` naming the file,
+row and field. Writes are atomic.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pandas as pd
+
+from gradsched.errors import InputError
+from gradsched.io import write_csv_atomic, write_json_atomic
+from gradsched.traces.columns import (
+    COMM_COLUMNS,
+    COMM_KEY,
+    COMM_SERIES,
+    COMPUTE_COLUMNS,
+)
+from gradsched.traces.validate import check_frame_values, parse_frame, read_csv_text
+
+COMPUTE_META_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": [
+        "kind", "model", "batch_size", "device", "dtype", "world_size", "software",
+        "capture_method", "iterations", "date", "source",
+    ],
+    "properties": {
+        "kind": {"const": "compute"},
+        "model": {"type": "string", "minLength": 1},
+        "batch_size": {"type": "integer", "minimum": 1},
+        "device": {"type": "string", "minLength": 1},
+        "dtype": {"type": "string", "minLength": 1},
+        "world_size": {"type": "integer", "minimum": 1},
+        "software": {"type": "object"},
+        "capture_method": {"type": "string", "minLength": 1},
+        "iterations": {"type": ["integer", "null"], "minimum": 1},
+        "date": {"type": "string"},
+        "source": {"type": "string", "minLength": 1},
+        "iteration_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "forward_backward_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "notes": {"type": "string"},
+    },
+}
+
+COMM_META_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["kind", "source", "hardware", "statistic"],
+    "properties": {
+        "kind": {"const": "comm"},
+        "source": {"type": "string", "minLength": 1},
+        "hardware": {"type": "string", "minLength": 1},
+        "interconnect": {"type": "string"},
+        "software": {"type": "object"},
+        "statistic": {"enum": ["mean", "median", "single"]},
+        "warnings": {"type": "array", "items": {"type": "string"}},
+        "notes": {"type": "string"},
+    },
+}
+
+
+def meta_path(csv_path: str | Path) -> Path:
+    """The sidecar of ``x.csv`` is ``x.meta.json``."""
+    csv_path = Path(csv_path)
+    return csv_path.with_name(csv_path.stem + ".meta.json")
+
+
+def _load_meta(csv_path: Path, schema: dict[str, Any]) -> dict[str, Any]:
+    path = meta_path(csv_path)
+    if not path.is_file():
+        raise InputError("metadata sidecar is missing", path=path)
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+    _check_meta(meta, schema, path)
+    return meta
+
+
+def _check_meta(meta: dict[str, Any], schema: dict[str, Any], path: Path | str) -> None:
+    try:
+        jsonschema.validate(meta, schema)
+    except jsonschema.ValidationError as exc:
+        field_name = ".".join(str(p) for p in exc.absolute_path) or None
+        raise InputError(exc.message, path=path, field=field_name) from None
+
+
+@dataclass
+class ComputeTrace:
+    """Per-tensor compute profile of one (model, batch size, device, dtype)."""
+
+    frame: pd.DataFrame
+    meta: dict[str, Any]
+    path: str = "<memory>"
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if "update_s" not in self.frame.columns:
+            self.frame = self.frame.assign(update_s=0.0)
+        self.frame = self.frame.reset_index(drop=True)
+
+    @classmethod
+    def load(cls, path: str | Path) -> ComputeTrace:
+        """Load and validate ``path`` and its sidecar."""
+        path = Path(path)
+        frame = parse_frame(read_csv_text(path), COMPUTE_COLUMNS, path)
+        _check_compute_rows(frame, path)
+        meta = _load_meta(path, COMPUTE_META_SCHEMA)
+        return cls(frame=frame, meta=meta, path=str(path))
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, meta: dict[str, Any]) -> ComputeTrace:
+        """Build from an in-memory frame, validating it like a loaded file."""
+        typed = check_frame_values(frame, COMPUTE_COLUMNS, "<memory>")
+        _check_compute_rows(typed, "<memory>")
+        _check_meta(meta, COMPUTE_META_SCHEMA, "<memory>")
+        return cls(frame=typed, meta=dict(meta))
+
+    def save(self, path: str | Path) -> None:
+        """Validate, then write the CSV and its sidecar atomically."""
+        cols = [c.name for c in COMPUTE_COLUMNS if c.name in self.frame.columns]
+        typed = check_frame_values(self.frame[cols], COMPUTE_COLUMNS, path)
+        _check_compute_rows(typed, path)
+        _check_meta(self.meta, COMPUTE_META_SCHEMA, meta_path(path))
+        write_csv_atomic(path, typed)
+        write_json_atomic(meta_path(path), self.meta)
+
+    # Convenience views used by planners and the replay (read-only numpy arrays).
+    @property
+    def n_tensors(self) -> int:
+        return len(self.frame)
+
+    @property
+    def names(self) -> list[str]:
+        return self.frame["name"].tolist()
+
+    @property
+    def stem(self) -> str:
+        return Path(self.path).stem if self.path != "<memory>" else self.meta.get("model", "trace")
+
+    def ready_sequence(self) -> pd.DataFrame:
+        """Rows sorted by ``ready_order`` with ``ready_s``: time from backward start to ready."""
+        if "ready" not in self._cache:
+            seq = self.frame.sort_values("ready_order", kind="stable").reset_index(drop=True)
+            seq = seq.assign(ready_s=seq["backward_s"].cumsum())
+            self._cache["ready"] = seq
+        return self._cache["ready"]
+
+    @property
+    def forward_total_s(self) -> float:
+        return float(self.frame["forward_s"].sum())
+
+    @property
+    def backward_total_s(self) -> float:
+        return float(self.frame["backward_s"].sum())
+
+    @property
+    def update_total_s(self) -> float:
+        return float(self.frame["update_s"].sum())
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.frame["bytes"].sum())
+
+
+def _check_compute_rows(frame: pd.DataFrame, path: str | Path) -> None:
+    names = frame["name"]
+    dup = names.duplicated()
+    if dup.any():
+        row = int(np.flatnonzero(dup.to_numpy())[0]) + 1
+        raise InputError(f"duplicate tensor name {names.iloc[row - 1]!r}", path=path, row=row,
+                         line=row + 1, field="name")
+    layer = frame["layer"].to_numpy()
+    bad = np.flatnonzero(np.diff(layer) < 0)
+    if bad.size:
+        row = int(bad[0]) + 2
+        raise InputError("rows must be in forward order: layer decreases here", path=path,
+                         row=row, line=row + 1, field="layer")
+    order = frame["ready_order"].to_numpy()
+    expected = np.arange(len(frame))
+    if not np.array_equal(np.sort(order), expected):
+        seen: set[int] = set()
+        for i, value in enumerate(order):
+            if value >= len(frame) or value in seen:
+                raise InputError(
+                    f"ready_order must be a permutation of 0..{len(frame) - 1}; "
+                    f"{value} is {'repeated' if value in seen else 'out of range'}",
+                    path=path, row=i + 1, line=i + 2, field="ready_order",
+                )
+            seen.add(int(value))
+    ratio = frame["bytes"].to_numpy() / frame["numel"].to_numpy()
+    for i, r in enumerate(ratio):
+        if r not in (1.0, 2.0, 4.0, 8.0):
+            raise InputError(
+                f"bytes/numel = {r:g} is not an element size (1, 2, 4 or 8)",
+                path=path, row=i + 1, line=i + 2, field="bytes",
+            )
+    for stat in ("forward", "backward"):
+        lo, hi = f"{stat}_p10_s", f"{stat}_p90_s"
+        if lo in frame.columns and hi in frame.columns:
+            bad_rows = np.flatnonzero((frame[lo] > frame[hi]).to_numpy())
+            if bad_rows.size:
+                row = int(bad_rows[0]) + 1
+                raise InputError(f"{lo} is larger than {hi}", path=path, row=row,
+                                 line=row + 1, field=lo)
+
+
+@dataclass
+class CommTrace:
+    """Measured collective times (one or more series of message sizes)."""
+
+    frame: pd.DataFrame
+    meta: dict[str, Any]
+    path: str = "<memory>"
+
+    def __post_init__(self) -> None:
+        if "algorithm" not in self.frame.columns:
+            self.frame = self.frame.assign(algorithm="default")
+        self.frame = self.frame.reset_index(drop=True)
+
+    @classmethod
+    def load(cls, path: str | Path) -> CommTrace:
+        """Load and validate ``path`` and its sidecar."""
+        path = Path(path)
+        frame = parse_frame(read_csv_text(path), COMM_COLUMNS, path)
+        if "algorithm" not in frame.columns:
+            frame = frame.assign(algorithm="default")
+        _check_comm_rows(frame, path)
+        meta = _load_meta(path, COMM_META_SCHEMA)
+        return cls(frame=frame, meta=meta, path=str(path))
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, meta: dict[str, Any]) -> CommTrace:
+        """Build from an in-memory frame (sorted into canonical order), validated."""
+        if "algorithm" not in frame.columns:
+            frame = frame.assign(algorithm="default")
+        frame = canonical_comm_order(frame)
+        typed = check_frame_values(frame, COMM_COLUMNS, "<memory>")
+        _check_comm_rows(typed, "<memory>")
+        _check_meta(meta, COMM_META_SCHEMA, "<memory>")
+        return cls(frame=typed, meta=dict(meta))
+
+    def save(self, path: str | Path) -> None:
+        """Validate, then write the CSV and its sidecar atomically."""
+        _check_comm_rows(self.frame, path)
+        _check_meta(self.meta, COMM_META_SCHEMA, meta_path(path))
+        cols = [c.name for c in COMM_COLUMNS if c.name in self.frame.columns]
+        out = self.frame[cols].copy()
+        out["in_place"] = out["in_place"].astype(int)
+        write_csv_atomic(path, out)
+        write_json_atomic(meta_path(path), self.meta)
+
+    def series(self) -> list[tuple[tuple[Any, ...], pd.DataFrame]]:
+        """Each (collective, backend, algorithm, world_size, nodes, in_place) series."""
+        return [(key, grp.reset_index(drop=True))
+                for key, grp in self.frame.groupby(list(COMM_SERIES), sort=True)]
+
+
+def canonical_comm_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Sort comm rows by their key (the order the loader requires)."""
+    return frame.sort_values(list(COMM_KEY), kind="stable").reset_index(drop=True)
+
+
+def _check_comm_rows(frame: pd.DataFrame, path: str | Path) -> None:
+    key = list(COMM_KEY)
+    dup = frame.duplicated(subset=key)
+    if dup.any():
+        row = int(np.flatnonzero(dup.to_numpy())[0]) + 1
+        raise InputError("duplicate measurement key " + str(tuple(frame.loc[row - 1, key])),
+                         path=path, row=row, line=row + 1, field="bytes")
+    ordered = canonical_comm_order(frame)
+    if not ordered[key].equals(frame[key].reset_index(drop=True)):
+        mismatch = np.flatnonzero(
+            (ordered[key].to_numpy() != frame[key].to_numpy()).any(axis=1)
+        )
+        row = int(mismatch[0]) + 1
+        raise InputError(
+            "rows are not sorted by (collective, backend, algorithm, world_size, nodes, "
+            "in_place, bytes)", path=path, row=row, line=row + 1, field="bytes",
+        )
+    bad = np.flatnonzero((frame["nodes"] > frame["world_size"]).to_numpy())
+    if bad.size:
+        row = int(bad[0]) + 1
+        raise InputError("nodes is larger than world_size", path=path, row=row, line=row + 1,
+                         field="nodes")
+    if "time_min_s" in frame.columns:
+        bad = np.flatnonzero((frame["time_min_s"] > frame["time_s"] * (1 + 1e-9)).to_numpy())
+        if bad.size:
+            row = int(bad[0]) + 1
+            raise InputError("time_min_s is larger than time_s", path=path, row=row,
+                             line=row + 1, field="time_min_s")
+    if "time_max_s" in frame.columns:
+        bad = np.flatnonzero((frame["time_max_s"] < frame["time_s"] * (1 - 1e-9)).to_numpy())
+        if bad.size:
+            row = int(bad[0]) + 1
+            raise InputError("time_max_s is smaller than time_s", path=path, row=row,
+                             line=row + 1, field="time_max_s")

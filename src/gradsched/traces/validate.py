@@ -1,0 +1,125 @@
+"""Strict CSV parsing against a column dictionary. No silent coercion.
+
+Every cell is read as text and converted explicitly, so a bad cell is reported
+with its file, data row (1-based; the header is line 1, data row r is line r+1)
+and column.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from gradsched.errors import InputError
+from gradsched.traces.columns import Column
+
+_TRUE = {"1", "true", "True", "TRUE"}
+_FALSE = {"0", "false", "False", "FALSE"}
+
+
+def read_csv_text(path: str | Path) -> pd.DataFrame:
+    """Read a CSV with every cell as a string (empty cells stay empty strings)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file not found", path=path)
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=False)
+    except pd.errors.EmptyDataError as exc:
+        raise InputError("file is empty (no header)", path=path) from exc
+    except pd.errors.ParserError as exc:
+        raise InputError(f"not a well-formed CSV: {exc}", path=path) from exc
+    if frame.empty:
+        raise InputError("no data rows", path=path)
+    return frame
+
+
+def check_header(frame: pd.DataFrame, columns: tuple[Column, ...], path: str | Path) -> None:
+    """Reject missing required columns and unknown columns."""
+    known = {c.name for c in columns}
+    for col in columns:
+        if col.required and col.name not in frame.columns:
+            raise InputError("required column is missing", path=path, line=1, field=col.name)
+    for name in frame.columns:
+        if name not in known:
+            raise InputError(
+                "unknown column (see traces/README.md for the column dictionary)",
+                path=path, line=1, field=str(name),
+            )
+    dupes = [c for c in frame.columns if str(c).endswith(".1")]
+    if dupes:
+        raise InputError("duplicate column", path=path, line=1, field=dupes[0][:-2])
+
+
+def _parse_cell(text: str, col: Column, path: str | Path, row: int) -> object:
+    where = {"path": path, "row": row, "line": row + 1, "field": col.name}
+    raw = text.strip()
+    if raw != text:
+        raise InputError(f"value {text!r} has surrounding spaces", **where)
+    if raw == "":
+        raise InputError("empty value", **where)
+    if col.kind == "str":
+        value: object = raw
+        if col.choices and raw not in col.choices:
+            raise InputError(f"{raw!r} is not one of {', '.join(col.choices)}", **where)
+        return value
+    if col.kind == "bool":
+        if raw in _TRUE:
+            return True
+        if raw in _FALSE:
+            return False
+        raise InputError(f"{raw!r} is not a boolean (use 0 or 1)", **where)
+    if col.kind == "int":
+        try:
+            number: float = int(raw)
+        except ValueError:
+            raise InputError(f"{raw!r} is not an integer", **where) from None
+    else:
+        try:
+            number = float(raw)
+        except ValueError:
+            raise InputError(f"{raw!r} is not a number", **where) from None
+        if not math.isfinite(number):
+            raise InputError(f"{raw!r} is not a finite number", **where)
+    if col.positive and number <= 0:
+        raise InputError(f"{raw} must be greater than zero", **where)
+    if col.minimum is not None and number < col.minimum:
+        raise InputError(f"{raw} must be at least {col.minimum:g}", **where)
+    return number
+
+
+def parse_frame(
+    frame: pd.DataFrame, columns: tuple[Column, ...], path: str | Path
+) -> pd.DataFrame:
+    """Convert a string frame to typed columns, raising on the first bad cell."""
+    check_header(frame, columns, path)
+    typed: dict[str, list[object]] = {}
+    for col in columns:
+        if col.name not in frame.columns:
+            continue
+        cells = frame[col.name].tolist()
+        typed[col.name] = [_parse_cell(cell, col, path, i + 1) for i, cell in enumerate(cells)]
+    out = pd.DataFrame(typed)
+    for col in columns:
+        if col.name not in out.columns:
+            continue
+        dtype = {"str": "object", "int": "int64", "float": "float64", "bool": "bool"}[col.kind]
+        out[col.name] = out[col.name].astype(dtype)
+    return out
+
+
+def check_frame_values(
+    frame: pd.DataFrame, columns: tuple[Column, ...], path: str | Path
+) -> pd.DataFrame:
+    """Validate an in-memory typed frame (before saving) the same way as a loaded one."""
+    as_text = frame.copy()
+    for name in as_text.columns:
+        series = as_text[name]
+        if series.dtype == bool:
+            as_text[name] = series.map(lambda v: "1" if v else "0")
+        elif pd.api.types.is_float_dtype(series):
+            as_text[name] = series.map(repr)
+        else:
+            as_text[name] = series.map(str)
+    return parse_frame(as_text, columns, path)

@@ -1,0 +1,69 @@
+"""Shared fixtures. Synthetic traces made here are labelled synthetic in their metadata."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gradsched.traces import ComputeTrace
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def external_data_dir() -> Path | None:
+    """The public measurements folder (``../shared/data/external`` beside the checkout)."""
+    env = os.environ.get("GRADSCHED_EXTERNAL")
+    candidates = [Path(env)] if env else []
+    candidates += [REPO.parent / "shared" / "data" / "external", REPO / "shared" / "data" / "external"]
+    for cand in candidates:
+        if cand.is_dir():
+            return cand
+    return None
+
+
+@pytest.fixture(scope="session")
+def external_dir() -> Path:
+    found = external_data_dir()
+    if found is None:
+        pytest.skip("the public measurements (../shared/data/external) are not beside the checkout")
+    return found
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+def synthetic_compute_trace(
+    n: int = 8, seed: int = 0, *, forward_s: float = 1e-3, bytes_scale: int = 4096
+) -> ComputeTrace:
+    """A SYNTHETIC compute trace for tests (never committed as a measurement).
+
+    Rows in forward order; gradients become ready in reverse order, as in backprop.
+    """
+    rng = np.random.default_rng(seed)
+    numel = rng.integers(1, 64, size=n) * bytes_scale // 4
+    frame = pd.DataFrame({
+        "name": [f"layer{i}.weight" for i in range(n)],
+        "layer": np.arange(n),
+        "numel": numel,
+        "bytes": numel * 4,
+        "forward_s": rng.uniform(0.2, 1.0, size=n) * forward_s,
+        "backward_s": rng.uniform(0.2, 2.0, size=n) * forward_s,
+        "ready_order": np.arange(n)[::-1],
+    })
+    meta = {
+        "kind": "compute", "model": f"synthetic-{n}", "batch_size": 1, "device": "none",
+        "dtype": "fp32", "world_size": 1, "software": {}, "capture_method": "synthetic",
+        "iterations": None, "date": "2026-11-23", "source": "SYNTHETIC test fixture, not measured",
+    }
+    return ComputeTrace.from_frame(frame, meta)
+
+
+@pytest.fixture
+def toy_trace() -> ComputeTrace:
+    return synthetic_compute_trace()

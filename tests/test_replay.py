@@ -1,0 +1,239 @@
+"""Replay engine: hand-computed cases, invariants, lower bound, timeline export.
+
+Every trace here is SYNTHETIC (built in the test), labelled so in its metadata.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gradsched.costmodel import AlphaBetaModel
+from gradsched.errors import ConfigError
+from gradsched.plan import Bucket, Plan
+from gradsched.replay import ReplayOptions, lower_bound, replay
+from gradsched.replay.timeline import chrome_trace, timeline_frame, write_timeline
+from gradsched.traces import ComputeTrace
+from tests.conftest import synthetic_compute_trace
+
+MS = 1e-3
+META = {
+    "kind": "compute", "model": "hand-3", "batch_size": 1, "device": "none", "dtype": "fp32",
+    "world_size": 1, "software": {}, "capture_method": "synthetic", "iterations": None,
+    "date": "2026-11-23", "source": "SYNTHETIC hand-computed test case, not measured",
+}
+
+
+def hand_trace(second_backward_ms: float = 2.0) -> ComputeTrace:
+    """3 layers; forward 1, 2, 3 ms; gradients ready (from backward start) at
+    L2: 1 ms, L1: 1 + second_backward_ms, L0: that + 1 ms; sizes 100, 200, 300 bytes."""
+    frame = pd.DataFrame({
+        "name": ["L0", "L1", "L2"], "layer": [0, 1, 2], "numel": [25, 50, 75],
+        "bytes": [100, 200, 300], "forward_s": [1 * MS, 2 * MS, 3 * MS],
+        "backward_s": [1 * MS, second_backward_ms * MS, 1 * MS], "ready_order": [2, 1, 0],
+    })
+    return ComputeTrace.from_frame(frame, META)
+
+
+MODEL = AlphaBetaModel(alpha=0.5 * MS, beta=0.01 * MS)  # T(m bytes) = 0.5 + 0.01 m ms
+
+
+def wfbp(trace: ComputeTrace, **kw) -> Plan:
+    order = trace.ready_sequence()["name"]
+    return Plan("wfbp", tuple(Bucket((n,), **kw) for n in order))
+
+
+def test_wfbp_hand_computed():
+    # comm: L2 1 -> 4.5, L1 max(3, 4.5) -> 7.0, L0 max(4, 7) -> 8.5 ms after backward start;
+    # iteration = forward 6 + max(backward 4, 8.5) = 14.5 ms.
+    res = replay(hand_trace(), wfbp(hand_trace()), MODEL, world_size=4)
+    assert res.iteration_s == pytest.approx(14.5 * MS)
+    assert res.compute_s == pytest.approx(10 * MS)
+    assert res.exposed_comm_s == pytest.approx(4.5 * MS)
+    assert res.n_collectives == 3
+
+
+def test_syncsgd_hand_computed():
+    # one all-reduce of 600 bytes after backward: 4 + 6.5 = 10.5; + forward 6 = 16.5 ms.
+    plan = Plan("syncsgd", (Bucket(("L0", "L1", "L2")),))
+    assert replay(hand_trace(), plan, MODEL, 4).iteration_s == pytest.approx(16.5 * MS)
+
+
+def test_update_time_is_serial_after_communication():
+    trace = hand_trace()
+    frame = trace.frame.assign(update_s=[0.1 * MS, 0.2 * MS, 0.3 * MS])
+    trace = ComputeTrace.from_frame(frame, META)
+    assert replay(trace, wfbp(trace), MODEL, 4).iteration_s == pytest.approx(15.1 * MS)
+
+
+def test_decoupled_rs_ag_hand_computed():
+    # RS = AG = half an all-reduce: 0.25 + 0.005 m ms. RS L2 1 -> 2.75, RS L1 3 -> 4.25,
+    # RS L0 4.25 -> 5.0; all-gathers in forward order: L0 5.0 -> 5.75, L1 -> 7.0,
+    # L2 -> 8.75. Next forward (from backward end, 4): L0 at 5.75 -> 6.75, L1 at 7.0 -> 9.0,
+    # L2 at 9.0 -> 12.0 = the next backward start, so the period is 12 ms.
+    trace = hand_trace()
+    plan = Plan("dear", wfbp(trace, collective="rs_ag").buckets, update="per_layer")
+    res = replay(trace, plan, MODEL, 4, timeline=True)
+    assert res.iteration_s == pytest.approx(12.0 * MS)
+    assert res.n_collectives == 6
+    comm = timeline_frame(res).query("lane == 'comm' and iteration == 1")
+    assert list(comm["kind"]) == ["reduce_scatter"] * 3 + ["all_gather"] * 3
+
+
+def test_priority_reorders_and_per_layer_update_overlaps_forward():
+    # With L0 most urgent, a per-layer plan lets the next forward start on L0 early.
+    trace = hand_trace()
+    names = trace.ready_sequence()["name"]
+    prio = {"L0": 0, "L1": 1, "L2": 2}
+    plan = Plan("prio", tuple(Bucket((n,), priority=prio[n]) for n in names), update="per_layer")
+    glob = replay(trace, wfbp(trace), MODEL, 4).iteration_s
+    assert replay(trace, plan, MODEL, 4).iteration_s <= glob + 1e-12
+
+
+def test_world_size_one_is_pure_compute():
+    trace = hand_trace()
+    for plan in (wfbp(trace), Plan("s", (Bucket(("L0", "L1", "L2")),))):
+        res = replay(trace, plan, MODEL, 1)
+        assert res.iteration_s == pytest.approx(10 * MS)
+        assert res.exposed_comm_s == pytest.approx(0.0, abs=1e-15)
+
+
+def test_channels_share_bandwidth():
+    # L1 and L0 become ready at the same time (second backward 0). Two channels: both
+    # start-ups overlap, the bandwidth parts share the link, so both end together.
+    trace = hand_trace(second_backward_ms=0.0)
+    plan = Plan("two", (Bucket(("L2",)), Bucket(("L1",)), Bucket(("L0",))))
+    one = replay(trace, plan, MODEL, 4, ReplayOptions(channels=1), timeline=True)
+    two = replay(trace, plan, MODEL, 4, ReplayOptions(channels=2), timeline=True)
+    assert two.iteration_s <= one.iteration_s + 1e-12
+    ends = timeline_frame(two).query("lane == 'comm' and iteration == 1")["end_s"].to_numpy()
+    # total bandwidth work is conserved: the last end is never earlier than
+    # first start + sum of bandwidth parts
+    assert ends.max() > ends.min()
+
+
+def test_chunks_pay_startup_each():
+    trace = hand_trace()
+    plain = Plan("s", (Bucket(("L0", "L1", "L2")),))
+    chunked = Plan("s", (Bucket(("L0", "L1", "L2"), chunks=4),))
+    delta = (replay(trace, chunked, MODEL, 4).iteration_s
+             - replay(trace, plain, MODEL, 4).iteration_s)
+    assert delta == pytest.approx(3 * 0.5 * MS)
+
+
+def test_release_delays_launch():
+    trace = hand_trace()
+    plan = Plan("s", (Bucket(("L0", "L1", "L2"), release_s=5 * MS),))
+    assert replay(trace, plan, MODEL, 4).iteration_s == pytest.approx((6 + 5 + 6.5) * MS)
+
+
+def test_pack_cost_applies_to_multi_tensor_buckets_only():
+    trace = hand_trace()
+    opts = ReplayOptions(pack_s_per_byte=0.001 * MS)
+    base = replay(trace, wfbp(trace), MODEL, 4).iteration_s
+    assert replay(trace, wfbp(trace), MODEL, 4, opts).iteration_s == pytest.approx(base)
+    plan = Plan("s", (Bucket(("L0", "L1", "L2")),))
+    # pack 0.6 ms before launch and unpack 0.6 ms after completion
+    assert replay(trace, plan, MODEL, 4, opts).iteration_s == pytest.approx((16.5 + 1.2) * MS)
+
+
+def test_bad_options_and_plans():
+    with pytest.raises(ConfigError):
+        ReplayOptions(iterations=1)
+    with pytest.raises(ConfigError):
+        ReplayOptions(channels=0)
+    trace = hand_trace()
+    with pytest.raises(ConfigError, match="nope"):
+        replay(trace, Plan("x", (Bucket(("nope",)),)), MODEL, 4)
+
+
+def _random_plan(trace: ComputeTrace, seed: int) -> Plan:
+    rng = np.random.default_rng(seed)
+    names = list(trace.ready_sequence()["name"])
+    cuts = sorted(rng.choice(np.arange(1, len(names)), size=rng.integers(0, len(names)),
+                             replace=False)) if len(names) > 1 else []
+    groups = np.split(np.array(names), cuts)
+    collective = "rs_ag" if rng.random() < 0.3 else "all_reduce"
+    buckets = tuple(Bucket(tuple(g), collective=collective, chunks=int(rng.integers(1, 4)),
+                           priority=int(rng.integers(0, 3)) if rng.random() < 0.5 else None)
+                    for g in groups)
+    update = "per_layer" if collective == "rs_ag" or rng.random() < 0.5 else "global"
+    return Plan("random", buckets, update=update, channels=int(rng.integers(1, 3)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 12), seed=st.integers(0, 10_000),
+       alpha=st.floats(0, 2e-3), beta=st.floats(0, 1e-7))
+def test_lower_bound_holds_for_every_plan(n, seed, alpha, beta):
+    trace = synthetic_compute_trace(n, seed)
+    model = AlphaBetaModel(alpha, beta)
+    plan = _random_plan(trace, seed)
+    res = replay(trace, plan, model, 8)
+    assert res.iteration_s >= lower_bound(trace, model, 8).lower_bound_s * (1 - 1e-9)
+    assert res.iteration_s >= res.compute_s * (1 - 1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 12), seed=st.integers(0, 10_000))
+def test_replay_is_deterministic(n, seed):
+    trace = synthetic_compute_trace(n, seed)
+    plan = _random_plan(trace, seed)
+    a = replay(trace, plan, AlphaBetaModel(1e-4, 1e-9), 4, timeline=True)
+    b = replay(synthetic_compute_trace(n, seed), plan, AlphaBetaModel(1e-4, 1e-9), 4,
+               timeline=True)
+    assert a == b
+
+
+def test_timeline_exports(tmp_path):
+    trace = hand_trace()
+    res = replay(trace, wfbp(trace), MODEL, 4, ReplayOptions(iterations=3), timeline=True)
+    doc = chrome_trace(res)
+    complete = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert sum(e["cat"] == "all_reduce" for e in complete) == 3 * 3
+    assert all(e["dur"] > 0 for e in complete)
+    json_path, csv_path = write_timeline(res, tmp_path)
+    assert json.loads(json_path.read_text())["otherData"]["algorithm"] == "wfbp"
+    frame = pd.read_csv(csv_path)
+    assert list(frame.columns) == ["iteration", "lane", "kind", "label", "start_s", "end_s",
+                                   "bytes"]
+    # the compute lane never overlaps itself
+    comp = frame[frame["lane"] == "compute"].sort_values("start_s")
+    assert (comp["start_s"].to_numpy()[1:] >= comp["end_s"].to_numpy()[:-1] - 1e-12).all()
+
+
+def test_lower_bound_parts():
+    lb = lower_bound(hand_trace(), MODEL, 4)
+    assert lb.compute_s == pytest.approx(10 * MS)
+    assert lb.first_ready_s == pytest.approx(1 * MS)
+    # bandwidth part of 0.5 ms + 0.01 ms/B: 100 bytes per ms
+    assert lb.peak_algbw_Bps == pytest.approx(100 / MS)
+    assert lb.lower_bound_s == pytest.approx(max(10 * MS + 1 * MS, 1 * MS + 6 * MS))
+    assert lower_bound(hand_trace(), MODEL, 1).lower_bound_s == pytest.approx(10 * MS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 12), seed=st.integers(0, 10_000))
+def test_fast_paths_equal_the_general_list_schedule(n, seed):
+    from gradsched.replay.engine import (
+        _fifo_one_channel,
+        _list_schedule,
+        _priority_one_channel,
+    )
+    from gradsched.replay.prep import plan_items, trace_arrays
+
+    trace = synthetic_compute_trace(n, seed)
+    arrays = trace_arrays(trace)
+    plan = _random_plan(trace, seed)
+    items = plan_items(arrays, plan, AlphaBetaModel(1e-4, 1e-9), 4, 0.0)
+    general = _list_schedule(items, arrays.backward_s, 1)
+    fast = _priority_one_channel(items, arrays.backward_s)
+    np.testing.assert_allclose(fast[1], general[1], rtol=1e-12, atol=1e-15)
+    if plan.buckets[0].collective == "all_reduce" and all(
+            b.priority is None for b in plan.buckets):
+        fifo = _fifo_one_channel(items.ready_offset_s, items.duration_s)
+        np.testing.assert_allclose(fifo[1], general[1], rtol=1e-12, atol=1e-15)
