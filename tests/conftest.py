@@ -18,7 +18,8 @@ def external_data_dir() -> Path | None:
     """The public measurements folder (``../shared/data/external`` beside the checkout)."""
     env = os.environ.get("GRADSCHED_EXTERNAL")
     candidates = [Path(env)] if env else []
-    candidates += [REPO.parent / "shared" / "data" / "external", REPO / "shared" / "data" / "external"]
+    candidates += [REPO.parent / "shared" / "data" / "external",
+                   REPO / "shared" / "data" / "external"]
     for cand in candidates:
         if cand.is_dir():
             return cand

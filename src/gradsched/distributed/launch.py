@@ -1,0 +1,175 @@
+"""Launch N ranks of a task as separate processes (loopback or network namespaces).
+
+A *task* is a function ``fn(rank: int, world_size: int, payload: dict) -> JSON-able``
+named ``"package.module:function"``. Each rank is a ``python -m gradsched.distributed.worker``
+process (optionally behind a per-rank command prefix such as ``ip netns exec gs0``) that
+initialises a ``torch.distributed`` process group with a timeout, runs the task and writes
+its result atomically to a file. The launcher
+
+* fails fast: when any rank exits non-zero, the others are terminated and a
+  :class:`DistributedError` names the rank and shows the end of its stderr;
+* never hangs: an overall deadline bounds the run; process-group init and every
+  collective have timeouts inside the ranks;
+* cleans up on every exit path (including Ctrl-C): no rank outlives the launcher, and
+  no partial result is returned.
+
+Under ``torchrun`` the worker module also runs directly (``env://`` initialisation).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gradsched.errors import GradschedError
+
+
+class DistributedError(GradschedError, RuntimeError):
+    """A rank failed, timed out, or could not start."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class LaunchSpec:
+    """How to start the ranks.
+
+    ``prefixes[r]`` is prepended to rank r's command (e.g. ``["ip", "netns", "exec",
+    "gs0"]``); ``rank_env[r]`` adds environment variables (e.g. ``GLOO_SOCKET_IFNAME``).
+    """
+
+    world_size: int
+    backend: str = "gloo"
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    init_timeout_s: float = 60.0
+    op_timeout_s: float = 300.0
+    deadline_s: float = 1800.0
+    threads_per_rank: int = 1
+    prefixes: Sequence[Sequence[str]] | None = None
+    rank_env: Sequence[dict[str, str]] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1:
+            raise DistributedError("world_size must be >= 1")
+        for name in ("prefixes", "rank_env"):
+            value = getattr(self, name)
+            if value is not None and len(value) != self.world_size:
+                raise DistributedError(f"{name} must have one entry per rank")
+
+
+def launch(task: str, payload: dict[str, Any], spec: LaunchSpec) -> list[Any]:
+    """Run ``task`` on ``spec.world_size`` ranks; return each rank's result, rank order."""
+    port = spec.master_port or free_port(spec.master_addr if spec.prefixes is None
+                                         else "127.0.0.1")
+    with tempfile.TemporaryDirectory(prefix="gradsched-launch-") as tmp:
+        workdir = Path(tmp)
+        (workdir / "payload.json").write_text(json.dumps(payload), encoding="utf-8")
+        procs = [_start_rank(rank, task, port, spec, workdir) for rank in range(spec.world_size)]
+        try:
+            _wait(procs, spec, workdir)
+        except BaseException:
+            _terminate(procs)
+            raise
+        return [_read_result(workdir, rank, procs[rank]) for rank in range(spec.world_size)]
+
+
+def _start_rank(rank: int, task: str, port: int, spec: LaunchSpec,
+                workdir: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    env.update(spec.env)
+    if spec.rank_env is not None:
+        env.update(spec.rank_env[rank])
+    threads = str(spec.threads_per_rank)
+    env.update({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+                "PYTHONUNBUFFERED": "1"})
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-m", "gradsched.distributed.worker",
+           "--task", task, "--rank", str(rank), "--world-size", str(spec.world_size),
+           "--master", f"{spec.master_addr}:{port}", "--backend", spec.backend,
+           "--init-timeout-s", str(spec.init_timeout_s),
+           "--op-timeout-s", str(spec.op_timeout_s),
+           "--threads", threads, "--workdir", str(workdir)]
+    if spec.prefixes is not None:
+        cmd = [*spec.prefixes[rank], *cmd]
+    stderr = open(workdir / f"rank{rank}.stderr", "wb")  # noqa: SIM115 - closed by _terminate
+    try:
+        return subprocess.Popen(cmd, env=env, stdout=stderr, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    finally:
+        stderr.close()
+
+
+def _wait(procs: list[subprocess.Popen[bytes]], spec: LaunchSpec, workdir: Path) -> None:
+    deadline = time.monotonic() + spec.deadline_s
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+        if failed:
+            # The first rank to fail is the cause; give its peers a moment to report too.
+            rank = failed[0]
+            raise DistributedError(
+                f"rank {rank} of {spec.world_size} exited with code {codes[rank]}; "
+                f"the other ranks were stopped.\n--- rank {rank} output (end) ---\n"
+                + _tail(workdir / f"rank{rank}.stderr"))
+        if all(c == 0 for c in codes):
+            return
+        if time.monotonic() > deadline:
+            waiting = [r for r, c in enumerate(codes) if c is None]
+            raise DistributedError(
+                f"ranks {waiting} still running after the {spec.deadline_s:g} s deadline; "
+                "stopped them.\n--- rank %d output (end) ---\n%s"
+                % (waiting[0], _tail(workdir / f"rank{waiting[0]}.stderr")))
+        time.sleep(0.05)
+
+
+def _terminate(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+    end = time.monotonic() + 5.0
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(end - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+
+
+def _tail(path: Path, limit: int = 3000) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no output)"
+    return text[-limit:] if text else "(no output)"
+
+
+def _read_result(workdir: Path, rank: int, proc: subprocess.Popen[bytes]) -> Any:
+    path = workdir / f"rank{rank}.result.json"
+    if not path.is_file():
+        raise DistributedError(f"rank {rank} exited 0 but wrote no result\n"
+                               + _tail(workdir / f"rank{rank}.stderr"))
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,95 @@
+"""One rank: ``python -m gradsched.distributed.worker --task mod:fn ...`` (see launch.py).
+
+Also runs under ``torchrun`` (no ``--rank``/``--master``: ``env://`` initialisation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="gradsched.distributed.worker")
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--rank", type=int, default=None)
+    parser.add_argument("--world-size", type=int, default=None)
+    parser.add_argument("--master", default=None, help="host:port of rank 0's store")
+    parser.add_argument("--backend", default="gloo")
+    parser.add_argument("--init-timeout-s", type=float, default=60.0)
+    parser.add_argument("--op-timeout-s", type=float, default=300.0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, required=True)
+    return parser.parse_args(argv)
+
+
+def load_task(name: str) -> Any:
+    """``package.module:function`` -> the function."""
+    module_name, _, attr = name.partition(":")
+    if not attr:
+        raise SystemExit(f"task {name!r} must look like package.module:function")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def init_group(args: argparse.Namespace) -> tuple[int, int]:
+    """Initialise the process group with timeouts; return (rank, world_size)."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(args.threads)
+    timeout = dt.timedelta(seconds=args.op_timeout_s)
+    if args.rank is None:  # torchrun
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        init = "env://"
+    else:
+        rank, world = args.rank, args.world_size
+        init = f"tcp://{args.master}"
+    if args.backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+    # The store connection honours the init timeout; collectives the op timeout.
+    from torch.distributed import TCPStore
+
+    if init.startswith("tcp://"):
+        host, port = args.master.rsplit(":", 1)
+        store = TCPStore(host, int(port), world, is_master=(rank == 0),
+                         timeout=dt.timedelta(seconds=args.init_timeout_s))
+        dist.init_process_group(args.backend, store=store, rank=rank, world_size=world,
+                                timeout=timeout)
+    else:
+        dist.init_process_group(args.backend, init_method=init, timeout=timeout)
+    return rank, world
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    try:
+        rank, world = init_group(args)
+    except Exception as exc:
+        print(f"rank {args.rank}: could not join the process group at {args.master}: {exc}",
+              file=sys.stderr)
+        return 3
+    payload = json.loads((args.workdir / "payload.json").read_text(encoding="utf-8"))
+    try:
+        result = load_task(args.task)(rank, world, payload)
+    except Exception:
+        print(f"rank {rank}: task {args.task} failed:\n{traceback.format_exc()}", file=sys.stderr)
+        return 4
+    import torch.distributed as dist
+
+    out = args.workdir / f"rank{rank}.result.json"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result), encoding="utf-8")
+    tmp.replace(out)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
