@@ -87,10 +87,23 @@ def _load_meta(csv_path: Path, schema: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
+_VALIDATORS: dict[int, Any] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """A checked, cached validator per schema (``jsonschema.validate`` re-checks the schema
+    on every call, which dominated import time)."""
+    validator = _VALIDATORS.get(id(schema))
+    if validator is None:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        validator = _VALIDATORS[id(schema)] = cls(schema)
+    return validator
+
+
 def _check_meta(meta: dict[str, Any], schema: dict[str, Any], path: Path | str) -> None:
-    try:
-        jsonschema.validate(meta, schema)
-    except jsonschema.ValidationError as exc:
+    exc = jsonschema.exceptions.best_match(_validator(schema).iter_errors(meta))
+    if exc is not None:
         field_name = ".".join(str(p) for p in exc.absolute_path) or None
         raise InputError(exc.message, path=path, field=field_name) from None
 
@@ -280,10 +293,8 @@ def _check_comm_rows(frame: pd.DataFrame, path: str | Path) -> None:
                          path=path, row=row, line=row + 1, field="bytes")
     ordered = canonical_comm_order(frame)
     if not ordered[key].equals(frame[key].reset_index(drop=True)):
-        mismatch = np.flatnonzero(
-            (ordered[key].to_numpy() != frame[key].to_numpy()).any(axis=1)
-        )
-        row = int(mismatch[0]) + 1
+        rows = list(frame[key].itertuples(index=False, name=None))
+        row = next((i for i in range(1, len(rows)) if rows[i] < rows[i - 1]), 0) + 1
         raise InputError(
             "rows are not sorted by (collective, backend, algorithm, world_size, nodes, "
             "in_place, bytes)", path=path, row=row, line=row + 1, field="bytes",

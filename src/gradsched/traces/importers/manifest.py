@@ -1,0 +1,174 @@
+"""The import manifest: which external file goes through which importer, with which flags.
+
+``traces/manifest.yaml`` lists every shared external file (paths relative to the external
+folder, never absolute) with its importer, the importer's options and the output path(s)
+relative to the output folder::
+
+    version: 1
+    files:
+      - file: nccl-tests/abci-inter-anode-2.txt
+        importer: nccl-tests
+        out: comm/external/nccl-abci-inter-anode-2.csv
+        args: {interconnect: "4x InfiniBand HDR-200 per node"}
+      - file: bcaffe-googlenet/tmp2comm.log
+        importer: bcaffe
+        out: compute/bcaffe/googlenet-tmp2comm.csv
+        comm_out: comm/external/bcaffe-tmp2comm.csv
+        args: {world_size: 2, nodes: 2}
+
+``gradsched import manifest traces/manifest.yaml --src DIR -o traces`` re-imports them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from gradsched.errors import InputError
+from gradsched.traces.importers import ImportResult, bcaffe, nccl_tests, osu
+
+IMPORTERS: dict[str, tuple[Callable[..., ImportResult], type]] = {
+    "nccl-tests": (nccl_tests.import_nccl_tests, nccl_tests.Options),
+    "osu": (osu.import_osu, osu.Options),
+    "bcaffe": (bcaffe.import_bcaffe, bcaffe.Options),
+}
+
+_ENTRY_KEYS = {"file", "importer", "out", "comm_out", "args"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One manifest entry."""
+
+    file: str
+    importer: str
+    out: str
+    comm_out: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+def _relative(value: Any, path: Path, index: int, name: str) -> str:
+    """A relative POSIX path without ``..``; anything else is an error."""
+    where = {"path": path, "row": index + 1, "field": f"files[{index}].{name}"}
+    if not isinstance(value, str) or not value:
+        raise InputError("must be a non-empty relative path", **where)
+    pure = PurePosixPath(value)
+    if pure.is_absolute() or ".." in pure.parts or "\\" in value:
+        raise InputError(f"{value!r} must be relative to its folder (no '/', '..' or '\\' "
+                         "at the start)", **where)
+    return value
+
+
+def _options(importer: str, args: Any, path: Path, index: int) -> dict[str, Any]:
+    where = {"path": path, "row": index + 1, "field": f"files[{index}].args"}
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise InputError("args must be a mapping", **where)
+    options_cls = IMPORTERS[importer][1]
+    known = {f.name for f in dataclasses.fields(options_cls)}
+    for key in args:
+        if key not in known:
+            raise InputError(f"unknown option {key!r} for importer {importer} (known: "
+                             f"{', '.join(sorted(known))})", **where)
+    try:
+        options_cls(**args)
+    except TypeError as exc:
+        raise InputError(str(exc), **where) from None
+    return dict(args)
+
+
+def _entry(raw: Any, path: Path, index: int) -> Entry:
+    where = {"path": path, "row": index + 1}
+    if not isinstance(raw, dict):
+        raise InputError("each entry must be a mapping", field=f"files[{index}]", **where)
+    unknown = set(raw) - _ENTRY_KEYS
+    if unknown:
+        raise InputError(f"unknown key(s) {', '.join(sorted(unknown))}",
+                         field=f"files[{index}]", **where)
+    importer = raw.get("importer")
+    if importer not in IMPORTERS:
+        raise InputError(f"importer {importer!r} is not one of {', '.join(IMPORTERS)}",
+                         field=f"files[{index}].importer", **where)
+    comm_out = raw.get("comm_out")
+    if comm_out is not None and importer != "bcaffe":
+        raise InputError("comm_out is only for the bcaffe importer",
+                         field=f"files[{index}].comm_out", **where)
+    return Entry(
+        file=_relative(raw.get("file"), path, index, "file"),
+        importer=importer,
+        out=_relative(raw.get("out"), path, index, "out"),
+        comm_out=_relative(comm_out, path, index, "comm_out") if comm_out else None,
+        args=_options(importer, raw.get("args"), path, index),
+    )
+
+
+def load_manifest(path: str | Path) -> list[Entry]:
+    """Read and check a manifest; errors name the manifest, the entry and the key."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file not found", path=path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML: {exc}", path=path,
+                         line=mark.line + 1 if mark else None) from None
+    if not isinstance(doc, dict) or doc.get("version") != 1 or "files" not in doc:
+        raise InputError("expected a mapping with 'version: 1' and 'files:'", path=path)
+    if not isinstance(doc["files"], list) or not doc["files"]:
+        raise InputError("'files' must be a non-empty list", path=path, field="files")
+    entries = [_entry(raw, path, i) for i, raw in enumerate(doc["files"])]
+    outs: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        for out in filter(None, (entry.out, entry.comm_out)):
+            if out in outs:
+                raise InputError(f"output {out!r} is also written by entry {outs[out] + 1}",
+                                 path=path, row=i + 1, field=f"files[{i}].out")
+            outs[out] = i
+    return entries
+
+
+def run_entry(entry: Entry, src: str | Path) -> ImportResult:
+    """Import one entry's file from the external folder ``src``."""
+    func, options_cls = IMPORTERS[entry.importer]
+    args = dict(entry.args)
+    if entry.importer == "bcaffe":
+        args["with_comm"] = entry.comm_out is not None
+    return func(Path(src) / entry.file, options_cls(**args))
+
+
+def save_result(entry: Entry, result: ImportResult, out_dir: str | Path) -> list[Path]:
+    """Write an entry's trace(s) under ``out_dir``; returns the CSV paths written."""
+    out_dir = Path(out_dir)
+    written = []
+    if entry.importer == "bcaffe":
+        assert result.compute is not None
+        result.compute.save(out_dir / entry.out)
+        written.append(out_dir / entry.out)
+        if entry.comm_out and result.comm is not None:
+            result.comm.save(out_dir / entry.comm_out)
+            written.append(out_dir / entry.comm_out)
+    else:
+        assert result.comm is not None
+        result.comm.save(out_dir / entry.out)
+        written.append(out_dir / entry.out)
+    return written
+
+
+def run_manifest(
+    manifest: str | Path, src: str | Path, out_dir: str | Path
+) -> Iterator[tuple[Entry, ImportResult, list[Path]]]:
+    """Import every entry of ``manifest`` from ``src`` into ``out_dir`` (lazily, in order)."""
+    entries = load_manifest(manifest)
+    src = Path(src)
+    if not src.is_dir():
+        raise InputError("the external folder does not exist", path=src)
+    for entry in entries:
+        result = run_entry(entry, src)
+        yield entry, result, save_result(entry, result, out_dir)
