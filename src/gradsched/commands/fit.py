@@ -1,0 +1,187 @@
+"""``gradsched fit``: fit comm cost models to comm traces and report held-out error.
+
+    gradsched fit A.csv [B.csv ...] [--model piecewise|alpha-beta|interp|all] [-o model.json]
+                  [--table fits.csv] [--folds 5] [--in-place]
+    gradsched fit --cross-world-size A.csv B.csv C.csv --fit-on 16,32 [--algorithm ring]
+                  [--from piecewise|alpha-beta] [--scale-by world_size|nodes]
+                  [--method analytic|scaled|both] [--table crossws.csv] [-o analytic.json]
+
+``--algorithm`` takes one name, a comma list (ring,dbt) or all. In the cross-world-size
+table ``fit_world_sizes`` is ';'-separated (16;32) and ``algorithm`` is ``scaled:<name>``
+for rows of ``--method scaled``.
+
+Parameters and errors go to stdout; warnings (noisy series, reduced folds) to stderr as
+``warning: FILE: ...``. Outputs are written atomically with a fixed float format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from gradsched.errors import ConfigError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return value
+
+
+def _world_sizes(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected comma-separated world sizes, e.g. 16,32") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: world sizes must be integers >= 1")
+    return sorted(set(values))
+
+
+def _algorithms(text: str) -> list[str]:
+    from gradsched.costmodel.formulas import ALGORITHMS
+
+    if text == "all":
+        return list(ALGORITHMS)
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    bad = [n for n in names if n not in ALGORITHMS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: algorithms are {', '.join(ALGORITHMS)} (comma-separated) or all")
+    return list(dict.fromkeys(names))
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from gradsched.costmodel.fit import FIT_MODELS
+    from gradsched.costmodel.formulas import ALGORITHMS
+
+    p = sub.add_parser("fit", help="fit comm cost models to comm traces; held-out error",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("traces", nargs="+", type=Path, help="comm trace CSV(s)")
+    p.add_argument("--model", default="piecewise", choices=[*FIT_MODELS, "all"],
+                   help="model to fit (default: piecewise)")
+    p.add_argument("-o", "--output", type=Path,
+                   help="write the fitted model JSON (usable as --comm)")
+    p.add_argument("--table", type=Path, help="write the fit (or cross-world-size) table CSV")
+    p.add_argument("--folds", type=_positive_int, default=5,
+                   help="k of the k-fold held-out error by message size (default 5)")
+    p.add_argument("--in-place", action="store_true",
+                   help="fit the in-place rows instead of the out-of-place ones")
+    p.add_argument("--cross-world-size", action="store_true",
+                   help="derive an analytic model at --fit-on world sizes; error at the others")
+    p.add_argument("--fit-on", type=_world_sizes, help="world sizes (ranks) to fit on, e.g. 16,32")
+    p.add_argument("--algorithm", default="ring", type=_algorithms,
+                   help="collective algorithm(s) whose formula is inverted, comma-separated, "
+                   f"or all ({', '.join(ALGORITHMS)}; default ring)")
+    p.add_argument("--from", dest="source", default="piecewise",
+                   choices=["piecewise", "alpha-beta"],
+                   help="fit at the fit world sizes that is inverted (default piecewise)")
+    p.add_argument("--scale-by", default="world_size", choices=["world_size", "nodes"],
+                   help="P in the formula: ranks (default) or nodes")
+    p.add_argument("--method", default="analytic", choices=["analytic", "scaled", "both"],
+                   help="cross-world-size predictor: the analytic formula (default) or the "
+                   "fit at the nearest fit world size scaled by the formula's ratio")
+    p.add_argument("--gamma", type=float, default=0.0,
+                   help="reduction compute seconds per byte held fixed (default 0)")
+    p.set_defaults(func=_run)
+
+
+def _warn(source: str, message: str) -> None:
+    print(f"warning: {source}: {message}", file=sys.stderr)
+
+
+def _pct(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f}%"
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.cross_world_size:
+        return _run_cross(args)
+    if args.fit_on is not None:
+        raise ConfigError("--fit-on is only meaningful with --cross-world-size")
+    if args.folds < 2:
+        raise ConfigError(f"--folds must be >= 2, got {args.folds}")
+    from gradsched.costmodel.fit import FIT_MODELS, build_model, fit_file, fit_table
+    from gradsched.io import write_csv_atomic
+
+    kinds = list(FIT_MODELS) if args.model == "all" else [args.model]
+    if args.output is not None and len(kinds) > 1:
+        raise ConfigError("-o writes one model: choose --model piecewise, alpha-beta or interp")
+    fits = []
+    for path in args.traces:
+        file_fits = fit_file(path, kinds, folds=args.folds, in_place=args.in_place)
+        seen: set[str] = set()
+        for fit in file_fits:
+            info = fit.info
+            print(f"{fit.trace}  {info['collective']} {info['backend']} "
+                  f"world_size={info['world_size']} nodes={info['nodes']}  {fit.model}: "
+                  f"{fit.describe_params()}  train MAPE {_pct(fit.train_mape_pct)}, "
+                  f"held-out MAPE {_pct(fit.heldout_mape_pct)} "
+                  f"(max {_pct(fit.heldout_max_ape_pct)}, {fit.folds} folds, "
+                  f"{fit.nbytes.size} sizes)")
+            for note in fit.notes:
+                text = f"{info['collective']} world_size={info['world_size']}: {note}"
+                if text not in seen:
+                    seen.add(text)
+                    _warn(str(path), text)
+        fits.extend(file_fits)
+    if args.table is not None:
+        write_csv_atomic(args.table, fit_table(fits))
+        print(f"wrote {args.table}")
+    if args.output is not None:
+        build_model(kinds[0], fits).save(args.output)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _run_cross(args: argparse.Namespace) -> int:
+    from gradsched.costmodel.fit import cross_table, cross_world_size
+    from gradsched.io import write_csv_atomic
+
+    if not args.fit_on:
+        raise ConfigError("--cross-world-size needs --fit-on WORLD_SIZES (e.g. --fit-on 16,32)")
+    methods = ["analytic", "scaled"] if args.method == "both" else [args.method]
+    results = [
+        res
+        for algorithm in args.algorithm
+        for method in methods
+        for res in cross_world_size(args.traces, args.fit_on, algorithm=algorithm,
+                                    source=args.source, gamma=args.gamma,
+                                    scale_by=args.scale_by, in_place=args.in_place,
+                                    method=method)
+    ]
+    for res in results:
+        model = res.model
+        gbps = 1e-9 / model.beta if model.beta > 0 else math.inf
+        label = res.rows[0]["algorithm"] if res.rows else res.algorithm
+        print(f"{res.series}  {res.collective} {res.backend}  {label} fitted at world "
+              f"sizes {','.join(map(str, res.fit_world_sizes))} (from {args.source}, P = "
+              f"{args.scale_by}): alpha={model.alpha * 1e6:.4g}us per hop, "
+              f"beta={model.beta:.4g}s/B per link ({gbps:.3g} GB/s), "
+              f"gamma={model.gamma:.3g}s/B")
+        if not res.rows:
+            _warn(res.series, f"{res.collective}: no other world size to predict")
+        for row in res.rows:
+            print(f"    predict world_size={row['predict_world_size']} nodes={row['nodes']}: "
+                  f"MAPE {_pct(row['mape_pct'])} (max {_pct(row['max_ape_pct'])})")
+    if args.table is not None:
+        write_csv_atomic(args.table, cross_table(results))
+        print(f"wrote {args.table}")
+    if args.output is not None:
+        if len(results) != 1:
+            raise ConfigError(f"-o writes one analytic model but there are {len(results)} "
+                              "(collective, backend, algorithm, method) results: give one "
+                              "algorithm and one method")
+        chosen = results[0]
+        if args.method == "scaled" and chosen.scaled is None:
+            raise ConfigError("-o with --method scaled needs --scale-by world_size")
+        (chosen.scaled or chosen.model).save(args.output)
+        print(f"wrote {args.output}")
+    return 0

@@ -1,0 +1,30 @@
+"""Communication cost models: fitted (alpha-beta, piecewise, interp) and analytic formulas."""
+
+from gradsched.costmodel.base import (
+    AlphaBetaModel,
+    CommModel,
+    load_comm_spec,
+    model_from_dict,
+    register_model,
+)
+
+# Importing these modules registers their model kinds (and interp the --comm CSV loader).
+from gradsched.costmodel.formulas import AnalyticModel
+from gradsched.costmodel.interp import InterpModel
+from gradsched.costmodel.piecewise import PiecewiseModel
+from gradsched.costmodel.scaling import ScaledModel
+from gradsched.costmodel.series import AlphaBetaSeriesModel, SeriesModel
+
+__all__ = [
+    "AlphaBetaModel",
+    "AlphaBetaSeriesModel",
+    "AnalyticModel",
+    "CommModel",
+    "InterpModel",
+    "PiecewiseModel",
+    "ScaledModel",
+    "SeriesModel",
+    "load_comm_spec",
+    "model_from_dict",
+    "register_model",
+]

@@ -1,0 +1,149 @@
+"""Monotone interpolation of measured collective times in log-log space.
+
+Inside the measured range: a PCHIP interpolant (Fritsch & Carlson 1980, scipy's
+``PchipInterpolator``) of log(time) over log(bytes). PCHIP preserves monotonicity of the
+data, so the points are first made non-decreasing by isotonic regression in log time
+(pool-adjacent-violators, Barlow et al. 1972): a clean series is unchanged, a noisy one
+(e.g. the OCI RoCE log) is replaced by its closest non-decreasing version (pooled values
+are geometric means), and a warning counts the pooled points. Exponentiating keeps the
+curve positive.
+
+Outside the range: the Hockney (alpha-beta) line through the two end points of that side,
+T(M) = t_e + (M - M_e) * (t_e2 - t_e)/(M_e2 - M_e). Above the largest size this extends
+the bandwidth regime linearly in M (not a power law, which would mis-extrapolate); below
+the smallest size the line's intercept is clamped to [0, t_1] (a latency floor), so the
+curve stays non-negative, continuous at both ends and non-decreasing everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.interpolate import PchipInterpolator
+
+from gradsched.costmodel.base import register_model, register_trace_loader
+from gradsched.costmodel.series import (
+    SeriesModel,
+    check_unique_series,
+    select_series,
+    series_points,
+)
+from gradsched.errors import ConfigError, InputError
+
+
+def isotonic_increasing(values: np.ndarray) -> np.ndarray:
+    """Least-squares non-decreasing fit (pool adjacent violators, equal weights)."""
+    out_vals: list[float] = []
+    out_counts: list[int] = []
+    for v in np.asarray(values, dtype=float):
+        val, cnt = float(v), 1
+        while out_vals and out_vals[-1] > val:
+            pv, pc = out_vals.pop(), out_counts.pop()
+            val = (pv * pc + val * cnt) / (pc + cnt)
+            cnt += pc
+        out_vals.append(val)
+        out_counts.append(cnt)
+    return np.repeat(out_vals, out_counts)
+
+
+@dataclass(frozen=True)
+class InterpCurve:
+    """Monotone log-log interpolant of (bytes, seconds) points (already non-decreasing)."""
+
+    bytes_: tuple[float, ...]
+    time_s: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        m = np.asarray(self.bytes_, dtype=float)
+        t = np.asarray(self.time_s, dtype=float)
+        if m.size != t.size or m.size < 1:
+            raise ConfigError("interp curve: bytes and time_s must have the same, non-zero length")
+        if np.any(m <= 0) or np.any(np.diff(m) <= 0):
+            raise ConfigError("interp curve: bytes must be positive and strictly increasing")
+        if np.any(t <= 0) or np.any(~np.isfinite(t)) or np.any(np.diff(t) < 0):
+            raise ConfigError("interp curve: time_s must be positive and non-decreasing")
+        object.__setattr__(self, "_m", m)
+        object.__setattr__(self, "_t", t)
+        if m.size >= 2:
+            object.__setattr__(self, "_pchip", PchipInterpolator(np.log(m), np.log(t),
+                                                                 extrapolate=True))
+            hi_slope = (t[-1] - t[-2]) / (m[-1] - m[-2])
+            lo_slope = (t[1] - t[0]) / (m[1] - m[0])
+            lo_alpha = min(max(t[0] - lo_slope * m[0], 0.0), t[0])
+            lo_slope = (t[0] - lo_alpha) / m[0]
+            object.__setattr__(self, "_ends", (lo_alpha, lo_slope, hi_slope))
+
+    @classmethod
+    def from_points(cls, nbytes: np.ndarray, times: np.ndarray) -> tuple[InterpCurve, int]:
+        """Build from raw sorted points; returns the curve and the number of pooled points."""
+        m = np.asarray(nbytes, dtype=float)
+        logt = np.log(np.asarray(times, dtype=float))
+        iso = isotonic_increasing(logt)
+        changed = int(np.count_nonzero(np.abs(iso - logt) > 1e-12))
+        return cls(tuple(m.tolist()), tuple(np.exp(iso).tolist())), changed
+
+    def times(self, nbytes: np.ndarray) -> np.ndarray:
+        m = np.asarray(nbytes, dtype=float)
+        pts_m: np.ndarray = self._m  # type: ignore[attr-defined]
+        pts_t: np.ndarray = self._t  # type: ignore[attr-defined]
+        if pts_m.size == 1:
+            return np.full(m.shape, pts_t[0])  # one point: a constant (documented degenerate)
+        lo_alpha, lo_slope, hi_slope = self._ends  # type: ignore[attr-defined]
+        inner = np.clip(m, pts_m[0], pts_m[-1])
+        out = np.exp(self._pchip(np.log(inner)))  # type: ignore[attr-defined]
+        below = m < pts_m[0]
+        if below.any():
+            out[below] = lo_alpha + lo_slope * m[below]
+        above = m > pts_m[-1]
+        if above.any():
+            out[above] = pts_t[-1] + hi_slope * (m[above] - pts_m[-1])
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bytes": [float(x) for x in self.bytes_], "time_s": [float(x) for x in self.time_s]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InterpCurve:
+        return cls(tuple(float(x) for x in data["bytes"]), tuple(float(x) for x in data["time_s"]))
+
+
+@register_model
+class InterpModel(SeriesModel):
+    """Monotone log-log interpolation of measurements per (collective, world size)."""
+
+    kind = "interp"
+
+    def _curve_times(self, params: InterpCurve, nbytes: np.ndarray) -> np.ndarray:
+        return params.times(nbytes)
+
+    @staticmethod
+    def curve_to_dict(params: InterpCurve) -> dict[str, Any]:
+        return params.to_dict()
+
+    @staticmethod
+    def curve_from_dict(data: dict[str, Any]) -> InterpCurve:
+        return InterpCurve.from_dict(data)
+
+
+def interp_model_from_trace(path: Path, in_place: bool = False) -> InterpModel:
+    """``--comm trace.csv``: an interp model over every series of the file (out of place)."""
+    from gradsched.traces.bundle import CommTrace
+
+    trace = CommTrace.load(path)
+    parts = select_series(trace.frame, in_place=in_place)
+    check_unique_series([info for info, _ in parts], str(path))
+    curves = {}
+    for info, rows in parts:
+        try:
+            m, t = series_points(rows)
+        except InputError as exc:
+            raise InputError(f"{info['collective']} at world size {info['world_size']}: "
+                             f"{exc.reason}", path=path) from None
+        curves[(info["collective"], info["world_size"])] = InterpCurve.from_points(m, t)[0]
+    return InterpModel(curves, {"source": str(path)})
+
+
+register_trace_loader(interp_model_from_trace)

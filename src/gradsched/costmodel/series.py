@@ -1,0 +1,205 @@
+"""Models that hold one fitted curve per measured (collective, world size) series.
+
+A fitted model describes the cluster sizes it was measured at and nothing else:
+querying a world size it does not hold is a :class:`~gradsched.errors.ConfigError`
+that lists the world sizes it has (use an ``analytic`` or ``scaled`` model to predict
+other sizes). A collective that was not measured at a held world size is derived
+from a measured one with the ring-algorithm factors of
+:data:`~gradsched.costmodel.base.DERIVED_FROM_ALL_REDUCE` (Thakur, Rabenseifner &
+Gropp 2005): ``T_c(M) = T_m(M) * f_c / f_m``, preferring the all-reduce curve.
+
+Subclasses implement one curve type: ``_curve_times(params, nbytes)`` (vectorised)
+and the JSON form of one curve's parameters.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from gradsched.costmodel.base import (
+    DERIVED_FROM_ALL_REDUCE,
+    CommModel,
+    check_collective,
+    register_model,
+)
+from gradsched.errors import ConfigError, InputError
+
+SeriesKey = tuple[str, int]  # (collective, world_size)
+
+
+def series_points(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted (bytes, time_s) float arrays of one series frame; rejects non-positive values."""
+    nbytes = frame["bytes"].to_numpy(dtype=float)
+    times = frame["time_s"].to_numpy(dtype=float)
+    order = np.argsort(nbytes, kind="stable")
+    nbytes, times = nbytes[order], times[order]
+    if nbytes.size == 0:
+        raise InputError("empty series")
+    if np.any(nbytes <= 0) or np.any(times <= 0) or not np.all(np.isfinite(times)):
+        raise InputError("series has non-positive or non-finite bytes/time_s values")
+    if np.any(np.diff(nbytes) <= 0):
+        raise InputError("series has repeated message sizes")
+    return nbytes, times
+
+
+def select_series(
+    frame: pd.DataFrame, in_place: bool = False
+) -> list[tuple[dict[str, Any], pd.DataFrame]]:
+    """Split a comm-trace frame into series (one per collective/backend/algorithm/ws/nodes).
+
+    Only rows with ``in_place == in_place`` are kept; a series measured only in the other
+    mode is used as a fallback so a file with in-place rows only still yields curves.
+    Returns (info, rows) with ``info`` holding the series key fields.
+    """
+    keys = ["collective", "backend", "algorithm", "world_size", "nodes"]
+    work = frame if "algorithm" in frame.columns else frame.assign(algorithm="default")
+    out: list[tuple[dict[str, Any], pd.DataFrame]] = []
+    for key, grp in work.groupby(keys, sort=True):
+        flags = grp["in_place"].astype(bool)
+        chosen = grp[flags == in_place]
+        used = in_place
+        if chosen.empty:
+            chosen = grp[flags != in_place]
+            used = not in_place
+        info = dict(zip(keys, key, strict=True))
+        info["world_size"] = int(info["world_size"])
+        info["nodes"] = int(info["nodes"])
+        info["in_place"] = bool(used)
+        out.append((info, chosen.sort_values("bytes").reset_index(drop=True)))
+    return out
+
+
+def check_unique_series(infos: Iterable[dict[str, Any]], source: str) -> None:
+    """Refuse two series with the same (collective, world size) in one model."""
+    seen: dict[SeriesKey, dict[str, Any]] = {}
+    for info in infos:
+        key = (str(info["collective"]), int(info["world_size"]))
+        if key in seen:
+            other = seen[key]
+            raise InputError(
+                f"two series for {key[0]} at world size {key[1]}: "
+                f"(backend={other['backend']}, algorithm={other['algorithm']}, "
+                f"nodes={other['nodes']}) and (backend={info['backend']}, "
+                f"algorithm={info['algorithm']}, nodes={info['nodes']}); one model holds one "
+                "curve per (collective, world size): split the trace or fit the files separately",
+                path=source,
+            )
+        seen[key] = info
+
+
+class SeriesModel(CommModel):
+    """Base of the fitted models: a curve per (collective, world_size)."""
+
+    kind: ClassVar[str] = ""
+
+    def __init__(self, curves: dict[SeriesKey, Any], meta: dict[str, Any] | None = None) -> None:
+        if not curves:
+            raise ConfigError(f"a {self.kind} model needs at least one series")
+        for collective, world_size in curves:
+            check_collective(collective)
+            if int(world_size) < 1:
+                raise ConfigError(f"world size must be >= 1, got {world_size}")
+        self.curves: dict[SeriesKey, Any] = {
+            (str(c), int(w)): p for (c, w), p in sorted(curves.items())
+        }
+        self.meta: dict[str, Any] = dict(meta or {})
+        self._resolved: dict[SeriesKey, tuple[Any, float]] = {}
+
+    @property
+    def world_sizes(self) -> list[int]:
+        """World sizes held (sorted)."""
+        return sorted({w for _, w in self.curves})
+
+    def resolve(self, collective: str, world_size: int) -> tuple[Any, float]:
+        """(curve parameters, factor) answering ``collective`` at ``world_size``."""
+        cache_key = (collective, int(world_size))
+        hit = self._resolved.get(cache_key)
+        if hit is not None:
+            return hit
+        check_collective(collective)
+        if cache_key in self.curves:
+            found: tuple[Any, float] = (self.curves[cache_key], 1.0)
+        else:
+            held = [c for c, w in self.curves if w == int(world_size)]
+            if not held:
+                raise ConfigError(
+                    f"this {self.kind} model holds world sizes "
+                    f"{', '.join(map(str, self.world_sizes))}, not {world_size}; fit a trace "
+                    "measured at that size, or use an analytic or scaled model "
+                    "(gradsched fit --cross-world-size) to predict other sizes"
+                )
+            source = "all_reduce" if "all_reduce" in held else held[0]
+            factor = DERIVED_FROM_ALL_REDUCE[collective] / DERIVED_FROM_ALL_REDUCE[source]
+            found = (self.curves[(source, int(world_size))], factor)
+        self._resolved[cache_key] = found
+        return found
+
+    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+        params, factor = self.resolve(collective, world_size)
+        out = self._curve_times(params, np.asarray(nbytes, dtype=float))
+        return out * factor if factor != 1.0 else out
+
+    @abstractmethod
+    def _curve_times(self, params: Any, nbytes: np.ndarray) -> np.ndarray:
+        """Vectorised prediction of one curve."""
+
+    @staticmethod
+    @abstractmethod
+    def curve_to_dict(params: Any) -> dict[str, Any]:
+        """JSON form of one curve."""
+
+    @staticmethod
+    @abstractmethod
+    def curve_from_dict(data: dict[str, Any]) -> Any:
+        """Inverse of :meth:`curve_to_dict`."""
+
+    def to_dict(self) -> dict[str, Any]:
+        series = [
+            {"collective": c, "world_size": w, **self.curve_to_dict(p)}
+            for (c, w), p in sorted(self.curves.items())
+        ]
+        out: dict[str, Any] = {"kind": self.kind, "series": series}
+        if self.meta:
+            out["meta"] = self.meta
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SeriesModel:
+        try:
+            curves = {
+                (str(item["collective"]), int(item["world_size"])): cls.curve_from_dict(item)
+                for item in data["series"]
+            }
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"malformed {cls.kind} model: {exc}", field="series") from None
+        return cls(curves, data.get("meta"))
+
+
+@register_model
+class AlphaBetaSeriesModel(SeriesModel):
+    """Hockney's T(M) = alpha + beta*M fitted per (collective, world size) series.
+
+    The multi-series counterpart of :class:`~gradsched.costmodel.base.AlphaBetaModel`
+    (which ignores the world size); written by ``gradsched fit --model alpha-beta``.
+    """
+
+    kind = "alpha-beta-series"
+
+    def _curve_times(self, params: tuple[float, float], nbytes: np.ndarray) -> np.ndarray:
+        return params[0] + params[1] * nbytes
+
+    @staticmethod
+    def curve_to_dict(params: tuple[float, float]) -> dict[str, Any]:
+        return {"alpha_s": float(params[0]), "beta_s_per_byte": float(params[1])}
+
+    @staticmethod
+    def curve_from_dict(data: dict[str, Any]) -> tuple[float, float]:
+        alpha, beta = float(data["alpha_s"]), float(data["beta_s_per_byte"])
+        if not (np.isfinite(alpha) and alpha >= 0 and np.isfinite(beta) and beta >= 0):
+            raise ConfigError(f"alpha/beta must be finite and >= 0, got {alpha}, {beta}")
+        return alpha, beta
