@@ -51,11 +51,11 @@ class ScaledModel(CommModel):
 
     def nearest_world_size(self, world_size: int) -> int:
         """The held world size nearest to ``world_size`` in log2."""
-        held = self.base.world_sizes
+        held = self.base.world_sizes()
         return min(held, key=lambda w: (abs(math.log2(w) - math.log2(world_size)), w))
 
     def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
-        if world_size in self.base.world_sizes:
+        if world_size in self.base.world_sizes():
             return self.base.times(collective, nbytes, world_size)
         if world_size < 1:
             raise ConfigError(f"world size must be >= 1, got {world_size}")

@@ -110,10 +110,9 @@ class SeriesModel(CommModel):
         self.meta: dict[str, Any] = dict(meta or {})
         self._resolved: dict[SeriesKey, tuple[Any, float]] = {}
 
-    @property
-    def world_sizes(self) -> list[int]:
+    def world_sizes(self) -> tuple[int, ...]:
         """World sizes held (sorted)."""
-        return sorted({w for _, w in self.curves})
+        return tuple(sorted({w for _, w in self.curves}))
 
     def resolve(self, collective: str, world_size: int) -> tuple[Any, float]:
         """(curve parameters, factor) answering ``collective`` at ``world_size``."""
@@ -129,7 +128,7 @@ class SeriesModel(CommModel):
             if not held:
                 raise ConfigError(
                     f"this {self.kind} model holds world sizes "
-                    f"{', '.join(map(str, self.world_sizes))}, not {world_size}; fit a trace "
+                    f"{', '.join(map(str, self.world_sizes()))}, not {world_size}; fit a trace "
                     "measured at that size, or use an analytic or scaled model "
                     "(gradsched fit --cross-world-size) to predict other sizes"
                 )
