@@ -1,0 +1,158 @@
+"""Planners: one module per scheduling/merging algorithm, and their registry.
+
+Every planner is ``plan(trace, model, world_size, **knobs) -> Plan``. :data:`PLANNERS` maps
+each name to its function and knob specification; :func:`make_plan` parses knob values
+given as strings (command line, workflow config) and rejects unknown or bad knobs with a
+:class:`~gradsched.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gradsched.costmodel.base import CommModel
+from gradsched.errors import ConfigError
+from gradsched.plan import Plan
+from gradsched.planners import (
+    best,
+    bytescheduler,
+    ddp,
+    dear,
+    horovod,
+    mgwfbp,
+    oasr,
+    optimal,
+    syncsgd,
+    wfbp,
+)
+from gradsched.planners._family import Knob
+from gradsched.traces.bundle import ComputeTrace
+
+PlannerFunc = Callable[..., Plan]
+
+# The order of "all": baselines first, then the searches (``best`` runs all the others).
+ALGORITHMS_ALL: tuple[str, ...] = (
+    "wfbp", "syncsgd", "ddp", "horovod", "mgwfbp", "oasr", "bytescheduler", "dear",
+    "optimal", "best",
+)
+# Planners whose plans are contiguous all-reduce groupings with a global update.
+WFBP_FAMILY: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "mgwfbp", "oasr")
+
+
+@dataclass(frozen=True)
+class PlannerSpec:
+    """A planner: its function, a one-line summary and its knobs."""
+
+    name: str
+    func: PlannerFunc
+    summary: str
+    knobs: tuple[Knob, ...]
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return {k.name: k.default for k in self.knobs}
+
+    def knob(self, name: str) -> Knob:
+        for k in self.knobs:
+            if k.name == name:
+                return k
+        valid = ", ".join(k.name for k in self.knobs) or "(none)"
+        raise ConfigError(f"planner {self.name!r} has no knob {name!r}; valid knobs: {valid}")
+
+    def help(self) -> str:
+        """Multi-line description of the knobs."""
+        lines = [f"{self.name}: {self.summary}"]
+        for k in self.knobs:
+            choices = f" one of {'|'.join(k.choices)};" if k.choices else ""
+            lines.append(f"  {k.name} ({k.kind.__name__},{choices} default {k.default}): {k.help}")
+        return "\n".join(lines)
+
+
+PLANNERS: dict[str, PlannerSpec] = {
+    m.NAME: PlannerSpec(m.NAME, m.plan, m.SUMMARY, m.KNOBS)
+    for m in (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, optimal, best)
+}
+assert tuple(PLANNERS) == ALGORITHMS_ALL
+
+
+def planner_names() -> list[str]:
+    """Registered planner names, in the order of "all"."""
+    return list(ALGORITHMS_ALL)
+
+
+def get_planner(name: str) -> PlannerSpec:
+    """The spec of ``name``; an unknown name lists the valid ones."""
+    if name not in PLANNERS:
+        raise ConfigError(f"unknown planner {name!r}; known: {', '.join(ALGORITHMS_ALL)}")
+    return PLANNERS[name]
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def parse_knob(planner: str, knob: Knob, value: Any) -> Any:
+    """Convert ``value`` (a string or a number) to the knob's type, checking choices."""
+    where = f"planner {planner!r} knob {knob.name}"
+    if knob.default is None and (value is None or
+                                 (isinstance(value, str) and value.lower() in ("", "none"))):
+        return None
+    try:
+        if knob.kind is bool:
+            out: Any = _parse_bool(value)
+        elif knob.kind is int:
+            out = _parse_int(value)
+        elif knob.kind is float:
+            out = float(value)
+            if isinstance(value, bool):
+                raise ValueError
+        else:
+            out = str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: {value!r} is not a valid {knob.kind.__name__}") from None
+    if knob.choices is not None and out not in knob.choices:
+        raise ConfigError(f"{where}: {out!r} is not one of {', '.join(knob.choices)}")
+    return out
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(value)
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        return value
+    number = float(value)
+    if not number.is_integer():
+        raise ValueError(value)
+    return int(number)
+
+
+def parse_knobs(name: str, knobs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate and convert ``knobs`` for planner ``name`` (unknown knob -> ConfigError)."""
+    spec = get_planner(name)
+    return {key: parse_knob(name, spec.knob(key), value) for key, value in (knobs or {}).items()}
+
+
+def make_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
+              knobs: Mapping[str, str | float | int] | None = None) -> Plan:
+    """Run planner ``name`` with ``knobs`` (strings are parsed to the knob types)."""
+    if world_size < 1:
+        raise ConfigError(f"world_size must be >= 1, got {world_size}")
+    spec = get_planner(name)
+    return spec.func(trace, model, world_size, **parse_knobs(name, knobs))
+
+
+__all__ = ["ALGORITHMS_ALL", "PLANNERS", "WFBP_FAMILY", "Knob", "PlannerSpec", "get_planner",
+           "make_plan", "parse_knobs", "planner_names"]

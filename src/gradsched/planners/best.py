@@ -1,0 +1,65 @@
+"""``best``: run every planner (with its own knob search) and keep the fastest by replay.
+
+Not an algorithm from the literature: the oracle over all implemented planners. The
+candidates are every registered planner at its defaults (DeAR with its Bayesian
+optimisation, ``optimal`` with its family search), plus Horovod's pre-0.21 defaults,
+P3 and ByteScheduler's partition search. Each is scored by the replay engine; the fastest
+wins (ties go to the earlier candidate). ``Plan.info["candidates"]`` lists every
+candidate's iteration time and ``Plan.info["winner"]`` the winning one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gradsched.costmodel.base import CommModel
+from gradsched.plan import Plan
+from gradsched.planners._family import Knob, ReplayCache, base_info
+from gradsched.traces.bundle import ComputeTrace
+
+NAME = "best"
+SUMMARY = "every planner with its knob search; the fastest plan by replay"
+KNOBS: tuple[Knob, ...] = (
+    Knob("replay_iterations", int, 5, "iterations of each scoring replay"),
+)
+
+# Extra settings beyond each planner's defaults.
+EXTRA: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("horovod", {"defaults": "pre021"}),
+    ("bytescheduler", {"p3": True}),
+    ("bytescheduler", {"search": "bo"}),
+)
+
+
+def candidates(trace: ComputeTrace, model: CommModel,
+               world_size: int) -> Iterator[tuple[str, Plan]]:
+    """Every planner at its defaults, then the extra settings."""
+    from gradsched.planners import ALGORITHMS_ALL, get_planner
+
+    for name in ALGORITHMS_ALL:
+        if name != NAME:
+            yield name, get_planner(name).func(trace, model, world_size)
+    for name, knobs in EXTRA:
+        label = name + "(" + ",".join(f"{k}={v}" for k, v in knobs.items()) + ")"
+        yield label, get_planner(name).func(trace, model, world_size, **knobs)
+
+
+def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
+         replay_iterations: int = 5) -> Plan:
+    """The fastest candidate, relabelled ``best``."""
+    score = ReplayCache(trace, model, world_size, replay_iterations)
+    winner: tuple[str, Plan, float] | None = None
+    scores: dict[str, float] = {}
+    for label, cand in candidates(trace, model, world_size):
+        scores[label] = s = score(cand)
+        if winner is None or s < winner[2]:
+            winner = (label, cand, s)
+    assert winner is not None
+    label, chosen, best_s = winner
+    info = base_info(trace, world_size) | {
+        "winner": label, "winner_algorithm": chosen.algorithm,
+        "winner_knobs": dict(chosen.knobs), "iteration_s": best_s, "candidates": scores}
+    return Plan(algorithm=NAME, buckets=chosen.buckets,
+                knobs={"replay_iterations": replay_iterations}, update=chosen.update,
+                channels=chosen.channels, info=info)

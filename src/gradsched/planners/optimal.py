@@ -1,0 +1,98 @@
+"""``optimal`` (ours): the exact optimum of the WFBP family, then the best family overall.
+
+Part 1, exact: among plans whose buckets are contiguous runs of tensors in ready order,
+one all-reduce each on one stream, global update (WFBP, SyncSGD, DDP, MG-WFBP, OASR, ...),
+the dynamic program of :func:`gradsched.planners._family.optimal_ends` (shared with
+``oasr``) minimises the finish of the last all-reduce under the full fitted cost model,
+hence the iteration time ``forward + max(backward, finish) + update``.
+
+Part 2, ``families=all`` (default): the knobbed families outside the WFBP family are
+searched too and every candidate is scored by the replay engine: DDP over a cap sweep,
+Horovod (both default sets), ByteScheduler over a partition x credit sweep and P3, DeAR
+with its Bayesian optimisation. The fastest candidate wins (ties go to the earlier one,
+the WFBP optimum first). ``Plan.info`` records the winning family and its knobs, every
+candidate's iteration time, and the WFBP-family optimum's finish and iteration time.
+``families=wfbp`` returns the DP plan only (no replay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gradsched.costmodel.base import CommModel
+from gradsched.errors import ConfigError
+from gradsched.plan import Plan
+from gradsched.planners import bytescheduler, ddp, dear, horovod
+from gradsched.planners._family import (
+    Knob,
+    ReplayCache,
+    base_info,
+    check_choice,
+    iteration_from_finish,
+    optimal_ends,
+    plan_from_ends,
+    ready_seq,
+)
+from gradsched.traces.bundle import ComputeTrace
+
+NAME = "optimal"
+SUMMARY = "exact WFBP-family optimum (DP), then the best knobbed family by replay (ours)"
+FAMILIES = ("all", "wfbp")
+DDP_CAPS_MB = (1.0, 2.0, 4.0, 8.0, 16.0, 25.0, 32.0, 64.0, 128.0, 256.0)
+BS_PARTITIONS_MB = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
+BS_CREDITS = (1, 2)
+KNOBS: tuple[Knob, ...] = (
+    Knob("families", str, "all", "wfbp: the exact WFBP-family optimum only; all: also "
+         "search DDP, Horovod, ByteScheduler/P3 and DeAR by replay", FAMILIES),
+    Knob("bo_iters", int, 12, "replays of DeAR's Bayesian optimisation"),
+    Knob("replay_iterations", int, 5, "iterations of each scoring replay"),
+)
+
+
+def family_candidates(trace: ComputeTrace, model: CommModel, world_size: int, *,
+                      bo_iters: int, replay_iterations: int) -> Iterator[tuple[str, Plan]]:
+    """The knobbed families' candidate plans, labelled."""
+    for cap in DDP_CAPS_MB:
+        yield f"ddp(bucket_cap_mb={cap:g})", ddp.plan(trace, model, world_size,
+                                                      bucket_cap_mb=cap)
+    for name in horovod.DEFAULTS:
+        yield f"horovod(defaults={name})", horovod.plan(trace, model, world_size,
+                                                        defaults=name)
+    for credit in BS_CREDITS:
+        for mb in BS_PARTITIONS_MB:
+            yield (f"bytescheduler(partition_mb={mb:g},credit={credit})",
+                   bytescheduler.plan(trace, model, world_size, partition_mb=mb,
+                                      credit=credit))
+    yield "bytescheduler(p3=true)", bytescheduler.plan(trace, model, world_size, p3=True)
+    yield "dear(search=bo)", dear.plan(trace, model, world_size, search="bo",
+                                       bo_iters=bo_iters, replay_iterations=replay_iterations)
+
+
+def plan(trace: ComputeTrace, model: CommModel, world_size: int, *, families: str = "all",
+         bo_iters: int = 12, replay_iterations: int = 5) -> Plan:
+    """The WFBP-family optimum, or the fastest family by replay."""
+    check_choice("families", families, FAMILIES)
+    if bo_iters < 1:
+        raise ConfigError(f"knob bo_iters must be >= 1, got {bo_iters}")
+    seq = ready_seq(trace)
+    ends, finish = optimal_ends(seq, model, world_size)
+    knobs = {"families": families, "bo_iters": bo_iters, "replay_iterations": replay_iterations}
+    info = base_info(trace, world_size) | {
+        "wfbp_optimum_finish_s": finish,
+        "wfbp_optimum_iteration_s": iteration_from_finish(seq, finish),
+    }
+    dp_plan = plan_from_ends(NAME, seq, ends, knobs=knobs, info=info | {"family": "wfbp-dp"})
+    if families == "wfbp":
+        return dp_plan
+    score = ReplayCache(trace, model, world_size, replay_iterations)
+    best_label, best_plan, best_s = "wfbp-dp", dp_plan, score(dp_plan)
+    scores = {"wfbp-dp": best_s}
+    for label, cand in family_candidates(trace, model, world_size, bo_iters=bo_iters,
+                                         replay_iterations=replay_iterations):
+        scores[label] = s = score(cand)
+        if s < best_s:
+            best_label, best_plan, best_s = label, cand, s
+    info |= {"family": best_label, "family_knobs": dict(best_plan.knobs),
+             "iteration_s": best_s, "candidates": scores}
+    return Plan(algorithm=NAME, buckets=best_plan.buckets, knobs=knobs,
+                update=best_plan.update, channels=best_plan.channels, info=info)
