@@ -1,0 +1,244 @@
+"""``gradsched cluster``: run ranks in an emulated cluster of network namespaces (root).
+
+    gradsched cluster --ranks N --rate 1gbit [--keep-going] [--timeout-s S] -- COMMAND...
+    gradsched cluster check --ranks 2 --rate 1gbit [--bytes 64M]
+    gradsched cluster clean
+
+The first form builds N network namespaces joined through a bridge, each rank's link
+shaped to RATE with ``tc tbf`` (see :mod:`gradsched.capture.cluster`), and runs COMMAND
+once per rank inside its namespace with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` (0),
+``LOCAL_WORLD_SIZE`` (1), ``MASTER_ADDR`` (rank 0's address), ``MASTER_PORT``,
+``GLOO_SOCKET_IFNAME`` and ``NCCL_SOCKET_IFNAME`` set; ``{rank}`` in COMMAND is replaced by
+the rank. Output lines are prefixed with ``[rank K]``. When a rank fails the others are
+stopped (unless ``--keep-going``); the exit status is the first failing rank's. Everything
+is torn down on every exit path.
+
+``check`` sets the cluster up, runs a large all-reduce through it and prints the measured
+bus bandwidth against the shaped rate (exit 1 when it is outside 0.5-1.3x the rate).
+``clean`` removes namespaces left by runs that were killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import IO
+
+from gradsched.errors import ConfigError
+
+CHECK_LOW, CHECK_HIGH = 0.5, 1.3
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "cluster", help="run a command per rank in an emulated cluster of network namespaces "
+        "(needs root); 'cluster check' measures the shaped bandwidth",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_common(parser)
+    parser.add_argument("--keep-going", action="store_true",
+                        help="when a rank fails, let the others finish")
+    parser.add_argument("--timeout-s", type=float, default=3600.0,
+                        help="stop every rank after this many seconds (default 3600)")
+    parser.add_argument("--master-port", type=int, default=29500)
+    parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                        help="the command to run per rank, or 'check' / 'clean'")
+    parser.set_defaults(func=_main)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ranks", type=int, default=2, help="number of ranks (namespaces)")
+    parser.add_argument("--rate", default="1gbit",
+                        help="link rate per rank and direction, tc units (100mbit, 1gbit, "
+                        "10gbit); 'none' for unshaped veth links")
+    parser.add_argument("--prefix", default=None,
+                        help="namespace name prefix (default gs<pid>-)")
+
+
+def _rate(text: str | None) -> str | None:
+    return None if text is None or text.lower() == "none" else text
+
+
+def _main(args: argparse.Namespace) -> int:
+    argv = list(args.argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if argv[:1] == ["check"]:
+        return _check(argv[1:], args)
+    if argv[:1] == ["clean"]:
+        return _clean()
+    if not argv:
+        raise ConfigError("nothing to run: give '-- COMMAND ...', 'check' or 'clean'")
+    return _run_command(argv, args)
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def _run_command(command: list[str], args: argparse.Namespace) -> int:
+    from gradsched.capture.cluster import EmulatedCluster
+
+    if args.timeout_s <= 0:
+        raise ConfigError("--timeout-s must be positive")
+    with EmulatedCluster(args.ranks, _rate(args.rate), prefix=args.prefix) as cluster:
+        print(f"cluster: {cluster.describe()}; rank 0 at {cluster.master_addr}:"
+              f"{args.master_port}", file=sys.stderr)
+        procs: list[subprocess.Popen[bytes]] = []
+        threads: list[threading.Thread] = []
+        lock = threading.Lock()
+        try:
+            for rank in range(cluster.ranks):
+                env = dict(os.environ)
+                env.update(cluster.rank_env(rank))
+                env.update({"RANK": str(rank), "WORLD_SIZE": str(cluster.ranks),
+                            "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                            "GROUP_RANK": str(rank), "MASTER_ADDR": cluster.master_addr,
+                            "MASTER_PORT": str(args.master_port)})
+                cmd = [*cluster.prefix_for(rank),
+                       *(part.replace("{rank}", str(rank)) for part in command)]
+                try:
+                    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+                except OSError as exc:
+                    raise ConfigError(f"cannot start {command[0]!r}: {exc}") from exc
+                procs.append(proc)
+                assert proc.stdout is not None
+                thread = threading.Thread(target=_pump, args=(proc.stdout, rank, lock),
+                                          daemon=True)
+                thread.start()
+                threads.append(thread)
+            return _supervise(procs, args.keep_going, args.timeout_s)
+        finally:
+            _stop(procs)
+            for thread in threads:
+                thread.join(timeout=2.0)
+
+
+def _pump(stream: IO[bytes], rank: int, lock: threading.Lock) -> None:
+    """Copy a rank's output to our stdout, each line prefixed with ``[rank K]``."""
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", errors="replace").rstrip("\n")
+        with lock:
+            print(f"[rank {rank}] {line}", flush=True)
+    stream.close()
+
+
+def _supervise(procs: list[subprocess.Popen[bytes]], keep_going: bool, timeout_s: float) -> int:
+    end = time.monotonic() + timeout_s
+    first_failure: tuple[int, int] | None = None
+    while True:
+        codes = [p.poll() for p in procs]
+        for rank, code in enumerate(codes):
+            if code not in (None, 0) and first_failure is None:
+                first_failure = (rank, code)
+                print(f"cluster: rank {rank} exited with code {code}"
+                      + ("" if keep_going else "; stopping the other ranks"), file=sys.stderr)
+                if not keep_going:
+                    return code if code > 0 else 128 - code
+        if all(c is not None for c in codes):
+            if first_failure is not None:
+                code = first_failure[1]
+                return code if code > 0 else 128 - code
+            return 0
+        if time.monotonic() > end:
+            running = [r for r, c in enumerate(codes) if c is None]
+            print(f"cluster: ranks {running} still running after {timeout_s:g} s; stopping "
+                  "them", file=sys.stderr)
+            return 124
+        time.sleep(0.05)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM the ranks' process groups, then SIGKILL after 5 s."""
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+    end = time.monotonic() + 5.0
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(end - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5.0)
+
+
+# ----------------------------------------------------------------------------- check
+
+
+def default_check_bytes(rate_bits: float | None, ranks: int) -> int:
+    """An all-reduce size that takes about a second at the shaped rate (1-256 MiB)."""
+    from gradsched.capture.sweep import bus_factor
+
+    if rate_bits is None:
+        return 64 << 20
+    factor = bus_factor("all_reduce", ranks) or 1.0
+    target = rate_bits / 8 * 1.0 / factor
+    size = 1 << 20
+    while size * 2 <= min(target, 256 << 20):
+        size *= 2
+    return size
+
+
+def _check(argv: list[str], outer: argparse.Namespace) -> int:
+    from gradsched.capture.cluster import list_namespaces, parse_rate, rate_label
+    from gradsched.capture.sweep import SweepConfig, parse_size, run_sweep
+
+    parser = argparse.ArgumentParser(prog="gradsched cluster check")
+    _add_common(parser)
+    parser.add_argument("--bytes", default=None,
+                        help="all-reduce size (default: about 1 s at the rate)")
+    parser.add_argument("--iters", type=int, default=5)
+    parser.set_defaults(ranks=outer.ranks, rate=outer.rate, prefix=outer.prefix)
+    args = parser.parse_args(argv)
+    rate = _rate(args.rate)
+    if args.ranks < 2:
+        raise ConfigError("check needs at least 2 ranks")
+    if rate is None:
+        raise ConfigError("check needs a shaped rate (not 'none')")
+    prefix = args.prefix or f"gs{os.getpid()}-"
+    rate_bits = parse_rate(rate) if rate is not None else None
+    nbytes = parse_size(args.bytes) if args.bytes else default_check_bytes(rate_bits, args.ranks)
+    config = SweepConfig(world_size=args.ranks, collectives=["all_reduce"], min_bytes=nbytes,
+                         max_bytes=nbytes, iters=args.iters, warmup=2, min_iters=args.iters,
+                         time_budget_s=1.0, cluster_rate=rate, cluster_prefix=prefix)
+    print(f"cluster check: {args.ranks} ranks, links "
+          f"{rate_label(rate_bits) if rate_bits else 'unshaped'}, all-reduce of {nbytes} bytes "
+          f"x {args.iters}", flush=True)
+    trace = run_sweep(config)
+    row = trace.frame.iloc[0]
+    leftovers = [n for n in list_namespaces() if n.startswith(prefix)]
+    shaped = rate_bits / 8
+    busbw = float(row["busbw_Bps"])
+    ratio = busbw / shaped
+    print(f"  shaped rate     : {shaped / 1e6:10.2f} MB/s per link and direction "
+          f"({rate_label(rate_bits)})")
+    print(f"  all-reduce time : {float(row['time_s']):10.4f} s (median; min "
+          f"{float(row['time_min_s']):.4f}, max {float(row['time_max_s']):.4f})")
+    print(f"  measured busbw  : {busbw / 1e6:10.2f} MB/s = {ratio:.3f} x the shaped rate")
+    print(f"  teardown        : {'ok' if not leftovers else 'LEFTOVERS ' + str(leftovers)}")
+    if ratio > CHECK_HIGH:
+        print(f"FAIL: faster than {CHECK_HIGH}x the shaped rate: the shaping is not in effect")
+        return 1
+    if ratio < CHECK_LOW:
+        print(f"FAIL: below {CHECK_LOW}x the shaped rate: this machine cannot drive the links "
+              "at that rate (CPU-bound or busy); use a lower rate")
+        return 1
+    print("ok: the measured bus bandwidth matches the shaping")
+    return 0
+
+
+def _clean() -> int:
+    from gradsched.capture.cluster import clean_stale, preflight
+
+    preflight()
+    removed = clean_stale(None)
+    print(f"removed {len(removed)} leftover namespace(s)" + (": " + ", ".join(removed)
+                                                            if removed else ""))
+    return 0
