@@ -1,0 +1,84 @@
+"""``gradsched run``: re-execute plans for real (or PyTorch DDP itself) and time them.
+
+Writes one row per timed iteration (``-o``) and a summary beside it
+(``<stem>.summary.csv``: median, p10, p90 per run). See ``docs/executor.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gradsched.errors import ConfigError
+from gradsched.io import write_csv_atomic
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser(
+        "run", help="time plans through the executor (or PyTorch DDP) on real ranks",
+        description="Run K timed iterations (after W warm-up ones) of a model on P ranks, "
+                    "executing each --plan with gradsched's executor and/or PyTorch DDP "
+                    "itself (--baseline ddp, one run per --bucket-cap-mb).")
+    run.add_argument("--plan", action="append", type=Path, default=[], metavar="PLAN.json",
+                     help="plan JSON (repeatable); tensor names must be the model's "
+                          "parameter names")
+    run.add_argument("--baseline", choices=["ddp"], default=None,
+                     help="also run PyTorch DistributedDataParallel itself")
+    run.add_argument("--bucket-cap-mb", action="append", type=float, default=[],
+                     help="DDP bucket cap in MiB for --baseline ddp (repeatable; default 25)")
+    run.add_argument("--model", required=True,
+                     help="model name (gradsched.capture.models: tiny-mlp, resnet50, gpt2, "
+                          "..., or package.module:attr)")
+    run.add_argument("--batch-size", type=int, required=True, help="samples per rank")
+    run.add_argument("--seq-len", type=int, default=None, help="tokens per sample (text)")
+    run.add_argument("--world-size", type=int, required=True, help="number of ranks")
+    run.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    run.add_argument("--cluster", default=None, metavar="RATE",
+                     help="run the ranks in emulated network namespaces shaped to RATE "
+                          "(e.g. 1gbit; needs root)")
+    run.add_argument("--iters", type=int, default=20, help="timed iterations")
+    run.add_argument("--warmup", type=int, default=5, help="untimed iterations first")
+    run.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--timeout-s", type=float, default=300.0,
+                     help="limit on every collective wait")
+    run.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                     help="also profile 3 extra iterations per run (Chrome traces here)")
+    run.add_argument("-o", "--output", type=Path, required=True, help="per-iteration CSV")
+    run.set_defaults(func=_run)
+
+
+def summary_path(output: Path) -> Path:
+    """``measured.csv`` -> ``measured.summary.csv``."""
+    return output.with_name(output.stem + ".summary.csv")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gradsched.plan import Plan
+    from gradsched.runtime.bench import RunItem, run_items
+
+    items = []
+    for path in args.plan:
+        plan = Plan.load(path)
+        items.append(RunItem(label=str(path), algorithm=plan.algorithm, plan=plan.to_dict()))
+    if args.bucket_cap_mb and args.baseline != "ddp":
+        raise ConfigError("--bucket-cap-mb needs --baseline ddp")
+    if args.baseline == "ddp":
+        for cap in args.bucket_cap_mb or [25.0]:
+            if cap <= 0:
+                raise ConfigError(f"--bucket-cap-mb must be > 0, got {cap}")
+            items.append(RunItem(label=f"bucket_cap_mb={cap:g}", algorithm="ddp-native",
+                                 bucket_cap_mb=cap))
+    if not items:
+        raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
+    frame, summary = run_items(items, model=args.model, batch_size=args.batch_size,
+                               world_size=args.world_size, backend=args.backend,
+                               iters=args.iters, warmup=args.warmup, threads=args.threads,
+                               cluster=args.cluster, profile_dir=args.profile,
+                               seq_len=args.seq_len, seed=args.seed, timeout_s=args.timeout_s)
+    write_csv_atomic(args.output, frame)
+    write_csv_atomic(summary_path(args.output), summary)
+    print(summary[["algorithm", "plan", "median_s", "p10_s", "p90_s"]].to_string(
+        index=False, float_format=lambda v: f"{v:.6g}"))
+    print(f"-> {args.output} and {summary_path(args.output)}")
+    return 0

@@ -1,0 +1,228 @@
+"""Timed training iterations: a plan through the executor, or PyTorch DDP itself.
+
+Behind ``gradsched run``. Every rank builds the same model (random init, fixed seed, by
+name from :mod:`gradsched.capture.models`), an SGD optimizer (lr 0.01, momentum 0.9) and a
+few synthetic batches (generated before timing, then cycled), runs ``warmup`` untimed and
+``iters`` timed iterations, and records the start of each iteration. An iteration's time
+is the period between the starts of consecutive iterations (the steady-state period the
+replay predicts, which for per-layer plans includes the update and communication that the
+next forward waits for); the last one ends after :meth:`PlanExecutor.flush`. The time of an
+iteration is the maximum over ranks (the slowest rank sets the pace). Ranks are aligned
+by a barrier before the timed loop.
+
+Baseline: PyTorch DDP (Li et al., VLDB 2020) with ``bucket_cap_mb`` as given. Plans
+(ByteScheduler, Peng et al. SOSP 2019; DeAR, Zhang, Shi et al.; ...) run through
+:class:`~gradsched.runtime.executor.PlanExecutor`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gradsched.errors import ConfigError
+
+SUMMARY_COLUMNS = ("model", "batch_size", "world_size", "backend", "bandwidth", "algorithm",
+                   "plan", "iterations", "median_s", "p10_s", "p90_s", "mean_s", "min_s",
+                   "max_s", "n_collectives")
+ITER_COLUMNS = ("model", "batch_size", "world_size", "backend", "bandwidth", "algorithm",
+                "plan", "iteration", "iteration_s")
+
+
+@dataclass(frozen=True)
+class RunItem:
+    """One timed run: a plan (JSON dict) or DDP with a bucket cap."""
+
+    label: str
+    algorithm: str
+    plan: dict[str, Any] | None = None
+    bucket_cap_mb: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "algorithm": self.algorithm, "plan": self.plan,
+                "bucket_cap_mb": self.bucket_cap_mb}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default), q in [0, 100]."""
+    data = sorted(values)
+    if not data:
+        raise ValueError("no values")
+    pos = (len(data) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def summarize(times: list[float]) -> dict[str, float]:
+    return {"median_s": statistics.median(times), "p10_s": percentile(times, 10),
+            "p90_s": percentile(times, 90), "mean_s": statistics.fmean(times),
+            "min_s": min(times), "max_s": max(times)}
+
+
+# ---------------------------------------------------------------------- rank side
+def run_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Every run of ``payload['runs']`` on this rank; per-iteration times."""
+    import torch
+    import torch.distributed as dist
+
+    from gradsched.capture.models import build_model
+
+    backend = dist.get_backend()
+    device = "cpu"
+    if backend == "nccl":
+        device = f"cuda:{torch.cuda.current_device()}"
+    results = []
+    for index, raw in enumerate(payload["runs"]):
+        item = RunItem(**raw)
+        spec = build_model(payload["model"], int(payload["batch_size"]), device=device,
+                           seq_len=payload.get("seq_len"), seed=int(payload.get("seed", 0)))
+        batches = [spec.make_batch() for _ in range(int(payload.get("n_batches", 2)))]
+        stem = Path(item.label).stem if item.label.endswith(".json") else item.label
+        times, n_coll = _timed(rank, spec, batches, item, payload, device,
+                               f"{index:02d}-{item.algorithm}-{stem}")
+        results.append({"label": item.label, "times": times, "n_collectives": n_coll})
+        del spec, batches
+    return {"rank": rank, "runs": results}
+
+
+def _timed(rank: int, spec: Any, batches: list[Any], item: RunItem, payload: dict[str, Any],
+           device: str, name: str) -> tuple[list[float], int | None]:
+    import torch
+    import torch.distributed as dist
+
+    from gradsched.plan import Plan
+    from gradsched.runtime.executor import PlanExecutor
+
+    model = spec.model
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01,
+                          momentum=0.9)
+    ex = None
+    if item.plan is not None:
+        ex = PlanExecutor(model, Plan.from_dict(item.plan), opt,
+                          timeout_s=float(payload.get("timeout_s", 300)))
+        runner: Any = model
+
+        def finish() -> None:
+            ex.step()
+    else:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        runner = DDP(model, bucket_cap_mb=item.bucket_cap_mb,
+                     device_ids=[torch.device(device).index] if device != "cpu" else None)
+
+        def finish() -> None:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    def sync() -> None:
+        if device != "cpu":
+            torch.cuda.synchronize()
+
+    def one(i: int) -> None:
+        spec.loss(runner, batches[i % len(batches)]).backward()
+        finish()
+
+    warmup, iters = int(payload["warmup"]), int(payload["iters"])
+    for i in range(warmup):
+        one(i)
+    if ex is not None:
+        ex.flush()
+    sync()
+    dist.barrier()
+    stamps = []
+    for i in range(iters):
+        stamps.append(time.perf_counter())
+        one(warmup + i)
+    if ex is not None:
+        ex.flush()
+    sync()
+    stamps.append(time.perf_counter())
+    n_coll = sum(ex.stats.collectives.values()) if ex is not None else None
+    profile_dir = payload.get("profile_dir")
+    if profile_dir:
+        _profile(rank, one, warmup + iters, Path(profile_dir), name, device, ex)
+    if ex is not None:
+        ex.close()
+    return [b - a for a, b in itertools.pairwise(stamps)], n_coll
+
+
+def _profile(rank: int, one: Any, start: int, folder: Path, label: str, device: str,
+             ex: Any) -> None:
+    """A few extra iterations under ``torch.profiler``; Chrome trace per rank."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if device != "cpu":
+        activities.append(ProfilerActivity.CUDA)
+    folder.mkdir(parents=True, exist_ok=True)
+    with profile(activities=activities) as prof:
+        for i in range(3):
+            one(start + i)
+        if ex is not None:
+            ex.flush()
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
+    target = folder / f"{safe}.rank{rank}.trace.json"
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    prof.export_chrome_trace(str(tmp))
+    tmp.replace(target)
+
+
+# ---------------------------------------------------------------------- launcher side
+def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: int,
+              backend: str = "gloo", iters: int = 20, warmup: int = 5, threads: int = 1,
+              cluster: str | None = None, profile_dir: str | Path | None = None,
+              seq_len: int | None = None, seed: int = 0, timeout_s: float = 300.0
+              ) -> tuple[Any, Any]:
+    """Launch the ranks and time every item; return (per-iteration frame, summary frame)."""
+    import pandas as pd
+
+    from gradsched.distributed import LaunchSpec, launch
+
+    if not items:
+        raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
+    if iters < 1 or warmup < 0:
+        raise ConfigError("--iters must be >= 1 and --warmup >= 0")
+    if world_size < 1:
+        raise ConfigError("--world-size must be >= 1")
+    if backend not in ("gloo", "nccl"):
+        raise ConfigError(f"backend must be gloo or nccl, not {backend!r}")
+    payload = {"model": model, "batch_size": batch_size, "runs": [i.to_dict() for i in items],
+               "iters": iters, "warmup": warmup, "seq_len": seq_len, "seed": seed,
+               "timeout_s": timeout_s,
+               "profile_dir": str(Path(profile_dir).resolve()) if profile_dir else None}
+    deadline = max(600.0, timeout_s * 2)
+    common = {"backend": backend, "threads_per_rank": threads, "op_timeout_s": timeout_s,
+              "deadline_s": deadline}
+    if cluster is not None:
+        try:
+            from gradsched.capture.cluster import EmulatedCluster
+        except ImportError as exc:  # pragma: no cover - the module is part of the package
+            raise ConfigError("--cluster needs gradsched.capture.cluster") from exc
+        with EmulatedCluster(world_size, cluster) as emu:
+            results = launch("gradsched.runtime.tasks:timed_runs", payload,
+                             emu.launch_spec(**common))
+        bandwidth = cluster
+    else:
+        results = launch("gradsched.runtime.tasks:timed_runs", payload,
+                         LaunchSpec(world_size, **common))
+        bandwidth = "loopback"
+    rows, summary = [], []
+    base = {"model": model, "batch_size": batch_size, "world_size": world_size,
+            "backend": backend, "bandwidth": bandwidth}
+    for k, item in enumerate(items):
+        per_rank = [r["runs"][k]["times"] for r in results]
+        times = [max(ts) for ts in zip(*per_rank, strict=True)]
+        for i, t in enumerate(times):
+            rows.append(base | {"algorithm": item.algorithm, "plan": item.label,
+                                "iteration": i, "iteration_s": t})
+        summary.append(base | {"algorithm": item.algorithm, "plan": item.label,
+                               "iterations": len(times), **summarize(times),
+                               "n_collectives": results[0]["runs"][k]["n_collectives"]})
+    return (pd.DataFrame(rows, columns=list(ITER_COLUMNS)),
+            pd.DataFrame(summary, columns=list(SUMMARY_COLUMNS)))

@@ -1,0 +1,595 @@
+"""Execute a :class:`~gradsched.plan.Plan` on a real ``torch.nn.Module`` in a process group.
+
+The executor is what the replay (:mod:`gradsched.replay.engine`) models, made real:
+
+* **Buckets.** Every plan bucket gets one flat buffer on its parameters' device. A
+  ``register_post_accumulate_grad_hook`` on each parameter copies the gradient into its
+  slice, divided by the world size (pre-division, as PyTorch DDP's reducer: Li et al.,
+  "PyTorch Distributed", VLDB 2020), and releases ``.grad``; when every member of a
+  bucket is in, the bucket is complete.
+* **Collectives.** A complete ``all_reduce`` bucket launches ``chunks`` asynchronous
+  all-reduces (``async_op=True``), one per equal partition of the flat buffer (padded with
+  zeros to a multiple of ``chunks``): ByteScheduler's partitions (Peng et al., SOSP 2019).
+  An ``rs_ag`` bucket launches reduce-scatters during backward and, after backward, the
+  matching all-gathers, which the next forward waits for layer by layer: DeAR (Zhang,
+  Shi et al., ICDCS 2023). The all-gathers gather the averaged gradient shards, so every
+  rank holds the whole averaged gradient and runs the same optimizer update.
+* **Launch order.** A process group matches collectives by the order they are issued, so
+  every rank must issue them in the same order. An order chosen from local readiness could
+  pair different buckets on different ranks; the executor therefore issues the items of an
+  iteration in one fixed sequence, each as soon as it and every item before it are ready
+  (PyTorch DDP's rule). Without priorities the sequence is the plan order. With priorities
+  it is the order a one-channel priority scheduler would start the items if bucket k became
+  ready at step k of the backward and a chunk took time proportional to its size (see
+  :func:`launch_order`): a ready high-priority chunk overtakes the backlog of
+  lower-priority ones, as in ByteScheduler, but the decision is the same on every rank.
+  The all-gathers are issued after backward, in forward order unless prioritised (the
+  replay's rule). ``release_s``, ``channels`` and per-bucket ``algorithm`` are timing
+  hints of the model; the executor ignores them (one process-group queue).
+* **Updates.** ``update="global"``: :meth:`PlanExecutor.step` waits for every collective,
+  points each ``.grad`` at its averaged slice and runs the optimizer once (as DDP).
+  ``update="per_layer"``: :meth:`PlanExecutor.step` only records that an update is due;
+  a forward pre-hook on every module that owns parameters waits for that module's
+  buckets and runs the optimizer on the module's parameters just before its forward
+  (ByteScheduler, DeAR). Any per-parameter ``torch.optim`` optimizer works (SGD with
+  momentum, Adam, AdamW, ...): the update of a subset is ``optimizer.step()`` with only
+  that subset's ``.grad`` set, so momentum and Adam state are exactly what one global step
+  would produce; the optimizer's hyper-parameters (learning rate, ...) are those it had
+  when :meth:`step` was called, so an LR scheduler stepped after :meth:`step` takes
+  effect from the next iteration, as with a global update.
+* **No lost update, no stale weights.** Pending per-layer updates are applied by
+  :meth:`flush` (call it before saving or evaluating by other means than a forward, and at
+  the end), by ``model.eval()`` / ``model.train()`` (the executor wraps them), inside
+  ``with executor.synchronized():``, by the forward pre-hooks (so any forward, training or
+  evaluation, sees up-to-date weights) and at the latest when the next backward starts.
+  A parameter used in a forward before its owning module's forward ran (so before its
+  update) is detected at the next backward and raises a clear error.
+* **Unused parameters.** A parameter that gets no gradient in a backward does not block:
+  at the end of backward its slice is zero-filled and its bucket completed, on every rank
+  the same way. With ``find_unused_parameters=True`` a "used" flag per member travels in
+  the bucket's padding (no extra collective), and a parameter unused on *every* rank keeps
+  ``.grad = None`` so the optimizer skips it, which is the semantic of DDP's
+  ``find_unused_parameters=True``. With ``False`` (default) it gets a zero gradient (the
+  optimizer's momentum / weight decay still act on it).
+* **Frozen parameters** (``requires_grad=False``) are not communicated; a plan naming one,
+  or naming an unknown parameter, or missing a trainable one is refused with a clear error.
+
+Works with gloo and NCCL (buffers live on the parameters' device). Every wait has a
+timeout; a peer that never issues a collective ends the run with an error, not a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import heapq
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from gradsched.errors import ConfigError, GradschedError
+from gradsched.plan import Bucket, Plan
+
+AR, RS, AG = "all_reduce", "reduce_scatter", "all_gather"
+# torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
+_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
+class ExecutorError(GradschedError, RuntimeError):
+    """The executor was misused, or a collective failed or timed out."""
+
+
+@dataclass
+class StepStats:
+    """What one iteration communicated (counted when issued)."""
+
+    collectives: dict[str, int] = field(default_factory=lambda: {AR: 0, RS: 0, AG: 0})
+    bytes: dict[str, int] = field(default_factory=lambda: {AR: 0, RS: 0, AG: 0})
+    bucket_launches: list[int] = field(default_factory=list)  # AR/RS collectives per bucket
+    bucket_gathers: list[int] = field(default_factory=list)  # AG collectives per bucket
+    unused: list[str] = field(default_factory=list)  # members zero-filled on this rank
+    issue_sequence: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"collectives": dict(self.collectives), "bytes": dict(self.bytes),
+                "bucket_launches": list(self.bucket_launches),
+                "bucket_gathers": list(self.bucket_gathers), "unused": list(self.unused),
+                "issue_sequence": [list(x) for x in self.issue_sequence]}
+
+
+def launch_order(plan: Plan, bucket_numel: list[int]) -> list[tuple[int, int]]:
+    """The fixed issue sequence of the all-reduce / reduce-scatter items of ``plan``.
+
+    Items are ``(bucket, chunk)``. Without priorities: plan order, chunks in order. With
+    priorities: one channel; bucket k becomes ready at time k; a chunk lasts
+    ``chunk_numel / mean bucket numel``; a free channel starts the ready item with the
+    smallest (priority, ready time, bucket, chunk), priority ``inf`` when unset (the key of
+    the replay's one-channel priority schedule). The result depends on the plan and the
+    sizes only, so it is the same on every rank.
+    """
+    items = [(k, c) for k, b in enumerate(plan.buckets) for c in range(b.chunks)]
+    if all(b.priority is None for b in plan.buckets):
+        return items
+    mean = max(sum(bucket_numel) / max(len(bucket_numel), 1), 1.0)
+    pending = sorted(items, reverse=True)  # pop from the end: earliest bucket first
+    ready: list[tuple[float, float, int, int]] = []
+    order: list[tuple[int, int]] = []
+    now = 0.0
+    while pending or ready:
+        while pending and pending[-1][0] <= now + 1e-12:
+            k, c = pending.pop()
+            prio = plan.buckets[k].priority
+            heapq.heappush(ready, (float(prio) if prio is not None else math.inf,
+                                   float(k), k, c))
+        if not ready:
+            now = float(pending[-1][0])
+            continue
+        _, _, k, c = heapq.heappop(ready)
+        order.append((k, c))
+        now += bucket_numel[k] / plan.buckets[k].chunks / mean
+    return order
+
+
+class _Bucket:
+    """Layout and per-iteration state of one plan bucket."""
+
+    def __init__(self, index: int, spec: Bucket, params: list[nn.Parameter], names: list[str],
+                 world: int, with_flags: bool) -> None:
+        self.index = index
+        self.spec = spec
+        self.params = params
+        self.names = names
+        self.decoupled = spec.collective == "rs_ag"
+        self.numels = [p.numel() for p in params]
+        self.offsets = [0]
+        for n in self.numels[:-1]:
+            self.offsets.append(self.offsets[-1] + n)
+        self.numel = sum(self.numels)
+        self.flag_offset = self.numel  # used flags (one per member) follow the gradients
+        payload = self.numel + (len(params) if with_flags else 0)
+        chunks = spec.chunks
+        if self.decoupled:
+            self.chunk_numel = math.ceil(payload / (chunks * world)) * world
+        else:
+            self.chunk_numel = math.ceil(payload / chunks)
+        first = params[0]
+        self.dtype = first.dtype
+        self.device = first.device
+        self.flat = torch.zeros(self.chunk_numel * chunks, dtype=self.dtype, device=self.device)
+        self.views = [self.flat[o:o + n].view(p.shape)
+                      for o, n, p in zip(self.offsets, self.numels, params, strict=True)]
+        self.shards = (torch.zeros(chunks, self.chunk_numel // world, dtype=self.dtype,
+                                   device=self.device) if self.decoupled else None)
+        self.world = world
+        self.with_flags = with_flags
+        # per-iteration state
+        self.seen = [False] * len(params)
+        self.missing = len(params)
+        self.complete = False
+        self.works: list[Any] = []  # AR or RS works
+        self.gather_works: list[Any] = []
+        self.arrived = False  # every collective finished and the result is in ``flat``
+        self.used = [True] * len(params)  # globally used members (read from the flags)
+
+    def chunk(self, c: int) -> torch.Tensor:
+        return self.flat[c * self.chunk_numel:(c + 1) * self.chunk_numel]
+
+    def reset(self) -> None:
+        self.seen = [False] * len(self.params)
+        self.missing = len(self.params)
+        self.complete = False
+        self.works = []
+        self.gather_works = []
+        self.arrived = False
+
+    def read_flags(self) -> None:
+        """After the reduction: which members some rank produced a gradient for (one
+        device-to-host read per bucket)."""
+        if self.with_flags:
+            flags = self.flat[self.flag_offset:self.flag_offset + len(self.params)]
+            self.used = (flags > 0).tolist()
+
+    def globally_used(self, member: int) -> bool:
+        return self.used[member]
+
+
+class PlanExecutor:
+    """Run ``plan`` for ``model`` with ``optimizer`` in the default (or given) process group.
+
+    Typical loop (both update modes)::
+
+        ex = PlanExecutor(model, plan, optimizer)
+        for x, y in loader:
+            loss_fn(model(x), y).backward()
+            ex.step()            # replaces optimizer.step() and optimizer.zero_grad()
+        ex.flush()               # apply the last per-layer update
+
+    ``find_unused_parameters``: see the module docstring. ``timeout_s`` bounds every wait
+    for a collective. ``wrap_train_eval`` makes ``model.train()/eval()`` flush first.
+    """
+
+    def __init__(self, model: nn.Module, plan: Plan, optimizer: torch.optim.Optimizer, *,
+                 process_group: Any = None, find_unused_parameters: bool = False,
+                 timeout_s: float = 300.0, wrap_train_eval: bool = True) -> None:
+        if not dist.is_available() or not dist.is_initialized():
+            raise ExecutorError("torch.distributed is not initialised: call "
+                                "dist.init_process_group(...) before building the executor")
+        if timeout_s <= 0:
+            raise ConfigError("timeout_s must be > 0")
+        self.model = model
+        self.plan = plan
+        self.optimizer = optimizer
+        self.group = process_group
+        self.world = dist.get_world_size(process_group)
+        self.rank = dist.get_rank(process_group)
+        self.find_unused = find_unused_parameters
+        self.timeout = dt.timedelta(seconds=timeout_s)
+        self.per_layer = plan.update == "per_layer"
+        self._buckets = self._layout(model, plan)
+        self._slot: dict[nn.Parameter, tuple[int, int]] = {}
+        for b in self._buckets:
+            for m, p in enumerate(b.params):
+                self._slot[p] = (b.index, m)
+        self._order = launch_order(plan, [b.numel for b in self._buckets])
+        self._owner, self._layer_of = self._owners(model)
+        self._gather_order = self._all_gather_order()
+        self._handles: list[Any] = []
+        for p in self._slot:
+            self._handles.append(p.register_post_accumulate_grad_hook(self._grad_hook))
+        if self.per_layer:
+            for module in {id(m): m for m in self._owner.values()}.values():
+                self._handles.append(module.register_forward_pre_hook(self._pre_forward))
+        self._wrapped_train: Callable[..., Any] | None = None
+        if wrap_train_eval:
+            self._wrap_train(model)
+        # iteration state
+        self._in_backward = False
+        self._backward_done = False
+        self._next = 0
+        self._pending: set[nn.Parameter] = set()  # per-layer updates not yet applied
+        self._stale_watch: set[nn.Parameter] = set()
+        self._hyper: list[dict[str, Any]] | None = None
+        self.stats = StepStats()
+        self.steps = 0
+        self._reset_stats()
+
+    # ------------------------------------------------------------------ construction
+    def _layout(self, model: nn.Module, plan: Plan) -> list[_Bucket]:
+        named = dict(model.named_parameters())
+        trainable = {n for n, p in named.items() if p.requires_grad}
+        seen: dict[str, int] = {}
+        buckets = []
+        for k, spec in enumerate(plan.buckets):
+            if not spec.tensors:
+                raise ConfigError(f"plan '{plan.algorithm}': bucket {k} is empty")
+            params, names = [], []
+            for name in spec.tensors:
+                if name not in named:
+                    raise ConfigError(f"plan '{plan.algorithm}': bucket {k} names {name!r}, "
+                                      "which is not a parameter of the model (names are "
+                                      "those of model.named_parameters())")
+                if name not in trainable:
+                    raise ConfigError(f"plan '{plan.algorithm}': bucket {k} names {name!r}, "
+                                      "which is frozen (requires_grad=False); leave frozen "
+                                      "parameters out of the plan")
+                if name in seen:
+                    raise ConfigError(f"plan '{plan.algorithm}': parameter {name!r} is in "
+                                      f"buckets {seen[name]} and {k}")
+                seen[name] = k
+                params.append(named[name])
+                names.append(name)
+            kinds = {(p.dtype, p.device) for p in params}
+            if len(kinds) > 1:
+                raise ConfigError(f"plan '{plan.algorithm}': bucket {k} mixes dtypes/devices "
+                                  f"{sorted(str(x) for x in kinds)}")
+            if any(p.is_sparse for p in params):
+                raise ConfigError(f"plan '{plan.algorithm}': bucket {k}: sparse parameters "
+                                  "are not supported")
+            buckets.append(_Bucket(k, spec, params, names, self.world, self.find_unused))
+        missing = [n for n in named if n in trainable and n not in seen]
+        if missing:
+            raise ConfigError(f"plan '{plan.algorithm}': {len(missing)} trainable parameters "
+                              f"are in no bucket, first {missing[0]!r}")
+        return buckets
+
+    def _owners(self, model: nn.Module) -> tuple[dict[nn.Parameter, nn.Module],
+                                                 dict[nn.Parameter, int]]:
+        """The module that directly owns each parameter, and its layer index (order of
+        first appearance in ``named_parameters``, i.e. forward order for ordinary models)."""
+        owner: dict[nn.Parameter, nn.Module] = {}
+        for module in model.modules():
+            for p in module.parameters(recurse=False):
+                if p in self._slot and p not in owner:
+                    owner[p] = module
+        layer_of: dict[nn.Parameter, int] = {}
+        module_index: dict[int, int] = {}
+        for _, p in model.named_parameters():
+            if p in owner:
+                mid = id(owner[p])
+                module_index.setdefault(mid, len(module_index))
+                layer_of[p] = module_index[mid]
+        return owner, layer_of
+
+    def _all_gather_order(self) -> list[int]:
+        """rs_ag buckets in the order their all-gathers are issued: priority if set, else
+        the bucket's first layer in forward order (the replay's key)."""
+        keys = []
+        for b in self._buckets:
+            if b.decoupled:
+                first = min(self._layer_of.get(p, 0) for p in b.params)
+                prio = b.spec.priority if b.spec.priority is not None else first
+                keys.append((prio, b.index))
+        return [k for _, k in sorted(keys)]
+
+    def _wrap_train(self, model: nn.Module) -> None:
+        original = model.train
+
+        def train(mode: bool = True) -> nn.Module:
+            self.flush()
+            return original(mode)
+
+        model.train = train  # type: ignore[method-assign]  # eval() calls self.train(False)
+        self._wrapped_train = original
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def world_size(self) -> int:
+        return self.world
+
+    def expected_stats(self) -> dict[str, dict[str, int]]:
+        """Collectives and bytes one iteration issues (from the layout)."""
+        counts = {AR: 0, RS: 0, AG: 0}
+        nbytes = {AR: 0, RS: 0, AG: 0}
+        for b in self._buckets:
+            size = b.chunk_numel * b.flat.element_size()
+            kinds = (RS, AG) if b.decoupled else (AR,)
+            for kind in kinds:
+                counts[kind] += b.spec.chunks
+                nbytes[kind] += b.spec.chunks * size
+        return {"collectives": counts, "bytes": nbytes}
+
+    def step(self) -> None:
+        """End the iteration: replaces ``optimizer.step()`` + ``optimizer.zero_grad()``.
+
+        Global update: wait for all communication and step the optimizer. Per-layer update:
+        record the update; it runs in the next forward (or :meth:`flush`).
+        """
+        if not self._backward_done:
+            # No gradient arrived on this rank (e.g. every parameter unused): complete the
+            # iteration now so that the peers' collectives are matched.
+            if not self._in_backward:
+                self._begin_backward()
+            self._end_backward()
+        self._backward_done = False
+        self.steps += 1
+        if self.per_layer:
+            self._hyper = [{k: v for k, v in g.items() if k != "params"}
+                           for g in self.optimizer.param_groups]
+            self._pending = set(self._slot)
+            return
+        self._wait_all()
+        for b in self._buckets:
+            self._set_grads(b, b.params)
+        self.optimizer.step()
+        self._release_grads(self._slot)
+
+    def synchronize_grads(self) -> None:
+        """Global update only: wait for communication and leave the averaged gradients in
+        ``.grad`` (views of the bucket buffers) without stepping, e.g. to clip them; then
+        call ``optimizer.step()`` yourself and :meth:`finish_manual_step`."""
+        if self.per_layer:
+            raise ExecutorError("synchronize_grads() needs a plan with update='global'")
+        if not self._backward_done:
+            if not self._in_backward:
+                self._begin_backward()
+            self._end_backward()
+        self._wait_all()
+        for b in self._buckets:
+            self._set_grads(b, b.params)
+
+    def finish_manual_step(self) -> None:
+        """After :meth:`synchronize_grads` and your own ``optimizer.step()``."""
+        self._backward_done = False
+        self.steps += 1
+        self._release_grads(self._slot)
+
+    def flush(self) -> None:
+        """Apply every pending per-layer update now (waits for its communication)."""
+        if not self._pending:
+            return
+        if self._in_backward:
+            raise ExecutorError("flush() during backward")
+        by_owner: dict[int, list[nn.Parameter]] = {}
+        for p in self._pending:
+            by_owner.setdefault(self._layer_of.get(p, 0), []).append(p)
+        for layer in sorted(by_owner):
+            self._update(by_owner[layer])
+
+    @contextlib.contextmanager
+    def synchronized(self) -> Iterator[nn.Module]:
+        """``with executor.synchronized() as model:`` -- weights up to date inside."""
+        self.flush()
+        yield self.model
+
+    def close(self) -> None:
+        """Flush, remove every hook and restore ``model.train``."""
+        self.flush()
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        if self._wrapped_train is not None:
+            del self.model.train  # the instance attribute; the class method shows again
+            self._wrapped_train = None
+
+    # ------------------------------------------------------------------ backward side
+    def _reset_stats(self) -> None:
+        self.stats = StepStats(bucket_launches=[0] * len(self._buckets),
+                               bucket_gathers=[0] * len(self._buckets))
+
+    def _begin_backward(self) -> None:
+        if self._backward_done:
+            raise ExecutorError("a second backward before step(): gradient accumulation "
+                                "over several backward passes is not supported")
+        if self._pending:
+            self._stale_watch = set(self._pending)
+            self.flush()
+        else:
+            self._stale_watch = set()
+        for b in self._buckets:
+            b.reset()
+        self._next = 0
+        self._reset_stats()
+        self._in_backward = True
+        if torch._C._current_graph_task_id() != -1:
+            torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
+
+    def _grad_hook(self, p: torch.Tensor) -> None:
+        grad = p.grad
+        # Release .grad first: a per-layer flush below steps the optimizer, which must see
+        # no gradient but the ones it is meant to apply.
+        p.grad = None
+        if not self._in_backward:
+            self._begin_backward()
+        if self._stale_watch and p in self._stale_watch:
+            name = self._buckets[self._slot[p][0]].names[self._slot[p][1]]
+            raise ExecutorError(
+                f"parameter {name!r} was used in a forward before its per-layer update was "
+                "applied (its owning module's forward did not run first); call "
+                "executor.flush() before such a forward, or use a plan with update='global'")
+        k, m = self._slot[p]  # type: ignore[index]
+        b = self._buckets[k]
+        if b.seen[m]:
+            raise ExecutorError(f"gradient of {b.names[m]!r} arrived twice in one backward "
+                                "(several backward passes before step() are not supported)")
+        if grad is None:  # pragma: no cover - the hook fires only after accumulation
+            return
+        torch.div(grad, self.world, out=b.views[m])  # pre-division fused with the copy
+        b.seen[m] = True
+        b.missing -= 1
+        if b.missing == 0:
+            self._complete(b)
+            self._issue_ready()
+
+    def _complete(self, b: _Bucket) -> None:
+        if b.with_flags:  # pre-divided like the gradients: the sum is the used fraction
+            flags = torch.tensor(b.seen, dtype=b.dtype) / self.world
+            b.flat[b.flag_offset:b.flag_offset + len(b.seen)].copy_(flags)
+        b.complete = True
+
+    def _issue_ready(self) -> None:
+        while self._next < len(self._order):
+            k, c = self._order[self._next]
+            b = self._buckets[k]
+            if not b.complete:
+                return
+            chunk = b.chunk(c)
+            nbytes = chunk.numel() * chunk.element_size()
+            if b.decoupled:
+                work = _reduce_scatter(b.shards[c], chunk, group=self.group, async_op=True)
+                kind = RS
+            else:
+                work = dist.all_reduce(chunk, group=self.group, async_op=True)
+                kind = AR
+            b.works.append(work)
+            self.stats.collectives[kind] += 1
+            self.stats.bytes[kind] += nbytes
+            self.stats.bucket_launches[k] += 1
+            self.stats.issue_sequence.append((kind, k, c))
+            self._next += 1
+
+    def _end_backward(self) -> None:
+        """End of backward (autograd callback): complete buckets with missing gradients,
+        issue the rest of the sequence, then the all-gathers."""
+        if not self._in_backward:
+            return
+        for b in self._buckets:
+            if not b.complete:
+                for m, s in enumerate(b.seen):
+                    if not s:
+                        b.views[m].zero_()
+                        self.stats.unused.append(b.names[m])
+                self._complete(b)
+        self._issue_ready()
+        for k in self._gather_order:
+            b = self._buckets[k]
+            self._wait(b.works, f"reduce-scatter of bucket {k}")
+            for c in range(b.spec.chunks):
+                chunk = b.chunk(c)
+                work = _all_gather(chunk, b.shards[c], group=self.group, async_op=True)
+                b.gather_works.append(work)
+                self.stats.collectives[AG] += 1
+                self.stats.bytes[AG] += chunk.numel() * chunk.element_size()
+                self.stats.bucket_gathers[k] += 1
+                self.stats.issue_sequence.append((AG, k, c))
+        self._in_backward = False
+        self._backward_done = True
+        self._stale_watch = set()
+
+    # ------------------------------------------------------------------ update side
+    def _wait(self, works: list[Any], what: str) -> None:
+        for work in works:
+            try:
+                ok = work.wait(timeout=self.timeout)
+            except RuntimeError as exc:
+                raise ExecutorError(f"rank {self.rank}: {what} failed or timed out after "
+                                    f"{self.timeout.total_seconds():g} s: {exc}") from exc
+            if ok is False:
+                raise ExecutorError(f"rank {self.rank}: {what} did not complete within "
+                                    f"{self.timeout.total_seconds():g} s")
+        works.clear()
+
+    def _arrive(self, b: _Bucket) -> None:
+        if b.arrived:
+            return
+        self._wait(b.works, f"all-reduce of bucket {b.index}")
+        self._wait(b.gather_works, f"all-gather of bucket {b.index}")
+        b.read_flags()
+        b.arrived = True
+
+    def _wait_all(self) -> None:
+        for b in self._buckets:
+            self._arrive(b)
+
+    def _set_grads(self, b: _Bucket, members: list[nn.Parameter]) -> None:
+        for p in members:
+            m = self._slot[p][1]
+            p.grad = b.views[m] if b.globally_used(m) else None
+
+    @staticmethod
+    def _release_grads(params: Any) -> None:
+        for p in params:
+            p.grad = None
+
+    def _pre_forward(self, module: nn.Module, args: Any) -> None:
+        if not self._pending:
+            return
+        own = [p for p in module.parameters(recurse=False) if p in self._pending]
+        if own:
+            self._update(own)
+
+    def _update(self, params: list[nn.Parameter]) -> None:
+        """Per-layer update of ``params`` with the hyper-parameters recorded at step()."""
+        for p in params:
+            b = self._buckets[self._slot[p][0]]
+            self._arrive(b)
+            self._set_grads(b, [p])
+        groups = self.optimizer.param_groups
+        current = None
+        if self._hyper is not None:
+            current = [{k: v for k, v in g.items() if k != "params"} for g in groups]
+            for g, h in zip(groups, self._hyper, strict=True):
+                g.update(h)
+        try:
+            self.optimizer.step()
+        finally:
+            if current is not None:
+                for g, h in zip(groups, current, strict=True):
+                    g.update(h)
+            self._release_grads(params)
+            self._pending.difference_update(params)

@@ -1,0 +1,63 @@
+"""Launcher tasks of the executor (``gradsched.runtime.tasks:NAME``).
+
+* :func:`exactness_cases` -- train many small (model, optimizer, plan) cases with the
+  executor, and PyTorch DDP as a second reference, in one process group; return the final
+  parameters and the per-step communication counts of every case.
+* :func:`timed_runs` -- the timed iterations behind ``gradsched run`` (see
+  :mod:`gradsched.runtime.bench`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _flat(params: dict[str, Any]) -> dict[str, list[float]]:
+    return {n: p.detach().reshape(-1).tolist() for n, p in params.items()}
+
+
+def exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Run ``payload['cases']`` (each: id, model, optimizer, plan (dict), steps, batch,
+    find_unused) with the executor and ``payload['ddp']`` (each: id, model, optimizer,
+    steps, batch, bucket_cap_mb) with DDP."""
+    from gradsched.plan import Plan
+    from gradsched.runtime.executor import PlanExecutor
+    from gradsched.runtime.reference import (
+        loss_of,
+        make_optimizer,
+        make_shard,
+        make_test_model,
+        train_ddp,
+    )
+
+    out: dict[str, Any] = {"cases": {}, "ddp": {}}
+    for case in payload.get("cases", []):
+        seed = int(case.get("seed", 0))
+        model = make_test_model(case["model"], seed)
+        opt = make_optimizer(case["optimizer"], model.parameters())
+        plan = Plan.from_dict(case["plan"])
+        ex = PlanExecutor(model, plan, opt, find_unused_parameters=bool(case["find_unused"]),
+                          timeout_s=float(payload.get("timeout_s", 60)))
+        steps = []
+        for step in range(int(case["steps"])):
+            x, y = make_shard(step, rank, world_size, int(case["batch"]), seed)
+            loss_of(model, x, y).backward()
+            ex.step()
+            steps.append(ex.stats.to_dict())
+        ex.flush()
+        ex.close()
+        out["cases"][case["id"]] = {"params": _flat(dict(model.named_parameters())),
+                                    "stats": steps, "expected": ex.expected_stats()}
+    for ref in payload.get("ddp", []):
+        params = train_ddp(ref["model"], ref["optimizer"], rank, world_size, int(ref["steps"]),
+                           int(ref["batch"]), int(ref.get("seed", 0)),
+                           float(ref.get("bucket_cap_mb", 25.0)))
+        out["ddp"][ref["id"]] = _flat(params)
+    return out
+
+
+def timed_runs(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """The timed runs of ``gradsched run`` (one entry per plan or DDP bucket cap)."""
+    from gradsched.runtime.bench import run_rank
+
+    return run_rank(rank, world_size, payload)
