@@ -1,0 +1,78 @@
+# gradsched pipeline: traces -> cost models -> replay -> figures, tables, macros -> paper.
+# Thin on purpose: configuration, validation, includes and the target rules. Every step is a
+# `gradsched` sub-command (see workflow/rules/*.smk). Run: make reproduce (= target all).
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/import.smk"
+include: "workflow/rules/fit.smk"
+include: "workflow/rules/replay.smk"
+include: "workflow/rules/figures.smk"
+include: "workflow/rules/tables.smk"
+include: "workflow/rules/paper.smk"
+
+
+# Hardware tiers come in later issues, each one more include (not part of `all`):
+#   workflow/rules/capture.smk      (compute hooks, collective sweeps; GPU)
+#   workflow/rules/reexec.smk       (re-execute the best plans with gloo/NCCL; GPU)
+#   workflow/rules/collectives.smk  (LP, ring, tree, ... over point-to-point)
+#   workflow/rules/compression.smk  (top-k, importance-weighted pruning)
+
+
+rule all:
+    """Everything that needs no GPU and no root (the default target)."""
+    default_target: True
+    input:
+        f"{RESULTS}/validate/traces.txt",
+        figure_files(),
+        table_files(),
+        f"{GEN}/macros.tex",
+        PAPER_TARGET,
+
+
+rule smoke:
+    """One trace on one network, a few algorithms, one figure (< 2 minutes)."""
+    input:
+        f"{RESULTS}/replay/smoke/replay.csv",
+        f"{RESULTS}/smoke/replay-vs-world-size.pdf",
+        f"{RESULTS}/smoke/replay-vs-world-size.png",
+
+
+rule replay:
+    """Every configured case with every configured algorithm."""
+    input:
+        f"{RESULTS}/replay/main/replay.csv",
+
+
+rule figures:
+    input:
+        figure_files(),
+
+
+rule tables:
+    input:
+        table_files(),
+
+
+rule paper:
+    """Figures, tables, macros and (when latexmk is installed) paper/main.pdf."""
+    input:
+        figure_files(),
+        table_files(),
+        f"{GEN}/macros.tex",
+        PAPER_TARGET,
+
+
+rule compare:
+    """Reproduced vs published numbers, with their stated tolerances."""
+    input:
+        f"{RESULTS}/compare/compare.csv",
+        f"{TAB}/compare.tex",
+        f"{TAB}/compare.md",

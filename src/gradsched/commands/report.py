@@ -1,0 +1,222 @@
+"""``gradsched report ...``: figures, tables, prose macros and checks from result CSVs.
+
+    gradsched report collect --case TRACE NETWORK COMM.csv RESULT.csv [...] -o replay.csv
+    gradsched report concat A.csv B.csv ... -o all.csv
+    gradsched report figure fit-curves --comm A.csv ... --models A.piecewise.json ... \\
+        --fits fits.csv -o fig.pdf [--png fig.png]
+    gradsched report figure fit-mape --fits fits.csv -o fig.pdf
+    gradsched report figure replay-vs-world-size --input replay.csv -o fig.pdf
+    gradsched report figure timeline --input wfbp.timeline.csv mgwfbp.timeline.csv -o fig.pdf
+    gradsched report figure gaps --input replay.csv -o fig.pdf
+    gradsched report table fits|crossws|replay|compare --input X.csv --tex T.tex --md T.md
+    gradsched report macros [--fits F] [--crossws C] [--replay R] [--compare K] -o macros.tex
+    gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
+        [--skip CHECK CASE REASON] -o compare.csv
+
+No logic lives here: every sub-command calls :mod:`gradsched.report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _png_for(args: argparse.Namespace) -> Path:
+    return args.png if args.png is not None else args.output.with_suffix(".png")
+
+
+def _figure_out(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", type=Path, required=True, help="PDF to write")
+    p.add_argument("--png", type=Path, help="PNG to write (default: the PDF's name, .png)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("report", help="figures, tables, macros and checks from results")
+    rsub = parser.add_subparsers(dest="report_command", metavar="WHAT", required=True)
+
+    p = rsub.add_parser("collect", help="concatenate per-case replay CSVs (+ trace, network, "
+                        "nodes)")
+    p.add_argument("--case", nargs=4, action="append", required=True,
+                   metavar=("TRACE", "NETWORK", "COMM_CSV", "RESULT_CSV"))
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.set_defaults(func=_collect)
+
+    p = rsub.add_parser("concat", help="concatenate CSVs with the same columns")
+    p.add_argument("inputs", nargs="*", type=Path, help="CSVs (none: an empty file)")
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.set_defaults(func=_concat)
+
+    fig = rsub.add_parser("figure", help="draw one figure (PDF + PNG)")
+    fsub = fig.add_subparsers(dest="figure", metavar="FIGURE", required=True)
+    p = fsub.add_parser("fit-curves", help="(a) measured vs fitted time vs message size")
+    p.add_argument("--comm", nargs="*", type=Path, default=[], help="comm trace CSVs")
+    p.add_argument("--models", nargs="*", type=Path, default=[],
+                   help="model JSONs named <trace stem>.<kind>.json")
+    p.add_argument("--fits", type=Path, help="fit table CSV (held-out MAPE for the legend)")
+    _figure_out(p)
+    p.set_defaults(func=_fig_fit_curves)
+    p = fsub.add_parser("fit-mape", help="(b) held-out MAPE per file and model")
+    p.add_argument("--fits", type=Path, required=True)
+    _figure_out(p)
+    p.set_defaults(func=_fig_fit_mape)
+    p = fsub.add_parser("replay-vs-world-size", help="(c) iteration time vs world size")
+    p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
+    _figure_out(p)
+    p.set_defaults(func=_fig_replay)
+    p = fsub.add_parser("timeline", help="(d) replay timelines of a few algorithms")
+    p.add_argument("--input", nargs="+", type=Path, required=True,
+                   help="<algorithm>.timeline.csv files")
+    p.add_argument("--title", default="")
+    _figure_out(p)
+    p.set_defaults(func=_fig_timeline)
+    p = fsub.add_parser("gaps", help="(e) MG-WFBP vs optimal; gaps to the lower bound")
+    p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
+    _figure_out(p)
+    p.set_defaults(func=_fig_gaps)
+
+    p = rsub.add_parser("table", help="write one table as LaTeX (booktabs) and Markdown")
+    p.add_argument("name", choices=["fits", "crossws", "replay", "compare"])
+    p.add_argument("--input", nargs="+", type=Path, required=True)
+    p.add_argument("--tex", type=Path, required=True)
+    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--title", default="")
+    p.set_defaults(func=_table)
+
+    p = rsub.add_parser("macros", help="\\newcommand for every number quoted in the paper")
+    p.add_argument("--fits", type=Path)
+    p.add_argument("--crossws", type=Path)
+    p.add_argument("--replay", type=Path, help="collected replay CSV")
+    p.add_argument("--compare", type=Path)
+    p.add_argument("--headline-trace")
+    p.add_argument("--headline-network")
+    p.add_argument("--headline-world-size", type=int)
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.set_defaults(func=_macros)
+
+    p = rsub.add_parser("compare", help="reproduced vs published numbers with tolerances")
+    p.add_argument("--nccl", nargs=2, action="append", default=[], metavar=("LOG", "TRACE_CSV"))
+    p.add_argument("--bcaffe", nargs=3, action="append", default=[],
+                   metavar=("LOG", "RESULT_CSV", "CASE"))
+    p.add_argument("--skip", nargs=3, action="append", default=[],
+                   metavar=("CHECK", "CASE", "REASON"))
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.set_defaults(func=_compare)
+
+
+def _read(path: Path | None):
+    from gradsched.report.collect import read_csv_or_empty
+
+    return None if path is None else read_csv_or_empty(path)
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from gradsched.io import write_csv_atomic
+    from gradsched.report.collect import Case, collect_cases
+
+    cases = [Case(t, n, Path(c), Path(r)) for t, n, c, r in args.case]
+    frame = collect_cases(cases)
+    write_csv_atomic(args.output, frame)
+    print(f"wrote {args.output} ({len(cases)} cases, {len(frame)} rows)")
+    return 0
+
+
+def _concat(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from gradsched.io import write_csv_atomic
+    from gradsched.report.collect import read_csv_or_empty
+
+    frames = [f for f in (read_csv_or_empty(p) for p in args.inputs) if not f.empty]
+    if not frames:
+        write_csv_atomic(args.output, pd.DataFrame())
+        print(f"wrote {args.output} (no rows)")
+        return 0
+    frame = pd.concat(frames, ignore_index=True)
+    write_csv_atomic(args.output, frame)
+    print(f"wrote {args.output} ({len(frame)} rows from {len(frames)} files)")
+    return 0
+
+
+def _done(args: argparse.Namespace) -> int:
+    print(f"wrote {args.output} and {_png_for(args)}")
+    return 0
+
+
+def _fig_fit_curves(args: argparse.Namespace) -> int:
+    from gradsched.report.figures import fit_curves
+
+    fit_curves(args.comm, args.models, args.fits, args.output, _png_for(args))
+    return _done(args)
+
+
+def _fig_fit_mape(args: argparse.Namespace) -> int:
+    from gradsched.report.figures import fit_mape
+
+    fit_mape(args.fits, args.output, _png_for(args))
+    return _done(args)
+
+
+def _fig_replay(args: argparse.Namespace) -> int:
+    from gradsched.report.figures import replay_vs_world_size
+
+    replay_vs_world_size(args.input, args.output, _png_for(args))
+    return _done(args)
+
+
+def _fig_timeline(args: argparse.Namespace) -> int:
+    from gradsched.report.figures import timeline
+
+    timeline(args.input, args.output, _png_for(args), title=args.title)
+    return _done(args)
+
+
+def _fig_gaps(args: argparse.Namespace) -> int:
+    from gradsched.report.figures import gaps
+
+    gaps(args.input, args.output, _png_for(args))
+    return _done(args)
+
+
+def _table(args: argparse.Namespace) -> int:
+    from gradsched.report.tables import build_table
+
+    table = build_table(args.name, args.input, args.tex, args.md, title=args.title)
+    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _macros(args: argparse.Namespace) -> int:
+    from gradsched.report.macros import Headline, all_macros, write_macros
+
+    macros = all_macros(_read(args.fits), _read(args.crossws), _read(args.replay),
+                        _read(args.compare),
+                        Headline(args.headline_trace, args.headline_network,
+                                 args.headline_world_size))
+    write_macros(args.output, macros)
+    missing = sorted(k for k, v in macros.items() if v == "n/a")
+    print(f"wrote {args.output} ({len(macros)} macros)")
+    if missing:
+        print(f"note: {len(missing)} macros have no data (n/a): {', '.join(missing)}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from gradsched.io import write_csv_atomic
+    from gradsched.report.compare import (
+        bcaffe_merge_row,
+        compare_frame,
+        nccl_busbw_row,
+        skipped_row,
+    )
+
+    rows = [nccl_busbw_row(log, trace) for log, trace in args.nccl]
+    rows += [bcaffe_merge_row(log, result, case) for log, result, case in args.bcaffe]
+    rows += [skipped_row(check, case, reason) for check, case, reason in args.skip]
+    frame = compare_frame(rows)
+    write_csv_atomic(args.output, frame)
+    for row in frame.itertuples(index=False):
+        print(f"{row.verdict:8s} {row.check:13s} {row.case}: published {row.published:.6g} "
+              f"reproduced {row.reproduced:.6g} {row.unit} (diff {row.rel_diff_pct:.3g}%, "
+              f"tolerance {row.tolerance_pct:g}%)")
+    return 0

@@ -1,0 +1,75 @@
+"""Concatenate per-case replay results into one table with ``trace``, ``network``, ``nodes``.
+
+A *case* is one compute trace replayed against one comm trace (one world size) of one
+network series; the replay writes one CSV per case with :data:`RESULT_COLUMNS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from gradsched.errors import InputError
+
+REPLAY_RESULT_COLUMNS = (
+    "algorithm", "world_size", "iteration_s", "compute_s", "exposed_comm_s", "n_collectives",
+    "n_buckets", "comm_busy_s", "lower_bound_s", "gap_to_lb_pct", "knobs",
+)
+CASE_COLUMNS = ("trace", "network", "comm_file", "nodes")
+COLLECTED_COLUMNS = CASE_COLUMNS + REPLAY_RESULT_COLUMNS
+
+
+@dataclass(frozen=True)
+class Case:
+    """One replay case: compute trace name, network name, comm trace CSV, result CSV."""
+
+    trace: str
+    network: str
+    comm: Path
+    result: Path
+
+
+def comm_nodes(path: str | Path) -> int:
+    """The single node count of a comm trace CSV (an error names the file otherwise)."""
+    frame = pd.read_csv(path, comment="#", usecols=["nodes"])
+    values = sorted(frame["nodes"].dropna().unique())
+    if len(values) != 1:
+        raise InputError(f"expected one node count, found {values}", path=path, field="nodes")
+    return int(values[0])
+
+
+def read_csv_or_empty(path: str | Path) -> pd.DataFrame:
+    """A CSV as a frame; an empty file (e.g. a concatenation of nothing) -> empty frame."""
+    try:
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def read_result(path: str | Path) -> pd.DataFrame:
+    """Read one per-case replay CSV and check its columns."""
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    missing = [c for c in REPLAY_RESULT_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"missing result column(s) {', '.join(missing)}", path=path)
+    return frame
+
+
+def collect_cases(cases: Iterable[Case]) -> pd.DataFrame:
+    """One row per (case, algorithm), sorted by trace, network, world size, algorithm."""
+    parts = []
+    for case in cases:
+        frame = read_result(case.result)
+        frame.insert(0, "trace", case.trace)
+        frame.insert(1, "network", case.network)
+        frame.insert(2, "comm_file", Path(case.comm).stem)
+        frame.insert(3, "nodes", comm_nodes(case.comm))
+        parts.append(frame[list(COLLECTED_COLUMNS)])
+    if not parts:
+        return pd.DataFrame(columns=list(COLLECTED_COLUMNS))
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values(["trace", "network", "world_size", "algorithm"],
+                           kind="stable").reset_index(drop=True)

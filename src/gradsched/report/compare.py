@@ -1,0 +1,138 @@
+"""Reproduced vs published numbers, each with a stated tolerance.
+
+Only numbers that can be compared honestly are compared:
+
+* ``nccl-busbw`` -- the "Avg bus bandwidth" that nccl-tests prints at the end of its log
+  (the mean bus bandwidth over every out-of-place and in-place row, GB = 1e9) against the
+  same mean recomputed from our imported trace rows (``bytes / time_s`` times the
+  collective's bus factor). It checks the importer end to end. Tolerance 0.5 % (the log
+  prints times with 3-4 significant digits).
+* ``bcaffe-merge`` -- the B-Caffe logs of the MG-WFBP authors time every blob's
+  all-reduce alone (``comm_us``) and, in MG-WFBP mode, the merged all-reduces
+  (``merged_us``). The measured ratio sum(merged) / sum(single) is compared with our
+  replay's ratio of communication busy time, MG-WFBP over WFBP, on the same compute and comm
+  traces. A coarse check (tolerance 25 %): B-Caffe's own merge decisions and its
+  per-layer (weight+bias) timing differ from our per-tensor replay.
+
+A check whose external log is absent is written as ``skipped`` with the reason; nothing is
+filled in.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from gradsched.errors import InputError
+
+COMPARE_COLUMNS = ("check", "case", "published", "reproduced", "unit", "abs_diff",
+                   "rel_diff_pct", "tolerance_pct", "verdict", "note")
+NCCL_TOLERANCE_PCT = 0.5
+BCAFFE_TOLERANCE_PCT = 25.0
+BUS_FACTOR = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+_AVG_RE = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
+_BCAFFE_RE = re.compile(r"distributed\.cpp:\d+\]\s*\[([^\]]*)\]\s*$")
+
+
+@dataclass(frozen=True)
+class Row:
+    check: str
+    case: str
+    published: float
+    reproduced: float
+    unit: str
+    tolerance_pct: float
+    note: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        diff = self.reproduced - self.published
+        rel = 100.0 * diff / self.published if self.published else math.nan
+        ok = not math.isnan(rel) and abs(rel) <= self.tolerance_pct
+        return {"check": self.check, "case": self.case, "published": self.published,
+                "reproduced": self.reproduced, "unit": self.unit, "abs_diff": diff,
+                "rel_diff_pct": rel, "tolerance_pct": self.tolerance_pct,
+                "verdict": "within" if ok else "outside", "note": self.note}
+
+
+def printed_avg_busbw(log: str | Path) -> float:
+    """The 'Avg bus bandwidth' (GB/s) an nccl-tests log prints."""
+    found = _AVG_RE.findall(Path(log).read_text(encoding="utf-8", errors="replace"))
+    if not found:
+        raise InputError("no '# Avg bus bandwidth' line", path=log)
+    return float(found[-1])
+
+
+def recomputed_avg_busbw(trace_csv: str | Path) -> float:
+    """Mean bus bandwidth (GB/s, GB = 1e9) over every row of an imported comm trace."""
+    frame = pd.read_csv(trace_csv, comment="#")
+    factors = [BUS_FACTOR[c](int(n)) for c, n in zip(frame["collective"], frame["world_size"],
+                                                    strict=True)]
+    busbw = frame["bytes"] / frame["time_s"] * pd.Series(factors, index=frame.index)
+    return float(busbw.mean() / 1e9)
+
+
+def nccl_busbw_row(log: str | Path, trace_csv: str | Path) -> dict[str, object]:
+    return Row("nccl-busbw", Path(trace_csv).stem, printed_avg_busbw(log),
+               recomputed_avg_busbw(trace_csv), "GB/s", NCCL_TOLERANCE_PCT,
+               "printed by nccl-tests vs recomputed from the imported rows").as_dict()
+
+
+def bcaffe_last_dump(log: str | Path) -> pd.DataFrame:
+    """The last complete dump with non-zero compute times of a B-Caffe log
+    (columns param_id, size, compute_us, comm_us, merged_us)."""
+    dumps: list[list[list[float]]] = []
+    for raw in Path(log).read_text(encoding="utf-8", errors="replace").splitlines():
+        match = _BCAFFE_RE.search(raw.strip())
+        if not match:
+            continue
+        values = [float(v) for v in match.group(1).split(",")]
+        if values[0] == 0:
+            dumps.append([])
+        if dumps:
+            dumps[-1].append(values)
+    if not dumps:
+        raise InputError("no B-Caffe 'distributed.cpp] [...]' lines", path=log)
+    full = max(len(d) for d in dumps)
+    for dump in reversed(dumps):
+        if len(dump) == full and any(v[2] > 0 for v in dump):
+            cols = ["param_id", "size", "compute_us", "comm_us", "merged_us"][: len(dump[0])]
+            return pd.DataFrame(dump, columns=cols)
+    raise InputError("no complete dump with non-zero compute times", path=log)
+
+
+def bcaffe_merge_row(log: str | Path, replay_csv: str | Path, case: str) -> dict[str, object]:
+    dump = bcaffe_last_dump(log)
+    if "merged_us" not in dump or dump["merged_us"].sum() <= 0:
+        raise InputError("the dump has no merged_us times (not an MG-WFBP run)", path=log)
+    published = float(dump["merged_us"].sum() / dump["comm_us"].sum())
+    results = pd.read_csv(replay_csv).set_index("algorithm")
+    for alg in ("wfbp", "mgwfbp"):
+        if alg not in results.index:
+            raise InputError(f"the replay results lack {alg}", path=replay_csv)
+    reproduced = float(results.loc["mgwfbp", "comm_busy_s"] / results.loc["wfbp", "comm_busy_s"])
+    return Row("bcaffe-merge", case, published, reproduced, "ratio", BCAFFE_TOLERANCE_PCT,
+               "comm time merged/per-blob: B-Caffe log vs replay (MG-WFBP/WFBP busy time)"
+               ).as_dict()
+
+
+def skipped_row(check: str, case: str, reason: str) -> dict[str, object]:
+    return {"check": check, "case": case, "published": math.nan, "reproduced": math.nan,
+            "unit": "", "abs_diff": math.nan, "rel_diff_pct": math.nan,
+            "tolerance_pct": (NCCL_TOLERANCE_PCT if check == "nccl-busbw"
+                              else BCAFFE_TOLERANCE_PCT),
+            "verdict": "skipped", "note": reason}
+
+
+def compare_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
+    return frame.sort_values(["check", "case"], kind="stable").reset_index(drop=True)

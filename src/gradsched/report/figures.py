@@ -1,0 +1,342 @@
+"""Figures: one function per figure, each saved as vector PDF and PNG (seaborn style).
+
+Every function takes data already on disk (result CSVs, comm traces, fitted model JSONs)
+and writes ``out_pdf`` and ``out_png`` atomically. When the data a figure needs is not
+there, the figure says so in its own canvas (:func:`placeholder`) instead of drawing
+anything made up. Outputs are deterministic (no timestamps in the PDF).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from gradsched.io import atomic_open
+from gradsched.report.macros import mgwfbp_optimal_gaps
+from gradsched.report.tables import (
+    ALGORITHM_ORDER,
+    algorithm_label,
+    algorithm_sort_key,
+    replay_wide,
+)
+
+PNG_DPI = 150
+MODEL_ORDER = ("alpha-beta", "piecewise", "interp", "analytic")
+KIND_COLORS = {"forward": "#4c72b0", "backward": "#55a868", "update": "#8172b2"}
+
+
+def setup_style() -> None:
+    """The one style every figure uses."""
+    sns.set_theme(context="paper", style="whitegrid", font_scale=0.95)
+    plt.rcParams.update({"pdf.fonttype": 42, "ps.fonttype": 42, "svg.hashsalt": "gradsched",
+                         "figure.dpi": 100, "savefig.bbox": "tight"})
+
+
+def algorithm_colors(names: Sequence[str] = ALGORITHM_ORDER) -> dict[str, tuple]:
+    palette = sns.color_palette("tab10", 10)
+    out = {name: palette[i % 10] for i, name in enumerate(ALGORITHM_ORDER)}
+    extra = [n for n in names if n not in out]
+    for i, name in enumerate(extra):
+        out[name] = sns.color_palette("husl", len(extra))[i]
+    return out
+
+
+def save(fig: plt.Figure, out_pdf: str | Path, out_png: str | Path) -> None:
+    """Write ``fig`` as PDF (no creation date: deterministic) and PNG, atomically."""
+    with atomic_open(out_pdf, "wb") as handle:
+        fig.savefig(handle, format="pdf", metadata={"CreationDate": None, "ModDate": None})
+    with atomic_open(out_png, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=PNG_DPI, metadata={"Software": None})
+    plt.close(fig)
+
+
+def placeholder(out_pdf: str | Path, out_png: str | Path, title: str, message: str) -> None:
+    """A figure that states that its data is missing (never a made-up plot)."""
+    setup_style()
+    fig, ax = plt.subplots(figsize=(6, 2.2))
+    ax.axis("off")
+    ax.text(0.5, 0.62, title, ha="center", va="center", fontsize=12, weight="bold")
+    ax.text(0.5, 0.32, "NO DATA: " + message, ha="center", va="center", fontsize=9, wrap=True)
+    save(fig, out_pdf, out_png)
+
+
+def _grid(n: int, ncols: int, width: float = 3.2, height: float = 2.6
+          ) -> tuple[plt.Figure, list[plt.Axes]]:
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
+                             squeeze=False)
+    flat = list(axes.ravel())
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+# --------------------------------------------------------------------- (a) fit curves
+
+
+def _measured(comm_csv: Path) -> tuple[pd.DataFrame, str, int]:
+    frame = pd.read_csv(comm_csv, comment="#")
+    if "in_place" in frame and (frame["in_place"] == 0).any():
+        frame = frame[frame["in_place"] == 0]
+    collective = str(frame["collective"].mode().iloc[0])
+    frame = frame[frame["collective"] == collective]
+    world = int(frame["world_size"].mode().iloc[0])
+    frame = frame[frame["world_size"] == world]
+    return frame.sort_values("bytes"), collective, world
+
+
+def fit_curves(comm_csvs: Sequence[str | Path], model_jsons: Sequence[str | Path],
+               fits_csv: str | Path | None, out_pdf: str | Path, out_png: str | Path,
+               ncols: int = 3) -> None:
+    """(a) Measured vs fitted time against message size, one log-log panel per comm trace.
+
+    Model files are named ``<trace stem>.<model kind>.json``; the legend gives each model's
+    held-out MAPE from ``fits_csv`` (the k-fold error by message size).
+    """
+    from gradsched.costmodel.base import load_comm_spec
+
+    comm_csvs = [Path(p) for p in comm_csvs]
+    if not comm_csvs:
+        placeholder(out_pdf, out_png, "Measured vs fitted collective time",
+                    "no comm trace selected (config: figures.fit_curves)")
+        return
+    fits = pd.read_csv(fits_csv) if fits_csv else pd.DataFrame()
+    models: dict[str, dict[str, Path]] = {}
+    for path in map(Path, model_jsons):
+        stem, _, kind = path.name[: -len(".json")].rpartition(".")
+        models.setdefault(stem, {})[kind] = path
+    setup_style()
+    fig, axes = _grid(len(comm_csvs), ncols)
+    palette = dict(zip(MODEL_ORDER, sns.color_palette("Set1", len(MODEL_ORDER)), strict=True))
+    for ax, comm in zip(axes, comm_csvs, strict=True):
+        data, collective, world = _measured(comm)
+        x = data["bytes"].to_numpy(float)
+        ax.scatter(x, data["time_s"] * 1e6, s=10, color="black", zorder=3, label="measured")
+        grid = np.geomspace(x.min(), x.max(), 200)
+        kinds = sorted(models.get(comm.stem, {}),
+                       key=lambda k: MODEL_ORDER.index(k) if k in MODEL_ORDER else 99)
+        for kind in kinds:
+            model = load_comm_spec(str(models[comm.stem][kind]))
+            y = model.times(collective, grid, world) * 1e6
+            row = fits[(fits.get("trace") == comm.stem) & (fits.get("model") == kind)] \
+                if not fits.empty else fits
+            mape = (f"{float(row['heldout_mape_pct'].iloc[0]):.1f}%" if len(row)
+                    and not math.isnan(float(row["heldout_mape_pct"].iloc[0])) else "n/a")
+            ax.plot(grid, y, lw=1.3, color=palette.get(kind), label=f"{kind} (held-out {mape})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{comm.stem}\n{collective}, P={world}", fontsize=7.5)
+        ax.set_xlabel("message size [bytes]")
+        ax.set_ylabel("time [us]")
+        ax.legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    save(fig, out_pdf, out_png)
+
+
+# -------------------------------------------------------------------- (b) held-out MAPE
+
+
+def fit_mape(fits_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> None:
+    """(b) Held-out MAPE per comm trace (rows) and model (colour), log scale."""
+    fits = pd.read_csv(fits_csv)
+    fits = fits.dropna(subset=["heldout_mape_pct"])
+    if fits.empty:
+        placeholder(out_pdf, out_png, "Held-out MAPE per comm trace",
+                    "the fit table has no held-out errors")
+        return
+    setup_style()
+    fits = fits.assign(trace=fits["trace"].map(lambda t: Path(str(t)).stem))
+    order = sorted(fits["trace"].unique())
+    kinds = sorted(fits["model"].unique(),
+                   key=lambda k: MODEL_ORDER.index(k) if k in MODEL_ORDER else 99)
+    fig, ax = plt.subplots(figsize=(6.5, 1.2 + 0.055 * len(order) * max(1, len(kinds))))
+    sns.barplot(data=fits, y="trace", x="heldout_mape_pct", hue="model", order=order,
+                hue_order=kinds, orient="h", palette="Set1", ax=ax, errorbar=None)
+    ax.set_xscale("log")
+    ax.set_xlabel("held-out MAPE [%] (5-fold by message size, log scale)")
+    ax.set_ylabel("comm trace")
+    ax.tick_params(axis="y", labelsize=6)
+    ax.legend(title="model", fontsize=7, title_fontsize=7, loc="lower right")
+    fig.tight_layout()
+    save(fig, out_pdf, out_png)
+
+
+# ---------------------------------------------------------- (c) replay vs world size
+
+
+def _cases(collected: pd.DataFrame) -> list[tuple[str, str]]:
+    return sorted({(t, n) for t, n in zip(collected["trace"], collected["network"],
+                                          strict=True)})
+
+
+def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path,
+                         ncols: int = 2) -> None:
+    """(c) Iteration time per algorithm vs world size, one panel per compute x network."""
+    collected = pd.read_csv(collected_csv)
+    if collected.empty:
+        placeholder(out_pdf, out_png, "Iteration time vs world size", "no replay results")
+        return
+    setup_style()
+    cases = _cases(collected)
+    colors = algorithm_colors(sorted(collected["algorithm"].unique()))
+    fig, axes = _grid(len(cases), ncols, width=4.0, height=3.0)
+    for ax, (trace, network) in zip(axes, cases, strict=True):
+        part = collected[(collected["trace"] == trace) & (collected["network"] == network)]
+        for alg in sorted(part["algorithm"].unique(), key=algorithm_sort_key):
+            rows = part[part["algorithm"] == alg].sort_values("world_size")
+            style = {"ls": ":", "lw": 2.2} if alg == "best" else {"ls": "-", "lw": 1.2}
+            ax.plot(rows["world_size"], rows["iteration_s"] * 1e3, marker="o", ms=3,
+                    color=colors[alg], label=algorithm_label(alg), **style)
+        bound = part.groupby("world_size")["lower_bound_s"].first().sort_index()
+        ax.plot(bound.index, bound.to_numpy() * 1e3, color="black", ls="--", lw=1,
+                label="lower bound")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(part["world_size"].unique()))
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.set_title(f"{trace} x {network}", fontsize=8)
+        ax.set_xlabel("world size P [ranks]")
+        ax.set_ylabel("iteration time [ms]")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(6, len(labels)), fontsize=7,
+               bbox_to_anchor=(0.5, 1.0 + 0.06 / max(1, math.ceil(len(cases) / ncols))))
+    fig.tight_layout(rect=(0, 0, 1, 0.93 if len(cases) <= ncols else 0.96))
+    save(fig, out_pdf, out_png)
+
+
+# ---------------------------------------------------------------------- (d) timeline
+
+
+def timeline(timeline_csvs: Mapping[str, str | Path] | Sequence[str | Path], out_pdf: str | Path,
+             out_png: str | Path, title: str = "") -> None:
+    """(d) Two steady-state iterations per algorithm: compute and comm lanes as bars.
+
+    ``timeline_csvs``: ``<algorithm>.timeline.csv`` files from ``gradsched replay
+    --timeline``. The window is iterations k and k+1 with k the middle iteration, so the
+    warm-up of the first iteration is not shown.
+    """
+    paths = (dict(timeline_csvs) if isinstance(timeline_csvs, Mapping) else
+             {Path(p).name.split(".")[0]: Path(p) for p in timeline_csvs})
+    frames = {alg: pd.read_csv(p) for alg, p in paths.items()}
+    frames = {alg: f for alg, f in frames.items() if not f.empty}
+    if not frames:
+        placeholder(out_pdf, out_png, "Replay timelines", "no timeline CSV with events")
+        return
+    setup_style()
+    algs = sorted(frames, key=algorithm_sort_key)
+    windows = {}
+    for alg in algs:
+        f = frames[alg]
+        iters = sorted(f["iteration"].unique())
+        k = iters[len(iters) // 2 - 1] if len(iters) >= 3 else iters[0]
+        start = f.loc[f["iteration"] == k, "start_s"].min()
+        end = f.loc[f["iteration"] <= k + 1, "end_s"].max()
+        windows[alg] = (start, end)
+    span = max(e - s for s, e in windows.values())
+    lanes_per = {alg: sorted(frames[alg]["lane"].unique(),
+                             key=lambda lane: (lane != "compute", lane)) for alg in algs}
+    heights = [max(1, len(lanes_per[a])) for a in algs]
+    fig, axes = plt.subplots(len(algs), 1, figsize=(7.0, 0.55 * sum(heights) + 0.6 * len(algs)),
+                             sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    kinds = sorted({k for f in frames.values() for k in f["kind"].unique()})
+    comm_palette = sns.color_palette("Oranges_r", max(3, len(kinds)))
+    colors = {k: KIND_COLORS.get(k, comm_palette[i % len(comm_palette)])
+              for i, k in enumerate(kinds)}
+    for ax, alg in zip(axes[:, 0], algs, strict=True):
+        f = frames[alg]
+        start, end = windows[alg]
+        part = f[(f["end_s"] > start) & (f["start_s"] < start + span)]
+        lanes = lanes_per[alg]
+        for y, lane in enumerate(lanes):
+            rows = part[part["lane"] == lane]
+            for kind, group in rows.groupby("kind"):
+                bars = [((s - start) * 1e3, (e - s) * 1e3) for s, e in
+                        zip(group["start_s"], group["end_s"], strict=True)]
+                ax.broken_barh(bars, (y - 0.38, 0.76), facecolors=colors[kind],
+                               edgecolors="white", linewidth=0.2)
+        ax.set_yticks(range(len(lanes)))
+        ax.set_yticklabels(lanes, fontsize=7)
+        ax.set_ylim(len(lanes) - 0.5, -0.5)
+        iteration_ms = _period_ms(f)
+        ax.set_title(f"{algorithm_label(alg)}  (iteration {iteration_ms:.1f} ms)", fontsize=8,
+                     loc="left")
+        ax.grid(axis="y", visible=False)
+    axes[-1, 0].set_xlim(0, span * 1e3)
+    axes[-1, 0].set_xlabel("time from the start of a steady-state iteration [ms]")
+    handles = [matplotlib.patches.Patch(color=colors[k], label=k) for k in kinds]
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.legend(handles=handles, loc="lower center", ncol=min(6, len(kinds)), fontsize=7,
+               frameon=False)
+    save(fig, out_pdf, out_png)
+
+
+def _period_ms(frame: pd.DataFrame) -> float:
+    """Steady-state period: difference of consecutive iteration starts (middle ones)."""
+    starts = frame.groupby("iteration")["start_s"].min().sort_index().to_numpy()
+    if len(starts) < 2:
+        return float("nan")
+    return float(np.median(np.diff(starts[1:] if len(starts) > 2 else starts)) * 1e3)
+
+
+# --------------------------------------------------------------------------- (e) gaps
+
+
+def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> None:
+    """(e) Left: MG-WFBP's gap to ``optimal`` per case; right: every algorithm's gap to the
+    lower bound (one point per case)."""
+    collected = pd.read_csv(collected_csv)
+    if collected.empty:
+        placeholder(out_pdf, out_png, "Gaps", "no replay results")
+        return
+    setup_style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.0, 3.2),
+                                      gridspec_kw={"width_ratios": [1, 1.3]})
+    wide = replay_wide(collected)
+    gap = mgwfbp_optimal_gaps(collected)
+    if len(gap):
+        wide = wide.loc[gap.index].assign(gap_pct=gap)
+        for (trace, network), part in wide.groupby(["trace", "network"]):
+            part = part.sort_values("world_size")
+            left.plot(part["world_size"], part["gap_pct"], marker="o", ms=3,
+                      label=f"{trace} x {network}")
+        left.set_xscale("log", base=2)
+        left.set_xticks(sorted(wide["world_size"].unique()))
+        left.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        left.set_xlabel("world size P [ranks]")
+        left.set_ylabel("MG-WFBP vs optimal [%]")
+        left.legend(fontsize=6)
+    else:
+        left.axis("off")
+        left.text(0.5, 0.5, "NO DATA: MG-WFBP and optimal\nwere not both replayed",
+                  ha="center", va="center", fontsize=8)
+    left.set_title("MG-WFBP iteration time over optimal", fontsize=8)
+    data = collected.assign(label=collected["algorithm"].map(algorithm_label))
+    order = [algorithm_label(a) for a in sorted(collected["algorithm"].unique(),
+                                                key=algorithm_sort_key)]
+    boxes = [data.loc[data["label"] == label, "gap_to_lb_pct"].to_numpy() for label in order]
+    right.boxplot(boxes, positions=range(len(order)), widths=0.6, showfliers=False,
+                  patch_artist=True, boxprops={"facecolor": "0.9", "linewidth": 0.8},
+                  medianprops={"color": "0.3"}, zorder=1)
+    np.random.seed(0)  # seaborn's jitter draws from numpy's global generator: deterministic
+    sns.stripplot(data=data, x="label", y="gap_to_lb_pct", order=order, ax=right, size=3,
+                  color="0.2", jitter=0.2)
+    right.set_xticks(range(len(order)), order)
+    right.set_xlabel("")
+    right.set_ylabel("gap to lower bound [%]")
+    right.tick_params(axis="x", rotation=45, labelsize=7)
+    right.set_title("every algorithm's gap to the lower bound (one point per case)", fontsize=8)
+    fig.tight_layout()
+    save(fig, out_pdf, out_png)

@@ -1,0 +1,222 @@
+r"""Prose macros: every number the paper's text quotes, as ``\newcommand`` s.
+
+The paper never types a result by hand; it writes ``\gsMedianHeldoutMapePiecewise\,\%``
+and the pipeline writes the value here, computed from the result CSVs. A missing input
+gives the text ``n/a`` (never an invented number). :func:`parse_macros` reads the file
+back (the tests compare it with the CSVs).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gradsched.io import write_text_atomic
+from gradsched.report.tables import algorithm_label, latex_escape, replay_wide
+
+PREFIX = "gs"
+NA = "n/a"
+_NAME_RE = re.compile(r"^[A-Za-z]+$")
+_MACRO_RE = re.compile(r"^\\newcommand\{\\(?P<name>[A-Za-z]+)\}\{(?P<value>.*)\}\s*(%.*)?$")
+
+
+def camel(text: str) -> str:
+    """``alpha-beta`` -> ``AlphaBeta`` (letters only, as TeX control words need)."""
+    parts = re.split(r"[^A-Za-z0-9]+", text)
+    words = "".join(p[:1].upper() + p[1:] for p in parts if p)
+    digits = {"0": "Zero", "1": "One", "2": "Two", "3": "Three", "4": "Four", "5": "Five",
+              "6": "Six", "7": "Seven", "8": "Eight", "9": "Nine"}
+    return "".join(digits.get(ch, ch) for ch in words)
+
+
+def number(value: float | None, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NA
+    return f"{value:.{digits}f}"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The case the prose singles out (world size ``None`` = the largest one replayed)."""
+
+    trace: str | None = None
+    network: str | None = None
+    world_size: int | None = None
+
+
+STANDARD_MODELS = ("alpha-beta", "piecewise", "interp")
+
+
+def fit_macros(fits: pd.DataFrame | None) -> dict[str, str]:
+    out: dict[str, str] = {"NumCommTraces": NA, "NumFittedModels": NA}
+    for model in STANDARD_MODELS:
+        for key in ("MedianHeldoutMape", "MaxHeldoutMape", "MaxHeldoutMapeTrace", "NumFits"):
+            out[key + camel(model)] = NA
+    if fits is None or fits.empty:
+        return out
+    out["NumCommTraces"] = str(fits["trace"].nunique())
+    out["NumFittedModels"] = str(fits["model"].nunique())
+    for model, group in sorted(fits.groupby("model")):
+        values = group["heldout_mape_pct"].astype(float).dropna()
+        key = camel(str(model))
+        out[f"MedianHeldoutMape{key}"] = number(float(values.median()) if len(values) else None)
+        out[f"MaxHeldoutMape{key}"] = number(float(values.max()) if len(values) else None)
+        out[f"NumFits{key}"] = str(len(values))
+        if len(values):
+            worst = group.loc[values.idxmax(), "trace"]
+            out[f"MaxHeldoutMapeTrace{key}"] = latex_escape(Path(str(worst)).stem)
+    return out
+
+
+def crossws_macros(cross: pd.DataFrame | None) -> dict[str, str]:
+    if cross is None or cross.empty:
+        return {"NumCrossWsPredictions": NA, "MedianCrossWsMape": NA, "MaxCrossWsMape": NA}
+    values = cross["mape_pct"].astype(float).dropna()
+    return {
+        "NumCrossWsPredictions": str(len(values)),
+        "MedianCrossWsMape": number(float(values.median()) if len(values) else None),
+        "MaxCrossWsMape": number(float(values.max()) if len(values) else None),
+    }
+
+
+def mgwfbp_optimal_gaps(collected: pd.DataFrame) -> pd.Series:
+    """Per case: 100 (T_mgwfbp / T_optimal - 1), for cases where both were replayed."""
+    wide = replay_wide(collected)
+    if "mgwfbp" not in wide or "optimal" not in wide:
+        return pd.Series(dtype=float)
+    gaps = 100.0 * (wide["mgwfbp"] / wide["optimal"] - 1.0)
+    return gaps.dropna()
+
+
+def speedups_over_wfbp(collected: pd.DataFrame) -> pd.DataFrame:
+    """Per case and algorithm: T_wfbp / T_alg (``best`` excluded)."""
+    wide = replay_wide(collected)
+    if "wfbp" not in wide:
+        return pd.DataFrame(columns=["trace", "network", "world_size", "algorithm", "speedup"])
+    algs = [c for c in wide.columns if c not in ("trace", "network", "world_size", "nodes",
+                                                  "fastest", "lower_bound_s", "best")]
+    rows = []
+    for _, row in wide.iterrows():
+        for alg in algs:
+            if not np.isnan(row[alg]) and row[alg] > 0:
+                rows.append({"trace": row["trace"], "network": row["network"],
+                             "world_size": int(row["world_size"]), "algorithm": alg,
+                             "speedup": float(row["wfbp"] / row[alg])})
+    return pd.DataFrame(rows, columns=["trace", "network", "world_size", "algorithm", "speedup"])
+
+
+def headline_row(collected: pd.DataFrame, headline: Headline) -> pd.Series | None:
+    wide = replay_wide(collected)
+    if headline.trace is not None:
+        wide = wide[wide["trace"] == headline.trace]
+    if headline.network is not None:
+        wide = wide[wide["network"] == headline.network]
+    if wide.empty:
+        return None
+    if headline.world_size is not None:
+        wide = wide[wide["world_size"] == headline.world_size]
+        if wide.empty:
+            return None
+    else:
+        wide = wide[wide["world_size"] == wide["world_size"].max()]
+    return wide.iloc[0]
+
+
+def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[str, str]:
+    keys = ["NumReplayCases", "NumAlgorithms", "HeadlineTrace", "HeadlineNetwork",
+            "HeadlineWorldSize", "HeadlineFastest", "HeadlineFastestSpeedupOverWfbp",
+            "HeadlineMgwfbpSpeedupOverWfbp", "HeadlineGapToLbPct", "MgwfbpOptimalGapMedianPct",
+            "MgwfbpOptimalGapMaxPct", "NumCasesMgwfbpOptimal", "MaxSpeedupOverWfbp",
+            "MaxSpeedupOverWfbpAlgorithm", "NumCasesOptimalFastest"]
+    out = dict.fromkeys(keys, NA)
+    if collected is None or collected.empty:
+        return out
+    wide = replay_wide(collected)
+    out["NumReplayCases"] = str(len(wide))
+    out["NumAlgorithms"] = str(collected["algorithm"].nunique())
+    row = headline_row(collected, headline)
+    if row is not None:
+        out["HeadlineTrace"] = latex_escape(row["trace"])
+        out["HeadlineNetwork"] = latex_escape(row["network"])
+        out["HeadlineWorldSize"] = str(int(row["world_size"]))
+        fastest = row["fastest"]
+        out["HeadlineFastest"] = latex_escape(algorithm_label(fastest))
+        if "wfbp" in row.index and not np.isnan(row["wfbp"]):
+            out["HeadlineFastestSpeedupOverWfbp"] = number(row["wfbp"] / row[fastest], 2)
+            if "mgwfbp" in row.index and not np.isnan(row["mgwfbp"]):
+                out["HeadlineMgwfbpSpeedupOverWfbp"] = number(row["wfbp"] / row["mgwfbp"], 2)
+        out["HeadlineGapToLbPct"] = number(100.0 * (row[fastest] / row["lower_bound_s"] - 1.0))
+    gaps = mgwfbp_optimal_gaps(collected)
+    if len(gaps):
+        out["MgwfbpOptimalGapMedianPct"] = number(float(gaps.median()))
+        out["MgwfbpOptimalGapMaxPct"] = number(float(gaps.max()))
+        out["NumCasesMgwfbpOptimal"] = str(len(gaps))
+    speed = speedups_over_wfbp(collected)
+    if not speed.empty:
+        top = speed.sort_values(["speedup", "algorithm"], ascending=[False, True],
+                                kind="stable").iloc[0]
+        out["MaxSpeedupOverWfbp"] = number(float(top["speedup"]), 2)
+        out["MaxSpeedupOverWfbpAlgorithm"] = latex_escape(algorithm_label(top["algorithm"]))
+    if "optimal" in wide:
+        others = [c for c in wide.columns if c not in ("trace", "network", "world_size",
+                                                        "nodes", "fastest", "lower_bound_s",
+                                                        "best", "optimal")]
+        if others:
+            best_other = wide[others].min(axis=1)
+            out["NumCasesOptimalFastest"] = str(int((wide["optimal"] <= best_other * (1 + 1e-9)
+                                                     ).sum()))
+    return out
+
+
+def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
+    if compare is None or compare.empty:
+        return {"CompareNumChecked": NA, "CompareNumWithin": NA, "CompareNumSkipped": NA}
+    checked = compare[compare["verdict"].isin(["within", "outside"])]
+    return {
+        "CompareNumChecked": str(len(checked)),
+        "CompareNumWithin": str(int((checked["verdict"] == "within").sum())),
+        "CompareNumSkipped": str(int((compare["verdict"] == "skipped").sum())),
+    }
+
+
+def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = None,
+               collected: pd.DataFrame | None = None, compare: pd.DataFrame | None = None,
+               headline: Headline | None = None) -> dict[str, str]:
+    """Every macro (name without prefix -> TeX text)."""
+    out: dict[str, str] = {}
+    out.update(fit_macros(fits))
+    out.update(crossws_macros(cross))
+    out.update(replay_macros(collected, headline or Headline()))
+    out.update(compare_macros(compare))
+    return out
+
+
+def render(macros: dict[str, str]) -> str:
+    lines = ["% generated by `gradsched report macros` from the pipeline's result CSVs.",
+             "% Do not edit: rerun the pipeline (make reproduce).", ""]
+    for name in sorted(macros):
+        full = PREFIX + name
+        if not _NAME_RE.match(full):
+            raise ValueError(f"macro name {full!r} must be letters only")
+        lines.append(rf"\newcommand{{\{full}}}{{{macros[name]}}}")
+    return "\n".join(lines) + "\n"
+
+
+def write_macros(path: str | Path, macros: dict[str, str]) -> None:
+    write_text_atomic(path, render(macros))
+
+
+def parse_macros(text: str) -> dict[str, str]:
+    """``\\newcommand{\\gsX}{v}`` lines -> ``{"X": "v"}`` (prefix removed)."""
+    out = {}
+    for line in text.splitlines():
+        match = _MACRO_RE.match(line.strip())
+        if match:
+            name = match.group("name")
+            out[name[len(PREFIX):] if name.startswith(PREFIX) else name] = match.group("value")
+    return out

@@ -1,0 +1,226 @@
+# Shared by every stage: config validation, the target lists, and small helpers.
+# No measurement or modelling logic lives here: rules call the `gradsched` CLI.
+
+import glob
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+validate(config, "../schemas/config.schema.yaml")
+
+# The CLI of the package, run with the interpreter that runs Snakemake (the .venv one).
+GS = f"{shlex.quote(sys.executable)} -m gradsched"
+RESULTS = "results"
+LOGS = "logs"
+FIG = "paper/figures"
+TAB = "paper/tables"
+GEN = "paper/generated"
+
+
+wildcard_constraints:
+    set="main|smoke",
+    compute="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    network="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    stem="[^/]+",
+    kind="alpha-beta|piecewise|interp",
+    alg="[a-z][a-z0-9_]*",
+
+
+def _fail(message):
+    raise WorkflowError(f"config error: {message}")
+
+
+def _expand_glob(pattern):
+    hits = sorted(glob.glob(pattern, recursive=True))
+    return [h for h in hits if h.endswith(".csv")]
+
+
+# ------------------------------------------------------------------ comm traces
+def fit_traces():
+    """Every comm trace fitted (config comm_traces globs), as {stem: path}."""
+    out = {}
+    for pattern in config.get("comm_traces", ["traces/comm/external/*.csv"]):
+        for path in _expand_glob(pattern):
+            stem = Path(path).stem
+            if stem in out and out[stem] != path:
+                _fail(
+                    f"two comm traces share the file name {stem}: {out[stem]}, {path}"
+                )
+            out[stem] = path
+    return dict(sorted(out.items()))
+
+
+def network_traces(network):
+    """{stem: path} of a network's comm traces (one per world size)."""
+    if network not in config["networks"]:
+        _fail(
+            f"unknown network {network!r}; configured: {', '.join(sorted(config['networks']))}"
+        )
+    spec = config["networks"][network]
+    patterns = [spec] if isinstance(spec, str) else list(spec)
+    paths = [p for pat in patterns for p in _expand_glob(pat)]
+    if not paths:
+        _fail(f"network {network!r}: no comm trace matches {spec!r}")
+    return {Path(p).stem: p for p in sorted(paths)}
+
+
+def comm_path(wildcards):
+    return network_traces(wildcards.network)[wildcards.stem]
+
+
+def compute_path(name):
+    if name not in config["compute"]:
+        _fail(
+            f"unknown compute trace {name!r}; configured: {', '.join(sorted(config['compute']))}"
+        )
+    return config["compute"][name]
+
+
+# ------------------------------------------------------------------------ cases
+def cases():
+    """Configured (compute, network, real) triples; all pairs when `cases` is empty."""
+    listed = config.get("cases") or [
+        {"compute": c, "network": n}
+        for c in config["compute"]
+        for n in config["networks"]
+    ]
+    out = []
+    for case in listed:
+        compute_path(case["compute"])
+        network_traces(case["network"])
+        out.append((case["compute"], case["network"], bool(case.get("real", False))))
+    return out
+
+
+def real_pairs():
+    return [(c, n) for c, n, real in cases() if real]
+
+
+def set_cases(set_name):
+    """[(compute, network, stem, comm path)] replayed by a result set."""
+    if set_name == "smoke":
+        pairs = [(config["smoke"]["compute"], config["smoke"]["network"])]
+    else:
+        pairs = [(c, n) for c, n, _ in cases()]
+    return [
+        (c, n, stem, path) for c, n in pairs for stem, path in network_traces(n).items()
+    ]
+
+
+def set_algorithms(set_name):
+    if set_name == "smoke":
+        return config["smoke"].get("algorithms", ["syncsgd", "wfbp", "mgwfbp"])
+    return config["algorithms"]
+
+
+def replay_results(set_name):
+    return [
+        f"{RESULTS}/replay/{set_name}/{c}/{n}/{stem}.csv"
+        for c, n, stem, _ in set_cases(set_name)
+    ]
+
+
+def knob_args(algorithms):
+    knobs = config.get("knobs") or {}
+    args = []
+    for alg in algorithms:
+        for name, value in sorted((knobs.get(alg) or {}).items()):
+            args.append(f"--knob {shlex.quote(f'{alg}.{name}={value}')}")
+    return " ".join(args)
+
+
+def _check_algorithms():
+    try:
+        from gradsched.planners import planner_names
+    except ImportError as exc:  # the planners are not installed yet
+        print(f"warning: cannot check algorithm names ({exc})", file=sys.stderr)
+        return
+    known = set(planner_names())
+    for name in (
+        set(config["algorithms"])
+        | set(set_algorithms("smoke"))
+        | set(config["timeline"].get("algorithms", []))
+    ):
+        if name not in known:
+            _fail(f"unknown algorithm {name!r}; known: {', '.join(sorted(known))}")
+
+
+_check_algorithms()
+
+
+# ---------------------------------------------------------------------- fitting
+def curve_traces():
+    traces = fit_traces()
+    wanted = (config.get("fit", {}).get("curves") or {}).get("traces", [])
+    missing = [t for t in wanted if t not in traces]
+    if missing:
+        _fail(f"fit.curves.traces not among comm_traces: {', '.join(missing)}")
+    return {t: traces[t] for t in wanted}
+
+
+def curve_models():
+    curves = config.get("fit", {}).get("curves") or {}
+    return [
+        f"{RESULTS}/fit/models/{stem}.{kind}.json"
+        for stem in curve_traces()
+        for kind in curves.get("models", ["alpha-beta", "piecewise"])
+    ]
+
+
+def crossws_series():
+    out = {}
+    for item in config.get("fit", {}).get("cross_world_size") or []:
+        network_traces(item["network"])
+        out[item["network"]] = item
+    return out
+
+
+# ---------------------------------------------------------------------- compare
+def external_dir():
+    path = Path(config.get("external_dir", "../shared/data/external"))
+    return path if path.is_dir() else None
+
+
+def nccl_pairs():
+    """[(external log, committed trace)] of every nccl-tests manifest entry."""
+    manifest = Path(config.get("compare", {}).get("manifest", "traces/manifest.yaml"))
+    if not manifest.is_file():
+        return []
+    entries = (yaml.safe_load(manifest.read_text()) or {}).get("files") or []
+    return [
+        (e["file"], f"traces/{e['out']}")
+        for e in entries
+        if e.get("importer") == "nccl-tests"
+    ]
+
+
+def bcaffe_checks():
+    return {
+        Path(item["comm"]).stem: item
+        for item in config.get("compare", {}).get("bcaffe") or []
+    }
+
+
+# ----------------------------------------------------------------------- paper
+def latex_available():
+    return (
+        config.get("paper", {}).get("latex", "auto") == "auto"
+        and shutil.which("latexmk") is not None
+    )
+
+
+FIGURES = ["fit-curves", "fit-mape", "replay-vs-world-size", "timeline", "gaps"]
+TABLES = ["fits", "crossws", "replay", "compare"]
+
+
+def figure_files(names=FIGURES):
+    return [f"{FIG}/{name}.{ext}" for name in names for ext in ("pdf", "png")]
+
+
+def table_files(names=TABLES):
+    return [f"{TAB}/{name}.{ext}" for name in names for ext in ("tex", "md")]

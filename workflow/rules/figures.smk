@@ -1,0 +1,118 @@
+# Stage: figures (seaborn; vector PDF + PNG). Captions for `snakemake --report` in
+# workflow/report/. A figure whose data is missing says so on its canvas.
+
+
+def timeline_inputs():
+    tl = config["timeline"]
+    network_traces(tl["network"])
+    return [
+        f"{RESULTS}/timeline/{tl['compute']}/{tl['network']}/{tl['comm']}/{alg}.timeline.csv"
+        for alg in tl.get("algorithms", ["wfbp", "mgwfbp", "dear"])
+    ]
+
+
+rule figure_fit_curves:
+    """(a) measured vs fitted collective time vs message size, per comm trace."""
+    input:
+        comm=list(curve_traces().values()),
+        models=curve_models(),
+        fits=f"{RESULTS}/fit/fits.csv",
+    output:
+        pdf=f"{FIG}/fit-curves.pdf",
+        png=report(
+            f"{FIG}/fit-curves.png",
+            caption="../report/fit-curves.rst",
+            category="Cost models",
+        ),
+    log:
+        f"{LOGS}/figures/fit-curves.log",
+    shell:
+        "{GS} report figure fit-curves --comm {input.comm} --models {input.models} "
+        "--fits {input.fits} -o {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+rule figure_fit_mape:
+    """(b) held-out MAPE per comm trace and model."""
+    input:
+        f"{RESULTS}/fit/fits.csv",
+    output:
+        pdf=f"{FIG}/fit-mape.pdf",
+        png=report(
+            f"{FIG}/fit-mape.png",
+            caption="../report/fit-mape.rst",
+            category="Cost models",
+        ),
+    log:
+        f"{LOGS}/figures/fit-mape.log",
+    shell:
+        "{GS} report figure fit-mape --fits {input} -o {output.pdf} --png {output.png} "
+        "> {log} 2>&1"
+
+
+rule figure_replay:
+    """(c) iteration time per algorithm vs world size, per compute x network case."""
+    input:
+        f"{RESULTS}/replay/main/replay.csv",
+    output:
+        pdf=f"{FIG}/replay-vs-world-size.pdf",
+        png=report(
+            f"{FIG}/replay-vs-world-size.png",
+            caption="../report/replay-vs-world-size.rst",
+            category="Replay",
+        ),
+    log:
+        f"{LOGS}/figures/replay-vs-world-size.log",
+    shell:
+        "{GS} report figure replay-vs-world-size --input {input} -o {output.pdf} "
+        "--png {output.png} > {log} 2>&1"
+
+
+rule figure_timeline:
+    """(d) replay timelines of a few algorithms on one case."""
+    input:
+        timeline_inputs(),
+    output:
+        pdf=f"{FIG}/timeline.pdf",
+        png=report(
+            f"{FIG}/timeline.png",
+            caption="../report/timeline.rst",
+            category="Replay",
+        ),
+    log:
+        f"{LOGS}/figures/timeline.log",
+    params:
+        title=lambda wc: (
+            f"{config['timeline']['compute']} x {config['timeline']['network']} "
+            f"({config['timeline']['comm']})"
+        ),
+    shell:
+        "{GS} report figure timeline --input {input} --title {params.title:q} "
+        "-o {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+rule figure_gaps:
+    """(e) MG-WFBP vs optimal; every algorithm's gap to the lower bound."""
+    input:
+        f"{RESULTS}/replay/main/replay.csv",
+    output:
+        pdf=f"{FIG}/gaps.pdf",
+        png=report(f"{FIG}/gaps.png", caption="../report/gaps.rst", category="Replay"),
+    log:
+        f"{LOGS}/figures/gaps.log",
+    shell:
+        "{GS} report figure gaps --input {input} -o {output.pdf} --png {output.png} "
+        "> {log} 2>&1"
+
+
+rule figure_smoke:
+    """The smoke target's one figure (iteration time vs world size, few algorithms)."""
+    input:
+        f"{RESULTS}/replay/smoke/replay.csv",
+    output:
+        pdf=f"{RESULTS}/smoke/replay-vs-world-size.pdf",
+        png=f"{RESULTS}/smoke/replay-vs-world-size.png",
+    log:
+        f"{LOGS}/smoke/figure.log",
+    shell:
+        "{GS} report figure replay-vs-world-size --input {input} -o {output.pdf} "
+        "--png {output.png} > {log} 2>&1"

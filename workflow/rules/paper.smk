@@ -1,0 +1,129 @@
+# Stage: paper. Reproduced-vs-published checks, prose macros, and the PDF (latexmk).
+
+
+def compare_inputs():
+    ext = external_dir()
+    out = {"traces": [trace for _, trace in nccl_pairs()]}
+    out["logs"] = [str(ext / log) for log, _ in nccl_pairs()] if ext else []
+    if ext:
+        out["logs"] += [str(ext / item["log"]) for item in bcaffe_checks().values()]
+        out["bcaffe"] = expand(
+            f"{RESULTS}/compare/bcaffe/{{stem}}.csv", stem=bcaffe_checks()
+        )
+    else:
+        out["bcaffe"] = []
+    return out
+
+
+def compare_args():
+    ext = external_dir()
+    args = []
+    for log, trace in nccl_pairs():
+        if ext:
+            args.append(f"--nccl {shlex.quote(str(ext / log))} {shlex.quote(trace)}")
+        else:
+            args.append(
+                f"--skip nccl-busbw {Path(trace).stem} 'external log {log} not found'"
+            )
+    for stem, item in bcaffe_checks().items():
+        if ext:
+            args.append(
+                f"--bcaffe {shlex.quote(str(ext / item['log']))} "
+                f"{RESULTS}/compare/bcaffe/{stem}.csv {stem}"
+            )
+        else:
+            args.append(
+                f"--skip bcaffe-merge {stem} 'external log {item['log']} not found'"
+            )
+    return " ".join(args)
+
+
+rule compare_numbers:
+    """Reproduced vs published numbers with tolerances (skipped rows without the logs)."""
+    input:
+        unpack(lambda wc: compare_inputs()),
+    output:
+        f"{RESULTS}/compare/compare.csv",
+    log:
+        f"{LOGS}/compare/compare.log",
+    params:
+        args=compare_args(),
+    shell:
+        "{GS} report compare {params.args} -o {output} > {log} 2>&1"
+
+
+rule macros:
+    """\\newcommand for every number the paper's prose quotes."""
+    input:
+        fits=f"{RESULTS}/fit/fits.csv",
+        crossws=f"{RESULTS}/fit/crossws.csv",
+        replay=f"{RESULTS}/replay/main/replay.csv",
+        compare=f"{RESULTS}/compare/compare.csv",
+    output:
+        f"{GEN}/macros.tex",
+    log:
+        f"{LOGS}/paper/macros.log",
+    params:
+        headline=" ".join(
+            f"--headline-{key.replace('_', '-')} {shlex.quote(str(value))}"
+            for key, value in (
+                ("trace", config.get("report", {}).get("headline", {}).get("compute")),
+                (
+                    "network",
+                    config.get("report", {}).get("headline", {}).get("network"),
+                ),
+                (
+                    "world_size",
+                    config.get("report", {}).get("headline", {}).get("world_size"),
+                ),
+            )
+            if value is not None
+        ),
+    shell:
+        "{GS} report macros --fits {input.fits} --crossws {input.crossws} "
+        "--replay {input.replay} --compare {input.compare} {params.headline} "
+        "-o {output} > {log} 2>&1"
+
+
+PAPER_INPUTS = (
+    ["paper/main.tex", "paper/references.bib", f"{GEN}/macros.tex"]
+    + figure_files()
+    + table_files()
+)
+
+
+if latex_available():
+
+    rule paper_pdf:
+        """paper/main.pdf with latexmk (aux files under build/paper/)."""
+        input:
+            PAPER_INPUTS,
+        output:
+            "paper/main.pdf",
+        log:
+            f"{LOGS}/paper/latexmk.log",
+        shell:
+            "mkdir -p build/paper && cd paper && SOURCE_DATE_EPOCH=0 FORCE_SOURCE_DATE=1 "
+            "latexmk -pdf -interaction=nonstopmode -halt-on-error -outdir=../build/paper "
+            "main.tex > ../{log} 2>&1 && cp ../build/paper/main.pdf main.pdf.tmp "
+            "&& mv main.pdf.tmp main.pdf"
+
+    PAPER_TARGET = ["paper/main.pdf"]
+
+else:
+
+    rule paper_no_latex:
+        """No latexmk: stop after figures, tables and macros, and say so."""
+        input:
+            PAPER_INPUTS[2:],
+        output:
+            f"{RESULTS}/paper/NO-PDF.txt",
+        log:
+            f"{LOGS}/paper/no-latex.log",
+        shell:
+            "echo 'paper: latexmk not found (or paper.latex: never); figures, tables and "
+            "macros are in paper/figures, paper/tables, paper/generated. Install TeX "
+            "(make tex) and rerun: snakemake --profile profiles/default paper' "
+            "| tee {output} {log} >&2"
+
+    PAPER_TARGET = [f"{RESULTS}/paper/NO-PDF.txt"]

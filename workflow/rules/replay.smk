@@ -1,0 +1,74 @@
+# Stage: replay. Every (compute, network, comm trace) case with every configured algorithm.
+
+
+rule replay_case:
+    """Plan and replay the configured algorithms on one case (one world size)."""
+    input:
+        compute=lambda wc: compute_path(wc.compute),
+        comm=comm_path,
+    output:
+        f"{RESULTS}/replay/{{set}}/{{compute}}/{{network}}/{{stem}}.csv",
+    log:
+        f"{LOGS}/replay/{{set}}/{{compute}}/{{network}}/{{stem}}.log",
+    params:
+        algorithms=lambda wc: ",".join(set_algorithms(wc.set)),
+        knobs=lambda wc: knob_args(set_algorithms(wc.set)),
+        iterations=config.get("replay", {}).get("iterations", 5),
+        channels=config.get("replay", {}).get("channels", 1),
+    shell:
+        "{GS} replay --compute {input.compute} --comm {input.comm} "
+        "--algorithms {params.algorithms} {params.knobs} --iterations {params.iterations} "
+        "--channels {params.channels} -o {output} > {log} 2>&1"
+
+
+rule collect_replay:
+    """One table of every case of a result set (adds trace, network, nodes)."""
+    input:
+        lambda wc: replay_results(wc.set),
+    output:
+        f"{RESULTS}/replay/{{set}}/replay.csv",
+    log:
+        f"{LOGS}/replay/{{set}}/collect.log",
+    params:
+        cases=lambda wc: " ".join(
+            f"--case {c} {n} {shlex.quote(path)} {RESULTS}/replay/{wc.set}/{c}/{n}/{stem}.csv"
+            for c, n, stem, path in set_cases(wc.set)
+        ),
+    shell:
+        "{GS} report collect {params.cases} -o {output} > {log} 2>&1"
+
+
+rule replay_timeline:
+    """Replay one algorithm on the timeline case and keep its timeline (CSV + Perfetto)."""
+    input:
+        compute=lambda wc: compute_path(wc.compute),
+        comm=comm_path,
+    output:
+        csv=f"{RESULTS}/timeline/{{compute}}/{{network}}/{{stem}}/{{alg}}.timeline.csv",
+        trace=f"{RESULTS}/timeline/{{compute}}/{{network}}/{{stem}}/{{alg}}.trace.json",
+        result=f"{RESULTS}/timeline/{{compute}}/{{network}}/{{stem}}/{{alg}}.result.csv",
+    log:
+        f"{LOGS}/timeline/{{compute}}/{{network}}/{{stem}}/{{alg}}.log",
+    params:
+        knobs=lambda wc: knob_args([wc.alg]),
+        iterations=config.get("replay", {}).get("iterations", 5),
+    shell:
+        "{GS} replay --compute {input.compute} --comm {input.comm} --algorithms {wildcards.alg} "
+        "{params.knobs} --iterations {params.iterations} --timeline $(dirname {output.csv}) "
+        "-o {output.result} > {log} 2>&1"
+
+
+rule replay_bcaffe_check:
+    """WFBP and MG-WFBP on a B-Caffe compute + comm trace pair (for the compare target)."""
+    input:
+        compute=lambda wc: bcaffe_checks()[wc.stem]["compute"],
+        comm=lambda wc: bcaffe_checks()[wc.stem]["comm"],
+    output:
+        f"{RESULTS}/compare/bcaffe/{{stem}}.csv",
+    log:
+        f"{LOGS}/compare/bcaffe/{{stem}}.log",
+    params:
+        iterations=config.get("replay", {}).get("iterations", 5),
+    shell:
+        "{GS} replay --compute {input.compute} --comm {input.comm} --algorithms wfbp,mgwfbp "
+        "--iterations {params.iterations} -o {output} > {log} 2>&1"
