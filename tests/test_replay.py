@@ -237,3 +237,49 @@ def test_fast_paths_equal_the_general_list_schedule(n, seed):
             b.priority is None for b in plan.buckets):
         fifo = _fifo_one_channel(items.ready_offset_s, items.duration_s)
         np.testing.assert_allclose(fifo[1], general[1], rtol=1e-12, atol=1e-15)
+
+
+def test_interference_hand_computed():
+    # compute slowdown 2: L2 ready at 1; its all-reduce 1 -> 4.5 halves compute speed, so
+    # L1 (2 ms of work) is ready at 4.5 + 0.25 = 4.75; all-reduce L1 4.75 -> 7.25; L0
+    # (1 ms) at half speed -> ready 6.75; all-reduce L0 7.25 -> 8.75: 6 + 8.75 = 14.75 ms.
+    trace = hand_trace()
+    slow_compute = ReplayOptions(compute_slowdown=2.0)
+    assert replay(trace, wfbp(trace), MODEL, 4, slow_compute).iteration_s == pytest.approx(
+        14.75 * MS)
+    # comm slowdown 2: all-reduce L2 from 1 runs at half speed while backward computes
+    # (to 4: 1.5 ms of its 3.5 done), ends at 6; then L1 6 -> 8.5, L0 8.5 -> 10: 16 ms.
+    slow_comm = ReplayOptions(comm_slowdown=2.0)
+    assert replay(trace, wfbp(trace), MODEL, 4, slow_comm).iteration_s == pytest.approx(
+        16.0 * MS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 12), seed=st.integers(0, 10_000))
+def test_joint_schedule_without_interference_equals_list_schedule(n, seed):
+    from gradsched.replay.engine import _joint_schedule, _list_schedule
+    from gradsched.replay.prep import plan_items, trace_arrays
+
+    trace = synthetic_compute_trace(n, seed)
+    arrays = trace_arrays(trace)
+    plan = _random_plan(trace, seed)
+    channels = plan.channels or 1
+    items = plan_items(arrays, plan, AlphaBetaModel(1e-4, 1e-9), 4, 0.0)
+    _, end_general = _list_schedule(items, arrays.backward_s, channels)
+    _, end_joint, backward_end = _joint_schedule(items, arrays, channels, 1.0, 1.0)
+    np.testing.assert_allclose(end_joint, end_general, rtol=1e-9, atol=1e-12)
+    assert backward_end == pytest.approx(arrays.backward_s)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 10), seed=st.integers(0, 10_000), kc=st.floats(1, 3),
+       km=st.floats(1, 3))
+def test_interference_never_speeds_up(n, seed, kc, km):
+    # FIFO on one channel (the WFBP family): no list-scheduling anomalies are possible.
+    trace = synthetic_compute_trace(n, seed)
+    plan = Plan("fifo", tuple(Bucket(b.tensors) for b in _random_plan(trace, seed).buckets))
+    model = AlphaBetaModel(1e-4, 1e-9)
+    base = replay(trace, plan, model, 4).iteration_s
+    slowed = replay(trace, plan, model, 4,
+                    ReplayOptions(compute_slowdown=kc, comm_slowdown=km)).iteration_s
+    assert slowed >= base * (1 - 1e-9)

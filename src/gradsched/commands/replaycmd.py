@@ -50,6 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="concurrent communication channels sharing bandwidth")
     rep.add_argument("--pack-s-per-byte", type=float, default=0.0,
                      help="pack/unpack cost of multi-tensor buckets, seconds per byte")
+    rep.add_argument("--compute-slowdown", type=float, default=1.0,
+                     help="interference: backward compute speed divisor while a collective "
+                     "runs (calibrated by the re-execution experiment; 1 = none)")
+    rep.add_argument("--comm-slowdown", type=float, default=1.0,
+                     help="interference: collective speed divisor while backward computes")
     rep.set_defaults(func=_replay)
 
 
@@ -73,7 +78,9 @@ def _replay(args: argparse.Namespace) -> int:
     model = load_comm_spec(args.comm)
     world = resolve_world_size(model, args.world_size)
     options = ReplayOptions(iterations=args.iterations, channels=args.channels,
-                            pack_s_per_byte=args.pack_s_per_byte)
+                            pack_s_per_byte=args.pack_s_per_byte,
+                            compute_slowdown=args.compute_slowdown,
+                            comm_slowdown=args.comm_slowdown)
     results = compare(trace, model, world, expand_algorithms(args.algorithms),
                       parse_knob_args(args.knob), options, args.timeline, args.plans)
     write_csv_atomic(args.output, results)

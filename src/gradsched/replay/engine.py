@@ -20,6 +20,11 @@ Model (one worker stands for all: data parallelism is symmetric):
   ``update="per_layer"``: the next forward of layer l waits for the communication of
   l's tensors, then runs l's update and forward (ByteScheduler, DeAR).
 
+* Interference (optional, ``compute_slowdown``/``comm_slowdown`` >= 1): while a collective
+  runs, backward compute slows by the first factor; while backward computes, collectives
+  slow by the second (both measured by the re-execution experiment). Backward and
+  communication are then simulated together, event by event.
+
 The iteration time is the steady-state period between ends of backward. The replay is a
 pure function of its inputs.
 """
@@ -55,8 +60,12 @@ class ReplayOptions:
     iterations: int = 5
     channels: int = 1
     pack_s_per_byte: float = 0.0
+    compute_slowdown: float = 1.0
+    comm_slowdown: float = 1.0
 
     def __post_init__(self) -> None:
+        if self.compute_slowdown < 1 or self.comm_slowdown < 1:
+            raise ConfigError("interference slowdowns must be >= 1 (1 = no interference)")
         if self.iterations < 2:
             raise ConfigError("the replay needs at least 2 iterations for a steady state")
         if self.channels < 1:
@@ -110,7 +119,7 @@ def replay(
     # Communication of iteration i starts after backward i starts and (every layer's
     # parameters being needed by forward i+1) ends before backward i+1 starts, so its
     # schedule relative to the start of backward is the same in every iteration.
-    schedule = comm_schedule(items, arrays.backward_s, channels)
+    schedule = comm_schedule(items, arrays, channels, options)
     sim = _Iterations(arrays, items, schedule, plan.update == "per_layer", timeline)
     bwd_ends = [sim.run(i) for i in range(options.iterations)]
     first = 1 if options.iterations >= 3 else 0
@@ -136,13 +145,21 @@ class CommSchedule:
     start_s: np.ndarray
     end_s: np.ndarray
     bucket_done_s: np.ndarray
+    backward_end_s: float
 
 
-def comm_schedule(items: PlanItems, backward_s: float, channels: int) -> CommSchedule:
+def comm_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
+                  options: ReplayOptions | None = None) -> CommSchedule:
     """Schedule one iteration's collectives (see the module docstring)."""
+    options = options or ReplayOptions()
+    backward_s = arrays.backward_s
     fifo = (channels == 1 and not np.any(items.kind == AG)
             and not np.any(np.isfinite(items.key_priority)))
-    if fifo:
+    if options.compute_slowdown != 1.0 or options.comm_slowdown != 1.0:
+        start, end, backward_s = _joint_schedule(items, arrays, channels,
+                                                 options.compute_slowdown,
+                                                 options.comm_slowdown)
+    elif fifo:
         start, end = _fifo_one_channel(items.ready_offset_s, items.duration_s)
     elif channels == 1:
         start, end = _priority_one_channel(items, backward_s)
@@ -151,7 +168,7 @@ def comm_schedule(items: PlanItems, backward_s: float, channels: int) -> CommSch
     # A bucket is complete when its last collective is.
     done = np.zeros(len(items.bucket_unpack_s))
     np.maximum.at(done, items.bucket, end)
-    return CommSchedule(start, end, done + items.bucket_unpack_s)
+    return CommSchedule(start, end, done + items.bucket_unpack_s, backward_s)
 
 
 def _fifo_one_channel(eligible: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -201,6 +218,87 @@ def _priority_one_channel(items: PlanItems, backward_s: float) -> tuple[np.ndarr
         if kind[i] == RS:
             heapq.heappush(gathers, (max(now, backward_s), ag_of[i]))
     return start, end
+
+
+def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
+                    compute_slowdown: float, comm_slowdown: float
+                    ) -> tuple[np.ndarray, np.ndarray, float]:
+    """Backward compute and communication simulated together, with interference: while
+    any collective runs, backward compute progresses at 1/compute_slowdown of its speed;
+    while backward computes, collectives progress at 1/comm_slowdown (gloo threads compete
+    with compute for cores; NCCL kernels take SMs). Returns item starts and ends and the
+    (stretched) end of backward, all relative to the start of backward. Forward passes are
+    not slowed (a documented simplification)."""
+    n = items.n_per_iteration
+    start, end = np.zeros(n), np.zeros(n)
+    segments = arrays.backward_seq_s.tolist()
+    n_seg = len(segments)
+    by_pos: dict[int, list[int]] = {}
+    first_items = [i for i in range(n) if items.kind[i] != AG]
+    for i in first_items:
+        by_pos.setdefault(int(items.bucket_last_pos[items.bucket[i]]), []).append(i)
+    pending: list[tuple[float, int]] = []
+    ready: list[tuple[tuple[int, float, float, int], int]] = []
+    active: dict[int, list[float]] = {}
+    waiting_gathers: list[int] = []
+    pos, left, now = 0, (segments[0] if n_seg else 0.0), 0.0
+    backward_end = 0.0 if n_seg == 0 else np.inf
+
+    def release_position(p: int) -> None:
+        for i in by_pos.get(p, ()):
+            b = items.bucket[i]
+            elig = max(now + items.bucket_unpack_s[b], items.bucket_release_s[b])
+            heapq.heappush(pending, (elig, i))
+
+    while True:
+        while pos < n_seg and left <= _EPS:  # finished (or empty) backward segments
+            release_position(pos)
+            pos += 1
+            left = segments[pos] if pos < n_seg else 0.0
+            if pos == n_seg:
+                backward_end = now
+                for j in waiting_gathers:
+                    heapq.heappush(pending, (now, j))
+                waiting_gathers.clear()
+        while pending and pending[0][0] <= now + _EPS:
+            elig, i = heapq.heappop(pending)
+            cls = 1 if items.kind[i] == AG else 0
+            heapq.heappush(ready, ((cls, float(items.key_priority[i]), elig, i), i))
+        while ready and len(active) < channels:
+            _, i = heapq.heappop(ready)
+            lat = float(items.latency_s[i])
+            active[i] = [lat, float(items.duration_s[i]) - lat]
+            start[i] = now
+        computing = pos < n_seg
+        if not computing and not active and not pending:
+            break
+        compute_rate = 1.0 / compute_slowdown if active else 1.0
+        comm_mult = comm_slowdown if computing else 1.0
+        in_bw = sum(1 for st in active.values() if st[0] <= _EPS)
+        steps = [st[0] * comm_mult if st[0] > _EPS else st[1] * in_bw * comm_mult
+                 for st in active.values()]
+        if computing:
+            steps.append(left / compute_rate)
+        if pending and len(active) < channels:
+            steps.append(pending[0][0] - now)
+        step = max(min(steps), 0.0)
+        if computing:
+            left -= step * compute_rate
+        for st in active.values():
+            if st[0] > _EPS:
+                st[0] -= step / comm_mult
+            else:
+                st[1] -= step / (in_bw * comm_mult)
+        now += step
+        for i in [i for i, st in active.items() if st[0] <= _EPS and st[1] <= 1e-12]:
+            del active[i]
+            end[i] = now
+            if items.kind[i] == RS:
+                if pos < n_seg:
+                    waiting_gathers.append(int(items.ag_of[i]))
+                else:
+                    heapq.heappush(pending, (now, int(items.ag_of[i])))
+    return start, end, float(backward_end)
 
 
 def _list_schedule(items: PlanItems, backward_s: float, channels: int
@@ -262,9 +360,10 @@ class _Iterations:
         self.params_ready = np.zeros(len(arrays.layer_forward_s))
         tensor_done = np.zeros(len(arrays.ready_s))
         tensor_done[items.member_index] = schedule.bucket_done_s[items.member_bucket]
-        self.layer_done_rel = np.full(len(arrays.layer_forward_s), arrays.backward_s)
+        self.backward_s = schedule.backward_end_s
+        self.layer_done_rel = np.full(len(arrays.layer_forward_s), self.backward_s)
         np.maximum.at(self.layer_done_rel, arrays.layer_of, tensor_done)
-        self.all_done_rel = max(arrays.backward_s, float(tensor_done.max(initial=0.0)))
+        self.all_done_rel = max(self.backward_s, float(tensor_done.max(initial=0.0)))
 
     def run(self, it: int) -> float:
         """Simulate iteration ``it``; return the time its backward ends."""
@@ -275,7 +374,7 @@ class _Iterations:
             self._event(it, "compute", "forward", "forward", self.clock, self.clock + a.forward_s)
             self.clock += a.forward_s
         bwd_start = self.clock
-        bwd_end = bwd_start + a.backward_s
+        bwd_end = bwd_start + self.backward_s
         self._event(it, "compute", "backward", "backward", bwd_start, bwd_end)
         if self.timeline:
             self._comm_events(it, bwd_start)

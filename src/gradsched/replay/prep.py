@@ -25,6 +25,8 @@ class TraceArrays:
     layer_of: np.ndarray  # per tensor: position of its layer in forward order (0..n_layers-1)
     layer_forward_s: np.ndarray  # per layer
     layer_update_s: np.ndarray  # per layer
+    ready_pos: np.ndarray  # per tensor: its position in ready order (the trace's ready_order)
+    backward_seq_s: np.ndarray  # per ready position: backward compute before that gradient
     forward_s: float
     backward_s: float
     update_s: float
@@ -49,6 +51,8 @@ def trace_arrays(trace: ComputeTrace) -> TraceArrays:
         layer_of=layer_of,
         layer_forward_s=np.bincount(layer_of, frame["forward_s"].to_numpy(float), n_layers),
         layer_update_s=np.bincount(layer_of, frame["update_s"].to_numpy(float), n_layers),
+        ready_pos=order.astype(np.int64),
+        backward_seq_s=backward[np.argsort(order, kind="stable")],
         forward_s=float(frame["forward_s"].sum()),
         backward_s=float(backward.sum()),
         update_s=float(frame["update_s"].sum()),
@@ -76,6 +80,8 @@ class PlanItems:
     member_index: np.ndarray  # tensor index of every bucket member, bucket after bucket
     member_bucket: np.ndarray  # the bucket of each entry of member_index
     bucket_unpack_s: np.ndarray
+    bucket_last_pos: np.ndarray  # ready position of each bucket's last gradient
+    bucket_release_s: np.ndarray  # earliest launch after backward start (-inf = none)
     n_per_iteration: int
 
 
@@ -103,6 +109,8 @@ def plan_items(
     np.maximum.at(ready, owner, arrays.ready_s[flat])
     first_layer = np.full(n_buckets, np.iinfo(np.int64).max)
     np.minimum.at(first_layer, owner, arrays.layer_of[flat])
+    last_pos = np.zeros(n_buckets, dtype=np.int64)
+    np.maximum.at(last_pos, owner, arrays.ready_pos[flat])
     pack = np.where(sizes > 1, pack_s_per_byte * total, 0.0)
     release = np.array([b.release_s if b.release_s is not None else -np.inf for b in buckets])
     ready = np.maximum(ready + pack, release)
@@ -141,5 +149,5 @@ def plan_items(
         bucket=bucket_idx, kind=kind_arr, nbytes=nbytes, duration_s=duration,
         latency_s=latency, ready_offset_s=ready_off, key_priority=key_priority, ag_of=ag_of,
         member_index=flat, member_bucket=owner, bucket_unpack_s=pack,
-        n_per_iteration=len(bucket_idx),
+        bucket_last_pos=last_pos, bucket_release_s=release, n_per_iteration=len(bucket_idx),
     )
