@@ -37,7 +37,8 @@ ATOL, RTOL = 1e-6, 1e-5
 STEPS, BATCH = 3, 4
 MODELS = ("mlp", "frozen", "branchy")
 OPTIMIZERS = ("sgd", "adamw")
-SHAPES = ("wfbp", "syncsgd", "ddp", "bytescheduler", "dear", "rs_ag_global")
+SHAPES = ("wfbp", "syncsgd", "ddp", "bytescheduler", "dear", "rs_ag_global", "p2p")
+P2P_ALGORITHMS = ("lp", "ring", "rhd", "mst", "rd")
 WORLDS = (2, 3)
 
 
@@ -77,6 +78,10 @@ def make_shape_plan(shape: str, model_name: str) -> Plan:
                   for i in range(0, len(layers), 2)]
         buckets = [Bucket(tuple(g), "rs_ag", chunks=1 + (i % 2)) for i, g in enumerate(groups)]
         return Plan("dear", tuple(reversed(buckets)), update="per_layer")
+    if shape == "p2p":  # every bucket reduced by one of gradsched.collectives' algorithms
+        return Plan("p2p", tuple(Bucket(tuple(layer), chunks=1 + i % 2,
+                                        algorithm=P2P_ALGORITHMS[i % len(P2P_ALGORITHMS)])
+                                 for i, layer in enumerate(reversed(layers))))
     if shape == "rs_ag_global":
         return Plan("rs_ag_global", (Bucket(tuple(ready[:2]), "rs_ag", chunks=2),
                                      Bucket(tuple(ready[2:]), "rs_ag")))
@@ -456,3 +461,14 @@ def test_ddp_bucket_plan_follows_ready_order_and_caps():
     # a cap below every tensor's size: one bucket per tensor (the crossing tensor closes it)
     tiny = ddp_bucket_plan(model, order, bucket_cap_mb=1e-6, first_bucket_mb=1e-6)
     assert [b.tensors for b in tiny.buckets] == [(n,) for n in order]
+
+
+def test_plan_naming_unknown_collective_algorithm_is_refused(world1):
+    model = make_test_model("mlp")
+    names = [n for n, p in model.named_parameters()]
+    plan = Plan("bad", (Bucket(tuple(names), algorithm="butterfly"),))
+    with pytest.raises(ConfigError, match="unknown all-reduce algorithm 'butterfly'"):
+        PlanExecutor(model, plan, make_optimizer("sgd", model.parameters()))
+    plan = Plan("bad", (Bucket(tuple(names), collective="rs_ag", algorithm="ring"),))
+    with pytest.raises(ConfigError, match="only all_reduce buckets"):
+        PlanExecutor(model, plan, make_optimizer("sgd", model.parameters()))

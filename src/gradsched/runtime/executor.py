@@ -24,8 +24,10 @@ The executor is what the replay (:mod:`gradsched.replay.engine`) models, made re
   :func:`launch_order`): a ready high-priority chunk overtakes the backlog of
   lower-priority ones, as in ByteScheduler, but the decision is the same on every rank.
   The all-gathers are issued after backward, in forward order unless prioritised (the
-  replay's rule). ``release_s``, ``channels`` and per-bucket ``algorithm`` are timing
-  hints of the model; the executor ignores them (one process-group queue).
+  replay's rule). ``release_s`` and ``channels`` are timing hints of the model; the
+  executor ignores them (one process-group queue). A bucket whose ``algorithm`` names one
+  of :mod:`gradsched.collectives` (lp, ring, mst, rd, rhd) is all-reduced with that
+  point-to-point implementation, blocking, inside the gradient hook (no overlap).
 * **Updates.** ``update="global"``: :meth:`PlanExecutor.step` waits for every collective,
   points each ``.grad`` at its averaged slice and runs the optimizer once (as DDP).
   ``update="per_layer"``: :meth:`PlanExecutor.step` only records that an update is due;
@@ -78,6 +80,38 @@ from gradsched.plan import Bucket, Plan
 AR, RS, AG = "all_reduce", "reduce_scatter", "all_gather"
 # torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
 _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+class _Completed:
+    """The work handle of a collective that already finished (blocking algorithms)."""
+
+    def wait(self, timeout: Any = None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+_DONE = _Completed()
+
+
+def _p2p_allreduce(name: str) -> Any:
+    from gradsched.collectives import get_allreduce
+
+    return get_allreduce(name)
+
+
+def _check_algorithm(plan_name: str, k: int, spec: Any) -> None:
+    """A bucket may name one of gradsched's all-reduce algorithms (lp, ring, mst, rd, rhd)."""
+    from gradsched.collectives import algorithms
+
+    if spec.collective != "all_reduce":
+        raise ConfigError(f"plan '{plan_name}': bucket {k} names algorithm "
+                          f"{spec.algorithm!r}, but only all_reduce buckets can use one")
+    known = algorithms("all_reduce")
+    if spec.algorithm not in known:
+        raise ConfigError(f"plan '{plan_name}': bucket {k}: unknown all-reduce algorithm "
+                          f"{spec.algorithm!r}; known: {', '.join(known)}")
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
@@ -288,6 +322,8 @@ class PlanExecutor:
             if len(kinds) > 1:
                 raise ConfigError(f"plan '{plan.algorithm}': bucket {k} mixes dtypes/devices "
                                   f"{sorted(str(x) for x in kinds)}")
+            if spec.algorithm != "default":
+                _check_algorithm(plan.algorithm, k, spec)
             if any(p.is_sparse for p in params):
                 raise ConfigError(f"plan '{plan.algorithm}': bucket {k}: sparse parameters "
                                   "are not supported")
@@ -493,6 +529,12 @@ class PlanExecutor:
             if b.decoupled:
                 work = _reduce_scatter(b.shards[c], chunk, group=self.group, async_op=True)
                 kind = RS
+            elif b.spec.algorithm != "default":
+                # gradsched's point-to-point implementations are blocking: the bucket is
+                # reduced here, in the hook, before backward continues (no overlap).
+                _p2p_allreduce(b.spec.algorithm)(chunk, self.group)
+                work = _DONE
+                kind = AR
             else:
                 work = dist.all_reduce(chunk, group=self.group, async_op=True)
                 kind = AR
