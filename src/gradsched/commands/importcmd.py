@@ -1,4 +1,4 @@
-"""``gradsched import nccl-tests|osu|bcaffe|manifest``: turn public logs into trace bundles.
+"""``gradsched import nccl-tests|osu|bcaffe|manifest|kineto``: turn public logs into trace bundles.
 
 Warnings go to stderr as ``warning: FILE line N: ...``; errors name the file, line and
 field and exit with status 2.
@@ -90,7 +90,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_osu(isub)
     _add_bcaffe(isub)
     _add_manifest(isub)
-    # The kineto (PyTorch profiler) importer will register here as another sub-parser.
+    _add_kineto(isub)
+
+
+def _add_kineto(isub: argparse._SubParsersAction) -> None:
+    p = isub.add_parser("kineto", help="PyTorch profiler (Kineto) JSON -> per-iteration and "
+                        "per-collective CSVs")
+    p.add_argument("traces", type=Path, nargs="+", help="TRACE.json or TRACE.json.gz, one "
+                   "per rank")
+    p.add_argument("-o", "--output", required=True, metavar="PREFIX",
+                   help="writes PREFIX.iterations.csv, PREFIX.collectives.csv, "
+                   "PREFIX.meta.json")
+    p.add_argument("--no-clip", action="store_true",
+                   help="keep CPU collective spans as recorded (default: clip each at the "
+                   "end of its step and the next span on its thread)")
+    p.set_defaults(func=_run_kineto)
+
+
+def _run_kineto(args: argparse.Namespace) -> int:
+    from gradsched.traces.importers.kineto import import_kineto
+
+    result = import_kineto(args.traces, clip_cpu_spans=not args.no_clip)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    paths = result.write(args.output)
+    print(f"wrote {', '.join(str(p) for p in paths)} ({len(result.iterations)} iterations, "
+          f"{len(result.collectives)} collectives, {len(result.warnings)} warnings)")
+    return 0
 
 
 def _report(result: ImportResult) -> None:
