@@ -1,0 +1,210 @@
+"""Pricing gradient compression in the replay (:mod:`gradsched.replay.engine`).
+
+The replay asks its cost model for the time of every bucket's ``all_reduce`` of ``nbytes``
+bytes. :class:`CompressedCommModel` wraps any :class:`~gradsched.costmodel.base.CommModel`
+and answers instead with the time of the *compressed* bucket:
+
+    T(nbytes) = c0 + c1 * numel  +  sum over the compressor's messages of base.time(m)
+
+with ``numel = nbytes / element_size``; the messages are
+:meth:`Compressor.messages` (top-k: one all-gather of ``P x 2k`` words, Lin et al. 2018;
+importance-weighted pruning: a broadcast of ``k`` indices and an all-reduce of ``k``
+values, Cheng & Xu 2019; gTop-k: ``log2 P`` pairwise exchanges of ``2k`` words, Shi et al.
+2019, each priced as a broadcast of its size, an approximation the base model can answer);
+``c0 + c1 * numel`` is the compressor's own computation (selection, packing, scatter),
+fitted to ``gradsched compress profile`` measurements on this machine
+(:func:`compute_cost_from_profile`). So a plan replayed with the wrapped model has every
+bucket's compression compute serialised *before* its collective on the communication
+channel (it delays that bucket's communication, not the backward pass: the selection runs
+on the side stream, as in DGC's implementation). Dense all-reduce passes through unchanged.
+Only ``all_reduce`` buckets can be compressed; other collectives raise.
+
+:func:`compressed_replay` replays a plan both ways and returns both results.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gradsched.compression.base import Compressor, LocalComm
+from gradsched.costmodel.base import CommModel, model_from_dict
+from gradsched.errors import ConfigError, InputError
+
+PROFILE_COLUMNS = ["method", "density", "world_size", "numel", "bytes", "compute_s",
+                   "compute_s_min", "reps", "threads"]
+
+
+@dataclass(frozen=True)
+class ComputeCost:
+    """A compressor's own computation per bucket: ``intercept_s + s_per_element x numel``."""
+
+    intercept_s: float = 0.0
+    s_per_element: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.intercept_s) and self.intercept_s >= 0):
+            raise ConfigError("intercept_s must be a finite number >= 0")
+        if not (math.isfinite(self.s_per_element) and self.s_per_element >= 0):
+            raise ConfigError("s_per_element must be a finite number >= 0")
+
+    def times(self, numel: np.ndarray) -> np.ndarray:
+        return self.intercept_s + self.s_per_element * np.asarray(numel, dtype=float)
+
+
+def compute_cost_from_profile(profile: str | Path | Any, method: str, density: float,
+                              world_size: int | None = None,
+                              column: str = "compute_s") -> ComputeCost:
+    """Least-squares fit (non-negative, relative error) of ``column = c0 + c1 numel`` to the
+    profile rows of ``method`` at ``density`` (within 1 %; dense: every density).
+    ``column="compute_s_min"`` uses the fastest call instead of the median (less sensitive
+    to other processes on a shared machine)."""
+    import pandas as pd
+
+    frame = profile if isinstance(profile, pd.DataFrame) else pd.read_csv(profile)
+    rows = frame[(frame["method"] == method)
+                 & (np.isclose(frame["density"], density, rtol=1e-2) | (method == "dense"))]
+    if world_size is not None and "world_size" in rows and (rows["world_size"] == world_size
+                                                            ).any():
+        rows = rows[rows["world_size"] == world_size]
+    if rows.empty:
+        raise InputError(f"no profile rows for {method} at density {density:g}",
+                         path=str(profile) if not isinstance(profile, pd.DataFrame) else None)
+    x = rows["numel"].to_numpy(float)
+    y = rows[column].to_numpy(float)
+    if len(x) == 1:
+        return ComputeCost(0.0, max(float(y[0] / x[0]), 0.0))
+    from scipy.optimize import nnls
+
+    # relative weighting: every size counts, not just the largest
+    w = 1.0 / np.maximum(y, 1e-12)
+    coef, _ = nnls(np.column_stack([np.ones_like(x), x]) * w[:, None], y * w)
+    return ComputeCost(float(coef[0]), float(coef[1]))
+
+
+class CompressedCommModel(CommModel):
+    """``base`` with every all-reduce replaced by ``compressor``'s messages plus its compute
+    time (see module doc)."""
+
+    kind = "compressed"
+
+    def __init__(self, base: CommModel, compressor: Compressor,
+                 compute: ComputeCost | None = None, element_size: int = 4) -> None:
+        self.base = base
+        self.compressor = compressor
+        self.compute = compute or ComputeCost()
+        self.element_size = int(element_size)
+
+    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+        if collective != "all_reduce":
+            raise ConfigError(f"compressed buckets are all-reduced; the plan asks for "
+                              f"{collective!r} (use all_reduce buckets with compression)")
+        sizes = np.asarray(nbytes, dtype=float)
+        out = np.zeros(sizes.shape)
+        for i, nb in enumerate(sizes.ravel()):
+            numel = max(int(np.rint(nb / self.element_size)), 1)
+            t = float(self.compute.times(np.array([numel]))[0])
+            for msg in self.compressor.messages(numel, world_size, self.element_size):
+                coll = "broadcast" if msg.collective == "sendrecv" else msg.collective
+                t += self.base.time(coll, float(msg.nbytes), world_size)
+            out.flat[i] = t
+        return out
+
+    def startup_s(self, collective: str, world_size: int) -> float:
+        # start-ups of the messages plus the compute intercept: the size-independent part
+        msgs = self.compressor.messages(1, world_size, self.element_size)
+        total = self.compute.intercept_s
+        for msg in msgs:
+            coll = "broadcast" if msg.collective == "sendrecv" else msg.collective
+            total += self.base.startup_s(coll, world_size)
+        return total
+
+    def world_sizes(self) -> tuple[int, ...] | None:
+        return self.base.world_sizes()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "base": self.base.to_dict(),
+                "compressor": self.compressor.spec(),
+                "compute": {"intercept_s": self.compute.intercept_s,
+                            "s_per_element": self.compute.s_per_element},
+                "element_size": self.element_size}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompressedCommModel:
+        from gradsched.compression import make_compressor
+
+        spec = dict(data["compressor"])
+        comp = make_compressor(spec.pop("method"), spec.pop("density"),
+                               momentum=spec.pop("momentum", 0.0), seed=spec.pop("seed", 0))
+        comp_cost = ComputeCost(**data.get("compute", {}))
+        return cls(model_from_dict(data["base"]), comp, comp_cost,
+                   int(data.get("element_size", 4)))
+
+
+def compressed_replay(trace: Any, plan: Any, base: CommModel, compressor: Compressor,
+                      world_size: int, compute: ComputeCost | None = None,
+                      options: Any = None) -> dict[str, Any]:
+    """Replay ``plan`` with the plain and with the compressed model; both results and the
+    predicted speed-up (plain / compressed iteration time)."""
+    from gradsched.replay.engine import replay
+
+    plain = replay(trace, plan, base, world_size, options)
+    comp = replay(trace, plan, CompressedCommModel(base, compressor, compute), world_size,
+                  options)
+    return {"dense": plain, "compressed": comp,
+            "speedup": plain.iteration_s / comp.iteration_s if comp.iteration_s > 0
+            else math.nan}
+
+
+def profile_compressors(methods: Sequence[str], densities: Sequence[float],
+                        sizes: Sequence[int], world_size: int = 4, reps: int = 7,
+                        threads: int = 1, seed: int = 0) -> Any:
+    """Time each compressor's own computation (median of ``reps`` calls after one warm-up)
+    per bucket size, in this process, with :class:`~gradsched.compression.base.LocalComm`
+    standing in for ``world_size`` ranks (the collectives become copies, which are
+    included: an all-gather's output is built as on ``world_size`` ranks). Dense is timed
+    once (its compute is the division by P). Returns a frame of :data:`PROFILE_COLUMNS`."""
+    import pandas as pd
+    import torch
+
+    from gradsched.compression import make_compressor
+
+    if reps < 1:
+        raise ConfigError("reps must be >= 1")
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    rows = []
+    try:
+        for method in methods:
+            for density in ([1.0] if method == "dense" else densities):
+                comp = make_compressor(method, density, momentum=0.9 if method != "dense"
+                                       else 0.0, seed=seed)
+                for n in sizes:
+                    if method == "gtopk" and world_size & (world_size - 1):
+                        continue
+                    gen = torch.Generator().manual_seed(seed + n)
+                    grad = torch.randn(int(n), generator=gen)
+                    param = torch.randn(int(n), generator=gen)
+                    state = comp.init_state(int(n))
+                    comm = LocalComm(world_size, 0)
+                    comp.compress_and_reduce(grad, param, state, comm, 0)  # warm-up
+                    samples = []
+                    for r in range(reps):
+                        t0 = time.perf_counter()
+                        comp.compress_and_reduce(grad, param, state, comm, r + 1)
+                        samples.append(time.perf_counter() - t0)
+                    rows.append({"method": method, "density": float(comp.density),
+                                 "world_size": world_size, "numel": int(n), "bytes": 4 * int(n),
+                                 "compute_s": statistics.median(samples),
+                                 "compute_s_min": min(samples), "reps": reps,
+                                 "threads": threads})
+    finally:
+        torch.set_num_threads(old_threads)
+    return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
