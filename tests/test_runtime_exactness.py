@@ -117,6 +117,12 @@ def _cases() -> list[dict]:
                               "shape": shape, "plan": make_shape_plan(shape, model).to_dict(),
                               "steps": STEPS, "batch": BATCH,
                               "find_unused": model in PER_SHARD})
+    # Compression at density 1 reduces exactly what the dense all-reduce does.
+    for method in ("topk", "importance"):
+        cases.append({"id": f"mlp-sgd-{method}-density1", "model": "mlp", "optimizer": "sgd",
+                      "shape": "ddp", "plan": make_shape_plan("ddp", "mlp").to_dict(),
+                      "steps": STEPS, "batch": BATCH, "find_unused": False,
+                      "compressor": {"method": method, "density": 1.0}})
     # Unused parameters without find_unused_parameters: zero gradients, must not hang.
     for shape in ("ddp", "dear"):
         cases.append({"id": f"branchy-sgd-{shape}-nofind", "model": "branchy",

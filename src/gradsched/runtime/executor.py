@@ -250,7 +250,8 @@ class PlanExecutor:
 
     def __init__(self, model: nn.Module, plan: Plan, optimizer: torch.optim.Optimizer, *,
                  process_group: Any = None, find_unused_parameters: bool = False,
-                 timeout_s: float = 300.0, wrap_train_eval: bool = True) -> None:
+                 timeout_s: float = 300.0, wrap_train_eval: bool = True,
+                 compressor: Any = None) -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise ExecutorError("torch.distributed is not initialised: call "
                                 "dist.init_process_group(...) before building the executor")
@@ -271,6 +272,16 @@ class PlanExecutor:
             for m, p in enumerate(b.params):
                 self._slot[p] = (b.index, m)
         self._order = launch_order(plan, [b.numel for b in self._buckets])
+        # Gradient compression (gradsched.compression): every plain all-reduce bucket (one
+        # chunk, library algorithm, no used-flags) is compressed and reduced synchronously.
+        self.compressor = compressor
+        self._compress_state: dict[int, Any] = {}
+        self.compressed_bytes_sent = 0
+        if compressor is not None:
+            for b in self._buckets:
+                if (not b.decoupled and b.spec.chunks == 1 and b.spec.algorithm == "default"
+                        and not b.with_flags):
+                    self._compress_state[b.index] = compressor.init_state(b.numel, like=b.flat)
         self._owner, self._layer_of = self._owners(model)
         self._gather_order = self._all_gather_order()
         self._handles: list[Any] = []
@@ -529,6 +540,10 @@ class PlanExecutor:
             if b.decoupled:
                 work = _reduce_scatter(b.shards[c], chunk, group=self.group, async_op=True)
                 kind = RS
+            elif k in self._compress_state:
+                self._compress_bucket(b)
+                work = _DONE
+                kind = AR
             elif b.spec.algorithm != "default":
                 # gradsched's point-to-point implementations are blocking: the bucket is
                 # reduced here, in the hook, before backward continues (no overlap).
@@ -544,6 +559,19 @@ class PlanExecutor:
             self.stats.bucket_launches[k] += 1
             self.stats.issue_sequence.append((kind, k, c))
             self._next += 1
+
+    def _compress_bucket(self, b: _Bucket) -> None:
+        """Compress this rank's bucket gradient, reduce it with the compressor's own
+        collectives and put the averaged result where the all-reduce would have."""
+        from gradsched.compression import DistComm
+
+        grad = b.flat[:b.numel] * self.world  # the hook pre-divided by the world size
+        params = torch.cat([p.detach().reshape(-1) for p in b.params])
+        out = self.compressor.compress_and_reduce(grad, params, self._compress_state[b.index],
+                                                  DistComm(self.group), self.steps)
+        b.flat[:b.numel].copy_(out)
+        self.compressed_bytes_sent += self.compressor.bytes_sent(b.numel, self.world,
+                                                                 b.flat.element_size())
 
     def _end_backward(self) -> None:
         """End of backward (autograd callback): complete buckets with missing gradients,

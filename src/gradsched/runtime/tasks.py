@@ -36,8 +36,13 @@ def exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict
         model = make_test_model(case["model"], seed)
         opt = make_optimizer(case["optimizer"], model.parameters())
         plan = Plan.from_dict(case["plan"])
+        compressor = None
+        if case.get("compressor"):
+            from gradsched.compression import make_compressor
+
+            compressor = make_compressor(**case["compressor"])
         ex = PlanExecutor(model, plan, opt, find_unused_parameters=bool(case["find_unused"]),
-                          timeout_s=float(payload.get("timeout_s", 60)))
+                          timeout_s=float(payload.get("timeout_s", 60)), compressor=compressor)
         steps = []
         for step in range(int(case["steps"])):
             x, y = make_shard(step, rank, world_size, int(case["batch"]), seed)
