@@ -17,13 +17,15 @@ include: "workflow/rules/replay.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/paper.smk"
-
-
-# Hardware tiers come in later issues, each one more include (not part of `all`):
-#   workflow/rules/capture.smk      (compute hooks, collective sweeps; GPU)
-#   workflow/rules/reexec.smk       (re-execute the best plans with gloo/NCCL; GPU)
-#   workflow/rules/collectives.smk  (LP, ring, tree, ... over point-to-point)
-#   workflow/rules/compression.smk  (top-k, importance-weighted pruning)
+# Collective algorithms: figures/tables from the committed sweeps are in `all`;
+# re-measuring (`collectives_measure`) is not.
+include: "workflow/rules/collectives.smk"
+# Gradient compression: figures/table from the committed training results are in `all`;
+# re-training (`compression_run`) and profiling (`compression_profile`) are not.
+include: "workflow/rules/compression.smk"
+# Hardware tier (never in `all`): capture compute traces, collective sweeps, profiled
+# iterations on CPU, the emulated cluster (root) or GPUs (profiles/slurm).
+include: "workflow/rules/capture.smk"
 
 
 rule all:
@@ -34,6 +36,8 @@ rule all:
         figure_files(),
         table_files(),
         f"{GEN}/macros.tex",
+        COLLECTIVES_OUTPUTS,
+        COMPRESSION_OUTPUTS,
         PAPER_TARGET,
 
 

@@ -47,8 +47,16 @@ def claims_table(readme: Path) -> list[dict[str, str]]:
 
 def test_main_tex_includes_every_figure_and_table() -> None:
     figs, tabs = included()
-    assert figs == {"fit-curves", "fit-mape", "replay-vs-world-size", "timeline", "gaps"}
-    assert tabs == {"fits", "crossws", "replay", "compare"}
+    assert figs == {
+        "fit-curves", "fit-mape", "replay-vs-world-size", "timeline", "gaps",
+        "collectives-time-vs-size", "collectives-lp-invariance", "collectives-lp-rhd-ratio",
+        "compression-accuracy-vs-step", "compression-accuracy-vs-time", "compression-bytes",
+    }
+    assert tabs == {
+        "captured-compute", "captured-comm", "fits", "crossws", "replay", "compare",
+        "collectives-summary", "collectives-broadcast", "collectives-formula-errors",
+        "compression-summary",
+    }
 
 
 def test_readme_claims_table_lists_every_included_output() -> None:
@@ -91,8 +99,10 @@ def test_no_number_typed_into_the_prose() -> None:
     for pattern in (r"\d+(\.\d+)?\s*\\,?\\%", r"\d+\.\d+\s*\$\\times\$"):
         for match in re.finditer(pattern, body):
             context = body[max(0, match.start() - 60): match.end()]
-            # tolerances are stated settings of the check, not results
-            assert "tolerance" in context, f"hand-typed number in the prose: {context!r}"
+            # tolerances are stated settings of the check, and numbers that other papers
+            # report are citations; neither is a result of ours
+            assert "tolerance" in context or " report " in context, (
+                f"hand-typed number in the prose: {context!r}")
 
 
 def _stub_generated(paper: Path) -> None:

@@ -4,6 +4,9 @@
 #   sudo ... snakemake ... capture_cluster              (emulated cluster: needs root)
 #   snakemake --profile profiles/slurm capture_gpu      (GPU: resources gpu=N, torchrun)
 # Outputs that exist are not re-measured; --forcerun capture_compute re-measures.
+# Captures land under results/captured/ (mirroring traces/): committed traces are pure
+# inputs of `all`, never outputs. To adopt a capture, review it and copy the CSV and its
+# .meta.json into traces/ (e.g. traces/compute/cpu/), then add it to config/config.yaml.
 #
 # Configuration: the `capture:` mapping of the main config when present (the schema must
 # then allow it), else the `capture:` mapping of config/capture.yaml. Keys:
@@ -11,16 +14,16 @@
 #   capture.defaults            warmup, iters, threads, clock, dtype, device (compute entries)
 #   capture.compute[]           model, batch_size, [seq_len, device, dtype, warmup, iters,
 #                               threads, clock (wall | cpu), no_update, note, stem]
-#                               -> traces/compute/<device>/<stem>.csv (+ .meta.json);
+#                               -> results/captured/compute/<device>/<stem>.csv (+ .meta.json);
 #                               device cuda = tier gpu (resources gpu=1)
 #   capture.comm.loopback[]     name, backend, world_size, [collectives, min_bytes,
 #                               max_bytes, factor, iters, warmup, min_iters, time_budget_s,
 #                               threads_per_rank, in_place, note]
-#                               -> traces/comm/captured/loopback/<name>.csv
+#                               -> results/captured/comm/loopback/<name>.csv
 #   capture.comm.cluster[]      the same plus rate (tc units, e.g. 1gbit); needs root
-#                               -> traces/comm/captured/cluster/<name>.csv
+#                               -> results/captured/comm/cluster/<name>.csv
 #   capture.comm.torchrun[]     the same with nproc_per_node instead of world_size (GPU)
-#                               -> traces/comm/captured/gpu/<name>.csv
+#                               -> results/captured/comm/gpu/<name>.csv
 #   capture.iteration[]         name, model, batch_size, [world_size | nproc_per_node,
 #                               backend, device, dtype, seq_len, bucket_cap_mb (list),
 #                               iters, warmup, threads_per_rank]
@@ -134,7 +137,7 @@ def _compute_entry(wc):
     entries = _compute_entries()
     if key not in entries:
         _fail(
-            f"no capture.compute entry makes traces/compute/{key}.csv; "
+            f"no capture.compute entry makes results/captured/compute/{key}.csv; "
             f"configured: {', '.join(sorted(entries))}"
         )
     return entries[key]
@@ -217,10 +220,10 @@ def capture_targets(tier):
     out = []
     for key, entry in _compute_entries().items():
         if _is_gpu(entry) == (tier == "gpu") and tier != "cluster":
-            out.append(f"traces/compute/{key}.csv")
+            out.append(f"results/captured/compute/{key}.csv")
     if tier == "cpu":
         out += [
-            f"traces/comm/captured/loopback/{n}.csv" for n in _comm_entries("loopback")
+            f"results/captured/comm/loopback/{n}.csv" for n in _comm_entries("loopback")
         ]
         out += [
             f"{RESULTS}/capture/iteration/cpu/{n}/summary.csv"
@@ -228,10 +231,10 @@ def capture_targets(tier):
         ]
     elif tier == "cluster":
         out += [
-            f"traces/comm/captured/cluster/{n}.csv" for n in _comm_entries("cluster")
+            f"results/captured/comm/cluster/{n}.csv" for n in _comm_entries("cluster")
         ]
     else:
-        out += [f"traces/comm/captured/gpu/{n}.csv" for n in _comm_entries("torchrun")]
+        out += [f"results/captured/comm/gpu/{n}.csv" for n in _comm_entries("torchrun")]
         out += [
             f"{RESULTS}/capture/iteration/gpu/{n}/summary.csv"
             for n in _iteration_entries(True)
@@ -270,8 +273,8 @@ rule capture_gpu:
 rule capture_compute:
     """One compute trace: per-tensor forward/backward/update times (hooks)."""
     output:
-        csv="traces/compute/{device}/{stem}.csv",
-        meta="traces/compute/{device}/{stem}.meta.json",
+        csv="results/captured/compute/{device}/{stem}.csv",
+        meta="results/captured/compute/{device}/{stem}.meta.json",
     log:
         f"{LOGS}/capture/compute/{{device}}/{{stem}}.log",
     wildcard_constraints:
@@ -290,8 +293,8 @@ rule capture_compute:
 rule capture_comm_loopback:
     """A collective sweep with local ranks on loopback (gloo)."""
     output:
-        csv="traces/comm/captured/loopback/{name}.csv",
-        meta="traces/comm/captured/loopback/{name}.meta.json",
+        csv="results/captured/comm/loopback/{name}.csv",
+        meta="results/captured/comm/loopback/{name}.meta.json",
     log:
         f"{LOGS}/capture/comm/loopback/{{name}}.log",
     resources:
@@ -306,8 +309,8 @@ rule capture_comm_cluster:
     """A collective sweep on the emulated cluster (one network namespace per rank, links
     shaped with tc). Needs root."""
     output:
-        csv="traces/comm/captured/cluster/{name}.csv",
-        meta="traces/comm/captured/cluster/{name}.meta.json",
+        csv="results/captured/comm/cluster/{name}.csv",
+        meta="results/captured/comm/cluster/{name}.meta.json",
     log:
         f"{LOGS}/capture/comm/cluster/{{name}}.log",
     resources:
@@ -321,8 +324,8 @@ rule capture_comm_cluster:
 rule capture_comm_torchrun:
     """A collective sweep with one process per GPU (torchrun, NCCL); SLURM: gpu=N."""
     output:
-        csv="traces/comm/captured/gpu/{name}.csv",
-        meta="traces/comm/captured/gpu/{name}.meta.json",
+        csv="results/captured/comm/gpu/{name}.csv",
+        meta="results/captured/comm/gpu/{name}.meta.json",
     log:
         f"{LOGS}/capture/comm/gpu/{{name}}.log",
     resources:

@@ -215,7 +215,11 @@ def latex_available():
 
 
 FIGURES = ["fit-curves", "fit-mape", "replay-vs-world-size", "timeline", "gaps"]
-TABLES = ["fits", "crossws", "replay", "compare"]
+TABLES = ["captured-compute", "captured-comm", "fits", "crossws", "replay", "compare"]
+# Traces captured by this project (inventoried in the captured-* tables).
+CAPTURED_TRACES = sorted(
+    glob.glob("traces/compute/cpu/*.csv") + glob.glob("traces/comm/cpu/*.csv")
+)
 
 
 def figure_files(names=FIGURES):

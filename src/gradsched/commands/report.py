@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.report.tables import TABLES
+
 
 def _png_for(args: argparse.Namespace) -> Path:
     return args.png if args.png is not None else args.output.with_suffix(".png")
@@ -76,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_fig_gaps)
 
     p = rsub.add_parser("table", help="write one table as LaTeX (booktabs) and Markdown")
-    p.add_argument("name", choices=["fits", "crossws", "replay", "compare"])
+    p.add_argument("name", choices=sorted(TABLES))
     p.add_argument("--input", nargs="+", type=Path, required=True)
     p.add_argument("--tex", type=Path, required=True)
     p.add_argument("--md", type=Path, required=True)

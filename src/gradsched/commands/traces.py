@@ -1,4 +1,5 @@
-"""``gradsched traces validate|columns``: check trace bundles, print the column dictionaries."""
+"""``gradsched traces validate|columns|inventory``: check trace bundles, print the column
+dictionaries, list traces with their capture facts."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     val.set_defaults(func=_validate)
     cols = tsub.add_parser("columns", help="print the column dictionaries as Markdown")
     cols.set_defaults(func=_columns)
+    inv = tsub.add_parser("inventory", help="one row per trace: what, how, quality checks")
+    inv.add_argument("paths", nargs="+", type=Path, help="trace CSVs")
+    inv.add_argument("-o", "--output", required=True, type=Path, help="CSV to write")
+    inv.set_defaults(func=_inventory)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -34,6 +39,16 @@ def _validate(args: argparse.Namespace) -> int:
                 kind = "comm"  # the loader reports the JSON error with its line
         trace = ComputeTrace.load(path) if kind == "compute" else CommTrace.load(path)
         print(f"ok  {path}  ({kind}, {len(trace.frame)} rows)")
+    return 0
+
+
+def _inventory(args: argparse.Namespace) -> int:
+    from gradsched.io import write_csv_atomic
+    from gradsched.traces.inventory import inventory
+
+    frame = inventory(args.paths)
+    write_csv_atomic(args.output, frame)
+    print(f"{len(frame)} traces -> {args.output}")
     return 0
 
 

@@ -203,7 +203,7 @@ def register_trace_loader(loader: Callable[[Path], CommModel]) -> None:
 
 def _import_builtin_models() -> None:
     # Importing these registers every built-in model kind (tuned: per-size algorithm choice).
-    import gradsched.collectives.tuned  # noqa: F401
+    import gradsched.collectives.tuned
     import gradsched.costmodel  # noqa: F401
 
 

@@ -209,7 +209,49 @@ def _value(value: object, unit: object) -> str:
     return text if text == MISSING else f"{text} {unit}"
 
 
+def captured_compute_table(inv: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Compute traces captured here: size, iteration time, hook overhead, backward check."""
+    cols = ["trace", "batch", "tensors", "gradients [MB]", "iteration [s]",
+            "hook overhead [%]", "backward: rows [s]", "backward: measured [s]", "load [1 min]"]
+    frame = inv[inv["kind"] == "compute"] if not inv.empty else inv
+    if frame.empty:
+        return pd.DataFrame(columns=cols), "lrrrrrrrr"
+    out = pd.DataFrame({
+        "trace": frame["trace"],
+        "batch": frame["batch_size"].astype(int).astype(str),
+        "tensors": frame["n_rows"].astype(int).astype(str),
+        "gradients [MB]": (frame["bytes"] / 1e6).map(lambda v: fmt(v, 1)),
+        "iteration [s]": frame["iteration_s"].map(lambda v: fmt(v, 2)),
+        "hook overhead [%]": frame["hook_overhead_pct"].map(lambda v: fmt(v, 1)),
+        "backward: rows [s]": frame["backward_rows_sum_s"].map(lambda v: fmt(v, 2)),
+        "backward: measured [s]": frame["backward_measured_s"].map(lambda v: fmt(v, 2)),
+        "load [1 min]": frame["load_avg_1min"].map(lambda v: fmt(v, 1)),
+    })
+    return out.reset_index(drop=True), "lrrrrrrrr"
+
+
+def captured_comm_table(inv: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Collective sweeps captured here: what was measured and the peak bus bandwidth."""
+    cols = ["trace", "collectives", "P [ranks]", "sizes [count]", "max size [MiB]",
+            "peak busbw [MB/s]", "load [1 min]"]
+    frame = inv[inv["kind"] == "comm"] if not inv.empty else inv
+    if frame.empty:
+        return pd.DataFrame(columns=cols), "llrrrrr"
+    out = pd.DataFrame({
+        "trace": frame["trace"],
+        "collectives": frame["collectives"].str.replace("_", "-").str.replace(";", ", "),
+        "P [ranks]": frame["world_size"].astype(int).astype(str),
+        "sizes [count]": frame["n_rows"].astype(int).astype(str),
+        "max size [MiB]": (frame["max_bytes"] / 2**20).map(lambda v: fmt(v, 0)),
+        "peak busbw [MB/s]": (frame["peak_busbw_Bps"] / 1e6).map(lambda v: fmt(v, 1)),
+        "load [1 min]": frame["load_avg_1min"].map(lambda v: fmt(v, 1)),
+    })
+    return out.reset_index(drop=True), "llrrrrr"
+
+
 TABLES = {
+    "captured-compute": captured_compute_table,
+    "captured-comm": captured_comm_table,
     "fits": fits_table,
     "crossws": crossws_table,
     "replay": replay_table,
