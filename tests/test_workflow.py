@@ -67,7 +67,9 @@ def job_counts(output: str) -> dict[str, int]:
 @pytest.mark.parametrize("target, expected", [
     ("all", {"replay_case", "collect_replay", "fit_file", "fit_table", "crossws_series",
              "figure_fit_curves", "figure_fit_mape", "figure_replay", "figure_timeline",
-             "figure_gaps", "table", "macros", "compare_numbers", "validate_traces"}),
+             "figure_gaps", "table", "macros", "compare_numbers", "validate_traces",
+             "traces_inventory", "collectives_fit", "collectives_report",
+             "compression_report"}),
     ("smoke", {"replay_case", "collect_replay", "figure_smoke"}),
     ("compare", {"compare_numbers", "table"}),
     ("paper", {"macros", "table", "figure_gaps"}),
@@ -82,7 +84,22 @@ def test_dry_run_builds_the_full_dag(target: str, expected: set[str]) -> None:
         config = yaml.safe_load((REPO / "config/config.yaml").read_text())
         # one replay job per (case, comm trace of its network), at least one per case
         assert counts["replay_case"] >= len(config["cases"])
-        assert counts["table"] == 4
+        assert counts["table"] == 6
+
+
+@pytest.mark.parametrize("target, expected", [
+    ("capture_cpu", {"capture_compute", "capture_comm_loopback", "capture_iteration"}),
+    ("capture_cluster", {"capture_comm_cluster"}),
+    ("collectives_measure", {"collectives_measure_one"}),
+    ("compression_run", {"compression_run"}),
+])
+def test_dry_run_of_hardware_targets(target: str, expected: set[str]) -> None:
+    code, output = dry_run(target)
+    assert code == 0, output
+    missing = expected - set(job_counts(output))
+    assert not missing, f"rules missing from the {target} DAG: {missing}\n{output}"
+    # measuring never writes into the committed traces
+    assert "output: traces/" not in output
 
 
 def test_all_has_no_hardware_or_optional_rules() -> None:
