@@ -370,3 +370,20 @@ def test_finish_times_unrolled_matches_loop() -> None:
         prev = max(r, prev) + d
         expected.append(prev)
     np.testing.assert_allclose(finish_times(ready, dur), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("alpha, beta", [(1e-3, 1e-9), (5e-5, 1e-8)])
+def test_optimal_is_no_slower_than_any_planner(alpha, beta):
+    """`optimal` searches every family's knobs, so no planner at its defaults beats it and
+    the `best` oracle finds nothing faster. (SYNTHETIC trace and model.)"""
+    from gradsched.costmodel import AlphaBetaModel
+    from gradsched.planners import ALGORITHMS_ALL, make_plan
+    from gradsched.replay import replay
+    from tests.conftest import synthetic_compute_trace
+
+    trace = synthetic_compute_trace(12, seed=3)
+    model = AlphaBetaModel(alpha, beta)
+    times = {name: replay(trace, make_plan(name, trace, model, 8, {}), model, 8).iteration_s
+             for name in ALGORITHMS_ALL}
+    for name, value in times.items():
+        assert times["optimal"] <= value * (1 + 1e-9), (name, times)

@@ -64,6 +64,10 @@ def family_candidates(trace: ComputeTrace, model: CommModel, world_size: int, *,
                    bytescheduler.plan(trace, model, world_size, partition_mb=mb,
                                       credit=credit))
     yield "bytescheduler(p3=true)", bytescheduler.plan(trace, model, world_size, p3=True)
+    # ByteScheduler's own partition search reaches partitions below the sweep's grid.
+    yield "bytescheduler(search=bo)", bytescheduler.plan(
+        trace, model, world_size, search="bo", bo_iters=bo_iters,
+        replay_iterations=replay_iterations)
     yield "dear(search=bo)", dear.plan(trace, model, world_size, search="bo",
                                        bo_iters=bo_iters, replay_iterations=replay_iterations)
 
