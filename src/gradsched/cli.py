@@ -26,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gradsched {gradsched.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):  # helpers shared by the command modules
+            continue
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.register(sub)
     return parser

@@ -14,17 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from gradsched.commands._args import positive_int
 from gradsched.errors import ConfigError
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return value
 
 
 def _caps(text: str) -> list[float]:
@@ -41,8 +32,8 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True,
                    help="zoo name (resnet50, densenet121, bert-base, gpt2, tiny-mlp, ...) or "
                    "package.module:attr")
-    p.add_argument("--batch-size", type=_positive_int, required=True, help="per rank")
-    p.add_argument("--seq-len", type=_positive_int, default=None,
+    p.add_argument("--batch-size", type=positive_int, required=True, help="per rank")
+    p.add_argument("--seq-len", type=positive_int, default=None,
                    help="tokens per sample for transformer models (default 128)")
     p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
 
@@ -53,11 +44,11 @@ def _add_compute(csub: argparse._SubParsersAction) -> None:
                         "time and ready order per gradient, update time per tensor.")
     _model_flags(p)
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
-    p.add_argument("--warmup", type=_positive_int, default=2,
+    p.add_argument("--warmup", type=positive_int, default=2,
                    help="unmeasured iterations (>= 1; the first discovers the layers)")
-    p.add_argument("--iters", type=_positive_int, default=5,
+    p.add_argument("--iters", type=positive_int, default=5,
                    help="measured iterations (each with and without hooks)")
-    p.add_argument("--threads", type=_positive_int, default=None,
+    p.add_argument("--threads", type=positive_int, default=None,
                    help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="CPU timing: wall clock (perf_counter) or the compute thread's CPU "
@@ -76,15 +67,15 @@ def _add_iteration(csub: argparse._SubParsersAction) -> None:
                         description="Run DDP iterations under torch.profiler for each bucket "
                         "cap; write one Kineto trace per rank and a summary.")
     _model_flags(p)
-    p.add_argument("--world-size", type=_positive_int, default=2,
+    p.add_argument("--world-size", type=positive_int, default=2,
                    help="local ranks (ignored with --torchrun)")
     p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--bucket-cap-mb", type=_caps, default=[25.0],
                    help="comma-separated DDP bucket caps in MB (default 25)")
-    p.add_argument("--iters", type=_positive_int, default=3, help="profiled iterations")
+    p.add_argument("--iters", type=positive_int, default=3, help="profiled iterations")
     p.add_argument("--warmup", type=int, default=2, help="unprofiled iterations first")
-    p.add_argument("--threads-per-rank", type=_positive_int, default=1)
+    p.add_argument("--threads-per-rank", type=positive_int, default=1)
     p.add_argument("--deadline-s", type=float, default=1800.0,
                    help="bound on the whole local run")
     p.add_argument("--torchrun", action="store_true",

@@ -21,17 +21,8 @@ import math
 import sys
 from pathlib import Path
 
+from gradsched.commands._args import positive_int
 from gradsched.errors import ConfigError
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return value
 
 
 def _world_sizes(text: str) -> list[int]:
@@ -70,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=Path,
                    help="write the fitted model JSON (usable as --comm)")
     p.add_argument("--table", type=Path, help="write the fit (or cross-world-size) table CSV")
-    p.add_argument("--folds", type=_positive_int, default=5,
+    p.add_argument("--folds", type=positive_int, default=5,
                    help="k of the k-fold held-out error by message size (default 5)")
     p.add_argument("--in-place", action="store_true",
                    help="fit the in-place rows instead of the out-of-place ones")

@@ -10,17 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from gradsched.commands._args import positive_int
 from gradsched.traces.importers import ImportResult
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return value
 
 
 def _provenance_flags(parser: argparse.ArgumentParser) -> None:
@@ -33,9 +24,9 @@ def _add_nccl(isub: argparse._SubParsersAction) -> None:
     p = isub.add_parser("nccl-tests", help="nccl-tests / rccl-tests stdout -> comm trace")
     p.add_argument("log", type=Path)
     p.add_argument("-o", "--output", type=Path, required=True, help="output CSV")
-    p.add_argument("--world-size", type=_positive_int,
+    p.add_argument("--world-size", type=positive_int,
                    help="rank count (default: the 'Rank N' lines)")
-    p.add_argument("--nodes", type=_positive_int,
+    p.add_argument("--nodes", type=positive_int,
                    help="node count (default: distinct hosts of the 'Rank N' lines)")
     p.add_argument("--collective", help="collective (default: from the '*_perf' name)")
     p.add_argument("--backend", help="backend (default: nccl, or rccl for rccl-tests)")
@@ -49,8 +40,8 @@ def _add_osu(isub: argparse._SubParsersAction) -> None:
     p = isub.add_parser("osu", help="OSU Micro-Benchmarks latency output -> comm trace")
     p.add_argument("log", type=Path)
     p.add_argument("-o", "--output", type=Path, required=True, help="output CSV")
-    p.add_argument("--world-size", type=_positive_int, required=True, help="rank count")
-    p.add_argument("--nodes", type=_positive_int, required=True, help="node count")
+    p.add_argument("--world-size", type=positive_int, required=True, help="rank count")
+    p.add_argument("--nodes", type=positive_int, required=True, help="node count")
     p.add_argument("--backend", default="mpi", help="backend (default: mpi)")
     p.add_argument("--collective", help="collective (default: from the OSU title)")
     _provenance_flags(p)
@@ -62,11 +53,11 @@ def _add_bcaffe(isub: argparse._SubParsersAction) -> None:
     p.add_argument("log", type=Path)
     p.add_argument("-o", "--output", type=Path, required=True, help="output compute CSV")
     p.add_argument("--comm-out", type=Path, help="also write the per-size comm trace here")
-    p.add_argument("--world-size", type=_positive_int, required=True,
+    p.add_argument("--world-size", type=positive_int, required=True,
                    help="MPI rank count (B-Caffe: one rank per node)")
-    p.add_argument("--nodes", type=_positive_int, required=True, help="node count")
+    p.add_argument("--nodes", type=positive_int, required=True, help="node count")
     p.add_argument("--model", default="googlenet")
-    p.add_argument("--batch-size", type=_positive_int, default=64)
+    p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--device", default="NVIDIA Tesla K80")
     _provenance_flags(p)
     p.set_defaults(func=_run_bcaffe)
