@@ -26,6 +26,9 @@ include: "workflow/rules/compression.smk"
 # Hardware tier (never in `all`): capture compute traces, collective sweeps, profiled
 # iterations on CPU, the emulated cluster (root) or GPUs (profiles/slurm).
 include: "workflow/rules/capture.smk"
+# Re-execution: the figure/table of the committed measurements are in `all`; re-measuring
+# (`reexec`, root for the emulated cluster) is not.
+include: "workflow/rules/reexec.smk"
 
 
 rule all:
@@ -38,6 +41,7 @@ rule all:
         f"{GEN}/macros.tex",
         COLLECTIVES_OUTPUTS,
         COMPRESSION_OUTPUTS,
+        reexec_files(),
         PAPER_TARGET,
 
 

@@ -51,11 +51,12 @@ def test_main_tex_includes_every_figure_and_table() -> None:
         "fit-curves", "fit-mape", "replay-vs-world-size", "timeline", "gaps",
         "collectives-time-vs-size", "collectives-lp-invariance", "collectives-lp-rhd-ratio",
         "compression-accuracy-vs-step", "compression-accuracy-vs-time", "compression-bytes",
+        "reexec",
     }
     assert tabs == {
         "captured-compute", "captured-comm", "fits", "crossws", "replay", "compare",
         "collectives-summary", "collectives-broadcast", "collectives-formula-errors",
-        "compression-summary",
+        "compression-summary", "reexec",
     }
 
 

@@ -1,0 +1,139 @@
+"""``gradsched reexec``: re-execute every planner's plan for real and compare with the replay.
+
+Sub-commands:
+
+* ``run`` -- plan, then measure every case of ``config/reexec.yaml`` (or the ``--case``
+  given): each distinct plan through the executor, PyTorch DDP itself and a compute-only
+  control, in interleaved rounds. Writes ``OUT/<case>/{iterations.csv, meta.json, plans/}``.
+* ``collect`` -- predictions (replay, with and without interference) next to the
+  measurements of measured case folders -> one CSV (``measured.csv``).
+* ``interference`` -- calibrate the compute / communication slowdown factors on this
+  machine (gloo on CPU, or ``--backend nccl`` on a GPU node) -> a small JSON.
+* ``analyze`` -- errors, median |error|, worst, Kendall tau (with and without
+  interference), best plan vs DDP; a table (CSV, Markdown, LaTeX) and a figure.
+
+See ``gradsched.reexec`` for the method.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    top = sub.add_parser("reexec", help="re-execute plans for real and compare with the replay",
+                         description=__doc__.split("\n\n")[0])
+    rsub = top.add_subparsers(dest="reexec_command", metavar="STEP", required=True)
+
+    run = rsub.add_parser("run", help="plan and measure the configured cases")
+    run.add_argument("--config", type=Path, default=Path("config/reexec.yaml"))
+    run.add_argument("--case", action="append", default=[],
+                     help="case name (repeatable; default: every configured case)")
+    run.add_argument("--iters", type=int, default=None, help="override settings.iters")
+    run.add_argument("--warmup", type=int, default=None, help="override settings.warmup")
+    run.add_argument("--rounds", type=int, default=None, help="override settings.rounds")
+    run.add_argument("--list", action="store_true", help="list the cases and exit")
+    run.add_argument("-o", "--output", type=Path, default=Path("results/reexec"),
+                     help="folder of the case folders")
+    run.set_defaults(func=_run)
+
+    col = rsub.add_parser("collect", help="predictions next to the measurements -> one CSV")
+    col.add_argument("folders", nargs="+", type=Path, help="measured case folders")
+    col.add_argument("--interference", action="append", default=[],
+                     metavar="[NETWORK=]JSON",
+                     help="interference JSON (compute_slowdown, comm_slowdown), for every "
+                          "case or, as NETWORK=JSON, for the cases on that network "
+                          "(repeatable)")
+    col.add_argument("--iterations", type=Path, default=None,
+                     help="also write every timed iteration of every case here")
+    col.add_argument("--provenance", type=Path, default=None,
+                     help="also write the settings and provenance JSON here")
+    col.add_argument("-o", "--output", type=Path, required=True, help="measured.csv")
+    col.set_defaults(func=_collect)
+
+    inter = rsub.add_parser(
+        "interference", help="calibrate compute/communication interference",
+        description="Measure, on 2 ranks, a compute kernel loop alone and while all-reduces "
+                    "are in flight, and an all-reduce alone and while the compute loop runs; "
+                    "the median ratios are compute_slowdown and comm_slowdown.")
+    inter.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    inter.add_argument("--world-size", type=int, default=2)
+    inter.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    inter.add_argument("--cluster", default=None, metavar="RATE",
+                       help="run in the emulated cluster shaped to RATE (root)")
+    inter.add_argument("--comm-bytes", default="8M",
+                       help="all-reduce size (default 8M; K/M/G suffixes)")
+    inter.add_argument("--kernel", choices=["conv", "matmul"], default="conv",
+                       help="compute kernel (conv: a ResNet-like 3x3 convolution fwd+bwd)")
+    inter.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds")
+    inter.add_argument("--reps", type=int, default=20, help="kernel repetitions per phase")
+    inter.add_argument("-o", "--output", type=Path, required=True, help="interference.json")
+    inter.set_defaults(func=_interference)
+
+    ana = rsub.add_parser("analyze", help="errors, Kendall tau, table and figure")
+    ana.add_argument("--input", type=Path, required=True, help="measured.csv (from collect)")
+    ana.add_argument("--stats", type=Path, default=None, help="per-case statistics CSV")
+    ana.add_argument("--errors", type=Path, default=None, help="per-plan errors CSV")
+    ana.add_argument("--table", type=Path, default=None, help="LaTeX table")
+    ana.add_argument("--md", type=Path, default=None, help="Markdown table")
+    ana.add_argument("--figure", type=Path, default=None, help="figure (PDF)")
+    ana.add_argument("--png", type=Path, default=None, help="figure (PNG)")
+    ana.set_defaults(func=_analyze)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from gradsched.reexec.experiment import load_config, run_case, select_cases
+
+    cases, settings = load_config(args.config)
+    overrides = {k: getattr(args, k) for k in ("iters", "warmup", "rounds")
+                 if getattr(args, k) is not None}
+    if overrides:
+        settings = dataclasses.replace(settings, **overrides)
+    chosen = select_cases(cases, args.case)
+    if args.list:
+        for c in chosen:
+            print(f"{c.name}: {c.model} b{c.batch_size} P={c.world_size} {c.network} "
+                  f"compute={c.compute} comm={c.comm}")
+        return 0
+    for case in chosen:
+        print(f"reexec run: {case.name} ...", flush=True)
+        folder = run_case(case, settings, args.output)
+        print(f"-> {folder}", flush=True)
+    return 0
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from gradsched.reexec.experiment import collect, parse_interference_args
+
+    spec = parse_interference_args(args.interference)
+    table = collect(args.folders, spec, args.output, args.iterations,
+                    args.provenance)
+    cols = ["case", "algorithm", "predicted_s", "predicted_interference_s", "measured_s",
+            "measured_p10_s", "measured_p90_s"]
+    print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"-> {args.output}")
+    return 0
+
+
+def _interference(args: argparse.Namespace) -> int:
+    from gradsched.reexec.interference import calibrate, parse_size
+
+    result = calibrate(backend=args.backend, world_size=args.world_size, threads=args.threads,
+                       cluster=args.cluster, comm_bytes=parse_size(args.comm_bytes),
+                       kernel=args.kernel, rounds=args.rounds, reps=args.reps,
+                       output=args.output)
+    print(f"compute_slowdown {result['compute_slowdown']:.4g}  "
+          f"comm_slowdown {result['comm_slowdown']:.4g}  -> {args.output}")
+    return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from gradsched.reexec.analysis import analyze_file
+
+    stats = analyze_file(args.input, stats=args.stats, errors=args.errors, table=args.table,
+                         md=args.md, figure=args.figure, png=args.png)
+    print(stats.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0

@@ -1,0 +1,12 @@
+"""Re-execution experiment: replay predictions vs real runs of the same plans.
+
+* :mod:`gradsched.reexec.experiment` -- cases -> plans -> measured runs (executor, PyTorch
+  DDP, compute-only control) -> predictions -> one CSV.
+* :mod:`gradsched.reexec.interference` -- calibrate the replay's compute / communication
+  interference factors on the machine at hand (gloo or NCCL).
+* :mod:`gradsched.reexec.analysis` -- per-plan errors, median |error|, worst, Kendall tau.
+"""
+
+from __future__ import annotations
+
+__all__ = ["analysis", "experiment", "interference"]

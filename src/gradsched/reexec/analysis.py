@@ -1,0 +1,181 @@
+"""Errors of the replay's predictions against the re-executed plans.
+
+Input: the CSV of :func:`gradsched.reexec.experiment.collect` (one row per algorithm and
+case, plus PyTorch DDP itself and the compute-only control). For every plan row (the
+planners' plans and ``ddp-native-<cap>``; the control is left out: it calibrates the
+compute scale and is predicted exactly by construction):
+
+* ``error_pct`` = 100 x (predicted - measured) / measured, for the prediction without
+  interference (``predicted_s``), with it (``predicted_interference_s``) and of the raw
+  committed trace (``predicted_raw_s``);
+* per case: median |error|, the worst error (largest |error|, signed, and its plan), and
+  Kendall's tau-b (``scipy.stats.kendalltau``) between the predicted and the measured
+  iteration times of the case's plans, i.e. how well the replay orders the plans;
+* per case, the noise floor: ``median_spread_pct``, the median over plans of the
+  measured half p10-p90 range relative to the median, and ``ddp_executor_vs_native_pct``,
+  gradsched's executor running the ``ddp`` plan vs PyTorch DDP itself at 25 MiB (the same
+  buckets, so ideally 0);
+* per case: whether the plan of ``best`` (the replay's pick) measured at least as fast as
+  PyTorch DDP with its default 25 MiB buckets (``ddp-native-25``), and whether the
+  difference is beyond the spread of the measurements (p10-p90 ranges disjoint).
+
+Summary rows per network (``case = all-<network>``) and over everything (``all``) pool
+the errors; their tau is the median of the cases' taus.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gradsched.errors import InputError
+from gradsched.io import write_csv_atomic
+
+PREDICTIONS = {"": "predicted_s", "_int": "predicted_interference_s", "_raw": "predicted_raw_s"}
+REQUIRED = ("case", "bandwidth", "world_size", "algorithm", "kind", "predicted_s",
+            "predicted_interference_s", "predicted_raw_s", "measured_s", "measured_p10_s",
+            "measured_p90_s")
+DDP_DEFAULT = "ddp-native-25"
+STATS_COLUMNS = (
+    "case", "bandwidth", "world_size", "n_plans", "compute_scale", "load_avg",
+    "median_abs_err_pct", "worst_err_pct", "worst_algorithm", "tau", "tau_p",
+    "median_abs_err_int_pct", "worst_err_int_pct", "worst_int_algorithm", "tau_int",
+    "tau_int_p", "median_abs_err_raw_pct", "tau_raw",
+    "best_measured_s", "ddp25_measured_s", "best_vs_ddp25_pct", "best_at_least_as_fast",
+    "best_vs_ddp25_beyond_spread", "median_spread_pct", "ddp_executor_vs_native_pct",
+)
+
+
+def load(path: str | Path) -> pd.DataFrame:
+    """Read and check a measured.csv."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file not found", path=path)
+    frame = pd.read_csv(path)
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise InputError(f"missing column(s) {missing}", path=path)
+    return frame
+
+
+def plan_errors(frame: pd.DataFrame) -> pd.DataFrame:
+    """Plan rows with ``error_pct``, ``error_int_pct`` and ``error_raw_pct``."""
+    rows = frame.loc[frame["kind"] != "control"].copy()
+    for suffix, col in PREDICTIONS.items():
+        rows[f"error{suffix}_pct"] = 100.0 * (rows[col] - rows["measured_s"]) / rows["measured_s"]
+    return rows.reset_index(drop=True)
+
+
+def kendall(pred: pd.Series, meas: pd.Series) -> tuple[float, float]:
+    """Kendall's tau-b and its p-value (NaN for fewer than 3 plans or constant input)."""
+    from scipy.stats import kendalltau
+
+    if len(pred) < 3 or pred.nunique() < 2 or meas.nunique() < 2:
+        return math.nan, math.nan
+    res = kendalltau(pred.to_numpy(), meas.to_numpy())
+    return float(res.statistic), float(res.pvalue)
+
+
+def _worst(errors: pd.Series, names: pd.Series) -> tuple[float, str]:
+    if errors.empty:
+        return math.nan, ""
+    i = int(np.argmax(errors.abs().to_numpy()))
+    return float(errors.iloc[i]), str(names.iloc[i])
+
+
+def _summary(case: str, group: pd.DataFrame, full: pd.DataFrame, taus: dict[str, float] | None
+             ) -> dict[str, Any]:
+    out: dict[str, Any] = {"case": case, "bandwidth": ",".join(sorted(group["bandwidth"]
+                                                                      .astype(str).unique())),
+                           "world_size": ",".join(str(w) for w in
+                                                  sorted(group["world_size"].unique())),
+                           "n_plans": len(group)}
+    if "compute_scale" in group:
+        out["compute_scale"] = float(group["compute_scale"].median())
+    if "load_avg" in group:
+        out["load_avg"] = float(group["load_avg"].mean())
+    for suffix in ("", "_int", "_raw"):
+        err = group[f"error{suffix}_pct"]
+        out[f"median_abs_err{suffix}_pct"] = float(err.abs().median())
+        if suffix != "_raw":
+            worst, alg = _worst(err, group["algorithm"])
+            out[f"worst_err{suffix}_pct"] = worst
+            out[f"worst{suffix}_algorithm" if suffix else "worst_algorithm"] = alg
+        if taus is None:
+            tau, p = kendall(group[PREDICTIONS[suffix]], group["measured_s"])
+        else:
+            tau, p = taus.get(suffix, math.nan), math.nan
+        out[f"tau{suffix}"] = tau
+        if suffix != "_raw":
+            out[f"tau{suffix}_p"] = p
+    spread = 50.0 * (group["measured_p90_s"] - group["measured_p10_s"]) / group["measured_s"]
+    out["median_spread_pct"] = float(spread.median())
+    if taus is None:
+        own = group.loc[group["algorithm"] == "ddp"]
+        native = group.loc[group["algorithm"] == DDP_DEFAULT]
+        if not own.empty and not native.empty:
+            out["ddp_executor_vs_native_pct"] = 100.0 * (
+                own.iloc[0]["measured_s"] / native.iloc[0]["measured_s"] - 1.0)
+        best = group.loc[group["algorithm"] == "best"]
+        ddp = group.loc[group["algorithm"] == DDP_DEFAULT]
+        if not best.empty and not ddp.empty:
+            b, d = best.iloc[0], ddp.iloc[0]
+            out["best_measured_s"] = float(b["measured_s"])
+            out["ddp25_measured_s"] = float(d["measured_s"])
+            out["best_vs_ddp25_pct"] = 100.0 * (b["measured_s"] / d["measured_s"] - 1.0)
+            out["best_at_least_as_fast"] = bool(b["measured_s"] <= d["measured_s"])
+            out["best_vs_ddp25_beyond_spread"] = bool(
+                b["measured_p90_s"] < d["measured_p10_s"]
+                or d["measured_p90_s"] < b["measured_p10_s"])
+    return out
+
+
+def case_stats(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per case, then one per network (``all-<network>``) and ``all``."""
+    errors = plan_errors(frame)
+    rows = []
+    per_case: dict[str, dict[str, Any]] = {}
+    for case, group in errors.groupby("case", sort=False):
+        s = _summary(str(case), group, errors, None)
+        per_case[str(case)] = s
+        rows.append(s)
+
+    def pooled(name: str, group: pd.DataFrame) -> dict[str, Any]:
+        cases = group["case"].unique()
+        taus = {suf: float(np.nanmedian([per_case[c][f"tau{suf}"] for c in cases]))
+                if any(not math.isnan(per_case[c][f"tau{suf}"]) for c in cases) else math.nan
+                for suf in ("", "_int", "_raw")}
+        return _summary(name, group, errors, taus)
+
+    for net, group in errors.groupby("bandwidth", sort=False):
+        rows.append(pooled(f"all-{net}", group))
+    rows.append(pooled("all", errors))
+    return pd.DataFrame(rows, columns=list(STATS_COLUMNS))
+
+
+def analyze_file(path: str | Path, *, stats: str | Path | None = None,
+                 errors: str | Path | None = None, table: str | Path | None = None,
+                 md: str | Path | None = None, figure: str | Path | None = None,
+                 png: str | Path | None = None) -> pd.DataFrame:
+    """Statistics of ``path`` (measured.csv); write the outputs asked for."""
+    frame = load(path)
+    summary = case_stats(frame)
+    if stats is not None:
+        write_csv_atomic(stats, summary)
+    if errors is not None:
+        write_csv_atomic(errors, plan_errors(frame))
+    if table is not None or md is not None:
+        from gradsched.report.reexec import write_reexec_table
+
+        write_reexec_table(frame, summary, tex=table, md=md)
+    if figure is not None or png is not None:
+        from gradsched.report.reexec import figure_reexec
+
+        pdf_out = figure if figure is not None else Path(str(png)).with_suffix(".pdf")
+        png_out = png if png is not None else Path(str(figure)).with_suffix(".png")
+        figure_reexec(frame, pdf_out, png_out)
+    return summary

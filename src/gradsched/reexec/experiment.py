@@ -1,0 +1,608 @@
+"""The re-execution experiment: predict each plan's iteration time, then run it for real.
+
+For every *case* (model x batch size x world size x network):
+
+1. **Plans.** Every configured planner (``wfbp``, ``syncsgd``, ``ddp``, ..., ``best``)
+   makes its plan from the committed compute trace and the matching committed gloo sweep
+   (``traces/comm/cpu/gloo-<network>-p<P>.csv``). Plans that the executor would run
+   identically (same buckets, tensors, collectives, chunks, priorities and update mode;
+   the executor ignores ``release_s``, ``channels`` and per-bucket ``algorithm``) share
+   one measurement; the CSV keeps one row per algorithm and says which plan it ran.
+2. **Measured.** One launch per case runs, on every rank, ``rounds`` rounds; each round
+   runs every *item* (each distinct plan through :class:`~gradsched.runtime.PlanExecutor`,
+   PyTorch DDP itself at each configured ``bucket_cap_mb``, and a *compute-only control*:
+   forward, backward and SGD step with no communication at all) for ``warmup`` untimed
+   and ``iters`` timed iterations, in an order rotated (and reversed every other round) so
+   that a drift of the machine's load biases no item. Timing is that of ``gradsched run``
+   (:mod:`gradsched.runtime.bench`): the period between starts of consecutive iterations,
+   the maximum over ranks. The 1-minute load average is read before every item.
+3. **Predicted** (:func:`collect`). The committed trace's compute times are CPU times of
+   one uncontended thread (``clock: cpu-thread-time``); the ranks of the real run share the
+   machine's cores (with each other and, on a shared machine, with other jobs), so their
+   compute runs slower by a factor the trace cannot know. The *compute scale* is therefore
+   measured in the same launch: ``median(compute-only control) / (sum of the trace's
+   forward, backward and update times)``; every compute time of the trace is multiplied
+   by it (the per-layer shape stays the trace's), so a plan without communication would be
+   predicted exactly at the control's median. ``predicted_s`` replays each plan on the
+   scaled trace; ``predicted_interference_s`` also applies the calibrated compute /
+   communication slowdowns (:mod:`gradsched.reexec.interference`); ``predicted_raw_s`` is
+   the replay of the committed trace as it is (scale 1), for reference.
+
+PyTorch DDP itself (``ddp-native-<cap>``) is predicted with the ``ddp`` planner at the
+same cap (DDP's 1 MiB first bucket and its bucket-closing rule).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gradsched.errors import ConfigError, InputError
+from gradsched.io import write_csv_atomic, write_json_atomic
+
+ALGORITHMS: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "horovod", "mgwfbp", "oasr", "dear",
+                               "bytescheduler", "best")
+NETWORKS: dict[str, str | None] = {"loopback": None, "tbf1gbit": "1gbit",
+                                   "tbf100mbit": "100mbit"}
+CONTROL = "compute-only"
+ITERATION_COLUMNS = ("case", "model", "batch_size", "world_size", "network", "item", "kind",
+                     "round", "position", "iteration", "iteration_s", "load_avg_1m",
+                     "started_at")
+MEASURED_COLUMNS = (
+    "case", "model", "batch_size", "world_size", "bandwidth", "algorithm", "kind", "item",
+    "n_buckets", "n_collectives", "update", "predicted_raw_s", "compute_scale",
+    "predicted_s", "predicted_interference_s", "compute_slowdown", "comm_slowdown",
+    "measured_s", "measured_p10_s", "measured_p90_s", "measured_mean_s", "iters", "rounds",
+    "load_avg", "load_avg_min", "load_avg_max",
+)
+
+
+# --------------------------------------------------------------------------- config
+@dataclass(frozen=True)
+class Case:
+    """One (model, batch size, world size, network) setting."""
+
+    name: str
+    model: str
+    batch_size: int
+    world_size: int
+    network: str
+    compute: str  # compute trace CSV
+    comm: str  # comm trace CSV (one world size) or fitted model JSON
+    seq_len: int | None = None
+
+    @property
+    def rate(self) -> str | None:
+        """The ``tc`` rate of the emulated cluster, or None for loopback."""
+        return NETWORKS[self.network]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How every case is measured and predicted."""
+
+    algorithms: tuple[str, ...] = ALGORITHMS
+    ddp_bucket_cap_mb: tuple[float, ...] = (25.0, 1.0)
+    knobs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    warmup: int = 1
+    iters: int = 3
+    rounds: int = 2
+    threads: int = 1
+    backend: str = "gloo"
+    seed: int = 0
+    timeout_s: float = 600.0
+    replay_iterations: int = 5
+
+    def __post_init__(self) -> None:
+        if self.iters < 1 or self.warmup < 0 or self.rounds < 1:
+            raise ConfigError("reexec: iters >= 1, warmup >= 0 and rounds >= 1 are required")
+        if self.backend not in ("gloo", "nccl"):
+            raise ConfigError(f"reexec: backend must be gloo or nccl, not {self.backend!r}")
+        for cap in self.ddp_bucket_cap_mb:
+            if cap <= 0:
+                raise ConfigError(f"reexec: ddp_bucket_cap_mb must be > 0, got {cap}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["algorithms"] = list(self.algorithms)
+        out["ddp_bucket_cap_mb"] = list(self.ddp_bucket_cap_mb)
+        out["knobs"] = {k: dict(v) for k, v in self.knobs.items()}
+        return out
+
+
+_CASE_KEYS = {"name", "model", "batch_size", "world_size", "network", "compute", "comm",
+              "seq_len"}
+_SETTING_KEYS = {f for f in Settings.__dataclass_fields__}
+
+
+def load_config(path: str | Path) -> tuple[list[Case], Settings]:
+    """Read ``config/reexec.yaml`` (mapping ``reexec`` with ``settings`` and ``cases``)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("config file not found", path=path)
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    spec = data.get("reexec", data)
+    if not isinstance(spec, dict):
+        raise InputError("expected a mapping 'reexec'", path=path)
+    return parse_cases(spec.get("cases") or [], path), parse_settings(spec.get("settings") or {},
+                                                                      path)
+
+
+def parse_settings(raw: Mapping[str, Any], where: str | Path = "<config>") -> Settings:
+    """``settings:`` mapping -> :class:`Settings` (unknown keys are refused)."""
+    unknown = set(raw) - _SETTING_KEYS
+    if unknown:
+        raise InputError(f"unknown settings key(s) {sorted(unknown)}; known: "
+                         f"{sorted(_SETTING_KEYS)}", path=where, field="settings")
+    values = dict(raw)
+    for key in ("algorithms", "ddp_bucket_cap_mb"):
+        if key in values:
+            values[key] = tuple(values[key])
+    if "ddp_bucket_cap_mb" in values:
+        values["ddp_bucket_cap_mb"] = tuple(float(v) for v in values["ddp_bucket_cap_mb"])
+    settings = Settings(**values)
+    from gradsched.replay.compare import expand_algorithms
+
+    expand_algorithms(list(settings.algorithms))
+    return settings
+
+
+def parse_cases(raw: Sequence[Mapping[str, Any]], where: str | Path = "<config>") -> list[Case]:
+    """``cases:`` list -> :class:`Case` objects; ``comm`` defaults to the committed sweep."""
+    cases = []
+    names: set[str] = set()
+    for i, entry in enumerate(raw):
+        unknown = set(entry) - _CASE_KEYS
+        if unknown:
+            raise InputError(f"cases[{i}]: unknown key(s) {sorted(unknown)}", path=where)
+        for key in ("model", "batch_size", "world_size", "network", "compute"):
+            if key not in entry:
+                raise InputError(f"cases[{i}]: missing {key!r}", path=where)
+        network = str(entry["network"])
+        if network not in NETWORKS:
+            raise InputError(f"cases[{i}]: network must be one of {sorted(NETWORKS)}, not "
+                             f"{network!r}", path=where)
+        world = int(entry["world_size"])
+        if world < 2:
+            raise InputError(f"cases[{i}]: world_size must be >= 2", path=where)
+        comm = str(entry.get("comm") or f"traces/comm/cpu/gloo-{network}-p{world}.csv")
+        name = str(entry.get("name") or
+                   f"{entry['model']}-b{entry['batch_size']}-p{world}-{network}")
+        if name in names:
+            raise InputError(f"cases[{i}]: a second case named {name!r}", path=where)
+        names.add(name)
+        cases.append(Case(name=name, model=str(entry["model"]),
+                          batch_size=int(entry["batch_size"]), world_size=world,
+                          network=network, compute=str(entry["compute"]), comm=comm,
+                          seq_len=entry.get("seq_len")))
+    return cases
+
+
+def select_cases(cases: Sequence[Case], names: Iterable[str] | None) -> list[Case]:
+    """The cases named (all of them for None); an unknown name lists the known ones."""
+    if not names:
+        return list(cases)
+    by = {c.name: c for c in cases}
+    out = []
+    for n in names:
+        if n not in by:
+            raise ConfigError(f"unknown case {n!r}; configured: {', '.join(by)}")
+        out.append(by[n])
+    return out
+
+
+# --------------------------------------------------------------------------- plans
+def executor_key(plan_dict: Mapping[str, Any]) -> str:
+    """A digest of what the executor does with a plan (buckets, tensors, collectives,
+    chunks, priorities, update). Plans with equal keys run identically."""
+    essence = {"update": plan_dict.get("update", "global"),
+               "buckets": [[list(b["tensors"]), b.get("collective", "all_reduce"),
+                            int(b.get("chunks", 1)), b.get("priority")]
+                           for b in plan_dict["buckets"]]}
+    text = json.dumps(essence, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass
+class CasePlans:
+    """The plans of one case and the items to measure."""
+
+    plans: dict[str, Any]  # label -> Plan (algorithms and ddp-native-<cap>)
+    item_of: dict[str, str]  # label -> item key
+    items: list[dict[str, Any]]  # what the ranks run
+
+
+def ddp_label(cap: float) -> str:
+    """``25.0`` -> ``ddp-native-25``."""
+    return f"ddp-native-{cap:g}"
+
+
+def make_case_plans(case: Case, settings: Settings) -> CasePlans:
+    """Every algorithm's plan (from the committed traces), deduplicated into items."""
+    from gradsched.costmodel.base import load_comm_spec
+    from gradsched.planners import make_plan
+    from gradsched.traces.bundle import ComputeTrace
+
+    trace = ComputeTrace.load(case.compute)
+    model = load_comm_spec(case.comm)
+    plans: dict[str, Any] = {}
+    item_of: dict[str, str] = {}
+    items: list[dict[str, Any]] = []
+    seen: dict[str, str] = {}
+    for algorithm in settings.algorithms:
+        plan = make_plan(algorithm, trace, model, case.world_size,
+                         dict(settings.knobs.get(algorithm, {})))
+        plan.check_covers(trace.names)
+        plans[algorithm] = plan
+        data = plan.to_dict()
+        key = executor_key(data)
+        if key not in seen:
+            seen[key] = f"plan-{algorithm}"
+            items.append({"key": f"plan-{algorithm}", "kind": "plan", "plan": data,
+                          "bucket_cap_mb": None})
+        item_of[algorithm] = seen[key]
+    for cap in settings.ddp_bucket_cap_mb:
+        label = ddp_label(cap)
+        plans[label] = make_plan("ddp", trace, model, case.world_size, {"bucket_cap_mb": cap})
+        items.append({"key": label, "kind": "ddp", "plan": None, "bucket_cap_mb": cap})
+        item_of[label] = label
+    items.append({"key": CONTROL, "kind": "control", "plan": None, "bucket_cap_mb": None})
+    return CasePlans(plans=plans, item_of=item_of, items=items)
+
+
+def round_order(n: int, r: int, rounds: int) -> list[int]:
+    """Item order of round ``r``: rotated by ``r * n / rounds``, reversed in odd rounds."""
+    order = list(range(n))
+    shift = (r * n) // max(rounds, 1)
+    order = order[shift:] + order[:shift]
+    if r % 2 == 1:
+        order.reverse()
+    return order
+
+
+# --------------------------------------------------------------------------- rank side
+def rounds_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Launcher task: every item of ``payload['items']`` in ``payload['rounds']`` rounds."""
+    import torch
+    import torch.distributed as dist
+
+    from gradsched.capture.models import build_model
+    from gradsched.runtime.bench import RunItem, _timed
+
+    device = "cpu"
+    if dist.get_backend() == "nccl":
+        device = f"cuda:{torch.cuda.current_device()}"
+    items = payload["items"]
+    rounds = int(payload["rounds"])
+    out = []
+    for r in range(rounds):
+        for position, index in enumerate(round_order(len(items), r, rounds)):
+            raw = items[index]
+            load = os.getloadavg()[0]
+            started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            spec = build_model(payload["model"], int(payload["batch_size"]), device=device,
+                               seq_len=payload.get("seq_len"), seed=int(payload["seed"]))
+            batches = [spec.make_batch() for _ in range(2)]
+            if raw["kind"] == "control":
+                times = _control(spec, batches, payload, device)
+            else:
+                item = RunItem(label=raw["key"], algorithm=raw["key"], plan=raw["plan"],
+                               bucket_cap_mb=raw["bucket_cap_mb"])
+                times, _ = _timed(rank, spec, batches, item, payload, device, raw["key"])
+            out.append({"round": r, "position": position, "item": index, "times": times,
+                        "load": load, "started_at": started})
+            del spec, batches
+    return {"rank": rank, "runs": out}
+
+
+def _control(spec: Any, batches: list[Any], payload: dict[str, Any], device: str) -> list[float]:
+    """Forward, backward and SGD step with no communication (same timing as the runs)."""
+    import itertools
+
+    import torch
+    import torch.distributed as dist
+
+    model = spec.model
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01,
+                          momentum=0.9)
+
+    def one(i: int) -> None:
+        spec.loss(model, batches[i % len(batches)]).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def sync() -> None:
+        if device != "cpu":
+            torch.cuda.synchronize()
+
+    warmup, iters = int(payload["warmup"]), int(payload["iters"])
+    for i in range(warmup):
+        one(i)
+    sync()
+    dist.barrier()
+    stamps = []
+    for i in range(iters):
+        stamps.append(time.perf_counter())
+        one(warmup + i)
+    sync()
+    stamps.append(time.perf_counter())
+    return [b - a for a, b in itertools.pairwise(stamps)]
+
+
+# --------------------------------------------------------------------------- launcher side
+def measure_case(case: Case, settings: Settings, case_plans: CasePlans) -> pd.DataFrame:
+    """Launch the ranks for ``case`` and return one row per timed iteration."""
+    from gradsched.distributed import LaunchSpec, launch
+
+    payload = {"model": case.model, "batch_size": case.batch_size, "seq_len": case.seq_len,
+               "seed": settings.seed, "items": case_plans.items, "rounds": settings.rounds,
+               "warmup": settings.warmup, "iters": settings.iters,
+               "timeout_s": settings.timeout_s, "profile_dir": None}
+    n_runs = settings.rounds * len(case_plans.items)
+    common = {"backend": settings.backend, "threads_per_rank": settings.threads,
+              "op_timeout_s": settings.timeout_s,
+              "deadline_s": max(3600.0, settings.timeout_s * n_runs)}
+    task = "gradsched.reexec.experiment:rounds_task"
+    if case.rate is not None:
+        from gradsched.capture.cluster import EmulatedCluster
+
+        with EmulatedCluster(case.world_size, case.rate) as emu:
+            results = launch(task, payload, emu.launch_spec(**common))
+    else:
+        results = launch(task, payload, LaunchSpec(case.world_size, **common))
+    rows = []
+    for k, run in enumerate(results[0]["runs"]):
+        per_rank = [r["runs"][k]["times"] for r in results]
+        times = [max(ts) for ts in zip(*per_rank, strict=True)]
+        item = case_plans.items[run["item"]]
+        for i, t in enumerate(times):
+            rows.append({"case": case.name, "model": case.model, "batch_size": case.batch_size,
+                         "world_size": case.world_size, "network": case.network,
+                         "item": item["key"], "kind": item["kind"], "round": run["round"],
+                         "position": run["position"], "iteration": i, "iteration_s": t,
+                         "load_avg_1m": run["load"], "started_at": run["started_at"]})
+    return pd.DataFrame(rows, columns=list(ITERATION_COLUMNS))
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU, core count, software versions (for provenance)."""
+    import numpy as np
+    import torch
+
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import gradsched
+
+    return {"cpu_model": cpu, "logical_cpus": os.cpu_count(), "platform": platform.platform(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "numpy": np.__version__, "gradsched": gradsched.__version__}
+
+
+def run_case(case: Case, settings: Settings, out_dir: str | Path) -> Path:
+    """Plan, measure and save one case under ``out_dir/<case>/`` (iterations.csv, plans/,
+    meta.json). Returns the case folder."""
+    folder = Path(out_dir) / case.name
+    case_plans = make_case_plans(case, settings)
+    for label, plan in case_plans.plans.items():
+        plan.save(folder / "plans" / f"{label}.plan.json")
+    load_before = os.getloadavg()
+    start = time.monotonic()
+    started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    frame = measure_case(case, settings, case_plans)
+    wall = time.monotonic() - start
+    write_csv_atomic(folder / "iterations.csv", frame)
+    meta = {"case": asdict(case), "settings": settings.to_dict(), "started_at": started,
+            "wall_s": round(wall, 1), "load_average_before": list(load_before),
+            "load_average_after": list(os.getloadavg()), "machine": machine_info(),
+            "item_of": case_plans.item_of,
+            "items": [{k: v for k, v in it.items() if k != "plan"} for it in case_plans.items],
+            "method": "gradsched reexec run: one launch per case; rounds x items (rotated, "
+                      "reversed in odd rounds); each item builds the model (seed fixed), "
+                      "runs warmup untimed + iters timed iterations; iteration = period "
+                      "between starts of consecutive iterations, max over ranks "
+                      "(gradsched.runtime.bench timing)"}
+    write_json_atomic(folder / "meta.json", meta)
+    return folder
+
+
+# --------------------------------------------------------------------------- predictions
+def scaled_trace(trace: Any, scale: float) -> Any:
+    """``trace`` with every compute time (forward, backward, update, their p10/p90)
+    multiplied by ``scale``."""
+    from gradsched.traces.bundle import ComputeTrace
+
+    if scale <= 0:
+        raise ConfigError(f"compute scale must be > 0, got {scale}")
+    frame = trace.frame.copy()
+    for col in frame.columns:
+        if col.endswith("_s") and col.split("_")[0] in ("forward", "backward", "update"):
+            frame[col] = frame[col] * scale
+    out = ComputeTrace.from_frame(frame, trace.meta)
+    out.path = trace.path
+    return out
+
+
+def trace_compute_s(trace: Any) -> float:
+    """Sum of the trace's forward, backward and update times (the replay's compute)."""
+    return float(trace.forward_total_s + trace.backward_total_s + trace.update_total_s)
+
+
+def load_interference(path: str | Path | None) -> tuple[float, float, dict[str, Any]]:
+    """``(compute_slowdown, comm_slowdown, json)`` from an interference JSON (1, 1 if None)."""
+    if path is None:
+        return 1.0, 1.0, {}
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("interference JSON not found", path=path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        cs, ms = float(data["compute_slowdown"]), float(data["comm_slowdown"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"needs numeric compute_slowdown and comm_slowdown ({exc})",
+                         path=path) from exc
+    return max(cs, 1.0), max(ms, 1.0), data
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    from gradsched.runtime.bench import percentile
+
+    return {"measured_s": statistics.median(values), "measured_p10_s": percentile(values, 10),
+            "measured_p90_s": percentile(values, 90),
+            "measured_mean_s": statistics.fmean(values)}
+
+
+InterferenceSpec = str | Path | Mapping[str, str | Path] | None
+
+
+def interference_for(spec: InterferenceSpec, network: str) -> str | Path | None:
+    """The interference JSON of ``network``: ``spec`` itself, or ``spec[network]``, or
+    ``spec['*']`` (None: no interference)."""
+    if spec is None or isinstance(spec, str | Path):
+        return spec
+    return spec.get(network, spec.get("*"))
+
+
+def parse_interference_args(values: Sequence[str]) -> InterferenceSpec:
+    """``["PATH"]`` or ``["tbf100mbit=PATH", "*=PATH", ...]`` -> a spec."""
+    if not values:
+        return None
+    out: dict[str, str] = {}
+    for value in values:
+        key, sep, path = value.partition("=")
+        if not sep:
+            key, path = "*", value
+        if key != "*" and key not in NETWORKS:
+            raise ConfigError(f"--interference {value!r}: network must be one of "
+                              f"{sorted(NETWORKS)} or *")
+        out[key] = path
+    return out
+
+
+def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> pd.DataFrame:
+    """One row per algorithm (and DDP cap, and the control) of a measured case folder."""
+    from gradsched.costmodel.base import load_comm_spec
+    from gradsched.plan import Plan
+    from gradsched.replay.engine import ReplayOptions, replay
+    from gradsched.traces.bundle import ComputeTrace
+
+    folder = Path(folder)
+    meta_file = folder / "meta.json"
+    if not meta_file.is_file():
+        raise InputError("no meta.json: not a measured case folder", path=folder)
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    case = Case(**meta["case"])
+    settings = parse_settings(meta["settings"], meta_file)
+    frame = pd.read_csv(folder / "iterations.csv")
+    control = frame.loc[frame["item"] == CONTROL, "iteration_s"].tolist()
+    if not control:
+        raise InputError("no compute-only control iterations", path=folder / "iterations.csv")
+    trace = ComputeTrace.load(case.compute)
+    model = load_comm_spec(case.comm)
+    scale = statistics.median(control) / trace_compute_s(trace)
+    scaled = scaled_trace(trace, scale)
+    cs, ms, _ = load_interference(interference_for(interference, case.network))
+    plain = ReplayOptions(iterations=settings.replay_iterations)
+    inter = ReplayOptions(iterations=settings.replay_iterations, compute_slowdown=cs,
+                          comm_slowdown=ms)
+    rows = []
+    base = {"case": case.name, "model": case.model, "batch_size": case.batch_size,
+            "world_size": case.world_size, "bandwidth": case.network}
+    for label, item in meta["item_of"].items():
+        plan = Plan.load(folder / "plans" / f"{label}.plan.json")
+        times = frame.loc[frame["item"] == item]
+        if times.empty:
+            raise InputError(f"no measured iterations for item {item!r}",
+                             path=folder / "iterations.csv")
+        raw = replay(trace, plan, model, case.world_size, plain)
+        rows.append(base | {
+            "algorithm": label, "kind": "ddp-native" if label.startswith("ddp-native")
+            else "plan", "item": item, "n_buckets": raw.n_buckets,
+            "n_collectives": raw.n_collectives, "update": plan.update,
+            "predicted_raw_s": raw.iteration_s, "compute_scale": scale,
+            "predicted_s": replay(scaled, plan, model, case.world_size, plain).iteration_s,
+            "predicted_interference_s": replay(scaled, plan, model, case.world_size,
+                                               inter).iteration_s,
+            "compute_slowdown": cs, "comm_slowdown": ms,
+            **_stats(times["iteration_s"].tolist()), "iters": len(times),
+            "rounds": int(times["round"].nunique()),
+            "load_avg": float(times.groupby("round")["load_avg_1m"].first().mean()),
+            "load_avg_min": float(times["load_avg_1m"].min()),
+            "load_avg_max": float(times["load_avg_1m"].max())})
+    ctrl = frame.loc[frame["item"] == CONTROL]
+    rows.append(base | {
+        "algorithm": CONTROL, "kind": "control", "item": CONTROL, "n_buckets": 0,
+        "n_collectives": 0, "update": "global", "predicted_raw_s": trace_compute_s(trace),
+        "compute_scale": scale, "predicted_s": trace_compute_s(scaled),
+        "predicted_interference_s": trace_compute_s(scaled), "compute_slowdown": cs,
+        "comm_slowdown": ms, **_stats(ctrl["iteration_s"].tolist()), "iters": len(ctrl),
+        "rounds": int(ctrl["round"].nunique()),
+        "load_avg": float(ctrl.groupby("round")["load_avg_1m"].first().mean()),
+        "load_avg_min": float(ctrl["load_avg_1m"].min()),
+        "load_avg_max": float(ctrl["load_avg_1m"].max())})
+    return pd.DataFrame(rows, columns=list(MEASURED_COLUMNS))
+
+
+def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
+            output: str | Path, iterations_output: str | Path | None = None,
+            settings_output: str | Path | None = None) -> pd.DataFrame:
+    """Predictions + measurements of every case folder -> ``output`` (measured.csv); also
+    the concatenated per-iteration rows and a provenance JSON when asked."""
+    if not folders:
+        raise ConfigError("no case folders given")
+    frames = [collect_case(f, interference) for f in folders]
+    table = pd.concat(frames, ignore_index=True)
+    write_csv_atomic(output, table)
+    if iterations_output is not None:
+        its = pd.concat([pd.read_csv(Path(f) / "iterations.csv") for f in folders],
+                        ignore_index=True)
+        write_csv_atomic(iterations_output, its)
+    if settings_output is not None:
+        metas = {}
+        for f in folders:
+            meta = json.loads((Path(f) / "meta.json").read_text(encoding="utf-8"))
+            metas[meta["case"]["name"]] = meta
+        inter = {}
+        for net in sorted({m["case"]["network"] for m in metas.values()}):
+            path = interference_for(interference, net)
+            if path is not None:
+                data = load_interference(path)[2]
+                inter[net] = {"file": str(path)} | {k: v for k, v in data.items()
+                                                    if k != "raw"}
+        write_json_atomic(settings_output, {
+            "kind": "reexec-provenance",
+            "description": "Re-execution of every planner's plan with gradsched's executor "
+                           "(and PyTorch DDP itself) vs the replay's prediction; see "
+                           "gradsched.reexec.experiment for the method",
+            "columns": {
+                "predicted_raw_s": "replay of the committed compute trace as it is (CPU "
+                                   "thread time of one uncontended rank)",
+                "compute_scale": "median compute-only control (same launch, no "
+                                 "communication) / the trace's compute sum",
+                "predicted_s": "replay on the trace scaled by compute_scale",
+                "predicted_interference_s": "the same with compute_slowdown / "
+                                            "comm_slowdown of interference.json",
+                "measured_s": "median iteration over all rounds (period between starts "
+                              "of iterations, max over ranks)",
+                "load_avg": "mean over rounds of the 1-minute load average read before the "
+                            "item ran; load_avg_min/max over its runs"},
+            "interference": inter, "cases": metas})
+    return table

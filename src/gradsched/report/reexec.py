@@ -1,0 +1,152 @@
+"""Re-execution figure and table: the replay's predictions vs the plans run for real.
+
+* :func:`figure_reexec` -- predicted vs measured iteration time, one panel without and one
+  with the calibrated interference, the y = x line, the measured p10-p90 as error bars;
+  colour = algorithm, marker = case.
+* :func:`reexec_table` / :func:`write_reexec_table` -- per-plan errors (%) per case, without
+  / with interference, then median |error|, worst error and Kendall's tau per case, and
+  the best plan vs PyTorch DDP (25 MiB).
+
+Input: the committed ``paper/data/reexec/measured.csv`` (see
+:mod:`gradsched.reexec.experiment`); statistics from :mod:`gradsched.reexec.analysis`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from gradsched.io import write_text_atomic
+from gradsched.report.tables import (
+    MISSING,
+    algorithm_label,
+    algorithm_sort_key,
+    fmt,
+    to_latex,
+    to_markdown,
+)
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+
+def _label(name: str) -> str:
+    if name.startswith("ddp-native-"):
+        return f"PyTorch DDP {name.removeprefix('ddp-native-')} MB"
+    return algorithm_label(name)
+
+
+def _order(names: list[str]) -> list[str]:
+    plans = sorted((n for n in names if not n.startswith("ddp-native")), key=algorithm_sort_key)
+    native = sorted((n for n in names if n.startswith("ddp-native")),
+                    key=lambda n: -float(n.removeprefix("ddp-native-")))
+    return plans + native
+
+
+def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path) -> None:
+    """Predicted vs measured, without / with interference (see the module docstring)."""
+    import matplotlib.pyplot as plt
+
+    from gradsched.report.figures import algorithm_colors, placeholder, save, setup_style
+
+    rows = frame.loc[frame["kind"] != "control"] if "kind" in frame else frame
+    if rows.empty:
+        placeholder(out_pdf, out_png, "Re-execution", "no measured plans in the input")
+        return
+    setup_style()
+    names = _order(sorted(rows["algorithm"].unique()))
+    colors = algorithm_colors(names)
+    greys = ("black", "0.85", "0.65", "0.3")
+    for i, name in enumerate(n for n in names if n.startswith("ddp-native")):
+        colors[name] = greys[i % len(greys)]
+    cases = list(dict.fromkeys(rows["case"]))
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.9), sharex=True, sharey=True)
+    lo = min(rows["measured_p10_s"].min(), rows["predicted_s"].min(),
+             rows["predicted_interference_s"].min())
+    hi = max(rows["measured_p90_s"].max(), rows["predicted_s"].max(),
+             rows["predicted_interference_s"].max())
+    pad = 0.05 * (hi - lo if hi > lo else hi)
+    span = (lo - pad, hi + pad)
+    for ax, col, title in zip(axes, ("predicted_s", "predicted_interference_s"),
+                              ("without interference", "with calibrated interference"),
+                              strict=True):
+        ax.plot(span, span, color="0.3", lw=0.9, ls="--", zorder=1, label="y = x")
+        for ci, case in enumerate(cases):
+            sub = rows.loc[rows["case"] == case]
+            for _, r in sub.iterrows():
+                ax.errorbar(r[col], r["measured_s"],
+                            yerr=[[r["measured_s"] - r["measured_p10_s"]],
+                                  [r["measured_p90_s"] - r["measured_s"]]],
+                            fmt=MARKERS[ci % len(MARKERS)], ms=5, color=colors[r["algorithm"]],
+                            mec="black", mew=0.4, elinewidth=0.7, capsize=1.5, zorder=3)
+        ax.set_xlim(span)
+        ax.set_ylim(span)
+        ax.set_aspect("equal")
+        ax.set_xlabel("predicted iteration time [s] (replay)")
+        ax.set_title(title)
+    axes[0].set_ylabel("measured iteration time [s]\n(median, p10-p90)")
+    handles = [plt.Line2D([], [], ls="", marker="o", color=colors[n], mec="black", mew=0.4,
+                          label=_label(n)) for n in names]
+    handles += [plt.Line2D([], [], ls="", marker=MARKERS[i % len(MARKERS)], color="0.6",
+                           mec="black", mew=0.4, label=c) for i, c in enumerate(cases)]
+    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7,
+               frameon=False)
+    fig.tight_layout()
+    save(fig, out_pdf, out_png)
+
+
+def _short(case: str) -> str:
+    return case.replace("-b16-", " ").replace("resnet18", "RN18")
+
+
+def reexec_table(frame: pd.DataFrame, stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Rows: plans (error %, without / with interference), then the per-case summary."""
+    from gradsched.reexec.analysis import plan_errors
+
+    errors = plan_errors(frame)
+    cases = list(dict.fromkeys(errors["case"]))
+    names = _order(sorted(errors["algorithm"].unique()))
+    cols = ["plan"]
+    for case in cases:
+        cols += [f"{_short(case)} err %", f"{_short(case)} err % (int.)"]
+    out = []
+    for name in names:
+        row = [_label(name)]
+        for case in cases:
+            hit = errors.loc[(errors["case"] == case) & (errors["algorithm"] == name)]
+            if hit.empty:
+                row += [MISSING, MISSING]
+            else:
+                row += [fmt(hit.iloc[0]["error_pct"], 1), fmt(hit.iloc[0]["error_int_pct"], 1)]
+        out.append(row)
+    by_case = {r["case"]: r for _, r in stats.iterrows()}
+    for label, a, b, digits in (("median |err| %", "median_abs_err_pct",
+                                 "median_abs_err_int_pct", 1),
+                                ("worst err %", "worst_err_pct", "worst_err_int_pct", 1),
+                                ("Kendall tau", "tau", "tau_int", 2)):
+        row = [label]
+        for case in cases:
+            s = by_case.get(case)
+            row += [fmt(s[a], digits), fmt(s[b], digits)] if s is not None else [MISSING] * 2
+        out.append(row)
+    for label, key in (("best vs DDP-25 (meas.) %", "best_vs_ddp25_pct"),
+                       ("noise: median half p10-p90 %", "median_spread_pct"),
+                       ("noise: executor DDP vs PyTorch DDP-25 %",
+                        "ddp_executor_vs_native_pct")):
+        row = [label]
+        for case in cases:
+            s = by_case.get(case)
+            row += [fmt(s[key], 1) if s is not None else MISSING, ""]
+        out.append(row)
+    return pd.DataFrame(out, columns=cols), "l" + "r" * (len(cols) - 1)
+
+
+def write_reexec_table(frame: pd.DataFrame, stats: pd.DataFrame, *, tex: str | Path | None,
+                       md: str | Path | None) -> None:
+    """Write :func:`reexec_table` as LaTeX and/or Markdown (atomically)."""
+    table, align = reexec_table(frame, stats)
+    title = "re-execution: replay error per plan (negative = predicted faster than measured)"
+    if tex is not None:
+        write_text_atomic(tex, to_latex(table, align, title))
+    if md is not None:
+        write_text_atomic(md, to_markdown(table, title))

@@ -1,0 +1,295 @@
+"""``gradsched reexec``: cases -> plans -> measured runs -> predictions -> analysis.
+
+Unit tests on synthetic inputs (labelled synthetic) plus two small real launches (2 gloo
+ranks on loopback, the tiny MLP): the experiment end to end (run, collect, analyze with
+figure and tables) and the interference calibration.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+
+from gradsched.cli import main
+from gradsched.errors import ConfigError, InputError
+from gradsched.plan import Bucket, Plan
+from gradsched.reexec import analysis, experiment, interference
+from gradsched.replay.engine import replay
+from gradsched.traces import ComputeTrace
+
+ALPHA_BETA = "alpha-beta:alpha=1e-4,beta=1e-9"
+
+
+def tiny_mlp_trace(path: Path) -> Path:
+    """A SYNTHETIC compute trace with the tiny MLP's parameter names (not measured)."""
+    from gradsched.capture.models import build_model
+
+    params = list(build_model("tiny-mlp", 4).model.named_parameters())
+    n = len(params)
+    frame = pd.DataFrame({
+        "name": [name for name, _ in params],
+        "layer": [i // 2 for i in range(n)],
+        "numel": [p.numel() for _, p in params],
+        "bytes": [4 * p.numel() for _, p in params],
+        "forward_s": [1e-4 if i % 2 == 0 else 0.0 for i in range(n)],
+        "backward_s": [2e-4] * n,
+        "ready_order": list(range(n))[::-1],
+        "update_s": [1e-5] * n,
+    })
+    meta = {"kind": "compute", "model": "tiny-mlp", "batch_size": 4, "device": "cpu",
+            "dtype": "fp32", "world_size": 1, "software": {}, "capture_method": "synthetic",
+            "iterations": None, "date": "2026-11-23",
+            "source": "SYNTHETIC test fixture, not measured"}
+    ComputeTrace.from_frame(frame, meta).save(path)
+    return path
+
+
+# ----------------------------------------------------------------------------- config
+def test_cases_default_comm_and_names():
+    cases = experiment.parse_cases([
+        {"model": "resnet18", "batch_size": 16, "world_size": 2, "network": "tbf1gbit",
+         "compute": "t.csv"}])
+    assert cases[0].name == "resnet18-b16-p2-tbf1gbit"
+    assert cases[0].comm == "traces/comm/cpu/gloo-tbf1gbit-p2.csv"
+    assert cases[0].rate == "1gbit"
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"model": "m", "batch_size": 1, "world_size": 2, "network": "10gbit", "compute": "c"},
+     "network"),
+    ({"model": "m", "batch_size": 1, "world_size": 1, "network": "loopback", "compute": "c"},
+     "world_size"),
+    ({"model": "m", "batch_size": 1, "world_size": 2, "network": "loopback"}, "compute"),
+    ({"model": "m", "batch_size": 1, "world_size": 2, "network": "loopback", "compute": "c",
+      "colour": 1}, "unknown"),
+])
+def test_bad_cases_are_refused(entry, message):
+    with pytest.raises(InputError, match=message):
+        experiment.parse_cases([entry])
+
+
+def test_duplicate_case_and_bad_settings():
+    entry = {"model": "m", "batch_size": 1, "world_size": 2, "network": "loopback",
+             "compute": "c"}
+    with pytest.raises(InputError, match="second case"):
+        experiment.parse_cases([entry, entry])
+    with pytest.raises(InputError, match="unknown settings"):
+        experiment.parse_settings({"iterz": 3})
+    with pytest.raises(ConfigError, match="unknown algorithm"):
+        experiment.parse_settings({"algorithms": ["nope"]})
+    with pytest.raises(ConfigError):
+        experiment.parse_settings({"iters": 0})
+    with pytest.raises(ConfigError, match="unknown case"):
+        experiment.select_cases(experiment.parse_cases([entry]), ["other"])
+
+
+def test_committed_config_parses(repo):
+    cases, settings = experiment.load_config(repo / "config" / "reexec.yaml")
+    assert cases and settings.algorithms
+    for case in cases:
+        assert Path(repo / case.compute).is_file()
+        assert Path(repo / case.comm).is_file()
+
+
+# ----------------------------------------------------------------------------- plans
+def test_executor_key_ignores_timing_hints_only():
+    a = Plan("x", (Bucket(("a", "b")), Bucket(("c",), chunks=2)))
+    b = Plan("y", (Bucket(("a", "b"), release_s=0.5, algorithm="ring"),
+                   Bucket(("c",), chunks=2)), channels=2, knobs={"k": 1})
+    c = Plan("x", (Bucket(("a", "b")), Bucket(("c",), chunks=2, priority=0)))
+    d = Plan("x", (Bucket(("a", "b")), Bucket(("c",), chunks=2)), update="per_layer")
+    key = experiment.executor_key
+    assert key(a.to_dict()) == key(b.to_dict())
+    assert key(a.to_dict()) != key(c.to_dict())
+    assert key(a.to_dict()) != key(d.to_dict())
+
+
+def test_round_order_is_a_balanced_permutation():
+    orders = [experiment.round_order(5, r, 4) for r in range(4)]
+    for order in orders:
+        assert sorted(order) == list(range(5))
+    assert orders[0] == [0, 1, 2, 3, 4]
+    assert orders[1][0] != 0 or orders[1] != orders[0]
+    firsts = {o[0] for o in orders}
+    assert len(firsts) > 1
+
+
+def test_case_plans_dedupe_and_ddp_items(tmp_path):
+    trace = tiny_mlp_trace(tmp_path / "tiny.csv")
+    case = experiment.Case("c", "tiny-mlp", 4, 2, "loopback", str(trace), ALPHA_BETA)
+    settings = experiment.Settings(algorithms=("wfbp", "syncsgd", "ddp", "best"),
+                                   ddp_bucket_cap_mb=(25.0, 1.0))
+    cp = experiment.make_case_plans(case, settings)
+    assert set(cp.plans) == {"wfbp", "syncsgd", "ddp", "best", "ddp-native-25",
+                             "ddp-native-1"}
+    # the tiny MLP fits in DDP's 1 MiB first bucket: ddp = syncsgd, one measurement
+    assert cp.item_of["ddp"] == cp.item_of["syncsgd"]
+    keys = [it["key"] for it in cp.items]
+    assert keys[-1] == experiment.CONTROL and len(keys) == len(set(keys))
+    assert {"ddp-native-25", "ddp-native-1"} <= set(keys)
+
+
+def test_scaled_trace_scales_compute_only(tmp_path):
+    trace = ComputeTrace.load(tiny_mlp_trace(tmp_path / "tiny.csv"))
+    scaled = experiment.scaled_trace(trace, 3.0)
+    assert math.isclose(experiment.trace_compute_s(scaled),
+                        3.0 * experiment.trace_compute_s(trace))
+    assert scaled.frame["bytes"].equals(trace.frame["bytes"])
+    from gradsched.costmodel.base import load_comm_spec
+
+    one = Plan("syncsgd", (Bucket(tuple(trace.names)),))
+    free = load_comm_spec("alpha-beta:alpha=0,beta=0")
+    res = replay(scaled, one, free, 2)
+    assert math.isclose(res.iteration_s, experiment.trace_compute_s(scaled), rel_tol=1e-9)
+    with pytest.raises(ConfigError):
+        experiment.scaled_trace(trace, 0.0)
+
+
+def test_interference_spec_per_network(tmp_path):
+    spec = experiment.parse_interference_args(["a.json", "tbf100mbit=b.json"])
+    assert experiment.interference_for(spec, "tbf100mbit") == "b.json"
+    assert experiment.interference_for(spec, "loopback") == "a.json"
+    assert experiment.interference_for(None, "loopback") is None
+    with pytest.raises(ConfigError):
+        experiment.parse_interference_args(["wan=x.json"])
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(InputError):
+        experiment.load_interference(bad)
+
+
+# ----------------------------------------------------------------------------- analysis
+def _synthetic_measured() -> pd.DataFrame:
+    """SYNTHETIC measured rows (for the analysis arithmetic only)."""
+    rows = []
+    pred = {"wfbp": 1.0, "syncsgd": 2.0, "best": 0.9, "ddp-native-25": 1.5, "ddp-native-1": 1.2}
+    meas = {"wfbp": 1.1, "syncsgd": 2.2, "best": 0.99, "ddp-native-25": 1.65,
+            "ddp-native-1": 1.32}
+    for alg, p in pred.items():
+        m = meas[alg]
+        rows.append({"case": "c1", "bandwidth": "loopback", "world_size": 2, "algorithm": alg,
+                     "kind": "ddp-native" if alg.startswith("ddp") else "plan",
+                     "predicted_s": p, "predicted_interference_s": p * 1.1,
+                     "predicted_raw_s": p / 2, "measured_s": m, "measured_p10_s": m * 0.99,
+                     "measured_p90_s": m * 1.01, "compute_scale": 2.0, "load_avg": 5.0})
+    rows.append({"case": "c1", "bandwidth": "loopback", "world_size": 2,
+                 "algorithm": "compute-only", "kind": "control", "predicted_s": 0.5,
+                 "predicted_interference_s": 0.5, "predicted_raw_s": 0.25, "measured_s": 0.5,
+                 "measured_p10_s": 0.5, "measured_p90_s": 0.5, "compute_scale": 2.0,
+                 "load_avg": 5.0})
+    return pd.DataFrame(rows)
+
+
+def test_analysis_errors_tau_and_best_vs_ddp(tmp_path):
+    frame = _synthetic_measured()
+    errors = analysis.plan_errors(frame)
+    assert "compute-only" not in set(errors["algorithm"])
+    assert np.allclose(errors["error_pct"], 100 * (1 / 1.1 - 1))
+    assert np.allclose(errors["error_int_pct"], 0.0, atol=1e-9)
+    stats = analysis.case_stats(frame)
+    c1 = stats.loc[stats["case"] == "c1"].iloc[0]
+    assert math.isclose(c1["median_abs_err_pct"], 100 * (1 - 1 / 1.1))
+    assert math.isclose(c1["tau"], 1.0) and math.isclose(c1["tau_int"], 1.0)
+    assert c1["best_at_least_as_fast"] and c1["best_vs_ddp25_beyond_spread"]
+    assert math.isclose(c1["best_vs_ddp25_pct"], 100 * (0.99 / 1.65 - 1))
+    assert set(stats["case"]) == {"c1", "all-loopback", "all"}
+    assert math.isclose(c1["median_spread_pct"], 1.0)
+    # order reversed -> tau = -1
+    swapped = frame.copy()
+    swapped["measured_s"] = 1.0 / swapped["measured_s"]
+    assert math.isclose(analysis.case_stats(swapped).iloc[0]["tau"], -1.0)
+    assert math.isnan(analysis.kendall(pd.Series([1.0, 1.0]), pd.Series([1.0, 2.0]))[0])
+    measured = tmp_path / "m.csv"
+    frame.to_csv(measured, index=False)
+    out = analysis.analyze_file(measured, stats=tmp_path / "s.csv", table=tmp_path / "t.tex",
+                                md=tmp_path / "t.md")
+    assert (tmp_path / "t.tex").read_text().count("Kendall tau") == 1
+    assert "| Best |" in (tmp_path / "t.md").read_text()
+    assert len(out) == 3
+    bad = tmp_path / "bad.csv"
+    frame.drop(columns=["measured_s"]).to_csv(bad, index=False)
+    with pytest.raises(InputError, match="measured_s"):
+        analysis.load(bad)
+
+
+# ----------------------------------------------------------------------------- interference
+def test_parse_size_and_factors():
+    assert interference.parse_size("8M") == 8 * 1024**2
+    assert interference.parse_size("4096") == 4096
+    with pytest.raises(ConfigError):
+        interference.parse_size("lots")
+    rec = {"compute_alone_s": [1.0, 1.0, 1.0], "compute_with_comm_s": [1.2, 1.4, 9.0],
+           "compute_with_comm_overlapped": [True, True, False],
+           "comm_alone_s": [0.1, 0.1], "comm_with_compute_s": [0.08, 0.08]}
+    out = interference.factors([{"rounds": [rec]}])
+    assert math.isclose(out["compute_slowdown"], 1.3)  # the non-overlapped rep is dropped
+    assert math.isclose(out["comm_slowdown_raw"], 0.8) and out["comm_slowdown"] == 1.0
+    none = dict(rec, compute_with_comm_overlapped=[False] * 3)
+    with pytest.raises(ConfigError):
+        interference.factors([{"rounds": [none]}])
+
+
+# ----------------------------------------------------------------------------- real launches
+@pytest.mark.slow
+def test_end_to_end_tiny(tmp_path):
+    trace = tiny_mlp_trace(tmp_path / "tiny.csv")
+    config = tmp_path / "reexec.yaml"
+    config.write_text(
+        "reexec:\n"
+        "  settings: {algorithms: [wfbp, best], ddp_bucket_cap_mb: [25], warmup: 1,\n"
+        "             iters: 2, rounds: 1, timeout_s: 60}\n"
+        "  cases:\n"
+        f"    - {{model: tiny-mlp, batch_size: 4, world_size: 2, network: loopback,\n"
+        f"       compute: {trace}, comm: traces/comm/cpu/gloo-loopback-p2.csv, name: tiny}}\n")
+    out = tmp_path / "out"
+    assert main(["reexec", "run", "--config", str(config), "-o", str(out)]) == 0
+    folder = out / "tiny"
+    its = pd.read_csv(folder / "iterations.csv")
+    assert list(its.columns) == list(experiment.ITERATION_COLUMNS)
+    assert (its.groupby("item").size() == 2).all()
+    assert experiment.CONTROL in set(its["item"])
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["machine"]["logical_cpus"] >= 1 and len(meta["load_average_before"]) == 3
+    inter = tmp_path / "inter.json"
+    inter.write_text(json.dumps({"compute_slowdown": 1.5, "comm_slowdown": 2.0}))
+    measured = tmp_path / "measured.csv"
+    assert main(["reexec", "collect", str(folder), "--interference", str(inter),
+                 "-o", str(measured), "--provenance", str(tmp_path / "prov.json")]) == 0
+    table = pd.read_csv(measured)
+    for col in ("model", "world_size", "bandwidth", "algorithm", "predicted_s", "measured_s",
+                "predicted_interference_s", "measured_p10_s", "measured_p90_s", "iters",
+                "load_avg"):
+        assert col in table.columns
+    assert set(table["algorithm"]) == {"wfbp", "best", "ddp-native-25", "compute-only"}
+    ctrl = table.loc[table["algorithm"] == "compute-only"].iloc[0]
+    assert math.isclose(ctrl["predicted_s"], ctrl["measured_s"], rel_tol=1e-9)
+    plans = table.loc[table["kind"] != "control"]
+    assert (plans["predicted_interference_s"] >= plans["predicted_s"] - 1e-12).all()
+    assert (table["measured_p10_s"] <= table["measured_p90_s"]).all()
+    prov = json.loads((tmp_path / "prov.json").read_text())
+    assert prov["cases"]["tiny"]["settings"]["iters"] == 2
+    assert main(["reexec", "analyze", "--input", str(measured), "--stats",
+                 str(tmp_path / "stats.csv"), "--figure", str(tmp_path / "f.pdf"),
+                 "--png", str(tmp_path / "f.png"), "--md", str(tmp_path / "t.md")]) == 0
+    assert (tmp_path / "f.pdf").stat().st_size > 0 and (tmp_path / "f.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_interference_calibration_runs(tmp_path):
+    out = tmp_path / "inter.json"
+    assert main(["reexec", "interference", "--rounds", "1", "--reps", "2", "--kernel",
+                 "matmul", "--comm-bytes", "256K", "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["compute_slowdown"] >= 1.0 and data["comm_slowdown"] >= 1.0
+    assert data["backend"] == "gloo" and len(data["raw"]) == 2
+    rec = data["raw"][0]["rounds"][0]
+    for key in ("compute_alone_s", "compute_with_comm_s", "comm_alone_s",
+                "comm_with_compute_s"):
+        assert rec[key]
