@@ -363,21 +363,27 @@ class _Runner:
             h.remove()
         self._handles.clear()
 
+    def _iteration(self) -> tuple[list[Any], float]:
+        """One training iteration with clock marks before zero_grad, forward, backward,
+        the step and after it; returns the marks and the wall time."""
+        mark = self.clock.mark
+        w0 = time.perf_counter()
+        marks = [mark()]
+        self.opt.zero_grad(set_to_none=True)
+        marks.append(mark())
+        loss = self.spec.loss(self.spec.model, self.batch)
+        marks.append(mark())
+        loss.backward()
+        marks.append(mark())
+        self.opt.step()
+        marks.append(mark())
+        self.clock.finish()
+        return marks, time.perf_counter() - w0
+
     def plain(self) -> _Plain:
         """An iteration without hooks."""
-        mark, seconds = self.clock.mark, self.clock.seconds
-        w0 = time.perf_counter()
-        t0 = mark()
-        self.opt.zero_grad(set_to_none=True)
-        t1 = mark()
-        loss = self.spec.loss(self.spec.model, self.batch)
-        t2 = mark()
-        loss.backward()
-        t3 = mark()
-        self.opt.step()
-        t4 = mark()
-        self.clock.finish()
-        wall = time.perf_counter() - w0
+        seconds = self.clock.seconds
+        (t0, t1, t2, t3, t4), wall = self._iteration()
         return _Plain(seconds(t1, t2), seconds(t2, t3), seconds(t3, t4), seconds(t0, t4),
                       wall)
 
@@ -387,20 +393,9 @@ class _Runner:
         self._fwd.clear()
         self._bwd.clear()
         self._install()
+        seconds = self.clock.seconds
         try:
-            mark, seconds = self.clock.mark, self.clock.seconds
-            w0 = time.perf_counter()
-            t0 = mark()
-            self.opt.zero_grad(set_to_none=True)
-            t1 = mark()
-            loss = self.spec.loss(self.spec.model, self.batch)
-            t2 = mark()
-            loss.backward()
-            t3 = mark()
-            self.opt.step()
-            t4 = mark()
-            self.clock.finish()
-            wall = time.perf_counter() - w0
+            (t0, t1, t2, t3, t4), wall = self._iteration()
         finally:
             self._remove()
         forward_rows = np.zeros(n)
