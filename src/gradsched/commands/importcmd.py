@@ -124,11 +124,15 @@ def _run_nccl(args: argparse.Namespace) -> int:
         interconnect=args.interconnect, error_tolerance=args.error_tolerance,
     )
     result = import_nccl_tests(args.log, options)
+    return _save_comm(result, args.output)
+
+
+def _save_comm(result: ImportResult, output: Path) -> int:
+    """Print the importer's warnings, write its comm trace and say so."""
     _report(result)
     assert result.comm is not None
-    result.comm.save(args.output)
-    print(f"wrote {args.output} ({len(result.comm.frame)} rows, {len(result.warnings)} "
-          "warnings)")
+    result.comm.save(output)
+    print(f"wrote {output} ({len(result.comm.frame)} rows, {len(result.warnings)} warnings)")
     return 0
 
 
@@ -141,12 +145,7 @@ def _run_osu(args: argparse.Namespace) -> int:
         interconnect=args.interconnect,
     )
     result = import_osu(args.log, options)
-    _report(result)
-    assert result.comm is not None
-    result.comm.save(args.output)
-    print(f"wrote {args.output} ({len(result.comm.frame)} rows, {len(result.warnings)} "
-          "warnings)")
-    return 0
+    return _save_comm(result, args.output)
 
 
 def _run_bcaffe(args: argparse.Namespace) -> int:
