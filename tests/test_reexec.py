@@ -161,8 +161,19 @@ def test_interference_spec_per_network(tmp_path):
         experiment.parse_interference_args(["wan=x.json"])
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match="compute_slowdown"):
         experiment.load_interference(bad)
+    bad.write_text('{"compute_slowdown": 1.2, "comm_slowdown": 2, "collective_cpu_s": "x"}')
+    with pytest.raises(InputError, match="collective_cpu_s"):
+        experiment.load_interference(bad)
+    bad.write_text("{not json")
+    with pytest.raises(InputError, match="line 1"):
+        experiment.load_interference(bad)
+    old = tmp_path / "old.json"  # written before collective_cpu_s was measured
+    old.write_text('{"compute_slowdown": 0.9, "comm_slowdown": 2.5}')
+    params, _ = experiment.load_interference(old)
+    assert params == {"compute_slowdown": 1.0, "comm_slowdown": 2.5, "collective_cpu_s": 0.0}
+    assert experiment.load_interference(None)[0] == experiment.NO_INTERFERENCE
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -231,9 +242,22 @@ def test_parse_size_and_factors():
     out = interference.factors([{"rounds": [rec]}])
     assert math.isclose(out["compute_slowdown"], 1.3)  # the non-overlapped rep is dropped
     assert math.isclose(out["comm_slowdown_raw"], 0.8) and out["comm_slowdown"] == 1.0
+    assert out["collective_cpu_s"] == 0.0  # no small-collective phase in this record
     none = dict(rec, compute_with_comm_overlapped=[False] * 3)
     with pytest.raises(ConfigError):
         interference.factors([{"rounds": [none]}])
+    # With the small-collective phase: 1.0 s alone; with small collectives 1.2 s for 100
+    # completed -> 2 ms each; with large ones 1.56 s for 5 completed -> (1.56) / (1.0 +
+    # 5 x 2 ms) = 1.5446...; a repetition that ran dry (False) is dropped.
+    full = dict(rec, compute_with_comm_s=[1.56, 1.56, 9.0],
+                compute_with_comm_completed=[5, 5, 1],
+                compute_with_small_s=[1.2, 1.2, 5.0],
+                compute_with_small_overlapped=[True, True, False],
+                compute_with_small_completed=[100, 100, 1])
+    out = interference.factors([{"rounds": [full]}, {"rounds": [full]}])
+    assert math.isclose(out["collective_cpu_s"], 0.002)
+    assert math.isclose(out["compute_slowdown"], 1.56 / 1.01)
+    assert len(out["collective_cpu_s_per_round"]) == 2
 
 
 # ----------------------------------------------------------------------------- real launches
@@ -291,5 +315,7 @@ def test_interference_calibration_runs(tmp_path):
     assert data["backend"] == "gloo" and len(data["raw"]) == 2
     rec = data["raw"][0]["rounds"][0]
     for key in ("compute_alone_s", "compute_with_comm_s", "comm_alone_s",
-                "comm_with_compute_s"):
+                "comm_with_compute_s", "compute_with_small_s", "compute_with_small_completed",
+                "small_comm_alone_s"):
         assert rec[key]
+    assert data["collective_cpu_s"] >= 0.0 and data["small_bytes"] == 4096

@@ -241,13 +241,27 @@ def test_fast_paths_equal_the_general_list_schedule(n, seed):
 
 
 def test_interference_hand_computed():
-    # compute slowdown 2: L2 ready at 1; its all-reduce 1 -> 4.5 halves compute speed, so
-    # L1 (2 ms of work) is ready at 4.5 + 0.25 = 4.75; all-reduce L1 4.75 -> 7.25; L0
-    # (1 ms) at half speed -> ready 6.75; all-reduce L0 7.25 -> 8.75: 6 + 8.75 = 14.75 ms.
-    trace = hand_trace()
+    # Compute-bound variant: L1 has 6 ms of backward; no interference: L2 1 -> 4.5, L1
+    # ready 7 -> 9.5, L0 ready 8, all-reduce 9.5 -> 11: 6 + 11 = 17 ms.
+    trace = hand_trace(6.0)
+    assert replay(trace, wfbp(trace), MODEL, 4).iteration_s == pytest.approx(17.0 * MS)
+    # compute slowdown 2 (only while a collective is in its bandwidth phase; the start-up
+    # phase is the model's alpha, 0.5 ms): all-reduce L2 1 -> 4.5, bandwidth phase from
+    # 1.5. L1 (6 ms): 0.5 done by 1.5, 1.5 more at half speed by 4.5, the rest (4) at full
+    # speed: ready 8.5; all-reduce L1 8.5 -> 11 (bandwidth from 9). L0 (1 ms): 0.5 by 9,
+    # then half speed: ready 10; all-reduce L0 11 -> 12.5: 6 + 12.5 = 18.5 ms.
     slow_compute = ReplayOptions(compute_slowdown=2.0)
     assert replay(trace, wfbp(trace), MODEL, 4, slow_compute).iteration_s == pytest.approx(
-        14.75 * MS)
+        18.5 * MS)
+    # collective_cpu_s 1 ms: all-reduce L2 starts at 1 during backward: L1 needs 7 ms,
+    # ready 8; all-reduce L1 8 -> 10.5 also during backward: L0 needs 2 ms, ready 10;
+    # all-reduce L0 starts at 10.5, after backward: no charge; ends 12: 6 + 12 = 18 ms.
+    per_collective = ReplayOptions(collective_cpu_s=1.0 * MS)
+    assert replay(trace, wfbp(trace), MODEL, 4, per_collective).iteration_s == pytest.approx(
+        18.0 * MS)
+    with pytest.raises(ConfigError):
+        ReplayOptions(collective_cpu_s=-1e-3)
+    trace = hand_trace()
     # comm slowdown 2: all-reduce L2 from 1 runs at half speed while backward computes
     # (to 4: 1.5 ms of its 3.5 done), ends at 6; then L1 6 -> 8.5, L0 8.5 -> 10: 16 ms.
     slow_comm = ReplayOptions(comm_slowdown=2.0)
@@ -257,13 +271,14 @@ def test_interference_hand_computed():
 
 @settings(max_examples=30, deadline=None)
 @given(n=st.integers(1, 10), seed=st.integers(0, 10_000), kc=st.floats(1, 3),
-       km=st.floats(1, 3))
-def test_interference_never_speeds_up(n, seed, kc, km):
+       km=st.floats(1, 3), cpu=st.floats(0, 1e-3))
+def test_interference_never_speeds_up(n, seed, kc, km, cpu):
     # FIFO on one channel (the WFBP family): no list-scheduling anomalies are possible.
     trace = synthetic_compute_trace(n, seed)
     plan = Plan("fifo", tuple(Bucket(b.tensors) for b in _random_plan(trace, seed).buckets))
     model = AlphaBetaModel(1e-4, 1e-9)
     base = replay(trace, plan, model, 4).iteration_s
     slowed = replay(trace, plan, model, 4,
-                    ReplayOptions(compute_slowdown=kc, comm_slowdown=km)).iteration_s
+                    ReplayOptions(compute_slowdown=kc, comm_slowdown=km,
+                                  collective_cpu_s=cpu)).iteration_s
     assert slowed >= base * (1 - 1e-9)

@@ -33,6 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--iters", type=int, default=None, help="override settings.iters")
     run.add_argument("--warmup", type=int, default=None, help="override settings.warmup")
     run.add_argument("--rounds", type=int, default=None, help="override settings.rounds")
+    run.add_argument("--interference", action="append", default=[],
+                     metavar="[NETWORK=]JSON",
+                     help="calibrated interference JSON that the best planner scores with, "
+                          "for every case or, as NETWORK=JSON, for that network "
+                          "(repeatable; default: none)")
     run.add_argument("--list", action="store_true", help="list the cases and exit")
     run.add_argument("-o", "--output", type=Path, default=Path("results/reexec"),
                      help="folder of the case folders")
@@ -42,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     col.add_argument("folders", nargs="+", type=Path, help="measured case folders")
     col.add_argument("--interference", action="append", default=[],
                      metavar="[NETWORK=]JSON",
-                     help="interference JSON (compute_slowdown, comm_slowdown), for every "
+                     help="interference JSON (collective_cpu_s, compute_slowdown, "
+                          "comm_slowdown), for every "
                           "case or, as NETWORK=JSON, for the cases on that network "
                           "(repeatable)")
     col.add_argument("--iterations", type=Path, default=None,
@@ -54,9 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     inter = rsub.add_parser(
         "interference", help="calibrate compute/communication interference",
-        description="Measure, on 2 ranks, a compute kernel loop alone and while all-reduces "
-                    "are in flight, and an all-reduce alone and while the compute loop runs; "
-                    "the median ratios are compute_slowdown and comm_slowdown.")
+        description="Measure, on 2 ranks, a compute kernel loop alone and while large and "
+                    "small all-reduces are in flight, and an all-reduce alone and while the "
+                    "compute loop runs: the compute time one collective costs "
+                    "(collective_cpu_s), and the slowdowns compute_slowdown and "
+                    "comm_slowdown.")
     inter.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
     inter.add_argument("--world-size", type=int, default=2)
     inter.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
@@ -64,6 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="run in the emulated cluster shaped to RATE (root)")
     inter.add_argument("--comm-bytes", default="8M",
                        help="all-reduce size (default 8M; K/M/G suffixes)")
+    inter.add_argument("--small-bytes", default="4K",
+                       help="size of the small all-reduces that measure the compute cost "
+                       "of one collective (default 4K)")
     inter.add_argument("--kernel", choices=["conv", "matmul"], default="conv",
                        help="compute kernel (conv: a ResNet-like 3x3 convolution fwd+bwd)")
     inter.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds")
@@ -85,7 +96,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from gradsched.reexec.experiment import load_config, run_case, select_cases
+    from gradsched.reexec.experiment import (
+        load_config,
+        parse_interference_args,
+        run_case,
+        select_cases,
+    )
 
     cases, settings = load_config(args.config)
     overrides = {k: getattr(args, k) for k in ("iters", "warmup", "rounds")
@@ -100,7 +116,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     for case in chosen:
         print(f"reexec run: {case.name} ...", flush=True)
-        folder = run_case(case, settings, args.output)
+        folder = run_case(case, settings, args.output,
+                          parse_interference_args(args.interference))
         print(f"-> {folder}", flush=True)
     return 0
 
@@ -124,8 +141,9 @@ def _interference(args: argparse.Namespace) -> int:
     result = calibrate(backend=args.backend, world_size=args.world_size, threads=args.threads,
                        cluster=args.cluster, comm_bytes=parse_size(args.comm_bytes),
                        kernel=args.kernel, rounds=args.rounds, reps=args.reps,
-                       output=args.output)
-    print(f"compute_slowdown {result['compute_slowdown']:.4g}  "
+                       small_bytes=parse_size(args.small_bytes), output=args.output)
+    print(f"collective_cpu_s {result['collective_cpu_s']:.4g}  "
+          f"compute_slowdown {result['compute_slowdown']:.4g}  "
           f"comm_slowdown {result['comm_slowdown']:.4g}  -> {args.output}")
     return 0
 

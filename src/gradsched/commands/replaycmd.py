@@ -55,6 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "runs (calibrated by the re-execution experiment; 1 = none)")
     rep.add_argument("--comm-slowdown", type=float, default=1.0,
                      help="interference: collective speed divisor while backward computes")
+    rep.add_argument("--collective-cpu-s", type=float, default=0.0,
+                     help="interference: compute time each collective started during "
+                     "backward costs it, seconds (0 = none)")
+    rep.add_argument("--interference", type=Path, default=None, metavar="JSON",
+                     help="take the three interference parameters from this JSON "
+                     "(gradsched reexec interference); overrides the three options")
     rep.set_defaults(func=_replay)
 
 
@@ -77,10 +83,15 @@ def _replay(args: argparse.Namespace) -> int:
     trace = ComputeTrace.load(args.compute)
     model = load_comm_spec(args.comm)
     world = resolve_world_size(model, args.world_size)
+    interference = {"compute_slowdown": args.compute_slowdown,
+                    "comm_slowdown": args.comm_slowdown,
+                    "collective_cpu_s": args.collective_cpu_s}
+    if args.interference is not None:
+        from gradsched.reexec.experiment import load_interference
+
+        interference = load_interference(args.interference)[0]
     options = ReplayOptions(iterations=args.iterations, channels=args.channels,
-                            pack_s_per_byte=args.pack_s_per_byte,
-                            compute_slowdown=args.compute_slowdown,
-                            comm_slowdown=args.comm_slowdown)
+                            pack_s_per_byte=args.pack_s_per_byte, **interference)
     results = compare(trace, model, world, expand_algorithms(args.algorithms),
                       parse_knob_args(args.knob), options, args.timeline, args.plans)
     write_csv_atomic(args.output, results)

@@ -293,12 +293,14 @@ class Knob:
 
 
 def replay_iteration_s(trace: ComputeTrace, plan: Plan, model: CommModel, world_size: int,
-                       iterations: int = 5) -> float:
-    """Steady-state iteration time of ``plan`` by the replay engine."""
+                       iterations: int = 5, **interference: float) -> float:
+    """Steady-state iteration time of ``plan`` by the replay engine (``interference``:
+    ``compute_slowdown``, ``comm_slowdown``, ``collective_cpu_s`` of
+    :class:`~gradsched.replay.ReplayOptions`)."""
     from gradsched.replay import ReplayOptions, replay
 
-    return float(replay(trace, plan, model, world_size,
-                        ReplayOptions(iterations=iterations), timeline=False).iteration_s)
+    options = ReplayOptions(iterations=iterations, **interference)
+    return float(replay(trace, plan, model, world_size, options, timeline=False).iteration_s)
 
 
 def plan_signature(plan: Plan) -> tuple[Any, ...]:
@@ -312,14 +314,16 @@ class ReplayCache:
     """Replay-scored plans, memoised by schedule content."""
 
     def __init__(self, trace: ComputeTrace, model: CommModel, world_size: int,
-                 iterations: int = 5) -> None:
+                 iterations: int = 5, **interference: float) -> None:
         self.trace, self.model, self.world_size = trace, model, world_size
         self.iterations = iterations
+        self.interference = interference
         self._seen: dict[tuple[Any, ...], float] = {}
 
     def __call__(self, plan: Plan) -> float:
         key = plan_signature(plan)
         if key not in self._seen:
             self._seen[key] = replay_iteration_s(self.trace, plan, self.model,
-                                                 self.world_size, self.iterations)
+                                                 self.world_size, self.iterations,
+                                                 **self.interference)
         return self._seen[key]

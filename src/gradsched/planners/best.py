@@ -6,6 +6,12 @@ optimisation, ``optimal`` with its family search), plus Horovod's pre-0.21 defau
 P3 and ByteScheduler's partition search. Each is scored by the replay engine; the fastest
 wins (ties go to the earlier candidate). ``Plan.info["candidates"]`` lists every
 candidate's iteration time and ``Plan.info["winner"]`` the winning one.
+
+The scoring replay can include the machine's calibrated interference (knobs
+``collective_cpu_s``, ``compute_slowdown``, ``comm_slowdown``, as measured by
+``gradsched reexec interference``): on a machine where each collective costs the compute
+thread milliseconds (gloo on a few CPU cores), a plan of a thousand small collectives
+that wins on the bare cost model loses in reality, and this is how ``best`` knows it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,12 @@ NAME = "best"
 SUMMARY = "every planner with its knob search; the fastest plan by replay"
 KNOBS: tuple[Knob, ...] = (
     Knob("replay_iterations", int, 5, "iterations of each scoring replay"),
+    Knob("collective_cpu_s", float, 0.0,
+         "interference: compute time each collective costs backward, seconds"),
+    Knob("compute_slowdown", float, 1.0,
+         "interference: backward speed divisor during a collective's bandwidth phase"),
+    Knob("comm_slowdown", float, 1.0,
+         "interference: collective speed divisor while backward computes"),
 )
 
 # Extra settings beyond each planner's defaults.
@@ -46,9 +58,12 @@ def candidates(trace: ComputeTrace, model: CommModel,
 
 
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
-         replay_iterations: int = 5) -> Plan:
+         replay_iterations: int = 5, collective_cpu_s: float = 0.0,
+         compute_slowdown: float = 1.0, comm_slowdown: float = 1.0) -> Plan:
     """The fastest candidate, relabelled ``best``."""
-    score = ReplayCache(trace, model, world_size, replay_iterations)
+    interference = {"collective_cpu_s": collective_cpu_s,
+                    "compute_slowdown": compute_slowdown, "comm_slowdown": comm_slowdown}
+    score = ReplayCache(trace, model, world_size, replay_iterations, **interference)
     winner: tuple[str, Plan, float] | None = None
     scores: dict[str, float] = {}
     for label, cand in candidates(trace, model, world_size):
@@ -61,5 +76,6 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
         "winner": label, "winner_algorithm": chosen.algorithm,
         "winner_knobs": dict(chosen.knobs), "iteration_s": best_s, "candidates": scores}
     return Plan(algorithm=NAME, buckets=chosen.buckets,
-                knobs={"replay_iterations": replay_iterations}, update=chosen.update,
+                knobs={"replay_iterations": replay_iterations} | interference,
+                update=chosen.update,
                 channels=chosen.channels, info=info)

@@ -24,8 +24,9 @@ For every *case* (model x batch size x world size x network):
    forward, backward and update times)``; every compute time of the trace is multiplied
    by it (the per-layer shape stays the trace's), so a plan without communication would be
    predicted exactly at the control's median. ``predicted_s`` replays each plan on the
-   scaled trace; ``predicted_interference_s`` also applies the calibrated compute /
-   communication slowdowns (:mod:`gradsched.reexec.interference`); ``predicted_raw_s`` is
+   scaled trace; ``predicted_interference_s`` also applies the calibrated interference
+   (per-collective compute cost and compute / communication slowdowns,
+   :mod:`gradsched.reexec.interference`); ``predicted_raw_s`` is
    the replay of the committed trace as it is (scale 1), for reference.
 
 PyTorch DDP itself (``ddp-native-<cap>``) is predicted with the ``ddp`` planner at the
@@ -63,6 +64,7 @@ MEASURED_COLUMNS = (
     "case", "model", "batch_size", "world_size", "bandwidth", "algorithm", "kind", "item",
     "n_buckets", "n_collectives", "update", "predicted_raw_s", "compute_scale",
     "predicted_s", "predicted_interference_s", "compute_slowdown", "comm_slowdown",
+    "collective_cpu_s",
     "measured_s", "measured_p10_s", "measured_p90_s", "measured_mean_s", "iters", "rounds",
     "load_avg", "load_avg_min", "load_avg_max",
 )
@@ -230,8 +232,11 @@ def ddp_label(cap: float) -> str:
     return f"ddp-native-{cap:g}"
 
 
-def make_case_plans(case: Case, settings: Settings) -> CasePlans:
-    """Every algorithm's plan (from the committed traces), deduplicated into items."""
+def make_case_plans(case: Case, settings: Settings,
+                    interference: Mapping[str, float] | None = None) -> CasePlans:
+    """Every algorithm's plan (from the committed traces), deduplicated into items.
+    ``interference`` (``compute_slowdown``, ``comm_slowdown``, ``collective_cpu_s``) is
+    given to the ``best`` planner's scoring replay (knobs set in the config win)."""
     from gradsched.costmodel.base import load_comm_spec
     from gradsched.planners import make_plan
     from gradsched.traces.bundle import ComputeTrace
@@ -243,8 +248,10 @@ def make_case_plans(case: Case, settings: Settings) -> CasePlans:
     items: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for algorithm in settings.algorithms:
-        plan = make_plan(algorithm, trace, model, case.world_size,
-                         dict(settings.knobs.get(algorithm, {})))
+        knobs = dict(settings.knobs.get(algorithm, {}))
+        if algorithm == "best" and interference:
+            knobs = dict(interference) | knobs
+        plan = make_plan(algorithm, trace, model, case.world_size, knobs)
         plan.check_covers(trace.names)
         plans[algorithm] = plan
         data = plan.to_dict()
@@ -397,11 +404,15 @@ def machine_info() -> dict[str, Any]:
             "numpy": np.__version__, "gradsched": gradsched.__version__}
 
 
-def run_case(case: Case, settings: Settings, out_dir: str | Path) -> Path:
+def run_case(case: Case, settings: Settings, out_dir: str | Path,
+             interference: InterferenceSpec = None) -> Path:
     """Plan, measure and save one case under ``out_dir/<case>/`` (iterations.csv, plans/,
-    meta.json). Returns the case folder."""
+    meta.json). ``interference``: the calibrated interference JSON(s) that the ``best``
+    planner scores with (see :func:`make_case_plans`). Returns the case folder."""
     folder = Path(out_dir) / case.name
-    case_plans = make_case_plans(case, settings)
+    inter_path = interference_for(interference, case.network)
+    params, _ = load_interference(inter_path)
+    case_plans = make_case_plans(case, settings, params if inter_path else None)
     for label, plan in case_plans.plans.items():
         plan.save(folder / "plans" / f"{label}.plan.json")
     load_before = os.getloadavg()
@@ -414,6 +425,8 @@ def run_case(case: Case, settings: Settings, out_dir: str | Path) -> Path:
             "wall_s": round(wall, 1), "load_average_before": list(load_before),
             "load_average_after": list(os.getloadavg()), "machine": machine_info(),
             "item_of": case_plans.item_of,
+            "planning_interference": ({"file": str(inter_path)} | params
+                                      if inter_path else None),
             "items": [{k: v for k, v in it.items() if k != "plan"} for it in case_plans.items],
             "method": "gradsched reexec run: one launch per case; rounds x items (rotated, "
                       "reversed in odd rounds); each item builds the model (seed fixed), "
@@ -446,20 +459,35 @@ def trace_compute_s(trace: Any) -> float:
     return float(trace.forward_total_s + trace.backward_total_s + trace.update_total_s)
 
 
-def load_interference(path: str | Path | None) -> tuple[float, float, dict[str, Any]]:
-    """``(compute_slowdown, comm_slowdown, json)`` from an interference JSON (1, 1 if None)."""
+INTERFERENCE_FIELDS: tuple[str, ...] = ("compute_slowdown", "comm_slowdown",
+                                       "collective_cpu_s")
+NO_INTERFERENCE: dict[str, float] = {"compute_slowdown": 1.0, "comm_slowdown": 1.0,
+                                     "collective_cpu_s": 0.0}
+
+
+def load_interference(path: str | Path | None) -> tuple[dict[str, float], dict[str, Any]]:
+    """``(parameters, json)`` from an interference JSON: the replay's ``compute_slowdown``,
+    ``comm_slowdown`` and ``collective_cpu_s`` (none: 1, 1, 0 s; a JSON from before
+    ``collective_cpu_s`` was measured has 0 s)."""
     if path is None:
-        return 1.0, 1.0, {}
+        return dict(NO_INTERFERENCE), {}
     path = Path(path)
     if not path.is_file():
         raise InputError("interference JSON not found", path=path)
-    data = json.loads(path.read_text(encoding="utf-8"))
     try:
-        cs, ms = float(data["compute_slowdown"]), float(data["comm_slowdown"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"needs numeric compute_slowdown and comm_slowdown ({exc})",
-                         path=path) from exc
-    return max(cs, 1.0), max(ms, 1.0), data
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+    params: dict[str, float] = {}
+    for name in INTERFERENCE_FIELDS:
+        value = data.get(name, 0.0 if name == "collective_cpu_s" else None)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise InputError(f"needs a number, got {value!r}", path=path, field=name)
+        params[name] = float(value)
+    params["compute_slowdown"] = max(params["compute_slowdown"], 1.0)
+    params["comm_slowdown"] = max(params["comm_slowdown"], 1.0)
+    params["collective_cpu_s"] = max(params["collective_cpu_s"], 0.0)
+    return params, data
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -519,10 +547,9 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
     model = load_comm_spec(case.comm)
     scale = statistics.median(control) / trace_compute_s(trace)
     scaled = scaled_trace(trace, scale)
-    cs, ms, _ = load_interference(interference_for(interference, case.network))
+    params, _ = load_interference(interference_for(interference, case.network))
     plain = ReplayOptions(iterations=settings.replay_iterations)
-    inter = ReplayOptions(iterations=settings.replay_iterations, compute_slowdown=cs,
-                          comm_slowdown=ms)
+    inter = ReplayOptions(iterations=settings.replay_iterations, **params)
     rows = []
     base = {"case": case.name, "model": case.model, "batch_size": case.batch_size,
             "world_size": case.world_size, "bandwidth": case.network}
@@ -541,8 +568,7 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
             "predicted_s": replay(scaled, plan, model, case.world_size, plain).iteration_s,
             "predicted_interference_s": replay(scaled, plan, model, case.world_size,
                                                inter).iteration_s,
-            "compute_slowdown": cs, "comm_slowdown": ms,
-            **_stats(times["iteration_s"].tolist()), "iters": len(times),
+            **params, **_stats(times["iteration_s"].tolist()), "iters": len(times),
             "rounds": int(times["round"].nunique()),
             "load_avg": float(times.groupby("round")["load_avg_1m"].first().mean()),
             "load_avg_min": float(times["load_avg_1m"].min()),
@@ -552,8 +578,8 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
         "algorithm": CONTROL, "kind": "control", "item": CONTROL, "n_buckets": 0,
         "n_collectives": 0, "update": "global", "predicted_raw_s": trace_compute_s(trace),
         "compute_scale": scale, "predicted_s": trace_compute_s(scaled),
-        "predicted_interference_s": trace_compute_s(scaled), "compute_slowdown": cs,
-        "comm_slowdown": ms, **_stats(ctrl["iteration_s"].tolist()), "iters": len(ctrl),
+        "predicted_interference_s": trace_compute_s(scaled), **params,
+        **_stats(ctrl["iteration_s"].tolist()), "iters": len(ctrl),
         "rounds": int(ctrl["round"].nunique()),
         "load_avg": float(ctrl.groupby("round")["load_avg_1m"].first().mean()),
         "load_avg_min": float(ctrl["load_avg_1m"].min()),
@@ -584,7 +610,7 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
         for net in sorted({m["case"]["network"] for m in metas.values()}):
             path = interference_for(interference, net)
             if path is not None:
-                data = load_interference(path)[2]
+                data = load_interference(path)[1]
                 inter[net] = {"file": str(path)} | {k: v for k, v in data.items()
                                                     if k != "raw"}
         write_json_atomic(settings_output, {
@@ -598,8 +624,9 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
                 "compute_scale": "median compute-only control (same launch, no "
                                  "communication) / the trace's compute sum",
                 "predicted_s": "replay on the trace scaled by compute_scale",
-                "predicted_interference_s": "the same with compute_slowdown / "
-                                            "comm_slowdown of interference.json",
+                "predicted_interference_s": "the same with the interference of "
+                                            "interference.json: collective_cpu_s, "
+                                            "compute_slowdown, comm_slowdown",
                 "measured_s": "median iteration over all rounds (period between starts "
                               "of iterations, max over ranks)",
                 "load_avg": "mean over rounds of the 1-minute load average read before the "

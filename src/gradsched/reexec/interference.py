@@ -1,18 +1,20 @@
 """Calibrate the replay's interference factors on the machine at hand.
 
-The replay (:mod:`gradsched.replay.engine`) can slow backward compute by
-``compute_slowdown`` while a collective runs, and collectives by ``comm_slowdown`` while
-backward computes. Both factors are properties of the machine and the backend: with gloo
-on CPU the collective's threads (copies, reductions, socket I/O) take CPU time from the
-compute thread and vice versa; with NCCL on a GPU the all-reduce kernels take SMs and
-memory bandwidth from the compute kernels. This module measures them, on ``world_size``
-ranks (default 2), one command::
+The replay (:mod:`gradsched.replay.engine`) models three interference effects: backward
+compute loses ``collective_cpu_s`` for every collective started while it runs, and
+progresses at 1/``compute_slowdown`` of its speed while a collective is in its bandwidth
+phase; collectives progress at 1/``comm_slowdown`` while backward computes. All three are
+properties of the machine and the backend: with gloo on CPU the collective's threads
+(wake-ups, copies, reductions, socket I/O) take CPU time from the compute thread and vice
+versa; with NCCL on a GPU the all-reduce kernels take SMs and memory bandwidth from the
+compute kernels. This module measures them, on ``world_size`` ranks (default 2), one
+command::
 
     gradsched reexec interference -o interference.json                  # gloo, CPU
     gradsched reexec interference --backend nccl -o interference.json   # one GPU per rank
 
 Method (every rank does the same thing at the same time, aligned by barriers; ``rounds``
-rounds, each with the four phases in this order, so that a drift of the machine's load
+rounds, each with the five phases in this order, so that a drift of the machine's load
 affects the "alone" and "with" phases of a round alike):
 
 1. **compute alone** -- ``reps`` repetitions of a compute kernel (default ``conv``: the
@@ -26,13 +28,19 @@ affects the "alone" and "with" phases of a round alike):
    and 2, the maximum over ranks, at most 256: every rank issues the same sequence and the
    queue grows, so it never runs dry; the backlog is drained untimed after the phase).
    Only repetitions that ended with an all-reduce still in flight count.
-4. **communication with compute** -- the same all-reduces while a second thread of the
-   rank runs the compute kernel back to back (PyTorch releases the GIL inside kernels;
+4. **compute with small collectives** -- as phase 3 with all-reduces of ``small_bytes``
+   (default 4 KiB; up to 4096 per repetition), whose bandwidth phase is negligible; each
+   repetition also counts the collectives completed during it.
+5. **communication with compute** -- the all-reduces of phase 2 while a second thread of
+   the rank runs the compute kernel back to back (PyTorch releases the GIL inside kernels;
    on CUDA the kernel thread uses its own stream).
 
-``compute_slowdown`` = median over rounds and ranks of (median time of a kernel repetition
-with communication / alone), ``comm_slowdown`` likewise for the all-reduce. A ratio below 1
-(noise) is kept in the raw record, and the factor handed to the replay is clamped to 1.
+Per rank and round: ``collective_cpu_s`` = (median kernel time in phase 4 - median alone)
+/ median collectives completed per repetition; ``compute_slowdown`` = median kernel time
+in phase 3 / (median alone + ``collective_cpu_s`` x median collectives completed per
+repetition); ``comm_slowdown`` = median all-reduce time in phase 5 / phase 2. Each
+parameter is the median over ranks and rounds. A value below its neutral value (noise) is
+kept in the raw record, and the one handed to the replay is clamped (to 1, or 0 s).
 The JSON keeps every raw timing, the load average, the machine and the command.
 """
 
@@ -106,6 +114,8 @@ def interference_task(rank: int, world_size: int, payload: dict[str, Any]) -> di
     device = f"cuda:{torch.cuda.current_device()}" if cuda else "cpu"
     run = _kernel(payload["kernel"], device)
     buf = torch.ones(int(payload["comm_bytes"]) // 4, dtype=torch.float32, device=device)
+    small = torch.ones(max(int(payload.get("small_bytes", 4096)) // 4, 1), dtype=torch.float32,
+                       device=device)
     reps, comm_reps = int(payload["reps"]), int(payload["comm_reps"])
 
     def sync() -> None:
@@ -143,28 +153,30 @@ def interference_task(rank: int, world_size: int, payload: dict[str, Any]) -> di
         rec["comm_alone_s"] = times
         # 3. compute with all-reduces in flight. Every rank issues the same number (k per
         # repetition, k agreed on from phases 1 and 2 so that the queue never runs dry).
-        per_rep = statistics.median(rec["compute_alone_s"]) / max(statistics.median(times),
-                                                                  1e-9)
-        k = torch.tensor([2 * int(per_rep) + 2], dtype=torch.int64, device=device)
-        dist.all_reduce(k, op=dist.ReduceOp.MAX)
-        k_rep = min(int(k.item()), 256)
+        k_rep = _agreed_k(rec["compute_alone_s"], times, device)
         dist.barrier()
-        inflight: list[Any] = []
-        times, overlapped = [], []
-        for _ in range(reps):
-            inflight = [w for w in inflight if not w.is_completed()]
-            inflight.extend(dist.all_reduce(buf, async_op=True) for _ in range(k_rep))
-            t0 = time.perf_counter()
-            run()
-            sync()
-            times.append(time.perf_counter() - t0)
-            overlapped.append(not inflight[-1].is_completed())
-        for w in inflight:
-            comm_done(w)
-        rec["compute_with_comm_s"] = times
-        rec["compute_with_comm_overlapped"] = overlapped
+        stream = _with_stream(run, sync, lambda: dist.all_reduce(buf, async_op=True),
+                              reps, k_rep, comm_done)
+        rec["compute_with_comm_s"], rec["compute_with_comm_overlapped"] = stream[:2]
+        rec["compute_with_comm_completed"] = stream[2]
         rec["allreduces_per_rep"] = k_rep
-        # 4. communication while a second thread computes
+        # 4. compute with small all-reduces in flight: the compute time one collective
+        # costs, whatever its size (phase 3 is dominated by its bandwidth part).
+        dist.barrier()
+        times = []
+        for _ in range(comm_reps):
+            t0 = time.perf_counter()
+            comm_done(dist.all_reduce(small, async_op=True))
+            times.append(time.perf_counter() - t0)
+        rec["small_comm_alone_s"] = times
+        k_small = _agreed_k(rec["compute_alone_s"], times, device, cap=4096)
+        dist.barrier()
+        stream = _with_stream(run, sync, lambda: dist.all_reduce(small, async_op=True),
+                              reps, k_small, comm_done)
+        rec["compute_with_small_s"], rec["compute_with_small_overlapped"] = stream[:2]
+        rec["compute_with_small_completed"] = stream[2]
+        rec["small_allreduces_per_rep"] = k_small
+        # 5. communication while a second thread computes
         dist.barrier()
         stop = threading.Event()
         started = threading.Event()
@@ -188,6 +200,50 @@ def interference_task(rank: int, world_size: int, payload: dict[str, Any]) -> di
     return {"rank": rank, "rounds": out}
 
 
+def _agreed_k(compute_s: list[float], comm_s: list[float], device: str,
+              cap: int = 256) -> int:
+    """All-reduces to issue per kernel repetition so that the queue never runs dry:
+    2 + 2 x kernel time / all-reduce time, the maximum over ranks, at most ``cap``."""
+    import torch
+    import torch.distributed as dist
+
+    per_rep = statistics.median(compute_s) / max(statistics.median(comm_s), 1e-9)
+    k = torch.tensor([2 * int(per_rep) + 2], dtype=torch.int64, device=device)
+    dist.all_reduce(k, op=dist.ReduceOp.MAX)
+    return min(int(k.item()), cap)
+
+
+def _with_stream(run: Any, sync: Any, issue: Any, reps: int, k_rep: int,
+                 comm_done: Any) -> tuple[list[float], list[bool], list[int]]:
+    """Time ``reps`` kernel repetitions while ``k_rep`` collectives per repetition are
+    queued; per repetition: its time, whether a collective was still in flight at its end,
+    and how many collectives completed during it (gloo and NCCL complete the works of one
+    process group in issue order)."""
+    issued: list[Any] = []
+    done = 0
+    times, overlapped, completed = [], [], []
+
+    def advance() -> int:
+        nonlocal done
+        while done < len(issued) and issued[done].is_completed():
+            done += 1
+        return done
+
+    for _ in range(reps):
+        issued.extend(issue() for _ in range(k_rep))
+        before = advance()
+        t0 = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - t0)
+        after = advance()
+        overlapped.append(after < len(issued))
+        completed.append(after - before)
+    for w in issued[done:]:
+        comm_done(w)
+    return times, overlapped, completed
+
+
 def _background(run: Any, cuda: bool, stop: threading.Event, started: threading.Event,
                 kernels: list[int]) -> None:
     """Run the kernel back to back until ``stop`` (phase 4); on CUDA on its own stream."""
@@ -204,33 +260,73 @@ def _background(run: Any, cuda: bool, stop: threading.Event, started: threading.
 
 
 # --------------------------------------------------------------------------- launcher side
+def _overlapped(times: list[float], flags: list[bool],
+                counts: list[int] | None) -> tuple[list[float], list[int]]:
+    """The repetitions that ended with a collective still in flight."""
+    counts = counts if counts is not None else [0] * len(times)
+    kept = [(t, c) for t, ok, c in zip(times, flags, counts, strict=True) if ok]
+    return [t for t, _ in kept], [c for _, c in kept]
+
+
+def _round_factors(rec: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+    """(collective_cpu_s, compute ratio, comm ratio) of one rank's round (None: unusable).
+
+    The replay's model: compute loses ``collective_cpu_s`` per collective started while it
+    runs, and progresses at 1/compute_slowdown while a collective is in its bandwidth
+    phase. Phase 5 (small all-reduces: no bandwidth phase to speak of) gives the first:
+    (median time with - median time alone) / median collectives completed per repetition;
+    phase 3 then gives compute_slowdown = median time with / (median time alone +
+    collective_cpu_s x median collectives completed per repetition)."""
+    alone = statistics.median(rec["compute_alone_s"]) if rec["compute_alone_s"] else None
+    cpu_s = None
+    if alone is not None and "compute_with_small_s" in rec:
+        small, n_small = _overlapped(rec["compute_with_small_s"],
+                                     rec["compute_with_small_overlapped"],
+                                     rec["compute_with_small_completed"])
+        if small and statistics.median(n_small) > 0:
+            cpu_s = (statistics.median(small) - alone) / statistics.median(n_small)
+    ratio = None
+    with_comm, n_big = _overlapped(rec["compute_with_comm_s"],
+                                   rec["compute_with_comm_overlapped"],
+                                   rec.get("compute_with_comm_completed"))
+    if with_comm and alone is not None:
+        own = max(cpu_s or 0.0, 0.0) * statistics.median(n_big)
+        ratio = statistics.median(with_comm) / (alone + own)
+    comm = None
+    if rec["comm_alone_s"] and rec["comm_with_compute_s"]:
+        comm = statistics.median(rec["comm_with_compute_s"]) / statistics.median(
+            rec["comm_alone_s"])
+    return cpu_s, ratio, comm
+
+
 def factors(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Slowdown factors from the ranks' raw records (see the module docstring)."""
-    compute_ratios, comm_ratios = [], []
+    """Interference parameters from the ranks' raw records (see the module docstring):
+    medians over ranks and rounds; values below their neutral value (noise) are kept in
+    the ``*_raw`` fields and clamped in the ones the replay uses."""
+    cpu, compute_ratios, comm_ratios = [], [], []
     for res in results:
         for rec in res["rounds"]:
-            with_comm = [t for t, ok in zip(rec["compute_with_comm_s"],
-                                            rec["compute_with_comm_overlapped"], strict=True)
-                         if ok]
-            if with_comm and rec["compute_alone_s"]:
-                compute_ratios.append(statistics.median(with_comm)
-                                      / statistics.median(rec["compute_alone_s"]))
-            if rec["comm_alone_s"] and rec["comm_with_compute_s"]:
-                comm_ratios.append(statistics.median(rec["comm_with_compute_s"])
-                                   / statistics.median(rec["comm_alone_s"]))
+            c, r, m = _round_factors(rec)
+            for out, value in ((cpu, c), (compute_ratios, r), (comm_ratios, m)):
+                if value is not None:
+                    out.append(value)
     if not compute_ratios or not comm_ratios:
         raise ConfigError("interference: no usable measurement (no repetition overlapped an "
                           "all-reduce); raise --reps or --comm-bytes")
     raw_compute = statistics.median(compute_ratios)
     raw_comm = statistics.median(comm_ratios)
+    raw_cpu = statistics.median(cpu) if cpu else 0.0
     return {"compute_slowdown": max(raw_compute, 1.0), "comm_slowdown": max(raw_comm, 1.0),
+            "collective_cpu_s": max(raw_cpu, 0.0),
             "compute_slowdown_raw": raw_compute, "comm_slowdown_raw": raw_comm,
+            "collective_cpu_s_raw": raw_cpu, "collective_cpu_s_per_round": cpu,
             "compute_ratios": compute_ratios, "comm_ratios": comm_ratios}
 
 
 def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
               cluster: str | None = None, comm_bytes: int = 8 * 1024**2,
               kernel: str = "conv", rounds: int = 5, reps: int = 20,
+              small_bytes: int = 4096,
               comm_reps: int | None = None, output: str | Path | None = None
               ) -> dict[str, Any]:
     """Measure both factors on ``world_size`` ranks; write and return the JSON record."""
@@ -244,7 +340,8 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
     if backend not in ("gloo", "nccl"):
         raise ConfigError(f"backend must be gloo or nccl, not {backend!r}")
     comm_reps = comm_reps if comm_reps is not None else max(3, reps // 4)
-    payload = {"kernel": kernel, "comm_bytes": comm_bytes, "reps": reps,
+    payload = {"kernel": kernel, "comm_bytes": comm_bytes, "small_bytes": small_bytes,
+               "reps": reps,
                "comm_reps": comm_reps, "rounds": rounds}
     common = {"backend": backend, "threads_per_rank": threads, "op_timeout_s": 300.0,
               "deadline_s": 3600.0}
@@ -265,7 +362,8 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
     record.update({
         "kind": "interference", "backend": backend, "world_size": world_size,
         "threads_per_rank": threads, "network": network, "kernel": kernel,
-        "comm_bytes": comm_bytes, "rounds": rounds, "reps": reps, "comm_reps": comm_reps,
+        "comm_bytes": comm_bytes, "small_bytes": small_bytes, "rounds": rounds,
+        "reps": reps, "comm_reps": comm_reps,
         "date": when, "wall_s": round(time.monotonic() - start, 1),
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
         "machine": machine_info(), "command": "gradsched " + " ".join(sys.argv[1:])

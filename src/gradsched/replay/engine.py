@@ -20,10 +20,13 @@ Model (one worker stands for all: data parallelism is symmetric):
   ``update="per_layer"``: the next forward of layer l waits for the communication of
   l's tensors, then runs l's update and forward (ByteScheduler, DeAR).
 
-* Interference (optional, ``compute_slowdown``/``comm_slowdown`` >= 1): while a collective
-  runs, backward compute slows by the first factor; while backward computes, collectives
-  slow by the second (both measured by the re-execution experiment). Backward and
-  communication are then simulated together, event by event.
+* Interference (optional; all three calibrated by ``gradsched reexec interference``):
+  every collective that starts while backward computes costs backward
+  ``collective_cpu_s`` of compute time (on CPU: the gloo threads' wake-ups and work take
+  the cores from the compute thread); while a collective is in its bandwidth phase,
+  backward compute progresses at 1/``compute_slowdown``; while backward computes,
+  collectives progress at 1/``comm_slowdown``. Backward and communication are then
+  simulated together, event by event.
 
 The iteration time is the steady-state period between ends of backward. The replay is a
 pure function of its inputs.
@@ -62,16 +65,25 @@ class ReplayOptions:
     pack_s_per_byte: float = 0.0
     compute_slowdown: float = 1.0
     comm_slowdown: float = 1.0
+    collective_cpu_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.compute_slowdown < 1 or self.comm_slowdown < 1:
             raise ConfigError("interference slowdowns must be >= 1 (1 = no interference)")
+        if not self.collective_cpu_s >= 0:
+            raise ConfigError("collective_cpu_s must be >= 0 seconds (0 = no interference)")
         if self.iterations < 2:
             raise ConfigError("the replay needs at least 2 iterations for a steady state")
         if self.channels < 1:
             raise ConfigError("channels must be >= 1")
         if self.pack_s_per_byte < 0:
             raise ConfigError("pack_s_per_byte must be >= 0")
+
+    @property
+    def interference(self) -> bool:
+        """Whether any interference effect is on."""
+        return (self.compute_slowdown != 1.0 or self.comm_slowdown != 1.0
+                or self.collective_cpu_s > 0)
 
 
 @dataclass(frozen=True)
@@ -155,10 +167,11 @@ def comm_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
     backward_s = arrays.backward_s
     fifo = (channels == 1 and not np.any(items.kind == AG)
             and not np.any(np.isfinite(items.key_priority)))
-    if options.compute_slowdown != 1.0 or options.comm_slowdown != 1.0:
+    if options.interference:
         start, end, backward_s = _joint_schedule(items, arrays, channels,
                                                  options.compute_slowdown,
-                                                 options.comm_slowdown)
+                                                 options.comm_slowdown,
+                                                 options.collective_cpu_s)
     elif fifo:
         start, end = _fifo_one_channel(items.ready_offset_s, items.duration_s)
     elif channels == 1:
@@ -222,16 +235,17 @@ def _priority_one_channel(items: PlanItems, backward_s: float) -> tuple[np.ndarr
 
 
 def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
-                    compute_slowdown: float, comm_slowdown: float
-                    ) -> tuple[np.ndarray, np.ndarray, float]:
+                    compute_slowdown: float, comm_slowdown: float,
+                    collective_cpu_s: float = 0.0) -> tuple[np.ndarray, np.ndarray, float]:
     """The general list schedule: priorities, all-gathers, several channels sharing
     bandwidth, and backward compute simulated together with communication, with
-    interference (factors of 1 = none): while
-    any collective runs, backward compute progresses at 1/compute_slowdown of its speed;
-    while backward computes, collectives progress at 1/comm_slowdown (gloo threads compete
-    with compute for cores; NCCL kernels take SMs). Returns item starts and ends and the
-    (stretched) end of backward, all relative to the start of backward. Forward passes are
-    not slowed (a documented simplification)."""
+    interference (factors of 1 and 0 s = none): a collective starting while backward
+    computes adds ``collective_cpu_s`` to the backward work left; while any collective is
+    in its bandwidth phase, backward compute progresses at 1/compute_slowdown of its
+    speed; while backward computes, collectives progress at 1/comm_slowdown (gloo threads
+    compete with compute for cores; NCCL kernels take SMs). Returns item starts and ends
+    and the (stretched) end of backward, all relative to the start of backward. Forward
+    passes are not slowed (a documented simplification)."""
     n = items.n_per_iteration
     start, end = np.zeros(n), np.zeros(n)
     segments = arrays.backward_seq_s.tolist()
@@ -272,12 +286,14 @@ def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
             lat = float(items.latency_s[i])
             active[i] = [lat, float(items.duration_s[i]) - lat]
             start[i] = now
+            if pos < n_seg:
+                left += collective_cpu_s
         computing = pos < n_seg
         if not computing and not active and not pending:
             break
-        compute_rate = 1.0 / compute_slowdown if active else 1.0
         comm_mult = comm_slowdown if computing else 1.0
         in_bw = sum(1 for st in active.values() if st[0] <= _EPS)
+        compute_rate = 1.0 / compute_slowdown if in_bw else 1.0
         steps = [st[0] * comm_mult if st[0] > _EPS else st[1] * in_bw * comm_mult
                  for st in active.values()]
         if computing:
