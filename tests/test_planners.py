@@ -314,6 +314,23 @@ def test_best_is_min_over_candidates(example_b: ComputeTrace) -> None:
     assert plan.info["iteration_s"] <= cands["optimal"]
 
 
+def test_best_scores_with_interference(example_b: ComputeTrace) -> None:
+    # A collective that costs backward 5 ms of compute (on a SYNTHETIC trace) makes plans
+    # of many collectives lose: best, scoring with it, never picks more collectives, and
+    # its pick is at least as good as the bare-model pick when both are replayed with it.
+    model = AlphaBetaModel(1e-4, 1e-9)
+    bare = make_plan("best", example_b, model, 8)
+    cpu = make_plan("best", example_b, model, 8, {"collective_cpu_s": "5e-3"})
+    options = ReplayOptions(collective_cpu_s=5e-3)
+    assert cpu.knobs["collective_cpu_s"] == 5e-3
+    assert cpu.info["iteration_s"] == pytest.approx(
+        replay(example_b, cpu, model, 8, options).iteration_s)
+    assert cpu.info["iteration_s"] <= replay(example_b, bare, model, 8, options).iteration_s
+    assert len(cpu.buckets) <= len(bare.buckets)
+    with pytest.raises(ConfigError):
+        make_plan("best", example_b, model, 8, {"collective_cpu_s": "-1"})
+
+
 # ---------------------------------------------------------------------------------------
 # Registry and knobs.
 # ---------------------------------------------------------------------------------------

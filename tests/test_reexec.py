@@ -217,6 +217,18 @@ def test_analysis_errors_tau_and_best_vs_ddp(tmp_path):
     swapped["measured_s"] = 1.0 / swapped["measured_s"]
     assert math.isclose(analysis.case_stats(swapped).iloc[0]["tau"], -1.0)
     assert math.isnan(analysis.kendall(pd.Series([1.0, 1.0]), pd.Series([1.0, 2.0]))[0])
+    # all 10 pairs have disjoint p10-p90 ranges (+-1 %) and are ordered right
+    assert c1["n_distinguishable"] == 10 and c1["order_ok_pct"] == 100.0
+    assert analysis.case_stats(swapped).iloc[0]["order_ok_pct"] == 0.0
+    # pairs within the noise are not scored; a tie in the prediction counts half
+    runs = pd.DataFrame({"measured_s": [1.0, 1.005, 2.0], "measured_p10_s": [0.99, 0.99, 1.9],
+                         "measured_p90_s": [1.01, 1.02, 2.1]})
+    assert analysis.ordered_pairs(pd.Series([2.0, 1.0, 3.0]), runs) == (2, 100.0)
+    assert analysis.ordered_pairs(pd.Series([3.0, 1.0, 3.0]), runs) == (2, 75.0)
+    # algorithms that ran the same plan count once in tau
+    dup = pd.concat([frame, frame.iloc[[0]].assign(algorithm="mgwfbp")], ignore_index=True)
+    dup["item"] = dup["algorithm"].where(dup["algorithm"] != "mgwfbp", "wfbp")
+    assert len(analysis.distinct_runs(analysis.plan_errors(dup))) == 5
     measured = tmp_path / "m.csv"
     frame.to_csv(measured, index=False)
     out = analysis.analyze_file(measured, stats=tmp_path / "s.csv", table=tmp_path / "t.tex",

@@ -282,3 +282,29 @@ def test_interference_never_speeds_up(n, seed, kc, km, cpu):
                     ReplayOptions(compute_slowdown=kc, comm_slowdown=km,
                                   collective_cpu_s=cpu)).iteration_s
     assert slowed >= base * (1 - 1e-9)
+
+
+def test_replay_cli_with_interference_json(tmp_path):
+    """``gradsched replay --interference`` takes the three parameters from the JSON, and
+    the best planner scores with them (SYNTHETIC trace and hand-made JSON)."""
+    from gradsched.cli import main
+
+    trace = synthetic_compute_trace(12, 3)
+    compute = tmp_path / "c.csv"
+    trace.save(compute)
+    inter = tmp_path / "inter.json"
+    inter.write_text(json.dumps({"compute_slowdown": 1.0, "comm_slowdown": 1.0,
+                                 "collective_cpu_s": 0.02}))
+    comm = "alpha-beta:alpha=1e-4,beta=1e-9"
+    out_plain, out_int = tmp_path / "plain.csv", tmp_path / "int.csv"
+    args = ["replay", "--compute", str(compute), "--comm", comm, "--world-size", "4",
+            "--algorithms", "wfbp,syncsgd,best"]
+    assert main([*args, "-o", str(out_plain)]) == 0
+    assert main([*args, "--interference", str(inter), "--plans", str(tmp_path / "p"),
+                 "-o", str(out_int)]) == 0
+    plain = pd.read_csv(out_plain).set_index("algorithm")["iteration_s"]
+    slowed = pd.read_csv(out_int).set_index("algorithm")["iteration_s"]
+    assert slowed["wfbp"] > plain["wfbp"]  # 12 collectives, each costs backward 20 ms
+    assert slowed["best"] <= min(slowed["wfbp"], slowed["syncsgd"]) + 1e-12
+    best = json.loads((tmp_path / "p" / "best.plan.json").read_text())
+    assert best["knobs"]["collective_cpu_s"] == 0.02

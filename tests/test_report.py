@@ -146,6 +146,25 @@ def test_macros_match_the_csvs(tmp_path: Path) -> None:
     assert values["CompareNumChecked"] == "n/a"
 
 
+def test_reexec_macros_from_measured(tmp_path: Path) -> None:
+    from tests.test_reexec import _synthetic_measured
+
+    frame = _synthetic_measured().assign(collective_cpu_s=4e-4)
+    path, out = tmp_path / "measured.csv", tmp_path / "m.tex"
+    frame.to_csv(path, index=False)
+    assert main(["report", "macros", "--reexec", str(path), "-o", str(out)]) == 0
+    values = macros.parse_macros(out.read_text())
+    # SYNTHETIC rows: every plan predicted 1/1.1 of its measured time
+    assert values["ReexecMedianErr"] == f"{100 * (1 - 1 / 1.1):.1f}"
+    assert values["ReexecLoopbackMedianErr"] == values["ReexecMedianErr"]
+    assert values["ReexecTau"] == "1.00" and values["ReexecOrderOk"] == "100"
+    assert values["ReexecPairs"] == "10" and values["ReexecNumCases"] == "1"
+    assert values["ReexecBestAsFastCases"] == "1"
+    assert values["ReexecLoopbackCollectiveCpuMs"] == "0.40"
+    assert values["ReexecTbfOnegbitMedianErr"] == "n/a"  # no case on that network
+    assert macros.reexec_macros(None)["ReexecTau"] == "n/a"
+
+
 def test_macro_names_are_tex_control_words() -> None:
     text = macros.render(macros.all_macros(synthetic_fits(), None, synthetic_collected()))
     for line in text.splitlines():

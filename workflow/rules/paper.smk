@@ -59,6 +59,7 @@ rule macros:
         crossws=f"{RESULTS}/fit/crossws.csv",
         replay=f"{RESULTS}/replay/main/replay.csv",
         compare=f"{RESULTS}/compare/compare.csv",
+        reexec="paper/data/reexec/measured.csv",
     output:
         f"{GEN}/macros.tex",
     log:
@@ -81,7 +82,8 @@ rule macros:
         ),
     shell:
         "{GS} report macros --fits {input.fits} --crossws {input.crossws} "
-        "--replay {input.replay} --compare {input.compare} {params.headline} "
+        "--replay {input.replay} --compare {input.compare} --reexec {input.reexec} "
+        "{params.headline} "
         "-o {output} > {log} 2>&1"
 
 

@@ -40,6 +40,19 @@ def reexec_cases():
     return [c.name for c in parse_cases(REEXEC.get("cases") or [], REEXEC_CONFIG)]
 
 
+def _case_interference(wc):
+    """The interference JSON the `best` planner of this case scores with: the case's
+    network's, or the first calibrated network's (as reexec_collect uses)."""
+    from gradsched.reexec.experiment import parse_cases
+
+    cases = {c.name: c for c in parse_cases(REEXEC.get("cases") or [], REEXEC_CONFIG)}
+    if wc.case not in cases:
+        _fail(f"reexec: no case {wc.case!r} in {REEXEC_CONFIG}")
+    nets = reexec_networks()
+    net = cases[wc.case].network if cases[wc.case].network in nets else nets[0]
+    return f"{REEXEC_OUT}/interference-{net}.json"
+
+
 def reexec_networks():
     inter = REEXEC.get("interference") or {}
     return list(inter.get("networks") or ["loopback"])
@@ -52,6 +65,7 @@ def _interference_args(wc):
         ("backend", "--backend"),
         ("kernel", "--kernel"),
         ("comm_bytes", "--comm-bytes"),
+        ("small_bytes", "--small-bytes"),
         ("rounds", "--rounds"),
         ("reps", "--reps"),
         ("threads", "--threads"),
@@ -92,7 +106,10 @@ rule reexec_figures:
 
 
 rule reexec_run:
-    """One case: plans, executor runs, PyTorch DDP, compute-only control (rounds)."""
+    """One case: plans (best scores with the calibrated interference), executor runs,
+    PyTorch DDP, compute-only control (rounds)."""
+    input:
+        interference=_case_interference,
     output:
         iterations=f"{REEXEC_OUT}/{{case}}/iterations.csv",
         meta=f"{REEXEC_OUT}/{{case}}/meta.json",
@@ -105,7 +122,7 @@ rule reexec_run:
         runtime=120,
     shell:
         "{GS} reexec run --config {REEXEC_CONFIG} --case {wildcards.case} "
-        "-o {REEXEC_OUT} > {log} 2>&1"
+        "--interference {input.interference} -o {REEXEC_OUT} > {log} 2>&1"
 
 
 rule reexec_interference:

@@ -90,6 +90,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--crossws", type=Path)
     p.add_argument("--replay", type=Path, help="collected replay CSV")
     p.add_argument("--compare", type=Path)
+    p.add_argument("--reexec", type=Path,
+                   help="re-execution measured.csv (paper/data/reexec/measured.csv)")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=int)
@@ -194,7 +196,7 @@ def _macros(args: argparse.Namespace) -> int:
     macros = all_macros(_read(args.fits), _read(args.crossws), _read(args.replay),
                         _read(args.compare),
                         Headline(args.headline_trace, args.headline_network,
-                                 args.headline_world_size))
+                                 args.headline_world_size), _read(args.reexec))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")

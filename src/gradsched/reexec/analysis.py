@@ -10,7 +10,13 @@ compute scale and is predicted exactly by construction):
   committed trace (``predicted_raw_s``);
 * per case: median |error|, the worst error (largest |error|, signed, and its plan), and
   Kendall's tau-b (``scipy.stats.kendalltau``) between the predicted and the measured
-  iteration times of the case's plans, i.e. how well the replay orders the plans;
+  iteration times of the case's distinct executions (algorithms that ran the same plan
+  count once), i.e. how well the replay orders the plans;
+* per case, the order of the plans that the measurement can tell apart: of the pairs of
+  distinct executions whose measured p10-p90 ranges are disjoint (``n_distinguishable``),
+  the share the prediction orders the same way (``order_ok_pct``; a tie in the
+  prediction counts as half). Tau also scores pairs within the noise, whose measured
+  order is a coin toss; this one does not;
 * per case, the noise floor: ``median_spread_pct``, the median over plans of the
   measured half p10-p90 range relative to the median, and ``ddp_executor_vs_native_pct``,
   gradsched's executor running the ``ddp`` plan vs PyTorch DDP itself at 25 MiB (the same
@@ -44,7 +50,8 @@ STATS_COLUMNS = (
     "case", "bandwidth", "world_size", "n_plans", "compute_scale", "load_avg",
     "median_abs_err_pct", "worst_err_pct", "worst_algorithm", "tau", "tau_p",
     "median_abs_err_int_pct", "worst_err_int_pct", "worst_int_algorithm", "tau_int",
-    "tau_int_p", "median_abs_err_raw_pct", "tau_raw",
+    "tau_int_p", "median_abs_err_raw_pct", "tau_raw", "n_distinguishable", "order_ok_pct",
+    "order_ok_int_pct",
     "best_measured_s", "ddp25_measured_s", "best_vs_ddp25_pct", "best_at_least_as_fast",
     "best_vs_ddp25_beyond_spread", "median_spread_pct", "ddp_executor_vs_native_pct",
 )
@@ -80,6 +87,31 @@ def kendall(pred: pd.Series, meas: pd.Series) -> tuple[float, float]:
     return float(res.statistic), float(res.pvalue)
 
 
+def distinct_runs(group: pd.DataFrame) -> pd.DataFrame:
+    """One row per distinct execution (the first algorithm of each measured item)."""
+    if "item" not in group:
+        return group
+    return group.drop_duplicates(subset=["case", "item"], keep="first")
+
+
+def ordered_pairs(pred: pd.Series, runs: pd.DataFrame) -> tuple[int, float]:
+    """``(pairs, percent)``: among pairs of runs whose measured p10-p90 ranges are
+    disjoint, the share whose predicted order matches (ties predicted count half)."""
+    p = pred.to_numpy(dtype=float)
+    m = runs["measured_s"].to_numpy(dtype=float)
+    lo = runs["measured_p10_s"].to_numpy(dtype=float)
+    hi = runs["measured_p90_s"].to_numpy(dtype=float)
+    pairs, score = 0, 0.0
+    for i in range(len(p)):
+        for j in range(i + 1, len(p)):
+            if not (hi[i] < lo[j] or hi[j] < lo[i]):
+                continue
+            pairs += 1
+            agree = np.sign(p[i] - p[j]) * np.sign(m[i] - m[j])
+            score += 1.0 if agree > 0 else 0.5 if agree == 0 else 0.0
+    return pairs, (100.0 * score / pairs if pairs else math.nan)
+
+
 def _worst(errors: pd.Series, names: pd.Series) -> tuple[float, str]:
     if errors.empty:
         return math.nan, ""
@@ -106,7 +138,12 @@ def _summary(case: str, group: pd.DataFrame, full: pd.DataFrame, taus: dict[str,
             out[f"worst_err{suffix}_pct"] = worst
             out[f"worst{suffix}_algorithm" if suffix else "worst_algorithm"] = alg
         if taus is None:
-            tau, p = kendall(group[PREDICTIONS[suffix]], group["measured_s"])
+            runs = distinct_runs(group)
+            tau, p = kendall(runs[PREDICTIONS[suffix]], runs["measured_s"])
+            if suffix != "_raw":
+                n_pairs, ok = ordered_pairs(runs[PREDICTIONS[suffix]], runs)
+                out["n_distinguishable"] = n_pairs
+                out[f"order_ok{suffix}_pct"] = ok
         else:
             tau, p = taus.get(suffix, math.nan), math.nan
         out[f"tau{suffix}"] = tau
@@ -149,7 +186,14 @@ def case_stats(frame: pd.DataFrame) -> pd.DataFrame:
         taus = {suf: float(np.nanmedian([per_case[c][f"tau{suf}"] for c in cases]))
                 if any(not math.isnan(per_case[c][f"tau{suf}"]) for c in cases) else math.nan
                 for suf in ("", "_int", "_raw")}
-        return _summary(name, group, errors, taus)
+        out = _summary(name, group, errors, taus)
+        n = sum(per_case[c].get("n_distinguishable", 0) for c in cases)
+        out["n_distinguishable"] = n
+        for suf in ("", "_int"):
+            ok = sum(per_case[c].get("n_distinguishable", 0) * per_case[c][f"order_ok{suf}_pct"]
+                     for c in cases if per_case[c].get("n_distinguishable", 0))
+            out[f"order_ok{suf}_pct"] = ok / n if n else math.nan
+        return out
 
     for net, group in errors.groupby("bandwidth", sort=False):
         rows.append(pooled(f"all-{net}", group))

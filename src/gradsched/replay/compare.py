@@ -101,13 +101,19 @@ def compare(
     timeline_dir: str | Path | None = None,
     plans_dir: str | Path | None = None,
 ) -> pd.DataFrame:
-    """One result row per algorithm (see :data:`RESULT_COLUMNS`)."""
+    """One result row per algorithm (see :data:`RESULT_COLUMNS`). With interference in
+    ``options``, the ``best`` planner scores its candidates with it too (unless its knobs
+    say otherwise)."""
     knobs = knobs or {}
     bound = lower_bound(trace, model, world_size).lower_bound_s
     rows = []
     for algorithm in algorithms:
-        plan, result = run_algorithm(algorithm, trace, model, world_size,
-                                     knobs_for(algorithm, knobs), options,
+        own = knobs_for(algorithm, knobs)
+        if algorithm == "best" and options is not None and options.interference:
+            own = {"collective_cpu_s": options.collective_cpu_s,
+                   "compute_slowdown": options.compute_slowdown,
+                   "comm_slowdown": options.comm_slowdown} | own
+        plan, result = run_algorithm(algorithm, trace, model, world_size, own, options,
                                      timeline=timeline_dir is not None)
         if timeline_dir is not None:
             write_timeline(result, timeline_dir)

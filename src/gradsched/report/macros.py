@@ -184,15 +184,64 @@ def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
     }
 
 
+REEXEC_NETWORKS = ("loopback", "tbf1gbit", "tbf100mbit")
+_REEXEC_KEYS = {
+    "MedianErr": ("median_abs_err_pct", 1), "MedianErrInt": ("median_abs_err_int_pct", 1),
+    "Tau": ("tau", 2), "TauInt": ("tau_int", 2), "OrderOk": ("order_ok_pct", 0),
+    "OrderOkInt": ("order_ok_int_pct", 0), "Pairs": ("n_distinguishable", 0),
+    "NumPlans": ("n_plans", 0), "Spread": ("median_spread_pct", 1),
+}
+
+
+def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
+    """The re-execution experiment (``paper/data/reexec/measured.csv``): pooled errors,
+    tau and pair order over all cases (``Reexec...``) and per network
+    (``Reexec<Network>...``), the number of cases, in how many the best plan measured at
+    least as fast as PyTorch DDP (25 MiB), the median executor-vs-DDP difference, and the
+    calibrated per-collective compute cost per network (ms)."""
+    scopes = {"": "all", **{camel(n): f"all-{n}" for n in REEXEC_NETWORKS}}
+    out = {f"Reexec{scope}{key}": NA for scope in scopes for key in _REEXEC_KEYS}
+    out |= {"ReexecNumCases": NA, "ReexecBestAsFastCases": NA,
+            "ReexecExecVsDdpMedian": NA, "ReexecExecVsDdpWorst": NA}
+    out |= {f"Reexec{camel(n)}CollectiveCpuMs": NA for n in REEXEC_NETWORKS}
+    if measured is None or measured.empty:
+        return out
+    from gradsched.reexec.analysis import case_stats
+
+    stats = case_stats(measured).set_index("case")
+    for scope, row in scopes.items():
+        if row not in stats.index:
+            continue
+        for key, (col, digits) in _REEXEC_KEYS.items():
+            value = stats.loc[row, col]
+            out[f"Reexec{scope}{key}"] = number(float(value), digits)
+    cases = stats.loc[~stats.index.str.startswith("all")]
+    out["ReexecNumCases"] = str(len(cases))
+    fast = cases["best_at_least_as_fast"].dropna()
+    out["ReexecBestAsFastCases"] = str(int(fast.astype(bool).sum())) if len(fast) else NA
+    gap = cases["ddp_executor_vs_native_pct"].dropna().astype(float)
+    if len(gap):
+        out["ReexecExecVsDdpMedian"] = number(float(gap.median()), 1)
+        out["ReexecExecVsDdpWorst"] = number(float(gap.loc[gap.abs().idxmax()]), 1)
+    if "collective_cpu_s" in measured:
+        for net in REEXEC_NETWORKS:
+            values = measured.loc[measured["bandwidth"] == net, "collective_cpu_s"]
+            if len(values):
+                out[f"Reexec{camel(net)}CollectiveCpuMs"] = number(1e3 * float(values.iloc[0]), 2)
+    return out
+
+
 def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = None,
                collected: pd.DataFrame | None = None, compare: pd.DataFrame | None = None,
-               headline: Headline | None = None) -> dict[str, str]:
+               headline: Headline | None = None,
+               reexec: pd.DataFrame | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
     out.update(crossws_macros(cross))
     out.update(replay_macros(collected, headline or Headline()))
     out.update(compare_macros(compare))
+    out.update(reexec_macros(reexec))
     return out
 
 

@@ -123,20 +123,24 @@ def reexec_table(frame: pd.DataFrame, stats: pd.DataFrame) -> tuple[pd.DataFrame
     for label, a, b, digits in (("median |err| %", "median_abs_err_pct",
                                  "median_abs_err_int_pct", 1),
                                 ("worst err %", "worst_err_pct", "worst_err_int_pct", 1),
-                                ("Kendall tau", "tau", "tau_int", 2)):
+                                ("Kendall tau", "tau", "tau_int", 2),
+                                ("ordered right, distinguishable pairs %", "order_ok_pct",
+                                 "order_ok_int_pct", 0)):
         row = [label]
         for case in cases:
             s = by_case.get(case)
             row += [fmt(s[a], digits), fmt(s[b], digits)] if s is not None else [MISSING] * 2
         out.append(row)
-    for label, key in (("best vs DDP-25 (meas.) %", "best_vs_ddp25_pct"),
+    for label, key in (("distinguishable pairs", "n_distinguishable"),
+                       ("best vs DDP-25 (meas.) %", "best_vs_ddp25_pct"),
                        ("noise: median half p10-p90 %", "median_spread_pct"),
                        ("noise: executor DDP vs PyTorch DDP-25 %",
                         "ddp_executor_vs_native_pct")):
         row = [label]
         for case in cases:
             s = by_case.get(case)
-            row += [fmt(s[key], 1) if s is not None else MISSING, ""]
+            digits = 0 if key == "n_distinguishable" else 1
+            row += [fmt(s[key], digits) if s is not None else MISSING, ""]
         out.append(row)
     return pd.DataFrame(out, columns=cols), "l" + "r" * (len(cols) - 1)
 
