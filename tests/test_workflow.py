@@ -102,6 +102,22 @@ def test_dry_run_of_hardware_targets(target: str, expected: set[str]) -> None:
     assert "output: traces/" not in output
 
 
+def test_reexec_plans_with_the_calibrated_interference() -> None:
+    code, output = dry_run("reexec")
+    assert code == 0, output
+    counts = job_counts(output)
+    spec = yaml.safe_load((REPO / "config/reexec.yaml").read_text())["reexec"]
+    assert counts["reexec_run"] == len(spec["cases"])
+    assert counts["reexec_interference"] == len(spec["interference"]["networks"])
+    # every case's best planner scores with its own network's calibration
+    runs = [line for line in output.splitlines() if "reexec run --config" in line]
+    assert len(runs) == len(spec["cases"])
+    for line in runs:
+        case = line.split("--case ")[1].split()[0]
+        network = case.split("-")[-1]
+        assert f"--interference results/reexec/interference-{network}.json" in line, line
+
+
 def test_all_has_no_hardware_or_optional_rules() -> None:
     counts = job_counts(dry_run("all")[1])
     assert "import_check" not in counts  # optional: needs the external folder
