@@ -308,3 +308,61 @@ def test_replay_cli_with_interference_json(tmp_path):
     assert slowed["best"] <= min(slowed["wfbp"], slowed["syncsgd"]) + 1e-12
     best = json.loads((tmp_path / "p" / "best.plan.json").read_text())
     assert best["knobs"]["collective_cpu_s"] == 0.02
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 12), seed=st.integers(0, 10_000), cpu=st.sampled_from([0.0, 2e-4]))
+def test_executor_issue_order_is_one_fixed_sequence(n, seed, cpu):
+    """``issue="executor"``: one channel; items start in the executor's sequence
+    (:func:`gradsched.plan.launch_order`, then the all-gathers), each after it is eligible
+    and after the previous one ended; without priorities and all-gathers it equals the
+    dynamic FIFO schedule (SYNTHETIC traces and random plans)."""
+    from gradsched.replay.engine import comm_schedule, executor_sequence
+    from gradsched.replay.prep import AG, plan_items, trace_arrays
+
+    trace = synthetic_compute_trace(n, seed)
+    plan = _random_plan(trace, seed)
+    model = AlphaBetaModel(1e-4, 1e-9)
+    arrays = trace_arrays(trace)
+    items = plan_items(arrays, plan, model, 4, 0.0)
+    seq = executor_sequence(plan, items)
+    assert sorted(seq.tolist()) == list(range(items.n_per_iteration))
+    first = items.kind != AG
+    assert (seq[first] < first.sum()).all()  # all-gathers come last
+    options = ReplayOptions(issue="executor", collective_cpu_s=cpu)
+    sched = comm_schedule(items, arrays, 1, options, seq)
+    order = np.argsort(seq)
+    starts, ends = sched.start_s[order], sched.end_s[order]
+    assert (np.diff(starts) >= -1e-12).all()
+    assert (starts[1:] >= ends[:-1] - 1e-12).all()  # one channel, in sequence
+    assert (sched.start_s[first] >= items.ready_offset_s[first] - 1e-12).all()
+    fifo = Plan("fifo", tuple(Bucket(b.tensors, chunks=b.chunks) for b in plan.buckets))
+    assert replay(trace, fifo, model, 4, ReplayOptions(issue="executor")).iteration_s == \
+        pytest.approx(replay(trace, fifo, model, 4).iteration_s, rel=1e-12)
+
+
+def test_executor_issue_order_blocks_behind_a_late_priority():
+    # SYNTHETIC: L2 (1000 B) ready at 1 ms, L1 (100 B) at 3 ms, L0 (100 B) at 23 ms;
+    # forward 6 ms. Plan: L2 in 4 chunks (priority 5), L1 (9), L0 (0). The executor's
+    # sequence, decided without timings (bucket k ready at step k, a chunk lasts its size
+    # over the mean bucket size, 400 B): L2's chunks take 0.625 steps each, so L0 (step 2)
+    # is ready before L2's last chunk ends at 2.5 and, with priority 0, goes before L1:
+    # L2 x4, L0, L1. Real: L2's chunks (3 ms each) 1 -> 13 ms. Dynamic: L1 13 -> 14.5, L0
+    # 23 -> 24.5: 6 + 24.5 = 30.5 ms. Executor: L0 23 -> 24.5, then L1 -> 26: 32 ms.
+    frame = pd.DataFrame({
+        "name": ["L0", "L1", "L2"], "layer": [0, 1, 2], "numel": [25, 25, 250],
+        "bytes": [100, 100, 1000], "forward_s": [1 * MS, 2 * MS, 3 * MS],
+        "backward_s": [20 * MS, 2 * MS, 1 * MS], "ready_order": [2, 1, 0],
+    })
+    trace = ComputeTrace.from_frame(frame, META)
+    plan = Plan("p", (Bucket(("L2",), priority=5, chunks=4), Bucket(("L1",), priority=9),
+                      Bucket(("L0",), priority=0)))
+    from gradsched.plan import launch_order
+
+    assert launch_order(plan, [1000, 100, 100]) == [(0, 0), (0, 1), (0, 2), (0, 3), (2, 0),
+                                                    (1, 0)]
+    assert replay(trace, plan, MODEL, 4).iteration_s == pytest.approx(30.5 * MS)
+    assert replay(trace, plan, MODEL, 4, ReplayOptions(issue="executor")).iteration_s == \
+        pytest.approx(32.0 * MS)
+    with pytest.raises(ConfigError):
+        ReplayOptions(issue="later")

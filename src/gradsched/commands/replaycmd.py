@@ -58,6 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--collective-cpu-s", type=float, default=0.0,
                      help="interference: compute time each collective started during "
                      "backward costs it, seconds (0 = none)")
+    rep.add_argument("--issue", choices=["dynamic", "executor"], default="dynamic",
+                     help="issue order: dynamic (the algorithms as designed) or executor "
+                     "(the one fixed sequence gradsched's executor issues)")
     rep.add_argument("--interference", type=Path, default=None, metavar="JSON",
                      help="take the three interference parameters from this JSON "
                      "(gradsched reexec interference); overrides the three options")
@@ -91,7 +94,8 @@ def _replay(args: argparse.Namespace) -> int:
 
         interference = load_interference(args.interference)[0]
     options = ReplayOptions(iterations=args.iterations, channels=args.channels,
-                            pack_s_per_byte=args.pack_s_per_byte, **interference)
+                            pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,
+                            **interference)
     results = compare(trace, model, world, expand_algorithms(args.algorithms),
                       parse_knob_args(args.knob), options, args.timeline, args.plans)
     write_csv_atomic(args.output, results)

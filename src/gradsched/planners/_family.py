@@ -293,9 +293,9 @@ class Knob:
 
 
 def replay_iteration_s(trace: ComputeTrace, plan: Plan, model: CommModel, world_size: int,
-                       iterations: int = 5, **interference: float) -> float:
+                       iterations: int = 5, **interference: Any) -> float:
     """Steady-state iteration time of ``plan`` by the replay engine (``interference``:
-    ``compute_slowdown``, ``comm_slowdown``, ``collective_cpu_s`` of
+    ``compute_slowdown``, ``comm_slowdown``, ``collective_cpu_s`` and ``issue`` of
     :class:`~gradsched.replay.ReplayOptions`)."""
     from gradsched.replay import ReplayOptions, replay
 
@@ -314,7 +314,7 @@ class ReplayCache:
     """Replay-scored plans, memoised by schedule content."""
 
     def __init__(self, trace: ComputeTrace, model: CommModel, world_size: int,
-                 iterations: int = 5, **interference: float) -> None:
+                 iterations: int = 5, **interference: Any) -> None:
         self.trace, self.model, self.world_size = trace, model, world_size
         self.iterations = iterations
         self.interference = interference

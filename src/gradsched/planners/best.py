@@ -12,6 +12,9 @@ The scoring replay can include the machine's calibrated interference (knobs
 ``gradsched reexec interference``): on a machine where each collective costs the compute
 thread milliseconds (gloo on a few CPU cores), a plan of a thousand small collectives
 that wins on the bare cost model loses in reality, and this is how ``best`` knows it.
+With ``issue=executor`` it scores what gradsched's executor will run (one fixed issue
+sequence; see :mod:`gradsched.replay.engine`) rather than the algorithms' dynamic
+priority scheduling, which a process group cannot do.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ KNOBS: tuple[Knob, ...] = (
          "interference: backward speed divisor during a collective's bandwidth phase"),
     Knob("comm_slowdown", float, 1.0,
          "interference: collective speed divisor while backward computes"),
+    Knob("issue", str, "dynamic",
+         "issue order the scoring replay assumes: dynamic (the algorithms as designed) or "
+         "executor (the fixed sequence gradsched's executor issues)",
+         choices=("dynamic", "executor")),
 )
 
 # Extra settings beyond each planner's defaults.
@@ -59,11 +66,13 @@ def candidates(trace: ComputeTrace, model: CommModel,
 
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
          replay_iterations: int = 5, collective_cpu_s: float = 0.0,
-         compute_slowdown: float = 1.0, comm_slowdown: float = 1.0) -> Plan:
+         compute_slowdown: float = 1.0, comm_slowdown: float = 1.0,
+         issue: str = "dynamic") -> Plan:
     """The fastest candidate, relabelled ``best``."""
     interference = {"collective_cpu_s": collective_cpu_s,
                     "compute_slowdown": compute_slowdown, "comm_slowdown": comm_slowdown}
-    score = ReplayCache(trace, model, world_size, replay_iterations, **interference)
+    score = ReplayCache(trace, model, world_size, replay_iterations, **interference,
+                        issue=issue)
     winner: tuple[str, Plan, float] | None = None
     scores: dict[str, float] = {}
     for label, cand in candidates(trace, model, world_size):
@@ -76,6 +85,6 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
         "winner": label, "winner_algorithm": chosen.algorithm,
         "winner_knobs": dict(chosen.knobs), "iteration_s": best_s, "candidates": scores}
     return Plan(algorithm=NAME, buckets=chosen.buckets,
-                knobs={"replay_iterations": replay_iterations} | interference,
+                knobs={"replay_iterations": replay_iterations, "issue": issue} | interference,
                 update=chosen.update,
                 channels=chosen.channels, info=info)

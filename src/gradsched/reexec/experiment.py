@@ -24,7 +24,10 @@ For every *case* (model x batch size x world size x network):
    forward, backward and update times)``; every compute time of the trace is multiplied
    by it (the per-layer shape stays the trace's), so a plan without communication would be
    predicted exactly at the control's median. ``predicted_s`` replays each plan on the
-   scaled trace; ``predicted_interference_s`` also applies the calibrated interference
+   scaled trace, with the executor's issue order (one fixed sequence per iteration, see
+   :mod:`gradsched.replay.engine`: what the executor can do on a process group, not the
+   dynamic priority scheduling some algorithms assume); ``predicted_interference_s``
+   also applies the calibrated interference
    (per-collective compute cost and compute / communication slowdowns,
    :mod:`gradsched.reexec.interference`); ``predicted_raw_s`` is
    the replay of the committed trace as it is (scale 1), for reference.
@@ -236,7 +239,8 @@ def make_case_plans(case: Case, settings: Settings,
                     interference: Mapping[str, float] | None = None) -> CasePlans:
     """Every algorithm's plan (from the committed traces), deduplicated into items.
     ``interference`` (``compute_slowdown``, ``comm_slowdown``, ``collective_cpu_s``) is
-    given to the ``best`` planner's scoring replay (knobs set in the config win)."""
+    given to the ``best`` planner's scoring replay, which also assumes the executor's
+    fixed issue order (knobs set in the config win)."""
     from gradsched.costmodel.base import load_comm_spec
     from gradsched.planners import make_plan
     from gradsched.traces.bundle import ComputeTrace
@@ -249,8 +253,8 @@ def make_case_plans(case: Case, settings: Settings,
     seen: dict[str, str] = {}
     for algorithm in settings.algorithms:
         knobs = dict(settings.knobs.get(algorithm, {}))
-        if algorithm == "best" and interference:
-            knobs = dict(interference) | knobs
+        if algorithm == "best":  # score what the executor will run
+            knobs = {"issue": "executor"} | dict(interference or {}) | knobs
         plan = make_plan(algorithm, trace, model, case.world_size, knobs)
         plan.check_covers(trace.names)
         plans[algorithm] = plan
@@ -548,8 +552,8 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
     scale = statistics.median(control) / trace_compute_s(trace)
     scaled = scaled_trace(trace, scale)
     params, _ = load_interference(interference_for(interference, case.network))
-    plain = ReplayOptions(iterations=settings.replay_iterations)
-    inter = ReplayOptions(iterations=settings.replay_iterations, **params)
+    plain = ReplayOptions(iterations=settings.replay_iterations, issue="executor")
+    inter = ReplayOptions(iterations=settings.replay_iterations, issue="executor", **params)
     rows = []
     base = {"case": case.name, "model": case.model, "batch_size": case.batch_size,
             "world_size": case.world_size, "bandwidth": case.network}
@@ -623,7 +627,8 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
                                    "thread time of one uncontended rank)",
                 "compute_scale": "median compute-only control (same launch, no "
                                  "communication) / the trace's compute sum",
-                "predicted_s": "replay on the trace scaled by compute_scale",
+                "predicted_s": "replay on the trace scaled by compute_scale, with the "
+                               "executor's fixed issue order",
                 "predicted_interference_s": "the same with the interference of "
                                             "interference.json: collective_cpu_s, "
                                             "compute_slowdown, comm_slowdown",

@@ -20,6 +20,15 @@ Model (one worker stands for all: data parallelism is symmetric):
   ``update="per_layer"``: the next forward of layer l waits for the communication of
   l's tensors, then runs l's update and forward (ByteScheduler, DeAR).
 
+* Issue order (``issue``): ``dynamic`` (default) is the algorithm as designed: a free
+  channel starts the eligible item with the smallest key, whenever it became eligible.
+  ``executor`` is what :class:`gradsched.runtime.PlanExecutor` can do on a real process
+  group, where every rank must issue the same collectives in the same order: one channel
+  and one fixed sequence per iteration (:func:`gradsched.plan.launch_order`, then the
+  all-gathers in the order the executor issues them); an item starts only after every
+  item before it in the sequence has started, so a late high-priority chunk that the
+  sequence puts early holds back the ones after it.
+
 * Interference (optional; all three calibrated by ``gradsched reexec interference``):
   every collective that starts while backward computes costs backward
   ``collective_cpu_s`` of compute time (on CPU: the gloo threads' wake-ups and work take
@@ -54,6 +63,7 @@ from gradsched.replay.prep import (
 from gradsched.traces.bundle import ComputeTrace
 
 _EPS = 1e-15
+ISSUE_MODES = ("dynamic", "executor")
 
 
 @dataclass(frozen=True)
@@ -66,8 +76,11 @@ class ReplayOptions:
     compute_slowdown: float = 1.0
     comm_slowdown: float = 1.0
     collective_cpu_s: float = 0.0
+    issue: str = "dynamic"
 
     def __post_init__(self) -> None:
+        if self.issue not in ISSUE_MODES:
+            raise ConfigError(f"issue must be one of {ISSUE_MODES}, not {self.issue!r}")
         if self.compute_slowdown < 1 or self.comm_slowdown < 1:
             raise ConfigError("interference slowdowns must be >= 1 (1 = no interference)")
         if not self.collective_cpu_s >= 0:
@@ -131,7 +144,10 @@ def replay(
     # Communication of iteration i starts after backward i starts and (every layer's
     # parameters being needed by forward i+1) ends before backward i+1 starts, so its
     # schedule relative to the start of backward is the same in every iteration.
-    schedule = comm_schedule(items, arrays, channels, options)
+    sequence = None
+    if options.issue == "executor":
+        sequence, channels = executor_sequence(plan, items), 1
+    schedule = comm_schedule(items, arrays, channels, options, sequence)
     sim = _Iterations(arrays, items, schedule, plan.update == "per_layer", timeline)
     bwd_ends = [sim.run(i) for i in range(options.iterations)]
     first = 1 if options.iterations >= 3 else 0
@@ -160,18 +176,50 @@ class CommSchedule:
     backward_end_s: float
 
 
+def executor_sequence(plan: Plan, items: PlanItems) -> np.ndarray:
+    """Position of every item in the executor's fixed issue sequence: the all-reduce /
+    reduce-scatter chunks in :func:`gradsched.plan.launch_order` (computed from bucket
+    bytes, as the executor does from element counts of one dtype), then the all-gathers
+    by (key, bucket, chunk), the executor's gather order."""
+    from gradsched.plan import launch_order
+
+    first = np.flatnonzero(items.kind != AG)
+    n_b = len(plan.buckets)
+    bucket_bytes = np.zeros(n_b)
+    np.add.at(bucket_bytes, items.bucket[first], items.nbytes[first])
+    chunk_of = np.zeros(len(items.bucket), dtype=np.int64)
+    slot: dict[tuple[int, int], int] = {}
+    seen = np.zeros(n_b, dtype=np.int64)
+    for i in first:
+        b = int(items.bucket[i])
+        chunk_of[i] = seen[b]
+        seen[b] += 1
+        slot[(b, int(chunk_of[i]))] = int(i)
+    pos = np.zeros(len(items.bucket), dtype=np.int64)
+    for q, key in enumerate(launch_order(plan, [round(float(x)) for x in bucket_bytes])):
+        pos[slot[key]] = q
+    gathers = np.flatnonzero(items.kind == AG)
+    order = sorted(gathers, key=lambda i: (float(items.key_priority[i]),
+                                           int(items.bucket[i]), int(i)))
+    for q, i in enumerate(order):
+        pos[i] = len(first) + q
+    return pos
+
+
 def comm_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
-                  options: ReplayOptions | None = None) -> CommSchedule:
-    """Schedule one iteration's collectives (see the module docstring)."""
+                  options: ReplayOptions | None = None,
+                  sequence: np.ndarray | None = None) -> CommSchedule:
+    """Schedule one iteration's collectives (see the module docstring); ``sequence``: a
+    fixed issue order (item -> position), as :func:`executor_sequence`."""
     options = options or ReplayOptions()
     backward_s = arrays.backward_s
     fifo = (channels == 1 and not np.any(items.kind == AG)
             and not np.any(np.isfinite(items.key_priority)))
-    if options.interference:
+    if options.interference or sequence is not None:
         start, end, backward_s = _joint_schedule(items, arrays, channels,
                                                  options.compute_slowdown,
                                                  options.comm_slowdown,
-                                                 options.collective_cpu_s)
+                                                 options.collective_cpu_s, sequence)
     elif fifo:
         start, end = _fifo_one_channel(items.ready_offset_s, items.duration_s)
     elif channels == 1:
@@ -236,14 +284,16 @@ def _priority_one_channel(items: PlanItems, backward_s: float) -> tuple[np.ndarr
 
 def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
                     compute_slowdown: float, comm_slowdown: float,
-                    collective_cpu_s: float = 0.0) -> tuple[np.ndarray, np.ndarray, float]:
+                    collective_cpu_s: float = 0.0, sequence: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, float]:
     """The general list schedule: priorities, all-gathers, several channels sharing
     bandwidth, and backward compute simulated together with communication, with
     interference (factors of 1 and 0 s = none): a collective starting while backward
     computes adds ``collective_cpu_s`` to the backward work left; while any collective is
     in its bandwidth phase, backward compute progresses at 1/compute_slowdown of its
     speed; while backward computes, collectives progress at 1/comm_slowdown (gloo threads
-    compete with compute for cores; NCCL kernels take SMs). Returns item starts and ends
+    compete with compute for cores; NCCL kernels take SMs). With ``sequence`` (item ->
+    position), items start strictly in that order. Returns item starts and ends
     and the (stretched) end of backward, all relative to the start of backward. Forward
     passes are not slowed (a documented simplification)."""
     n = items.n_per_iteration
@@ -259,6 +309,7 @@ def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
     active: dict[int, list[float]] = {}
     waiting_gathers: list[int] = []
     pos, left, now = 0, (segments[0] if n_seg else 0.0), 0.0
+    next_seq, started = 0, 0
     backward_end = 0.0 if n_seg == 0 else np.inf
 
     def release_position(p: int) -> None:
@@ -279,10 +330,16 @@ def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
                 waiting_gathers.clear()
         while pending and pending[0][0] <= now + _EPS:
             elig, i = heapq.heappop(pending)
-            cls = 1 if items.kind[i] == AG else 0
-            heapq.heappush(ready, ((cls, float(items.key_priority[i]), elig, i), i))
-        while ready and len(active) < channels:
+            if sequence is not None:
+                heapq.heappush(ready, ((0, float(sequence[i]), elig, i), i))
+            else:
+                cls = 1 if items.kind[i] == AG else 0
+                heapq.heappush(ready, ((cls, float(items.key_priority[i]), elig, i), i))
+        while ready and len(active) < channels and (
+                sequence is None or sequence[ready[0][1]] == next_seq):
             _, i = heapq.heappop(ready)
+            next_seq += 1
+            started += 1
             lat = float(items.latency_s[i])
             active[i] = [lat, float(items.duration_s[i]) - lat]
             start[i] = now
@@ -290,6 +347,10 @@ def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
                 left += collective_cpu_s
         computing = pos < n_seg
         if not computing and not active and not pending:
+            if started < n:
+                raise ConfigError(f"replay: {n - started} collective(s) never started "
+                                  "(the issue sequence waits for an item that never "
+                                  "becomes eligible)")
             break
         comm_mult = comm_slowdown if computing else 1.0
         in_bw = sum(1 for st in active.values() if st[0] <= _EPS)

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import heapq
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -75,7 +74,7 @@ import torch.distributed as dist
 from torch import nn
 
 from gradsched.errors import ConfigError, GradschedError
-from gradsched.plan import Bucket, Plan
+from gradsched.plan import Bucket, Plan, launch_order
 
 AR, RS, AG = "all_reduce", "reduce_scatter", "all_gather"
 # torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
@@ -135,39 +134,6 @@ class StepStats:
                 "bucket_launches": list(self.bucket_launches),
                 "bucket_gathers": list(self.bucket_gathers), "unused": list(self.unused),
                 "issue_sequence": [list(x) for x in self.issue_sequence]}
-
-
-def launch_order(plan: Plan, bucket_numel: list[int]) -> list[tuple[int, int]]:
-    """The fixed issue sequence of the all-reduce / reduce-scatter items of ``plan``.
-
-    Items are ``(bucket, chunk)``. Without priorities: plan order, chunks in order. With
-    priorities: one channel; bucket k becomes ready at time k; a chunk lasts
-    ``chunk_numel / mean bucket numel``; a free channel starts the ready item with the
-    smallest (priority, ready time, bucket, chunk), priority ``inf`` when unset (the key of
-    the replay's one-channel priority schedule). The result depends on the plan and the
-    sizes only, so it is the same on every rank.
-    """
-    items = [(k, c) for k, b in enumerate(plan.buckets) for c in range(b.chunks)]
-    if all(b.priority is None for b in plan.buckets):
-        return items
-    mean = max(sum(bucket_numel) / max(len(bucket_numel), 1), 1.0)
-    pending = sorted(items, reverse=True)  # pop from the end: earliest bucket first
-    ready: list[tuple[float, float, int, int]] = []
-    order: list[tuple[int, int]] = []
-    now = 0.0
-    while pending or ready:
-        while pending and pending[-1][0] <= now + 1e-12:
-            k, c = pending.pop()
-            prio = plan.buckets[k].priority
-            heapq.heappush(ready, (float(prio) if prio is not None else math.inf,
-                                   float(k), k, c))
-        if not ready:
-            now = float(pending[-1][0])
-            continue
-        _, _, k, c = heapq.heappop(ready)
-        order.append((k, c))
-        now += bucket_numel[k] / plan.buckets[k].chunks / mean
-    return order
 
 
 class _Bucket:
