@@ -159,6 +159,14 @@ def test_interference_spec_per_network(tmp_path):
     assert experiment.interference_for(None, "loopback") is None
     with pytest.raises(ConfigError):
         experiment.parse_interference_args(["wan=x.json"])
+    with pytest.raises(ConfigError):
+        experiment.parse_interference_args(["loopback-3=x.json"])
+    per_world = experiment.parse_interference_args(
+        ["loopback-p3=l3.json", "loopback-p2=l2.json", "tbf1gbit-p2=g2.json", "*=any.json"])
+    assert experiment.interference_for(per_world, "loopback", 3) == "l3.json"
+    assert experiment.interference_for(per_world, "loopback", 4) == "l2.json"  # smallest P
+    assert experiment.interference_for(per_world, "tbf1gbit", 3) == "g2.json"
+    assert experiment.interference_for(per_world, "tbf100mbit", 2) == "any.json"
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     with pytest.raises(InputError, match="compute_slowdown"):

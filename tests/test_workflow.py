@@ -108,14 +108,18 @@ def test_reexec_plans_with_the_calibrated_interference() -> None:
     counts = job_counts(output)
     spec = yaml.safe_load((REPO / "config/reexec.yaml").read_text())["reexec"]
     assert counts["reexec_run"] == len(spec["cases"])
-    assert counts["reexec_interference"] == len(spec["interference"]["networks"])
-    # every case's best planner scores with its own network's calibration
+    inter = spec["interference"]
+    assert counts["reexec_interference"] == len(inter["networks"]) * len(inter["world_sizes"])
+    # every case's best planner scores with its own network's and world size's calibration
     runs = [line for line in output.splitlines() if "reexec run --config" in line]
     assert len(runs) == len(spec["cases"])
     for line in runs:
         case = line.split("--case ")[1].split()[0]
-        network = case.split("-")[-1]
-        assert f"--interference results/reexec/interference-{network}.json" in line, line
+        network, world = case.split("-")[-1], case.split("-")[-2]
+        assert f"--interference results/reexec/interference-{network}-{world}.json" in line
+    collect = [line for line in output.splitlines() if "reexec collect" in line]
+    assert len(collect) == 1 and "tbf100mbit-p3=results/reexec/interference-tbf100mbit-p3" \
+        in collect[0]
 
 
 def test_all_has_no_hardware_or_optional_rules() -> None:

@@ -10,10 +10,10 @@
 #
 # Configuration: config/reexec.yaml (mapping `reexec`): `settings` (algorithms, DDP caps,
 # warmup/iters/rounds, threads, backend), `cases` (model, batch_size, world_size, network,
-# compute[, comm, name]) and `interference` (backend, networks, kernel, comm_bytes,
-# rounds, reps). A case's comm model defaults to traces/comm/cpu/gloo-<network>-p<P>.csv.
+# compute[, comm, name]) and `interference` (backend, networks, world_sizes, kernel,
+# comm_bytes, small_bytes, rounds, reps). A case's comm model defaults to traces/comm/cpu/gloo-<network>-p<P>.csv.
 # To publish a re-measurement: copy results/reexec/{measured.csv,iterations.csv,
-# provenance.json,interference-*.json} to paper/data/reexec/ and commit.
+# provenance.json,interference-*-p*.json} to paper/data/reexec/ and commit.
 
 REEXEC_CONFIG = "config/reexec.yaml"
 REEXEC_DATA = "paper/data/reexec"
@@ -48,14 +48,36 @@ def _case_interference(wc):
     cases = {c.name: c for c in parse_cases(REEXEC.get("cases") or [], REEXEC_CONFIG)}
     if wc.case not in cases:
         _fail(f"reexec: no case {wc.case!r} in {REEXEC_CONFIG}")
-    nets = reexec_networks()
-    net = cases[wc.case].network if cases[wc.case].network in nets else nets[0]
-    return f"{REEXEC_OUT}/interference-{net}.json"
+    case = cases[wc.case]
+    net, world = _calibration_for(case.network, case.world_size)
+    return f"{REEXEC_OUT}/interference-{net}-p{world}.json"
+
+
+def _calibration_for(network, world_size):
+    """The calibrated (network, world size) that serves a case: its own, else its
+    network's first calibrated world size, else the first network's (as
+    gradsched.reexec.experiment.interference_for picks)."""
+    nets, worlds = reexec_networks(), reexec_interference_world_sizes()
+    net = network if network in nets else nets[0]
+    return net, (world_size if world_size in worlds else worlds[0])
 
 
 def reexec_networks():
     inter = REEXEC.get("interference") or {}
     return list(inter.get("networks") or ["loopback"])
+
+
+def reexec_interference_world_sizes():
+    inter = REEXEC.get("interference") or {}
+    worlds = [int(w) for w in inter.get("world_sizes") or [2]]
+    if any(w < 2 for w in worlds):
+        _fail(f"{REEXEC_CONFIG}: interference world_sizes must be >= 2")
+    return worlds
+
+
+def reexec_calibrations():
+    """(network, world size) of every interference calibration."""
+    return [(n, w) for n in reexec_networks() for w in reexec_interference_world_sizes()]
 
 
 def _interference_args(wc):
@@ -72,6 +94,7 @@ def _interference_args(wc):
     ):
         if key in inter:
             args.append(f"{flag} {shlex.quote(str(inter[key]))}")
+    args.append(f"--world-size {int(wc.world)}")
     rates = {"tbf1gbit": "1gbit", "tbf100mbit": "100mbit"}
     if wc.network in rates:
         args.append(f"--cluster {rates[wc.network]}")
@@ -126,13 +149,15 @@ rule reexec_run:
 
 
 rule reexec_interference:
-    """Compute / communication interference factors on this machine (one network)."""
+    """Interference on this machine (one network, one world size): per-collective compute
+    cost and compute / communication slowdowns."""
     output:
-        f"{REEXEC_OUT}/interference-{{network}}.json",
+        f"{REEXEC_OUT}/interference-{{network}}-p{{world}}.json",
     log:
-        f"{LOGS}/reexec/interference-{{network}}.log",
+        f"{LOGS}/reexec/interference-{{network}}-p{{world}}.log",
     wildcard_constraints:
         network="loopback|tbf1gbit|tbf100mbit",
+        world="[0-9]+",
     threads: workflow.cores
     resources:
         runtime=30,
@@ -146,9 +171,9 @@ rule reexec_collect:
     """Predictions (replay, with and without interference) next to the measurements."""
     input:
         cases=expand(f"{REEXEC_OUT}/{{case}}/meta.json", case=reexec_cases()),
-        inter=expand(
-            f"{REEXEC_OUT}/interference-{{network}}.json", network=reexec_networks()
-        ),
+        inter=[
+            f"{REEXEC_OUT}/interference-{n}-p{w}.json" for n, w in reexec_calibrations()
+        ],
     output:
         measured=f"{REEXEC_OUT}/measured.csv",
         iterations=f"{REEXEC_OUT}/iterations.csv",
@@ -157,10 +182,14 @@ rule reexec_collect:
         f"{LOGS}/reexec/collect.log",
     params:
         folders=lambda wc, input: " ".join(str(Path(p).parent) for p in input.cases),
-        # one JSON per measured network; other networks get the first one's factors
+        # one JSON per calibrated (network, world size); a case without its own gets
+        # its network's first one, a network without any the first network's
         inter=lambda wc, input: " ".join(
-            "--interference " + shlex.quote(f"{n}={p}")
-            for n, p in [*zip(reexec_networks(), input.inter), ("*", input.inter[0])]
+            "--interference " + shlex.quote(f"{key}={p}")
+            for key, p in [
+                *zip((f"{n}-p{w}" for n, w in reexec_calibrations()), input.inter),
+                ("*", input.inter[0]),
+            ]
         ),
     shell:
         "{GS} reexec collect {params.folders} {params.inter} -o {output.measured} "

@@ -43,6 +43,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -414,7 +415,7 @@ def run_case(case: Case, settings: Settings, out_dir: str | Path,
     meta.json). ``interference``: the calibrated interference JSON(s) that the ``best``
     planner scores with (see :func:`make_case_plans`). Returns the case folder."""
     folder = Path(out_dir) / case.name
-    inter_path = interference_for(interference, case.network)
+    inter_path = interference_for(interference, case.network, case.world_size)
     params, _ = load_interference(inter_path)
     case_plans = make_case_plans(case, settings, params if inter_path else None)
     for label, plan in case_plans.plans.items():
@@ -505,16 +506,28 @@ def _stats(values: list[float]) -> dict[str, float]:
 InterferenceSpec = str | Path | Mapping[str, str | Path] | None
 
 
-def interference_for(spec: InterferenceSpec, network: str) -> str | Path | None:
-    """The interference JSON of ``network``: ``spec`` itself, or ``spec[network]``, or
-    ``spec['*']`` (None: no interference)."""
+def interference_for(spec: InterferenceSpec, network: str,
+                     world_size: int | None = None) -> str | Path | None:
+    """The interference JSON of ``network`` at ``world_size``: ``spec`` itself, or the
+    first of ``spec["<network>-p<world_size>"]``, ``spec[network]``, any
+    ``spec["<network>-p<N>"]`` (smallest N), ``spec["*"]`` (None: no interference)."""
     if spec is None or isinstance(spec, str | Path):
         return spec
-    return spec.get(network, spec.get("*"))
+    if world_size is not None and f"{network}-p{world_size}" in spec:
+        return spec[f"{network}-p{world_size}"]
+    if network in spec:
+        return spec[network]
+    same = sorted((int(k.rsplit("-p", 1)[1]), v) for k, v in spec.items()
+                  if k.startswith(f"{network}-p"))
+    return same[0][1] if same else spec.get("*")
+
+
+_INTERFERENCE_KEY = re.compile(r"^(?P<net>[a-z0-9]+)(?:-p(?P<p>[1-9][0-9]*))?$")
 
 
 def parse_interference_args(values: Sequence[str]) -> InterferenceSpec:
-    """``["PATH"]`` or ``["tbf100mbit=PATH", "*=PATH", ...]`` -> a spec."""
+    """``["PATH"]`` or ``["tbf100mbit=PATH", "tbf100mbit-p3=PATH", "*=PATH", ...]`` ->
+    a spec (a key names a network, optionally at one world size)."""
     if not values:
         return None
     out: dict[str, str] = {}
@@ -522,9 +535,11 @@ def parse_interference_args(values: Sequence[str]) -> InterferenceSpec:
         key, sep, path = value.partition("=")
         if not sep:
             key, path = "*", value
-        if key != "*" and key not in NETWORKS:
-            raise ConfigError(f"--interference {value!r}: network must be one of "
-                              f"{sorted(NETWORKS)} or *")
+        match = _INTERFERENCE_KEY.match(key)
+        if key != "*" and (match is None or match.group("net") not in NETWORKS):
+            raise ConfigError(f"--interference {value!r}: the key must be a network "
+                              f"({', '.join(sorted(NETWORKS))}), optionally with -p<ranks> "
+                              "(e.g. tbf1gbit-p3), or *")
         out[key] = path
     return out
 
@@ -551,7 +566,8 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
     model = load_comm_spec(case.comm)
     scale = statistics.median(control) / trace_compute_s(trace)
     scaled = scaled_trace(trace, scale)
-    params, _ = load_interference(interference_for(interference, case.network))
+    inter_path = interference_for(interference, case.network, case.world_size)
+    params, _ = load_interference(inter_path)
     plain = ReplayOptions(iterations=settings.replay_iterations, issue="executor")
     inter = ReplayOptions(iterations=settings.replay_iterations, issue="executor", **params)
     rows = []
@@ -611,12 +627,13 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
             meta = json.loads((Path(f) / "meta.json").read_text(encoding="utf-8"))
             metas[meta["case"]["name"]] = meta
         inter = {}
-        for net in sorted({m["case"]["network"] for m in metas.values()}):
-            path = interference_for(interference, net)
+        for net, world in sorted({(m["case"]["network"], m["case"]["world_size"])
+                                  for m in metas.values()}):
+            path = interference_for(interference, net, world)
             if path is not None:
                 data = load_interference(path)[1]
-                inter[net] = {"file": str(path)} | {k: v for k, v in data.items()
-                                                    if k != "raw"}
+                inter[f"{net}-p{world}"] = {"file": str(path)} | {
+                    k: v for k, v in data.items() if k != "raw"}
         write_json_atomic(settings_output, {
             "kind": "reexec-provenance",
             "description": "Re-execution of every planner's plan with gradsched's executor "
