@@ -308,7 +308,8 @@ def test_end_to_end_tiny(tmp_path):
                  "-o", str(measured), "--provenance", str(tmp_path / "prov.json")]) == 0
     table = pd.read_csv(measured)
     for col in ("model", "world_size", "bandwidth", "algorithm", "predicted_s", "measured_s",
-                "predicted_interference_s", "measured_p10_s", "measured_p90_s", "iters",
+                "predicted_interference_s", "predicted_dynamic_s", "measured_p10_s",
+                "measured_p90_s", "iters",
                 "load_avg"):
         assert col in table.columns
     assert set(table["algorithm"]) == {"wfbp", "best", "ddp-native-25", "compute-only"}

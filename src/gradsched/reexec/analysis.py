@@ -6,8 +6,9 @@ planners' plans and ``ddp-native-<cap>``; the control is left out: it calibrates
 compute scale and is predicted exactly by construction):
 
 * ``error_pct`` = 100 x (predicted - measured) / measured, for the prediction without
-  interference (``predicted_s``), with it (``predicted_interference_s``) and of the raw
-  committed trace (``predicted_raw_s``);
+  interference (``predicted_s``), with it (``predicted_interference_s``), of the raw
+  committed trace (``predicted_raw_s``) and with interference but the algorithms' dynamic
+  issue order instead of the executor's (``predicted_dynamic_s``, when present);
 * per case: median |error|, the worst error (largest |error|, signed, and its plan), and
   Kendall's tau-b (``scipy.stats.kendalltau``) between the predicted and the measured
   iteration times of the case's distinct executions (algorithms that ran the same plan
@@ -41,7 +42,8 @@ import pandas as pd
 from gradsched.errors import InputError
 from gradsched.io import write_csv_atomic
 
-PREDICTIONS = {"": "predicted_s", "_int": "predicted_interference_s", "_raw": "predicted_raw_s"}
+PREDICTIONS = {"": "predicted_s", "_int": "predicted_interference_s", "_raw": "predicted_raw_s",
+               "_dyn": "predicted_dynamic_s"}
 REQUIRED = ("case", "bandwidth", "world_size", "algorithm", "kind", "predicted_s",
             "predicted_interference_s", "predicted_raw_s", "measured_s", "measured_p10_s",
             "measured_p90_s")
@@ -50,8 +52,8 @@ STATS_COLUMNS = (
     "case", "bandwidth", "world_size", "n_plans", "compute_scale", "load_avg",
     "median_abs_err_pct", "worst_err_pct", "worst_algorithm", "tau", "tau_p",
     "median_abs_err_int_pct", "worst_err_int_pct", "worst_int_algorithm", "tau_int",
-    "tau_int_p", "median_abs_err_raw_pct", "tau_raw", "n_distinguishable", "order_ok_pct",
-    "order_ok_int_pct",
+    "tau_int_p", "median_abs_err_raw_pct", "tau_raw", "median_abs_err_dyn_pct", "tau_dyn",
+    "n_distinguishable", "order_ok_pct", "order_ok_int_pct", "order_ok_dyn_pct",
     "best_measured_s", "ddp25_measured_s", "best_vs_ddp25_pct", "best_at_least_as_fast",
     "best_vs_ddp25_beyond_spread", "median_spread_pct", "ddp_executor_vs_native_pct",
 )
@@ -73,7 +75,9 @@ def plan_errors(frame: pd.DataFrame) -> pd.DataFrame:
     """Plan rows with ``error_pct``, ``error_int_pct`` and ``error_raw_pct``."""
     rows = frame.loc[frame["kind"] != "control"].copy()
     for suffix, col in PREDICTIONS.items():
-        rows[f"error{suffix}_pct"] = 100.0 * (rows[col] - rows["measured_s"]) / rows["measured_s"]
+        if col in rows:  # predicted_dynamic_s is absent from data collected before it
+            rows[f"error{suffix}_pct"] = (100.0 * (rows[col] - rows["measured_s"])
+                                          / rows["measured_s"])
     return rows.reset_index(drop=True)
 
 
@@ -130,10 +134,12 @@ def _summary(case: str, group: pd.DataFrame, full: pd.DataFrame, taus: dict[str,
         out["compute_scale"] = float(group["compute_scale"].median())
     if "load_avg" in group:
         out["load_avg"] = float(group["load_avg"].mean())
-    for suffix in ("", "_int", "_raw"):
+    for suffix in PREDICTIONS:
+        if f"error{suffix}_pct" not in group:
+            continue
         err = group[f"error{suffix}_pct"]
         out[f"median_abs_err{suffix}_pct"] = float(err.abs().median())
-        if suffix != "_raw":
+        if suffix in ("", "_int"):
             worst, alg = _worst(err, group["algorithm"])
             out[f"worst_err{suffix}_pct"] = worst
             out[f"worst{suffix}_algorithm" if suffix else "worst_algorithm"] = alg
@@ -147,7 +153,7 @@ def _summary(case: str, group: pd.DataFrame, full: pd.DataFrame, taus: dict[str,
         else:
             tau, p = taus.get(suffix, math.nan), math.nan
         out[f"tau{suffix}"] = tau
-        if suffix != "_raw":
+        if suffix in ("", "_int"):
             out[f"tau{suffix}_p"] = p
     spread = 50.0 * (group["measured_p90_s"] - group["measured_p10_s"]) / group["measured_s"]
     out["median_spread_pct"] = float(spread.median())
@@ -185,11 +191,13 @@ def case_stats(frame: pd.DataFrame) -> pd.DataFrame:
         cases = group["case"].unique()
         taus = {suf: float(np.nanmedian([per_case[c][f"tau{suf}"] for c in cases]))
                 if any(not math.isnan(per_case[c][f"tau{suf}"]) for c in cases) else math.nan
-                for suf in ("", "_int", "_raw")}
+                for suf in PREDICTIONS if f"tau{suf}" in per_case[cases[0]]}
         out = _summary(name, group, errors, taus)
         n = sum(per_case[c].get("n_distinguishable", 0) for c in cases)
         out["n_distinguishable"] = n
-        for suf in ("", "_int"):
+        for suf in ("", "_int", "_dyn"):
+            if f"order_ok{suf}_pct" not in per_case[cases[0]]:
+                continue
             ok = sum(per_case[c].get("n_distinguishable", 0) * per_case[c][f"order_ok{suf}_pct"]
                      for c in cases if per_case[c].get("n_distinguishable", 0))
             out[f"order_ok{suf}_pct"] = ok / n if n else math.nan

@@ -67,8 +67,8 @@ ITERATION_COLUMNS = ("case", "model", "batch_size", "world_size", "network", "it
 MEASURED_COLUMNS = (
     "case", "model", "batch_size", "world_size", "bandwidth", "algorithm", "kind", "item",
     "n_buckets", "n_collectives", "update", "predicted_raw_s", "compute_scale",
-    "predicted_s", "predicted_interference_s", "compute_slowdown", "comm_slowdown",
-    "collective_cpu_s",
+    "predicted_s", "predicted_interference_s", "predicted_dynamic_s", "compute_slowdown",
+    "comm_slowdown", "collective_cpu_s",
     "measured_s", "measured_p10_s", "measured_p90_s", "measured_mean_s", "iters", "rounds",
     "load_avg", "load_avg_min", "load_avg_max",
 )
@@ -570,6 +570,7 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
     params, _ = load_interference(inter_path)
     plain = ReplayOptions(iterations=settings.replay_iterations, issue="executor")
     inter = ReplayOptions(iterations=settings.replay_iterations, issue="executor", **params)
+    dynamic = ReplayOptions(iterations=settings.replay_iterations, issue="dynamic", **params)
     rows = []
     base = {"case": case.name, "model": case.model, "batch_size": case.batch_size,
             "world_size": case.world_size, "bandwidth": case.network}
@@ -588,6 +589,8 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
             "predicted_s": replay(scaled, plan, model, case.world_size, plain).iteration_s,
             "predicted_interference_s": replay(scaled, plan, model, case.world_size,
                                                inter).iteration_s,
+            "predicted_dynamic_s": replay(scaled, plan, model, case.world_size,
+                                          dynamic).iteration_s,
             **params, **_stats(times["iteration_s"].tolist()), "iters": len(times),
             "rounds": int(times["round"].nunique()),
             "load_avg": float(times.groupby("round")["load_avg_1m"].first().mean()),
@@ -598,7 +601,8 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
         "algorithm": CONTROL, "kind": "control", "item": CONTROL, "n_buckets": 0,
         "n_collectives": 0, "update": "global", "predicted_raw_s": trace_compute_s(trace),
         "compute_scale": scale, "predicted_s": trace_compute_s(scaled),
-        "predicted_interference_s": trace_compute_s(scaled), **params,
+        "predicted_interference_s": trace_compute_s(scaled),
+        "predicted_dynamic_s": trace_compute_s(scaled), **params,
         **_stats(ctrl["iteration_s"].tolist()), "iters": len(ctrl),
         "rounds": int(ctrl["round"].nunique()),
         "load_avg": float(ctrl.groupby("round")["load_avg_1m"].first().mean()),
@@ -649,6 +653,9 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
                 "predicted_interference_s": "the same with the interference of "
                                             "interference.json: collective_cpu_s, "
                                             "compute_slowdown, comm_slowdown",
+                "predicted_dynamic_s": "with interference, but the algorithms' dynamic "
+                                       "issue order (what a scheduler free to reorder "
+                                       "collectives would do)",
                 "measured_s": "median iteration over all rounds (period between starts "
                               "of iterations, max over ranks)",
                 "load_avg": "mean over rounds of the 1-minute load average read before the "

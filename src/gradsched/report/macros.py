@@ -187,6 +187,7 @@ def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
 REEXEC_NETWORKS = ("loopback", "tbf1gbit", "tbf100mbit")
 _REEXEC_KEYS = {
     "MedianErr": ("median_abs_err_pct", 1), "MedianErrInt": ("median_abs_err_int_pct", 1),
+    "MedianErrDyn": ("median_abs_err_dyn_pct", 1),
     "Tau": ("tau", 2), "TauInt": ("tau_int", 2), "OrderOk": ("order_ok_pct", 0),
     "OrderOkInt": ("order_ok_int_pct", 0), "Pairs": ("n_distinguishable", 0),
     "NumPlans": ("n_plans", 0), "Spread": ("median_spread_pct", 1),
@@ -213,8 +214,8 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
         if row not in stats.index:
             continue
         for key, (col, digits) in _REEXEC_KEYS.items():
-            value = stats.loc[row, col]
-            out[f"Reexec{scope}{key}"] = number(float(value), digits)
+            if col in stats.columns:
+                out[f"Reexec{scope}{key}"] = number(float(stats.loc[row, col]), digits)
     cases = stats.loc[~stats.index.str.startswith("all")]
     out["ReexecNumCases"] = str(len(cases))
     fast = cases["best_at_least_as_fast"].dropna()
