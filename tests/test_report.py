@@ -163,6 +163,15 @@ def test_reexec_macros_from_measured(tmp_path: Path) -> None:
     assert values["ReexecLoopbackCollectiveCpuMs"] == "0.40"
     assert values["ReexecTbfOnegbitMedianErr"] == "n/a"  # no case on that network
     assert macros.reexec_macros(None)["ReexecTau"] == "n/a"
+    bench = tmp_path / "bench.json"
+    bench.write_text('{"paired_ratio": 0.97, "model": "resnet18-32", '
+                     '"iterations": {"executor": [0.1, 0.2], "ddp-native": [0.1, 0.2]}}')
+    assert main(["report", "macros", "--executor-bench", str(bench), "-o", str(out)]) == 0
+    values = macros.parse_macros(out.read_text())
+    assert values["ExecVsDdpBenchPct"] == "-3.0" and values["ExecVsDdpBenchIters"] == "2"
+    assert values["ExecVsDdpBenchModel"] == "resnet18-32"
+    bench.write_text("{oops")
+    assert main(["report", "macros", "--executor-bench", str(bench), "-o", str(out)]) == 2
 
 
 def test_macro_names_are_tex_control_words() -> None:

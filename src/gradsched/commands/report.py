@@ -92,6 +92,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", type=Path)
     p.add_argument("--reexec", type=Path,
                    help="re-execution measured.csv (paper/data/reexec/measured.csv)")
+    p.add_argument("--executor-bench", type=Path,
+                   help="benchmarks/bench_executor_vs_ddp.py JSON")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=int)
@@ -112,6 +114,21 @@ def _read(path: Path | None):
     from gradsched.report.collect import read_csv_or_empty
 
     return None if path is None else read_csv_or_empty(path)
+
+
+def _read_json(path: Path | None) -> dict | None:
+    import json
+
+    from gradsched.errors import InputError
+
+    if path is None:
+        return None
+    if not path.is_file():
+        raise InputError("file not found", path=path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from exc
 
 
 def _collect(args: argparse.Namespace) -> int:
@@ -196,7 +213,8 @@ def _macros(args: argparse.Namespace) -> int:
     macros = all_macros(_read(args.fits), _read(args.crossws), _read(args.replay),
                         _read(args.compare),
                         Headline(args.headline_trace, args.headline_network,
-                                 args.headline_world_size), _read(args.reexec))
+                                 args.headline_world_size), _read(args.reexec),
+                        _read_json(args.executor_bench))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")

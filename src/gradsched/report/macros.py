@@ -232,10 +232,23 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
     return out
 
 
+def executor_bench_macros(bench: dict | None) -> dict[str, str]:
+    """``benchmarks/bench_executor_vs_ddp.py`` JSON: the executor running DDP's bucket plan
+    vs PyTorch DDP itself, in percent (median of the paired rounds' ratios)."""
+    out = {"ExecVsDdpBenchPct": NA, "ExecVsDdpBenchModel": NA, "ExecVsDdpBenchIters": NA}
+    if not bench:
+        return out
+    out["ExecVsDdpBenchPct"] = number(100.0 * (float(bench["paired_ratio"]) - 1.0), 1)
+    out["ExecVsDdpBenchModel"] = latex_escape(str(bench["model"]))
+    out["ExecVsDdpBenchIters"] = str(len(bench.get("iterations", {}).get("executor", [])))
+    return out
+
+
 def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = None,
                collected: pd.DataFrame | None = None, compare: pd.DataFrame | None = None,
                headline: Headline | None = None,
-               reexec: pd.DataFrame | None = None) -> dict[str, str]:
+               reexec: pd.DataFrame | None = None,
+               executor_bench: dict | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
@@ -243,6 +256,7 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(replay_macros(collected, headline or Headline()))
     out.update(compare_macros(compare))
     out.update(reexec_macros(reexec))
+    out.update(executor_bench_macros(executor_bench))
     return out
 
 
