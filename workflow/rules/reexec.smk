@@ -77,7 +77,9 @@ def reexec_interference_world_sizes():
 
 def reexec_calibrations():
     """(network, world size) of every interference calibration."""
-    return [(n, w) for n in reexec_networks() for w in reexec_interference_world_sizes()]
+    return [
+        (n, w) for n in reexec_networks() for w in reexec_interference_world_sizes()
+    ]
 
 
 def _interference_args(wc):
@@ -172,7 +174,8 @@ rule reexec_collect:
     input:
         cases=expand(f"{REEXEC_OUT}/{{case}}/meta.json", case=reexec_cases()),
         inter=[
-            f"{REEXEC_OUT}/interference-{n}-p{w}.json" for n, w in reexec_calibrations()
+            f"{REEXEC_OUT}/interference-{n}-p{w}.json"
+            for n, w in reexec_calibrations()
         ],
     output:
         measured=f"{REEXEC_OUT}/measured.csv",
