@@ -131,51 +131,50 @@ def interference_task(rank: int, world_size: int, payload: dict[str, Any]) -> di
         run()
         dist.all_reduce(buf)
     sync()
+    def timed(n: int, fn: Any) -> list[float]:
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return times
+
+    def with_stream(rec: dict[str, Any], name: str, tensor: Any, comm_alone: list[float],
+                    cap: int) -> None:
+        """Kernel repetitions while all-reduces of ``tensor`` are queued (phases 3, 4):
+        every rank issues the same number per repetition, agreed on from the times alone
+        so that the queue never runs dry."""
+        k = _agreed_k(rec["compute_alone_s"], comm_alone, device, cap=cap)
+        dist.barrier()
+        times, overlapped, completed = _with_stream(
+            run, sync, lambda: dist.all_reduce(tensor, async_op=True), reps, k, comm_done)
+        rec[f"compute_with_{name}_s"] = times
+        rec[f"compute_with_{name}_overlapped"] = overlapped
+        rec[f"compute_with_{name}_completed"] = completed
+        rec[f"{name}_allreduces_per_rep"] = k
+
+    def compute_once() -> None:
+        run()
+        sync()
+
     out: list[dict[str, Any]] = []
     for _ in range(int(payload["rounds"])):
         rec: dict[str, Any] = {}
         # 1. compute alone
         dist.barrier()
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            run()
-            sync()
-            times.append(time.perf_counter() - t0)
-        rec["compute_alone_s"] = times
+        rec["compute_alone_s"] = timed(reps, compute_once)
         # 2. communication alone
         dist.barrier()
-        times = []
-        for _ in range(comm_reps):
-            t0 = time.perf_counter()
-            comm_done(dist.all_reduce(buf, async_op=True))
-            times.append(time.perf_counter() - t0)
-        rec["comm_alone_s"] = times
-        # 3. compute with all-reduces in flight. Every rank issues the same number (k per
-        # repetition, k agreed on from phases 1 and 2 so that the queue never runs dry).
-        k_rep = _agreed_k(rec["compute_alone_s"], times, device)
-        dist.barrier()
-        stream = _with_stream(run, sync, lambda: dist.all_reduce(buf, async_op=True),
-                              reps, k_rep, comm_done)
-        rec["compute_with_comm_s"], rec["compute_with_comm_overlapped"] = stream[:2]
-        rec["compute_with_comm_completed"] = stream[2]
-        rec["allreduces_per_rep"] = k_rep
+        rec["comm_alone_s"] = timed(
+            comm_reps, lambda: comm_done(dist.all_reduce(buf, async_op=True)))
+        # 3. compute with all-reduces of comm_bytes in flight
+        with_stream(rec, "comm", buf, rec["comm_alone_s"], 256)
         # 4. compute with small all-reduces in flight: the compute time one collective
         # costs, whatever its size (phase 3 is dominated by its bandwidth part).
         dist.barrier()
-        times = []
-        for _ in range(comm_reps):
-            t0 = time.perf_counter()
-            comm_done(dist.all_reduce(small, async_op=True))
-            times.append(time.perf_counter() - t0)
-        rec["small_comm_alone_s"] = times
-        k_small = _agreed_k(rec["compute_alone_s"], times, device, cap=4096)
-        dist.barrier()
-        stream = _with_stream(run, sync, lambda: dist.all_reduce(small, async_op=True),
-                              reps, k_small, comm_done)
-        rec["compute_with_small_s"], rec["compute_with_small_overlapped"] = stream[:2]
-        rec["compute_with_small_completed"] = stream[2]
-        rec["small_allreduces_per_rep"] = k_small
+        rec["small_comm_alone_s"] = timed(
+            comm_reps, lambda: comm_done(dist.all_reduce(small, async_op=True)))
+        with_stream(rec, "small", small, rec["small_comm_alone_s"], 4096)
         # 5. communication while a second thread computes
         dist.barrier()
         stop = threading.Event()
