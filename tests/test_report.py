@@ -160,7 +160,8 @@ def test_reexec_macros_from_measured(tmp_path: Path) -> None:
     assert values["ReexecTau"] == "1.00" and values["ReexecOrderOk"] == "100"
     assert values["ReexecPairs"] == "10" and values["ReexecNumCases"] == "1"
     assert values["ReexecBestAsFastCases"] == "1"
-    assert values["ReexecLoopbackCollectiveCpuMs"] == "0.40"
+    assert values["ReexecLoopbackPTwoCollectiveCpuMs"] == "0.40"
+    assert values["ReexecLoopbackPThreeCollectiveCpuMs"] == "n/a"  # no 3-rank case
     assert values["ReexecTbfOnegbitMedianErr"] == "n/a"  # no case on that network
     assert macros.reexec_macros(None)["ReexecTau"] == "n/a"
     bench = tmp_path / "bench.json"

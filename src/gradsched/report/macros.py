@@ -185,6 +185,7 @@ def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
 
 
 REEXEC_NETWORKS = ("loopback", "tbf1gbit", "tbf100mbit")
+REEXEC_WORLD_SIZES = (2, 3)
 _REEXEC_KEYS = {
     "MedianErr": ("median_abs_err_pct", 1), "MedianErrInt": ("median_abs_err_int_pct", 1),
     "MedianErrDyn": ("median_abs_err_dyn_pct", 1),
@@ -199,12 +200,13 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
     tau and pair order over all cases (``Reexec...``) and per network
     (``Reexec<Network>...``), the number of cases, in how many the best plan measured at
     least as fast as PyTorch DDP (25 MiB), the median executor-vs-DDP difference, and the
-    calibrated per-collective compute cost per network (ms)."""
+    calibrated per-collective compute cost per network and world size (ms)."""
     scopes = {"": "all", **{camel(n): f"all-{n}" for n in REEXEC_NETWORKS}}
     out = {f"Reexec{scope}{key}": NA for scope in scopes for key in _REEXEC_KEYS}
     out |= {"ReexecNumCases": NA, "ReexecBestAsFastCases": NA,
             "ReexecExecVsDdpMedian": NA, "ReexecExecVsDdpWorst": NA}
-    out |= {f"Reexec{camel(n)}CollectiveCpuMs": NA for n in REEXEC_NETWORKS}
+    out |= {f"Reexec{camel(n)}P{camel(str(w))}CollectiveCpuMs": NA
+            for n in REEXEC_NETWORKS for w in REEXEC_WORLD_SIZES}
     if measured is None or measured.empty:
         return out
     from gradsched.reexec.analysis import case_stats
@@ -226,9 +228,12 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
         out["ReexecExecVsDdpWorst"] = number(float(gap.loc[gap.abs().idxmax()]), 1)
     if "collective_cpu_s" in measured:
         for net in REEXEC_NETWORKS:
-            values = measured.loc[measured["bandwidth"] == net, "collective_cpu_s"]
-            if len(values):
-                out[f"Reexec{camel(net)}CollectiveCpuMs"] = number(1e3 * float(values.iloc[0]), 2)
+            for world in REEXEC_WORLD_SIZES:
+                values = measured.loc[(measured["bandwidth"] == net)
+                                      & (measured["world_size"] == world), "collective_cpu_s"]
+                if len(values):
+                    out[f"Reexec{camel(net)}P{camel(str(world))}CollectiveCpuMs"] = number(
+                        1e3 * float(values.iloc[0]), 2)
     return out
 
 
