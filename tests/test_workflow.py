@@ -72,7 +72,8 @@ def job_counts(output: str) -> dict[str, int]:
              "compression_report"}),
     ("smoke", {"replay_case", "collect_replay", "figure_smoke"}),
     ("compare", {"compare_numbers", "table"}),
-    ("paper", {"macros", "table", "figure_gaps"}),
+    ("paper", {"macros", "table", "figure_gaps", "reexec_committed", "collectives_report",
+               "compression_report"}),
 ])
 def test_dry_run_builds_the_full_dag(target: str, expected: set[str]) -> None:
     code, output = dry_run(target)

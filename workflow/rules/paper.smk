@@ -88,10 +88,23 @@ rule macros:
         "-o {output} > {log} 2>&1"
 
 
+def paper_includes():
+    """Every figure and table file paper/main.tex includes (from the .tex itself, so that
+    the PDF waits for the rules of every stage that draws one, whichever .smk has them).
+    """
+    import re
+
+    text = Path("paper/main.tex").read_text(encoding="utf-8")
+    figures = re.findall(r"\\includegraphics(?:\[[^\]]*\])?\{(figures/[^}]+)\}", text)
+    tables = re.findall(r"\\input\{(tables/[^}]+)\}", text)
+    return sorted({f"paper/{name}" for name in figures + tables})
+
+
 PAPER_INPUTS = (
     ["paper/main.tex", "paper/references.bib", f"{GEN}/macros.tex"]
     + figure_files()
     + table_files()
+    + [f for f in paper_includes() if f not in figure_files() + table_files()]
 )
 
 
