@@ -322,10 +322,9 @@ def rounds_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
 
 def _control(spec: Any, batches: list[Any], payload: dict[str, Any], device: str) -> list[float]:
     """Forward, backward and SGD step with no communication (same timing as the runs)."""
-    import itertools
-
     import torch
-    import torch.distributed as dist
+
+    from gradsched.runtime.bench import timed_iterations
 
     model = spec.model
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01,
@@ -340,18 +339,7 @@ def _control(spec: Any, batches: list[Any], payload: dict[str, Any], device: str
         if device != "cpu":
             torch.cuda.synchronize()
 
-    warmup, iters = int(payload["warmup"]), int(payload["iters"])
-    for i in range(warmup):
-        one(i)
-    sync()
-    dist.barrier()
-    stamps = []
-    for i in range(iters):
-        stamps.append(time.perf_counter())
-        one(warmup + i)
-    sync()
-    stamps.append(time.perf_counter())
-    return [b - a for a, b in itertools.pairwise(stamps)]
+    return timed_iterations(one, int(payload["warmup"]), int(payload["iters"]), sync)
 
 
 # --------------------------------------------------------------------------- launcher side

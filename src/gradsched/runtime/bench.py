@@ -94,7 +94,6 @@ def run_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]:
 def _timed(rank: int, spec: Any, batches: list[Any], item: RunItem, payload: dict[str, Any],
            device: str, name: str) -> tuple[list[float], int | None]:
     import torch
-    import torch.distributed as dist
 
     from gradsched.plan import Plan
     from gradsched.runtime.executor import PlanExecutor
@@ -128,28 +127,40 @@ def _timed(rank: int, spec: Any, batches: list[Any], item: RunItem, payload: dic
         spec.loss(runner, batches[i % len(batches)]).backward()
         finish()
 
+    def settle() -> None:
+        if ex is not None:
+            ex.flush()
+        sync()
+
     warmup, iters = int(payload["warmup"]), int(payload["iters"])
-    for i in range(warmup):
-        one(i)
-    if ex is not None:
-        ex.flush()
-    sync()
-    dist.barrier()
-    stamps = []
-    for i in range(iters):
-        stamps.append(time.perf_counter())
-        one(warmup + i)
-    if ex is not None:
-        ex.flush()
-    sync()
-    stamps.append(time.perf_counter())
+    times = timed_iterations(one, warmup, iters, settle)
     n_coll = sum(ex.stats.collectives.values()) if ex is not None else None
     profile_dir = payload.get("profile_dir")
     if profile_dir:
         _profile(rank, one, warmup + iters, Path(profile_dir), name, device, ex)
     if ex is not None:
         ex.close()
-    return [b - a for a, b in itertools.pairwise(stamps)], n_coll
+    return times, n_coll
+
+
+def timed_iterations(one: Any, warmup: int, iters: int, settle: Any) -> list[float]:
+    """Run ``one(i)`` for ``warmup`` untimed then ``iters`` timed iterations; ``settle()``
+    (flush pending work, synchronise the device) after each phase, ranks aligned by a
+    barrier before the timed ones. Returns the periods between iteration starts, the last
+    one ending after ``settle()``."""
+    import torch.distributed as dist
+
+    for i in range(warmup):
+        one(i)
+    settle()
+    dist.barrier()
+    stamps = []
+    for i in range(iters):
+        stamps.append(time.perf_counter())
+        one(warmup + i)
+    settle()
+    stamps.append(time.perf_counter())
+    return [b - a for a, b in itertools.pairwise(stamps)]
 
 
 def _profile(rank: int, one: Any, start: int, folder: Path, label: str, device: str,
