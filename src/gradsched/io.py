@@ -1,6 +1,7 @@
 """Atomic file writes: write to a temporary file in the same folder, then rename.
 
-An interrupted run therefore never leaves a half-written output behind.
+An interrupted run therefore never leaves a half-written output behind. Also the one
+JSON reader (:func:`read_json`) whose errors name the file and line.
 """
 
 from __future__ import annotations
@@ -50,3 +51,17 @@ def write_csv_atomic(path: str | Path, frame: Any, float_format: str = "%.9g") -
     """Write a pandas DataFrame as CSV atomically, with a fixed float format for determinism."""
     with atomic_open(path, "w") as handle:
         frame.to_csv(handle, index=False, float_format=float_format, lineterminator="\n")
+
+
+def read_json(path: str | Path, missing: str = "file not found") -> Any:
+    """Parse the JSON file ``path``; a missing file or invalid JSON raises
+    :class:`~gradsched.errors.InputError` naming the file (and the line)."""
+    from gradsched.errors import InputError
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(missing, path=path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc

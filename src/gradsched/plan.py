@@ -17,14 +17,13 @@ The JSON form is versioned (``format_version``); loading an unknown version fail
 from __future__ import annotations
 
 import heapq
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from gradsched.errors import InputError
-from gradsched.io import write_json_atomic
+from gradsched.io import read_json, write_json_atomic
 
 FORMAT = "gradsched.plan"
 FORMAT_VERSION = 1
@@ -136,13 +135,7 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
-        path = Path(path)
-        if not path.is_file():
-            raise InputError("plan file not found", path=path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+        data = read_json(path, missing="plan file not found")
         return cls.from_dict(data, source=str(path))
 
 

@@ -117,18 +117,9 @@ def _read(path: Path | None):
 
 
 def _read_json(path: Path | None) -> dict | None:
-    import json
+    from gradsched.io import read_json
 
-    from gradsched.errors import InputError
-
-    if path is None:
-        return None
-    if not path.is_file():
-        raise InputError("file not found", path=path)
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+    return None if path is None else read_json(path)
 
 
 def _collect(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from gradsched.errors import ConfigError, InputError
+from gradsched.io import read_json
 from gradsched.traces.columns import COLLECTIVES
 
 # Ring algorithms move half of an all-reduce's data in a reduce-scatter or an all-gather
@@ -214,12 +215,7 @@ def load_comm_spec(spec: str) -> CommModel:
         return parse_inline_alpha_beta(spec)
     path = Path(spec)
     if path.suffix == ".json":
-        if not path.is_file():
-            raise InputError("model file not found", path=path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+        data = read_json(path, missing="model file not found")
         return model_from_dict(data, source=str(path))
     if path.suffix == ".csv":
         if not _TRACE_LOADER:

@@ -54,7 +54,7 @@ from typing import Any
 import pandas as pd
 
 from gradsched.errors import ConfigError, InputError
-from gradsched.io import write_csv_atomic, write_json_atomic
+from gradsched.io import read_json, write_csv_atomic, write_json_atomic
 
 ALGORITHMS: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "horovod", "mgwfbp", "oasr", "dear",
                                "bytescheduler", "best")
@@ -464,13 +464,7 @@ def load_interference(path: str | Path | None) -> tuple[dict[str, float], dict[s
     ``collective_cpu_s`` was measured has 0 s)."""
     if path is None:
         return dict(NO_INTERFERENCE), {}
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("interference JSON not found", path=path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+    data = read_json(path, missing="interference JSON not found")
     params: dict[str, float] = {}
     for name in INTERFERENCE_FIELDS:
         value = data.get(name, 0.0 if name == "collective_cpu_s" else None)

@@ -10,7 +10,6 @@ row and field. Writes are atomic.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import write_csv_atomic, write_json_atomic
+from gradsched.io import read_json, write_csv_atomic, write_json_atomic
 from gradsched.traces.columns import (
     COMM_COLUMNS,
     COMM_KEY,
@@ -77,12 +76,7 @@ def meta_path(csv_path: str | Path) -> Path:
 
 def _load_meta(csv_path: Path, schema: dict[str, Any]) -> dict[str, Any]:
     path = meta_path(csv_path)
-    if not path.is_file():
-        raise InputError("metadata sidecar is missing", path=path)
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+    meta = read_json(path, missing="metadata sidecar is missing")
     _check_meta(meta, schema, path)
     return meta
 
