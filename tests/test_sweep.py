@@ -83,7 +83,7 @@ def test_two_rank_gloo_sweep_writes_a_valid_comm_trace(tmp_path):
     out = tmp_path / "gloo-loopback-p2.csv"
     rc = sweep.main(["comm", "--world-size", "2", "--collectives", "all",
                      "--min-bytes", "4", "--max-bytes", "1M", "--factor", "8",
-                     "--iters", "5", "--warmup", "2", "--time-budget-s", "0.2", "-o", str(out)])
+                     "--iters", "5", "--warmup", "2", "--time-budget-s", "2", "-o", str(out)])
     assert rc == 0
     trace = CommTrace.load(out)
     frame = trace.frame
