@@ -89,6 +89,18 @@ def get_planner(name: str) -> PlannerSpec:
     return PLANNERS[name]
 
 
+# Replay settings a planner may take as knobs to score its candidates with (``best``).
+REPLAY_KNOBS = ("collective_cpu_s", "compute_slowdown", "comm_slowdown", "issue")
+
+
+def replay_knobs(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Of ``settings`` (replay interference and issue order, see :data:`REPLAY_KNOBS`),
+    those that planner ``name`` takes as knobs: how callers that replay with them let the
+    planner score with the same model."""
+    own = {k.name for k in get_planner(name).knobs}
+    return {k: v for k, v in settings.items() if k in REPLAY_KNOBS and k in own}
+
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -155,4 +167,4 @@ def make_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
 
 
 __all__ = ["ALGORITHMS_ALL", "PLANNERS", "WFBP_FAMILY", "Knob", "PlannerSpec", "get_planner",
-           "make_plan", "parse_knobs", "planner_names"]
+           "make_plan", "parse_knobs", "planner_names", "replay_knobs"]

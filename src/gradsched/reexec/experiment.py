@@ -243,7 +243,7 @@ def make_case_plans(case: Case, settings: Settings,
     given to the ``best`` planner's scoring replay, which also assumes the executor's
     fixed issue order (knobs set in the config win)."""
     from gradsched.costmodel.base import load_comm_spec
-    from gradsched.planners import make_plan
+    from gradsched.planners import make_plan, replay_knobs
     from gradsched.traces.bundle import ComputeTrace
 
     trace = ComputeTrace.load(case.compute)
@@ -253,9 +253,9 @@ def make_case_plans(case: Case, settings: Settings,
     items: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
     for algorithm in settings.algorithms:
-        knobs = dict(settings.knobs.get(algorithm, {}))
-        if algorithm == "best":  # score what the executor will run
-            knobs = {"issue": "executor"} | dict(interference or {}) | knobs
+        # planners that score by replay score what the executor will run
+        knobs = replay_knobs(algorithm, {"issue": "executor", **(interference or {})}) | dict(
+            settings.knobs.get(algorithm, {}))
         plan = make_plan(algorithm, trace, model, case.world_size, knobs)
         plan.check_covers(trace.names)
         plans[algorithm] = plan

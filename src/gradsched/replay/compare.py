@@ -101,19 +101,18 @@ def compare(
     timeline_dir: str | Path | None = None,
     plans_dir: str | Path | None = None,
 ) -> pd.DataFrame:
-    """One result row per algorithm (see :data:`RESULT_COLUMNS`). With interference or the
-    executor issue order in ``options``, the ``best`` planner scores its candidates with
-    them too (unless its knobs say otherwise)."""
+    """One result row per algorithm (see :data:`RESULT_COLUMNS`). A planner that takes the
+    replay's interference and issue order as knobs (``best``) scores its candidates with
+    those of ``options`` (unless its knobs say otherwise)."""
     knobs = knobs or {}
     bound = lower_bound(trace, model, world_size).lower_bound_s
     rows = []
     for algorithm in algorithms:
         own = knobs_for(algorithm, knobs)
-        if algorithm == "best" and options is not None and (
-                options.interference or options.issue != "dynamic"):
-            own = {"collective_cpu_s": options.collective_cpu_s,
-                   "compute_slowdown": options.compute_slowdown,
-                   "comm_slowdown": options.comm_slowdown, "issue": options.issue} | own
+        if options is not None:
+            from gradsched.planners import REPLAY_KNOBS, replay_knobs
+
+            own = replay_knobs(algorithm, {k: getattr(options, k) for k in REPLAY_KNOBS}) | own
         plan, result = run_algorithm(algorithm, trace, model, world_size, own, options,
                                      timeline=timeline_dir is not None)
         if timeline_dir is not None:
