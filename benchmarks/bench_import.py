@@ -20,7 +20,7 @@ MANIFEST = REPO / "traces" / "manifest.yaml"
 def external() -> Path:
     found = external_data_dir()
     if found is None:
-        pytest.skip("the public measurements (../shared/data/external) are not present")
+        pytest.skip("the public measurements (data/external) are not present")
     return found
 
 

@@ -21,11 +21,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def external_data_dir() -> Path | None:
-    """The public measurements folder (``../shared/data/external`` beside the checkout)."""
+    """The public measurements folder shipped in the repository (``data/external``).
+
+    ``GRADSCHED_EXTERNAL`` points elsewhere (a folder with the same layout) if set.
+    """
     env = os.environ.get("GRADSCHED_EXTERNAL")
-    candidates = [Path(env)] if env else []
-    candidates += [REPO.parent / "shared" / "data" / "external",
-                   REPO / "shared" / "data" / "external"]
+    candidates = [Path(env)] if env else [REPO / "data" / "external"]
     for cand in candidates:
         if cand.is_dir():
             return cand
@@ -36,7 +37,7 @@ def external_data_dir() -> Path | None:
 def external_dir() -> Path:
     found = external_data_dir()
     if found is None:
-        pytest.skip("the public measurements (../shared/data/external) are not beside the checkout")
+        pytest.skip("the public measurements (data/external) are missing from this checkout")
     return found
 
 

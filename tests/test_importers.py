@@ -437,11 +437,26 @@ def test_manifest_rejects_absolute_and_unknown(tmp_path: Path) -> None:
         load_manifest(bad)
 
 
-def test_manifest_lists_every_external_file(external_dir: Path) -> None:
+_NOT_DATA = {"README.md", "LICENSE", "LICENSE.txt", "LICENSE-NOTE"}
+
+
+def test_manifest_files_are_shipped(external_dir: Path) -> None:
     listed = {e.file for e in load_manifest(MANIFEST)}
     shipped = {str(p.relative_to(external_dir)) for p in external_dir.rglob("*")
-               if p.is_file() and p.name != "README.md"}
-    assert listed == shipped
+               if p.is_file() and p.name not in _NOT_DATA}
+    assert listed <= shipped, sorted(listed - shipped)
+
+
+def test_external_readme_lists_every_shipped_file() -> None:
+    """data/external/README.md has one table row per shipped data file, and no other."""
+    root = REPO / "data" / "external"
+    rows = re.findall(r"^\| `([^`]+)` \|", (root / "README.md").read_text(), flags=re.M)
+    shipped = {str(p.relative_to(root)) for p in root.rglob("*")
+               if p.is_file() and p.name not in _NOT_DATA}
+    assert len(rows) == len(set(rows))
+    assert set(rows) == shipped
+    for folder in {Path(f).parts[0] for f in shipped}:
+        assert any((root / folder / name).is_file() for name in _NOT_DATA - {"README.md"}), folder
 
 
 def test_manifest_reimport_is_byte_identical(external_dir: Path, tmp_path: Path) -> None:

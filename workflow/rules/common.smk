@@ -182,7 +182,7 @@ def crossws_series():
 
 # ---------------------------------------------------------------------- compare
 def external_dir():
-    path = Path(config.get("external_dir", "../shared/data/external"))
+    path = Path(config.get("external_dir", "data/external"))
     return path if path.is_dir() else None
 
 

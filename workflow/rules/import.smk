@@ -16,7 +16,7 @@ rule validate_traces:
 
 rule import_check:
     """Re-import every public log of traces/manifest.yaml into results/import/ and compare
-    it byte for byte with the committed traces (optional: needs external_dir)."""
+    it byte for byte with the committed traces (raw logs: external_dir, data/external)."""
     input:
         manifest=config.get("compare", {}).get("manifest", "traces/manifest.yaml"),
     output:
@@ -24,7 +24,7 @@ rule import_check:
     log:
         f"{LOGS}/import/check.log",
     params:
-        src=config.get("external_dir", "../shared/data/external"),
+        src=config.get("external_dir", "data/external"),
         out=f"{RESULTS}/import/traces",
     script:
         "../scripts/import_check.py"
