@@ -170,10 +170,9 @@ def test_mgwfbp_without_startup_never_merges(example_b: ComputeTrace) -> None:
 
 # ---------------------------------------------------------------------------------------
 # DDP bucket boundaries. Sizes in ready order (MiB): [0.5, 0.75, 10, 10, 10, 30, 1].
-# rule=pytorch (reducer.cpp): first cap 1 MiB: 0.5, 1.25 >= 1 -> close {0,1};
+# default (reducer.cpp rebuild_buckets): first cap 1 MiB: 0.5, 1.25 >= 1 -> close {0,1};
 #   cap 25: 10, 20, 30 >= 25 -> close {2,3,4}; 30 >= 25 -> {5}; {6} left over.
-# rule=cap: 0.5 + 0.75 > 1 -> {0}; 0.75+10+10 = 20.75, +10 > 25 -> {1,2,3}; 10 + 30 > 25
-#   -> {4}; {5} alone (30 > cap); {6}.
+# (torch's real buckets and the explicit-cap rule: tests/test_baselines_ddp_horovod.py)
 # ---------------------------------------------------------------------------------------
 DDP_MB = [0.5, 0.75, 10, 10, 10, 30, 1]
 
@@ -186,17 +185,18 @@ def ddp_trace() -> ComputeTrace:
 def test_ddp_pytorch_rule(ddp_trace: ComputeTrace) -> None:
     plan = make_plan("ddp", ddp_trace, AlphaBetaModel(1e-5, 1e-10), 8)
     assert [len(b) for b in bucket_names(plan)] == [2, 3, 1, 1]
-    assert plan.knobs == {"bucket_cap_mb": 25.0, "first_bucket_mb": 1.0, "rule": "pytorch"}
-
-
-def test_ddp_cap_rule(ddp_trace: ComputeTrace) -> None:
-    plan = make_plan("ddp", ddp_trace, AlphaBetaModel(1e-5, 1e-10), 8, {"rule": "cap"})
-    assert [len(b) for b in bucket_names(plan)] == [1, 3, 1, 1, 1]
+    assert plan.knobs == {"bucket_cap_mb": None, "first_bucket_mb": None,
+                          "find_unused_parameters": False, "set_last_bucket_cap": False}
 
 
 def test_ddp_cap_knob_from_string(ddp_trace: ComputeTrace) -> None:
-    # cap 100 MiB (first still 1): {0,1}, then 10+10+10+30+1 = 61 < 100 -> one bucket.
+    # explicit cap 100 MiB is also the first bucket's cap (torch 2.14 distributed.py
+    # L108-110): 0.5 + 0.75 + 10 + 10 + 10 + 30 + 1 = 62.25 < 100 -> one bucket.
     plan = make_plan("ddp", ddp_trace, AlphaBetaModel(1e-5, 1e-10), 8, {"bucket_cap_mb": "100"})
+    assert [len(b) for b in bucket_names(plan)] == [7]
+    # with a 1 MiB first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES set): {0,1}, then 61 MiB.
+    plan = make_plan("ddp", ddp_trace, AlphaBetaModel(1e-5, 1e-10), 8,
+                     {"bucket_cap_mb": "100", "first_bucket_mb": "1"})
     assert [len(b) for b in bucket_names(plan)] == [2, 5]
 
 
@@ -348,7 +348,7 @@ def test_unknown_planner_and_knob(example_a: ComputeTrace) -> None:
     model = AlphaBetaModel(1e-4, 1e-9)
     with pytest.raises(ConfigError, match="known: wfbp"):
         make_plan("nope", example_a, model, 4)
-    with pytest.raises(ConfigError, match="valid knobs: bucket_cap_mb, first_bucket_mb, rule"):
+    with pytest.raises(ConfigError, match="valid knobs: bucket_cap_mb, first_bucket_mb, find_"):
         make_plan("ddp", example_a, model, 4, {"cap": 3})
     with pytest.raises(ConfigError, match=r"valid knobs: \(none\)"):
         make_plan("wfbp", example_a, model, 4, {"x": 1})
@@ -357,7 +357,7 @@ def test_unknown_planner_and_knob(example_a: ComputeTrace) -> None:
 @pytest.mark.parametrize(("name", "knobs", "message"), [
     ("ddp", {"bucket_cap_mb": "-1"}, "bucket_cap_mb"),
     ("ddp", {"bucket_cap_mb": "big"}, "not a valid float"),
-    ("ddp", {"rule": "other"}, "not one of"),
+    ("ddp", {"find_unused_parameters": "other"}, "not a valid bool"),
     ("horovod", {"defaults": "v1"}, "not one of"),
     ("horovod", {"cycle_time_ms": "0"}, "cycle_time_ms"),
     ("dear", {"bo_iters": "2.5"}, "not a valid int"),
