@@ -131,23 +131,43 @@ def read_trace_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
+    return decode_trace_bytes(path.read_bytes(), path)
+
+
+def _gunzip(raw: bytes, label: str | Path) -> bytes:
+    """Decompress gzip data; a truncated or corrupt stream names the byte where it fails."""
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        inflater = zlib.decompressobj(wbits=47)
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(f"corrupt gzip data: {exc}", path=path) from None
+            done = len(inflater.decompress(raw))
+            where = (f"the stream ends at byte {len(raw)} without its end marker, after "
+                     f"{done} decompressed bytes" if not inflater.eof else "")
+        except zlib.error:
+            where = f"it is unreadable within its {len(raw)} bytes"
+        detail = f"; {where}" if where else ""
+        raise InputError(f"corrupt gzip data: {exc}{detail} (a truncated file?)",
+                         path=label) from None
+
+
+def decode_trace_bytes(raw: bytes, label: str | Path) -> Any:
+    """Parse the bytes of a (possibly gzipped) Chrome trace; ``label`` names it in errors."""
+    if raw[:2] == b"\x1f\x8b":
+        raw = _gunzip(raw, label)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc.reason}", path=path) from None
+        raise InputError(f"not UTF-8 text: {exc.reason} at byte {exc.start}",
+                         path=label) from None
     if not text.strip():
-        raise InputError("empty file: not a Chrome trace", path=path)
+        raise InputError("empty file: not a Chrome trace", path=label)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg}, column {exc.colno}); a truncated "
-                         "profile?", path=path, line=exc.lineno) from None
+        raise InputError(f"not valid JSON ({exc.msg}, column {exc.colno}, character "
+                         f"{exc.pos} of {len(text)}); a truncated profile?", path=label,
+                         line=exc.lineno) from None
 
 
 @dataclass
@@ -652,6 +672,7 @@ __all__ = [
     "ITERATION_COLUMNS",
     "KinetoFile",
     "KinetoImport",
+    "decode_trace_bytes",
     "import_kineto",
     "normalise_collective",
     "parse_kineto",
