@@ -40,7 +40,7 @@ class KneeModel(CommModel):
 
     kind: ClassVar[str] = "synthetic-knee"
 
-    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         m = np.asarray(nbytes, dtype=float)
         return np.where(m < 65536, 2e-5 + 2e-9 * m, 6e-5 + 1e-9 * m) + 1e-8 * np.sqrt(m)
 

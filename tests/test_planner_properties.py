@@ -44,7 +44,8 @@ def examples(n: int) -> settings:
     return settings(SETTINGS, max_examples=n)
 CHEAP = [n for n in ALGORITHMS_ALL if n not in ("optimal", "best")]
 FAST_KNOBS: dict[str, dict[str, Any]] = {
-    "dear": {"bo_iters": 4}, "optimal": {"bo_iters": 3}, "best": {},
+    "dear": {"bo_iters": 4}, "bytescheduler": {"tune_iters": 4}, "optimal": {"bo_iters": 3},
+    "best": {},
 }
 
 
@@ -57,7 +58,7 @@ class StepModel(CommModel):
     def __init__(self, alpha: float, beta: float, knee: float) -> None:
         self.alpha, self.beta, self.knee = alpha, beta, knee
 
-    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         m = np.asarray(nbytes, dtype=float)
         small = self.alpha + self.beta * m
         large = 3 * self.alpha + 0.5 * self.beta * m

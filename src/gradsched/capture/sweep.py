@@ -456,6 +456,17 @@ def load_average() -> list[float]:
         return []
 
 
+def line_rate_meta(cluster_rate: str | None) -> dict[str, float]:
+    """``{"line_rate_Bps": bytes/s}`` of an emulated cluster's shaped links (the tbf rate,
+    per rank and direction), which the wire floor of the cost models uses
+    (:mod:`gradsched.costmodel.wire`); empty on loopback, where no rate is set."""
+    if cluster_rate is None:
+        return {}
+    from gradsched.capture.cluster import parse_rate
+
+    return {"line_rate_Bps": parse_rate(cluster_rate) / 8.0}
+
+
 def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes: int,
                per_rank: list[dict[str, Any]], notes: list[str], warnings: list[str],
                started: dt.datetime, wall_s: float, load_before: list[float],
@@ -488,6 +499,7 @@ def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes:
                   f"{started.date().isoformat()} ({placement})",
         "hardware": f"{cpu_model()} ({os.cpu_count()} logical CPUs); {placement}",
         "interconnect": interconnect,
+        **line_rate_meta(config.cluster_rate),
         "software": software_versions(config.backend),
         "statistic": "median",
         "warnings": warnings,

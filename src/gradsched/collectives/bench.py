@@ -348,7 +348,12 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
     """Launch the sweep at every world size (loopback or emulated cluster); a CommTrace."""
     import pandas as pd
 
-    from gradsched.capture.sweep import cpu_model, load_average, software_versions
+    from gradsched.capture.sweep import (
+        cpu_model,
+        line_rate_meta,
+        load_average,
+        software_versions,
+    )
     from gradsched.collectives import lp
     from gradsched.distributed.launch import LaunchSpec, launch
     from gradsched.traces import CommTrace
@@ -417,6 +422,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
                   f"({placement})",
         "hardware": f"{cpu_model()} ({os.cpu_count()} logical CPUs); {placement}",
         "interconnect": interconnect,
+        **line_rate_meta(config.cluster_rate),
         "software": software_versions(config.backend),
         "statistic": "median",
         "warnings": [],

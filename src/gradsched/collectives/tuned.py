@@ -308,7 +308,7 @@ class TunedModel(CommModel):
         return names, np.stack([cost(collective, a, nbytes, p, *self.analytic[a])
                                 for a in names]), 1.0
 
-    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         check_collective(collective)
         m = np.asarray(nbytes, dtype=float)
         _, table, _ = self._table(collective, m, world_size)

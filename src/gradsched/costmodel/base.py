@@ -36,18 +36,98 @@ DERIVED_FROM_ALL_REDUCE: dict[str, float] = {
 }
 
 
+PLAN_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
+"""The collectives a plan's buckets launch (all-reduce, or DeAR's reduce-scatter + all-gather)."""
+
+
 class CommModel(ABC):
-    """Predicts the time of one collective of ``nbytes`` bytes per rank on ``world_size`` ranks."""
+    """Predicts the time of one collective of ``nbytes`` bytes per rank on ``world_size`` ranks.
+
+    Subclasses implement :meth:`raw_times`; :meth:`times` clips it to the wire floor of
+    :mod:`gradsched.costmodel.wire` (no message faster than the sustained bandwidth), so
+    every model kind is physically consistent. A composite model whose parts are already
+    floored and that legitimately moves fewer bytes (gradient compression) sets
+    ``wire_floor_applies = False``.
+    """
 
     kind: ClassVar[str] = ""
+    wire_floor_applies: ClassVar[bool] = True
 
     @abstractmethod
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+        """The model's own vectorised prediction (seconds), before the wire floor."""
+
     def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
-        """Vectorised prediction (seconds) for an array of message sizes (bytes)."""
+        """Vectorised prediction (seconds) for an array of message sizes (bytes), never
+        below ``startup + f_c * nbytes / sustained_algbw`` (:mod:`.wire`)."""
+        raw = self.raw_times(collective, nbytes, world_size)
+        if not self.wire_floor_applies or world_size <= 1:
+            return raw
+        startup, s_per_byte = self.wire_floor(collective, world_size)
+        if s_per_byte == 0.0:
+            return raw
+        return np.maximum(raw, startup + s_per_byte * np.asarray(nbytes, dtype=float))
 
     def time(self, collective: str, nbytes: float, world_size: int) -> float:
         """Prediction (seconds) for one message size."""
         return float(self.times(collective, np.asarray([nbytes], dtype=float), world_size)[0])
+
+    def _wire_cache(self) -> dict[Any, Any]:
+        return self.__dict__.setdefault("_wire_memo", {})
+
+    def reference_bytes(self, world_size: int) -> float:
+        """The largest message size the model describes from data (default 64 MiB); the
+        sustained bandwidth is read among sizes within a factor of 64 of it."""
+        return float(2**26)
+
+    def line_rate_Bps(self) -> float | None:
+        """The per-rank link rate (bytes/s) where the measured network's is known."""
+        return None
+
+    def startup_s(self, collective: str, world_size: int) -> float:
+        """The start-up (latency) part of every collective: the time that does not depend
+        on the message size. The replay lets start-ups of concurrent collectives overlap and
+        makes only the rest share bandwidth. Default: the model's smallest time at any size
+        from 0 up to :meth:`reference_bytes` (its intercept when it is monotone)."""
+        key = ("startup", collective, int(world_size))
+        memo = self._wire_cache()
+        if key not in memo:
+            grid = np.concatenate([[0.0], np.geomspace(1.0, self.reference_bytes(world_size), 64)])
+            memo[key] = max(float(np.min(self.raw_times(collective, grid, world_size))), 0.0)
+        return memo[key]
+
+    def sustained_algbw_Bps(self, world_size: int) -> float:
+        """The sustained all-reduce algorithm bandwidth (bytes/s) at ``world_size``: the
+        largest rate among large messages of the collectives a plan uses (all-reduce,
+        reduce-scatter and all-gather, each normalised by its share of an all-reduce's
+        traffic), capped at the line rate (:mod:`.wire`)."""
+        from gradsched.costmodel.wire import ring_algbw_limit, sustained_algbw
+
+        key = ("algbw", int(world_size))
+        memo = self._wire_cache()
+        if key not in memo:
+            ref = self.reference_bytes(world_size)
+            grid = np.geomspace(ref / 64.0, ref, 33)
+            rate = max(
+                sustained_algbw(grid, self.raw_times(c, grid, world_size),
+                                self.startup_s(c, world_size), DERIVED_FROM_ALL_REDUCE[c])
+                for c in PLAN_COLLECTIVES)
+            line = self.line_rate_Bps()
+            if line is not None:
+                rate = min(rate, ring_algbw_limit(line, world_size))
+            memo[key] = rate
+        return memo[key]
+
+    def wire_floor(self, collective: str, world_size: int) -> tuple[float, float]:
+        """(start-up s, seconds per byte) of the floor ``s + f_c * m / b`` of ``collective``."""
+        key = ("floor", collective, int(world_size))
+        memo = self._wire_cache()
+        if key not in memo:
+            check_collective(collective)
+            rate = self.sustained_algbw_Bps(world_size)
+            per_byte = DERIVED_FROM_ALL_REDUCE[collective] / rate if np.isfinite(rate) else 0.0
+            memo[key] = (self.startup_s(collective, world_size), per_byte)
+        return memo[key]
 
     @abstractmethod
     def to_dict(self) -> dict[str, Any]:
@@ -57,12 +137,6 @@ class CommModel(ABC):
     @abstractmethod
     def from_dict(cls, data: dict[str, Any]) -> CommModel:
         """Inverse of :meth:`to_dict`."""
-
-    def startup_s(self, collective: str, world_size: int) -> float:
-        """The start-up (latency) part of every collective: the time that does not depend
-        on the message size. The replay lets start-ups of concurrent collectives overlap and
-        makes only the rest share bandwidth. Default: the time of a 1-byte message."""
-        return float(self.times(collective, np.ones(1), world_size)[0])
 
     def world_sizes(self) -> tuple[int, ...] | None:
         """World sizes the model holds measurements for; ``None`` = it predicts any."""
@@ -151,7 +225,7 @@ class AlphaBetaModel(CommModel):
     def startup_s(self, collective: str, world_size: int) -> float:
         return self.params(collective)[0]
 
-    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         alpha, beta = self.params(collective)
         return alpha + beta * np.asarray(nbytes, dtype=float)
 

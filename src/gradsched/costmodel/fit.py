@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from gradsched.costmodel.base import AlphaBetaModel, CommModel
+from gradsched.costmodel.base import DERIVED_FROM_ALL_REDUCE, AlphaBetaModel, CommModel
 from gradsched.costmodel.formulas import (
     ALGORITHMS,
     AnalyticModel,
@@ -48,6 +48,7 @@ from gradsched.costmodel.series import (
     select_series,
     series_points,
 )
+from gradsched.costmodel.wire import check_series
 from gradsched.errors import ConfigError, InputError
 
 FIT_MODELS: tuple[str, ...] = ("alpha-beta", "piecewise", "interp")
@@ -232,6 +233,16 @@ def noise_notes(nbytes: np.ndarray, times: np.ndarray) -> list[str]:
     return notes
 
 
+def wire_note(info: dict[str, Any], nbytes: np.ndarray, times: np.ndarray) -> str | None:
+    """The warning about points faster than the wire (:func:`~.wire.check_series`)."""
+    collective, world_size = str(info["collective"]), int(info["world_size"])
+    if world_size <= 1:
+        return None
+    check = check_series(nbytes, times, world_size, DERIVED_FROM_ALL_REDUCE[collective],
+                         info.get("line_rate_Bps"))
+    return check.note(collective, world_size)
+
+
 def fit_series(trace_name: str, info: dict[str, Any], rows: pd.DataFrame, kind: str,
                folds: int = 5) -> SeriesFit:
     """Fit one series with one model and compute its training and held-out errors."""
@@ -240,6 +251,9 @@ def fit_series(trace_name: str, info: dict[str, Any], rows: pd.DataFrame, kind: 
     train = ape_pct(curve.times(m), t)
     cv = cross_validate(kind, m, t, folds)
     notes = noise_notes(m, t)
+    wire = wire_note(info, m, t)
+    if wire:
+        notes.append(wire)
     if cv.note:
         notes.append(cv.note)
     held = cv.heldout_ape
@@ -259,10 +273,17 @@ def fit_series(trace_name: str, info: dict[str, Any], rows: pd.DataFrame, kind: 
 
 def load_trace_series(path: str | Path, in_place: bool = False
                       ) -> list[tuple[dict[str, Any], pd.DataFrame]]:
-    """Series of a comm-trace file (validated by :class:`CommTrace`)."""
+    """Series of a comm-trace file (validated by :class:`CommTrace`); each series' info
+    carries the sidecar's ``line_rate_Bps`` where the measured network's is known."""
     from gradsched.traces.bundle import CommTrace
 
-    return select_series(CommTrace.load(path).frame, in_place=in_place)
+    trace = CommTrace.load(path)
+    series = select_series(trace.frame, in_place=in_place)
+    rate = trace.meta.get("line_rate_Bps")
+    if rate is not None:
+        for info, _ in series:
+            info["line_rate_Bps"] = float(rate)
+    return series
 
 
 def fit_file(path: str | Path, kinds: list[str], folds: int = 5, in_place: bool = False
@@ -285,16 +306,20 @@ def build_model(kind: str, fits: list[SeriesFit]) -> SeriesModel:
     chosen = [f for f in fits if f.model == kind]
     check_unique_series([f.info for f in chosen], ", ".join(sorted({f.trace for f in chosen})))
     sources = sorted({f.trace for f in chosen})
+    meta: dict[str, Any] = {"fitted_from": sources}
+    rates = [f.info["line_rate_Bps"] for f in chosen if f.info.get("line_rate_Bps")]
+    if rates:
+        meta["line_rate_Bps"] = min(rates)
     if kind == "alpha-beta":
         curves: dict[tuple[str, int], Any] = {
             (f.info["collective"], f.info["world_size"]):
                 (f.curve.alpha_s, f.curve.beta_s_per_byte)  # type: ignore[union-attr]
             for f in chosen
         }
-        return AlphaBetaSeriesModel(curves, {"fitted_from": sources})
+        return AlphaBetaSeriesModel(curves, meta)
     curves = {(f.info["collective"], f.info["world_size"]): f.curve for f in chosen}
     cls = PiecewiseModel if kind == "piecewise" else InterpModel
-    return cls(curves, {"fitted_from": sources})
+    return cls(curves, meta)
 
 
 def fit_table(fits: list[SeriesFit]) -> pd.DataFrame:

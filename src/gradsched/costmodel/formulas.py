@@ -348,7 +348,7 @@ class AnalyticModel(CommModel):
         self.algorithms = mapping
         self.meta = dict(meta or {})
 
-    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         check_collective(collective)
         alg = self.algorithms[collective]
         if alg == "best":

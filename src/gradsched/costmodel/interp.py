@@ -119,6 +119,11 @@ class InterpModel(SeriesModel):
     def _curve_times(self, params: InterpCurve, nbytes: np.ndarray) -> np.ndarray:
         return params.times(nbytes)
 
+    def reference_bytes(self, world_size: int) -> float:
+        """The largest measured size of the curve answering all-reduce at ``world_size``."""
+        params, _ = self.resolve("all_reduce", world_size)
+        return float(params.bytes_[-1])
+
     @staticmethod
     def curve_to_dict(params: InterpCurve) -> dict[str, Any]:
         return params.to_dict()
@@ -143,7 +148,10 @@ def interp_model_from_trace(path: Path, in_place: bool = False) -> InterpModel:
             raise InputError(f"{info['collective']} at world size {info['world_size']}: "
                              f"{exc.reason}", path=path) from None
         curves[(info["collective"], info["world_size"])] = InterpCurve.from_points(m, t)[0]
-    return InterpModel(curves, {"source": str(path)})
+    meta: dict[str, Any] = {"source": str(path)}
+    if trace.meta.get("line_rate_Bps") is not None:
+        meta["line_rate_Bps"] = float(trace.meta["line_rate_Bps"])
+    return InterpModel(curves, meta)
 
 
 register_trace_loader(interp_model_from_trace)

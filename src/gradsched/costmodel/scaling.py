@@ -49,12 +49,18 @@ class ScaledModel(CommModel):
         self.base = base
         self.analytic = analytic
 
+    def line_rate_Bps(self) -> float | None:
+        return self.base.line_rate_Bps()
+
+    def reference_bytes(self, world_size: int) -> float:
+        return self.base.reference_bytes(self.nearest_world_size(world_size))
+
     def nearest_world_size(self, world_size: int) -> int:
         """The held world size nearest to ``world_size`` in log2."""
         held = self.base.world_sizes()
         return min(held, key=lambda w: (abs(math.log2(w) - math.log2(world_size)), w))
 
-    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         if world_size in self.base.world_sizes():
             return self.base.times(collective, nbytes, world_size)
         if world_size < 1:

@@ -110,6 +110,11 @@ class SeriesModel(CommModel):
         self.meta: dict[str, Any] = dict(meta or {})
         self._resolved: dict[SeriesKey, tuple[Any, float]] = {}
 
+    def line_rate_Bps(self) -> float | None:
+        """``meta['line_rate_Bps']``: the per-rank link rate of the measured network."""
+        rate = self.meta.get("line_rate_Bps")
+        return None if rate is None else float(rate)
+
     def world_sizes(self) -> tuple[int, ...]:
         """World sizes held (sorted)."""
         return tuple(sorted({w for _, w in self.curves}))
@@ -138,7 +143,7 @@ class SeriesModel(CommModel):
         self._resolved[cache_key] = found
         return found
 
-    def times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         params, factor = self.resolve(collective, world_size)
         out = self._curve_times(params, np.asarray(nbytes, dtype=float))
         return out * factor if factor != 1.0 else out
