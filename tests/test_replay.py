@@ -207,12 +207,16 @@ def test_timeline_exports(tmp_path):
 
 
 def test_lower_bound_parts():
+    # b = 100 bytes/ms, s_min = 0.25 ms (a derived reduce-scatter's start-up). L0 (100 B,
+    # forward first) is ready when backward ends at 4 ms: delivered at 4 + 0.25 + 1 ms at the
+    # earliest, then the whole forward (6 ms) follows: 11.25 ms (compute 10 + tail 1.25).
     lb = lower_bound(hand_trace(), MODEL, 4)
     assert lb.compute_s == pytest.approx(10 * MS)
     assert lb.first_ready_s == pytest.approx(1 * MS)
-    # bandwidth part of 0.5 ms + 0.01 ms/B: 100 bytes per ms
-    assert lb.peak_algbw_Bps == pytest.approx(100 / MS)
-    assert lb.lower_bound_s == pytest.approx(max(10 * MS + 1 * MS, 1 * MS + 6 * MS))
+    assert lb.sustained_algbw_Bps == pytest.approx(100 / MS)
+    assert lb.startup_s == pytest.approx(0.25 * MS)
+    assert lb.tail_s == pytest.approx(1.25 * MS)
+    assert lb.lower_bound_s == pytest.approx(11.25 * MS)
     assert lower_bound(hand_trace(), MODEL, 1).lower_bound_s == pytest.approx(10 * MS)
 
 

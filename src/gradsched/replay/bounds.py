@@ -1,21 +1,35 @@
 """A lower bound on the iteration time that no plan in the replay's model can beat.
 
-Two facts hold for every plan (all-reduce or reduce-scatter + all-gather, any bucketing,
-chunking, priorities or channels, global or per-layer update):
+It holds for every plan the replay runs (all-reduce or reduce-scatter + all-gather, any
+bucketing, chunking, priorities, channels or release times, global or per-layer update)
+and for any ready order of the gradients, because it rests on three facts of the replay's
+model only (issue 14):
 
-1. Compute is serial: period >= forward + backward + update (``compute_s``), and the
-   gradient that becomes ready last (the input-side layer's) must be communicated after
-   backward ends and before that layer's next forward: period >= compute_s + tail_s.
-2. The communication of one iteration cannot start before the first gradient is ready
-   and must move every byte: period >= first_ready_s + bandwidth_s.
+1. **Wire.** Every model obeys the wire floor of :mod:`gradsched.costmodel.wire`: the
+   bandwidth phase of a collective ``c`` of ``m`` bytes lasts at least ``f_c * m / b``
+   (``b``: the model's sustained all-reduce bandwidth, ``f_c``: 1 for all-reduce, 1/2 for
+   reduce-scatter and all-gather), concurrent collectives share that bandwidth, and a
+   collective's bandwidth phase starts a start-up ``s >= s_min`` after it is launched. So
+   each gradient byte costs ``1 / b`` seconds of wire time, whatever the plan.
+2. **Readiness.** A byte cannot move before its gradient is ready (``r_i``, measured from
+   the start of backward) and a start-up later, so the bytes of any set of gradients ready
+   at or after ``t`` are all delivered no earlier than ``t + s_min + bytes / b``, in any
+   ready order.
+3. **Deadlines.** A layer's gradient must arrive before that layer's next forward, and the
+   forward runs layer after layer: the forward of layer ``j`` (forward order) starts only
+   once every gradient of layers ``0..j`` is delivered, at
+   ``D_j = max_t [t + s_min + (bytes of layers <= j ready at or after t) / b]`` or later,
+   and not before backward ends (``B``); layers ``j..L-1`` (forward and update) follow.
+   A global update waits for every byte, which is never earlier, so the per-layer case
+   covers both update modes.
 
-Bandwidth-only times use the model's peak all-reduce bandwidth without start-up,
-``max_m m / (T(m) - T_startup)`` over message sizes up to the total (a fine grid plus every
-tensor size), so ``m / peak`` never exceeds the bandwidth part of any collective the plan
-may use, even when several channels overlap their start-ups (reduce-scatter + all-gather
-of m bytes is costed as one all-reduce of m bytes by the models' derivation). This is the
-bound: max(compute-only iteration + unavoidable tail, bandwidth-only time of all bytes
-after the first gradient is ready).
+The bound is ``max(F + B + U, max_j [max(D_j, B) + F_j.. + U_j..])`` (``F``, ``U``:
+forward and update times; ``F_j..``: from layer ``j`` on); its ``j = L - 1``, ``t = r_first``
+term contains the pure bandwidth bound ``r_first + s_min + total / b``. The part above
+the compute time is reported as ``tail_s``.
+
+Property tests (``tests/test_bounds.py``) replay random plans of every shape on random
+traces with random ready orders under every model kind and find no plan below it.
 """
 
 from __future__ import annotations
@@ -24,37 +38,55 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel
-from gradsched.replay.prep import trace_arrays
+from gradsched.costmodel.base import PLAN_COLLECTIVES, CommModel
+from gradsched.replay.prep import TraceArrays, trace_arrays
 from gradsched.traces.bundle import ComputeTrace
 
 
 @dataclass(frozen=True)
 class LowerBound:
-    """The parts of the bound (seconds) and the peak bandwidth used (bytes/s)."""
+    """The parts of the bound (seconds) and the sustained bandwidth used (bytes/s)."""
 
     compute_s: float
     first_ready_s: float
     bandwidth_s: float
     tail_s: float
-    peak_algbw_Bps: float
+    sustained_algbw_Bps: float
+    startup_s: float = 0.0
 
     @property
     def lower_bound_s(self) -> float:
-        return max(self.compute_s + self.tail_s, self.first_ready_s + self.bandwidth_s)
+        return max(self.compute_s + self.tail_s,
+                   self.first_ready_s + self.startup_s + self.bandwidth_s)
 
 
-def peak_algbw(model: CommModel, world_size: int, sizes: np.ndarray) -> float:
-    """Largest bytes/second the bandwidth part of an all-reduce reaches on ``sizes``
-    (and a geometric grid up to their largest); ``inf`` for a model without a
-    bandwidth term."""
-    top = max(float(np.max(sizes)), 1.0)
-    grid = np.unique(np.concatenate([np.geomspace(1.0, top, 1024), sizes, [top]]))
-    work = model.times("all_reduce", grid, world_size) - model.startup_s("all_reduce",
-                                                                        world_size)
-    with np.errstate(divide="ignore"):
-        rates = np.where(work > 0, grid / np.maximum(work, 1e-300), np.inf)
-    return float(np.max(rates))
+MAX_CELLS = 4_000_000
+"""Largest (ready times x layers) table evaluated; beyond it both axes are thinned, which
+keeps the bound valid (a maximum over fewer valid terms) and only looser."""
+
+
+def _thin(n: int, keep: int) -> np.ndarray:
+    """Indices of at most ``keep`` of ``range(n)``, the last always included."""
+    if n <= keep:
+        return np.arange(n)
+    return np.unique(np.concatenate([np.linspace(0, n - 1, keep).astype(np.int64), [n - 1]]))
+
+
+def delivery_s(a: TraceArrays, rate_Bps: float, startup_s: float) -> np.ndarray:
+    """Per layer ``j`` (forward order): the earliest time, from the start of backward, by
+    which every gradient byte of layers ``0..j`` can have been communicated (facts 1-2):
+    ``max_t [t + s_min + bytes of layers <= j ready at or after t / b]`` over the ready
+    times ``t``; ``-inf`` for a prefix without bytes."""
+    n_layers = a.layer_forward_s.size
+    times = np.unique(a.ready_s)
+    times = times[_thin(times.size, max(1, MAX_CELLS // max(n_layers, 1)))]
+    row = np.searchsorted(times, a.ready_s, side="right") - 1  # last kept t <= r_i
+    table = np.zeros((times.size, n_layers))
+    np.add.at(table, (row, a.layer_of), a.nbytes)
+    ready_at_or_after = np.cumsum(table[::-1], axis=0)[::-1]
+    prefix = np.cumsum(ready_at_or_after, axis=1)  # [t, j]: layers <= j, ready >= t
+    finish = times[:, None] + startup_s + prefix / rate_Bps
+    return np.max(np.where(prefix > 0, finish, -np.inf), axis=0)
 
 
 def lower_bound(trace: ComputeTrace, model: CommModel, world_size: int) -> LowerBound:
@@ -64,12 +96,19 @@ def lower_bound(trace: ComputeTrace, model: CommModel, world_size: int) -> Lower
     total = float(a.nbytes.sum())
     if world_size == 1 or total == 0:
         return LowerBound(compute, 0.0, 0.0, 0.0, float("inf"))
-    peak = peak_algbw(model, world_size, np.concatenate([a.nbytes, [total]]))
-    last = int(np.argmax(a.ready_s))
+    rate = model.sustained_algbw_Bps(world_size)
+    startup = min(model.startup_s(c, world_size) for c in PLAN_COLLECTIVES)
+    first = float(a.ready_s.min())
+    if not np.isfinite(rate):  # a model without a bandwidth term: start-ups only
+        return LowerBound(compute, first, 0.0, 0.0, rate, startup)
+    suffix = np.cumsum((a.layer_forward_s + a.layer_update_s)[::-1])[::-1]  # F_j.. + U_j..
+    forward_ends = np.maximum(delivery_s(a, rate, startup), a.backward_s) + suffix
+    period = max(compute, float(np.max(forward_ends)))
     return LowerBound(
         compute_s=compute,
-        first_ready_s=float(a.ready_s.min()),
-        bandwidth_s=total / peak,
-        tail_s=float(a.nbytes[last]) / peak,
-        peak_algbw_Bps=peak,
+        first_ready_s=first,
+        bandwidth_s=total / rate,
+        tail_s=period - compute,
+        sustained_algbw_Bps=rate,
+        startup_s=startup,
     )
