@@ -1,4 +1,4 @@
-"""``gradsched import nccl-tests|osu|bcaffe|manifest|kineto``: turn public logs into trace bundles.
+"""``gradsched import nccl-tests|osu|bcaffe|manifest|kineto|pipedream``: public logs -> traces.
 
 Warnings go to stderr as ``warning: FILE line N: ...``; errors name the file, line and
 field and exit with status 2.
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from gradsched.commands._args import positive_int
+from gradsched.errors import ConfigError
 from gradsched.traces.importers import ImportResult
 
 
@@ -82,6 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_bcaffe(isub)
     _add_manifest(isub)
     _add_kineto(isub)
+    _add_pipedream(isub)
 
 
 def _add_kineto(isub: argparse._SubParsersAction) -> None:
@@ -89,18 +91,65 @@ def _add_kineto(isub: argparse._SubParsersAction) -> None:
                         "per-collective CSVs")
     p.add_argument("traces", type=Path, nargs="+", help="TRACE.json or TRACE.json.gz, one "
                    "per rank")
-    p.add_argument("-o", "--output", required=True, metavar="PREFIX",
+    p.add_argument("-o", "--output", metavar="PREFIX",
                    help="writes PREFIX.iterations.csv, PREFIX.collectives.csv, "
-                   "PREFIX.meta.json")
+                   "PREFIX.meta.json (required unless --compute-out)")
     p.add_argument("--no-clip", action="store_true",
                    help="keep CPU collective spans as recorded (default: clip each at the "
                    "end of its step and the next span on its thread)")
+    _kineto_gpu_flags(p)
     p.set_defaults(func=_run_kineto)
+
+
+def _kineto_gpu_flags(p: argparse.ArgumentParser) -> None:
+    """The GPU path (gradsched.traces.importers.kineto_gpu): one step -> compute trace."""
+    g = p.add_argument_group("GPU training trace -> per-gradient compute trace of one step")
+    g.add_argument("--compute-out", type=Path, help="write the compute trace here (GPU path; "
+                   "one trace file, or one .tar.gz of per-rank traces)")
+    g.add_argument("--comm-out", type=Path, help="also write the step's NCCL collectives "
+                   "(all ranks, aligned) here")
+    g.add_argument("--step", type=int, help="ProfilerStep number (default: the lower-median "
+                   "step with a backward, the first left out when there are 3 or more)")
+    g.add_argument("--rank", type=int, help="rank of the compute trace (default: lowest)")
+    g.add_argument("--params", help="parameter table CSV (name, numel[, bytes]) in forward "
+                   "order, e.g. a compute trace of the same model")
+    g.add_argument("--model", default="unknown")
+    g.add_argument("--batch-size", type=positive_int,
+                   help="when the trace records no input shapes")
+    g.add_argument("--world-size", type=positive_int)
+    g.add_argument("--device", help="default: the trace's deviceProperties")
+    g.add_argument("--source", help="provenance text stored in the metadata")
+
+
+def _run_kineto_gpu(args: argparse.Namespace) -> int:
+    from gradsched.traces.importers.kineto_gpu import Options, import_kineto_gpu
+
+    if len(args.traces) != 1:
+        raise ConfigError("--compute-out takes one trace file (or one .tar.gz of ranks)")
+    options = Options(model=args.model, step=args.step, rank=args.rank, params=args.params,
+                      batch_size=args.batch_size, world_size=args.world_size,
+                      device=args.device, source=args.source)
+    result = import_kineto_gpu(args.traces[0], options)
+    _report(result)
+    assert result.compute is not None
+    result.compute.save(args.compute_out)
+    meta = result.compute.meta
+    print(f"wrote {args.compute_out} (ProfilerStep#{meta['step']}, {result.compute.n_tensors} "
+          f"gradients, forward {meta['forward_total_s'] * 1e3:.3f} ms, backward "
+          f"{meta['backward_total_s'] * 1e3:.3f} ms, GPU busy {meta['gpu_busy_share']:.0%})")
+    if args.comm_out is not None and result.comm_record is not None:
+        result.comm_record.save(args.comm_out)
+        print(f"wrote {args.comm_out} ({len(result.comm_record.frame)} collectives)")
+    return 0
 
 
 def _run_kineto(args: argparse.Namespace) -> int:
     from gradsched.traces.importers.kineto import import_kineto
 
+    if args.compute_out is not None:
+        return _run_kineto_gpu(args)
+    if args.output is None:
+        raise ConfigError("give -o PREFIX (or --compute-out for a GPU training trace)")
     result = import_kineto(args.traces, clip_cpu_spans=not args.no_clip)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -183,3 +232,37 @@ def _run_manifest(args: argparse.Namespace) -> int:
         print(f"{entry.file} -> {outs} ({len(result.warnings)} warnings)")
     print(f"imported {count} files ({total_warnings} warnings)")
     return 0
+
+
+def _add_pipedream(isub: argparse._SubParsersAction) -> None:
+    p = isub.add_parser("pipedream", help="PipeDream profiler graph.txt -> compute trace "
+                        "(one row per module with parameters, DAG order)")
+    p.add_argument("graph", type=Path, help="PipeDream graph.txt")
+    p.add_argument("-o", "--output", type=Path, required=True, help="output compute CSV")
+    p.add_argument("--model", help="model name (default: the graph.txt's folder name)")
+    p.add_argument("--image-size", type=positive_int, default=224,
+                   help="input image side S: batch = Input bytes / (3 S S 4) (default 224)")
+    p.add_argument("--batch-size", type=positive_int,
+                   help="only for files whose activation sizes do not imply the batch size")
+    p.add_argument("--source", help="provenance text stored in the metadata")
+    p.set_defaults(func=_run_pipedream)
+
+
+def _save_compute(result: ImportResult, output: Path) -> int:
+    """Print the importer's warnings, write its compute trace and say so."""
+    _report(result)
+    assert result.compute is not None
+    result.compute.save(output)
+    trace = result.compute
+    print(f"wrote {output} ({trace.n_tensors} rows, forward {trace.forward_total_s * 1e3:.3f} "
+          f"ms, backward {trace.backward_total_s * 1e3:.3f} ms, {len(result.warnings)} "
+          "warnings)")
+    return 0
+
+
+def _run_pipedream(args: argparse.Namespace) -> int:
+    from gradsched.traces.importers.pipedream import Options, import_pipedream
+
+    options = Options(model=args.model, image_size=args.image_size,
+                      batch_size=args.batch_size, source=args.source)
+    return _save_compute(import_pipedream(args.graph, options), args.output)

@@ -30,12 +30,13 @@ from typing import Any
 import yaml
 
 from gradsched.errors import InputError
-from gradsched.traces.importers import ImportResult, bcaffe, nccl_tests, osu
+from gradsched.traces.importers import ImportResult, bcaffe, nccl_tests, osu, pipedream
 
 IMPORTERS: dict[str, tuple[Callable[..., ImportResult], type]] = {
     "nccl-tests": (nccl_tests.import_nccl_tests, nccl_tests.Options),
     "osu": (osu.import_osu, osu.Options),
     "bcaffe": (bcaffe.import_bcaffe, bcaffe.Options),
+    "pipedream": (pipedream.import_pipedream, pipedream.Options),
 }
 
 _ENTRY_KEYS = {"file", "importer", "out", "comm_out", "args"}
@@ -147,8 +148,7 @@ def save_result(entry: Entry, result: ImportResult, out_dir: str | Path) -> list
     """Write an entry's trace(s) under ``out_dir``; returns the CSV paths written."""
     out_dir = Path(out_dir)
     written = []
-    if entry.importer == "bcaffe":
-        assert result.compute is not None
+    if result.compute is not None:  # compute importers (bcaffe: plus an optional comm trace)
         result.compute.save(out_dir / entry.out)
         written.append(out_dir / entry.out)
         if entry.comm_out and result.comm is not None:
