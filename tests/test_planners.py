@@ -266,29 +266,33 @@ def test_dear_bo_records_thresholds(example_b: ComputeTrace) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# ByteScheduler / P3: layer buckets, ceil(bytes / partition) chunks, priority = layer.
+# ByteScheduler / P3: per-tensor tasks, partition and credit in parameters; the detailed
+# tests against the original's source lines are in tests/test_baselines_dear_bs.py.
 # ---------------------------------------------------------------------------------------
 def test_bytescheduler_partitions_and_priorities() -> None:
     # ready order: layer 1 (two tensors, 3 + 6 MiB), then layer 0 (1 MiB).
     trace = tiny_trace([3 * MB, 6 * MB, MB], [1e-3, 0.0, 1e-3], layers=[1, 1, 0])
     plan = make_plan("bytescheduler", trace, AlphaBetaModel(1e-4, 1e-9), 8,
-                     {"partition_mb": "4", "credit": "2"})
-    assert bucket_names(plan) == [["t0", "t1"], ["t2"]]
-    assert [b.chunks for b in plan.buckets] == [3, 1]  # ceil(9/4), ceil(1/4)
-    assert [b.priority for b in plan.buckets] == [1, 0]
-    assert plan.channels == 2 and plan.update == "per_layer"
-    p3 = make_plan("bytescheduler", trace, AlphaBetaModel(1e-4, 1e-9), 8, {"p3": "true"})
-    # 9 MiB = 2,359,296 params -> ceil(/50,000) = 48 slices; 1 MiB -> 6 slices.
-    assert [b.chunks for b in p3.buckets] == [48, 6]
+                     {"partition_params": "1000000", "credit_params": "2000000",
+                      "search": "none"})
+    assert bucket_names(plan) == [["t0"], ["t1"], ["t2"]]
+    assert [b.chunks for b in plan.buckets] == [1, 2, 1]  # ceil(numel / 1e6)
+    assert [b.priority for b in plan.buckets] == [2, 1, 0]  # forward index
+    assert plan.credit_bytes == pytest.approx(8e6) and plan.update == "per_layer"
+    p3 = make_plan("bytescheduler", trace, AlphaBetaModel(1e-4, 1e-9), 8,
+                   {"p3": "true", "search": "none"})
+    # 3, 6, 1 MiB = 786,432, 1,572,864, 262,144 params -> ceil(/50,000) = 16, 32, 6 slices
+    assert [b.chunks for b in p3.buckets] == [16, 32, 6]
     assert p3.channels == 1
 
 
-def test_bytescheduler_bo_never_worse_than_its_start() -> None:
+def test_bytescheduler_search_never_worse_than_its_start() -> None:
     trace = tiny_trace([3 * MB, 6 * MB, MB], [1e-3, 0.0, 1e-3], layers=[1, 1, 0])
     model = AlphaBetaModel(1e-4, 1e-9)
-    plan = make_plan("bytescheduler", trace, model, 8, {"search": "bo", "bo_iters": 5})
+    plan = make_plan("bytescheduler", trace, model, 8, {"search": "partition",
+                                                        "tune_iters": 5})
     first = plan.info["evaluated"][0]
-    assert first["partition_mb"] == pytest.approx(4.0)
+    assert first["partition_params"] == 1_000_000
     assert plan.info["best_iteration_s"] <= first["iteration_s"]
 
 
@@ -362,9 +366,9 @@ def test_unknown_planner_and_knob(example_a: ComputeTrace) -> None:
     ("horovod", {"cycle_time_ms": "0"}, "cycle_time_ms"),
     ("dear", {"bo_iters": "2.5"}, "not a valid int"),
     ("dear", {"bo_iters": "0"}, "bo_iters"),
-    ("bytescheduler", {"credit": "0"}, "credit"),
+    ("bytescheduler", {"credit_params": "0"}, "credit_params"),
     ("bytescheduler", {"p3": "maybe"}, "not a valid bool"),
-    ("bytescheduler", {"p3": "true", "search": "bo"}, "p3"),
+    ("bytescheduler", {"p3": "true", "search": "credit"}, "p3"),
     ("optimal", {"families": "some"}, "not one of"),
 ])
 def test_bad_knobs(example_a: ComputeTrace, name: str, knobs: dict[str, str],

@@ -9,9 +9,17 @@ the start of backward (Horovod's fusion cycles release tensors only at cycle bou
 ``update`` says whether the optimizer runs once after all communication (``global``, as
 PyTorch DDP) or per layer just before that layer's next forward (``per_layer``, as
 ByteScheduler and DeAR). ``channels`` (optional) is the number
-of collectives that may run at once, sharing bandwidth (ByteScheduler's credit).
+of collectives that may run at once, sharing bandwidth. ``credit_bytes`` (optional) is
+ByteScheduler's credit: a collective may start only while fewer bytes than this are in
+flight (``bytecore.py`` L238-251 of bytedance/byteps' ByteScheduler); with a credit and no
+``channels`` the credit alone limits concurrency. ``ag_issue`` says when the all-gathers
+of ``rs_ag`` buckets are issued: ``eager`` (all after backward, in forward order) or
+``lookahead`` (DeAR's reference code: the first group's after the reduce-scatters, then
+group g+1's in the forward pre-hook of group g; see :mod:`gradsched.replay.engine`).
 
 The JSON form is versioned (``format_version``); loading an unknown version fails clearly.
+Version 2 added ``ag_issue`` and ``credit_bytes``; a version-1 file reads as ``eager``
+with no credit.
 """
 
 from __future__ import annotations
@@ -26,12 +34,15 @@ from gradsched.errors import InputError
 from gradsched.io import read_json, write_json_atomic
 
 FORMAT = "gradsched.plan"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 BUCKET_COLLECTIVES = ("all_reduce", "rs_ag")
 UPDATE_MODES = ("global", "per_layer")
+AG_ISSUE_MODES = ("eager", "lookahead")
 
 Collective = Literal["all_reduce", "rs_ag"]
 UpdateMode = Literal["global", "per_layer"]
+AgIssue = Literal["eager", "lookahead"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,8 @@ class Plan:
     update: UpdateMode = "global"
     channels: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    ag_issue: AgIssue = "eager"
+    credit_bytes: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +89,8 @@ class Plan:
             "knobs": self.knobs,
             "update": self.update,
             "channels": self.channels,
+            "ag_issue": self.ag_issue,
+            "credit_bytes": self.credit_bytes,
             "info": self.info,
             "buckets": [b.to_dict() for b in self.buckets],
         }
@@ -115,9 +130,10 @@ class Plan:
         if data.get("format") != FORMAT:
             raise InputError(f"not a gradsched plan (format={data.get('format')!r})",
                              path=source, field="format")
-        if data.get("format_version") != FORMAT_VERSION:
-            raise InputError(f"plan format version {data.get('format_version')!r} is not "
-                             f"supported (this gradsched reads {FORMAT_VERSION})",
+        version = data.get("format_version")
+        if version not in READ_VERSIONS:
+            raise InputError(f"plan format version {version!r} is not supported (this "
+                             f"gradsched reads {', '.join(map(str, READ_VERSIONS))})",
                              path=source, field="format_version")
         update = data.get("update", "global")
         if update not in UPDATE_MODES:
@@ -126,17 +142,38 @@ class Plan:
         if channels is not None and (not isinstance(channels, int) or channels < 1):
             raise InputError("channels must be an integer >= 1 or null", path=source,
                              field="channels")
+        ag_issue, credit = _v2_fields(data, source, version)
         buckets = []
         for index, raw in enumerate(data.get("buckets", [])):
             buckets.append(_bucket_from_dict(raw, source, index))
         return cls(algorithm=str(data.get("algorithm", "")), buckets=tuple(buckets),
                    knobs=dict(data.get("knobs", {})), update=update, channels=channels,
-                   info=dict(data.get("info", {})))
+                   info=dict(data.get("info", {})), ag_issue=ag_issue, credit_bytes=credit)
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
         data = read_json(path, missing="plan file not found")
         return cls.from_dict(data, source=str(path))
+
+
+def _v2_fields(data: dict[str, Any], source: str, version: int) -> tuple[AgIssue, float | None]:
+    """``ag_issue`` and ``credit_bytes`` (format version 2; absent from version 1)."""
+    if version == 1:
+        for name in ("ag_issue", "credit_bytes"):
+            if name in data:
+                raise InputError(f"{name} needs plan format version 2", path=source,
+                                 field=name)
+        return "eager", None
+    ag_issue = data.get("ag_issue", "eager")
+    if ag_issue not in AG_ISSUE_MODES:
+        raise InputError(f"ag_issue must be one of {AG_ISSUE_MODES}", path=source,
+                         field="ag_issue")
+    credit = data.get("credit_bytes")
+    if credit is not None and (isinstance(credit, bool) or not isinstance(credit, int | float)
+                               or not math.isfinite(credit) or credit <= 0):
+        raise InputError("credit_bytes must be a finite number > 0 or null", path=source,
+                         field="credit_bytes")
+    return ag_issue, float(credit) if credit is not None else None
 
 
 def _bucket_from_dict(raw: dict[str, Any], source: str, index: int) -> Bucket:

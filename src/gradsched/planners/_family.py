@@ -305,7 +305,7 @@ def replay_iteration_s(trace: ComputeTrace, plan: Plan, model: CommModel, world_
 
 def plan_signature(plan: Plan) -> tuple[Any, ...]:
     """Hashable content of a plan's schedule (to skip replaying identical plans)."""
-    return (plan.update, plan.channels,
+    return (plan.update, plan.channels, plan.ag_issue, plan.credit_bytes,
             tuple((b.tensors, b.collective, b.chunks, b.priority, b.release_s)
                   for b in plan.buckets))
 

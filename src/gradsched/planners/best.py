@@ -20,6 +20,7 @@ priority scheduling, which a process group cannot do.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from gradsched.costmodel.base import CommModel
@@ -46,8 +47,8 @@ KNOBS: tuple[Knob, ...] = (
 # Extra settings beyond each planner's defaults.
 EXTRA: tuple[tuple[str, dict[str, Any]], ...] = (
     ("horovod", {"defaults": "pre021"}),
-    ("bytescheduler", {"p3": True}),
-    ("bytescheduler", {"search": "bo"}),
+    ("bytescheduler", {"p3": True, "search": "none"}),
+    ("bytescheduler", {"search": "partition"}),
 )
 
 
@@ -84,7 +85,6 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
     info = base_info(trace, world_size) | {
         "winner": label, "winner_algorithm": chosen.algorithm,
         "winner_knobs": dict(chosen.knobs), "iteration_s": best_s, "candidates": scores}
-    return Plan(algorithm=NAME, buckets=chosen.buckets,
-                knobs={"replay_iterations": replay_iterations, "issue": issue} | interference,
-                update=chosen.update,
-                channels=chosen.channels, info=info)
+    return replace(chosen, algorithm=NAME,
+                   knobs={"replay_iterations": replay_iterations, "issue": issue}
+                   | interference, info=info)

@@ -1,26 +1,73 @@
-"""ByteScheduler (and P3 as a special case): partitioned, prioritised, credit-limited.
+"""ByteScheduler (and P3 as a special case): per tensor, partitioned, prioritised, credit-limited.
 
 Peng et al., "A Generic Communication Scheduler for Distributed DNN Training
-Acceleration", ACM SOSP 2019; Jayarajan et al., "Priority-based Parameter Propagation for
-Distributed DNN Training" (P3), SysML 2019.
+Acceleration", ACM SOSP 2019; reference code bytedance/byteps, folder ``bytescheduler/``
+(commit 2749848), its PyTorch/Horovod plugin ``bytescheduler/pytorch/horovod.py``
+(below ``horovod.py``), ``common/bytecore.py``, ``common/bytetask.py``,
+``common/tuner.py`` and ``common/search.py``. Jayarajan et al., "Priority-based Parameter
+Propagation for Distributed DNN Training" (P3), SysML 2019.
 
-Rule: one bucket per layer (the layer's tensors together), split into
-``chunks = ceil(bytes / partition)`` equal all-reduces, with priority = the layer's forward
-index (layer 0, needed first by the next forward, is the most urgent). ``credit``
-collectives may be in flight at once (sharing bandwidth; ``Plan.channels``). Each layer is
-updated just before its next forward (``update="per_layer"``), so the next iteration's
-forward starts as soon as the first layers' gradients are reduced.
+Rule (``granularity=tensor``, default):
 
-``p3=true`` selects P3: slices of 50,000 parameters (P3's slice size in its MXNet
-implementation; ``chunks = ceil(numel / 50000)``) and credit 1 (one transfer at a time,
-strict priority). ``search=bo`` tunes the partition size by Bayesian optimisation over
-[0.0625, 64] MiB (log scale) with ``bo_iters`` replays, as ByteScheduler auto-tunes its
-partition with BO (Sec. 4.3; the credit stays fixed here).
+* One task per gradient tensor, posted when that gradient is ready (``horovod.py``
+  L236-255): one bucket per tensor.
+* Priority = the tensor's index in ``model.parameters()``, i.e. forward order, "the closer
+  to input layer, the higher the priority" (``horovod.py`` L55-60; smaller is more
+  urgent, ``bytetask.py`` L24): ``Bucket.priority`` = the trace row (forward order).
+* Partition: a tensor of more than ``partition`` parameters (``BYTESCHEDULER_PARTITION``,
+  default 1,000,000, ``bytecore.py`` L61-62, L173-177) is split into
+  ``ceil(numel / partition)`` parts (``horovod_task.py`` L101) = ``Bucket.chunks``.
+  Part i has priority ``priority * 1000 + i`` (``bytetask.py`` L39 with
+  ``max_partition=1000``, L294); the replay orders a bucket's chunks by index after its
+  priority, which is the same order while a tensor has at most 1000 parts
+  (``Plan.info["tensors_over_max_partition"]`` counts those that do not).
+* Credit: the scheduler pops the most urgent ready part and starts it while the credit is
+  positive, subtracting its parameters; a finished part gives them back
+  (``bytecore.py`` L229-253, L219-225). Credit ``credit`` parameters
+  (``BYTESCHEDULER_CREDIT``, default 4,000,000, L64-66) = ``Plan.credit_bytes`` (credit x
+  the trace's mean bytes per parameter); parts in flight share the bandwidth.
+* Credit tuning, on by default (``BYTESCHEDULER_CREDIT_TUNING=1``, ``bytecore.py`` L74):
+  Bayesian optimisation of the credit over [4, 64] million parameters (all-reduce
+  space, ``tuner.py`` L47-53) on a linear scale, ``max_num_steps=15`` (L58): the first
+  measured point (the configured credit) is dropped (``search.py`` L73-75), then 10
+  uniform random points (L121-129) and expected-improvement suggestions (L113, L141)
+  until step 14, and step 15 applies the best point measured (L147-151): ``tune_iters``
+  = 14 evaluations, 10 of them random, the best kept. ``search=credit`` (default).
+* Update: each parameter is updated when its all-reduce completes and its forward waits
+  for it (``horovod.py`` L155-177, L197-202): ``update="per_layer"``.
+
+``search=partition`` (ours): Bayesian optimisation of the partition alone over
+[50,000, 32,000,000] parameters (log scale; the original's partition tuning, off by
+default, searches [2, 32] million jointly with the credit, ``tuner.py`` L55-56, but sets
+``_partition_unit`` (``bytecore.py`` L272) while ``post()`` partitions by ``_partition``
+(L174-175), so its result never reaches the partitioner). ``search=none``: the configured
+partition and credit. ``granularity=layer``: gradsched's earlier variant, one bucket per
+layer (the layer's tensors together), priority = the layer's forward index, same
+partition and credit rules.
+
+``p3=true`` selects P3: per tensor, slices of 50,000 parameters (P3's slice size in its
+MXNet implementation) and one transfer at a time (``Plan.channels = 1``, no credit).
+
+Remaining differences from the reference code (a reconstruction):
+
+* Parts are equal element counts; the original splits along the first dimension and
+  makes at most ``shape[0]`` parts (``horovod_task.py`` L92-119); traces carry no shapes.
+* Each part is its own all-reduce sharing bandwidth with the parts in flight; the
+  original hands parts to Horovod (``horovod.py`` L121-133), whose background loop may
+  fuse parts posted in the same cycle (one start-up for several parts).
+* The per-parameter optimizer step runs in the plugin's poller thread as soon as the
+  all-reduce finishes (``horovod.py`` L168-177); the replay runs the layer's ``update_s``
+  on the compute stream just before its forward.
+* Each tuning evaluation is one replay (``replay_iterations`` iterations), not the mean
+  of ~100 measured steps (``tuner.py`` L75-86, L92-102); random points are seeded
+  (deterministic), and our expected improvement has no ``xi=0.1`` margin and maximises
+  over a fixed grid of candidates instead of bayes_opt's optimiser.
+* The first iteration (parameters broadcast, ``horovod.py`` L93-108) is not modelled.
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,93 +77,149 @@ from gradsched.errors import ConfigError
 from gradsched.plan import Bucket, Plan
 from gradsched.planners._bayesopt import minimize_1d
 from gradsched.planners._family import (
-    MB,
     Knob,
-    ReadySeq,
     ReplayCache,
     base_info,
     check_choice,
-    check_positive,
     ready_seq,
 )
 from gradsched.traces.bundle import ComputeTrace
 
 NAME = "bytescheduler"
-SUMMARY = "per-layer buckets, partitioned, prioritised by layer, credit-limited (Peng 2019)"
+SUMMARY = ("per tensor, partitioned, prioritised by forward index, credit-limited with "
+           "credit tuning (Peng 2019)")
+PARTITION_PARAMS = 1_000_000  # bytecore.py L62
+CREDIT_PARAMS = 4_000_000  # bytecore.py L65
+MAX_PARTITION = 1000  # bytetask.py L15
+CREDIT_SPACE_PARAMS = (4_000_000.0, 64_000_000.0)  # tuner.py L53 (all-reduce)
+TUNER_EVALUATIONS = 14  # tuner.py L58 + search.py L61-66, L137-151
+TUNER_RANDOM = 10  # search.py L124
+PARTITION_SPACE_PARAMS = (50_000.0, 32_000_000.0)  # ours
 P3_SLICE_PARAMS = 50_000
-SEARCHES = ("none", "bo")
-SEARCH_RANGE_MB = (0.0625, 64.0)
+SEARCHES = ("credit", "partition", "none")
+GRANULARITIES = ("tensor", "layer")
 SEED = 20191027
 KNOBS: tuple[Knob, ...] = (
-    Knob("partition_mb", float, 4.0, "largest chunk in MiB"),
-    Knob("credit", int, 1, "collectives in flight at once (sharing bandwidth)"),
-    Knob("p3", bool, False, "P3: 50,000-parameter slices, credit 1"),
-    Knob("search", str, "none", "bo: tune partition_mb by Bayesian optimisation over "
-         "[0.0625, 64] MiB", SEARCHES),
-    Knob("bo_iters", int, 12, "replays spent by the Bayesian optimisation"),
+    Knob("partition_params", int, PARTITION_PARAMS,
+         "partition size in parameters (BYTESCHEDULER_PARTITION)"),
+    Knob("credit_params", int, CREDIT_PARAMS, "credit in parameters (BYTESCHEDULER_CREDIT); "
+         "with search=credit only the tuner's first point, which it drops"),
+    Knob("search", str, "credit", "credit: tune the credit by Bayesian optimisation over "
+         "[4e6, 64e6] parameters as the original's tuner; partition: tune the partition "
+         "over [5e4, 3.2e7] parameters (ours); none", SEARCHES),
+    Knob("tune_iters", int, TUNER_EVALUATIONS, "replays spent by the search (the "
+         "original's tuner: 14, the first 10 random)"),
+    Knob("granularity", str, "tensor", "tensor: one task per parameter tensor (the "
+         "original); layer: one per layer (gradsched's earlier variant)", GRANULARITIES),
+    Knob("p3", bool, False, "P3: per tensor, 50,000-parameter slices, one at a time"),
     Knob("replay_iterations", int, 5, "iterations of each scoring replay"),
 )
 
 
-def layer_members(seq: ReadySeq) -> list[np.ndarray]:
-    """Tensor indices (ready order) of each layer, layers in ready order of their last
-    gradient."""
-    layers, inverse = np.unique(seq.layer, return_inverse=True)
-    members = [np.flatnonzero(inverse == k) for k in range(len(layers))]
-    members.sort(key=lambda m: (float(seq.ready_s[m].max()), int(m.max())))
-    return members
 
 
-def bs_plan(seq: ReadySeq, *, partition_bytes: float | None, credit: int,
-            knobs: dict[str, Any], info: dict[str, Any]) -> Plan:
-    """The plan for one partition size (``None``: P3 slices by parameter count)."""
-    buckets = []
-    for m in layer_members(seq):
-        if partition_bytes is None:
-            chunks = math.ceil(int(seq.numel[m].sum()) / P3_SLICE_PARAMS)
-        else:
-            chunks = math.ceil(float(seq.nbytes[m].sum()) / partition_bytes)
-        buckets.append(Bucket(tensors=tuple(seq.names[i] for i in m), chunks=max(1, chunks),
-                              priority=int(seq.layer[m[0]])))
-    return Plan(algorithm=NAME, buckets=tuple(buckets), knobs=dict(knobs), update="per_layer",
-                channels=credit, info=dict(info))
+@dataclass(frozen=True)
+class Tasks:
+    """ByteScheduler's tasks in ready order: member tensors, parameters and priority."""
+
+    members: tuple[tuple[str, ...], ...]
+    numel: np.ndarray
+    priority: np.ndarray
+    bytes_per_param: float  # the trace's mean, to turn the credit into bytes
+
+
+def make_tasks(trace: ComputeTrace, granularity: str) -> Tasks:
+    """One task per tensor (priority = forward index, ``horovod.py`` L55-60) or per layer
+    (priority = the layer's index), listed in ready order (of a layer's last gradient)."""
+    seq = ready_seq(trace)
+    forward_index = {name: i for i, name in enumerate(trace.frame["name"])}
+    if granularity == "tensor":
+        groups = [np.array([i]) for i in range(seq.n)]
+        priority = [forward_index[name] for name in seq.names]
+    else:
+        layers, inverse = np.unique(seq.layer, return_inverse=True)
+        groups = [np.flatnonzero(inverse == k) for k in range(len(layers))]
+        groups.sort(key=lambda m: (float(seq.ready_s[m].max()), int(m.max())))
+        priority = [int(seq.layer[m[0]]) for m in groups]
+    total_numel = float(seq.numel.sum())
+    return Tasks(
+        members=tuple(tuple(seq.names[i] for i in m) for m in groups),
+        numel=np.array([int(seq.numel[m].sum()) for m in groups], dtype=np.int64),
+        priority=np.asarray(priority, dtype=np.int64),
+        bytes_per_param=float(seq.nbytes.sum()) / total_numel if total_numel else 4.0,
+    )
+
+
+def bs_plan(tasks: Tasks, *, partition: int, credit: int | None, knobs: dict[str, Any],
+            info: dict[str, Any]) -> Plan:
+    """The plan for one partition and credit (parameters); ``credit=None``: one part at a
+    time (P3)."""
+    chunks = np.maximum(1, -(-tasks.numel // partition))  # ceil, horovod_task.py L101
+    buckets = tuple(Bucket(tensors=m, chunks=int(c), priority=int(p))
+                    for m, c, p in zip(tasks.members, chunks, tasks.priority, strict=True))
+    info = dict(info) | {"partition_params": partition, "credit_params": credit,
+                         "tensors_over_max_partition": int(np.sum(chunks > MAX_PARTITION))}
+    if credit is None:
+        return Plan(algorithm=NAME, buckets=buckets, knobs=dict(knobs), update="per_layer",
+                    channels=1, info=info)
+    return Plan(algorithm=NAME, buckets=buckets, knobs=dict(knobs), update="per_layer",
+                info=info, credit_bytes=credit * tasks.bytes_per_param)
+
+
+def check_knobs(partition_params: int, credit_params: int, search: str, tune_iters: int,
+                granularity: str, p3: bool) -> None:
+    """Reject bad knob values with a :class:`ConfigError` naming the knob."""
+    for name, value in (("partition_params", partition_params),
+                        ("credit_params", credit_params), ("tune_iters", tune_iters)):
+        if value < 1:
+            raise ConfigError(f"knob {name} must be an integer >= 1, got {value}")
+    check_choice("search", search, SEARCHES)
+    check_choice("granularity", granularity, GRANULARITIES)
+    if p3 and search != "none":
+        raise ConfigError("knob p3=true fixes the slice size and has no credit; use "
+                          "search=none with it")
 
 
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
-         partition_mb: float = 4.0, credit: int = 1, p3: bool = False, search: str = "none",
-         bo_iters: int = 12, replay_iterations: int = 5) -> Plan:
-    """ByteScheduler's (or P3's) plan."""
-    check_positive("partition_mb", partition_mb)
-    check_choice("search", search, SEARCHES)
-    if credit < 1:
-        raise ConfigError(f"knob credit must be an integer >= 1, got {credit}")
-    if bo_iters < 1:
-        raise ConfigError(f"knob bo_iters must be >= 1, got {bo_iters}")
-    if p3 and search != "none":
-        raise ConfigError("knob p3=true fixes the slice size; use search=none with it")
-    seq = ready_seq(trace)
+         partition_params: int = PARTITION_PARAMS, credit_params: int = CREDIT_PARAMS,
+         search: str = "credit", tune_iters: int = TUNER_EVALUATIONS,
+         granularity: str = "tensor", p3: bool = False, replay_iterations: int = 5) -> Plan:
+    """ByteScheduler's (or P3's) plan, the credit tuned unless ``search`` says otherwise."""
+    check_knobs(partition_params, credit_params, search, tune_iters, granularity, p3)
+    tasks = make_tasks(trace, granularity)
     info = base_info(trace, world_size)
     if p3:
-        knobs = {"p3": True, "credit": 1, "slice_params": P3_SLICE_PARAMS}
-        return bs_plan(seq, partition_bytes=None, credit=1, knobs=knobs, info=info)
-    knobs = {"partition_mb": partition_mb, "credit": credit, "p3": False, "search": search}
+        knobs = {"p3": True, "granularity": granularity, "slice_params": P3_SLICE_PARAMS}
+        return bs_plan(tasks, partition=P3_SLICE_PARAMS, credit=None, knobs=knobs, info=info)
+    knobs = {"partition_params": partition_params, "credit_params": credit_params,
+             "search": search, "granularity": granularity, "p3": False}
     if search == "none":
-        return bs_plan(seq, partition_bytes=partition_mb * MB, credit=credit, knobs=knobs,
-                       info=info | {"partition_mb": partition_mb})
-    knobs |= {"bo_iters": bo_iters, "replay_iterations": replay_iterations}
+        return bs_plan(tasks, partition=partition_params, credit=credit_params, knobs=knobs,
+                       info=info)
+    knobs |= {"tune_iters": tune_iters, "replay_iterations": replay_iterations}
     score = ReplayCache(trace, model, world_size, replay_iterations)
+    if search == "credit":
+        def objective(x: float) -> float:
+            return score(bs_plan(tasks, partition=partition_params, credit=int(x),
+                                 knobs=knobs, info=info))
 
-    def objective(mb: float) -> float:
-        return score(bs_plan(seq, partition_bytes=mb * MB, credit=credit, knobs=knobs,
-                             info=info))
+        result = minimize_1d(objective, *CREDIT_SPACE_PARAMS, iterations=tune_iters,
+                             log_scale=False, n_random=min(TUNER_RANDOM, tune_iters),
+                             seed=SEED)
+        best = {"partition": partition_params, "credit": int(result.best_x)}
+    else:
+        def objective(x: float) -> float:
+            return score(bs_plan(tasks, partition=round(x), credit=credit_params,
+                                 knobs=knobs, info=info))
 
-    result = minimize_1d(objective, *SEARCH_RANGE_MB, iterations=bo_iters,
-                         initial=[partition_mb], seed=SEED)
+        result = minimize_1d(objective, *PARTITION_SPACE_PARAMS, iterations=tune_iters,
+                             initial=[partition_params], seed=SEED)
+        best = {"partition": round(result.best_x), "credit": credit_params}
+    key = f"{search}_params"
     info = info | {
-        "partition_mb": result.best_x,
         "best_iteration_s": result.best_y,
-        "evaluated": [{"partition_mb": x, "iteration_s": y}
+        "evaluated": [{key: int(x) if search == "credit" else round(x), "iteration_s": y}
                       for x, y in zip(result.xs, result.ys, strict=True)],
     }
-    return bs_plan(seq, partition_bytes=result.best_x * MB, credit=credit, knobs=knobs,
+    return bs_plan(tasks, partition=best["partition"], credit=best["credit"], knobs=knobs,
                    info=info)

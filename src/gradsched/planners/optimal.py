@@ -8,8 +8,9 @@ hence the iteration time ``forward + max(backward, finish) + update``.
 
 Part 2, ``families=all`` (default): the knobbed families outside the WFBP family are
 searched too and every candidate is scored by the replay engine: DDP over a cap sweep,
-Horovod (both default sets), ByteScheduler over a partition x credit sweep and P3, DeAR
-with its Bayesian optimisation. The fastest candidate wins (ties go to the earlier one,
+Horovod (both default sets), ByteScheduler (per tensor) over a partition x credit sweep
+in parameters, with its credit tuning and partition search, and P3, DeAR with its
+Bayesian optimisation. The fastest candidate wins (ties go to the earlier one,
 the WFBP optimum first). ``Plan.info`` records the winning family and its knobs, every
 candidate's iteration time, and the WFBP-family optimum's finish and iteration time.
 ``families=wfbp`` returns the DP plan only (no replay).
@@ -18,6 +19,7 @@ candidate's iteration time, and the WFBP-family optimum's finish and iteration t
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
@@ -39,8 +41,10 @@ NAME = "optimal"
 SUMMARY = "exact WFBP-family optimum (DP), then the best knobbed family by replay (ours)"
 FAMILIES = ("all", "wfbp")
 DDP_CAPS_MB = (1.0, 2.0, 4.0, 8.0, 16.0, 25.0, 32.0, 64.0, 128.0, 256.0)
-BS_PARTITIONS_MB = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
-BS_CREDITS = (1, 2)
+# ByteScheduler sweep, in parameters (credit 1: one part in flight at a time).
+BS_PARTITIONS = (62_500, 125_000, 250_000, 500_000, 1_000_000, 2_000_000, 4_000_000,
+                 16_000_000)
+BS_CREDITS = (1, 4_000_000, 16_000_000)
 KNOBS: tuple[Knob, ...] = (
     Knob("families", str, "all", "wfbp: the exact WFBP-family optimum only; all: also "
          "search DDP, Horovod, ByteScheduler/P3 and DeAR by replay", FAMILIES),
@@ -59,15 +63,15 @@ def family_candidates(trace: ComputeTrace, model: CommModel, world_size: int, *,
         yield f"horovod(defaults={name})", horovod.plan(trace, model, world_size,
                                                         defaults=name)
     for credit in BS_CREDITS:
-        for mb in BS_PARTITIONS_MB:
-            yield (f"bytescheduler(partition_mb={mb:g},credit={credit})",
-                   bytescheduler.plan(trace, model, world_size, partition_mb=mb,
-                                      credit=credit))
-    yield "bytescheduler(p3=true)", bytescheduler.plan(trace, model, world_size, p3=True)
-    # ByteScheduler's own partition search reaches partitions below the sweep's grid.
-    yield "bytescheduler(search=bo)", bytescheduler.plan(
-        trace, model, world_size, search="bo", bo_iters=bo_iters,
-        replay_iterations=replay_iterations)
+        for parts in BS_PARTITIONS:
+            yield (f"bytescheduler(partition_params={parts},credit_params={credit})",
+                   bytescheduler.plan(trace, model, world_size, partition_params=parts,
+                                      credit_params=credit, search="none"))
+    yield "bytescheduler(p3=true)", bytescheduler.plan(trace, model, world_size, p3=True,
+                                                       search="none")
+    for search in ("credit", "partition"):
+        yield f"bytescheduler(search={search})", bytescheduler.plan(
+            trace, model, world_size, search=search, replay_iterations=replay_iterations)
     yield "dear(search=bo)", dear.plan(trace, model, world_size, search="bo",
                                        bo_iters=bo_iters, replay_iterations=replay_iterations)
 
@@ -98,5 +102,4 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *, families: st
             best_label, best_plan, best_s = label, cand, s
     info |= {"family": best_label, "family_knobs": dict(best_plan.knobs),
              "iteration_s": best_s, "candidates": scores}
-    return Plan(algorithm=NAME, buckets=best_plan.buckets, knobs=knobs,
-                update=best_plan.update, channels=best_plan.channels, info=info)
+    return replace(best_plan, algorithm=NAME, knobs=knobs, info=info)

@@ -15,6 +15,19 @@ Model (one worker stands for all: data parallelism is symmetric):
   order unless prioritised: DeAR's schedule). With several channels, items in flight
   share bandwidth: an item's start-up (the model's time for one byte) runs at full speed,
   the rest progresses at 1/k of full speed while k items are in their bandwidth phase.
+  ``Plan.credit_bytes`` (ByteScheduler's credit, ``bytecore.py`` L238-251): the most urgent
+  eligible item starts only while fewer than ``credit_bytes`` bytes are in flight (so the
+  item that crosses the credit still starts); with a credit and no ``Plan.channels`` the
+  credit alone limits how many run at once.
+* All-gather issue (``Plan.ag_issue``): ``eager`` as above. ``lookahead`` is DeAR's
+  reference code (lzhangbv/dear_pytorch ``dear/dear_dopt.py``): after backward, ``step()``
+  waits for every reduce-scatter, then issues the first group's all-gather (L348-353);
+  the forward pre-hook of group g's first module waits for the all-gathers in flight (g's)
+  and issues group g+1's (L283-287), then updates the module (L290). Groups are the
+  ``rs_ag`` buckets in the order of their first layer; the all-gathers run one at a time
+  on their own stream, so the forward of group g overlaps the all-gather of g+1 only.
+  Needs ``update="per_layer"``; with ``issue="executor"`` the all-gathers are eager (the
+  executor issues them all after backward).
 * ``update="global"``: after backward and all communication (plus unpack), the optimizer
   runs for the sum of ``update_s``; then the next forward starts (PyTorch DDP).
   ``update="per_layer"``: the next forward of layer l waits for the communication of
@@ -44,7 +57,7 @@ pure function of its inputs.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -141,13 +154,23 @@ def replay(
     arrays = trace_arrays(trace)
     items = plan_items(arrays, plan, model, world_size, options.pack_s_per_byte)
     channels = plan.channels or options.channels
+    if plan.credit_bytes is not None and plan.channels is None:
+        channels = max(items.n_per_iteration, 1)  # the credit alone limits concurrency
+    lookahead = (plan.ag_issue == "lookahead" and options.issue == "dynamic"
+                 and bool(np.any(items.kind == AG)))
+    if lookahead and plan.update != "per_layer":
+        raise ConfigError("ag_issue=lookahead issues all-gathers from forward pre-hooks; "
+                          f"plan '{plan.algorithm}' needs update=per_layer")
     # Communication of iteration i starts after backward i starts and (every layer's
     # parameters being needed by forward i+1) ends before backward i+1 starts, so its
     # schedule relative to the start of backward is the same in every iteration.
     sequence = None
     if options.issue == "executor":
         sequence, channels = executor_sequence(plan, items), 1
-    schedule = comm_schedule(items, arrays, channels, options, sequence)
+    schedule = comm_schedule(items, arrays, channels, options, sequence, plan.credit_bytes,
+                             defer_gathers=lookahead)
+    if lookahead:
+        schedule = lookahead_gathers(schedule, items, arrays)
     sim = _Iterations(arrays, items, schedule, plan.update == "per_layer", timeline)
     bwd_ends = [sim.run(i) for i in range(options.iterations)]
     first = 1 if options.iterations >= 3 else 0
@@ -208,28 +231,98 @@ def executor_sequence(plan: Plan, items: PlanItems) -> np.ndarray:
 
 def comm_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
                   options: ReplayOptions | None = None,
-                  sequence: np.ndarray | None = None) -> CommSchedule:
+                  sequence: np.ndarray | None = None, credit_bytes: float | None = None,
+                  defer_gathers: bool = False) -> CommSchedule:
     """Schedule one iteration's collectives (see the module docstring); ``sequence``: a
-    fixed issue order (item -> position), as :func:`executor_sequence`."""
+    fixed issue order (item -> position), as :func:`executor_sequence`; ``credit_bytes``:
+    ByteScheduler's credit; ``defer_gathers``: leave the all-gathers out (their start and
+    end stay NaN) for :func:`lookahead_gathers`."""
     options = options or ReplayOptions()
     backward_s = arrays.backward_s
+    if defer_gathers:
+        items = replace(items, ag_of=np.full_like(items.ag_of, -1))
+    credit = credit_bytes if credit_bytes is not None and channels > 1 else None
     fifo = (channels == 1 and not np.any(items.kind == AG)
             and not np.any(np.isfinite(items.key_priority)))
-    if options.interference or sequence is not None:
+    if options.interference or sequence is not None or credit is not None:
         start, end, backward_s = _joint_schedule(items, arrays, channels,
                                                  options.compute_slowdown,
                                                  options.comm_slowdown,
-                                                 options.collective_cpu_s, sequence)
+                                                 options.collective_cpu_s, sequence, credit)
     elif fifo:
         start, end = _fifo_one_channel(items.ready_offset_s, items.duration_s)
     elif channels == 1:
         start, end = _priority_one_channel(items, backward_s)
     else:
         start, end, _ = _joint_schedule(items, arrays, channels, 1.0, 1.0)
-    # A bucket is complete when its last collective is.
+    if defer_gathers:
+        start[items.kind == AG] = np.nan
+        end[items.kind == AG] = np.nan
+    return CommSchedule(start, end, _bucket_done(items, end), backward_s)
+
+
+def _bucket_done(items: PlanItems, end: np.ndarray) -> np.ndarray:
+    """A bucket is complete when its last collective is (plus its unpack)."""
     done = np.zeros(len(items.bucket_unpack_s))
-    np.maximum.at(done, items.bucket, end)
-    return CommSchedule(start, end, done + items.bucket_unpack_s, backward_s)
+    np.fmax.at(done, items.bucket, end)  # fmax: a deferred all-gather (NaN) does not count
+    return done + items.bucket_unpack_s
+
+
+def gather_groups(items: PlanItems, arrays: TraceArrays) -> tuple[list[int], np.ndarray]:
+    """The ``rs_ag`` buckets in DeAR's gather order (first layer, then bucket index) and
+    each bucket's first layer (forward order; -1 for buckets without all-gathers)."""
+    n_b = len(items.bucket_unpack_s)
+    first = np.full(n_b, np.iinfo(np.int64).max)
+    np.minimum.at(first, items.member_bucket, arrays.layer_of[items.member_index])
+    gathered = np.unique(items.bucket[items.kind == AG])
+    order = sorted(gathered.tolist(), key=lambda b: (int(first[b]), b))
+    first_layer = np.full(n_b, -1, dtype=np.int64)
+    first_layer[gathered] = first[gathered]
+    return order, first_layer
+
+
+def lookahead_gathers(schedule: CommSchedule, items: PlanItems,
+                      arrays: TraceArrays) -> CommSchedule:
+    """Fill in the all-gathers of a ``defer_gathers`` schedule as DeAR's reference code
+    issues them (module docstring: group 0's once backward and every reduce-scatter are
+    done; group k+1's in the forward pre-hook of group k's first layer, once group k's has
+    finished), simulating the next forward (per-layer update then forward, from the end
+    of backward, as :class:`_Iterations` does) alongside. Chunks of one bucket run back to
+    back. Every layer of group k+1 comes at or after group k's first layer (groups are in
+    first-layer order), so each all-gather is issued before a layer waits for it."""
+    order, first_layer = gather_groups(items, arrays)
+    start, end = schedule.start_s.copy(), schedule.end_s.copy()
+    gathers = [np.flatnonzero((items.kind == AG) & (items.bucket == b)) for b in order]
+    rs_end = float(np.max(end[items.kind == RS], initial=0.0))
+    # Parameters not behind a deferred all-gather are ready as the schedule says; a
+    # gathered bucket's entry is set when its all-gather is issued.
+    done = _bucket_done(items, np.where(items.kind != AG, end, -np.inf))
+    layer_of = arrays.layer_of[items.member_index]
+    buckets_of = [np.unique(items.member_bucket[layer_of == layer])
+                  for layer in range(len(arrays.layer_forward_s))]
+    work = (arrays.layer_update_s + arrays.layer_forward_s).tolist()
+
+    def issue(k: int, at: float) -> float:
+        t = at
+        for i in gathers[k]:
+            start[i], t = t, t + float(items.duration_s[i])
+            end[i] = t
+        done[order[k]] = t + float(items.bucket_unpack_s[order[k]])
+        return t
+
+    ag_end = [0.0] * len(order)
+    if order:
+        ag_end[0] = issue(0, max(schedule.backward_end_s, rs_end))
+    clock, k = schedule.backward_end_s, 0
+    for layer, w in enumerate(work):
+        while k < len(order) and first_layer[order[k]] == layer:
+            hook = max(clock, ag_end[k])  # all_gather_comm.synchronize()
+            if k + 1 < len(order):
+                ag_end[k + 1] = issue(k + 1, hook)
+            k += 1
+        ready = float(np.max(done[buckets_of[layer]], initial=schedule.backward_end_s))
+        clock = max(clock, ready) + w
+    return CommSchedule(start, end, _bucket_done(items, end), schedule.backward_end_s)
 
 
 def _fifo_one_channel(eligible: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -277,14 +370,15 @@ def _priority_one_channel(items: PlanItems, backward_s: float) -> tuple[np.ndarr
         start[i] = now
         now += dur[i]
         end[i] = now
-        if kind[i] == RS:
+        if kind[i] == RS and ag_of[i] >= 0:
             heapq.heappush(gathers, (max(now, backward_s), ag_of[i]))
     return start, end
 
 
 def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
                     compute_slowdown: float, comm_slowdown: float,
-                    collective_cpu_s: float = 0.0, sequence: np.ndarray | None = None
+                    collective_cpu_s: float = 0.0, sequence: np.ndarray | None = None,
+                    credit_bytes: float | None = None
                     ) -> tuple[np.ndarray, np.ndarray, float]:
     """The general list schedule: priorities, all-gathers, several channels sharing
     bandwidth, and backward compute simulated together with communication, with
@@ -293,7 +387,8 @@ def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
     in its bandwidth phase, backward compute progresses at 1/compute_slowdown of its
     speed; while backward computes, collectives progress at 1/comm_slowdown (gloo threads
     compete with compute for cores; NCCL kernels take SMs). With ``sequence`` (item ->
-    position), items start strictly in that order. Returns item starts and ends
+    position), items start strictly in that order. With ``credit_bytes``, the most urgent
+    ready item starts only while fewer bytes are in flight. Returns item starts and ends
     and the (stretched) end of backward, all relative to the start of backward. Forward
     passes are not slowed (a documented simplification)."""
     n = items.n_per_iteration
@@ -310,6 +405,9 @@ def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
     waiting_gathers: list[int] = []
     pos, left, now = 0, (segments[0] if n_seg else 0.0), 0.0
     next_seq, started = 0, 0
+    expected = int(np.sum(items.kind != AG) + np.sum(items.ag_of >= 0))
+    credit = np.inf if credit_bytes is None else float(credit_bytes)
+    in_flight = 0.0
     backward_end = 0.0 if n_seg == 0 else np.inf
 
     def release_position(p: int) -> None:
@@ -335,11 +433,12 @@ def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
             else:
                 cls = 1 if items.kind[i] == AG else 0
                 heapq.heappush(ready, ((cls, float(items.key_priority[i]), elig, i), i))
-        while ready and len(active) < channels and (
+        while ready and len(active) < channels and in_flight < credit and (
                 sequence is None or sequence[ready[0][1]] == next_seq):
             _, i = heapq.heappop(ready)
             next_seq += 1
             started += 1
+            in_flight += float(items.nbytes[i])
             lat = float(items.latency_s[i])
             active[i] = [lat, float(items.duration_s[i]) - lat]
             start[i] = now
@@ -347,8 +446,8 @@ def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
                 left += collective_cpu_s
         computing = pos < n_seg
         if not computing and not active and not pending:
-            if started < n:
-                raise ConfigError(f"replay: {n - started} collective(s) never started "
+            if started < expected:
+                raise ConfigError(f"replay: {expected - started} collective(s) never started "
                                   "(the issue sequence waits for an item that never "
                                   "becomes eligible)")
             break
@@ -372,8 +471,9 @@ def _joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
         now += step
         for i in [i for i, st in active.items() if st[0] <= _EPS and st[1] <= 1e-12]:
             del active[i]
+            in_flight = in_flight - float(items.nbytes[i]) if active else 0.0
             end[i] = now
-            if items.kind[i] == RS:
+            if items.kind[i] == RS and items.ag_of[i] >= 0:
                 if pos < n_seg:
                     waiting_gathers.append(int(items.ag_of[i]))
                 else:
