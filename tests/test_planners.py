@@ -235,7 +235,7 @@ def test_horovod_defaults(example_a: ComputeTrace, defaults: str, threshold: flo
                           cycle: float) -> None:
     plan = make_plan("horovod", example_a, AlphaBetaModel(1e-4, 1e-9), 4, {"defaults": defaults})
     assert plan.knobs == {"defaults": defaults, "fusion_threshold_mb": threshold,
-                          "cycle_time_ms": cycle}
+                          "cycle_time_ms": cycle, "backend": "nccl"}  # no backend: default
     # ready at 1, 2, 3 s: each in its own cycle, released at its (exact) ready time.
     assert [b.release_s for b in plan.buckets] == pytest.approx([1.0, 2.0, 3.0])
 
