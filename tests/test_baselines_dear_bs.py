@@ -92,6 +92,15 @@ def test_lookahead_needs_a_per_layer_update() -> None:
         replay(three_layers((1, 1, 1)), rs_ag_plan("lookahead", "global"), MODEL, 4)
 
 
+def test_replay_rejects_bad_timing_fields() -> None:
+    trace = three_layers((1, 1, 1))
+    with pytest.raises(ConfigError, match="ag_issue"):
+        replay(trace, rs_ag_plan("early"), MODEL, 4)
+    plan = Plan("x", (Bucket(("L0", "L1", "L2")),), credit_bytes=0.0)
+    with pytest.raises(ConfigError, match="credit_bytes"):
+        replay(trace, plan, MODEL, 4)
+
+
 def test_executor_issue_keeps_eager_all_gathers() -> None:
     # gradsched's executor issues every all-gather after backward (no lookahead).
     trace = three_layers((3.0, 0.5, 3.0))

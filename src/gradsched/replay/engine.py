@@ -63,7 +63,7 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
-from gradsched.plan import Plan
+from gradsched.plan import AG_ISSUE_MODES, Plan
 from gradsched.replay.prep import (
     AG,
     KIND_NAMES,
@@ -153,6 +153,7 @@ def replay(
         raise ConfigError("world_size must be >= 1")
     arrays = trace_arrays(trace)
     items = plan_items(arrays, plan, model, world_size, options.pack_s_per_byte)
+    check_plan_timing(plan)
     channels = plan.channels or options.channels
     if plan.credit_bytes is not None and plan.channels is None:
         channels = max(items.n_per_iteration, 1)  # the credit alone limits concurrency
@@ -186,6 +187,18 @@ def replay(
         comm_busy_s=float(items.duration_s.sum()),
         events=sim.events,
     )
+
+
+def check_plan_timing(plan: Plan) -> None:
+    """Reject an unknown ``ag_issue`` or a credit that is not a positive byte count (a
+    plan built in code skips :meth:`Plan.from_dict`'s checks)."""
+    if plan.ag_issue not in AG_ISSUE_MODES:
+        raise ConfigError(f"plan '{plan.algorithm}': ag_issue must be one of "
+                          f"{AG_ISSUE_MODES}, not {plan.ag_issue!r}")
+    credit = plan.credit_bytes
+    if credit is not None and not (np.isfinite(credit) and credit > 0):
+        raise ConfigError(f"plan '{plan.algorithm}': credit_bytes must be a finite number "
+                          f"> 0, not {credit!r}")
 
 
 @dataclass(frozen=True)
