@@ -215,7 +215,15 @@ def latex_available():
 
 
 FIGURES = ["fit-curves", "fit-mape", "replay-vs-world-size", "timeline", "gaps"]
-TABLES = ["captured-compute", "captured-comm", "fits", "crossws", "replay", "compare"]
+TABLES = ["captured-compute", "captured-comm", "fits", "crossws", "replay", "compare", "forward"]
+# The forward-time sensitivity (issue 14): the real K80 case, whose trace did not measure
+# forward, replayed with forward = 0, 0.5 (the MG-WFBP simulator's assumption, the default)
+# and 1 x backward.
+FORWARD_CASE = {
+    "compute": "googlenet-k80",
+    "comm": "traces/comm/external/bcaffe-googlenet-tmp8comm.csv",
+}
+FORWARD_RATIOS = ["0", "0.5", "1"]
 # Traces captured by this project (inventoried in the captured-* tables).
 CAPTURED_TRACES = sorted(
     glob.glob("traces/compute/cpu/*.csv") + glob.glob("traces/comm/cpu/*.csv")

@@ -72,3 +72,46 @@ rule replay_bcaffe_check:
     shell:
         "{GS} replay --compute {input.compute} --comm {input.comm} --algorithms wfbp,mgwfbp "
         "--iterations {params.iterations} -o {output} > {log} 2>&1"
+
+
+rule replay_forward:
+    """The real K80 case (its trace did not measure forward) at one assumed forward ratio."""
+    input:
+        compute=lambda wc: compute_path(FORWARD_CASE["compute"]),
+        comm=FORWARD_CASE["comm"],
+    output:
+        f"{RESULTS}/replay/forward/r{{ratio}}.csv",
+    log:
+        f"{LOGS}/replay/forward/r{{ratio}}.log",
+    params:
+        algorithms=lambda wc: ",".join(set_algorithms("main")),
+        knobs=lambda wc: knob_args(set_algorithms("main")),
+        iterations=config.get("replay", {}).get("iterations", 5),
+    shell:
+        "{GS} replay --compute {input.compute} --comm {input.comm} "
+        "--algorithms {params.algorithms} {params.knobs} --iterations {params.iterations} "
+        "--forward-ratio {wildcards.ratio} -o {output} > {log} 2>&1"
+
+
+rule table_forward:
+    """Planner ranking vs the assumed forward time (0, the MG-WFBP simulator's 0.5, 1)."""
+    input:
+        expand(f"{RESULTS}/replay/forward/r{{ratio}}.csv", ratio=FORWARD_RATIOS),
+    output:
+        tex=f"{TAB}/forward.tex",
+        md=report(
+            f"{TAB}/forward.md",
+            caption="../report/tables.rst",
+            category="Tables",
+            labels={"table": "forward"},
+        ),
+    log:
+        f"{LOGS}/tables/forward.log",
+    params:
+        runs=lambda wc, input: " ".join(
+            f"--run {r} {p}" for r, p in zip(FORWARD_RATIOS, input)
+        ),
+    shell:
+        "{GS} report forward {params.runs} --tex {output.tex} --md {output.md} "
+        "--title 'Iteration time and rank vs assumed forward time (GoogleNet, K80, 8 nodes)' "
+        "> {log} 2>&1"

@@ -16,6 +16,7 @@ from gradsched.replay.compare import (
 )
 from gradsched.replay.engine import ReplayOptions
 from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.forward import with_forward
 
 COMM_HELP = ("comm trace CSV, fitted model JSON, or alpha-beta:alpha=<seconds>,"
              "beta=<seconds per byte>")
@@ -28,6 +29,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="number of ranks (default: the one world size the comm model holds)")
     parser.add_argument("--knob", action="append", default=[], metavar="[ALG.]NAME=VALUE",
                         help="planner knob, repeatable (e.g. ddp.bucket_cap_mb=50)")
+    parser.add_argument("--forward-ratio", type=float, default=None, metavar="R",
+                        help="for a trace that did not measure forward (B-Caffe): assume "
+                        "forward = R x backward (default 0.5, the MG-WFBP simulator's "
+                        "assumption; 0 = the trace as written); refused for a measured one")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _plan(args: argparse.Namespace) -> int:
     from gradsched.planners import make_plan
 
-    trace = ComputeTrace.load(args.compute)
+    trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     model = load_comm_spec(args.comm)
     world = resolve_world_size(model, args.world_size)
     knobs = knobs_for(args.algorithm, parse_knob_args(args.knob))
@@ -83,7 +88,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    trace = ComputeTrace.load(args.compute)
+    trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     model = load_comm_spec(args.comm)
     world = resolve_world_size(model, args.world_size)
     interference = {"compute_slowdown": args.compute_slowdown,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.errors import ConfigError
 from gradsched.report.tables import TABLES
 
 
@@ -84,6 +85,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--md", type=Path, required=True)
     p.add_argument("--title", default="")
     p.set_defaults(func=_table)
+
+    p = rsub.add_parser("forward", help="planner ranking vs the assumed forward time of a "
+                        "trace that did not measure it (replay CSVs at several ratios)")
+    p.add_argument("--run", nargs=2, action="append", required=True, metavar=("RATIO", "CSV"),
+                   help="forward/backward ratio and the replay CSV made with it (repeatable)")
+    p.add_argument("--tex", type=Path, required=True)
+    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--title", default="")
+    p.set_defaults(func=_forward)
 
     p = rsub.add_parser("macros", help="\\newcommand for every number quoted in the paper")
     p.add_argument("--fits", type=Path)
@@ -194,6 +204,22 @@ def _table(args: argparse.Namespace) -> int:
     from gradsched.report.tables import build_table
 
     table = build_table(args.name, args.input, args.tex, args.md, title=args.title)
+    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _forward(args: argparse.Namespace) -> int:
+    from gradsched.report.forward import write_forward_table
+    from gradsched.traces.forward import check_ratio
+
+    runs = []
+    for ratio, path in args.run:
+        try:
+            value = float(ratio)
+        except ValueError:
+            raise ConfigError(f"--run {ratio!r}: the ratio must be a number") from None
+        runs.append((check_ratio(value), Path(path)))
+    table = write_forward_table(runs, args.tex, args.md, title=args.title)
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
     return 0
 

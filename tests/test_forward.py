@@ -1,0 +1,67 @@
+"""Forward time as an explicit, labelled input (issue 14, item 4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gradsched.cli import main
+from gradsched.errors import ConfigError
+from gradsched.report.forward import forward_table
+from gradsched.traces import ComputeTrace
+from gradsched.traces.forward import DEFAULT_FORWARD_RATIO, forward_measured, with_forward
+
+REPO = Path(__file__).resolve().parents[1]
+BCAFFE = REPO / "traces/compute/bcaffe/googlenet-tmp8comm.csv"
+BCAFFE_COMM = REPO / "traces/comm/external/bcaffe-googlenet-tmp8comm.csv"
+CPU = REPO / "traces/compute/cpu/resnet18-b16-cpu-fp32.csv"
+
+
+def test_bcaffe_forward_is_assumed_and_labelled() -> None:
+    trace = ComputeTrace.load(BCAFFE)
+    assert not forward_measured(trace)
+    assumed = with_forward(trace, None)
+    assert DEFAULT_FORWARD_RATIO == 0.5
+    assert assumed.frame["forward_s"].sum() == pytest.approx(
+        0.5 * trace.frame["backward_s"].sum())
+    assert assumed.meta["forward_ratio"] == 0.5
+    assert "not measured" in assumed.meta["forward_assumption"]
+    assert with_forward(trace, 0.0).frame["forward_s"].sum() == 0.0
+    assert (trace.frame["forward_s"] == 0).all()  # the loaded trace is not changed
+
+
+def test_a_measured_forward_is_never_replaced() -> None:
+    trace = ComputeTrace.load(CPU)
+    assert forward_measured(trace)
+    assert with_forward(trace, None) is trace
+    with pytest.raises(ConfigError, match="was measured"):
+        with_forward(trace, 0.5)
+
+
+@pytest.mark.parametrize("ratio", ["nan", "-1", "inf", "11"])
+def test_bad_ratio_is_a_clear_error(ratio: str, tmp_path: Path, capsys) -> None:
+    code = main(["replay", "--compute", str(BCAFFE), "--comm", str(BCAFFE_COMM),
+                 "--algorithms", "wfbp", "--forward-ratio", ratio, "-o",
+                 str(tmp_path / "r.csv")])
+    assert code == 2
+    assert "--forward-ratio" in capsys.readouterr().err
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_forward_moves_the_ranking(tmp_path: Path) -> None:
+    runs = []
+    for ratio in ("0", "0.5"):
+        out = tmp_path / f"r{ratio}.csv"
+        assert main(["replay", "--compute", str(BCAFFE), "--comm", str(BCAFFE_COMM),
+                     "--algorithms", "wfbp,mgwfbp,dear", "--forward-ratio", ratio,
+                     "-o", str(out)]) == 0
+        runs.append((float(ratio), out))
+    zero, half = (pd.read_csv(p).set_index("algorithm")["iteration_s"] for _, p in runs)
+    # every plan pays the added forward, DeAR's all-gathers hide under part of it
+    assert (half > zero).all()
+    assert half["dear"] - zero["dear"] < half["wfbp"] - zero["wfbp"]
+    long = pd.concat([pd.read_csv(p).assign(forward_ratio=r) for r, p in runs])
+    table = forward_table(long)
+    assert list(table.columns)[1:] == ["fwd 0x bwd: ms (rank)", "fwd 0.5x bwd: ms (rank)"]
