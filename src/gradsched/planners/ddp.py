@@ -13,7 +13,9 @@ Bucket caps (``torch/nn/parallel/distributed.py``, torch 2.14.1):
   ``int(bucket_cap_mb * 1024 * 1024)`` (L104). Both go to the C++ ``Reducer`` (L1449,
   L1455).
 
-Which tensors, in which order (``torch/csrc/distributed/c10d/reducer.cpp``):
+Which tensors, in which order (pytorch/pytorch ``torch/csrc/distributed/c10d/reducer.cpp``,
+cited by function: the 2.14.1 source tree was not at hand, so the tests check the rule
+against the installed torch's real ``DistributedDataParallel``):
 
 * Default (``find_unused_parameters=False``, or ``static_graph=True``): DDP starts with
   one bucket (``compute_bucket_size_limits`` gives ``[sys.maxsize]``, distributed.py

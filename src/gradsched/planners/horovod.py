@@ -2,9 +2,10 @@
 
 Sergeev & Del Balso, "Horovod: fast and easy distributed deep learning in TensorFlow",
 arXiv:1802.05799, 2018 (tensor fusion). The loop is read from horovod/horovod at commit
-2626dc87 (``horovod/common``); line numbers below are of that commit.
+2626dc87a3a8eb8fb7d2216198ce45bce0f9e65a (``horovod/common``); line numbers below are of
+that commit.
 
-The background thread (``operations.cc`` ``RunLoopOnce``, L751-842):
+The background thread (``operations.cc`` ``RunLoopOnce``, L751-851):
 
 * sleeps until ``last_cycle_start + cycle_time`` (L754-760) and sets
   ``last_cycle_start = now`` (L761): a cycle never starts earlier than one cycle time
@@ -16,7 +17,7 @@ The background thread (``operations.cc`` ``RunLoopOnce``, L751-842):
 * fuses them in order (``FuseResponses``, controller.cc L901-): a tensor joins the fused
   response while ``tensor_size + new_tensor_size <= TensorFusionThresholdBytes()``
   (L955); a tensor larger than the threshold travels alone;
-* runs each fused response with ``PerformOperation`` (operations.cc L832, L277-333).
+* runs each fused response with ``PerformOperation`` (operations.cc L832, L277-334).
   With NCCL the all-reduce is enqueued on the GPU stream and handed to a finalizer
   thread (``GPUOpContext::FinalizeGPUQueue``, ops/gpu_operations.cc L59-143, which
   returns ``Status::InProgress()``): the loop goes on at once (**asynchronous**). With
