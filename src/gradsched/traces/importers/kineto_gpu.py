@@ -735,7 +735,7 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
     if batch is None:
         raise InputError("batch size not recorded (no shapes on a leading convolution): "
                          "pass batch_size", path=gstep.label, field="batch_size")
-    totals = gstep.totals
+    totals = {k: round(v, 9) for k, v in gstep.totals.items()}  # ns resolution
     share = totals["gpu_busy_share"]
     cpu_bound = share < options.cpu_bound_share
     if cpu_bound:
@@ -759,7 +759,7 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
                            "of one ProfilerStep (gradsched kineto-gpu importer)"),
         "iterations": 1, "date": options.date, "source": _provenance(options, gstep.label),
         "iteration_s": gstep.step_s,
-        "forward_backward_s": totals["forward_s"] + totals["backward_s"],
+        "forward_backward_s": round(totals["forward_s"] + totals["backward_s"], 9),
         "step": gstep.step, "steps_in_trace": gstep.steps,
         "step_choice": ("given (step option)" if options.step is not None else
                         "lower-median-length step with a backward, the first profiled step "
@@ -842,8 +842,8 @@ def comm_record(steps: list[GpuStep], options: Options, path: str | Path) -> Com
         offsets, sequence, residual = align_ranks(steps)
         alignment = {
             "reference_rank": min(offsets),
-            "clock_offset_s": {str(r): v * 1e-6 for r, v in sorted(offsets.items())},
-            "max_residual_s": {str(r): v * 1e-6 for r, v in sorted(residual.items())},
+            "clock_offset_s": {str(r): round(v * 1e-6, 9) for r, v in sorted(offsets.items())},
+            "max_residual_s": {str(r): round(v * 1e-6, 9) for r, v in sorted(residual.items())},
             "common_sequence": [f"{c}:{n}" for c, n in sequence],
             "method": "median over the common collective sequence of the difference of "
                       "kernel end times from the reference rank's",

@@ -30,7 +30,14 @@ from typing import Any
 import yaml
 
 from gradsched.errors import InputError
-from gradsched.traces.importers import ImportResult, bcaffe, nccl_tests, osu, pipedream
+from gradsched.traces.importers import (
+    ImportResult,
+    bcaffe,
+    kineto_gpu,
+    nccl_tests,
+    osu,
+    pipedream,
+)
 
 IMPORTERS: dict[str, tuple[Callable[..., ImportResult], type]] = {
     "nccl-tests": (nccl_tests.import_nccl_tests, nccl_tests.Options),
@@ -38,6 +45,9 @@ IMPORTERS: dict[str, tuple[Callable[..., ImportResult], type]] = {
     "bcaffe": (bcaffe.import_bcaffe, bcaffe.Options),
     "pipedream": (pipedream.import_pipedream, pipedream.Options),
 }
+# Kineto GPU traces: compute trace to `out`, the step's NCCL collectives to `comm_out`.
+IMPORTERS["kineto-gpu"] = (kineto_gpu.import_kineto_gpu, kineto_gpu.Options)
+_COMM_OUT = {"bcaffe", "kineto-gpu"}
 
 _ENTRY_KEYS = {"file", "importer", "out", "comm_out", "args"}
 
@@ -97,8 +107,9 @@ def _entry(raw: Any, path: Path, index: int) -> Entry:
         raise InputError(f"importer {importer!r} is not one of {', '.join(IMPORTERS)}",
                          field=f"files[{index}].importer", **where)
     comm_out = raw.get("comm_out")
-    if comm_out is not None and importer != "bcaffe":
-        raise InputError("comm_out is only for the bcaffe importer",
+    if comm_out is not None and importer not in _COMM_OUT:
+        raise InputError(f"comm_out is only for the {' and '.join(sorted(_COMM_OUT))} "
+                         "importers",
                          field=f"files[{index}].comm_out", **where)
     return Entry(
         file=_relative(raw.get("file"), path, index, "file"),
@@ -153,6 +164,10 @@ def save_result(entry: Entry, result: ImportResult, out_dir: str | Path) -> list
         written.append(out_dir / entry.out)
         if entry.comm_out and result.comm is not None:
             result.comm.save(out_dir / entry.comm_out)
+            written.append(out_dir / entry.comm_out)
+        record = getattr(result, "comm_record", None)  # kineto-gpu: the step's collectives
+        if entry.comm_out and record is not None:
+            record.save(out_dir / entry.comm_out)
             written.append(out_dir / entry.comm_out)
     else:
         assert result.comm is not None
