@@ -307,3 +307,21 @@ def test_trace_without_shapes_or_table_is_refused(tmp_path, capsys):
     err = _cli_fails(tmp_path, _write(tmp_path, synthetic_trace()), capsys, "--batch-size",
                      "8")
     assert "records no parameter shapes" in err and "field 'params'" in err
+
+
+def test_manifest_entries_reimport_byte_identical(tmp_path, monkeypatch):
+    """Every kineto-gpu entry of traces/manifest.yaml re-imports to the committed files."""
+    from gradsched.traces.importers.manifest import load_manifest, run_entry, save_result
+
+    monkeypatch.chdir(REPO)  # `params` paths are relative to the repository root
+    entries = [e for e in load_manifest(REPO / "traces" / "manifest.yaml")
+               if e.importer == "kineto-gpu"]
+    assert len(entries) >= 4
+    src = external(entries[0].file).parents[len(Path(entries[0].file).parts) - 1]
+    for entry in entries:
+        external(entry.file)
+        written = save_result(entry, run_entry(entry, src), tmp_path)
+        for path in written:
+            for fresh in (path, path.with_name(path.stem + ".meta.json")):
+                committed = REPO / "traces" / fresh.relative_to(tmp_path)
+                assert fresh.read_bytes() == committed.read_bytes(), committed
