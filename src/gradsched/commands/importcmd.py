@@ -1,4 +1,4 @@
-"""``gradsched import nccl-tests|osu|bcaffe|manifest|kineto|pipedream``: public logs -> traces.
+"""``gradsched import nccl-tests|osu|bcaffe|manifest|kineto|pipedream|sailor``: logs -> traces.
 
 Warnings go to stderr as ``warning: FILE line N: ...``; errors name the file, line and
 field and exit with status 2.
@@ -84,6 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_manifest(isub)
     _add_kineto(isub)
     _add_pipedream(isub)
+    _add_sailor(isub)
 
 
 def _add_kineto(isub: argparse._SubParsersAction) -> None:
@@ -266,3 +267,28 @@ def _run_pipedream(args: argparse.Namespace) -> int:
     options = Options(model=args.model, image_size=args.image_size,
                       batch_size=args.batch_size, source=args.source)
     return _save_compute(import_pipedream(args.graph, options), args.output)
+
+
+def _add_sailor(isub: argparse._SubParsersAction) -> None:
+    p = isub.add_parser("sailor", help="Sailor per-layer profile.json -> compute trace (one "
+                        "row per transformer layer, plus embedding and head)")
+    p.add_argument("profile", type=Path, help="profiles/<model>/<GPU>/profile.json")
+    p.add_argument("-o", "--output", type=Path, required=True, help="output compute CSV")
+    p.add_argument("--model", help="OPT-350 or GPT-Neo-2.7 (default: the model folder)")
+    p.add_argument("--micro-batch", type=positive_int, default=1,
+                   help="which micro-batch entry of the profile (default 1)")
+    p.add_argument("--tensor-parallel", type=positive_int, default=1,
+                   help="which tensor-parallel entry; parameters are per rank (default 1)")
+    p.add_argument("--sequence-length", type=positive_int, default=2048,
+                   help="sequence length recorded in the metadata (default 2048, Sailor's)")
+    p.add_argument("--source", help="provenance text stored in the metadata")
+    p.set_defaults(func=_run_sailor)
+
+
+def _run_sailor(args: argparse.Namespace) -> int:
+    from gradsched.traces.importers.sailor import Options, import_sailor
+
+    options = Options(model=args.model, micro_batch=args.micro_batch,
+                      tensor_parallel=args.tensor_parallel,
+                      sequence_length=args.sequence_length, source=args.source)
+    return _save_compute(import_sailor(args.profile, options), args.output)

@@ -8,6 +8,7 @@ plus the warnings it raised (each tied to a 1-based physical line of the log).
 * ``osu`` -- OSU Micro-Benchmarks collective latency output (:mod:`.osu`)
 * ``bcaffe`` -- the MG-WFBP authors' B-Caffe per-blob glog dumps (:mod:`.bcaffe`)
 * ``pipedream`` -- PipeDream profiler ``graph.txt`` per-module GPU times (:mod:`.pipedream`)
+* ``sailor`` -- Sailor per-transformer-layer GPU profiles ``profile.json`` (:mod:`.sailor`)
 * ``manifest`` -- re-import every external file listed in ``traces/manifest.yaml``
   (:mod:`.manifest`)
 
@@ -31,7 +32,7 @@ from gradsched.traces.bundle import CommTrace, ComputeTrace
 IMPORTER_VERSION = "1"
 """Bumped whenever an importer's output for the same input would change."""
 
-IMPORTER_NAMES: tuple[str, ...] = ("nccl-tests", "osu", "bcaffe", "pipedream")
+IMPORTER_NAMES: tuple[str, ...] = ("nccl-tests", "osu", "bcaffe", "pipedream", "sailor")
 
 DROP_FACTOR = 1.25
 """A time that falls by more than this factor while the message size grows is flagged."""

@@ -37,6 +37,7 @@ from gradsched.traces.importers import (
     nccl_tests,
     osu,
     pipedream,
+    sailor,
 )
 
 IMPORTERS: dict[str, tuple[Callable[..., ImportResult], type]] = {
@@ -44,6 +45,7 @@ IMPORTERS: dict[str, tuple[Callable[..., ImportResult], type]] = {
     "osu": (osu.import_osu, osu.Options),
     "bcaffe": (bcaffe.import_bcaffe, bcaffe.Options),
     "pipedream": (pipedream.import_pipedream, pipedream.Options),
+    "sailor": (sailor.import_sailor, sailor.Options),
 }
 # Kineto GPU traces: compute trace to `out`, the step's NCCL collectives to `comm_out`.
 IMPORTERS["kineto-gpu"] = (kineto_gpu.import_kineto_gpu, kineto_gpu.Options)
