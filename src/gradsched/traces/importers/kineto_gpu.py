@@ -797,9 +797,10 @@ def _bucket_check(gstep: GpuStep, frame: pd.DataFrame, sink: WarningSink
     for total in np.cumsum(sizes):
         hit = np.flatnonzero(bounds == total)
         if not hit.size:
-            sink.warn(f"the all-reduce sizes {sizes} do not partition the gradients in ready "
-                      "order (not DDP buckets of these parameters, or a wrong parameter "
-                      "table)")
+            sink.warn(f"the all-reduce sizes {sizes} do not partition the gradients taken in "
+                      "ready order (DDP fills buckets in reverse registration order, which "
+                      "can differ from the ready order; or not these parameters' buckets, or "
+                      "a wrong parameter table)")
             return {"elements": sizes, "partition_ready_order": False}
         counts.append(int(hit[0]) + 1 - done)
         done = int(hit[0]) + 1
