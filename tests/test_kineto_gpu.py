@@ -18,6 +18,7 @@ from gradsched.cli import main
 from gradsched.errors import InputError
 from gradsched.traces import ComputeTrace
 from gradsched.traces.importers.kineto_gpu import (
+    CommRecord,
     Options,
     import_kineto_gpu,
     parse_gpu_step,
@@ -232,10 +233,12 @@ def test_synthetic_cli_writes_compute_and_comm(tmp_path, capsys):
     trace = ComputeTrace.load(out)
     assert trace.names == ["fc1.weight", "fc1.bias", "fc2.weight"]
     assert trace.meta["world_size"] == 4 and trace.meta["batch_size"] == 8
-    record = pd.read_csv(comm)
-    assert record.loc[0, "start_after_backward_s"] == pytest.approx(100e-6)
-    assert json.loads(comm.with_name("m.meta.json").read_text())["kind"] == \
-        "kineto-comm-record"
+    record = CommRecord.load(comm)
+    assert record.frame.loc[0, "start_after_backward_s"] == pytest.approx(100e-6)
+    assert record.meta["kind"] == "kineto-comm-record"
+    (tmp_path / "m.meta.json").write_text(json.dumps({"kind": "comm"}))
+    with pytest.raises(InputError, match="sidecar kind"):
+        CommRecord.load(comm)
 
 
 # ----------------------------------------------------------------------------- bad input

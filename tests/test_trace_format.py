@@ -9,6 +9,7 @@ import pytest
 
 from gradsched.errors import InputError
 from gradsched.traces import CommTrace, ComputeTrace, meta_path
+from gradsched.traces.importers.kineto_gpu import RECORD_KIND, CommRecord
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -186,7 +187,10 @@ COMMITTED = sorted((REPO / "traces").glob("**/*.csv"))
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(REPO)) for p in COMMITTED])
 def test_committed_trace_loads(path: Path) -> None:
     meta = json.loads(meta_path(path).read_text(encoding="utf-8"))
-    trace = ComputeTrace.load(path) if meta["kind"] == "compute" else CommTrace.load(path)
+    if meta["kind"] == RECORD_KIND:  # collectives of one run (kineto_gpu), not a sweep
+        trace = CommRecord.load(path)
+    else:
+        trace = ComputeTrace.load(path) if meta["kind"] == "compute" else CommTrace.load(path)
     assert len(trace.frame) > 0
     assert meta.get("original_file") or meta.get("source")
     # no machine path (the checkout's parent folder) leaks into the provenance

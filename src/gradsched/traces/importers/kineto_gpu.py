@@ -78,7 +78,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import write_csv_atomic, write_json_atomic
+from gradsched.io import read_json, write_csv_atomic, write_json_atomic
 from gradsched.traces.bundle import ComputeTrace, meta_path
 from gradsched.traces.importers import ImportResult, WarningSink
 from gradsched.traces.importers.kineto import (
@@ -97,6 +97,7 @@ from gradsched.traces.importers.kineto import (
 )
 
 IMPORTER = "kineto-gpu"
+RECORD_KIND = "kineto-comm-record"
 IMPORTER_VERSION = "1"
 
 GPU_CATS = frozenset({"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"})
@@ -659,6 +660,22 @@ class CommRecord:
         write_csv_atomic(path, self.frame)
         write_json_atomic(meta_path(path), self.meta)
 
+    @classmethod
+    def load(cls, path: str | Path) -> CommRecord:
+        """Read a record and its sidecar back, checking the columns and the kind."""
+        path = Path(path)
+        meta = read_json(meta_path(path), missing="metadata sidecar is missing")
+        if not isinstance(meta, dict) or meta.get("kind") != RECORD_KIND:
+            raise InputError(f"sidecar kind must be {RECORD_KIND!r}", path=meta_path(path),
+                             field="kind")
+        try:
+            frame = pd.read_csv(path)
+        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise InputError(f"not a CSV table: {exc}", path=path) from None
+        if list(frame.columns) != RECORD_COLUMNS:
+            raise InputError(f"columns must be {RECORD_COLUMNS}", path=path, row=0)
+        return cls(frame, meta)
+
 
 @dataclass
 class KinetoGpuResult(ImportResult):
@@ -855,7 +872,7 @@ def comm_record(steps: list[GpuStep], options: Options, path: str | Path) -> Com
         frame[name] = frame[name].astype("Int64")
     first = steps[0]
     meta: dict[str, Any] = {
-        "kind": "kineto-comm-record", "importer": IMPORTER,
+        "kind": RECORD_KIND, "importer": IMPORTER,
         "importer_version": IMPORTER_VERSION, "source": _provenance(options, first.label),
         "hardware": options.hardware or first.device or "not recorded in the trace",
         "original_file": Path(str(path)).name, "step": first.step,
@@ -900,6 +917,7 @@ def import_kineto_gpu(path: str | Path, options: Options | None = None) -> Kinet
 
 __all__ = [
     "RECORD_COLUMNS",
+    "RECORD_KIND",
     "Collective",
     "CommRecord",
     "GpuStep",
