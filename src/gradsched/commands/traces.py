@@ -28,6 +28,7 @@ def _validate(args: argparse.Namespace) -> int:
     import json
 
     from gradsched.traces.bundle import meta_path
+    from gradsched.traces.importers.kineto_gpu import RECORD_KIND, CommRecord
 
     for path in args.paths:
         kind = "comm"
@@ -37,8 +38,11 @@ def _validate(args: argparse.Namespace) -> int:
                 kind = json.loads(sidecar.read_text(encoding="utf-8")).get("kind", "comm")
             except json.JSONDecodeError:
                 kind = "comm"  # the loader reports the JSON error with its line
-        trace = ComputeTrace.load(path) if kind == "compute" else CommTrace.load(path)
-        print(f"ok  {path}  ({kind}, {len(trace.frame)} rows)")
+        if kind == RECORD_KIND:  # a kineto-gpu comm record (collectives of one run)
+            frame = CommRecord.load(path).frame
+        else:
+            frame = (ComputeTrace.load(path) if kind == "compute" else CommTrace.load(path)).frame
+        print(f"ok  {path}  ({kind}, {len(frame)} rows)")
     return 0
 
 
