@@ -1,6 +1,6 @@
 """Planner benchmarks on SYNTHETIC traces (never measurements).
 
-* the exact DP (``oasr`` / ``optimal`` with ``families=wfbp``) on a 10,000-tensor model,
+* the exact DP (``oasr`` / ``contiguous_optimum``) on a 10,000-tensor model,
   with the alpha-beta model and a non-linear synthetic model (target: < 2 s);
 * every planner with its defaults on a 1,000-tensor model.
 
@@ -87,10 +87,10 @@ def trace_1k() -> ComputeTrace:
 
 
 @pytest.mark.parametrize("model_name", sorted(MODELS))
-@pytest.mark.parametrize("planner", ["oasr", "optimal"])
+@pytest.mark.parametrize("planner", ["oasr", "contiguous_optimum"])
 def test_dp_10k(benchmark: Any, trace_10k: ComputeTrace, planner: str,
                 model_name: str) -> None:
-    knobs = {"families": "wfbp"} if planner == "optimal" else {}
+    knobs = {}
     plan = benchmark.pedantic(make_plan, args=(planner, trace_10k, MODELS[model_name],
                                                WORLD_SIZE, knobs), rounds=2, iterations=1)
     plan.check_covers(trace_10k.names)
@@ -119,8 +119,8 @@ def main() -> int:
     big, small = bench_trace(10_000), bench_trace(1_000)
     print(f"# planners, synthetic traces, world size {WORLD_SIZE}")
     for model_name, model in MODELS.items():
-        for planner in ("oasr", "optimal"):
-            knobs = {"families": "wfbp"} if planner == "optimal" else {}
+        for planner in ("oasr", "contiguous_optimum"):
+            knobs = {}
             sec, plan = timed(lambda p=planner, m=model, k=knobs:
                               make_plan(p, big, m, WORLD_SIZE, k), 2)
             print(f"dp 10000 tensors  {planner:13s} {model_name:10s} {sec:7.3f} s  "

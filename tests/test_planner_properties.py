@@ -42,9 +42,9 @@ SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow],
 def examples(n: int) -> settings:
     """The shared settings with ``n`` examples."""
     return settings(SETTINGS, max_examples=n)
-CHEAP = [n for n in ALGORITHMS_ALL if n not in ("optimal", "best")]
+CHEAP = [n for n in ALGORITHMS_ALL if n not in ("search", "best")]
 FAST_KNOBS: dict[str, dict[str, Any]] = {
-    "dear": {"bo_iters": 4}, "bytescheduler": {"tune_iters": 4}, "optimal": {"bo_iters": 3},
+    "dear": {"bo_iters": 4}, "bytescheduler": {"tune_iters": 4}, "search": {"bo_iters": 3},
     "best": {},
 }
 
@@ -116,7 +116,7 @@ def test_every_plan_covers_each_tensor_once(trace: ComputeTrace, model: CommMode
 
 
 @examples(4)
-@given(trace=traces(max_n=6), model=alpha_beta, name=st.sampled_from(["optimal", "best"]))
+@given(trace=traces(max_n=6), model=alpha_beta, name=st.sampled_from(["search", "best"]))
 def test_searching_plans_cover_each_tensor_once(trace: ComputeTrace, model: CommModel,
                                                 name: str) -> None:
     make_plan(name, trace, model, 8, FAST_KNOBS[name]).check_covers(trace.names)
@@ -144,7 +144,7 @@ def test_monotone_check() -> None:
 @given(trace=traces(max_n=12), model=models, data=st.data())
 def test_optimal_beats_the_wfbp_family(trace: ComputeTrace, model: CommModel,
                                        data: st.DataObject) -> None:
-    best = engine_s(trace, make_plan("optimal", trace, model, 8, {"families": "wfbp"}), model)
+    best = engine_s(trace, make_plan("contiguous_optimum", trace, model, 8), model)
     for name in WFBP_FAMILY:
         other = make_plan(name, trace, model, 8)
         assert best <= engine_s(trace, other, model) * (1 + 1e-9)
@@ -196,13 +196,13 @@ def test_faster_network_never_slows_the_optimum(trace: ComputeTrace, alpha: floa
     slow = AlphaBetaModel(alpha, beta)
     fast = AlphaBetaModel(alpha * shrink_a, beta * shrink_b)
     knobs = {"families": "wfbp"}
-    t_slow = engine_s(trace, make_plan("optimal", trace, slow, 8, knobs), slow)
-    t_fast = engine_s(trace, make_plan("optimal", trace, fast, 8, knobs), fast)
+    t_slow = engine_s(trace, make_plan("search", trace, slow, 8, knobs), slow)
+    t_fast = engine_s(trace, make_plan("search", trace, fast, 8, knobs), fast)
     assert t_fast <= t_slow * (1 + 1e-9)
 
 
 @examples(12)
-@given(trace=traces(max_n=8), model=alpha_beta, name=st.sampled_from([*CHEAP, "optimal"]))
+@given(trace=traces(max_n=8), model=alpha_beta, name=st.sampled_from([*CHEAP, "search"]))
 def test_planning_is_deterministic(trace: ComputeTrace, model: CommModel, name: str) -> None:
     knobs = FAST_KNOBS.get(name)
     first = make_plan(name, trace, model, 8, knobs)

@@ -115,7 +115,7 @@ def test_optimum_of_example_a(example_a: ComputeTrace) -> None:
     ends, finish = optimal_ends(ready_seq(example_a), model, 4)
     assert ends.tolist() == [1, 2, 3]
     assert finish == pytest.approx(5.25)
-    plan = make_plan("optimal", example_a, model, 4, {"families": "wfbp"})
+    plan = make_plan("search", example_a, model, 4, {"families": "wfbp"})
     assert engine_s(example_a, plan, model) == pytest.approx(6.75)
 
 
@@ -156,8 +156,8 @@ def test_mgwfbp_merge_decisions(example_b: ComputeTrace) -> None:
 
 def test_optimal_beats_mgwfbp_on_example_b(example_b: ComputeTrace) -> None:
     model = AlphaBetaModel(1.0, 1 / 1024)
-    for name in ("oasr", "optimal"):
-        plan = make_plan(name, example_b, model, 4, {"families": "wfbp"} if name == "optimal"
+    for name in ("oasr", "search"):
+        plan = make_plan(name, example_b, model, 4, {"families": "wfbp"} if name == "search"
                          else {})
         assert bucket_names(plan) == [["t0"], ["t1", "t2", "t3"]]
         assert engine_s(example_b, plan, model) == pytest.approx(9.75)
@@ -297,11 +297,11 @@ def test_bytescheduler_search_never_worse_than_its_start() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# optimal (all families) and best.
+# search (all families) and best.
 # ---------------------------------------------------------------------------------------
 def test_optimal_all_families_records_candidates(example_b: ComputeTrace) -> None:
     model = AlphaBetaModel(1e-3, 1e-6)
-    plan = make_plan("optimal", example_b, model, 8, {"bo_iters": 4})
+    plan = make_plan("search", example_b, model, 8, {"bo_iters": 4})
     info = plan.info
     assert info["candidates"]["wfbp-dp"] >= info["iteration_s"]
     assert info["iteration_s"] == min(info["candidates"].values())
@@ -315,7 +315,7 @@ def test_best_is_min_over_candidates(example_b: ComputeTrace) -> None:
     cands = plan.info["candidates"]
     assert set(ALGORITHMS_ALL) - {"best"} <= set(cands)
     assert plan.info["iteration_s"] == min(cands.values())
-    assert plan.info["iteration_s"] <= cands["optimal"]
+    assert plan.info["iteration_s"] <= cands["search"]
 
 
 def test_best_scores_with_interference(example_b: ComputeTrace) -> None:
@@ -369,7 +369,7 @@ def test_unknown_planner_and_knob(example_a: ComputeTrace) -> None:
     ("bytescheduler", {"credit_params": "0"}, "credit_params"),
     ("bytescheduler", {"p3": "maybe"}, "not a valid bool"),
     ("bytescheduler", {"p3": "true", "search": "credit"}, "p3"),
-    ("optimal", {"families": "some"}, "not one of"),
+    ("search", {"families": "some"}, "not one of"),
 ])
 def test_bad_knobs(example_a: ComputeTrace, name: str, knobs: dict[str, str],
                    message: str) -> None:
@@ -395,7 +395,7 @@ def test_finish_times_unrolled_matches_loop() -> None:
 
 @pytest.mark.parametrize("alpha, beta", [(1e-3, 1e-9), (5e-5, 1e-8)])
 def test_optimal_is_no_slower_than_any_planner(alpha, beta):
-    """`optimal` searches every family's knobs, so no planner at its defaults beats it and
+    """`search` searches every family's knobs, so no planner at its defaults beats it and
     the `best` oracle finds nothing faster. (SYNTHETIC trace and model.)"""
     from gradsched.costmodel import AlphaBetaModel
     from gradsched.planners import ALGORITHMS_ALL, make_plan
@@ -407,4 +407,4 @@ def test_optimal_is_no_slower_than_any_planner(alpha, beta):
     times = {name: replay(trace, make_plan(name, trace, model, 8, {}), model, 8).iteration_s
              for name in ALGORITHMS_ALL}
     for name, value in times.items():
-        assert times["optimal"] <= value * (1 + 1e-9), (name, times)
+        assert times["search"] <= value * (1 + 1e-9), (name, times)

@@ -215,7 +215,15 @@ def latex_available():
 
 
 FIGURES = ["fit-curves", "fit-mape", "replay-vs-world-size", "timeline", "gaps"]
-TABLES = ["captured-compute", "captured-comm", "fits", "crossws", "replay", "compare", "forward"]
+TABLES = [
+    "captured-compute",
+    "captured-comm",
+    "fits",
+    "crossws",
+    "replay",
+    "compare",
+    "forward",
+]
 # The forward-time sensitivity (issue 14): the real K80 case, whose trace did not measure
 # forward, replayed with forward = 0, 0.5 (the MG-WFBP simulator's assumption, the default)
 # and 1 x backward.

@@ -91,7 +91,7 @@ rule figure_timeline:
 
 
 rule figure_gaps:
-    """(e) MG-WFBP vs optimal; every algorithm's gap to the lower bound."""
+    """(e) MG-WFBP vs the contiguous optimum; every algorithm's gap to the lower bound."""
     input:
         f"{RESULTS}/replay/main/replay.csv",
     output:

@@ -16,7 +16,8 @@ rule validate_traces:
 
 rule import_check:
     """Re-import every public log of traces/manifest.yaml into results/import/ and compare
-    it byte for byte with the committed traces (raw logs: external_dir, data/external)."""
+    it byte for byte with the committed traces (raw logs: external_dir, data/external).
+    """
     input:
         manifest=config.get("compare", {}).get("manifest", "traces/manifest.yaml"),
     output:

@@ -73,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", default="")
     _figure_out(p)
     p.set_defaults(func=_fig_timeline)
-    p = fsub.add_parser("gaps", help="(e) MG-WFBP vs optimal; gaps to the lower bound")
+    p = fsub.add_parser("gaps", help="(e) MG-WFBP vs the contiguous optimum; gaps to the "
+                        "lower bound")
     p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
     _figure_out(p)
     p.set_defaults(func=_fig_gaps)

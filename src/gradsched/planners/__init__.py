@@ -18,12 +18,13 @@ from gradsched.plan import Plan
 from gradsched.planners import (
     best,
     bytescheduler,
+    contiguous,
     ddp,
     dear,
     horovod,
     mgwfbp,
     oasr,
-    optimal,
+    search,
     syncsgd,
     wfbp,
 )
@@ -35,10 +36,11 @@ PlannerFunc = Callable[..., Plan]
 # The order of "all": baselines first, then the searches (``best`` runs all the others).
 ALGORITHMS_ALL: tuple[str, ...] = (
     "wfbp", "syncsgd", "ddp", "horovod", "mgwfbp", "oasr", "bytescheduler", "dear",
-    "optimal", "best",
+    "contiguous_optimum", "search", "best",
 )
 # Planners whose plans are contiguous all-reduce groupings with a global update.
-WFBP_FAMILY: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "mgwfbp", "oasr")
+WFBP_FAMILY: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "mgwfbp", "oasr",
+                                 "contiguous_optimum")
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,8 @@ class PlannerSpec:
 
 PLANNERS: dict[str, PlannerSpec] = {
     m.NAME: PlannerSpec(m.NAME, m.plan, m.SUMMARY, m.KNOBS)
-    for m in (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, optimal, best)
+    for m in (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, contiguous,
+              search, best)
 }
 assert tuple(PLANNERS) == ALGORITHMS_ALL
 

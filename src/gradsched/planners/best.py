@@ -2,7 +2,7 @@
 
 Not an algorithm from the literature: the oracle over all implemented planners. The
 candidates are every registered planner at its defaults (DeAR with its Bayesian
-optimisation, ``optimal`` with its family search), plus Horovod's pre-0.21 defaults,
+optimisation, ``search`` with its family search), plus Horovod's pre-0.21 defaults,
 P3 and ByteScheduler's partition search. Each is scored by the replay engine; the fastest
 wins (ties go to the earlier candidate). ``Plan.info["candidates"]`` lists every
 candidate's iteration time and ``Plan.info["winner"]`` the winning one.

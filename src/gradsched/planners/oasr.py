@@ -12,7 +12,9 @@ all-reduce:
 
 with r_i the ready time of the i-th ready tensor and S the prefix sums of bytes. It is
 optimal because the finish is non-decreasing in f(j). The inner minimum is vectorised
-(numpy), O(n^2) time, O(n) memory. Shares its code with ``optimal``.
+(numpy), O(n^2) time, O(n) memory. It is the program of ``contiguous_optimum``: our
+reconstruction coincides with that exact optimum, so results belong to it (ours), not
+to OASR-WFBP, whose own algorithm is not public beyond its abstract.
 """
 
 from __future__ import annotations

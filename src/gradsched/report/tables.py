@@ -18,11 +18,12 @@ from gradsched.io import write_text_atomic
 
 # Display order and names of the planners (unknown names sort last, as they are).
 ALGORITHM_ORDER = ("syncsgd", "wfbp", "ddp", "horovod", "bytescheduler", "mgwfbp", "oasr",
-                   "dear", "optimal", "best")
+                   "dear", "contiguous_optimum", "search", "best")
 ALGORITHM_LABELS = {
     "syncsgd": "SyncSGD", "wfbp": "WFBP", "ddp": "DDP", "horovod": "Horovod",
     "bytescheduler": "BytSched", "mgwfbp": "MG-WFBP", "oasr": "OASR", "dear": "DeAR",
-    "optimal": "Optimal", "best": "Best",
+    "contiguous_optimum": "Contig-opt", "search": "Search", "best": "Best",
+    "optimal": "Search",  # the name of ``search`` before issue 14 (older result files)
 }
 MODEL_LABELS = {"alpha-beta": "alpha-beta", "piecewise": "piecewise", "interp": "interp",
                 "analytic": "analytic"}

@@ -1,4 +1,7 @@
-"""``optimal`` (ours): the exact optimum of the WFBP family, then the best family overall.
+"""``search`` (ours): the best plan over the searched families, scored by replay.
+
+It was called ``optimal``; it is the best of what it searches, not a proven optimum
+outside the contiguous family (issue 14).
 
 Part 1, exact: among plans whose buckets are contiguous runs of tensors in ready order,
 one all-reduce each on one stream, global update (WFBP, SyncSGD, DDP, MG-WFBP, OASR, ...),
@@ -37,8 +40,9 @@ from gradsched.planners._family import (
 )
 from gradsched.traces.bundle import ComputeTrace
 
-NAME = "optimal"
-SUMMARY = "exact WFBP-family optimum (DP), then the best knobbed family by replay (ours)"
+NAME = "search"
+SUMMARY = ("contiguous optimum (DP), then the best of the knobbed families by replay "
+           "(ours)")
 FAMILIES = ("all", "wfbp")
 DDP_CAPS_MB = (1.0, 2.0, 4.0, 8.0, 16.0, 25.0, 32.0, 64.0, 128.0, 256.0)
 # ByteScheduler sweep, in parameters (credit 1: one part in flight at a time).
