@@ -39,6 +39,7 @@ rule all:
         figure_files(),
         table_files(),
         f"{GEN}/macros.tex",
+        f"{GEN}/claims.md",
         COLLECTIVES_OUTPUTS,
         COMPRESSION_OUTPUTS,
         reexec_files(),

@@ -65,3 +65,17 @@ def test_forward_moves_the_ranking(tmp_path: Path) -> None:
     long = pd.concat([pd.read_csv(p).assign(forward_ratio=r) for r, p in runs])
     table = forward_table(long)
     assert list(table.columns)[1:] == ["fwd 0x bwd: ms (rank)", "fwd 0.5x bwd: ms (rank)"]
+
+
+def test_claims_come_from_the_macros(tmp_path: Path) -> None:
+    from gradsched.report.claims import render_claims, write_claims
+
+    text = render_claims({"MgwfbpContigGapMaxPct": "5.2", "HeadlineFastest": "Search"})
+    assert "at most\n   5.2 %" in text and "schedule is\n   Search" in text
+    assert "n/a" in text  # a macro the pipeline could not compute is never a number
+    macros = tmp_path / "macros.tex"
+    macros.write_text("\\newcommand{\\gsCompareNumWithin}{20}\n", encoding="utf-8")
+    write_claims(macros, tmp_path / "claims.md")
+    assert "20 of n/a checks" in (tmp_path / "claims.md").read_text(encoding="utf-8")
+    assert main(["report", "claims", "--macros", str(tmp_path / "missing.tex"), "-o",
+                 str(tmp_path / "c.md")]) == 2

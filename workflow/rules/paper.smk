@@ -88,6 +88,18 @@ rule macros:
         "-o {output} > {log} 2>&1"
 
 
+rule claims:
+    """The README's claims with their numbers, from the paper's own macros."""
+    input:
+        f"{GEN}/macros.tex",
+    output:
+        f"{GEN}/claims.md",
+    log:
+        f"{LOGS}/paper/claims.log",
+    shell:
+        "{GS} report claims --macros {input} -o {output} > {log} 2>&1"
+
+
 def paper_includes():
     """Every figure and table file paper/main.tex includes (from the .tex itself, so that
     the PDF waits for the rules of every stage that draws one, whichever .smk has them).

@@ -96,6 +96,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", default="")
     p.set_defaults(func=_forward)
 
+    p = rsub.add_parser("claims", help="the README's claims with the paper's numbers "
+                        "(Markdown from the macros file)")
+    p.add_argument("--macros", type=Path, required=True, help="paper/generated/macros.tex")
+    p.add_argument("-o", "--output", type=Path, required=True, help="claims Markdown")
+    p.set_defaults(func=_claims)
+
     p = rsub.add_parser("macros", help="\\newcommand for every number quoted in the paper")
     p.add_argument("--fits", type=Path)
     p.add_argument("--crossws", type=Path)
@@ -206,6 +212,14 @@ def _table(args: argparse.Namespace) -> int:
 
     table = build_table(args.name, args.input, args.tex, args.md, title=args.title)
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _claims(args: argparse.Namespace) -> int:
+    from gradsched.report.claims import write_claims
+
+    write_claims(args.macros, args.output)
+    print(f"wrote {args.output}")
     return 0
 
 
