@@ -54,7 +54,7 @@ def test_main_tex_includes_every_figure_and_table() -> None:
         "reexec",
     }
     assert tabs == {
-        "captured-compute", "captured-comm", "fits", "crossws", "replay", "compare",
+        "captured-compute", "captured-comm", "fits", "crossws", "replay", "compare", "forward",
         "collectives-summary", "collectives-broadcast", "collectives-formula-errors",
         "compression-summary", "reexec",
     }
