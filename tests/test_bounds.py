@@ -166,3 +166,33 @@ def test_bound_binds_when_communication_dominates() -> None:
     bound = lower_bound(trace, model, P)
     res = replay(trace, Plan("one", (Bucket(("w",)),)), model, P)
     assert bound.lower_bound_s == pytest.approx(res.iteration_s, rel=0.01)
+
+
+def _committed_sweeps() -> list:
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    # the sweeps the replay's networks use (traces/comm/collectives holds per-algorithm
+    # series for the tuned model, covered by the property test above)
+    return sorted([*(repo / "traces/comm/cpu").glob("*.csv"),
+                   *(repo / "traces/comm/external").glob("*.csv")])
+
+
+@pytest.mark.parametrize("path", _committed_sweeps(), ids=lambda p: p.stem)
+def test_no_committed_sweep_beats_the_wire(path) -> None:
+    """On every committed comm trace: any split of m bytes costs at least m at the
+    sustained bandwidth (and a shaped link's sustained bandwidth is at most its rate)."""
+    from gradsched.costmodel.base import load_comm_spec
+    from gradsched.costmodel.wire import ring_algbw_limit
+
+    model = load_comm_spec(str(path))
+    rng = np.random.default_rng(7)
+    for world in model.world_sizes() or ():
+        if world < 2:
+            continue
+        rate = model.sustained_algbw_Bps(world)
+        if model.line_rate_Bps() is not None:
+            assert rate <= ring_algbw_limit(model.line_rate_Bps(), world) * (1 + 1e-12)
+        pieces = rng.integers(1, 2**22, size=64).astype(float)
+        work = model.times("all_reduce", pieces, world) - model.startup_s("all_reduce", world)
+        assert work.sum() >= pieces.sum() / rate * (1 - 1e-9)
