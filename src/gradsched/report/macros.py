@@ -96,12 +96,14 @@ def mgwfbp_gaps(collected: pd.DataFrame, reference: str = "contiguous_optimum") 
 
 
 def speedups_over_wfbp(collected: pd.DataFrame) -> pd.DataFrame:
-    """Per case and algorithm: T_wfbp / T_alg (``best`` excluded)."""
+    """Per case and algorithm: T_wfbp / T_alg (``best`` and ``oasr`` excluded: see
+    :data:`~gradsched.report.tables.NOT_CREDITED`)."""
     wide = replay_wide(collected)
     if "wfbp" not in wide:
         return pd.DataFrame(columns=["trace", "network", "world_size", "algorithm", "speedup"])
     algs = [c for c in wide.columns if c not in ("trace", "network", "world_size", "nodes",
-                                                  "fastest", "lower_bound_s", "best")]
+                                                  "fastest", "lower_bound_s", "best",
+                                                  "oasr")]
     rows = []
     for _, row in wide.iterrows():
         for alg in algs:
