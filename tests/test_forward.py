@@ -79,3 +79,19 @@ def test_claims_come_from_the_macros(tmp_path: Path) -> None:
     assert "20 of n/a checks" in (tmp_path / "claims.md").read_text(encoding="utf-8")
     assert main(["report", "claims", "--macros", str(tmp_path / "missing.tex"), "-o",
                  str(tmp_path / "c.md")]) == 2
+
+
+def test_outputs_are_readable_by_others(tmp_path: Path) -> None:
+    """Atomic writes go through mkstemp (mode 0600); the renamed output has the mode a plain
+    open() would give it (issue 17)."""
+    import os
+    import stat
+
+    from gradsched.io import write_text_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_text_atomic(tmp_path / "out.txt", "x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "out.txt").stat().st_mode) == 0o644

@@ -15,6 +15,20 @@ from pathlib import Path
 from typing import IO, Any
 
 
+def _umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def readable_mode(path: str | Path, directory: bool = False) -> None:
+    """Give ``path`` the mode a plain ``open``/``mkdir`` would (0666/0777 less the umask):
+    ``mkstemp``/``mkdtemp`` create 0600/0700, which would leave outputs unreadable by
+    others after the rename (issue 17)."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
     """Open a temporary sibling of ``path`` for writing; rename it over ``path`` on success."""
@@ -30,6 +44,7 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        readable_mode(tmp_name)
         os.replace(tmp_name, target)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from gradsched.errors import ConfigError
-from gradsched.io import write_csv_atomic, write_json_atomic
+from gradsched.io import readable_mode, write_csv_atomic, write_json_atomic
 
 TASK = "gradsched.capture.iteration:profile_task"
 SUMMARY_COLUMNS = ["bucket_cap_mb", "rank", "iteration", "iteration_s", "wall_s", "comm_s",
@@ -260,6 +260,7 @@ def capture_iterations(opts: IterationOptions, out_dir: str | Path,
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    readable_mode(staging, directory=True)
     started = dt.datetime.now(dt.UTC)
     load_before = load_average()
     t0 = time.monotonic()
