@@ -136,8 +136,10 @@ if latex_available():
         shell:
             "mkdir -p build/paper && cd paper && SOURCE_DATE_EPOCH=0 FORCE_SOURCE_DATE=1 "
             "latexmk -pdf -interaction=nonstopmode -halt-on-error -outdir=../build/paper "
-            "main.tex > ../{log} 2>&1 && cp ../build/paper/main.pdf main.pdf.tmp "
-            "&& mv main.pdf.tmp main.pdf"
+            "main.tex > ../{log} 2>&1 && cd .. && {GS} report latex-check build/paper/main.log "
+            ">> {log} 2>&1 && cp build/paper/main.pdf paper/main.pdf.tmp "
+            "&& chmod a+r paper/main.pdf.tmp && mv paper/main.pdf.tmp paper/main.pdf "
+            "&& rm -f {RESULTS}/paper/NO-PDF.txt"
 
     PAPER_TARGET = ["paper/main.pdf"]
 

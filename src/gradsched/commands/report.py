@@ -96,6 +96,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", default="")
     p.set_defaults(func=_forward)
 
+    p = rsub.add_parser("latex-check", help="fail on a float too large for its page or an "
+                        "undefined reference/citation in a LaTeX log")
+    p.add_argument("log", type=Path, help="the .log of a LaTeX run")
+    p.set_defaults(func=_latex_check)
+
     p = rsub.add_parser("claims", help="the README's claims with the paper's numbers "
                         "(Markdown from the macros file)")
     p.add_argument("--macros", type=Path, required=True, help="paper/generated/macros.tex")
@@ -212,6 +217,20 @@ def _table(args: argparse.Namespace) -> int:
 
     table = build_table(args.name, args.input, args.tex, args.md, title=args.title)
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _latex_check(args: argparse.Namespace) -> int:
+    import sys
+
+    from gradsched.report.latexlog import check_log
+
+    found = check_log(args.log)
+    for message in found:
+        print(f"error: {args.log}: {message}", file=sys.stderr)
+    if found:
+        return 2
+    print(f"{args.log}: no float too large, no undefined reference")
     return 0
 
 
