@@ -173,24 +173,36 @@ def ready_order(model: nn.Module, loss_closure: Callable[[], torch.Tensor]) -> l
     return order + missing[::-1]
 
 
-def ddp_bucket_plan(model: nn.Module, order: list[str], bucket_cap_mb: float = 25.0,
+def ddp_bucket_plan(model: nn.Module, order: list[str], bucket_cap_mb: float | None = None,
                     first_bucket_mb: float | None = None) -> Plan:
     """DDP's steady-state buckets: its own size rule over tensors in ready ``order``.
 
-    ``first_bucket_mb`` defaults to ``dist._DEFAULT_FIRST_BUCKET_BYTES`` (1 MiB), DDP's
-    smaller first bucket.
+    The caps are torch 2.14's (``_BucketCapacityConfig.create``,
+    ``torch/nn/parallel/distributed.py`` L86-110), computed by
+    :func:`gradsched.planners.ddp.bucket_limits_bytes`: ``bucket_cap_mb=None`` is DDP's
+    default (25 MiB with a 1 MiB first bucket, ``dist._DEFAULT_FIRST_BUCKET_BYTES``); an
+    explicit ``bucket_cap_mb`` is also the first bucket's cap, as
+    ``DistributedDataParallel(model, bucket_cap_mb=...)`` builds it. ``first_bucket_mb``
+    overrides the first bucket's cap (a what-if, not a torch setting with an explicit cap).
+    The buckets are torch's own ``_compute_bucket_assignment_by_size`` over ``order`` with
+    limits ``[first, cap]`` (``Reducer::rebuild_buckets``).
     """
     import torch.distributed as dist
 
+    from gradsched.planners.ddp import bucket_limits_bytes
+
+    if bucket_cap_mb is not None and not bucket_cap_mb > 0:
+        raise ConfigError(f"bucket_cap_mb must be > 0, got {bucket_cap_mb}")
+    if first_bucket_mb is not None and not first_bucket_mb > 0:
+        raise ConfigError(f"first_bucket_mb must be > 0, got {first_bucket_mb}")
+    first, cap = bucket_limits_bytes(bucket_cap_mb, first_bucket_mb)
     named = dict(model.named_parameters())
-    first = (dist._DEFAULT_FIRST_BUCKET_BYTES if first_bucket_mb is None
-             else int(first_bucket_mb * MB))
     tensors = [named[n] for n in order]
     indices = list(range(len(order)))
     groups, _ = dist._compute_bucket_assignment_by_size(
-        tensors, [first, int(bucket_cap_mb * MB)], [False] * len(tensors), indices)
+        tensors, [first, cap], [False] * len(tensors), indices)
     buckets = tuple(Bucket(tuple(order[i] for i in g)) for g in groups)
     return Plan(algorithm="ddp-native", buckets=buckets,
-                knobs={"bucket_cap_mb": bucket_cap_mb,
-                       "first_bucket_mb": first / MB},
-                info={"source": "torch.distributed._compute_bucket_assignment_by_size"})
+                knobs={"bucket_cap_mb": bucket_cap_mb, "first_bucket_mb": first / MB},
+                info={"source": "torch.distributed._compute_bucket_assignment_by_size",
+                      "first_bucket_bytes": first, "bucket_cap_bytes": cap})
