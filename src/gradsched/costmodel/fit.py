@@ -301,6 +301,25 @@ def fit_file(path: str | Path, kinds: list[str], folds: int = 5, in_place: bool 
     return out
 
 
+def heldout_meta(fits: list[SeriesFit]) -> dict[str, dict[str, float]]:
+    """The model's own error, for its users (``gradsched advise``): per collective, the
+    largest held-out MAPE over its world sizes (``heldout_mape_pct``) and the largest
+    held-out APE (``heldout_max_ape_pct``), in percent; series without a held-out error
+    are left out (an empty dict where none has one)."""
+    out: dict[str, dict[str, float]] = {}
+    for key, attr in (("heldout_mape_pct", "heldout_mape_pct"),
+                      ("heldout_max_ape_pct", "heldout_max_ape_pct")):
+        per: dict[str, float] = {}
+        for fit in fits:
+            value = float(getattr(fit, attr))
+            if math.isfinite(value):
+                name = str(fit.info["collective"])
+                per[name] = max(per.get(name, 0.0), round(value, 6))
+        if per:
+            out[key] = dict(sorted(per.items()))
+    return out
+
+
 def build_model(kind: str, fits: list[SeriesFit]) -> SeriesModel:
     """A serialisable multi-series model of ``kind`` from fits of that kind."""
     chosen = [f for f in fits if f.model == kind]
@@ -310,6 +329,7 @@ def build_model(kind: str, fits: list[SeriesFit]) -> SeriesModel:
     rates = [f.info["line_rate_Bps"] for f in chosen if f.info.get("line_rate_Bps")]
     if rates:
         meta["line_rate_Bps"] = min(rates)
+    meta.update(heldout_meta(chosen))
     if kind == "alpha-beta":
         curves: dict[tuple[str, int], Any] = {
             (f.info["collective"], f.info["world_size"]):
