@@ -145,12 +145,27 @@ def reexec_table(frame: pd.DataFrame, stats: pd.DataFrame) -> tuple[pd.DataFrame
     return pd.DataFrame(out, columns=cols), "l" + "r" * (len(cols) - 1)
 
 
+def split_latex(table: pd.DataFrame, title: str) -> str:
+    """The LaTeX form as two stacked tabulars, the replay without and with interference
+    (each case has one column of each), so that neither is set below 7 pt (issue 17)."""
+    cols = list(table.columns)
+    parts = []
+    for label, picked in (("without interference", cols[1::2]),
+                          ("with interference", cols[2::2])):
+        part = table[[cols[0], *picked]].rename(columns={cols[0]: f"{cols[0]} ({label})"})
+        part.columns = [str(c).replace(" (int.)", "") for c in part.columns]
+        parts.append(to_latex(part, "l" + "r" * len(picked), f"{title}, {label}"))
+    # an outer one-column tabular stacks them, its natural width the wider of the two
+    return ("\\begin{tabular}{@{}c@{}}\n" + parts[0] + "\\\\[6pt]\n" + parts[1]
+            + "\\end{tabular}\n")
+
+
 def write_reexec_table(frame: pd.DataFrame, stats: pd.DataFrame, *, tex: str | Path | None,
                        md: str | Path | None) -> None:
     """Write :func:`reexec_table` as LaTeX and/or Markdown (atomically)."""
-    table, align = reexec_table(frame, stats)
+    table, _ = reexec_table(frame, stats)
     title = "re-execution: replay error per plan (negative = predicted faster than measured)"
     if tex is not None:
-        write_text_atomic(tex, to_latex(table, align, title))
+        write_text_atomic(tex, split_latex(table, title))
     if md is not None:
         write_text_atomic(md, to_markdown(table, title))
