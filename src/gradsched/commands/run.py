@@ -24,8 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "parameter names")
     run.add_argument("--baseline", choices=["ddp"], default=None,
                      help="also run PyTorch DistributedDataParallel itself")
-    run.add_argument("--bucket-cap-mb", action="append", type=float, default=[],
-                     help="DDP bucket cap in MiB for --baseline ddp (repeatable; default 25)")
+    run.add_argument("--bucket-cap-mb", action="append", type=_cap, default=[],
+                     help="DDP bucket cap in MiB for --baseline ddp (repeatable; default 25), "
+                          "or 'default' for torch's default (bucket_cap_mb=None: 25 MiB "
+                          "with a 1 MiB first bucket; an explicit cap is also the first "
+                          "bucket's)")
     run.add_argument("--model", required=True,
                      help="model name (gradsched.capture.models: tiny-mlp, resnet50, gpt2, "
                           "..., or package.module:attr)")
@@ -48,6 +51,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.set_defaults(func=_run)
 
 
+def _cap(text: str) -> float | None:
+    """argparse type: a cap in MiB, or ``default`` (None: torch's default buckets)."""
+    if text.strip().lower() == "default":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a bucket cap in MiB or 'default'") from None
+
+
 def summary_path(output: Path) -> Path:
     """``measured.csv`` -> ``measured.summary.csv``."""
     return output.with_name(output.stem + ".summary.csv")
@@ -65,10 +79,10 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("--bucket-cap-mb needs --baseline ddp")
     if args.baseline == "ddp":
         for cap in args.bucket_cap_mb or [25.0]:
-            if cap <= 0:
+            if cap is not None and not cap > 0:
                 raise ConfigError(f"--bucket-cap-mb must be > 0, got {cap}")
-            items.append(RunItem(label=f"bucket_cap_mb={cap:g}", algorithm="ddp-native",
-                                 bucket_cap_mb=cap))
+            label = "bucket_cap_mb=default" if cap is None else f"bucket_cap_mb={cap:g}"
+            items.append(RunItem(label=label, algorithm="ddp-native", bucket_cap_mb=cap))
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
     frame, summary = run_items(items, model=args.model, batch_size=args.batch_size,

@@ -1,0 +1,144 @@
+"""``gradsched advise``: the DDP settings to use, and the gradsched plan if it is worth it.
+
+    gradsched advise --compute TRACE.csv --comm SWEEP.csv|MODEL.json|alpha-beta:...
+                     [--world-size P] [--caps 1,2,4,...] [--margin-pct M]
+                     [--interference JSON] [--plan-out plan.json] [--json advice.json]
+                     [--validate [--model NAME] [--batch-size B] [--rounds 3] [--iters 10]]
+
+The logic is :mod:`gradsched.advise`; this module parses, loads, prints and writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from gradsched.commands._args import positive_int
+from gradsched.errors import ConfigError, InputError
+
+COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsched fit -o), "
+             "or alpha-beta:alpha=<seconds>,beta=<seconds per byte>")
+
+
+def _caps(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected comma-separated bucket caps in MiB, e.g. 1,5,25") from None
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: bucket caps must be numbers > 0 (MiB)")
+    return values
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from gradsched.advise import DEFAULT_CAPS_MB, DEFAULT_MARGIN_PCT
+
+    p = sub.add_parser(
+        "advise", help="recommend PyTorch DDP's bucket_cap_mb, or a gradsched plan if it is "
+                       "predicted to beat tuned DDP by more than the model's error",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--compute", required=True, type=Path,
+                   help="compute trace CSV (gradsched capture compute, gradsched import "
+                        "kineto)")
+    p.add_argument("--comm", required=True, help=COMM_HELP)
+    p.add_argument("--world-size", type=int, default=None,
+                   help="number of ranks (default: the one world size the comm model holds)")
+    p.add_argument("--caps", type=_caps, default=list(DEFAULT_CAPS_MB), metavar="MIB,...",
+                   help="DDP bucket_cap_mb grid swept besides torch's default (default "
+                        + ",".join(f"{c:g}" for c in DEFAULT_CAPS_MB) + ")")
+    p.add_argument("--margin-pct", type=float, default=None,
+                   help="gain over tuned DDP (percent) a plan needs to be recommended "
+                        "(default: the fitted model's held-out MAPE, else "
+                        f"{DEFAULT_MARGIN_PCT:g})")
+    p.add_argument("--interference", type=Path, default=None, metavar="JSON",
+                   help="calibrated interference (gradsched reexec interference) for the "
+                        "replay and the plan's scoring")
+    p.add_argument("--iterations", type=int, default=5, help="replay iterations (>= 2)")
+    p.add_argument("--forward-ratio", type=float, default=None, metavar="R",
+                   help="for a trace that did not measure forward: forward = R x backward "
+                        "(default 0.5)")
+    p.add_argument("--plan-out", type=Path, default=None, metavar="PLAN.json",
+                   help="also write the gradsched plan here (input of gradsched run)")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH",
+                   help="write the advice (and the validation) as JSON")
+    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
+                   help="backend of --validate and of the printed commands")
+    val = p.add_argument_group("validation (--validate: run the plan and DDP for real)")
+    val.add_argument("--validate", action="store_true",
+                     help="run the plan and DDP at the recommended cap on --world-size "
+                          "local ranks and print the measured speedup with a bootstrap 95 %% "
+                          "interval")
+    val.add_argument("--model", default=None,
+                     help="model to run (default: the trace's meta 'model'; "
+                          "gradsched.capture.models names)")
+    val.add_argument("--batch-size", type=positive_int, default=None,
+                     help="samples per rank (default: the trace's meta 'batch_size')")
+    val.add_argument("--seq-len", type=positive_int, default=None,
+                     help="tokens per sample (default: the trace's meta 'seq_len')")
+    val.add_argument("--rounds", type=positive_int, default=3,
+                     help="rounds; each runs the plan and DDP once, order alternating")
+    val.add_argument("--iters", type=positive_int, default=10,
+                     help="timed iterations per run (>= 2)")
+    val.add_argument("--warmup", type=int, default=2, help="untimed iterations per run first")
+    val.add_argument("--threads", type=positive_int, default=1, help="intra-op threads per rank")
+    val.add_argument("--timeout-s", type=float, default=300.0,
+                     help="limit on every collective wait")
+    p.set_defaults(func=_run)
+
+
+def _load(args: argparse.Namespace) -> tuple[object, object, int, dict[str, float]]:
+    from gradsched.advise import resolve_world_size
+    from gradsched.costmodel.base import load_comm_spec
+    from gradsched.traces.bundle import ComputeTrace
+    from gradsched.traces.forward import with_forward
+
+    if not args.compute.is_file():
+        raise InputError("compute trace not found", path=args.compute)
+    trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
+    if not args.comm.startswith("alpha-beta:") and not Path(args.comm).is_file():
+        raise InputError("comm sweep or model not found", path=args.comm)
+    model = load_comm_spec(args.comm)
+    world = resolve_world_size(trace, model, args.world_size, trace_path=str(args.compute),
+                               comm_spec=args.comm)
+    interference: dict[str, float] = {}
+    if args.interference is not None:
+        from gradsched.reexec.experiment import load_interference
+
+        interference = dict(load_interference(args.interference)[0])
+    return trace, model, world, interference
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gradsched.advise import advise, render, render_validation, validate
+
+    trace, model, world, interference = _load(args)
+    rec = advise(trace, model, world, compute=str(args.compute), comm=args.comm,  # type: ignore[arg-type]
+                 caps_mb=args.caps, interference=interference, iterations=args.iterations,
+                 margin_pct=args.margin_pct, forward_ratio=args.forward_ratio)
+    if args.plan_out is not None:
+        rec.plan.save(args.plan_out)
+    hint = None if args.validate else "to measure it here: add --validate"
+    print(render(rec, plan_out=str(args.plan_out) if args.plan_out else None,
+                 backend=args.backend, validate_hint=hint), end="")
+    out = rec.to_dict()
+    if args.validate:
+        model_name = args.model or rec.model_name
+        batch = args.batch_size or rec.batch_size
+        if not model_name or not batch:
+            raise ConfigError("--validate needs --model and --batch-size (the trace's meta "
+                              "names no model or batch size)")
+        seq_len = args.seq_len or rec.seq_len
+        result = validate(rec, model_name=str(model_name), batch_size=int(batch),
+                          backend=args.backend, rounds=args.rounds, iters=args.iters,
+                          warmup=args.warmup, threads=args.threads, seq_len=seq_len,
+                          timeout_s=args.timeout_s)
+        print(render_validation(rec, result), end="")
+        out["validation"] = result.to_dict() | {"model": model_name, "batch_size": batch}
+    if args.json is not None:
+        from gradsched.io import write_json_atomic
+
+        write_json_atomic(args.json, out)
+        print(f"-> {args.json}")
+    return 0

@@ -1,0 +1,244 @@
+"""``gradsched advise``: tuned DDP vs the gradsched plan, end to end.
+
+The advice is tested on committed inputs (ResNet-18 and BERT-base CPU compute traces, the
+committed gloo sweeps); ``--validate`` on the tiny MLP (a compute trace captured in the
+test, 2 gloo ranks on loopback). Synthetic numbers appear only in the unit tests of the
+tie rule and the bootstrap, labelled as such.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gradsched.advise import (
+    DEFAULT_CAPS_MB,
+    DEFAULT_MARGIN_PCT,
+    DDPPoint,
+    bootstrap_ratio,
+    pick_ddp,
+)
+from gradsched.cli import build_parser, main
+from gradsched.costmodel.base import load_comm_spec
+from gradsched.planners import make_plan
+from gradsched.replay.engine import ReplayOptions, replay
+from gradsched.traces.bundle import ComputeTrace
+
+REPO = Path(__file__).resolve().parents[1]
+R18 = REPO / "traces/compute/cpu/resnet18-b16-cpu-fp32.csv"
+BERT = REPO / "traces/compute/cpu/bert-base-s128-b2-cpu-fp32.csv"
+LOOP2 = REPO / "traces/comm/cpu/gloo-loopback-p2.csv"
+LOOP3 = REPO / "traces/comm/cpu/gloo-loopback-p3.csv"
+TBF100 = REPO / "traces/comm/cpu/gloo-tbf100mbit-p2.csv"
+
+
+def _advise(tmp_path: Path, *extra: str, compute: Path = R18, comm: Path | str = LOOP2
+            ) -> dict:
+    out = tmp_path / "advice.json"
+    code = main(["advise", "--compute", str(compute), "--comm", str(comm), "--json", str(out),
+                 *extra])
+    assert code == 0
+    return json.loads(out.read_text())
+
+
+# --------------------------------------------------------------------------- the advice
+def test_resnet18_loopback_tunes_ddp_by_replay(tmp_path: Path, capsys) -> None:
+    advice = _advise(tmp_path)
+    text = capsys.readouterr().out
+    assert "RECOMMENDATION" in text and "margin: 5 %" in text
+    sweep = advice["ddp"]["sweep"]
+    assert [p["bucket_cap_mb"] for p in sweep] == [None, *map(float, DEFAULT_CAPS_MB)]
+    # every point is the replay of the ddp planner at that cap (recomputed here)
+    trace, model = ComputeTrace.load(R18), load_comm_spec(str(LOOP2))
+    options = ReplayOptions(iterations=5, issue="executor")
+    for point in sweep:
+        knobs = {} if point["bucket_cap_mb"] is None else {"bucket_cap_mb":
+                                                            point["bucket_cap_mb"]}
+        plan = make_plan("ddp", trace, model, 2, knobs)
+        assert point["iteration_s"] == pytest.approx(
+            replay(trace, plan, model, 2, options).iteration_s, rel=1e-12)
+        assert point["n_buckets"] == plan.n_buckets
+    # torch 2.14: the default has a 1 MiB first bucket, an explicit cap is the first's cap
+    assert sweep[0]["first_bucket_mb"] == 1.0
+    assert all(p["first_bucket_mb"] == p["bucket_cap_mb"] for p in sweep[1:])
+    best = advice["ddp"]["best"]
+    assert best["iteration_s"] == min(p["iteration_s"] for p in sweep)
+    assert advice["ddp"]["default"] == sweep[0]
+    plan = advice["plan"]
+    gain = 100 * (best["iteration_s"] / plan["iteration_s"] - 1)
+    assert plan["gain_over_tuned_ddp_pct"] == pytest.approx(gain)
+    assert advice["margin_pct"] == DEFAULT_MARGIN_PCT
+    assert "measured sweep" in advice["margin_source"]
+    assert advice["recommendation"] == ("gradsched-plan" if gain > DEFAULT_MARGIN_PCT
+                                        else "pytorch-ddp")
+    assert advice["world_size"] == 2 and advice["model"] == "resnet18"
+    cap = best["bucket_cap_mb"]
+    assert (f"bucket_cap_mb={cap:g}" if cap is not None else "DistributedDataParallel(model)"
+            ) in text
+
+
+def test_recommended_plan_and_its_command(tmp_path: Path, capsys) -> None:
+    """A plan that beats tuned DDP by more than the margin is recommended; the printed
+    ``gradsched plan`` command rebuilds the very plan ``--plan-out`` wrote."""
+    written = tmp_path / "plan.json"
+    advice = _advise(tmp_path, "--margin-pct", "1", "--plan-out", str(written),
+                     compute=BERT, comm=TBF100)
+    text = capsys.readouterr().out
+    assert advice["margin_source"] == "--margin-pct" and advice["margin_pct"] == 1.0
+    assert advice["plan"]["gain_over_tuned_ddp_pct"] > 1.0
+    assert advice["recommendation"] == "gradsched-plan"
+    assert "RECOMMENDATION: run the gradsched plan" in text
+    line = next(ln for ln in text.splitlines() if "make the plan:" in ln)
+    argv = line.split("make the plan:")[1].split("(already written")[0].split()
+    assert argv[:2] == ["gradsched", "plan"]
+    rebuilt = tmp_path / "rebuilt.json"
+    argv[argv.index("-o") + 1] = str(rebuilt)
+    assert main(argv[1:]) == 0
+    assert rebuilt.read_bytes() == written.read_bytes()
+    run_line = next(ln for ln in text.splitlines() if "time it against tuned DDP" in ln)
+    assert "gradsched run --plan" in run_line and "--model bert-base" in run_line
+    assert "--seq-len 128" in run_line
+
+
+def test_margin_is_the_fits_heldout_error(tmp_path: Path) -> None:
+    """A fitted model JSON carries its held-out MAPE per collective (gradsched fit -o);
+    the margin is the largest over the collectives DDP and the plan use."""
+    model_json = tmp_path / "loop2.interp.json"
+    assert main(["fit", str(LOOP2), "--model", "interp", "-o", str(model_json)]) == 0
+    meta = json.loads(model_json.read_text())["meta"]
+    held = meta["heldout_mape_pct"]
+    assert set(held) == {"all_reduce", "all_gather", "broadcast", "reduce_scatter"}
+    advice = _advise(tmp_path, comm=model_json)
+    used = {"all_reduce"}
+    if any(b["collective"] == "rs_ag" for b in advice["plan"]["plan"]["buckets"]):
+        used |= {"reduce_scatter", "all_gather"}
+    assert advice["margin_pct"] == pytest.approx(max(held[c] for c in used))
+    assert "held-out MAPE" in advice["margin_source"]
+    # a model JSON without it falls back to the default, and says so
+    data = json.loads(model_json.read_text())
+    del data["meta"]["heldout_mape_pct"]
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(data))
+    advice = _advise(tmp_path, comm=bare)
+    assert advice["margin_pct"] == DEFAULT_MARGIN_PCT
+    assert "states no held-out error" in advice["margin_source"]
+
+
+def test_pick_ddp_ties_go_to_the_default_then_the_smallest_cap() -> None:
+    # synthetic points (labelled): equal times are ties
+    pts = [DDPPoint(None, 1.0, 3, 2.0), DDPPoint(4.0, 4.0, 5, 1.0), DDPPoint(2.0, 2.0, 6, 1.0)]
+    assert pick_ddp(pts).bucket_cap_mb == 2.0
+    pts.append(DDPPoint(None, 1.0, 3, 1.0))
+    assert pick_ddp(pts).bucket_cap_mb is None
+    assert pick_ddp([DDPPoint(8.0, 8.0, 2, 0.5), *pts]).bucket_cap_mb == 8.0
+
+
+def test_bootstrap_ratio() -> None:
+    # synthetic samples (labelled): b is clearly faster than a
+    rng = np.random.default_rng(1)
+    a = 1.2 + 0.01 * rng.standard_normal(30)
+    b = 1.0 + 0.01 * rng.standard_normal(30)
+    point, low, high = bootstrap_ratio(a, b)
+    assert point == pytest.approx(np.median(a) / np.median(b))
+    assert 1.0 < low <= point <= high
+    assert bootstrap_ratio(a, b) == (point, low, high)  # deterministic
+    # overlapping samples: the interval includes 1
+    _, low, high = bootstrap_ratio(b, 1.0 + 0.01 * rng.standard_normal(30))
+    assert low < 1.0 < high
+
+
+# --------------------------------------------------------------------------- bad input
+def _fails(capsys, argv: list[str], *needles: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_world_size_not_in_the_sweep(capsys) -> None:
+    _fails(capsys, ["advise", "--compute", str(R18), "--comm", str(LOOP2), "--world-size", "4"],
+           str(LOOP2), "holds world sizes 2, not --world-size 4")
+
+
+def test_trace_captured_at_another_world_size(tmp_path: Path, capsys) -> None:
+    trace = tmp_path / "r18-p2.csv"
+    shutil.copy(R18, trace)
+    meta = json.loads(R18.with_suffix(".meta.json").read_text())
+    meta["world_size"] = 2
+    trace.with_suffix(".meta.json").write_text(json.dumps(meta))
+    _fails(capsys, ["advise", "--compute", str(trace), "--comm", str(LOOP3)],
+           "r18-p2.meta.json", "world_size", "captured in a 2-rank job", "for 3 ranks")
+    # the same trace with a sweep at its own world size is fine
+    assert main(["advise", "--compute", str(trace), "--comm", str(LOOP2)]) == 0
+
+
+def test_empty_trace(tmp_path: Path, capsys) -> None:
+    trace = tmp_path / "empty.csv"
+    trace.write_text(R18.read_text().splitlines()[0] + "\n")
+    shutil.copy(R18.with_suffix(".meta.json"), trace.with_suffix(".meta.json"))
+    _fails(capsys, ["advise", "--compute", str(trace), "--comm", str(LOOP2)],
+           "empty.csv", "no data rows")
+    trace.write_text("")
+    _fails(capsys, ["advise", "--compute", str(trace), "--comm", str(LOOP2)], "empty.csv")
+
+
+def test_missing_files(tmp_path: Path, capsys) -> None:
+    _fails(capsys, ["advise", "--compute", str(tmp_path / "no.csv"), "--comm", str(LOOP2)],
+           "no.csv", "not found")
+    _fails(capsys, ["advise", "--compute", str(R18), "--comm", str(tmp_path / "no.json")],
+           "no.json", "not found")
+
+
+def test_bad_options(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["advise", "--compute", str(R18), "--comm", str(LOOP2), "--caps", "1,-2"])
+    assert exc.value.code == 2
+    assert "bucket caps must be numbers > 0" in capsys.readouterr().err
+    _fails(capsys, ["advise", "--compute", str(R18), "--comm", str(LOOP2), "--margin-pct",
+                    "-1"], "--margin-pct")
+
+
+def test_run_takes_torchs_default_cap() -> None:
+    args = build_parser().parse_args(["run", "--baseline", "ddp", "--bucket-cap-mb", "default",
+                                      "--bucket-cap-mb", "2.5", "--model", "tiny-mlp",
+                                      "--batch-size", "4", "--world-size", "2", "-o", "x.csv"])
+    assert args.bucket_cap_mb == [None, 2.5]
+
+
+# --------------------------------------------------------------------------- --validate
+@pytest.fixture(scope="module")
+def tiny_trace(tmp_path_factory) -> Path:
+    """A compute trace of the tiny MLP captured here (the model --validate runs)."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("tiny") / "tiny-mlp-b4.csv"
+    assert main(["capture", "compute", "--model", "tiny-mlp", "--batch-size", "4", "--device",
+                 "cpu", "--threads", "1", "--clock", "cpu", "--warmup", "1", "--iters", "2",
+                 "-o", str(out)]) == 0
+    return out
+
+
+def test_validate_runs_plan_and_ddp_for_real(tiny_trace: Path, tmp_path: Path, capsys) -> None:
+    advice = _advise(tmp_path, "--validate", "--rounds", "2", "--iters", "4", "--warmup", "1",
+                     "--timeout-s", "60", compute=tiny_trace)
+    text = capsys.readouterr().out
+    val = advice["validation"]
+    assert val["model"] == "tiny-mlp" and val["batch_size"] == 4
+    times = val["iteration_s"]
+    expected = {"plan", "ddp"} | ({"ddp-default"} if advice["ddp"]["best"]["bucket_cap_mb"]
+                                  is not None else set())
+    assert set(times) == expected
+    assert all(len(v) == 2 * 4 and min(v) > 0 for v in times.values())
+    speed = val["speedup_plan_over_ddp"]
+    assert speed["point"] == pytest.approx(np.median(times["ddp"]) / np.median(times["plan"]))
+    assert speed["low"] <= speed["point"] <= speed["high"]
+    assert "measured speedup of the plan over DDP" in text and "95 % bootstrap" in text
+
+
+def test_validate_refuses_another_model(tiny_trace: Path, capsys) -> None:
+    pytest.importorskip("torch")
+    _fails(capsys, ["advise", "--compute", str(tiny_trace), "--comm", str(LOOP2), "--validate",
+                    "--model", "tiny-cnn"], str(tiny_trace), "not model 'tiny-cnn''s parameters")
