@@ -236,6 +236,10 @@ def test_validate_runs_plan_and_ddp_for_real(tiny_trace: Path, tmp_path: Path, c
     assert speed["point"] == pytest.approx(np.median(times["ddp"]) / np.median(times["plan"]))
     assert speed["low"] <= speed["point"] <= speed["high"]
     assert "measured speedup of the plan over DDP" in text and "95 % bootstrap" in text
+    # the machine's load is recorded and a loaded machine is flagged
+    assert val["cpus"] >= 1 and val["load_avg_1m_before"] >= 0
+    assert val["loaded"] == (val["load_avg_1m_before"] > val["cpus"])
+    assert ("warning: the machine was loaded" in text) == val["loaded"]
 
 
 def test_validate_refuses_another_model(tiny_trace: Path, capsys) -> None:

@@ -41,6 +41,7 @@ the runtime (and so torch) when it runs.
 from __future__ import annotations
 
 import math
+import os
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -404,11 +405,21 @@ class Validation:
     times: dict[str, list[float]]  # "plan", "ddp" (recommended cap), maybe "ddp-default"
     speedup: tuple[float, float, float]  # t_ddp / t_plan: point, low, high
     tuned: tuple[float, float, float] | None  # t_ddp_default / t_ddp: point, low, high
+    load_avg_1m: tuple[float, float] = (math.nan, math.nan)  # before, after the runs
+    cpus: int = 0
+
+    @property
+    def loaded(self) -> bool:
+        """Whether something else loaded the machine: a 1-minute load average above the
+        CPU count before the runs started (the ranks themselves raise it afterwards)."""
+        return self.cpus > 0 and self.load_avg_1m[0] > self.cpus
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "backend": self.backend, "rounds": self.rounds, "iters": self.iters,
-            "warmup": self.warmup, "confidence": 0.95, "bootstrap_resamples":
+            "warmup": self.warmup, "load_avg_1m_before": self.load_avg_1m[0],
+            "load_avg_1m_after": self.load_avg_1m[1], "cpus": self.cpus,
+            "loaded": self.loaded, "confidence": 0.95, "bootstrap_resamples":
             BOOTSTRAP_RESAMPLES, "iteration_s": {k: list(v) for k, v in self.times.items()},
             "median_s": {k: float(np.median(v)) for k, v in self.times.items()},
             "speedup_plan_over_ddp": dict(zip(("point", "low", "high"), self.speedup,
@@ -450,6 +461,11 @@ def render_validation(rec: Recommendation, val: Validation) -> str:
         lines.append(f"measured speedup of DDP {cap} over torch's default: {tp:.3f}x, 95 % "
                      f"interval [{tl:.3f}, {th:.3f}] (predicted "
                      f"{rec.ddp_default.iteration_s / rec.ddp_best.iteration_s:.3f}x)")
+    if val.loaded:
+        lines.append(f"warning: the machine was loaded before the runs (1-minute load "
+                     f"average {val.load_avg_1m[0]:.2f} on {val.cpus} CPUs): other jobs "
+                     "share the cores, so the times and the interval are noisier than on an "
+                     "idle machine; re-run --validate when it is idle")
     return "\n".join(lines) + "\n"
 
 
@@ -489,6 +505,7 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
         raise ConfigError("--rounds must be >= 1, --iters >= 2 and --warmup >= 0")
     check_model_names(rec.plan, model_name, batch_size, seq_len, rec.compute)
     pairs = validation_items(rec, rounds)
+    before = os.getloadavg()[0]
     frame, _ = run_items([item for _, item in pairs], model=model_name, batch_size=batch_size,
                          world_size=rec.world_size, backend=backend, iters=iters,
                          warmup=warmup, threads=threads, cluster=cluster, seq_len=seq_len,
@@ -500,7 +517,8 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
     speedup = bootstrap_ratio(times["ddp"], times["plan"])
     tuned = (bootstrap_ratio(times["ddp-default"], times["ddp"])
              if "ddp-default" in times else None)
-    return Validation(backend, rounds, iters, warmup, times, speedup, tuned)
+    return Validation(backend, rounds, iters, warmup, times, speedup, tuned,
+                      (before, os.getloadavg()[0]), os.cpu_count() or 0)
 
 
 def check_model_names(plan: Plan, model_name: str, batch_size: int, seq_len: int | None,
