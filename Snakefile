@@ -29,6 +29,8 @@ include: "workflow/rules/capture.smk"
 # Re-execution: the figure/table of the committed measurements are in `all`; re-measuring
 # (`reexec`, root for the emulated cluster) is not.
 include: "workflow/rules/reexec.smk"
+# Advice on a committed case (`sm advise`, replay only; not in `all`).
+include: "workflow/rules/advise.smk"
 
 
 rule all:

@@ -246,3 +246,24 @@ def test_validate_refuses_another_model(tiny_trace: Path, capsys) -> None:
     pytest.importorskip("torch")
     _fails(capsys, ["advise", "--compute", str(tiny_trace), "--comm", str(LOOP2), "--validate",
                     "--model", "tiny-cnn"], str(tiny_trace), "not model 'tiny-cnn''s parameters")
+
+
+# --------------------------------------------------------------------------- workflow
+def test_snakemake_advise_target_is_not_in_all() -> None:
+    """``sm advise`` plans the example advice; ``all`` does not include it."""
+    import subprocess
+    import sys
+
+    snakemake = Path(sys.executable).parent / "snakemake"
+    if not snakemake.exists():
+        pytest.skip("snakemake is not in the venv")
+
+    def dry(target: str) -> str:
+        proc = subprocess.run([str(snakemake), "-n", "--forceall", "--nolock", "--cores", "1",
+                               target], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout + proc.stderr
+
+    out = dry("advise")
+    assert "advise_example" in out and "results/advise/example.txt" in out
+    assert "advise_example" not in dry("all")
