@@ -53,8 +53,9 @@ def prefix(request):
     before = set(_root_links())
     yield name
     leftovers = _ours(name)
-    cl.clean_stale(name)
+    record = cl.record_path(name)
     assert leftovers == [], f"namespaces left behind: {leftovers}"
+    assert not record.exists(), f"record left behind: {record}"
     ours = re.compile(rf"^({cl.RANK_IFNAME}|{cl.BRIDGE}|r\d+)(@.*)?$")
     appeared = [n for n in set(_root_links()) - before if ours.match(n)]
     assert appeared == [], f"links appeared in the host namespace: {appeared}"
@@ -104,7 +105,7 @@ def test_setup_and_teardown(prefix):
         assert "10.77.0.3/24" in addr
         cluster.close()  # idempotent: close twice
     assert _ours(prefix) == []
-    assert not (cl.OWNER_DIR / f"{prefix}.json").exists()
+    assert not cl.record_path(prefix).exists()
 
 
 @network
@@ -169,9 +170,13 @@ def test_leftovers_of_a_killed_run_are_removed():
     child_prefix = child.stdout.readline().strip()
     child.wait(timeout=20)
     assert len(_ours(child_prefix)) == 3  # SIGKILL: no chance to clean up
-    removed = cl.clean_stale()
-    assert len([n for n in removed if n.startswith(child_prefix)]) == 3
-    assert _ours(child_prefix) == []
+    record = cl.record_path(child_prefix)
+    with pytest.raises(ClusterError, match="killed"):  # the prefix stays taken until cleaned
+        EmulatedCluster(2, None, prefix=child_prefix, install_signal_handlers=False).open()
+    assert len(_ours(child_prefix)) == 3
+    removed = cl.clean_record(record)
+    assert sorted(removed) == sorted(cl.ClusterLayout(2, child_prefix).namespaces)
+    assert _ours(child_prefix) == [] and not record.exists()
 
 
 @network

@@ -13,14 +13,24 @@ leave the machine. Each rank's link is shaped to ``rate`` in both directions wit
 bridge port ``r<k>`` in the switch namespace (the rank's ingress), like a full-duplex
 switch port of that rate.
 
-Teardown (:meth:`EmulatedCluster.close`) kills what still runs inside the namespaces (only
-processes started there by us) and deletes the namespaces, which destroys their veth
-pairs, the bridge and the qdiscs. It runs on every exit path: leaving the ``with`` block
-normally or by an exception, Ctrl-C, SIGTERM/SIGHUP (turned into ``SystemExit`` while the
-cluster is up) and interpreter exit (``atexit``); it is idempotent. A run killed with
-SIGKILL cannot clean up after itself: the next cluster removes such leftovers (namespaces
-of the same prefix, and namespaces of any ``gs<pid>-`` prefix whose owner process is gone
-and in which nothing runs), and ``gradsched cluster clean`` does so on demand.
+Ownership (issue 17): a cluster only ever removes what it created itself. Before it
+creates anything it claims a *record file*, ``<run dir>/clusters/<prefix>.json`` (run dir
+``/run/gradsched``, or ``$GRADSCHED_RUN_DIR``), created exclusively (a second cluster of the
+same prefix is refused, never cleaned away). The record lists the exact namespace names,
+the links inside each, the owner (pid and start time) and the processes started in the
+cluster (pid and start time); each namespace's identity (its nsfs inode) is added the
+moment it is created. Teardown deletes only namespaces whose inode matches the record
+and kills only the recorded processes and what runs inside those namespaces. Names are
+never matched by prefix: two clusters with overlapping prefixes (``a-`` and ``a-r1``)
+never touch each other (their names are disjoint: ``P sw`` and ``P r<k>`` decompose
+uniquely), and a namespace that exists before a cluster starts is refused, not reused.
+
+Teardown (:meth:`EmulatedCluster.close`) runs on every exit path: leaving the ``with``
+block normally or by an exception, Ctrl-C, SIGTERM/SIGHUP (turned into ``SystemExit``
+while the cluster is up) and interpreter exit (``atexit``); it is idempotent. A run
+killed with SIGKILL cannot clean up after itself: its record stays, and
+``gradsched cluster clean RECORD`` (or ``... clean NAME...`` with exact names) removes what
+that record lists once its owner is gone (:func:`clean_record`, :func:`clean_names`).
 
 Needs root (``CAP_SYS_ADMIN`` and ``CAP_NET_ADMIN``) and the ``ip`` and ``tc`` tools of
 iproute2.
@@ -36,9 +46,10 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -49,8 +60,8 @@ from gradsched.errors import ConfigError, GradschedError
 SUBNET = "10.77.0"  # rank k is SUBNET.(k+1)/24; only inside our own namespaces
 RANK_IFNAME = "veth0"  # the rank's interface name, the same in every rank namespace
 BRIDGE = "br0"
-OWNER_DIR = Path("/run/gradsched/netns")
-_DEFAULT_PREFIX_RE = re.compile(r"^gs(\d+)-")
+NETNS_DIR = Path("/run/netns")  # where `ip netns add` bind-mounts a namespace (iproute2)
+RECORD_VERSION = 1
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
 _RATE_UNITS = {  # tc's units, decimal: *bit are bits/s, *bps are BYTES/s
@@ -146,6 +157,14 @@ def _ns_pids(name: str) -> list[int]:
     return [int(tok) for tok in out.split() if tok.isdigit()]
 
 
+def _ns_inode(name: str) -> int | None:
+    """The identity (nsfs inode) of the namespace mounted as ``name``, or None if absent."""
+    try:
+        return (NETNS_DIR / name).stat().st_ino
+    except OSError:
+        return None
+
+
 def _start_time(pid: int) -> str | None:
     """The start time (clock ticks since boot) of ``pid``, or None if it does not exist."""
     try:
@@ -153,32 +172,6 @@ def _start_time(pid: int) -> str | None:
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _owner_alive(prefix: str) -> bool:
-    """Whether the process that created the namespaces of ``prefix`` still runs."""
-    path = OWNER_DIR / f"{prefix}.json"
-    try:
-        owner = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        match = _DEFAULT_PREFIX_RE.match(prefix)
-        return bool(match) and _start_time(int(match.group(1))) is not None
-    return _start_time(int(owner["pid"])) == owner.get("start_time")
-
-
-def _kill_inside(names: Sequence[str]) -> None:
-    """SIGTERM, then SIGKILL, the processes still inside ``names`` (ours: the ranks)."""
-    pids = {pid for name in names for pid in _ns_pids(name)} - {os.getpid()}
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + 3.0
-    while pids and time.monotonic() < end:
-        pids = {pid for pid in pids if _start_time(pid) is not None and not _is_zombie(pid)}
-        time.sleep(0.05)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _is_zombie(pid: int) -> bool:
@@ -189,46 +182,210 @@ def _is_zombie(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def _delete_namespaces(names: Sequence[str]) -> list[str]:
-    """Delete ``names`` (killing what runs inside first); return the ones that failed."""
-    _kill_inside(names)
+def _alive(proc: dict[str, Any]) -> bool:
+    """Whether the recorded process ``{"pid", "start_time"}`` is still the same process."""
+    pid = int(proc["pid"])
+    return _start_time(pid) == proc.get("start_time") and not _is_zombie(pid)
+
+
+def _signal_all(pids: Iterable[int], groups: Iterable[int], sig: int) -> None:
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _kill(recorded: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
+    """SIGTERM, then after 3 s SIGKILL: the recorded processes that are still the same
+    processes (pid and start time; their process groups when they lead one) and whatever
+    runs inside ``names`` (namespaces this cluster created: only its ranks and their
+    children run there)."""
+    me = os.getpid()
+    live = [p for p in recorded if int(p["pid"]) != me and _alive(p)]
+    groups = {int(p["pid"]) for p in live if _pgid(int(p["pid"])) == int(p["pid"])}
+    groups.discard(os.getpgid(0))
+    pids = {int(p["pid"]) for p in live} | {pid for n in names for pid in _ns_pids(n)}
+    pids.discard(me)
+    _signal_all(pids, groups, signal.SIGTERM)
+    end = time.monotonic() + 3.0
+    while pids and time.monotonic() < end:
+        pids = {pid for pid in pids if not _is_zombie(pid)}
+        time.sleep(0.05)
+    _signal_all(pids, groups, signal.SIGKILL)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+# ----------------------------------------------------------------------------- records
+
+
+def record_dir() -> Path:
+    """Where cluster records live: ``$GRADSCHED_RUN_DIR/clusters`` (default ``/run/gradsched``)."""
+    return Path(os.environ.get("GRADSCHED_RUN_DIR", "/run/gradsched")) / "clusters"
+
+
+def record_path(prefix: str) -> Path:
+    """The record file of the cluster with name prefix ``prefix``."""
+    return record_dir() / f"{prefix}.json"
+
+
+def load_record(path: str | Path) -> dict[str, Any]:
+    """Read a record file; a missing or malformed one raises :class:`ClusterError` naming it."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ClusterError(f"{path}: no such cluster record") from exc
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"{path}: not a readable cluster record ({exc})") from exc
+    ok = (isinstance(record, dict) and record.get("version") == RECORD_VERSION
+          and isinstance(record.get("namespaces"), dict)
+          and isinstance(record.get("owner"), dict) and "pid" in record["owner"])
+    if not ok:
+        raise ClusterError(f"{path}: not a gradsched cluster record (version "
+                           f"{RECORD_VERSION} with 'owner' and 'namespaces')")
+    return record
+
+
+def _write_record(path: Path, record: dict[str, Any]) -> None:
+    """Rewrite ``path`` atomically (temp file in the same folder, then rename)."""
+    from gradsched.io import write_json_atomic
+
+    write_json_atomic(path, record)
+
+
+def _claim_record(path: Path, record: dict[str, Any]) -> None:
+    """Create ``path`` holding ``record``, atomically and only if it does not exist.
+
+    The complete file is written under a temporary name and hard-linked into place
+    (``link`` fails if the name exists), so a reader never sees half a record and two
+    clusters can never claim the same prefix.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.claim")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise ClusterError(_taken_message(path)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def owner_alive(record: dict[str, Any]) -> bool:
+    """Whether the process that created the record's cluster still runs."""
+    return _alive(record["owner"])
+
+
+def _taken_message(path: Path) -> str:
+    try:
+        record = load_record(path)
+    except ClusterError as exc:
+        return f"the cluster prefix is taken: {exc}; remove that file by hand if it is stale"
+    pid = record["owner"]["pid"]
+    if owner_alive(record):
+        return (f"the cluster prefix is in use by a running cluster (pid {pid}, record "
+                f"{path}); choose another prefix")
+    return (f"the cluster prefix is taken by leftovers of a run that was killed (pid {pid} "
+            f"is gone); remove them with: gradsched cluster clean {path}")
+
+
+def _owned(record: dict[str, Any], names: Iterable[str] | None = None) -> list[str]:
+    """The record's namespaces (or ``names`` among them) that exist and are the ones it
+    created: same nsfs inode. A namespace recorded as about to be created (no inode yet:
+    the run died between ``ip netns add`` and the record update) counts only when no
+    process runs inside it."""
+    wanted = record["namespaces"] if names is None else names
+    owned = []
+    for name in wanted:
+        entry = record["namespaces"].get(name)
+        inode = _ns_inode(name)
+        if entry is None or inode is None:
+            continue
+        if entry.get("inode") == inode or (entry.get("inode") is None and not _ns_pids(name)):
+            owned.append(name)
+    return owned
+
+
+def _remove(processes: Sequence[dict[str, Any]], names: Sequence[str]) -> list[str]:
+    """Kill ``processes`` (recorded ones) and what runs in ``names``, delete ``names``;
+    return the failures."""
+    _kill(processes, names)
     failed = []
     for name in names:
         out = subprocess.run(["ip", "netns", "del", name], capture_output=True, text=True,
                              timeout=20, check=False)
-        if out.returncode != 0 and name in list_namespaces():
+        if out.returncode != 0 and _ns_inode(name) is not None:
             failed.append(f"{name}: {out.stderr.strip()}")
     return failed
 
 
-def _prefix_of(name: str) -> str | None:
-    match = _DEFAULT_PREFIX_RE.match(name)
-    return match.group(0) if match else None
+def find_records() -> list[tuple[Path, dict[str, Any] | None]]:
+    """Every record file (sorted), with its content (None when unreadable)."""
+    found: list[tuple[Path, dict[str, Any] | None]] = []
+    for path in sorted(record_dir().glob("*.json")):
+        try:
+            found.append((path, load_record(path)))
+        except ClusterError:
+            found.append((path, None))
+    return found
 
 
-def clean_stale(prefix: str | None = None) -> list[str]:
-    """Remove leftovers of crashed runs; return the namespaces removed.
-
-    Removes every namespace of ``prefix`` (when given), and every namespace of a default
-    ``gs<pid>-`` prefix whose owner process is gone and in which no process runs.
-    """
-    names = list_namespaces()
-    doomed = [n for n in names if prefix is not None and n.startswith(prefix)]
-    groups: dict[str, list[str]] = {}
-    for name in names:
-        pre = _prefix_of(name)
-        if pre is not None and name not in doomed:
-            groups.setdefault(pre, []).append(name)
-    for pre, members in groups.items():
-        if not _owner_alive(pre) and not any(_ns_pids(m) for m in members):
-            doomed.extend(members)
-    failed = _delete_namespaces(doomed) if doomed else []
+def clean_record(path: str | Path) -> list[str]:
+    """Remove what the record ``path`` lists (its owner must be gone); return the
+    namespaces removed. Only namespaces whose identity matches the record are deleted and
+    only the recorded processes and those inside them are killed; the record goes last."""
+    path = Path(path)
+    record = load_record(path)
+    if owner_alive(record):
+        raise ClusterError(f"{path}: its cluster is still running (pid "
+                           f"{record['owner']['pid']}); stop that process instead")
+    names = _owned(record)
+    failed = _remove(record.get("processes", []), names)
     if failed:
-        raise ClusterError("could not remove leftover namespaces: " + "; ".join(failed))
-    for pre in {p for p in (_prefix_of(n) for n in doomed) if p} | ({prefix} if prefix else set()):
-        if not any(n.startswith(pre) for n in list_namespaces()):
-            (OWNER_DIR / f"{pre}.json").unlink(missing_ok=True)
-    return doomed
+        raise ClusterError(f"{path}: could not remove " + "; ".join(failed))
+    path.unlink(missing_ok=True)
+    return names
+
+
+def clean_names(names: Sequence[str]) -> list[str]:
+    """Remove exactly the namespaces ``names``, each of which must be listed in the record
+    of a cluster whose owner is gone; return the ones removed (all or an error, before
+    anything is touched)."""
+    by_record: dict[Path, tuple[dict[str, Any], list[str]]] = {}
+    records = [(p, r) for p, r in find_records() if r is not None]
+    for name in names:
+        hits = [(p, r) for p, r in records if name in r["namespaces"]]
+        if not hits:
+            raise ClusterError(f"namespace {name!r}: no gradsched cluster record in "
+                               f"{record_dir()} lists it, so gradsched did not create it; "
+                               "nothing was removed")
+        path, record = hits[0]
+        if owner_alive(record):
+            raise ClusterError(f"namespace {name!r} belongs to a running cluster (pid "
+                               f"{record['owner']['pid']}, record {path}); nothing was removed")
+        by_record.setdefault(path, (record, []))[1].append(name)
+    removed: list[str] = []
+    for path, (record, wanted) in by_record.items():
+        owned = _owned(record, wanted)
+        failed = _remove([], owned)
+        if failed:
+            raise ClusterError(f"{path}: could not remove " + "; ".join(failed))
+        removed.extend(owned)
+        for name in wanted:
+            record["namespaces"].pop(name, None)
+        if record["namespaces"]:
+            _write_record(path, record)
+        else:
+            path.unlink(missing_ok=True)
+    return removed
 
 
 # ----------------------------------------------------------------------------- cluster
@@ -255,6 +412,12 @@ class ClusterLayout:
     def namespaces(self) -> list[str]:
         return [self.switch, *(self.namespace(r) for r in range(self.ranks))]
 
+    def links(self, name: str) -> list[str]:
+        """The links this cluster creates inside namespace ``name`` (besides ``lo``)."""
+        if name == self.switch:
+            return [BRIDGE, *(f"r{r}" for r in range(self.ranks))]
+        return [RANK_IFNAME]
+
 
 class EmulatedCluster:
     """``ranks`` network namespaces joined through a shaped bridge (a context manager).
@@ -275,10 +438,12 @@ class EmulatedCluster:
         if not _PREFIX_RE.match(prefix):
             raise ConfigError(f"namespace prefix {prefix!r}: letters, digits, '_.-' only")
         self.layout = ClusterLayout(ranks, prefix)
+        self.record_path = record_path(prefix)
+        self._record: dict[str, Any] = {}
         self._install_handlers = install_signal_handlers
         self._old_handlers: dict[int, Any] = {}
         self._up = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     # -- description ---------------------------------------------------------------
     @property
@@ -317,13 +482,15 @@ class EmulatedCluster:
                 "TP_SOCKET_IFNAME": RANK_IFNAME}
 
     def launch_spec(self, **kwargs: Any) -> Any:
-        """A :class:`~gradsched.distributed.LaunchSpec` whose ranks run in the namespaces.
+        """A :class:`~gradsched.distributed.LaunchSpec` whose ranks run in the namespaces
+        (and are recorded as this cluster's processes when they start).
 
         The master port is fixed (29500): it is free in rank 0's fresh namespace.
         """
         from gradsched.distributed import LaunchSpec
 
         kwargs.setdefault("master_port", 29500)
+        kwargs.setdefault("on_spawn", self.record_process)
         return LaunchSpec(self.ranks, master_addr=self.master_addr,
                           prefixes=[self.prefix_for(r) for r in range(self.ranks)],
                           rank_env=[self.rank_env(r) for r in range(self.ranks)], **kwargs)
@@ -338,24 +505,29 @@ class EmulatedCluster:
         self.close()
 
     def open(self) -> None:
-        """Create the namespaces, links, bridge and qdiscs (cleaning leftovers first)."""
+        """Claim the record, then create the namespaces, links, bridge and qdiscs.
+
+        Refuses (:class:`ClusterError`, nothing touched) when the prefix's record exists
+        (another cluster, running or killed) or when one of its names exists already.
+        """
         preflight()
         with self._lock:
             if self._up:
                 return
-            clean_stale(self.layout.prefix)
+            self._record = self._new_record()
+            _claim_record(self.record_path, self._record)
             self._up = True  # from here on, close() must run
         atexit.register(self.close)
         self._set_signal_handlers()
         try:
-            self._write_owner()
+            self._refuse_existing()
             self._build()
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
-        """Tear everything down (idempotent; safe to call from any exit path)."""
+        """Tear down what this cluster created (idempotent; safe from any exit path)."""
         with self._lock:
             if not self._up:
                 return
@@ -364,35 +536,64 @@ class EmulatedCluster:
         # until it is done (they are delivered afterwards).
         held = _hold_signals()
         try:
-            names = [n for n in list_namespaces() if n.startswith(self.layout.prefix)]
-            failed = _delete_namespaces(names)
-            (OWNER_DIR / f"{self.layout.prefix}.json").unlink(missing_ok=True)
+            failed = _remove(self._record.get("processes", []), _owned(self._record))
+            if not failed:
+                self.record_path.unlink(missing_ok=True)
         finally:
             self._restore_signal_handlers()
             atexit.unregister(self.close)
             _release_signals(held)
         if failed:
-            raise ClusterError("teardown left namespaces behind: " + "; ".join(failed))
+            raise ClusterError("teardown left namespaces behind: " + "; ".join(failed)
+                               + f"; retry with: gradsched cluster clean {self.record_path}")
+
+    def record_process(self, pid: int) -> None:
+        """Record ``pid`` (started by us inside the cluster) so teardown, or ``cluster
+        clean`` after a SIGKILL, stops it and nothing else."""
+        with self._lock:
+            if not self._up:
+                return
+            self._record.setdefault("processes", []).append(
+                {"pid": pid, "start_time": _start_time(pid)})
+            _write_record(self.record_path, self._record)
 
     # -- internals -------------------------------------------------------------------------
-    def _write_owner(self) -> None:
-        OWNER_DIR.mkdir(parents=True, exist_ok=True)
-        owner = {"pid": os.getpid(), "start_time": _start_time(os.getpid()),
-                 "namespaces": self.layout.namespaces}
-        tmp = OWNER_DIR / f".{self.layout.prefix}.json.tmp"
-        tmp.write_text(json.dumps(owner), encoding="utf-8")
-        tmp.replace(OWNER_DIR / f"{self.layout.prefix}.json")
+    def _new_record(self) -> dict[str, Any]:
+        me = os.getpid()
+        return {"version": RECORD_VERSION, "prefix": self.layout.prefix,
+                "owner": {"pid": me, "start_time": _start_time(me), "argv": sys.argv[:8]},
+                "namespaces": {name: {"inode": None, "links": self.layout.links(name)}
+                               for name in self.layout.namespaces},
+                "processes": []}
+
+    def _refuse_existing(self) -> None:
+        existing = sorted(set(self.layout.namespaces) & set(list_namespaces()))
+        if existing:
+            # Not ours: forget them before close() runs, so they are never touched.
+            for name in existing:
+                self._record["namespaces"].pop(name)
+            raise ClusterError(f"namespace(s) {', '.join(existing)} exist already and were "
+                               "not created by this cluster; choose another prefix (remove "
+                               "leftovers of a killed run with 'gradsched cluster clean "
+                               "RECORD')")
+
+    def _add_namespace(self, name: str) -> None:
+        """``ip netns add`` ``name`` and record its identity right away."""
+        _run(["ip", "netns", "add", name])
+        with self._lock:
+            self._record["namespaces"][name]["inode"] = _ns_inode(name)
+            _write_record(self.record_path, self._record)
 
     def _build(self) -> None:
         lay = self.layout
         sw = lay.switch
-        _run(["ip", "netns", "add", sw])
+        self._add_namespace(sw)
         _run(["ip", "-n", sw, "link", "set", "lo", "up"])
         _run(["ip", "-n", sw, "link", "add", BRIDGE, "type", "bridge"])
         _run(["ip", "-n", sw, "link", "set", BRIDGE, "up"])
         for rank in range(lay.ranks):
             ns, port = lay.namespace(rank), f"r{rank}"
-            _run(["ip", "netns", "add", ns])
+            self._add_namespace(ns)
             _run(["ip", "-n", ns, "link", "set", "lo", "up"])
             _run(["ip", "-n", sw, "link", "add", port, "type", "veth", "peer", "name",
                   RANK_IFNAME, "netns", ns])

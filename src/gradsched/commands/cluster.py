@@ -2,7 +2,7 @@
 
     gradsched cluster --ranks N --rate 1gbit [--keep-going] [--timeout-s S] -- COMMAND...
     gradsched cluster check --ranks 2 --rate 1gbit [--bytes 64M]
-    gradsched cluster clean
+    gradsched cluster clean [RECORD.json | NAMESPACE ...]
 
 The first form builds N network namespaces joined through a bridge, each rank's link
 shaped to RATE with ``tc tbf`` (see :mod:`gradsched.capture.cluster`), and runs COMMAND
@@ -11,11 +11,17 @@ once per rank inside its namespace with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``
 ``GLOO_SOCKET_IFNAME`` and ``NCCL_SOCKET_IFNAME`` set; ``{rank}`` in COMMAND is replaced by
 the rank. Output lines are prefixed with ``[rank K]``. When a rank fails the others are
 stopped (unless ``--keep-going``); the exit status is the first failing rank's. Everything
-is torn down on every exit path.
+is torn down on every exit path. Each rank gets SIGTERM if this command dies without
+cleaning up (SIGKILL): it runs through ``python -m gradsched.distributed.lifeline``, which
+sets the parent-death signal and then executes COMMAND.
 
 ``check`` sets the cluster up, runs a large all-reduce through it and prints the measured
 bus bandwidth against the shaped rate (exit 1 when it is outside 0.5-1.3x the rate).
-``clean`` removes namespaces left by runs that were killed with SIGKILL.
+``clean`` removes what a run killed with SIGKILL left behind, and only that: give it the
+run's record file (``/run/gradsched/clusters/<prefix>.json``, named in the error a later
+run with the same prefix gets) or exact namespace names listed in such a record. Without
+arguments it lists the records and removes nothing. Names are never matched by prefix,
+and nothing of a cluster whose process still runs is touched.
 """
 
 from __future__ import annotations
@@ -71,7 +77,7 @@ def _main(args: argparse.Namespace) -> int:
     if argv[:1] == ["check"]:
         return _check(argv[1:], args)
     if argv[:1] == ["clean"]:
-        return _clean()
+        return _clean(argv[1:])
     if not argv:
         raise ConfigError("nothing to run: give '-- COMMAND ...', 'check' or 'clean'")
     return _run_command(argv, args)
@@ -99,14 +105,16 @@ def _run_command(command: list[str], args: argparse.Namespace) -> int:
                             "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
                             "GROUP_RANK": str(rank), "MASTER_ADDR": cluster.master_addr,
                             "MASTER_PORT": str(args.master_port)})
-                cmd = [*cluster.prefix_for(rank),
-                       *(part.replace("{rank}", str(rank)) for part in command)]
+                cmd = [*cluster.prefix_for(rank), sys.executable, "-m",
+                       "gradsched.distributed.lifeline", "--parent-pid", str(os.getpid()),
+                       "--", *(part.replace("{rank}", str(rank)) for part in command)]
                 try:
                     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                             stderr=subprocess.STDOUT, start_new_session=True)
                 except OSError as exc:
                     raise ConfigError(f"cannot start {command[0]!r}: {exc}") from exc
                 procs.append(proc)
+                cluster.record_process(proc.pid)
                 assert proc.stdout is not None
                 thread = threading.Thread(target=_pump, args=(proc.stdout, rank, lock),
                                           daemon=True)
@@ -187,7 +195,7 @@ def default_check_bytes(rate_bits: float | None, ranks: int) -> int:
 
 
 def _check(argv: list[str], outer: argparse.Namespace) -> int:
-    from gradsched.capture.cluster import list_namespaces, parse_rate, rate_label
+    from gradsched.capture.cluster import ClusterLayout, list_namespaces, parse_rate, rate_label
     from gradsched.capture.sweep import SweepConfig, parse_size, run_sweep
 
     parser = argparse.ArgumentParser(prog="gradsched cluster check")
@@ -213,7 +221,8 @@ def _check(argv: list[str], outer: argparse.Namespace) -> int:
           f"x {args.iters}", flush=True)
     trace = run_sweep(config)
     row = trace.frame.iloc[0]
-    leftovers = [n for n in list_namespaces() if n.startswith(prefix)]
+    ours = ClusterLayout(args.ranks, prefix).namespaces  # exact names, never a prefix match
+    leftovers = [n for n in list_namespaces() if n in ours]
     shaped = rate_bits / 8
     busbw = float(row["busbw_Bps"])
     ratio = busbw / shaped
@@ -234,11 +243,35 @@ def _check(argv: list[str], outer: argparse.Namespace) -> int:
     return 0
 
 
-def _clean() -> int:
-    from gradsched.capture.cluster import clean_stale, preflight
+def _clean(targets: list[str]) -> int:
+    """``clean RECORD.json`` or ``clean NAME ...``: remove exactly that; no arguments:
+    list the records (exit 2, nothing removed)."""
+    from gradsched.capture.cluster import (
+        clean_names,
+        clean_record,
+        find_records,
+        owner_alive,
+        preflight,
+    )
 
     preflight()
-    removed = clean_stale(None)
-    print(f"removed {len(removed)} leftover namespace(s)" + (": " + ", ".join(removed)
-                                                            if removed else ""))
+    if not targets:
+        records = find_records()
+        for path, record in records:
+            if record is None:
+                state = "unreadable"
+            else:
+                pid = record["owner"]["pid"]
+                state = f"running (pid {pid})" if owner_alive(record) else f"left by pid {pid}"
+            print(f"{path}: {state}")
+        print(f"{len(records)} cluster record(s); nothing removed: give a record file or "
+              "exact namespace names ('gradsched cluster clean RECORD.json | NAME ...')",
+              file=sys.stderr)
+        return 2
+    if len(targets) == 1 and targets[0].endswith(".json"):
+        removed = clean_record(targets[0])
+    else:
+        removed = clean_names(targets)
+    print(f"removed {len(removed)} namespace(s)" + (": " + ", ".join(removed)
+                                                    if removed else ""))
     return 0

@@ -10,8 +10,13 @@ its result atomically to a file. The launcher
   :class:`DistributedError` names the rank and shows the end of its stderr;
 * never hangs: an overall deadline bounds the run; process-group init and every
   collective have timeouts inside the ranks;
-* cleans up on every exit path (including Ctrl-C): no rank outlives the launcher, and
-  no partial result is returned.
+* cleans up on every exit path (including Ctrl-C, SIGTERM and SIGHUP, which raise
+  ``SystemExit`` while ranks run): no rank outlives the launcher, its temporary directory
+  is removed, and no partial result is returned;
+* survives its own SIGKILL cleanly: every rank holds the read end of a *lifeline* pipe
+  whose write end only the launcher holds, and watches it (plus ``PR_SET_PDEATHSIG`` on
+  Linux, see :mod:`gradsched.distributed.lifeline`); a rank whose launcher died removes
+  the temporary directory and exits within a second.
 
 Under ``torchrun`` the worker module also runs directly (``env://`` initialisation).
 """
@@ -21,17 +26,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gradsched.distributed.lifeline import exit_on_signals, hold_signals, release_signals
 from gradsched.errors import GradschedError
 
 
@@ -52,6 +59,8 @@ class LaunchSpec:
 
     ``prefixes[r]`` is prepended to rank r's command (e.g. ``["ip", "netns", "exec",
     "gs0"]``); ``rank_env[r]`` adds environment variables (e.g. ``GLOO_SOCKET_IFNAME``).
+    ``on_spawn(pid)`` is called as each rank starts (an emulated cluster records its
+    ranks' pids so that only they are ever stopped).
     """
 
     world_size: int
@@ -65,6 +74,7 @@ class LaunchSpec:
     prefixes: Sequence[Sequence[str]] | None = None
     rank_env: Sequence[dict[str, str]] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    on_spawn: Callable[[int], None] | None = None
 
     def __post_init__(self) -> None:
         if self.world_size < 1:
@@ -79,20 +89,38 @@ def launch(task: str, payload: dict[str, Any], spec: LaunchSpec) -> list[Any]:
     """Run ``task`` on ``spec.world_size`` ranks; return each rank's result, rank order."""
     port = spec.master_port or free_port(spec.master_addr if spec.prefixes is None
                                          else "127.0.0.1")
-    with tempfile.TemporaryDirectory(prefix="gradsched-launch-") as tmp:
-        workdir = Path(tmp)
-        (workdir / "payload.json").write_text(json.dumps(payload), encoding="utf-8")
-        procs = [_start_rank(rank, task, port, spec, workdir) for rank in range(spec.world_size)]
+    with exit_on_signals():
+        workdir = Path(tempfile.mkdtemp(prefix="gradsched-launch-"))
+        lifeline_r, lifeline_w = os.pipe()
+        procs: list[subprocess.Popen[bytes]] = []
         try:
+            (workdir / "payload.json").write_text(json.dumps(payload), encoding="utf-8")
+            for rank in range(spec.world_size):
+                procs.append(_start_rank(rank, task, port, spec, workdir, lifeline_r))
+                if spec.on_spawn is not None:
+                    spec.on_spawn(procs[-1].pid)
             _wait(procs, spec, workdir)
-        except BaseException:
-            _terminate(procs)
-            raise
-        return [_read_result(workdir, rank, procs[rank]) for rank in range(spec.world_size)]
+            return [_read_result(workdir, rank, procs[rank]) for rank in range(spec.world_size)]
+        finally:
+            _cleanup(procs, workdir, (lifeline_r, lifeline_w))
 
 
-def _start_rank(rank: int, task: str, port: int, spec: LaunchSpec,
-                workdir: Path) -> subprocess.Popen[bytes]:
+def _cleanup(procs: list[subprocess.Popen[bytes]], workdir: Path, fds: Sequence[int]) -> None:
+    """Stop the ranks still running, close the lifeline, remove the temporary directory
+    (with SIGINT/SIGTERM/SIGHUP held, so a second signal cannot cut this short)."""
+    held = hold_signals()
+    try:
+        _terminate(procs)
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(workdir, ignore_errors=True)
+    finally:
+        release_signals(held)
+
+
+def _start_rank(rank: int, task: str, port: int, spec: LaunchSpec, workdir: Path,
+                lifeline: int) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     env.update(spec.env)
     if spec.rank_env is not None:
@@ -107,13 +135,13 @@ def _start_rank(rank: int, task: str, port: int, spec: LaunchSpec,
            "--master", f"{spec.master_addr}:{port}", "--backend", spec.backend,
            "--init-timeout-s", str(spec.init_timeout_s),
            "--op-timeout-s", str(spec.op_timeout_s),
-           "--threads", threads, "--workdir", str(workdir)]
+           "--threads", threads, "--workdir", str(workdir), "--lifeline-fd", str(lifeline)]
     if spec.prefixes is not None:
         cmd = [*spec.prefixes[rank], *cmd]
     stderr = open(workdir / f"rank{rank}.stderr", "wb")  # noqa: SIM115 - closed by _terminate
     try:
         return subprocess.Popen(cmd, env=env, stdout=stderr, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, pass_fds=(lifeline,))
     finally:
         stderr.close()
 
@@ -142,6 +170,7 @@ def _wait(procs: list[subprocess.Popen[bytes]], spec: LaunchSpec, workdir: Path)
 
 
 def _terminate(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM the ranks' process groups still running, SIGKILL them after 5 s."""
     for proc in procs:
         if proc.poll() is None:
             _signal_group(proc, signal.SIGTERM)
@@ -151,7 +180,8 @@ def _terminate(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait(timeout=max(end - time.monotonic(), 0.1))
         except subprocess.TimeoutExpired:
             _signal_group(proc, signal.SIGKILL)
-            proc.wait()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5.0)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

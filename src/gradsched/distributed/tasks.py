@@ -28,3 +28,20 @@ def die_on_rank(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
     value = torch.zeros(1)
     dist.all_reduce(value)  # never completes: the launcher must stop this rank
     return {"rank": rank}
+
+
+def block_after_ready(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Write ``rank<k>.ready`` into ``payload['ready_dir']``, then block: rank 0 in Python
+    (``time.sleep``), the others inside a C++ all-reduce that rank 0 never joins. For the
+    fault tests: whoever kills the launcher must see every rank go."""
+    import torch
+    import torch.distributed as dist
+
+    from gradsched.io import write_text_atomic
+
+    write_text_atomic(os.path.join(payload["ready_dir"], f"rank{rank}.ready"), str(os.getpid()))
+    if rank == 0:
+        time.sleep(float(payload["sleep_s"]))
+        return {"rank": rank}
+    dist.all_reduce(torch.zeros(1))
+    return {"rank": rank}

@@ -1,6 +1,11 @@
 """One rank: ``python -m gradsched.distributed.worker --task mod:fn ...`` (see launch.py).
 
 Also runs under ``torchrun`` (no ``--rank``/``--master``: ``env://`` initialisation).
+
+Started by the launcher (``--lifeline-fd``), a rank watches its launcher from its first
+line on (:func:`gradsched.distributed.lifeline.watch_parent`): if the launcher dies
+without cleaning up (SIGKILL), the rank removes the launcher's temporary directory
+(``--workdir``) and exits with code 129 within about a second.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import datetime as dt
 import importlib
 import json
 import os
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -27,6 +33,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--op-timeout-s", type=float, default=300.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--lifeline-fd", type=int, default=None,
+                        help="read end of the launcher's lifeline pipe (end of file: the "
+                        "launcher died; remove --workdir and exit)")
     return parser.parse_args(argv)
 
 
@@ -69,6 +78,12 @@ def init_group(args: argparse.Namespace) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if args.lifeline_fd is not None:
+        from gradsched.distributed.lifeline import watch_parent
+
+        workdir = args.workdir
+        watch_parent(lambda: shutil.rmtree(workdir, ignore_errors=True),
+                     lifeline_fd=args.lifeline_fd)
     try:
         rank, world = init_group(args)
     except Exception as exc:
