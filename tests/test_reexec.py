@@ -178,9 +178,12 @@ def test_interference_spec_per_network(tmp_path):
     with pytest.raises(InputError, match="line 1"):
         experiment.load_interference(bad)
     old = tmp_path / "old.json"  # written before collective_cpu_s was measured
-    old.write_text('{"compute_slowdown": 0.9, "comm_slowdown": 2.5}')
+    old.write_text('{"compute_slowdown": 1.0, "comm_slowdown": 2.5}')
     params, _ = experiment.load_interference(old)
     assert params == {"compute_slowdown": 1.0, "comm_slowdown": 2.5, "collective_cpu_s": 0.0}
+    old.write_text('{"compute_slowdown": 0.9, "comm_slowdown": 2.5}')  # refused, not clamped
+    with pytest.raises(InputError, match=r"compute_slowdown.*out of range"):
+        experiment.load_interference(old)
     assert experiment.load_interference(None)[0] == experiment.NO_INTERFERENCE
 
 

@@ -33,6 +33,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def describe_error(exc: BaseException) -> str:
+    """One line for an OSError (naming its path), a decoding error, an overflow or an
+    out-of-memory error."""
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+        return f"{' -> '.join(paths)}: {reason}" if paths else reason
+    if isinstance(exc, UnicodeDecodeError):
+        return (f"input is not {exc.encoding} text (byte 0x{exc.object[exc.start]:02x} at "
+                f"offset {exc.start}): {exc.reason}")
+    if isinstance(exc, OverflowError):
+        return f"a number is out of range: {exc}"
+    if isinstance(exc, MemoryError):
+        return "out of memory: the input asks for more than this machine holds"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
     parser = build_parser()
@@ -41,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except GradschedError as exc:
         print(f"gradsched {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, UnicodeError, OverflowError, MemoryError) as exc:
+        # Environment and range failures the commands did not name themselves: one line
+        # naming the path, never a traceback (issue 17).
+        print(f"gradsched {args.command}: error: {describe_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"gradsched {args.command}: interrupted", file=sys.stderr)

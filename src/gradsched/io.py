@@ -68,15 +68,52 @@ def write_csv_atomic(path: str | Path, frame: Any, float_format: str = "%.9g") -
         frame.to_csv(handle, index=False, float_format=float_format, lineterminator="\n")
 
 
-def read_json(path: str | Path, missing: str = "file not found") -> Any:
-    """Parse the JSON file ``path``; a missing file or invalid JSON raises
-    :class:`~gradsched.errors.InputError` naming the file (and the line)."""
+def read_json(path: str | Path, missing: str = "file not found", *,
+              kind: type | None = dict) -> Any:
+    """Parse the JSON file ``path``; a missing or unreadable file, bytes that are not
+    UTF-8, invalid JSON, or a top level that is not a ``kind`` (default: an object; None
+    accepts any) raise :class:`~gradsched.errors.InputError` naming the file (and the
+    line): never a traceback (issue 17)."""
     from gradsched.errors import InputError
 
     path = Path(path)
     if not path.is_file():
         raise InputError(missing, path=path)
+    text = read_text(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
+    except RecursionError as exc:
+        raise InputError("JSON nested too deeply", path=path) from exc
+    if kind is not None and not isinstance(data, kind):
+        want = {dict: "an object", list: "an array"}.get(kind, kind.__name__)
+        raise InputError(f"the JSON top level must be {want}, not {_json_type(data)}",
+                         path=path)
+    return data
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def read_text(path: str | Path) -> str:
+    """The UTF-8 text of ``path``; an unreadable file or bytes that are not UTF-8 raise
+    :class:`~gradsched.errors.InputError` naming the file (and the line of the bad byte)."""
+    from gradsched.errors import InputError
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                         f"{exc.start}); save the file as UTF-8", path=path,
+                         line=line) from exc

@@ -32,6 +32,14 @@ from typing import Any, Literal
 
 from gradsched.errors import InputError
 from gradsched.io import read_json, write_json_atomic
+from gradsched.limits import (
+    MAX_BYTES,
+    MAX_COLLECTIVES_PER_ITERATION,
+    MAX_SECONDS,
+    in_range,
+    is_real,
+    physical_memory_bytes,
+)
 
 FORMAT = "gradsched.plan"
 FORMAT_VERSION = 2
@@ -103,6 +111,38 @@ class Plan:
     def n_buckets(self) -> int:
         return len(self.buckets)
 
+    @property
+    def n_collectives(self) -> int:
+        """Collectives launched per iteration: ``chunks`` per bucket, twice for ``rs_ag``."""
+        return sum(b.chunks * (2 if b.collective == "rs_ag" else 1) for b in self.buckets)
+
+    def check_resources(self, world_size: int | None = None, element_bytes: int = 4,
+                        memory_bytes: int | None = None, source: str | None = None) -> None:
+        """Refuse a plan whose resource use is out of bounds before anything runs (issue 17:
+        ``chunks: 1e9`` drove the machine into the OOM killer).
+
+        Collectives per iteration are at most :data:`MAX_COLLECTIVES_PER_ITERATION`. With
+        ``world_size``, the executor's flat buffers hold at least ``chunks x world_size``
+        elements per bucket (each chunk is padded to a multiple of the world size:
+        :class:`gradsched.runtime.executor` ``chunk_numel``), on each of ``world_size``
+        ranks of this machine; that floor must fit in ``memory_bytes`` (default: the
+        installed memory).
+        """
+        where = {"path": source, "field": "buckets"}
+        if self.n_collectives > MAX_COLLECTIVES_PER_ITERATION:
+            raise InputError(f"plan '{self.algorithm}' launches {self.n_collectives} "
+                             f"collectives per iteration (sum of chunks); at most "
+                             f"{MAX_COLLECTIVES_PER_ITERATION} are supported", **where)
+        if world_size is None:
+            return
+        floor = world_size * world_size * element_bytes * sum(b.chunks for b in self.buckets)
+        memory = memory_bytes if memory_bytes is not None else physical_memory_bytes()
+        if memory is not None and floor > memory:
+            raise InputError(f"plan '{self.algorithm}' needs at least {floor / 2**30:.3g} GiB "
+                             f"of buffers on {world_size} ranks (chunks x world size x "
+                             f"{element_bytes} bytes per bucket and rank: padding alone); "
+                             f"this machine has {memory / 2**30:.3g} GiB", **where)
+
     def check_covers(self, names: list[str] | tuple[str, ...]) -> None:
         """Every tensor of the trace is in exactly one bucket, and nothing else is."""
         seen: dict[str, int] = {}
@@ -127,6 +167,9 @@ class Plan:
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> Plan:
         """Parse and check the JSON form."""
+        if not isinstance(data, dict):
+            raise InputError(f"a plan is a JSON object, not {type(data).__name__}",
+                             path=source)
         if data.get("format") != FORMAT:
             raise InputError(f"not a gradsched plan (format={data.get('format')!r})",
                              path=source, field="format")
@@ -139,16 +182,25 @@ class Plan:
         if update not in UPDATE_MODES:
             raise InputError(f"update must be one of {UPDATE_MODES}", path=source, field="update")
         channels = data.get("channels")
-        if channels is not None and (not isinstance(channels, int) or channels < 1):
-            raise InputError("channels must be an integer >= 1 or null", path=source,
+        if channels is not None and (not isinstance(channels, int) or isinstance(channels, bool)
+                                     or not 1 <= channels <= 1024):
+            raise InputError("channels must be an integer in [1, 1024] or null", path=source,
                              field="channels")
         ag_issue, credit = _v2_fields(data, source, version)
+        raw_buckets = data.get("buckets", [])
+        if not isinstance(raw_buckets, list):
+            raise InputError("buckets must be a list", path=source, field="buckets")
+        for name in ("knobs", "info"):
+            if not isinstance(data.get(name, {}), dict):
+                raise InputError(f"{name} must be an object", path=source, field=name)
         buckets = []
-        for index, raw in enumerate(data.get("buckets", [])):
+        for index, raw in enumerate(raw_buckets):
             buckets.append(_bucket_from_dict(raw, source, index))
-        return cls(algorithm=str(data.get("algorithm", "")), buckets=tuple(buckets),
+        plan = cls(algorithm=str(data.get("algorithm", "")), buckets=tuple(buckets),
                    knobs=dict(data.get("knobs", {})), update=update, channels=channels,
                    info=dict(data.get("info", {})), ag_issue=ag_issue, credit_bytes=credit)
+        plan.check_resources(source=source)
+        return plan
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
@@ -169,15 +221,18 @@ def _v2_fields(data: dict[str, Any], source: str, version: int) -> tuple[AgIssue
         raise InputError(f"ag_issue must be one of {AG_ISSUE_MODES}", path=source,
                          field="ag_issue")
     credit = data.get("credit_bytes")
-    if credit is not None and (isinstance(credit, bool) or not isinstance(credit, int | float)
-                               or not math.isfinite(credit) or credit <= 0):
-        raise InputError("credit_bytes must be a finite number > 0 or null", path=source,
+    if credit is not None and (not is_real(credit)
+                               or not in_range(credit, 0, MAX_BYTES, low_open=True)):
+        raise InputError(f"credit_bytes must be a number in (0, {MAX_BYTES}] or null",
+                         path=source,
                          field="credit_bytes")
     return ag_issue, float(credit) if credit is not None else None
 
 
 def _bucket_from_dict(raw: dict[str, Any], source: str, index: int) -> Bucket:
     where = f"buckets[{index}]"
+    if not isinstance(raw, dict):
+        raise InputError("a bucket is a JSON object", path=source, field=where)
     tensors = raw.get("tensors")
     if not isinstance(tensors, list) or not all(isinstance(t, str) for t in tensors):
         raise InputError("tensors must be a list of names", path=source, field=f"{where}.tensors")
@@ -186,15 +241,19 @@ def _bucket_from_dict(raw: dict[str, Any], source: str, index: int) -> Bucket:
         raise InputError(f"collective must be one of {BUCKET_COLLECTIVES}", path=source,
                          field=f"{where}.collective")
     chunks = raw.get("chunks", 1)
-    if not isinstance(chunks, int) or chunks < 1:
-        raise InputError("chunks must be an integer >= 1", path=source, field=f"{where}.chunks")
+    if (not isinstance(chunks, int) or isinstance(chunks, bool)
+            or not 1 <= chunks <= MAX_COLLECTIVES_PER_ITERATION):
+        raise InputError(f"chunks must be an integer in [1, {MAX_COLLECTIVES_PER_ITERATION}], "
+                         f"got {chunks!r}", path=source, field=f"{where}.chunks")
     priority = raw.get("priority")
-    if priority is not None and not isinstance(priority, int):
-        raise InputError("priority must be an integer", path=source, field=f"{where}.priority")
+    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)
+                                 or abs(priority) > 2**62):
+        raise InputError("priority must be an integer (|priority| <= 2**62)", path=source,
+                         field=f"{where}.priority")
     release = raw.get("release_s")
-    if release is not None and (not isinstance(release, int | float) or release < 0):
-        raise InputError("release_s must be a number >= 0", path=source,
-                         field=f"{where}.release_s")
+    if release is not None and (not is_real(release) or not in_range(release, 0, MAX_SECONDS)):
+        raise InputError(f"release_s must be a number in [0, {MAX_SECONDS:g}] seconds",
+                         path=source, field=f"{where}.release_s")
     return Bucket(tuple(tensors), collective, chunks, priority,
                   str(raw.get("algorithm", "default")),
                   float(release) if release is not None else None)

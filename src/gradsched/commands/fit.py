@@ -21,8 +21,9 @@ import math
 import sys
 from pathlib import Path
 
-from gradsched.commands._args import positive_int
+from gradsched.commands._args import positive_int, real
 from gradsched.errors import ConfigError
+from gradsched.staging import Staging
 
 
 def _world_sizes(text: str) -> list[int]:
@@ -79,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", default="analytic", choices=["analytic", "scaled", "both"],
                    help="cross-world-size predictor: the analytic formula (default) or the "
                    "fit at the nearest fit world size scaled by the formula's ratio")
-    p.add_argument("--gamma", type=float, default=0.0,
+    p.add_argument("--gamma", type=real(0.0, 1.0, unit="s/byte"), default=0.0,
                    help="reduction compute seconds per byte held fixed (default 0)")
     p.set_defaults(func=_run)
 
@@ -99,12 +100,21 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("--fit-on is only meaningful with --cross-world-size")
     if args.folds < 2:
         raise ConfigError(f"--folds must be >= 2, got {args.folds}")
-    from gradsched.costmodel.fit import FIT_MODELS, build_model, fit_file, fit_table
-    from gradsched.io import write_csv_atomic
+    from gradsched.costmodel.fit import FIT_MODELS
 
     kinds = list(FIT_MODELS) if args.model == "all" else [args.model]
     if args.output is not None and len(kinds) > 1:
         raise ConfigError("-o writes one model: choose --model piecewise, alpha-beta or interp")
+    with Staging() as stage:  # the table and the model: both or neither
+        return _fit(args, kinds, stage)
+
+
+def _fit(args: argparse.Namespace, kinds: list[str], stage: Staging) -> int:
+    from gradsched.costmodel.fit import build_model, fit_file, fit_table
+    from gradsched.io import write_csv_atomic
+
+    table = stage.file(args.table) if args.table is not None else None
+    output = stage.file(args.output) if args.output is not None else None
     fits = []
     for path in args.traces:
         file_fits = fit_file(path, kinds, folds=args.folds, in_place=args.in_place)
@@ -123,21 +133,29 @@ def _run(args: argparse.Namespace) -> int:
                     seen.add(text)
                     _warn(str(path), text)
         fits.extend(file_fits)
-    if args.table is not None:
-        write_csv_atomic(args.table, fit_table(fits))
-        print(f"wrote {args.table}")
-    if args.output is not None:
-        build_model(kinds[0], fits).save(args.output)
-        print(f"wrote {args.output}")
+    if table is not None:
+        write_csv_atomic(table, fit_table(fits))
+    if output is not None:
+        build_model(kinds[0], fits).save(output)
+    for path in (args.table, args.output):
+        if path is not None:
+            print(f"wrote {path}")
     return 0
 
 
 def _run_cross(args: argparse.Namespace) -> int:
+    if not args.fit_on:
+        raise ConfigError("--cross-world-size needs --fit-on WORLD_SIZES (e.g. --fit-on 16,32)")
+    with Staging() as stage:  # the table and the model: both or neither
+        return _cross(args, stage)
+
+
+def _cross(args: argparse.Namespace, stage: Staging) -> int:
     from gradsched.costmodel.fit import cross_table, cross_world_size
     from gradsched.io import write_csv_atomic
 
-    if not args.fit_on:
-        raise ConfigError("--cross-world-size needs --fit-on WORLD_SIZES (e.g. --fit-on 16,32)")
+    table = stage.file(args.table) if args.table is not None else None
+    output = stage.file(args.output) if args.output is not None else None
     methods = ["analytic", "scaled"] if args.method == "both" else [args.method]
     results = [
         res
@@ -162,10 +180,7 @@ def _run_cross(args: argparse.Namespace) -> int:
         for row in res.rows:
             print(f"    predict world_size={row['predict_world_size']} nodes={row['nodes']}: "
                   f"MAPE {_pct(row['mape_pct'])} (max {_pct(row['max_ape_pct'])})")
-    if args.table is not None:
-        write_csv_atomic(args.table, cross_table(results))
-        print(f"wrote {args.table}")
-    if args.output is not None:
+    if output is not None:
         if len(results) != 1:
             raise ConfigError(f"-o writes one analytic model but there are {len(results)} "
                               "(collective, backend, algorithm, method) results: give one "
@@ -173,6 +188,10 @@ def _run_cross(args: argparse.Namespace) -> int:
         chosen = results[0]
         if args.method == "scaled" and chosen.scaled is None:
             raise ConfigError("-o with --method scaled needs --scale-by world_size")
-        (chosen.scaled or chosen.model).save(args.output)
-        print(f"wrote {args.output}")
+        (chosen.scaled or chosen.model).save(output)
+    if table is not None:
+        write_csv_atomic(table, cross_table(results))
+    for path in (args.table, args.output):
+        if path is not None:
+            print(f"wrote {path}")
     return 0

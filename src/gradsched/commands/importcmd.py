@@ -10,8 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from gradsched.commands._args import positive_int
+from gradsched.commands._args import integer, positive_int, real
 from gradsched.errors import ConfigError
+from gradsched.staging import Staging
 from gradsched.traces.importers import ImportResult
 
 
@@ -31,7 +32,7 @@ def _add_nccl(isub: argparse._SubParsersAction) -> None:
                    help="node count (default: distinct hosts of the 'Rank N' lines)")
     p.add_argument("--collective", help="collective (default: from the '*_perf' name)")
     p.add_argument("--backend", help="backend (default: nccl, or rccl for rccl-tests)")
-    p.add_argument("--error-tolerance", type=float, default=1e-2,
+    p.add_argument("--error-tolerance", type=real(0.0, 1e300), default=1e-2,
                    help="largest accepted 'error' value in the old layout (default 1e-2)")
     _provenance_flags(p)
     p.set_defaults(func=_run_nccl)
@@ -109,9 +110,11 @@ def _kineto_gpu_flags(p: argparse.ArgumentParser) -> None:
                    "one trace file, or one .tar.gz of per-rank traces)")
     g.add_argument("--comm-out", type=Path, help="also write the step's NCCL collectives "
                    "(all ranks, aligned) here")
-    g.add_argument("--step", type=int, help="ProfilerStep number (default: the lower-median "
-                   "step with a backward, the first left out when there are 3 or more)")
-    g.add_argument("--rank", type=int, help="rank of the compute trace (default: lowest)")
+    g.add_argument("--step", type=integer(0, 2**31),
+                   help="ProfilerStep number (default: the lower-median step with a "
+                   "backward, the first left out when there are 3 or more)")
+    g.add_argument("--rank", type=integer(0, 2**20),
+                   help="rank of the compute trace (default: lowest)")
     g.add_argument("--params", help="parameter table CSV (name, numel[, bytes]) in forward "
                    "order, e.g. a compute trace of the same model")
     g.add_argument("--model", default="unknown")
@@ -130,16 +133,20 @@ def _run_kineto_gpu(args: argparse.Namespace) -> int:
     options = Options(model=args.model, step=args.step, rank=args.rank, params=args.params,
                       batch_size=args.batch_size, world_size=args.world_size,
                       device=args.device, source=args.source)
-    result = import_kineto_gpu(args.traces[0], options)
-    _report(result)
-    assert result.compute is not None
-    result.compute.save(args.compute_out)
+    with Staging() as stage:  # the compute trace and the comm record: both or neither
+        compute_out = stage.file(args.compute_out)
+        comm_out = stage.file(args.comm_out) if args.comm_out is not None else None
+        result = import_kineto_gpu(args.traces[0], options)
+        _report(result)
+        assert result.compute is not None
+        result.compute.save(compute_out)
+        if comm_out is not None and result.comm_record is not None:
+            result.comm_record.save(comm_out)
     meta = result.compute.meta
     print(f"wrote {args.compute_out} (ProfilerStep#{meta['step']}, {result.compute.n_tensors} "
           f"gradients, forward {meta['forward_total_s'] * 1e3:.3f} ms, backward "
           f"{meta['backward_total_s'] * 1e3:.3f} ms, GPU busy {meta['gpu_busy_share']:.0%})")
     if args.comm_out is not None and result.comm_record is not None:
-        result.comm_record.save(args.comm_out)
         print(f"wrote {args.comm_out} ({len(result.comm_record.frame)} collectives)")
     return 0
 
@@ -151,10 +158,13 @@ def _run_kineto(args: argparse.Namespace) -> int:
         return _run_kineto_gpu(args)
     if args.output is None:
         raise ConfigError("give -o PREFIX (or --compute-out for a GPU training trace)")
-    result = import_kineto(args.traces, clip_cpu_spans=not args.no_clip)
-    for warning in result.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    paths = result.write(args.output)
+    with Staging() as stage:  # PREFIX.iterations.csv, .collectives.csv, .meta.json
+        prefix = Path(args.output)
+        staged = stage.file(prefix)
+        result = import_kineto(args.traces, clip_cpu_spans=not args.no_clip)
+        for warning in result.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        paths = [prefix.with_name(p.name) for p in result.write(staged)]
     print(f"wrote {', '.join(str(p) for p in paths)} ({len(result.iterations)} iterations, "
           f"{len(result.collectives)} collectives, {len(result.warnings)} warnings)")
     return 0
@@ -208,13 +218,17 @@ def _run_bcaffe(args: argparse.Namespace) -> int:
     )
     if args.interconnect:
         options.interconnect = args.interconnect
-    result = import_bcaffe(args.log, options)
-    _report(result)
-    assert result.compute is not None
-    result.compute.save(args.output)
+    with Staging() as stage:  # the compute and comm traces: both or neither
+        output = stage.file(args.output)
+        comm_out = stage.file(args.comm_out) if args.comm_out is not None else None
+        result = import_bcaffe(args.log, options)
+        _report(result)
+        assert result.compute is not None
+        result.compute.save(output)
+        if comm_out is not None and result.comm is not None:
+            result.comm.save(comm_out)
     print(f"wrote {args.output} ({len(result.compute.frame)} rows)")
     if args.comm_out is not None and result.comm is not None:
-        result.comm.save(args.comm_out)
         print(f"wrote {args.comm_out} ({len(result.comm.frame)} rows)")
     print(f"{len(result.warnings)} warnings")
     return 0
@@ -224,14 +238,16 @@ def _run_manifest(args: argparse.Namespace) -> int:
     from gradsched.traces.importers.manifest import run_manifest
 
     total_warnings = 0
-    count = 0
-    for entry, result, written in run_manifest(args.manifest, args.src, args.output):
-        _report(result)
-        total_warnings += len(result.warnings)
-        count += 1
-        outs = ", ".join(str(p) for p in written)
-        print(f"{entry.file} -> {outs} ({len(result.warnings)} warnings)")
-    print(f"imported {count} files ({total_warnings} warnings)")
+    lines = []
+    with Staging() as stage:  # every file of the manifest, or none (issue 17)
+        staged = stage.folder(args.output)
+        for entry, result, written in run_manifest(args.manifest, args.src, staged):
+            _report(result)
+            total_warnings += len(result.warnings)
+            outs = ", ".join(str(args.output / p.relative_to(staged)) for p in written)
+            lines.append(f"{entry.file} -> {outs} ({len(result.warnings)} warnings)")
+    print("\n".join(lines))
+    print(f"imported {len(lines)} files ({total_warnings} warnings)")
     return 0
 
 

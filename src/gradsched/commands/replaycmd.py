@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._args import integer, real, seconds, world_size
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.io import write_csv_atomic
+from gradsched.limits import MAX_REPLAY_ITERATIONS
 from gradsched.replay.compare import (
     compare,
     expand_algorithms,
@@ -14,7 +16,14 @@ from gradsched.replay.compare import (
     parse_knob_args,
     resolve_world_size,
 )
-from gradsched.replay.engine import ReplayOptions
+from gradsched.replay.engine import (
+    MAX_CHANNELS,
+    MAX_FORWARD_RATIO,
+    MAX_PACK_S_PER_BYTE,
+    MAX_SLOWDOWN,
+    ReplayOptions,
+)
+from gradsched.staging import Staging
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.forward import with_forward
 
@@ -25,11 +34,12 @@ COMM_HELP = ("comm trace CSV, fitted model JSON, or alpha-beta:alpha=<seconds>,"
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compute", required=True, type=Path, help="compute trace CSV")
     parser.add_argument("--comm", required=True, help=COMM_HELP)
-    parser.add_argument("--world-size", type=int, default=None,
+    parser.add_argument("--world-size", type=world_size, default=None,
                         help="number of ranks (default: the one world size the comm model holds)")
     parser.add_argument("--knob", action="append", default=[], metavar="[ALG.]NAME=VALUE",
                         help="planner knob, repeatable (e.g. ddp.bucket_cap_mb=50)")
-    parser.add_argument("--forward-ratio", type=float, default=None, metavar="R",
+    parser.add_argument("--forward-ratio", type=real(0.0, MAX_FORWARD_RATIO), default=None,
+                        metavar="R",
                         help="for a trace that did not measure forward (B-Caffe): assume "
                         "forward = R x backward (default 0.5, the MG-WFBP simulator's "
                         "assumption; 0 = the trace as written); refused for a measured one")
@@ -50,17 +60,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="write <algorithm>.trace.json (Perfetto) and .timeline.csv here")
     rep.add_argument("--plans", type=Path, default=None, metavar="DIR",
                      help="write each algorithm's plan JSON here")
-    rep.add_argument("--iterations", type=int, default=5, help="iterations simulated (>= 2)")
-    rep.add_argument("--channels", type=int, default=1,
+    rep.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
+                     help="iterations simulated (>= 2)")
+    rep.add_argument("--channels", type=integer(1, MAX_CHANNELS), default=1,
                      help="concurrent communication channels sharing bandwidth")
-    rep.add_argument("--pack-s-per-byte", type=float, default=0.0,
+    rep.add_argument("--pack-s-per-byte", type=real(0.0, MAX_PACK_S_PER_BYTE), default=0.0,
                      help="pack/unpack cost of multi-tensor buckets, seconds per byte")
-    rep.add_argument("--compute-slowdown", type=float, default=1.0,
+    rep.add_argument("--compute-slowdown", type=real(1.0, MAX_SLOWDOWN), default=1.0,
                      help="interference: backward compute speed divisor while a collective "
                      "runs (calibrated by the re-execution experiment; 1 = none)")
-    rep.add_argument("--comm-slowdown", type=float, default=1.0,
+    rep.add_argument("--comm-slowdown", type=real(1.0, MAX_SLOWDOWN), default=1.0,
                      help="interference: collective speed divisor while backward computes")
-    rep.add_argument("--collective-cpu-s", type=float, default=0.0,
+    rep.add_argument("--collective-cpu-s", type=seconds, default=0.0,
                      help="interference: compute time each collective started during "
                      "backward costs it, seconds (0 = none)")
     rep.add_argument("--issue", choices=["dynamic", "executor"], default="dynamic",
@@ -101,9 +112,13 @@ def _replay(args: argparse.Namespace) -> int:
     options = ReplayOptions(iterations=args.iterations, channels=args.channels,
                             pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,
                             **interference)
-    results = compare(trace, model, world, expand_algorithms(args.algorithms),
-                      parse_knob_args(args.knob), options, args.timeline, args.plans)
-    write_csv_atomic(args.output, results)
+    with Staging() as stage:  # the results CSV, timelines and plans: all or none
+        output = stage.file(args.output)
+        timeline = stage.folder(args.timeline) if args.timeline is not None else None
+        plans = stage.folder(args.plans) if args.plans is not None else None
+        results = compare(trace, model, world, expand_algorithms(args.algorithms),
+                          parse_knob_args(args.knob), options, timeline, plans)
+        write_csv_atomic(output, results)
     best = results.loc[results["iteration_s"].idxmin()]
     print(results[["algorithm", "iteration_s", "exposed_comm_s", "n_collectives",
                    "gap_to_lb_pct"]].to_string(index=False, float_format=lambda v: f"{v:.6g}"))

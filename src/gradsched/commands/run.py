@@ -9,8 +9,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._args import (
+    count,
+    integer,
+    non_negative_count,
+    positive_int,
+    positive_seconds,
+    real,
+    world_size,
+)
 from gradsched.errors import ConfigError
 from gradsched.io import write_csv_atomic
+from gradsched.staging import Staging
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,18 +42,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--model", required=True,
                      help="model name (gradsched.capture.models: tiny-mlp, resnet50, gpt2, "
                           "..., or package.module:attr)")
-    run.add_argument("--batch-size", type=int, required=True, help="samples per rank")
-    run.add_argument("--seq-len", type=int, default=None, help="tokens per sample (text)")
-    run.add_argument("--world-size", type=int, required=True, help="number of ranks")
+    run.add_argument("--batch-size", type=positive_int, required=True, help="samples per rank")
+    run.add_argument("--seq-len", type=positive_int, default=None, help="tokens per sample (text)")
+    run.add_argument("--world-size", type=world_size, required=True, help="number of ranks")
     run.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
     run.add_argument("--cluster", default=None, metavar="RATE",
                      help="run the ranks in emulated network namespaces shaped to RATE "
                           "(e.g. 1gbit; needs root)")
-    run.add_argument("--iters", type=int, default=20, help="timed iterations")
-    run.add_argument("--warmup", type=int, default=5, help="untimed iterations first")
-    run.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--timeout-s", type=float, default=300.0,
+    run.add_argument("--iters", type=count, default=20, help="timed iterations")
+    run.add_argument("--warmup", type=non_negative_count, default=5,
+                     help="untimed iterations first")
+    run.add_argument("--threads", type=integer(1, 4096), default=1,
+                     help="intra-op threads per rank")
+    run.add_argument("--seed", type=integer(0, 2**62), default=0)
+    run.add_argument("--timeout-s", type=positive_seconds, default=300.0,
                      help="limit on every collective wait")
     run.add_argument("--profile", type=Path, default=None, metavar="DIR",
                      help="also profile 3 extra iterations per run (Chrome traces here)")
@@ -55,11 +67,11 @@ def _cap(text: str) -> float | None:
     """argparse type: a cap in MiB, or ``default`` (None: torch's default buckets)."""
     if text.strip().lower() == "default":
         return None
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected a bucket cap in MiB or 'default'") from None
+    return _CAP_MB(text)
+
+
+_CAP_MB = real(0.0, 2**30, low_open=True, unit="MiB")
+"""A DDP bucket cap: a finite number of MiB > 0 (at most 1 PiB)."""
 
 
 def summary_path(output: Path) -> Path:
@@ -74,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     items = []
     for path in args.plan:
         plan = Plan.load(path)
+        plan.check_resources(args.world_size, source=str(path))  # before any rank starts
         items.append(RunItem(label=str(path), algorithm=plan.algorithm, plan=plan.to_dict()))
     if args.bucket_cap_mb and args.baseline != "ddp":
         raise ConfigError("--bucket-cap-mb needs --baseline ddp")
@@ -85,13 +98,20 @@ def _run(args: argparse.Namespace) -> int:
             items.append(RunItem(label=label, algorithm="ddp-native", bucket_cap_mb=cap))
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
-    frame, summary = run_items(items, model=args.model, batch_size=args.batch_size,
-                               world_size=args.world_size, backend=args.backend,
-                               iters=args.iters, warmup=args.warmup, threads=args.threads,
-                               cluster=args.cluster, profile_dir=args.profile,
-                               seq_len=args.seq_len, seed=args.seed, timeout_s=args.timeout_s)
-    write_csv_atomic(args.output, frame)
-    write_csv_atomic(summary_path(args.output), summary)
+    # Outputs are checked writable before the timed run and written all or none after it
+    # (issue 17: an unwritable -o lost a whole timed run at the final write).
+    with Staging() as stage:
+        output = stage.file(args.output)
+        summary_out = stage.file(summary_path(args.output))
+        profile = stage.folder(args.profile) if args.profile is not None else None
+        frame, summary = run_items(items, model=args.model, batch_size=args.batch_size,
+                                   world_size=args.world_size, backend=args.backend,
+                                   iters=args.iters, warmup=args.warmup, threads=args.threads,
+                                   cluster=args.cluster, profile_dir=profile,
+                                   seq_len=args.seq_len, seed=args.seed,
+                                   timeout_s=args.timeout_s)
+        write_csv_atomic(output, frame)
+        write_csv_atomic(summary_out, summary)
     print(summary[["algorithm", "plan", "median_s", "p10_s", "p90_s"]].to_string(
         index=False, float_format=lambda v: f"{v:.6g}"))
     print(f"-> {args.output} and {summary_path(args.output)}")

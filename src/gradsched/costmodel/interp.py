@@ -133,6 +133,10 @@ class InterpModel(SeriesModel):
         return InterpCurve.from_dict(data)
 
 
+MIN_TRACE_SIZES = 2
+"""Fewest message sizes per series that ``--comm trace.csv`` accepts (issue 17)."""
+
+
 def interp_model_from_trace(path: Path, in_place: bool = False) -> InterpModel:
     """``--comm trace.csv``: an interp model over every series of the file (out of place)."""
     from gradsched.traces.bundle import CommTrace
@@ -147,6 +151,12 @@ def interp_model_from_trace(path: Path, in_place: bool = False) -> InterpModel:
         except InputError as exc:
             raise InputError(f"{info['collective']} at world size {info['world_size']}: "
                              f"{exc.reason}", path=path) from None
+        if m.size < MIN_TRACE_SIZES:
+            raise InputError(f"{info['collective']} at world size {info['world_size']} has "
+                             f"{m.size} message size; the comm trace is too small to fit: "
+                             f"at least {MIN_TRACE_SIZES} sizes are needed to tell latency "
+                             "from bandwidth (one size would cost every collective the "
+                             "same, whatever its bytes)", path=path, field="bytes")
         curves[(info["collective"], info["world_size"])] = InterpCurve.from_points(m, t)[0]
     meta: dict[str, Any] = {"source": str(path)}
     if trace.meta.get("line_rate_Bps") is not None:

@@ -8,6 +8,7 @@ given as strings (command line, workflow config) and rejects unknown or bad knob
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,9 @@ def replay_knobs(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k in REPLAY_KNOBS and k in own}
 
 
+KNOB_MAGNITUDE = 1e15
+"""Largest magnitude of a numeric knob (MB, bytes, parameters, seconds or counts)."""
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -129,6 +133,11 @@ def parse_knob(planner: str, knob: Knob, value: Any) -> Any:
         raise ConfigError(f"{where}: {value!r} is not a valid {knob.kind.__name__}") from None
     if knob.choices is not None and out not in knob.choices:
         raise ConfigError(f"{where}: {out!r} is not one of {', '.join(knob.choices)}")
+    if ((knob.kind is float and not (math.isfinite(out) and abs(out) <= KNOB_MAGNITUDE))
+            or (knob.kind is int and abs(out) > KNOB_MAGNITUDE)):
+        # 1e300 MB buckets passed and overflowed the planners' byte sums (issue 17)
+        raise ConfigError(f"{where}: {value!r} is not a finite number of magnitude "
+                          f"<= {KNOB_MAGNITUDE:g}")
     return out
 
 

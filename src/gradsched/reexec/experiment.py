@@ -471,10 +471,24 @@ def load_interference(path: str | Path | None) -> tuple[dict[str, float], dict[s
         if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
             raise InputError(f"needs a number, got {value!r}", path=path, field=name)
         params[name] = float(value)
-    params["compute_slowdown"] = max(params["compute_slowdown"], 1.0)
-    params["comm_slowdown"] = max(params["comm_slowdown"], 1.0)
-    params["collective_cpu_s"] = max(params["collective_cpu_s"], 0.0)
+    _check_interference(params, path)
     return params, data
+
+
+def _check_interference(params: dict[str, float], path: str | Path) -> None:
+    """Refuse values outside the replay's ranges instead of clamping them (issue 17): a
+    slowdown below 1 or a negative cost means a broken calibration, not "no effect"."""
+    from gradsched.limits import MAX_SECONDS, in_range
+    from gradsched.replay.engine import MAX_SLOWDOWN
+
+    for name in ("compute_slowdown", "comm_slowdown"):
+        if not in_range(params[name], 1.0, MAX_SLOWDOWN):
+            raise InputError(f"{params[name]!r} is out of range [1, {MAX_SLOWDOWN:g}] "
+                             "(1 = no interference)", path=path, field=name)
+    if not in_range(params["collective_cpu_s"], 0.0, MAX_SECONDS):
+        raise InputError(f"{params['collective_cpu_s']!r} is out of range [0, "
+                         f"{MAX_SECONDS:g}] seconds (0 = no interference)", path=path,
+                         field="collective_cpu_s")
 
 
 def _stats(values: list[float]) -> dict[str, float]:

@@ -59,12 +59,20 @@ def expand_algorithms(spec: str | Iterable[str]) -> list[str]:
 def parse_knob_args(pairs: Iterable[str]) -> dict[str, dict[str, str]]:
     """``--knob ddp.bucket_cap_mb=50`` (or ``bucket_cap_mb=50`` for a single algorithm)
     -> ``{"ddp": {"bucket_cap_mb": "50"}}``; the key ``*`` holds unqualified knobs."""
+    from gradsched.planners import planner_names
+
+    known = set(planner_names())
     out: dict[str, dict[str, str]] = {}
     for pair in pairs:
         if "=" not in pair:
             raise ConfigError(f"--knob {pair!r}: expected name=value")
         key, value = pair.split("=", 1)
         algo, _, knob = key.rpartition(".")
+        if not knob:
+            raise ConfigError(f"--knob {pair!r}: the knob name is empty")
+        if algo and algo not in known:  # a misspelt planner was silently ignored (issue 17)
+            raise ConfigError(f"--knob {pair!r}: unknown planner {algo!r}; known: "
+                              f"{', '.join(sorted(known))}")
         out.setdefault(algo or "*", {})[knob] = value
     return out
 

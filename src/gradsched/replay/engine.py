@@ -63,6 +63,7 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
+from gradsched.limits import MAX_REPLAY_ITERATIONS, MAX_SECONDS, in_range
 from gradsched.plan import AG_ISSUE_MODES, Plan
 from gradsched.replay.prep import (
     AG,
@@ -77,6 +78,14 @@ from gradsched.traces.bundle import ComputeTrace
 
 _EPS = 1e-15
 ISSUE_MODES = ("dynamic", "executor")
+MAX_SLOWDOWN = 1e6
+"""Largest interference slowdown accepted (a divisor of compute or collective speed)."""
+MAX_CHANNELS = 1024
+"""Most concurrent communication channels the replay simulates."""
+MAX_PACK_S_PER_BYTE = 1.0
+"""Largest pack/unpack cost accepted, seconds per byte."""
+MAX_FORWARD_RATIO = 10.0
+"""Largest assumed forward/backward ratio for a trace without measured forward."""
 
 
 @dataclass(frozen=True)
@@ -94,16 +103,25 @@ class ReplayOptions:
     def __post_init__(self) -> None:
         if self.issue not in ISSUE_MODES:
             raise ConfigError(f"issue must be one of {ISSUE_MODES}, not {self.issue!r}")
-        if self.compute_slowdown < 1 or self.comm_slowdown < 1:
-            raise ConfigError("interference slowdowns must be >= 1 (1 = no interference)")
-        if not self.collective_cpu_s >= 0:
-            raise ConfigError("collective_cpu_s must be >= 0 seconds (0 = no interference)")
-        if self.iterations < 2:
-            raise ConfigError("the replay needs at least 2 iterations for a steady state")
-        if self.channels < 1:
-            raise ConfigError("channels must be >= 1")
-        if self.pack_s_per_byte < 0:
-            raise ConfigError("pack_s_per_byte must be >= 0")
+        # Every check is written so that NaN fails it (a NaN slowdown or pack cost made
+        # the event loop spin forever: issue 17).
+        for name in ("compute_slowdown", "comm_slowdown"):
+            if not in_range(getattr(self, name), 1.0, MAX_SLOWDOWN):
+                raise ConfigError(f"{name} must be a finite number in [1, {MAX_SLOWDOWN:g}] "
+                                  f"(1 = no interference), got {getattr(self, name)!r}")
+        if not in_range(self.collective_cpu_s, 0.0, MAX_SECONDS):
+            raise ConfigError(f"collective_cpu_s must be a finite number in [0, "
+                              f"{MAX_SECONDS:g}] seconds (0 = no interference), got "
+                              f"{self.collective_cpu_s!r}")
+        if not 2 <= self.iterations <= MAX_REPLAY_ITERATIONS:
+            raise ConfigError(f"the replay needs 2 to {MAX_REPLAY_ITERATIONS} iterations "
+                              f"(2 reach the steady state), got {self.iterations}")
+        if not 1 <= self.channels <= MAX_CHANNELS:
+            raise ConfigError(f"channels must be in [1, {MAX_CHANNELS}], got {self.channels}")
+        if not in_range(self.pack_s_per_byte, 0.0, MAX_PACK_S_PER_BYTE):
+            raise ConfigError(f"pack_s_per_byte must be a finite number in [0, "
+                              f"{MAX_PACK_S_PER_BYTE:g}] seconds per byte, got "
+                              f"{self.pack_s_per_byte!r}")
 
     @property
     def interference(self) -> bool:
@@ -151,6 +169,7 @@ def replay(
     options = options or ReplayOptions()
     if world_size < 1:
         raise ConfigError("world_size must be >= 1")
+    plan.check_resources()  # bounded collectives per iteration before any array is built
     arrays = trace_arrays(trace)
     items = plan_items(arrays, plan, model, world_size, options.pack_s_per_byte)
     check_plan_timing(plan)

@@ -7,13 +7,25 @@ and column.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.io import read_text
+from gradsched.limits import MAX_BYTES, MAX_RANKS, MAX_SECONDS
 from gradsched.traces.columns import Column
+
+_INT_LIMIT = 2**62
+"""Largest magnitude of an integer cell: sums of such cells stay inside int64."""
+
+UNIT_MAXIMUM: dict[str, float] = {"s": MAX_SECONDS, "bytes": MAX_BYTES,
+                                  "elements": MAX_BYTES, "ranks": MAX_RANKS,
+                                  "nodes": MAX_RANKS}
+"""Upper bound of a number by its column's unit (issue 17: a 1e300 s layer or an
+8e18-byte tensor passed validation and overflowed the sums of the replay)."""
 
 _TRUE = {"1", "true", "True", "TRUE"}
 _FALSE = {"0", "false", "False", "FALSE"}
@@ -24,8 +36,10 @@ def read_csv_text(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
+    text = read_text(path)  # unreadable or not UTF-8: an InputError naming the file
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=False)
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False,
+                            skipinitialspace=False)
     except pd.errors.EmptyDataError as exc:
         raise InputError("file is empty (no header)", path=path) from exc
     except pd.errors.ParserError as exc:
@@ -82,6 +96,12 @@ def _parse_cell(text: str, col: Column, path: str | Path, row: int) -> object:
             raise InputError(f"{raw!r} is not a number", **where) from None
         if not math.isfinite(number):
             raise InputError(f"{raw!r} is not a finite number", **where)
+    maximum = UNIT_MAXIMUM.get(col.unit)
+    if maximum is not None and number > maximum:
+        raise InputError(f"{raw} {col.unit} is beyond the physical range (at most "
+                         f"{maximum:g} {col.unit})", **where)
+    if abs(number) > _INT_LIMIT:
+        raise InputError(f"{raw} is too large (|value| <= 2**62)", **where)
     if col.positive and number <= 0:
         raise InputError(f"{raw} must be greater than zero", **where)
     if col.minimum is not None and number < col.minimum:
