@@ -14,7 +14,14 @@ import argparse
 import math
 from pathlib import Path
 
-from gradsched.commands._args import positive_int
+from gradsched.commands._args import (
+    integer,
+    non_negative_count,
+    positive_int,
+    positive_seconds,
+    real,
+    world_size,
+)
 from gradsched.errors import ConfigError, InputError
 
 COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsched fit -o), "
@@ -43,20 +50,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compute trace CSV (gradsched capture compute, gradsched import "
                         "kineto)")
     p.add_argument("--comm", required=True, help=COMM_HELP)
-    p.add_argument("--world-size", type=int, default=None,
+    p.add_argument("--world-size", type=world_size, default=None,
                    help="number of ranks (default: the one world size the comm model holds)")
     p.add_argument("--caps", type=_caps, default=list(DEFAULT_CAPS_MB), metavar="MIB,...",
                    help="DDP bucket_cap_mb grid swept besides torch's default (default "
                         + ",".join(f"{c:g}" for c in DEFAULT_CAPS_MB) + ")")
-    p.add_argument("--margin-pct", type=float, default=None,
+    p.add_argument("--margin-pct", type=real(0.0, 1e6), default=None,
                    help="gain over tuned DDP (percent) a plan needs to be recommended "
                         "(default: the fitted model's held-out MAPE, else "
                         f"{DEFAULT_MARGIN_PCT:g})")
     p.add_argument("--interference", type=Path, default=None, metavar="JSON",
                    help="calibrated interference (gradsched reexec interference) for the "
                         "replay and the plan's scoring")
-    p.add_argument("--iterations", type=int, default=5, help="replay iterations (>= 2)")
-    p.add_argument("--forward-ratio", type=float, default=None, metavar="R",
+    p.add_argument("--iterations", type=integer(2, 10_000), default=5,
+                   help="replay iterations (>= 2)")
+    p.add_argument("--forward-ratio", type=real(0.0, 10.0), default=None, metavar="R",
                    help="for a trace that did not measure forward: forward = R x backward "
                         "(default 0.5)")
     p.add_argument("--plan-out", type=Path, default=None, metavar="PLAN.json",
@@ -81,9 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="rounds; each runs the plan and DDP once, order alternating")
     val.add_argument("--iters", type=positive_int, default=10,
                      help="timed iterations per run (>= 2)")
-    val.add_argument("--warmup", type=int, default=2, help="untimed iterations per run first")
+    val.add_argument("--warmup", type=non_negative_count, default=2,
+                     help="untimed iterations per run first")
     val.add_argument("--threads", type=positive_int, default=1, help="intra-op threads per rank")
-    val.add_argument("--timeout-s", type=float, default=300.0,
+    val.add_argument("--timeout-s", type=positive_seconds, default=300.0,
                      help="limit on every collective wait")
     p.set_defaults(func=_run)
 
