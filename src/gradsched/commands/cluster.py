@@ -12,7 +12,7 @@ once per rank inside its namespace with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``
 the rank. Output lines are prefixed with ``[rank K]``. When a rank fails the others are
 stopped (unless ``--keep-going``); the exit status is the first failing rank's. Everything
 is torn down on every exit path. Each rank gets SIGTERM if this command dies without
-cleaning up (SIGKILL): it runs through ``python -m gradsched.distributed.lifeline``, which
+cleaning up (SIGKILL): it runs through ``python -m gradsched.distributed.orphan_guard``, which
 sets the parent-death signal and then executes COMMAND.
 
 ``check`` sets the cluster up, runs a large all-reduce through it and prints the measured
@@ -106,7 +106,7 @@ def _run_command(command: list[str], args: argparse.Namespace) -> int:
                             "GROUP_RANK": str(rank), "MASTER_ADDR": cluster.master_addr,
                             "MASTER_PORT": str(args.master_port)})
                 cmd = [*cluster.prefix_for(rank), sys.executable, "-m",
-                       "gradsched.distributed.lifeline", "--parent-pid", str(os.getpid()),
+                       "gradsched.distributed.orphan_guard", "--parent-pid", str(os.getpid()),
                        "--", *(part.replace("{rank}", str(rank)) for part in command)]
                 try:
                     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,

@@ -17,9 +17,8 @@ watchdog runs even while the main thread waits inside a C++ collective (gloo and
 release the GIL there), so a rank notices within ``poll_s`` (0.5 s) of its launcher's
 death. Limit: code that holds the GIL for longer than that delays both mechanisms.
 
-``python -m gradsched.distributed.lifeline --parent-pid P -- COMMAND ...`` sets the
-parent-death signal (SIGTERM) and then executes COMMAND (the setting survives ``execve``
-for programs that are not set-uid): used for arbitrary per-rank commands.
+For arbitrary per-rank commands, :mod:`gradsched.distributed.orphan_guard` sets the
+parent-death signal and then executes the command.
 """
 
 from __future__ import annotations
@@ -145,26 +144,3 @@ def watch_parent(on_orphaned: Callable[[], None], *, lifeline_fd: int | None = N
     thread = threading.Thread(target=loop, name="gradsched-parent-watchdog", daemon=True)
     thread.start()
     return thread
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``--parent-pid P -- COMMAND ...``: exec COMMAND with SIGTERM as its parent-death
-    signal; exit ``ORPHANED_EXIT`` at once if the parent P is already gone."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) < 4 or args[0] != "--parent-pid" or args[2] != "--":
-        print("usage: python -m gradsched.distributed.lifeline --parent-pid P -- COMMAND ...",
-              file=sys.stderr)
-        return 2
-    set_parent_death_signal(signal.SIGTERM)
-    if os.getppid() != int(args[1]):
-        return ORPHANED_EXIT  # the parent died before the signal was armed
-    try:
-        os.execvp(args[3], args[3:])
-    except OSError as exc:
-        print(f"cannot start {args[3]!r}: {exc}", file=sys.stderr)
-        return 127
-    return 0  # not reached
-
-
-if __name__ == "__main__":
-    sys.exit(main())
