@@ -94,6 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     val.add_argument("--threads", type=positive_int, default=1, help="intra-op threads per rank")
     val.add_argument("--timeout-s", type=positive_seconds, default=300.0,
                      help="limit on every collective wait")
+    val.add_argument("--cluster", default=None, metavar="RATE",
+                     help="run the ranks in emulated network namespaces shaped to RATE "
+                          "(e.g. 1gbit, as gradsched run; needs root)")
     p.set_defaults(func=_run)
 
 
@@ -142,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
         result = validate(rec, model_name=str(model_name), batch_size=int(batch),
                           backend=args.backend, rounds=args.rounds, iters=args.iters,
                           warmup=args.warmup, threads=args.threads, seq_len=seq_len,
-                          timeout_s=args.timeout_s)
+                          timeout_s=args.timeout_s, cluster=args.cluster)
         print(render_validation(rec, result), end="")
         out["validation"] = result.to_dict() | {"model": model_name, "batch_size": batch}
     if args.json is not None:
