@@ -12,11 +12,19 @@ CORES ?= 2
 
 env: $(STAMP)
 
+# TORCH=0: a venv without torch (~0.5 GB instead of 6.2 GB with Linux's CUDA wheels), the same
+# pins as constraints; enough for `make reproduce` (tiers 1-2), not for capture or re-execution.
+TORCH ?= 1
+
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+ifeq ($(TORCH),0)
+	$(BIN)/python -m pip install -q -c requirements.lock -e '.[workflow,dev]'
+else
 	$(BIN)/python -m pip install -q -r requirements.lock
 	$(BIN)/python -m pip install -q --no-deps -e .
+endif
 	touch $(STAMP)
 
 ## Main job: replay the committed traces and regenerate every figure, table (and the PDF when TeX is installed).

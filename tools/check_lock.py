@@ -164,12 +164,13 @@ def unmet(
 
 
 def pyproject_requirements() -> list[Requirement]:
-    """Every dependency and optional dependency that pyproject.toml declares."""
+    """Every dependency and optional dependency that pyproject.toml declares (not itself)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = [Requirement(r) for r in project["dependencies"]]
     for group in project.get("optional-dependencies", {}).values():
         reqs += [Requirement(r) for r in group]
-    return reqs
+    own = canonicalize_name(project["name"])
+    return [r for r in reqs if canonicalize_name(r.name) != own]
 
 
 def check(platform: Platform, python: str, lock: Path, wheels: Path, tmp: Path) -> list[str]:
