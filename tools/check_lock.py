@@ -7,7 +7,9 @@ asks for torch's Linux-only CUDA wheels. This check therefore does, per platform
 
 1. evaluate each lock line's marker for the target platform (``packaging.markers``);
 2. ``pip install --dry-run --no-deps --only-binary :all: --platform ...`` on the kept pins:
-   every pin must have a wheel for that platform on PyPI (``--isolated``: no local index);
+   every pin must have a wheel for that platform on PyPI (``--isolated`` and
+   ``PIP_CONFIG_FILE=/dev/null``: no pip configuration file, so no local index or constraint
+   of this machine's; the wheels resolved must all come from the index, none from a file);
 3. walk the ``Requires-Dist`` of every resolved wheel (from pip's ``--report``), markers and
    extras evaluated for the target: every requirement must be met by a kept pin, and so must
    the dependencies and extras declared in pyproject.toml.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -36,6 +39,8 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 SDIST_ONLY = ("connection_pool==0.0.3",)
+# pip reads the machine-wide configuration even with --isolated, unless this is os.devnull.
+PIP_ENV = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
 
 
 @dataclass(frozen=True)
@@ -106,7 +111,7 @@ def build_sdist_only(wheels: Path) -> None:
     for spec in SDIST_ONLY:
         cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--isolated", "--no-deps"]
         cmd += ["-w", str(wheels), spec]
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, env=PIP_ENV)
     for wheel in wheels.glob("*.whl"):
         if not wheel.name.endswith("-py3-none-any.whl"):
             raise SystemExit(f"{wheel.name}: an sdist-only pin is not pure Python")
@@ -122,7 +127,7 @@ def dry_run(
     for tag in platform.tags:
         cmd += ["--platform", tag]
     cmd += ["--find-links", str(wheels), "--report", str(report), "-r", str(reqs)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=PIP_ENV)
     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-3:])
     if done.returncode != 0:
         raise SystemExit(f"{platform.name}: pip failed:\n{tail}")
@@ -189,14 +194,18 @@ def check(platform: Platform, python: str, lock: Path, wheels: Path, tmp: Path) 
         )
         for i in installs
     }
-    files = sorted({i["download_info"]["url"].rsplit("/", 1)[-1] for i in installs})
+    urls = [i["download_info"]["url"] for i in installs]
+    files = sorted({url.rsplit("/", 1)[-1] for url in urls})
+    local = [u for u in urls if u.startswith("file:") and str(wheels) not in u]
     roots = list(pins.values()) + pyproject_requirements()
     problems = unmet(resolved, roots, env)
+    problems += [f"{url}: a local file, not from the index" for url in local]
     print(f"## {platform.name} (Python {python})\n")
-    print("$ " + " ".join(a if " " not in a else repr(a) for a in cmd) + "\n")
+    print("$ PIP_CONFIG_FILE=/dev/null " + " ".join(cmd) + "\n")
     print(tail + "\n")
     torch = [f for f in files if f.startswith("torch-")]
-    print(f"{len(pins)} pins kept, {len(installs)} wheels resolved; torch: {', '.join(torch)}")
+    print(f"{len(pins)} pins kept, {len(installs)} wheels resolved ({len(local)} local files)")
+    print(f"torch: {', '.join(torch)}")
     print(f"Requires-Dist closure: {len(problems)} unmet\n")
     return [f"{platform.name}: {p}" for p in problems]
 
