@@ -170,6 +170,7 @@ def test_launcher_sigkill_ranks_exit_within_bound(tmp_path):
     child.kill()
     child.communicate(timeout=30)
     took = _assert_nothing_left(tmp_path, ORPHAN_BOUND_S)
+    print(f"ranks and temp dir gone {took:.2f} s after the launcher's SIGKILL")
     assert took < ORPHAN_BOUND_S
 
 
@@ -243,8 +244,12 @@ def test_cluster_interrupted_during_setup_leaves_nothing(tmp_path, run_dir):
         rec = _read(record)
         return bool(rec) and any(e["inode"] for e in rec["namespaces"].values())
 
-    _wait_for(building, 30.0, "the cluster never started building")
+    _wait_for(building, 30.0, "the cluster never started building", step_s=0.01)
     child.send_signal(signal.SIGTERM)
+    rec = _read(record) or {"namespaces": {}}
+    built = sum(1 for e in rec["namespaces"].values() if e["inode"])
+    print(f"SIGTERM after {built} of {len(names)} namespaces were created")
+    assert built < len(names), "the build finished before the signal: nothing interrupted"
     _, err = child.communicate(timeout=60)
     assert child.returncode == 128 + signal.SIGTERM, err
     assert _existing(names) == []
@@ -254,16 +259,18 @@ def test_cluster_interrupted_during_setup_leaves_nothing(tmp_path, run_dir):
 
 @needs_netns
 @pytest.mark.network
-def test_cluster_sigterm_while_running_stops_ranks(tmp_path, run_dir):
-    prefix = _prefix("t")
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 128 + signal.SIGTERM),
+                                           (signal.SIGINT, 130)], ids=["sigterm", "ctrl-c"])
+def test_cluster_signal_while_running_stops_ranks(tmp_path, run_dir, sig, code):
+    prefix = _prefix(f"t{int(sig)}")
     names = cl.ClusterLayout(2, prefix).namespaces
-    sleep = f"600.{os.getpid() % 997}2"
+    sleep = f"600.{os.getpid() % 997}2{int(sig)}"
     child = _gradsched(tmp_path, "cluster", "--ranks", "2", "--rate", "none",
                        "--prefix", prefix, "--", "sleep", sleep)
     _wait_for(lambda: len(_ranks(sleep, child)) == 2, 60.0, "ranks never started")
-    child.send_signal(signal.SIGTERM)
+    child.send_signal(sig)
     _, err = child.communicate(timeout=60)
-    assert child.returncode == 128 + signal.SIGTERM, err
+    assert child.returncode == code, err
     assert _existing(names) == [] and not _record(tmp_path, prefix).exists()
     _wait_for(lambda: not _live_pids_naming(sleep), 10.0, "ranks left running")
 
