@@ -38,3 +38,16 @@ def test_peer_that_never_arrives_fails_clearly():
 def test_bad_task_name_is_reported():
     with pytest.raises(DistributedError, match="rank 0 of 1"):
         launch("gradsched.distributed.tasks:no_such_task", {}, LaunchSpec(1, deadline_s=60))
+
+
+def test_failed_run_leaves_no_temp_dir_and_reports_its_ranks(tmp_path, monkeypatch):
+    """The launcher's temporary directory goes on a failure too; on_spawn sees each rank."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    spawned: list[int] = []
+    with pytest.raises(DistributedError, match=r"(?s)rank [01] of 2 .*no_such_task"):
+        launch("gradsched.distributed.tasks:no_such_task", {},
+               LaunchSpec(2, deadline_s=60, on_spawn=spawned.append))
+    assert len(spawned) == 2 and len(set(spawned)) == 2
+    assert list(tmp_path.iterdir()) == []
