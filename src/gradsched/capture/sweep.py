@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import math
 import os
 import platform
 import re
@@ -60,6 +61,7 @@ import pandas as pd
 
 import gradsched
 from gradsched.errors import ConfigError, GradschedError
+from gradsched.limits import MAX_BYTES
 from gradsched.traces.columns import COLLECTIVES
 
 DEFAULT_COLLECTIVES: tuple[str, ...] = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
@@ -87,8 +89,10 @@ def parse_size(text: str) -> int:
         raise ConfigError(f"size {text!r}: expected bytes with an optional K/M/G suffix "
                           "(binary: 64K = 65536), e.g. 4, 64K, 256M")
     value = float(match.group(1)) * _SIZE_UNITS[unit]
-    if value != int(value) or value < 1:
+    if not math.isfinite(value) or value != int(value) or value < 1:
         raise ConfigError(f"size {text!r} is not a positive whole number of bytes")
+    if value > MAX_BYTES:
+        raise ConfigError(f"size {text!r} is beyond {MAX_BYTES} bytes (1 PiB)")
     return int(value)
 
 

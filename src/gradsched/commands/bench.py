@@ -23,18 +23,28 @@ import argparse
 import sys
 from pathlib import Path
 
+from gradsched.commands._args import count, integer, positive_seconds, real
+from gradsched.limits import MAX_RANKS
+
 
 def _sizes(text: str) -> int:
     from gradsched.capture.sweep import parse_size
+    from gradsched.errors import ConfigError
 
-    return parse_size(text)
+    try:
+        return parse_size(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _ints(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
+        values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected integers like 2,3,4") from None
+    if not values or any(not 1 <= v <= MAX_RANKS for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: world sizes in [1, {MAX_RANKS}]")
+    return values
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -54,10 +64,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--world-size", type=_ints, default=(2,), help="e.g. 4 or 2,3,4")
     p.add_argument("--min-bytes", type=_sizes, default=4)
     p.add_argument("--max-bytes", type=_sizes, default=1 << 24, help="e.g. 16M")
-    p.add_argument("--per-octave", type=int, default=1, help="sizes per doubling")
-    p.add_argument("--min-iters", type=int, default=5, help="timed calls per point, at least")
-    p.add_argument("--max-iters", type=int, default=30, help="timed calls per point, at most")
-    p.add_argument("--target-s", type=float, default=0.1,
+    p.add_argument("--per-octave", type=integer(1, 64), default=1, help="sizes per doubling")
+    p.add_argument("--min-iters", type=count, default=5, help="timed calls per point, at least")
+    p.add_argument("--max-iters", type=count, default=30, help="timed calls per point, at most")
+    p.add_argument("--target-s", type=real(0.0, 3600.0, low_open=True, unit="s"), default=0.1,
                    help="about this much time of timed calls per point")
     p.add_argument("--lp-chunk", type=_sizes, default=None,
                    help="LP chunk in bytes (default: Wang et al.'s optimal b* for --lp-link)")
@@ -67,8 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run in an emulated cluster (network namespaces, tc tbf RATE, e.g. "
                         "1gbit; needs root)")
     p.add_argument("--backend", default="gloo")
-    p.add_argument("--op-timeout-s", type=float, default=300.0)
-    p.add_argument("--deadline-s", type=float, default=1800.0)
+    p.add_argument("--op-timeout-s", type=positive_seconds, default=300.0)
+    p.add_argument("--deadline-s", type=positive_seconds, default=1800.0)
     p.add_argument("--note", default=None, help="replace the shared-machine note")
     p.add_argument("--tuned-out", type=Path, default=None,
                    help="also write a tuned model JSON from this sweep")
@@ -110,6 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _collectives(args: argparse.Namespace) -> int:
     from gradsched.collectives.bench import SHARED_MACHINE_NOTE, BenchConfig, run_bench
     from gradsched.errors import ConfigError
+    from gradsched.limits import MAX_SECONDS, in_range
 
     link = None
     if args.lp_link:
@@ -117,6 +128,9 @@ def _collectives(args: argparse.Namespace) -> int:
             a, b, g = (float(v) for v in args.lp_link.split(","))
         except ValueError:
             raise ConfigError(f"--lp-link {args.lp_link!r}: expected alpha,beta,gamma") from None
+        if not all(in_range(v, 0.0, MAX_SECONDS) for v in (a, b, g)):
+            raise ConfigError(f"--lp-link {args.lp_link!r}: alpha, beta and gamma must be "
+                              f"finite numbers in [0, {MAX_SECONDS:g}]")
         link = (a, b, g)
     config = BenchConfig(
         collective=args.collective, algorithms=args.algorithms, world_sizes=args.world_size,
@@ -147,6 +161,8 @@ def _fit(args: argparse.Namespace) -> int:
             gamma = float(gamma)
         except ValueError:
             raise ConfigError(f"--gamma {args.gamma!r}: a number, auto or fit") from None
+        if not 0.0 <= gamma <= 1.0:  # NaN fails too
+            raise ConfigError(f"--gamma {args.gamma!r}: seconds per byte in [0, 1]")
     samples = load_samples(args.traces, args.time_column)
     fits, errors = fit_formulas(samples, args.time_column, gamma)
     write_json_atomic(args.output, fits_to_json(fits, [p.stem for p in args.traces]))
@@ -163,14 +179,13 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    import json
-
     from gradsched.collectives.tuned import build_tuned, fits_from_json, load_samples
+    from gradsched.io import read_json
 
     fit = None
     network = args.network
     if args.fit is not None:
-        fits = fits_from_json(json.loads(args.fit.read_text(encoding="utf-8")))
+        fits = fits_from_json(read_json(args.fit, missing="fit JSON not found"))
         if network is None:
             nets = sorted(load_samples(args.traces, args.time_column)["network"].unique())
             network = nets[0] if len(nets) == 1 else None

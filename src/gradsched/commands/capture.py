@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gradsched.commands._args import positive_int
+from gradsched.commands._args import non_negative_count, positive_int, positive_seconds
 from gradsched.errors import ConfigError
 
 
@@ -23,8 +23,9 @@ def _caps(text: str) -> list[float]:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected numbers like 1,25") from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected positive numbers like 1,25")
+    if not values or any(not 0 < v <= 2**30 for v in values):  # NaN and inf fail too
+        raise argparse.ArgumentTypeError(f"{text!r}: expected finite positive numbers of "
+                                         "MB like 1,25")
     return values
 
 
@@ -74,9 +75,10 @@ def _add_iteration(csub: argparse._SubParsersAction) -> None:
     p.add_argument("--bucket-cap-mb", type=_caps, default=[25.0],
                    help="comma-separated DDP bucket caps in MB (default 25)")
     p.add_argument("--iters", type=positive_int, default=3, help="profiled iterations")
-    p.add_argument("--warmup", type=int, default=2, help="unprofiled iterations first")
+    p.add_argument("--warmup", type=non_negative_count, default=2,
+                   help="unprofiled iterations first")
     p.add_argument("--threads-per-rank", type=positive_int, default=1)
-    p.add_argument("--deadline-s", type=float, default=1800.0,
+    p.add_argument("--deadline-s", type=positive_seconds, default=1800.0,
                    help="bound on the whole local run")
     p.add_argument("--torchrun", action="store_true",
                    help="run under torchrun: ranks from the environment; rank 0 writes")

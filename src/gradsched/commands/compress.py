@@ -23,6 +23,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from gradsched.commands._args import count, integer, positive_seconds, real
+from gradsched.limits import MAX_RANKS
+
 
 def _names(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
@@ -40,15 +43,25 @@ def _densities(text: str) -> tuple[float, ...]:
 
 def _ints(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(v) for v in _names(text))
+        values = tuple(int(v) for v in _names(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected integers like 0,1,2") from None
+    if not values or any(not 0 <= v <= 2**62 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers in [0, 2**62]")
+    return values
 
 
 def _sizes(text: str) -> tuple[int, ...]:
     from gradsched.capture.sweep import parse_size
+    from gradsched.errors import ConfigError
 
-    return tuple(parse_size(v) for v in _names(text))
+    try:
+        values = tuple(parse_size(v) for v in _names(text))
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected sizes like 1M,16M")
+    return values
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,30 +71,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     csub = parser.add_subparsers(dest="compress_command", metavar="WHAT", required=True)
 
     p = csub.add_parser("train", help="real data-parallel training with compression (gloo)")
-    p.add_argument("--world-size", type=int, default=4)
+    p.add_argument("--world-size", type=integer(1, 1024), default=4)
     p.add_argument("--methods", type=_names, default=("dense", "topk", "importance"))
     p.add_argument("--densities", type=_densities, default=(1 / 16, 1 / 64, 1 / 256),
                    help="e.g. 1/16,1/64,1/256")
     p.add_argument("--seeds", type=_ints, default=(0, 1, 2))
-    p.add_argument("--steps", type=int, default=400)
-    p.add_argument("--eval-every", type=int, default=20)
-    p.add_argument("--batch-per-rank", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--deadline-s", type=float, default=3600.0)
+    p.add_argument("--steps", type=count, default=400)
+    p.add_argument("--eval-every", type=count, default=20)
+    p.add_argument("--batch-per-rank", type=integer(1, 2**20), default=32)
+    p.add_argument("--lr", type=real(0.0, 1e3, low_open=True), default=0.05)
+    p.add_argument("--momentum", type=real(0.0, 1.0), default=0.9)
+    p.add_argument("--deadline-s", type=positive_seconds, default=3600.0)
     p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
     p.set_defaults(func=_train)
 
     p = csub.add_parser("profile", help="time each compressor's own computation per size")
     p.add_argument("--methods", type=_names, default=("dense", "topk", "importance"))
     p.add_argument("--densities", type=_densities, default=(1 / 16, 1 / 64, 1 / 256))
-    p.add_argument("--world-size", type=int, default=4,
+    p.add_argument("--world-size", type=integer(1, MAX_RANKS), default=4,
                    help="P the post-collective work is sized for (default 4)")
     p.add_argument("--sizes", type=_sizes,
                    default=(1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22),
                    help="bucket sizes in elements, e.g. 1K,64K,4M")
-    p.add_argument("--reps", type=int, default=7, help="timed calls per point (median)")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--reps", type=count, default=7, help="timed calls per point (median)")
+    p.add_argument("--threads", type=integer(1, 4096), default=1,
+                   help="torch intra-op threads")
     p.add_argument("-o", "--output", type=Path, required=True)
     p.set_defaults(func=_profile)
 
@@ -141,8 +155,12 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from gradsched.errors import InputError
     from gradsched.report.compression import write_all
 
+    if not args.input.is_dir():  # a misspelt folder drew empty figures silently (issue 17)
+        raise InputError("input folder not found (expected curves.csv and summary.csv)",
+                         path=args.input)
     for path in write_all(args.input, args.figdir, args.tabdir):
         print(path)
     return 0

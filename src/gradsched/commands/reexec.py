@@ -20,6 +20,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._args import count, integer, non_negative_count, world_size
+from gradsched.staging import Staging, check_writable
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     top = sub.add_parser("reexec", help="re-execute plans for real and compare with the replay",
@@ -30,9 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--config", type=Path, default=Path("config/reexec.yaml"))
     run.add_argument("--case", action="append", default=[],
                      help="case name (repeatable; default: every configured case)")
-    run.add_argument("--iters", type=int, default=None, help="override settings.iters")
-    run.add_argument("--warmup", type=int, default=None, help="override settings.warmup")
-    run.add_argument("--rounds", type=int, default=None, help="override settings.rounds")
+    run.add_argument("--iters", type=count, default=None, help="override settings.iters")
+    run.add_argument("--warmup", type=non_negative_count, default=None,
+                     help="override settings.warmup")
+    run.add_argument("--rounds", type=count, default=None, help="override settings.rounds")
     run.add_argument("--interference", action="append", default=[],
                      metavar="[NETWORK=]JSON",
                      help="calibrated interference JSON that the best planner scores with, "
@@ -66,8 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(collective_cpu_s), and the slowdowns compute_slowdown and "
                     "comm_slowdown.")
     inter.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
-    inter.add_argument("--world-size", type=int, default=2)
-    inter.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    inter.add_argument("--world-size", type=world_size, default=2)
+    inter.add_argument("--threads", type=integer(1, 4096), default=1,
+                       help="intra-op threads per rank")
     inter.add_argument("--cluster", default=None, metavar="RATE",
                        help="run in the emulated cluster shaped to RATE (root)")
     inter.add_argument("--comm-bytes", default="8M",
@@ -77,8 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "of one collective (default 4K)")
     inter.add_argument("--kernel", choices=["conv", "matmul"], default="conv",
                        help="compute kernel (conv: a ResNet-like 3x3 convolution fwd+bwd)")
-    inter.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds")
-    inter.add_argument("--reps", type=int, default=20, help="kernel repetitions per phase")
+    inter.add_argument("--rounds", type=count, default=5, help="alternating measurement rounds")
+    inter.add_argument("--reps", type=count, default=20, help="kernel repetitions per phase")
     inter.add_argument("-o", "--output", type=Path, required=True, help="interference.json")
     inter.set_defaults(func=_interference)
 
@@ -138,10 +143,12 @@ def _collect(args: argparse.Namespace) -> int:
 def _interference(args: argparse.Namespace) -> int:
     from gradsched.reexec.interference import calibrate, parse_size
 
+    comm_bytes, small_bytes = parse_size(args.comm_bytes), parse_size(args.small_bytes)
+    check_writable(args.output)  # before the measurement, not after it
     result = calibrate(backend=args.backend, world_size=args.world_size, threads=args.threads,
-                       cluster=args.cluster, comm_bytes=parse_size(args.comm_bytes),
+                       cluster=args.cluster, comm_bytes=comm_bytes,
                        kernel=args.kernel, rounds=args.rounds, reps=args.reps,
-                       small_bytes=parse_size(args.small_bytes), output=args.output)
+                       small_bytes=small_bytes, output=args.output)
     print(f"collective_cpu_s {result['collective_cpu_s']:.4g}  "
           f"compute_slowdown {result['compute_slowdown']:.4g}  "
           f"comm_slowdown {result['comm_slowdown']:.4g}  -> {args.output}")
@@ -151,7 +158,10 @@ def _interference(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     from gradsched.reexec.analysis import analyze_file
 
-    stats = analyze_file(args.input, stats=args.stats, errors=args.errors, table=args.table,
-                         md=args.md, figure=args.figure, png=args.png)
+    names = ("stats", "errors", "table", "md", "figure", "png")
+    with Staging() as stage:  # every requested output, or none
+        outputs = {name: stage.file(getattr(args, name)) if getattr(args, name) else None
+                   for name in names}
+        stats = analyze_file(args.input, **outputs)
     print(stats.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

@@ -25,8 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    import json
-
+    from gradsched.io import read_json
     from gradsched.traces.bundle import meta_path
     from gradsched.traces.importers.kineto_gpu import RECORD_KIND, CommRecord
 
@@ -34,10 +33,7 @@ def _validate(args: argparse.Namespace) -> int:
         kind = "comm"
         sidecar = meta_path(path)
         if sidecar.is_file():
-            try:
-                kind = json.loads(sidecar.read_text(encoding="utf-8")).get("kind", "comm")
-            except json.JSONDecodeError:
-                kind = "comm"  # the loader reports the JSON error with its line
+            kind = read_json(sidecar).get("kind", "comm")  # errors name the sidecar
         if kind == RECORD_KIND:  # a kineto-gpu comm record (collectives of one run)
             frame = CommRecord.load(path).frame
         else:

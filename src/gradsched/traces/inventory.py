@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gradsched.io import read_json
 from gradsched.traces.bundle import CommTrace, ComputeTrace, meta_path
 
 INVENTORY_COLUMNS = (
@@ -69,7 +69,7 @@ def inventory(paths: Iterable[str | Path]) -> pd.DataFrame:
     """One row per trace (kind read from its sidecar), sorted by kind then name."""
     rows = []
     for path in map(Path, paths):
-        kind = json.loads(meta_path(path).read_text(encoding="utf-8")).get("kind")
+        kind = read_json(meta_path(path), missing="metadata sidecar is missing").get("kind")
         rows.append(_compute_row(path) if kind == "compute" else _comm_row(path))
     frame = pd.DataFrame(rows, columns=list(INVENTORY_COLUMNS))
     return frame.sort_values(["kind", "trace"], kind="stable").reset_index(drop=True)

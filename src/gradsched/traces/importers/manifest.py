@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from gradsched.errors import InputError
+from gradsched.io import read_text
 from gradsched.traces.importers import (
     ImportResult,
     bcaffe,
@@ -128,7 +129,7 @@ def load_manifest(path: str | Path) -> list[Entry]:
     if not path.is_file():
         raise InputError("file not found", path=path)
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = yaml.safe_load(read_text(path))  # unreadable or not UTF-8: named
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(f"not valid YAML: {exc}", path=path,
