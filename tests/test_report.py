@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from gradsched.cli import main
+from gradsched.errors import ConfigError
 from gradsched.report import compare, figures, macros, tables
-from gradsched.report.collect import COLLECTED_COLUMNS, Case, collect_cases
+from gradsched.report.collect import CASE_COLUMNS, COLLECTED_COLUMNS, Case, collect_cases
 
 ALGS = ("syncsgd", "wfbp", "mgwfbp", "dear", "search", "best")
 
@@ -24,12 +25,14 @@ def synthetic_collected() -> pd.DataFrame:
     rows = []
     times = {"syncsgd": 1.40, "wfbp": 1.20, "mgwfbp": 1.05, "dear": 1.10, "search": 1.00,
              "best": 1.00}
-    for network, scale in (("net-a", 1.0), ("net-b", 2.0)):
+    for network, scale, family, pairing in (("net-a", 1.0, "fam-a", "real"),
+                                            ("net-b", 2.0, "fam-b", "what-if")):
         for world in (8, 16):
             for alg in ALGS:
                 t = times[alg] * scale * (1 + world / 160)
                 rows.append({"trace": "toy", "network": network, "comm_file": f"{network}-{world}",
-                             "nodes": world // 8, "algorithm": alg, "world_size": world,
+                             "nodes": world // 8, "family": family, "pairing": pairing,
+                             "algorithm": alg, "world_size": world,
                              "iteration_s": t, "compute_s": 0.9, "exposed_comm_s": t - 0.9,
                              "n_collectives": 3, "n_buckets": 3, "comm_busy_s": 0.5,
                              "lower_bound_s": 0.95 * scale,
@@ -58,19 +61,44 @@ def test_collect_adds_case_columns(tmp_path: Path) -> None:
     pd.DataFrame({"collective": ["all_reduce"] * 2, "world_size": [16, 16], "nodes": [2, 2],
                   "bytes": [4, 8], "time_s": [1e-5, 2e-5]}).to_csv(comm, index=False)
     result = tmp_path / "r.csv"
-    synthetic_collected().drop(columns=["trace", "network", "comm_file", "nodes"]).head(3) \
+    synthetic_collected().drop(columns=list(CASE_COLUMNS)).head(3) \
         .to_csv(result, index=False)
-    out = collect_cases([Case("toy", "net", comm, result)])
+    out = collect_cases([Case("toy", "net", comm, result, "gpu", "matched-gpu")])
     assert list(out.columns) == list(COLLECTED_COLUMNS)
     assert set(out["nodes"]) == {2} and set(out["network"]) == {"net"}
     assert set(out["comm_file"]) == {"comm"}
+    assert set(out["family"]) == {"gpu"} and set(out["pairing"]) == {"matched-gpu"}
+
+
+def test_collect_refuses_an_unknown_pairing(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown pairing 'same-gpu'"):
+        Case("toy", "net", tmp_path / "c.csv", tmp_path / "r.csv", "gpu", "same-gpu")
+
+
+def test_collect_cli_labels_cases_and_refuses_a_stray_label(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    comm = tmp_path / "comm.csv"
+    pd.DataFrame({"nodes": [2]}).to_csv(comm, index=False)
+    result = tmp_path / "r.csv"
+    synthetic_collected().drop(columns=list(CASE_COLUMNS)).head(2).to_csv(result, index=False)
+    out = tmp_path / "all.csv"
+    case = ["--case", "toy", "net", str(comm), str(result)]
+    assert main(["report", "collect", *case, "--label", "toy", "net", "v100", "matched-gpu",
+                 "-o", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert set(frame["family"]) == {"v100"} and set(frame["pairing"]) == {"matched-gpu"}
+    assert main(["report", "collect", *case, "-o", str(out)]) == 0
+    assert set(pd.read_csv(out)["pairing"]) == {"what-if"}  # unlabelled: never "real"
+    assert main(["report", "collect", *case, "--label", "toy", "other", "v100", "real",
+                 "-o", str(out)]) != 0
+    assert "--label for a pair with no --case: toy other" in capsys.readouterr().err
 
 
 def test_collect_rejects_mixed_node_counts(tmp_path: Path) -> None:
     comm = tmp_path / "comm.csv"
     pd.DataFrame({"nodes": [1, 2]}).to_csv(comm, index=False)
     result = tmp_path / "r.csv"
-    synthetic_collected().drop(columns=["trace", "network", "comm_file", "nodes"]).head(1) \
+    synthetic_collected().drop(columns=list(CASE_COLUMNS)).head(1) \
         .to_csv(result, index=False)
     with pytest.raises(ValueError, match="one node count"):
         collect_cases([Case("toy", "net", comm, result)])
@@ -200,6 +228,27 @@ def test_replay_and_gap_figures(tmp_path: Path) -> None:
     figures.gaps(data, tmp_path / "g.pdf", tmp_path / "g.png")
     _valid_pdf_png(tmp_path / "r")
     _valid_pdf_png(tmp_path / "g")
+
+
+def test_replay_figure_draws_one_family_with_its_pairing(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "replay.csv"
+    synthetic_collected().to_csv(data, index=False)
+    titles: list[str] = []
+    real_save = figures.save
+
+    def record(fig, out_pdf, out_png) -> None:
+        titles.extend(ax.get_title() for ax in fig.axes if ax.get_visible())
+        real_save(fig, out_pdf, out_png)
+
+    monkeypatch.setattr(figures, "save", record)
+    figures.replay_vs_world_size(data, tmp_path / "a.pdf", tmp_path / "a.png", family="fam-b")
+    assert titles == ["toy\nx net-b\n[WHAT-IF: unrelated systems]"]
+    _valid_pdf_png(tmp_path / "a")
+    empty: list[str] = []
+    monkeypatch.setattr(figures, "placeholder", lambda *args: empty.append(args[3]))
+    figures.replay_vs_world_size(data, tmp_path / "b.pdf", tmp_path / "b.png", family="none")
+    assert empty == ["no replay results"]
 
 
 def test_figures_are_deterministic(tmp_path: Path) -> None:

@@ -83,7 +83,8 @@ def compute_path(name):
 
 # ------------------------------------------------------------------------ cases
 def cases():
-    """Configured (compute, network, real) triples; all pairs when `cases` is empty."""
+    """Configured (compute, network, pairing, family) tuples; all pairs when `cases` is
+    empty (then what-if, family "other")."""
     listed = config.get("cases") or [
         {"compute": c, "network": n}
         for c in config["compute"]
@@ -93,12 +94,33 @@ def cases():
     for case in listed:
         compute_path(case["compute"])
         network_traces(case["network"])
-        out.append((case["compute"], case["network"], bool(case.get("real", False))))
+        out.append(
+            (
+                case["compute"],
+                case["network"],
+                case.get("pairing", "what-if"),
+                case.get("family", "other"),
+            )
+        )
     return out
 
 
 def real_pairs():
-    return [(c, n) for c, n, real in cases() if real]
+    return [(c, n) for c, n, pairing, _ in cases() if pairing == "real"]
+
+
+def case_families():
+    """The compute families of the main set, in config order (one figure each)."""
+    return list(dict.fromkeys(family for _, _, _, family in cases()))
+
+
+def case_labels(set_name):
+    """`report collect --label` arguments: each pair's family and pairing."""
+    if set_name == "smoke":
+        return ""
+    return " ".join(
+        f"--label {c} {n} {family} {pairing}" for c, n, pairing, family in cases()
+    )
 
 
 def set_cases(set_name):
@@ -106,7 +128,7 @@ def set_cases(set_name):
     if set_name == "smoke":
         pairs = [(config["smoke"]["compute"], config["smoke"]["network"])]
     else:
-        pairs = [(c, n) for c, n, _ in cases()]
+        pairs = [(c, n) for c, n, _, _ in cases()]
     return [
         (c, n, stem, path) for c, n in pairs for stem, path in network_traces(n).items()
     ]
@@ -214,7 +236,9 @@ def latex_available():
     )
 
 
-FIGURES = ["fit-curves", "fit-mape", "replay-vs-world-size", "timeline", "gaps"]
+# One replay-vs-world-size figure per compute family (config `cases: family`).
+REPLAY_FIGURES = [f"replay-vs-world-size-{family}" for family in case_families()]
+FIGURES = ["fit-curves", "fit-mape", *REPLAY_FIGURES, "timeline", "gaps"]
 TABLES = [
     "captured-compute",
     "captured-comm",
@@ -224,6 +248,21 @@ TABLES = [
     "compare",
     "forward",
 ]
+# The `replay` table holds the families with a real pairing (the evaluation's cases); every
+# other family (the matched-GPU cases) gets its own replay-<family> table, so that each fits
+# its page. gpu-scaling: the replay against NVIDIA's published DGX scaling (issue 15).
+MAIN_REPLAY_FAMILIES = [
+    family
+    for family in case_families()
+    if any(p == "real" and f == family for _, _, p, f in cases())
+]
+REPLAY_FAMILY_TABLES = [
+    f"replay-{family}"
+    for family in case_families()
+    if family not in MAIN_REPLAY_FAMILIES
+]
+TABLES += REPLAY_FAMILY_TABLES + ["gpu-scaling"]
+SCALING_SPEC = config.get("scaling_check", "config/published-scaling.yaml")
 # The forward-time sensitivity (issue 14): the real K80 case, whose trace did not measure
 # forward, replayed with forward = 0, 0.5 (the MG-WFBP simulator's assumption, the default)
 # and 1 x backward.

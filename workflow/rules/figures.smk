@@ -50,21 +50,24 @@ rule figure_fit_mape:
 
 
 rule figure_replay:
-    """(c) iteration time per algorithm vs world size, per compute x network case."""
+    """(c) iteration time per algorithm vs world size, one figure per compute family."""
     input:
         f"{RESULTS}/replay/main/replay.csv",
     output:
-        pdf=f"{FIG}/replay-vs-world-size.pdf",
+        pdf=f"{FIG}/replay-vs-world-size-{{family}}.pdf",
         png=report(
-            f"{FIG}/replay-vs-world-size.png",
+            f"{FIG}/replay-vs-world-size-{{family}}.png",
             caption="../report/replay-vs-world-size.rst",
             category="Replay",
+            labels={"family": "{family}"},
         ),
     log:
-        f"{LOGS}/figures/replay-vs-world-size.log",
+        f"{LOGS}/figures/replay-vs-world-size-{{family}}.log",
+    wildcard_constraints:
+        family="|".join(case_families()),
     shell:
-        "{GS} report figure replay-vs-world-size --input {input} -o {output.pdf} "
-        "--png {output.png} > {log} 2>&1"
+        "{GS} report figure replay-vs-world-size --input {input} --family {wildcards.family} "
+        "-o {output.pdf} --png {output.png} > {log} 2>&1"
 
 
 rule figure_timeline:

@@ -117,6 +117,7 @@ def paper_includes():
 
 PAPER_INPUTS = (
     ["paper/main.tex", "paper/references.bib", f"{GEN}/macros.tex"]
+    + ["paper/sections/gpu.tex", f"{GEN}/scaling-macros.tex"]
     + figure_files()
     + table_files()
     + [f for f in paper_includes() if f not in figure_files() + table_files()]

@@ -34,8 +34,9 @@ rule collect_replay:
             f"--case {c} {n} {shlex.quote(path)} {RESULTS}/replay/{wc.set}/{c}/{n}/{stem}.csv"
             for c, n, stem, path in set_cases(wc.set)
         ),
+        labels=lambda wc: case_labels(wc.set),
     shell:
-        "{GS} report collect {params.cases} -o {output} > {log} 2>&1"
+        "{GS} report collect {params.cases} {params.labels} -o {output} > {log} 2>&1"
 
 
 rule replay_timeline:

@@ -36,9 +36,72 @@ rule table:
         table="|".join(TABLE_INPUTS),
     params:
         title=lambda wc: TABLE_TITLES[wc.table],
+        families=lambda wc: (
+            " ".join(f"--family {f}" for f in MAIN_REPLAY_FAMILIES)
+            if wc.table == "replay"
+            else ""
+        ),
     shell:
         "{GS} report table {wildcards.table} --input {input} --tex {output.tex} "
-        "--md {output.md} --title {params.title:q} > {log} 2>&1"
+        "--md {output.md} --title {params.title:q} {params.families} > {log} 2>&1"
+
+
+rule table_replay_family:
+    """The replay table of one compute family without a real pairing (matched GPU type)."""
+    input:
+        f"{RESULTS}/replay/main/replay.csv",
+    output:
+        tex=f"{TAB}/replay-{{family}}.tex",
+        md=report(
+            f"{TAB}/replay-{{family}}.md",
+            caption="../report/tables.rst",
+            category="Tables",
+            labels={"table": "replay-{family}"},
+        ),
+    log:
+        f"{LOGS}/tables/replay-{{family}}.log",
+    wildcard_constraints:
+        family="|".join(t[len("replay-") :] for t in REPLAY_FAMILY_TABLES) or "^$",
+    params:
+        title=lambda wc: f"Replayed iteration time per algorithm ({wc.family} cases)",
+    shell:
+        "{GS} report table replay --input {input} --family {wildcards.family} "
+        "--tex {output.tex} --md {output.md} --title {params.title:q} > {log} 2>&1"
+
+
+rule scaling_check:
+    """The replay (DDP, GPU compute trace, single-node sweep) vs published DGX throughput."""
+    input:
+        spec=SCALING_SPEC,
+        data=lambda wc: scaling_inputs(),
+    output:
+        f"{RESULTS}/published/gpu-scaling.csv",
+    log:
+        f"{LOGS}/published/gpu-scaling.log",
+    params:
+        iterations=config.get("replay", {}).get("iterations", 5),
+    shell:
+        "{GS} report scaling-check --spec {input.spec} --iterations {params.iterations} "
+        "-o {output} > {log} 2>&1"
+
+
+rule table_gpu_scaling:
+    """Predicted vs published images/s on 1 and 8 GPUs and the scaling, with errors."""
+    input:
+        f"{RESULTS}/published/gpu-scaling.csv",
+    output:
+        tex=f"{TAB}/gpu-scaling.tex",
+        md=report(
+            f"{TAB}/gpu-scaling.md",
+            caption="../report/tables.rst",
+            category="Tables",
+            labels={"table": "gpu-scaling"},
+        ),
+    log:
+        f"{LOGS}/tables/gpu-scaling.log",
+    shell:
+        "{GS} report scaling-table --input {input} --tex {output.tex} --md {output.md} "
+        "--title 'Predicted vs published DGX ResNet-50 throughput' > {log} 2>&1"
 
 
 rule traces_inventory:
@@ -51,3 +114,23 @@ rule traces_inventory:
         f"{LOGS}/tables/traces-inventory.log",
     shell:
         "{GS} traces inventory {input} -o {output} > {log} 2>&1"
+
+
+rule scaling_macros:
+    """The scaling check's numbers as \\gsScaling... macros for paper/sections/gpu.tex."""
+    input:
+        f"{RESULTS}/published/gpu-scaling.csv",
+    output:
+        f"{GEN}/scaling-macros.tex",
+    log:
+        f"{LOGS}/paper/scaling-macros.log",
+    shell:
+        "{GS} report scaling-macros --input {input} -o {output} > {log} 2>&1"
+
+
+def scaling_inputs():
+    """The compute and comm files the scaling spec names (so the check reruns on a change)."""
+    spec = yaml.safe_load(Path(SCALING_SPEC).read_text()) or {}
+    return sorted(
+        {str(case[key]) for case in spec.get("cases") or [] for key in ("compute", "comm")}
+    )

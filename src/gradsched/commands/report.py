@@ -1,15 +1,18 @@
 """``gradsched report ...``: figures, tables, prose macros and checks from result CSVs.
 
-    gradsched report collect --case TRACE NETWORK COMM.csv RESULT.csv [...] -o replay.csv
+    gradsched report collect --case TRACE NETWORK COMM.csv RESULT.csv [...] \\
+        [--label TRACE NETWORK FAMILY PAIRING ...] -o replay.csv
     gradsched report concat A.csv B.csv ... -o all.csv
     gradsched report figure fit-curves --comm A.csv ... --models A.piecewise.json ... \\
         --fits fits.csv -o fig.pdf [--png fig.png]
     gradsched report figure fit-mape --fits fits.csv -o fig.pdf
-    gradsched report figure replay-vs-world-size --input replay.csv -o fig.pdf
+    gradsched report figure replay-vs-world-size --input replay.csv [--family F] -o fig.pdf
     gradsched report figure timeline --input wfbp.timeline.csv mgwfbp.timeline.csv -o fig.pdf
     gradsched report figure gaps --input replay.csv -o fig.pdf
     gradsched report table fits|crossws|replay|compare --input X.csv --tex T.tex --md T.md
     gradsched report macros [--fits F] [--crossws C] [--replay R] [--compare K] -o macros.tex
+    gradsched report scaling-check --spec config/published-scaling.yaml -o scaling.csv
+    gradsched report scaling-table --input scaling.csv --tex T.tex --md T.md
     gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
         [--skip CHECK CASE REASON] -o compare.csv
 
@@ -42,6 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "nodes)")
     p.add_argument("--case", nargs=4, action="append", required=True,
                    metavar=("TRACE", "NETWORK", "COMM_CSV", "RESULT_CSV"))
+    p.add_argument("--label", nargs=4, action="append", default=[],
+                   metavar=("TRACE", "NETWORK", "FAMILY", "PAIRING"),
+                   help="compute family and pairing (real, matched-gpu, what-if) of the cases "
+                   "of one compute x network pair (default: no family, what-if)")
     p.add_argument("-o", "--output", type=Path, required=True)
     p.set_defaults(func=_collect)
 
@@ -65,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_fig_fit_mape)
     p = fsub.add_parser("replay-vs-world-size", help="(c) iteration time vs world size")
     p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
+    p.add_argument("--family", help="draw only the cases of this compute family (the "
+                   "collected table's family column; default: every case)")
     _figure_out(p)
     p.set_defaults(func=_fig_replay)
     p = fsub.add_parser("timeline", help="(d) replay timelines of a few algorithms")
@@ -85,6 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tex", type=Path, required=True)
     p.add_argument("--md", type=Path, required=True)
     p.add_argument("--title", default="")
+    p.add_argument("--family", action="append", default=[],
+                   help="replay table: keep only the cases of this compute family (repeatable)")
     p.set_defaults(func=_table)
 
     p = rsub.add_parser("forward", help="planner ranking vs the assumed forward time of a "
@@ -95,6 +106,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--md", type=Path, required=True)
     p.add_argument("--title", default="")
     p.set_defaults(func=_forward)
+
+
+    p = rsub.add_parser("scaling-check", help="predict published multi-GPU throughput "
+                        "(DDP replay of a GPU trace) and compare")
+    p.add_argument("--spec", type=Path, required=True,
+                   help="YAML of published results (config/published-scaling.yaml)")
+    p.add_argument("--iterations", type=int, default=5, help="replayed iterations (>= 2)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="CSV to write")
+    p.set_defaults(func=_scaling_check)
+
+    p = rsub.add_parser("scaling-table", help="predicted vs published throughput table")
+    p.add_argument("--input", type=Path, required=True, help="scaling-check CSV")
+    p.add_argument("--tex", type=Path, required=True)
+    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--title", default="")
+    p.set_defaults(func=_scaling_table)
+
+    p = rsub.add_parser("scaling-macros", help="paper macros of the scaling check")
+    p.add_argument("--input", type=Path, required=True, help="scaling-check CSV")
+    p.add_argument("-o", "--output", type=Path, required=True, help="macros .tex to write")
+    p.set_defaults(func=_scaling_macros)
 
     p = rsub.add_parser("latex-check", help="fail on a float too large for its page or an "
                         "undefined reference/citation in a LaTeX log")
@@ -148,7 +180,17 @@ def _collect(args: argparse.Namespace) -> int:
     from gradsched.io import write_csv_atomic
     from gradsched.report.collect import Case, collect_cases
 
-    cases = [Case(t, n, Path(c), Path(r)) for t, n, c, r in args.case]
+    labels: dict[tuple[str, str], tuple[str, str]] = {}
+    for trace, network, family, pairing in args.label:
+        if (trace, network) in labels:
+            raise ConfigError(f"--label {trace} {network} given twice")
+        labels[(trace, network)] = (family, pairing)
+    known = {(t, n) for t, n, _, _ in args.case}
+    unused = sorted(set(labels) - known)
+    if unused:
+        raise ConfigError(f"--label for a pair with no --case: {unused[0][0]} {unused[0][1]}")
+    cases = [Case(t, n, Path(c), Path(r), *labels.get((t, n), ("", "what-if")))
+             for t, n, c, r in args.case]
     frame = collect_cases(cases)
     write_csv_atomic(args.output, frame)
     print(f"wrote {args.output} ({len(cases)} cases, {len(frame)} rows)")
@@ -194,7 +236,7 @@ def _fig_fit_mape(args: argparse.Namespace) -> int:
 def _fig_replay(args: argparse.Namespace) -> int:
     from gradsched.report.figures import replay_vs_world_size
 
-    replay_vs_world_size(args.input, args.output, _png_for(args))
+    replay_vs_world_size(args.input, args.output, _png_for(args), family=args.family)
     return _done(args)
 
 
@@ -215,8 +257,45 @@ def _fig_gaps(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace) -> int:
     from gradsched.report.tables import build_table
 
-    table = build_table(args.name, args.input, args.tex, args.md, title=args.title)
+    if args.family and args.name != "replay":
+        raise ConfigError(f"--family selects replay cases; table {args.name} has none")
+    table = build_table(args.name, args.input, args.tex, args.md, title=args.title,
+                        families=args.family)
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _scaling_check(args: argparse.Namespace) -> int:
+    from gradsched.io import write_csv_atomic
+    from gradsched.report.scaling import load_spec, scaling_check
+
+    if args.iterations < 2:
+        raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")
+    frame = scaling_check(load_spec(args.spec), args.iterations)
+    write_csv_atomic(args.output, frame)
+    for row in frame.itertuples(index=False):
+        print(f"{row.system}: 1 GPU {row.predicted_img_s_1:.0f} vs {row.published_img_s_1:.0f} "
+              f"img/s ({row.error_1_pct:+.1f}%), {row.world_size} GPUs "
+              f"{row.predicted_img_s_p:.0f} vs {row.published_img_s_p:.0f} img/s "
+              f"({row.error_p_pct:+.1f}%), scaling {row.predicted_scaling:.2f}x vs "
+              f"{row.published_scaling:.2f}x [{row.comm_model}]")
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _scaling_table(args: argparse.Namespace) -> int:
+    from gradsched.report.scaling import write_scaling_table
+
+    table = write_scaling_table(args.input, args.tex, args.md, title=args.title)
+    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _scaling_macros(args: argparse.Namespace) -> int:
+    from gradsched.report.scaling import write_scaling_macros
+
+    macros = write_scaling_macros(args.input, args.output)
+    print(f"wrote {args.output} ({len(macros)} macros)")
     return 0
 
 

@@ -1,7 +1,9 @@
 """Concatenate per-case replay results into one table with ``trace``, ``network``, ``nodes``.
 
 A *case* is one compute trace replayed against one comm trace (one world size) of one
-network series; the replay writes one CSV per case with :data:`RESULT_COLUMNS`.
+network series; the replay writes one CSV per case with :data:`RESULT_COLUMNS`. Each case
+also carries its compute ``family`` (which replay figure draws it) and its ``pairing``:
+how the compute and the network belong together (:data:`PAIRINGS`).
 """
 
 from __future__ import annotations
@@ -12,24 +14,39 @@ from pathlib import Path
 
 import pandas as pd
 
-from gradsched.errors import InputError
+from gradsched.errors import ConfigError, InputError
 
 REPLAY_RESULT_COLUMNS = (
     "algorithm", "world_size", "iteration_s", "compute_s", "exposed_comm_s", "n_collectives",
     "n_buckets", "comm_busy_s", "lower_bound_s", "gap_to_lb_pct", "knobs",
 )
-CASE_COLUMNS = ("trace", "network", "comm_file", "nodes")
+CASE_COLUMNS = ("trace", "network", "comm_file", "nodes", "family", "pairing")
+PAIRINGS = {
+    "real": "real: compute and comm measured on the same system",
+    "matched-gpu": "matched GPU type, different cluster: the compute trace ran on the same "
+                   "GPU model as the network's nodes, but on another machine",
+    "what-if": "what-if: compute and network from unrelated systems",
+}
+"""Allowed ``pairing`` labels of a case and what each means (config ``cases: pairing``)."""
 COLLECTED_COLUMNS = CASE_COLUMNS + REPLAY_RESULT_COLUMNS
 
 
 @dataclass(frozen=True)
 class Case:
-    """One replay case: compute trace name, network name, comm trace CSV, result CSV."""
+    """One replay case: compute trace name, network name, comm trace CSV, result CSV, the
+    compute family it is drawn with and how compute and network are paired."""
 
     trace: str
     network: str
     comm: Path
     result: Path
+    family: str = ""
+    pairing: str = "what-if"
+
+    def __post_init__(self) -> None:
+        if self.pairing not in PAIRINGS:
+            raise ConfigError(f"case {self.trace} x {self.network}: unknown pairing "
+                              f"{self.pairing!r} (one of {', '.join(PAIRINGS)})")
 
 
 def comm_nodes(path: str | Path) -> int:
@@ -67,6 +84,8 @@ def collect_cases(cases: Iterable[Case]) -> pd.DataFrame:
         frame.insert(1, "network", case.network)
         frame.insert(2, "comm_file", Path(case.comm).stem)
         frame.insert(3, "nodes", comm_nodes(case.comm))
+        frame.insert(4, "family", case.family)
+        frame.insert(5, "pairing", case.pairing)
         parts.append(frame[list(COLLECTED_COLUMNS)])
     if not parts:
         return pd.DataFrame(columns=list(COLLECTED_COLUMNS))

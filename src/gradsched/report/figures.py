@@ -180,17 +180,44 @@ def _cases(collected: pd.DataFrame) -> list[tuple[str, str]]:
                                           strict=True)})
 
 
+PAIRING_TITLES = {
+    "real": "real system",
+    "matched-gpu": "matched GPU type, other cluster",
+    "what-if": "WHAT-IF: unrelated systems",
+}
+"""How a panel title names a case's pairing (:data:`gradsched.report.collect.PAIRINGS`)."""
+
+
+def _pairing_of(part: pd.DataFrame) -> str:
+    """The panel's pairing label ("" for results collected without one)."""
+    if "pairing" not in part or part["pairing"].isna().all():
+        return ""
+    value = str(part["pairing"].dropna().iloc[0])
+    return PAIRING_TITLES.get(value, value)
+
+
 def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path,
-                         ncols: int = 2) -> None:
-    """(c) Iteration time per algorithm vs world size, one panel per compute x network."""
+                         ncols: int = 3, family: str | None = None) -> None:
+    """(c) Iteration time per algorithm vs world size, one panel per compute x network.
+
+    ``family`` keeps the cases of one compute family (the ``family`` column written by
+    ``report collect --label``), so that each family is a figure that fits its page; every
+    panel title names the case's pairing (real, matched GPU type, what-if).
+    """
     collected = pd.read_csv(collected_csv)
+    title = "Iteration time vs world size" + (f" ({family})" if family else "")
+    if family is not None and not collected.empty:
+        if "family" not in collected:
+            placeholder(out_pdf, out_png, title, "the replay table has no family column")
+            return
+        collected = collected[collected["family"] == family]
     if collected.empty:
-        placeholder(out_pdf, out_png, "Iteration time vs world size", "no replay results")
+        placeholder(out_pdf, out_png, title, "no replay results")
         return
     setup_style()
     cases = _cases(collected)
     colors = algorithm_colors(sorted(collected["algorithm"].unique()))
-    fig, axes = _grid(len(cases), ncols, width=4.0, height=3.0)
+    fig, axes = _grid(len(cases), ncols, width=2.9, height=2.35)
     for ax, (trace, network) in zip(axes, cases, strict=True):
         part = collected[(collected["trace"] == trace) & (collected["network"] == network)]
         for alg in sorted(part["algorithm"].unique(), key=algorithm_sort_key):
@@ -204,13 +231,22 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(part["world_size"].unique()))
         ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.set_title(f"{trace} x {network}", fontsize=8)
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        pairing = _pairing_of(part)
+        ax.set_title(f"{trace}\nx {network}" + (f"\n[{pairing}]" if pairing else ""),
+                     fontsize=7.5)
         ax.set_xlabel("world size P [ranks]")
         ax.set_ylabel("iteration time [ms]")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(6, len(labels)), fontsize=7,
-               bbox_to_anchor=(0.5, 1.0 + 0.06 / max(1, math.ceil(len(cases) / ncols))))
-    fig.tight_layout(rect=(0, 0, 1, 0.93 if len(cases) <= ncols else 0.96))
+    if len(cases) == 1:  # one panel: the legend beside it, not wider than it on top
+        fig.tight_layout()
+        fig.legend(handles, labels, loc="center left", ncol=1, fontsize=7,
+                   bbox_to_anchor=(1.0, 0.5), frameon=False)
+    else:
+        rows = math.ceil(len(cases) / ncols)
+        fig.legend(handles, labels, loc="upper center", ncol=min(7, len(labels)), fontsize=7,
+                   bbox_to_anchor=(0.5, 1.0), frameon=False)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (2.35 * rows + 0.5)))
     save(fig, out_pdf, out_png)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from gradsched.errors import InputError
 from gradsched.io import write_text_atomic
 
 # Display order and names of the planners (unknown names sort last, as they are).
@@ -284,13 +285,21 @@ TABLES = {
 
 
 def build_table(name: str, inputs: Sequence[str | Path], tex: str | Path, md: str | Path,
-                title: str = "") -> pd.DataFrame:
-    """Build table ``name`` from its input CSV(s) (concatenated) and write both forms."""
+                title: str = "", families: Sequence[str] = ()) -> pd.DataFrame:
+    """Build table ``name`` from its input CSV(s) (concatenated) and write both forms.
+
+    ``families``: keep only the replay cases of these compute families (the ``family``
+    column of ``report collect``), so that each family's table fits its page."""
     from gradsched.report.collect import read_csv_or_empty
 
     frames = [read_csv_or_empty(p) for p in inputs]
     frames = [f for f in frames if not f.empty]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if families and not data.empty:
+        if "family" not in data.columns:
+            raise InputError("no family column to select families from", path=inputs[0],
+                             field="family")
+        data = data[data["family"].isin(list(families))].reset_index(drop=True)
     if data.empty:
         table, align = TABLES[name](pd.DataFrame())
     else:
