@@ -294,6 +294,12 @@ def test_cluster_sigkill_then_clean_by_record(tmp_path, run_dir, capsys):
     # The ranks get their parent-death signal; the namespaces and the record stay.
     _wait_for(lambda: not _live_pids_naming(sleep), ORPHAN_BOUND_S, "ranks outlived the kill")
     assert _existing(names) == sorted(names) and record.exists()
+    # The next cluster says so, and leaves them alone.
+    with cl.EmulatedCluster(1, None, prefix=_prefix("k2"), install_signal_handlers=False):
+        pass
+    err = capsys.readouterr().err
+    assert "killed earlier left namespaces behind" in err and str(record) in err
+    assert _existing(names) == sorted(names)
     # No arguments: a list, nothing removed; a name no record lists: refused.
     assert main(["cluster", "clean"]) == 2
     assert f"{record}: left by pid {child.pid}" in capsys.readouterr().out

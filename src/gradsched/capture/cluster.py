@@ -388,6 +388,17 @@ def clean_names(names: Sequence[str]) -> list[str]:
     return removed
 
 
+def _note_leftovers() -> None:
+    """Say on stderr (once per cluster) which records of killed runs still hold
+    namespaces; they are never removed without being asked for."""
+    stale = [str(p) for p, r in find_records()
+             if r is not None and not owner_alive(r) and _owned(r)]
+    if stale:
+        print(f"cluster: note: {len(stale)} run(s) killed earlier left namespaces behind; "
+              f"remove them with: gradsched cluster clean RECORD ({', '.join(stale)})",
+              file=sys.stderr)
+
+
 # ----------------------------------------------------------------------------- cluster
 
 
@@ -519,6 +530,7 @@ class EmulatedCluster:
             self._up = True  # from here on, close() must run
         atexit.register(self.close)
         self._set_signal_handlers()
+        _note_leftovers()
         try:
             self._refuse_existing()
             self._build()
