@@ -42,6 +42,8 @@ def _netns_usable() -> str | None:
     return None
 
 
+needs_proc = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(),
+                                reason="needs /proc (Linux) to find processes left behind")
 needs_netns = pytest.mark.skipif(_netns_usable() is not None,
                                  reason=_netns_usable() or "network namespaces usable")
 
@@ -140,6 +142,7 @@ def _assert_nothing_left(tmp_path: Path, within_s: float) -> float:
 # ----------------------------------------------------------------------------- launcher
 
 
+@needs_proc
 @pytest.mark.slow
 def test_killed_rank_stops_the_run_and_cleans_up(tmp_path):
     pytest.importorskip("torch")
@@ -151,6 +154,7 @@ def test_killed_rank_stops_the_run_and_cleans_up(tmp_path):
     _assert_nothing_left(tmp_path, 10.0)
 
 
+@needs_proc
 @pytest.mark.slow
 def test_launcher_sigterm_stops_ranks_and_removes_temp_dir(tmp_path):
     pytest.importorskip("torch")
@@ -161,6 +165,7 @@ def test_launcher_sigterm_stops_ranks_and_removes_temp_dir(tmp_path):
     _assert_nothing_left(tmp_path, 10.0)
 
 
+@needs_proc
 @pytest.mark.slow
 def test_launcher_sigkill_ranks_exit_within_bound(tmp_path):
     """Rank 0 blocks in Python, rank 1 inside a C++ all-reduce: both must notice."""
