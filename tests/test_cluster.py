@@ -3,6 +3,7 @@ and vanish on every exit path (normal, exception, crashed rank, SIGTERM, SIGKILL
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -83,6 +84,39 @@ def test_layout_names_and_addresses():
     lay = cl.ClusterLayout(3, "gsX-")
     assert lay.namespaces == ["gsX-sw", "gsX-r0", "gsX-r1", "gsX-r2"]
     assert [lay.address(r) for r in range(3)] == ["10.77.0.1", "10.77.0.2", "10.77.0.3"]
+
+
+def test_a_prefix_is_claimed_once(tmp_path, monkeypatch):
+    """The record file is the lock: a second claim of the prefix is refused, naming
+    whether its owner runs or was killed (then: how to clean up); never cleaned away."""
+    monkeypatch.setenv("GRADSCHED_RUN_DIR", str(tmp_path))
+    path = cl.record_path("p-")
+    cluster = EmulatedCluster(2, None, prefix="p-")
+    record = cluster._new_record()
+    cl._claim_record(path, record)
+    with pytest.raises(ClusterError, match="in use by a running cluster"):
+        cl._claim_record(path, cluster._new_record())
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    record["owner"] = {"pid": int(gone.stdout), "start_time": "0"}
+    path.write_text(json.dumps(record))
+    with pytest.raises(ClusterError, match=f"killed .*gradsched cluster clean {path}"):
+        cl._claim_record(path, cluster._new_record())
+    assert [p.name for p in tmp_path.joinpath("clusters").iterdir()] == ["p-.json"]
+
+
+@pytest.mark.parametrize("content", ["", "[]", '{"version": 1}', "{not json"])
+def test_malformed_record_is_named(tmp_path, content):
+    path = tmp_path / "x.json"
+    path.write_text(content)
+    with pytest.raises(ClusterError, match=str(path)):
+        cl.load_record(path)
+
+
+def test_clean_refuses_names_no_record_lists(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADSCHED_RUN_DIR", str(tmp_path))
+    with pytest.raises(ClusterError, match="did not create it; nothing was removed"):
+        cl.clean_names(["someone-elses-ns"])
 
 
 # ----------------------------------------------------------------------------- root

@@ -351,6 +351,12 @@ def clean_record(path: str | Path) -> list[str]:
     failed = _remove(record.get("processes", []), names)
     if failed:
         raise ClusterError(f"{path}: could not remove " + "; ".join(failed))
+    unverified = [n for n, e in record["namespaces"].items()
+                  if e.get("inode") is None and n not in names and _ns_inode(n) is not None]
+    if unverified:  # keep the record: these may still be ours
+        raise ClusterError(f"{path}: {', '.join(unverified)} exist, but the run died before "
+                           "recording their identity and processes run inside them, so "
+                           "they were not removed (inspect them with 'ip netns pids NAME')")
     path.unlink(missing_ok=True)
     return names
 
