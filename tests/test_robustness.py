@@ -154,6 +154,11 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "manifest_latin1.yaml").write_bytes(b"version: 1\nfiles: [caf\xe9]\n")
     (d / "kineto_array.json").write_text("[1, 2]", encoding="utf-8")
     (d / "a_file").write_text("a file, not a folder", encoding="utf-8")
+    for name in ("unreadable.json", "unreadable.csv", "unreadable.txt", "unreadable.yaml"):
+        # open() works but read() fails with EIO, even for root (chmod 000 would not)
+        (d / name).symlink_to("/proc/self/mem")
+    (d / "list.yaml").write_text("[1, 2]\n", encoding="utf-8")
+    (d / "bad.yaml").write_text("reexec: {cases: [\n", encoding="utf-8")
     (d / "sailor_array.json").write_text("[]", encoding="utf-8")
     return d
 
@@ -235,6 +240,8 @@ CASES: list[Case] = [
          "--rank -1", "out of range"),
     Case("range-option", "advise --compute {d}/c.csv --comm {d}/m.csv --margin-pct nan",
          "not a finite number"),
+    Case("range-option", "cluster --ranks abc -- true", "invalid int"),
+    Case("range-option", "cluster --master-port 80x -- true", "invalid int"),
     # --- unknown names ---
     Case("unknown-name", f"{REPLAY} --knob dpp.bucket_cap_mb=50", "unknown planner 'dpp'"),
     Case("unknown-name", f"{REPLAY} --algorithms ddp --knob ddp.bucket_cap_mbx=50",
@@ -336,6 +343,33 @@ CASES: list[Case] = [
     Case("filesystem", "report concat {d}/c.csv -o " + UNWRITABLE, "is a file"),
     Case("encoding", "report concat {d}/latin1.csv -o {d}/cat2.csv", "not utf-8 text",
          ("cat2.csv",)),
+    Case("unreadable", "replay --compute {d}/unreadable.csv --comm {d}/m.csv -o {d}/out.csv",
+         "unreadable.csv: cannot read"),
+    Case("unreadable", "replay --compute {d}/c.csv --comm {d}/unreadable.json -o {d}/out.csv",
+         "unreadable.json: cannot read"),
+    Case("unreadable", "replay --compute {d}/c.csv --comm {d}/unreadable.csv -o {d}/out.csv",
+         "unreadable.csv: cannot read"),
+    Case("unreadable", f"{REPLAY} --interference {{d}}/unreadable.json",
+         "unreadable.json: cannot read"),
+    Case("unreadable", "fit {d}/unreadable.csv", "unreadable.csv: cannot read"),
+    Case("unreadable", "traces validate {d}/unreadable.csv", "cannot read"),
+    Case("unreadable", f"{RUN} --plan {{d}}/unreadable.json -o {{d}}/r.csv", "cannot read",
+         ("r.csv",)),
+    Case("unreadable", "import nccl-tests {d}/unreadable.txt -o {d}/n.csv", "cannot read",
+         ("n.csv",)),
+    Case("unreadable", "import bcaffe {d}/unreadable.txt --world-size 2 --nodes 2 "
+         "-o {d}/bc3.csv", "cannot read", ("bc3.csv",)),
+    Case("unreadable", "import kineto {d}/unreadable.json -o {d}/kin2", "cannot read"),
+    Case("unreadable", "import manifest {d}/unreadable.yaml --src {d} -o {d}/mout2",
+         "cannot read", ("mout2",)),
+    Case("unreadable", "reexec run --config {d}/unreadable.yaml --list", "cannot read"),
+    Case("unreadable", "reexec analyze --input {d}/unreadable.csv", "cannot read"),
+    Case("json-shape", "reexec run --config {d}/list.yaml --list", "expected a mapping"),
+    Case("json-shape", "reexec run --config {d}/bad.yaml --list", "not valid YAML"),
+    Case("json-shape", "bench collectives-report {d}/m.csv --fit {d}/array.json --errors "
+         "{d}/e.csv --figdir {d}/fd2 --tabdir {d}/td2", "must be an object"),
+    Case("encoding", "reexec analyze --input {d}/latin1.csv", "not UTF-8 text"),
+    Case("encoding", "reexec run --config {d}/latin1.json --list", "not UTF-8 text"),
     # --- nothing half done: a later step fails, no earlier output is left ---
     Case("partial", f"replay {COMPUTE} -o {{d}}/out.csv --algorithms wfbp,ddp --timeline "
          "{d}/tl --plans {d}/pl --knob ddp.bucket_cap_mb=abc", "not a valid float",

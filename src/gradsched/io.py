@@ -106,20 +106,49 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+def read_bytes(path: str | Path) -> bytes:
+    """The bytes of ``path``; an unreadable file raises
+    :class:`~gradsched.errors.InputError` naming it (not a bare OSError)."""
+    from gradsched.errors import InputError
+
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+
+
 def read_text(path: str | Path) -> str:
     """The UTF-8 text of ``path``; an unreadable file or bytes that are not UTF-8 raise
     :class:`~gradsched.errors.InputError` naming the file (and the line of the bad byte)."""
     from gradsched.errors import InputError
 
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+    raw = read_bytes(path)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
+        path = Path(path)
         raise InputError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
                          f"{exc.start}); save the file as UTF-8", path=path,
                          line=line) from exc
+
+
+def read_csv_checked(path: str | Path, **kwargs: Any) -> Any:
+    """``pandas.read_csv`` of ``path`` whose failures name the file: missing, unreadable,
+    not UTF-8, empty or malformed CSV raise :class:`~gradsched.errors.InputError`."""
+    import io
+
+    import pandas as pd
+
+    from gradsched.errors import InputError
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file not found", path=path)
+    text = read_text(path)
+    try:
+        return pd.read_csv(io.StringIO(text), **kwargs)
+    except pd.errors.EmptyDataError as exc:
+        raise InputError("file is empty (no header)", path=path) from exc
+    except pd.errors.ParserError as exc:
+        raise InputError(f"not a well-formed CSV: {exc}", path=path) from exc

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import write_csv_atomic
+from gradsched.io import read_csv_checked, write_csv_atomic
 
 PREDICTIONS = {"": "predicted_s", "_int": "predicted_interference_s", "_raw": "predicted_raw_s",
                "_dyn": "predicted_dynamic_s"}
@@ -64,7 +64,7 @@ def load(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
-    frame = pd.read_csv(path)
+    frame = read_csv_checked(path)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s) {missing}", path=path)

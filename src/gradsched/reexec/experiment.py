@@ -54,7 +54,7 @@ from typing import Any
 import pandas as pd
 
 from gradsched.errors import ConfigError, InputError
-from gradsched.io import read_json, write_csv_atomic, write_json_atomic
+from gradsched.io import read_json, read_text, write_csv_atomic, write_json_atomic
 
 ALGORITHMS: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "horovod", "mgwfbp", "oasr", "dear",
                                "bytescheduler", "best")
@@ -139,7 +139,14 @@ def load_config(path: str | Path) -> tuple[list[Case], Settings]:
     path = Path(path)
     if not path.is_file():
         raise InputError("config file not found", path=path)
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        data = yaml.safe_load(read_text(path)) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
+                         line=mark.line + 1 if mark else None) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping 'reexec'", path=path)
     spec = data.get("reexec", data)
     if not isinstance(spec, dict):
         raise InputError("expected a mapping 'reexec'", path=path)

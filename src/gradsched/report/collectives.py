@@ -20,7 +20,6 @@ input gives a placeholder figure that says so.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ import pandas as pd
 
 from gradsched.collectives.tuned import FormulaFit, fits_from_json, load_samples, predict
 from gradsched.costmodel.formulas import cost
+from gradsched.io import read_json
 from gradsched.report.figures import _grid, placeholder, save, setup_style
 from gradsched.report.tables import fmt, write_table
 
@@ -52,7 +52,7 @@ def _load(traces: Sequence[str | Path], collective: str = "all_reduce") -> pd.Da
 
 
 def _fits(fit_json: str | Path) -> dict[str, FormulaFit]:
-    return fits_from_json(json.loads(Path(fit_json).read_text(encoding="utf-8")))
+    return fits_from_json(read_json(fit_json, missing="fit JSON not found"))
 
 
 def _networks(samples: pd.DataFrame) -> list[str]:

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.io import read_text
 from gradsched.traces.bundle import CommTrace, ComputeTrace
 
 IMPORTER_VERSION = "1"
@@ -120,11 +121,7 @@ def read_lines(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc.reason}", path=path) from None
-    return text.splitlines()
+    return read_text(path).splitlines()  # unreadable or not UTF-8: named, with the line
 
 
 def comm_meta(

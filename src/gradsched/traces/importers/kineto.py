@@ -66,7 +66,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import write_csv_atomic, write_json_atomic
+from gradsched.io import read_bytes, write_csv_atomic, write_json_atomic
 
 IMPORTER = "kineto"
 IMPORTER_VERSION = "1"
@@ -131,7 +131,7 @@ def read_trace_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
-    return decode_trace_bytes(path.read_bytes(), path)
+    return decode_trace_bytes(read_bytes(path), path)
 
 
 def _gunzip(raw: bytes, label: str | Path) -> bytes:

@@ -78,7 +78,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import read_json, write_csv_atomic, write_json_atomic
+from gradsched.io import read_bytes, read_json, write_csv_atomic, write_json_atomic
 from gradsched.traces.bundle import ComputeTrace, meta_path
 from gradsched.traces.importers import ImportResult, WarningSink
 from gradsched.traces.importers.kineto import (
@@ -142,7 +142,7 @@ def read_documents(path: str | Path) -> list[tuple[str, Any]]:
     if not path.is_file():
         raise InputError("file not found", path=path)
     if not (path.name.endswith((".tar.gz", ".tgz", ".tar"))):
-        return [(str(path), decode_trace_bytes(path.read_bytes(), path))]
+        return [(str(path), decode_trace_bytes(read_bytes(path), path))]
     try:
         with tarfile.open(path) as archive:
             members = sorted((m for m in archive.getmembers() if m.isfile()),

@@ -132,7 +132,7 @@ def load_manifest(path: str | Path) -> list[Entry]:
         doc = yaml.safe_load(read_text(path))  # unreadable or not UTF-8: named
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {exc}", path=path,
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
                          line=mark.line + 1 if mark else None) from None
     if not isinstance(doc, dict) or doc.get("version") != 1 or "files" not in doc:
         raise InputError("expected a mapping with 'version: 1' and 'files:'", path=path)
