@@ -339,22 +339,27 @@ def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) ->
         placeholder(out_pdf, out_png, "Gaps", "no replay results")
         return
     setup_style()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.0, 3.2),
-                                      gridspec_kw={"width_ratios": [1, 1.3]})
     wide = replay_wide(collected)
     gap = mgwfbp_gaps(collected)
+    # the case legend goes below both panels (inside, many cases would hide the lines)
+    legend_rows = math.ceil(len(wide.loc[gap.index, ["trace", "network"]].drop_duplicates())
+                            / 3) if len(gap) else 0
+    legend_in = 0.12 * legend_rows + (0.15 if legend_rows else 0)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.0, 3.2 + legend_in),
+                                      gridspec_kw={"width_ratios": [1, 1.3]})
     if len(gap):
         wide = wide.loc[gap.index].assign(gap_pct=gap)
-        for (trace, network), part in wide.groupby(["trace", "network"]):
+        groups = list(wide.groupby(["trace", "network"]))
+        palette = sns.color_palette("husl", len(groups))  # one colour per case
+        for color, ((trace, network), part) in zip(palette, groups, strict=True):
             part = part.sort_values("world_size")
-            left.plot(part["world_size"], part["gap_pct"], marker="o", ms=3,
+            left.plot(part["world_size"], part["gap_pct"], marker="o", ms=3, color=color,
                       label=f"{trace} x {network}")
         left.set_xscale("log", base=2)
         left.set_xticks(sorted(wide["world_size"].unique()))
         left.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
         left.set_xlabel("world size P [ranks]")
         left.set_ylabel("MG-WFBP vs contiguous optimum [%]")
-        left.legend(fontsize=6)
     else:
         left.axis("off")
         left.text(0.5, 0.5, "NO DATA: MG-WFBP and contiguous_optimum\nwere not both replayed",
@@ -375,5 +380,9 @@ def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) ->
     right.set_ylabel("gap to lower bound [%]")
     right.tick_params(axis="x", rotation=45, labelsize=7)
     right.set_title("every algorithm's gap to the lower bound (one point per case)", fontsize=8)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, legend_in / (3.2 + legend_in), 1, 1))
+    if legend_rows:
+        handles, labels = left.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=6, frameon=False,
+                   title="left panel: compute x network", title_fontsize=6)
     save(fig, out_pdf, out_png)
