@@ -157,6 +157,21 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("unreadable.json", "unreadable.csv", "unreadable.txt", "unreadable.yaml"):
         # open() works but read() fails with EIO, even for root (chmod 000 would not)
         (d / name).symlink_to("/proc/self/mem")
+    ab = {"collective": "all_reduce", "world_size": 4, "alpha_s": 1e-4, "beta_s_per_byte": 1e-9}
+    ip = {"collective": "all_reduce", "world_size": 4, "bytes": [4, 4096],
+          "time_s": [1e-4, 2e-4]}
+    models = {
+        "ab_huge_alpha": ("alpha-beta-series", {**ab, "alpha_s": 1e300}),
+        "ab_string": ("alpha-beta-series", {**ab, "alpha_s": "1e-4"}),
+        "ab_missing": ("alpha-beta-series", {"collective": "all_reduce", "world_size": 4}),
+        "ab_ranks": ("alpha-beta-series", {**ab, "world_size": 2**80}),
+        "ip_one": ("interp", {**ip, "bytes": [4096], "time_s": [1e-4]}),
+        "ip_huge_bytes": ("interp", {**ip, "bytes": [4, 8e30]}),
+        "ip_null": ("interp", {**ip, "time_s": [1e-4, None]}),
+    }
+    for name, (kind, series) in models.items():
+        (d / f"{name}.json").write_text(json.dumps({"kind": kind, "series": [series]}),
+                                        encoding="utf-8")
     (d / "list.yaml").write_text("[1, 2]\n", encoding="utf-8")
     (d / "bad.yaml").write_text("reexec: {cases: [\n", encoding="utf-8")
     (d / "sailor_array.json").write_text("[]", encoding="utf-8")
@@ -258,6 +273,23 @@ CASES: list[Case] = [
     Case("too-small", "replay --compute {d}/c.csv --comm {d}/one.csv -o {d}/out.csv",
          "too small to fit"),
     Case("too-small", "fit {d}/one.csv", "at least 2 message sizes"),
+    Case("too-small", "replay --compute {d}/c.csv --comm {d}/ip_one.json -o {d}/out.csv",
+         "at least 2 sizes"),
+    # --- fitted model JSON: shape and physical range ---
+    Case("model-json", "replay --compute {d}/c.csv --comm {d}/ab_huge_alpha.json "
+         "-o {d}/out.csv", "outside [0, 1e+06] s"),
+    Case("model-json", "replay --compute {d}/c.csv --comm {d}/ab_string.json -o {d}/out.csv",
+         "must be JSON numbers"),
+    Case("model-json", "replay --compute {d}/c.csv --comm {d}/ab_missing.json -o {d}/out.csv",
+         "KeyError: 'alpha_s'"),
+    Case("model-json", "replay --compute {d}/c.csv --comm {d}/ab_ranks.json -o {d}/out.csv",
+         "world_size must be an integer"),
+    Case("model-json", "replay --compute {d}/c.csv --comm {d}/ip_huge_bytes.json "
+         "-o {d}/out.csv", "beyond"),
+    Case("model-json", "replay --compute {d}/c.csv --comm {d}/ip_null.json -o {d}/out.csv",
+         "lists of numbers"),
+    Case("model-json", "replay --compute {d}/c.csv --comm alpha-beta:alpha=1e300,beta=1e-9 "
+         "--world-size 4 -o {d}/out.csv", "alpha must be a finite number in"),
     # --- out-of-range interference (was clamped) ---
     Case("interference", f"{REPLAY} --interference {{d}}/inter_low.json",
          "compute_slowdown"),

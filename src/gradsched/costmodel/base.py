@@ -22,6 +22,7 @@ import numpy as np
 
 from gradsched.errors import ConfigError, InputError
 from gradsched.io import read_json
+from gradsched.limits import MAX_SECONDS
 from gradsched.traces.columns import COLLECTIVES
 
 # Ring algorithms move half of an all-reduce's data in a reduce-scatter or an all-gather
@@ -177,7 +178,36 @@ def model_from_dict(data: dict[str, Any], source: str = "<dict>") -> CommModel:
     if kind not in _REGISTRY:
         raise InputError(f"unknown model kind {kind!r}; known: {', '.join(sorted(_REGISTRY))}",
                          path=source, field="kind")
-    return _REGISTRY[kind].from_dict(data)
+    try:
+        model = _REGISTRY[kind].from_dict(data)
+    except InputError as exc:
+        if exc.path is not None:
+            raise
+        raise InputError(exc.reason, path=source, field=exc.field) from None
+    except (ConfigError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        # a missing key, a string or null where a number belongs: one line naming the file
+        raise InputError(f"malformed {kind} model: {type(exc).__name__}: {exc}",
+                         path=source) from None
+    check_model_range(model, source)
+    return model
+
+
+def check_model_range(model: CommModel, source: str = "<model>") -> None:
+    """Refuse a model whose all-reduce of 1 byte or of 1 GiB takes a non-finite time or
+    more than :data:`~gradsched.limits.MAX_SECONDS` at a world size it holds (issue 17:
+    an alpha of 1e300 s was accepted and overflowed the replay's sums)."""
+    from gradsched.errors import GradschedError
+
+    for world_size in model.world_sizes() or (2,):
+        for nbytes in (1.0, float(2**30)):
+            try:
+                seconds = model.time("all_reduce", nbytes, world_size)
+            except GradschedError:
+                break  # the model holds no all-reduce at this world size
+            if not 0 <= seconds <= MAX_SECONDS:  # NaN fails too
+                raise InputError(f"predicts {seconds!r} s for an all-reduce of {nbytes:.0f} "
+                                 f"bytes at world size {world_size}: outside [0, "
+                                 f"{MAX_SECONDS:g}] s", path=source)
 
 
 def check_collective(collective: str) -> None:
@@ -203,10 +233,11 @@ class AlphaBetaModel(CommModel):
         beta: float,
         per_collective: dict[str, tuple[float, float]] | None = None,
     ) -> None:
-        if not (np.isfinite(alpha) and alpha >= 0):
-            raise ConfigError(f"alpha must be a finite number >= 0 seconds, got {alpha}")
-        if not (np.isfinite(beta) and beta >= 0):
-            raise ConfigError(f"beta must be a finite number >= 0 seconds/byte, got {beta}")
+        if not (np.isfinite(alpha) and 0 <= alpha <= MAX_SECONDS):
+            raise ConfigError(f"alpha must be a finite number in [0, {MAX_SECONDS:g}] seconds, "
+                              f"got {alpha}")
+        if not (np.isfinite(beta) and 0 <= beta <= 1.0):
+            raise ConfigError(f"beta must be a finite number in [0, 1] seconds/byte, got {beta}")
         self.alpha = float(alpha)
         self.beta = float(beta)
         self.per_collective = {k: (float(a), float(b))

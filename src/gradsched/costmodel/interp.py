@@ -32,6 +32,7 @@ from gradsched.costmodel.series import (
     series_points,
 )
 from gradsched.errors import ConfigError, InputError
+from gradsched.limits import MAX_BYTES, MAX_SECONDS, is_real
 
 
 def isotonic_increasing(values: np.ndarray) -> np.ndarray:
@@ -107,7 +108,19 @@ class InterpCurve:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InterpCurve:
-        return cls(tuple(float(x) for x in data["bytes"]), tuple(float(x) for x in data["time_s"]))
+        """The JSON form: at least :data:`MIN_TRACE_SIZES` points, numbers in range."""
+        nbytes, times = data["bytes"], data["time_s"]
+        if not (isinstance(nbytes, list) and isinstance(times, list)
+                and all(map(is_real, nbytes + times))):
+            raise ConfigError("interp curve: bytes and time_s must be lists of numbers")
+        if len(nbytes) < MIN_TRACE_SIZES:
+            raise ConfigError(f"interp curve: {len(nbytes)} point(s); at least "
+                              f"{MIN_TRACE_SIZES} sizes are needed (one size costs every "
+                              "collective the same)")
+        if max(nbytes, default=0) > MAX_BYTES or max(times, default=0) > MAX_SECONDS:
+            raise ConfigError(f"interp curve: sizes beyond {MAX_BYTES} bytes or times beyond "
+                              f"{MAX_SECONDS:g} s")
+        return cls(tuple(float(x) for x in nbytes), tuple(float(x) for x in times))
 
 
 @register_model

@@ -28,6 +28,7 @@ from gradsched.costmodel.base import (
     register_model,
 )
 from gradsched.errors import ConfigError, InputError
+from gradsched.limits import MAX_RANKS, is_real
 
 SeriesKey = tuple[str, int]  # (collective, world_size)
 
@@ -176,12 +177,21 @@ class SeriesModel(CommModel):
     def from_dict(cls, data: dict[str, Any]) -> SeriesModel:
         try:
             curves = {
-                (str(item["collective"]), int(item["world_size"])): cls.curve_from_dict(item)
+                (str(item["collective"]), _world_size(item["world_size"])):
+                    cls.curve_from_dict(item)
                 for item in data["series"]
             }
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"malformed {cls.kind} model: {exc}", field="series") from None
+            raise InputError(f"malformed {cls.kind} model: {type(exc).__name__}: {exc}",
+                             field="series") from None
         return cls(curves, data.get("meta"))
+
+
+def _world_size(value: Any) -> int:
+    """A series' world size: a JSON integer in [1, MAX_RANKS] (no string or float)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_RANKS:
+        raise ValueError(f"world_size must be an integer in [1, {MAX_RANKS}], got {value!r}")
+    return value
 
 
 @register_model
@@ -203,6 +213,8 @@ class AlphaBetaSeriesModel(SeriesModel):
 
     @staticmethod
     def curve_from_dict(data: dict[str, Any]) -> tuple[float, float]:
+        if not (is_real(data["alpha_s"]) and is_real(data["beta_s_per_byte"])):
+            raise ConfigError("alpha_s and beta_s_per_byte must be JSON numbers")
         alpha, beta = float(data["alpha_s"]), float(data["beta_s_per_byte"])
         if not (np.isfinite(alpha) and alpha >= 0 and np.isfinite(beta) and beta >= 0):
             raise ConfigError(f"alpha/beta must be finite and >= 0, got {alpha}, {beta}")

@@ -82,6 +82,8 @@ MAX_SLOWDOWN = 1e6
 """Largest interference slowdown accepted (a divisor of compute or collective speed)."""
 MAX_CHANNELS = 1024
 """Most concurrent communication channels the replay simulates."""
+MAX_TIMELINE_EVENTS = 20_000_000
+"""Most events a timeline export may hold (a few GB of Python objects)."""
 MAX_PACK_S_PER_BYTE = 1.0
 """Largest pack/unpack cost accepted, seconds per byte."""
 MAX_FORWARD_RATIO = 10.0
@@ -170,6 +172,11 @@ def replay(
     if world_size < 1:
         raise ConfigError("world_size must be >= 1")
     plan.check_resources()  # bounded collectives per iteration before any array is built
+    events = options.iterations * (plan.n_collectives + 3 * trace.n_tensors)
+    if timeline and events > MAX_TIMELINE_EVENTS:
+        raise ConfigError(f"a timeline of {options.iterations} iterations of plan "
+                          f"'{plan.algorithm}' holds about {events} events; at most "
+                          f"{MAX_TIMELINE_EVENTS} are written (lower --iterations)")
     arrays = trace_arrays(trace)
     items = plan_items(arrays, plan, model, world_size, options.pack_s_per_byte)
     check_plan_timing(plan)
