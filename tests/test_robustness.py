@@ -544,3 +544,23 @@ def test_staging_commits_all_or_nothing(tmp_path: Path) -> None:
         raise RuntimeError("a later step fails")
     assert not (tmp_path / "b.csv").exists()
     assert _leftovers(tmp_path) == []
+
+
+def test_unexpected_exception_is_one_line_not_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The last resort of cli.main: exit 1 and one line naming the exception; the
+    traceback only on request (GRADSCHED_TRACEBACK=1)."""
+    import gradsched.commands.traces as traces_cmd
+
+    def boom(args: object) -> int:
+        raise KeyError("trace")
+
+    monkeypatch.setattr(traces_cmd, "_columns", boom)
+    monkeypatch.delenv("GRADSCHED_TRACEBACK", raising=False)
+    assert main(["traces", "columns"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "internal error: KeyError: 'trace'" in err
+    monkeypatch.setenv("GRADSCHED_TRACEBACK", "1")
+    with pytest.raises(KeyError):
+        main(["traces", "columns"])

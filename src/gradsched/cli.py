@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -67,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"gradsched {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # the last resort: one line, not a traceback (issue 17)
+        if os.environ.get("GRADSCHED_TRACEBACK"):
+            raise
+        print(f"gradsched {args.command}: internal error: {type(exc).__name__}: {exc} "
+              "(an input gradsched does not check yet, or a bug: rerun with "
+              "GRADSCHED_TRACEBACK=1 for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
