@@ -132,7 +132,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
         text = json.dumps(plan).replace('"NaN"', "NaN")
         (d / f"plan_{name}.json").write_text(text, encoding="utf-8")
     heavy = {"format": "gradsched.plan", "format_version": 2, "algorithm": "synthetic",
-             "buckets": [{"tensors": [n], "chunks": 600_000} for n in names[:2]]}
+             "buckets": [{"tensors": [n], "chunks": 60_000} for n in names[:2]]}
     (d / "plan_heavy.json").write_text(json.dumps(heavy), encoding="utf-8")
     (d / "plan_notobject.json").write_text('["buckets"]', encoding="utf-8")
     (d / "plan_buckets.json").write_text(json.dumps(
@@ -421,8 +421,10 @@ CASES: list[Case] = [
     Case("partial", f"{RUN} -o {{d}}/r.csv --profile {{d}}/a_file", "existing file",
          ("r.csv", "r.summary.csv")),
     # --- plans: bounded resources, checked fields ---
+    Case("plan-bounds", f"{REPLAY} --algorithms bytescheduler "
+         "--knob bytescheduler.partition_params=1", "collectives per iteration"),
     Case("plan-bounds", f"{RUN} --plan {{d}}/plan_chunks_1e9.json -o {{d}}/r.csv",
-         "chunks must be an integer in [1, 1000000]", ("r.csv",)),
+         "chunks must be an integer in [1, 100000]", ("r.csv",)),
     Case("plan-bounds", f"{RUN} --plan {{d}}/plan_chunks_float.json -o {{d}}/r.csv",
          "chunks must be an integer", ("r.csv",)),
     Case("plan-bounds", f"{RUN} --plan {{d}}/plan_chunks_zero.json -o {{d}}/r.csv",

@@ -25,7 +25,7 @@ MAX_RANKS = 2**20
 MAX_REPLAY_ITERATIONS = 10_000
 """Most iterations the replay simulates (steady state is reached after a few)."""
 
-MAX_COLLECTIVES_PER_ITERATION = 1_000_000
+MAX_COLLECTIVES_PER_ITERATION = 100_000
 """Most collectives one plan may launch per iteration (sum of its buckets' chunks)."""
 
 
