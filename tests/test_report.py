@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from gradsched.cli import main
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
 from gradsched.report import compare, figures, macros, tables
 from gradsched.report.collect import CASE_COLUMNS, COLLECTED_COLUMNS, Case, collect_cases
 
@@ -68,6 +68,44 @@ def test_collect_adds_case_columns(tmp_path: Path) -> None:
     assert set(out["nodes"]) == {2} and set(out["network"]) == {"net"}
     assert set(out["comm_file"]) == {"comm"}
     assert set(out["family"]) == {"gpu"} and set(out["pairing"]) == {"matched-gpu"}
+
+
+def test_collect_labels_an_extrapolated_case_and_its_nodes(tmp_path: Path) -> None:
+    reference = tmp_path / "sweep-128.csv"  # 128 ranks on 32 nodes: 4 per node
+    pd.DataFrame({"collective": ["all_reduce"] * 2, "world_size": [128, 128],
+                  "nodes": [32, 32], "bytes": [4, 8], "time_s": [1e-5, 2e-5]}
+                 ).to_csv(reference, index=False)
+    result = tmp_path / "p512.csv"
+    synthetic_collected().drop(columns=list(CASE_COLUMNS)).head(2) \
+        .assign(world_size=512).to_csv(result, index=False)
+    out = collect_cases([Case("toy", "net", reference, result, "gpu", "matched-gpu",
+                              extrapolated=True)])
+    assert set(out["nodes"]) == {128} and set(out["extrapolated"]) == {True}
+    assert set(out["comm_file"]) == {"extrapolated from sweep-128"}
+    mixed = tmp_path / "mixed.csv"
+    synthetic_collected().drop(columns=list(CASE_COLUMNS)).head(12).to_csv(mixed, index=False)
+    with pytest.raises(InputError, match="one world size"):
+        collect_cases([Case("toy", "net", reference, mixed, extrapolated=True)])
+
+
+def test_replay_table_and_figure_mark_extrapolated_world_sizes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = synthetic_collected().assign(extrapolated=lambda f: f["world_size"] == 16)
+    table, _ = tables.replay_table(data)
+    assert list(table["P [ranks]"]) == ["8", "16 (extrap.)", "8", "16 (extrap.)"]
+    csv = tmp_path / "replay.csv"
+    data.to_csv(csv, index=False)
+    spans: list[tuple[float, float]] = []
+    real_save = figures.save
+
+    def record(fig, out_pdf, out_png) -> None:
+        for ax in fig.axes:
+            spans.extend((p.get_x(), p.get_x() + p.get_width()) for p in ax.patches)
+        real_save(fig, out_pdf, out_png)
+
+    monkeypatch.setattr(figures, "save", record)
+    figures.replay_vs_world_size(csv, tmp_path / "x.pdf", tmp_path / "x.png", family="fam-a")
+    assert len(spans) == 1 and 8 < spans[0][0] < 16 < spans[0][1]  # shades 16, not 8
 
 
 def test_collect_refuses_an_unknown_pairing(tmp_path: Path) -> None:

@@ -144,7 +144,52 @@ def replay_results(set_name):
     return [
         f"{RESULTS}/replay/{set_name}/{c}/{n}/{stem}.csv"
         for c, n, stem, _ in set_cases(set_name)
+    ] + [
+        extrapolated_result(set_name, c, n, world)
+        for c, n, world in extrapolated_cases(set_name)
     ]
+
+
+# ---------------------------------------------------------------- extrapolation
+def _sweep_world(path):
+    """The world size of a comm trace CSV (its first data row)."""
+    with open(path, encoding="utf-8") as handle:
+        rows = [line for line in handle if line.strip() and not line.startswith("#")]
+    header = rows[0].strip().split(",")
+    return int(rows[1].strip().split(",")[header.index("world_size")])
+
+
+def extrapolations():
+    """{network: item} of config `extrapolate`: world sizes beyond a network's sweeps,
+    replayed on its ring-scaled cross-world-size model fitted at `fit_on`."""
+    out = {}
+    for item in config.get("extrapolate") or []:
+        held = {_sweep_world(p): p for p in network_traces(item["network"]).values()}
+        missing = [w for w in item["fit_on"] if w not in held]
+        if missing:
+            _fail(f"extrapolate {item['network']}: fit_on {missing} not among {sorted(held)}")
+        inside = [w for w in item["world_sizes"] if w <= max(held)]
+        if inside:
+            _fail(
+                f"extrapolate {item['network']}: world sizes {inside} are within the "
+                f"sweeps (largest {max(held)}); replay those from the sweeps"
+            )
+        out[item["network"]] = dict(item, reference=held[max(held)])
+    return out
+
+
+def extrapolated_cases(set_name):
+    """[(compute, network, world size)] replayed beyond the sweeps (main set only)."""
+    if set_name == "smoke":
+        return []
+    ex = extrapolations()
+    return [
+        (c, n, w) for c, n, _, _ in cases() if n in ex for w in ex[n]["world_sizes"]
+    ]
+
+
+def extrapolated_result(set_name, compute, network, world):
+    return f"{RESULTS}/replay/{set_name}/{compute}/{network}/extrapolated/p{world}.csv"
 
 
 def knob_args(algorithms):

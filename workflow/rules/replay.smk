@@ -35,8 +35,14 @@ rule collect_replay:
             for c, n, stem, path in set_cases(wc.set)
         ),
         labels=lambda wc: case_labels(wc.set),
+        extrapolated=lambda wc: " ".join(
+            f"--extrapolated {c} {n} {shlex.quote(extrapolations()[n]['reference'])} "
+            f"{extrapolated_result(wc.set, c, n, w)}"
+            for c, n, w in extrapolated_cases(wc.set)
+        ),
     shell:
-        "{GS} report collect {params.cases} {params.labels} -o {output} > {log} 2>&1"
+        "{GS} report collect {params.cases} {params.extrapolated} {params.labels} "
+        "-o {output} > {log} 2>&1"
 
 
 rule replay_timeline:

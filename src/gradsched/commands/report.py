@@ -1,6 +1,7 @@
 """``gradsched report ...``: figures, tables, prose macros and checks from result CSVs.
 
     gradsched report collect --case TRACE NETWORK COMM.csv RESULT.csv [...] \\
+        [--extrapolated TRACE NETWORK REF.csv RESULT.csv ...] \\
         [--label TRACE NETWORK FAMILY PAIRING ...] -o replay.csv
     gradsched report concat A.csv B.csv ... -o all.csv
     gradsched report figure fit-curves --comm A.csv ... --models A.piecewise.json ... \\
@@ -45,6 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "nodes)")
     p.add_argument("--case", nargs=4, action="append", required=True,
                    metavar=("TRACE", "NETWORK", "COMM_CSV", "RESULT_CSV"))
+    p.add_argument("--extrapolated", nargs=4, action="append", default=[],
+                   metavar=("TRACE", "NETWORK", "REFERENCE_COMM_CSV", "RESULT_CSV"),
+                   help="a replay at a world size no sweep measured (cross-world-size model); "
+                   "the reference sweep gives the ranks per node")
     p.add_argument("--label", nargs=4, action="append", default=[],
                    metavar=("TRACE", "NETWORK", "FAMILY", "PAIRING"),
                    help="compute family and pairing (real, matched-gpu, what-if) of the cases "
@@ -185,12 +190,14 @@ def _collect(args: argparse.Namespace) -> int:
         if (trace, network) in labels:
             raise ConfigError(f"--label {trace} {network} given twice")
         labels[(trace, network)] = (family, pairing)
-    known = {(t, n) for t, n, _, _ in args.case}
+    known = {(t, n) for t, n, _, _ in args.case + args.extrapolated}
     unused = sorted(set(labels) - known)
     if unused:
         raise ConfigError(f"--label for a pair with no --case: {unused[0][0]} {unused[0][1]}")
     cases = [Case(t, n, Path(c), Path(r), *labels.get((t, n), ("", "what-if")))
              for t, n, c, r in args.case]
+    cases += [Case(t, n, Path(c), Path(r), *labels.get((t, n), ("", "what-if")),
+                   extrapolated=True) for t, n, c, r in args.extrapolated]
     frame = collect_cases(cases)
     write_csv_atomic(args.output, frame)
     print(f"wrote {args.output} ({len(cases)} cases, {len(frame)} rows)")

@@ -3,7 +3,10 @@
 A *case* is one compute trace replayed against one comm trace (one world size) of one
 network series; the replay writes one CSV per case with :data:`RESULT_COLUMNS`. Each case
 also carries its compute ``family`` (which replay figure draws it) and its ``pairing``:
-how the compute and the network belong together (:data:`PAIRINGS`).
+how the compute and the network belong together (:data:`PAIRINGS`). An *extrapolated*
+case was replayed at a world size no sweep measured, on the network's cross-world-size
+model (:class:`gradsched.costmodel.scaling.ScaledModel`); its ``comm`` is the largest sweep
+of the network (for the ranks per node) and its ``comm_file`` says ``extrapolated``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ REPLAY_RESULT_COLUMNS = (
     "algorithm", "world_size", "iteration_s", "compute_s", "exposed_comm_s", "n_collectives",
     "n_buckets", "comm_busy_s", "lower_bound_s", "gap_to_lb_pct", "knobs",
 )
-CASE_COLUMNS = ("trace", "network", "comm_file", "nodes", "family", "pairing")
+CASE_COLUMNS = ("trace", "network", "comm_file", "nodes", "family", "pairing", "extrapolated")
 PAIRINGS = {
     "real": "real: compute and comm measured on the same system",
     "matched-gpu": "matched GPU type, different cluster: the compute trace ran on the same "
@@ -42,6 +45,7 @@ class Case:
     result: Path
     family: str = ""
     pairing: str = "what-if"
+    extrapolated: bool = False
 
     def __post_init__(self) -> None:
         if self.pairing not in PAIRINGS:
@@ -56,6 +60,18 @@ def comm_nodes(path: str | Path) -> int:
     if len(values) != 1:
         raise InputError(f"expected one node count, found {values}", path=path, field="nodes")
     return int(values[0])
+
+
+def extrapolated_nodes(reference: str | Path, world_size: int) -> int:
+    """Nodes of ``world_size`` ranks at the ranks per node of a reference comm trace."""
+    frame = pd.read_csv(reference, comment="#", usecols=["world_size", "nodes"])
+    pairs = sorted({(int(w), int(n)) for w, n in zip(frame["world_size"], frame["nodes"],
+                                                       strict=True)})
+    if len(pairs) != 1:
+        raise InputError(f"expected one (world_size, nodes), found {pairs}", path=reference,
+                         field="world_size")
+    world, nodes = pairs[0]
+    return max(1, round(world_size * nodes / world))
 
 
 def read_csv_or_empty(path: str | Path) -> pd.DataFrame:
@@ -80,12 +96,22 @@ def collect_cases(cases: Iterable[Case]) -> pd.DataFrame:
     parts = []
     for case in cases:
         frame = read_result(case.result)
+        if case.extrapolated:
+            worlds = sorted(set(frame["world_size"].astype(int)))
+            if len(worlds) != 1:
+                raise InputError(f"expected one world size, found {worlds}", path=case.result,
+                                 field="world_size")
+            comm_file = f"extrapolated from {Path(case.comm).stem}"
+            nodes = extrapolated_nodes(case.comm, worlds[0])
+        else:
+            comm_file, nodes = Path(case.comm).stem, comm_nodes(case.comm)
         frame.insert(0, "trace", case.trace)
         frame.insert(1, "network", case.network)
-        frame.insert(2, "comm_file", Path(case.comm).stem)
-        frame.insert(3, "nodes", comm_nodes(case.comm))
+        frame.insert(2, "comm_file", comm_file)
+        frame.insert(3, "nodes", nodes)
         frame.insert(4, "family", case.family)
         frame.insert(5, "pairing", case.pairing)
+        frame.insert(6, "extrapolated", case.extrapolated)
         parts.append(frame[list(COLLECTED_COLUMNS)])
     if not parts:
         return pd.DataFrame(columns=list(COLLECTED_COLUMNS))

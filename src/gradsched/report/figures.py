@@ -196,6 +196,19 @@ def _pairing_of(part: pd.DataFrame) -> str:
     return PAIRING_TITLES.get(value, value)
 
 
+def _shade_extrapolated(ax: plt.Axes, part: pd.DataFrame) -> None:
+    """Grey out the world sizes no sweep measured (replayed on a cross-world-size model)."""
+    if "extrapolated" not in part or not part["extrapolated"].astype(bool).any():
+        return
+    flags = part.groupby("world_size")["extrapolated"].first().astype(bool).sort_index()
+    measured = flags.index[~flags.to_numpy()]
+    first = min(flags.index[flags.to_numpy()])
+    start = math.sqrt(max(measured) * first) if len(measured) else first / 1.2
+    ax.axvspan(start, max(flags.index) * 1.25, color="0.85", zorder=0, lw=0)
+    ax.text(start, 1.0, " extrapolated", transform=ax.get_xaxis_transform(), fontsize=6,
+            va="top", ha="left", color="0.3")
+
+
 def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path,
                          ncols: int = 3, family: str | None = None) -> None:
     """(c) Iteration time per algorithm vs world size, one panel per compute x network.
@@ -228,6 +241,7 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
         bound = part.groupby("world_size")["lower_bound_s"].first().sort_index()
         ax.plot(bound.index, bound.to_numpy() * 1e3, color="black", ls="--", lw=1,
                 label="lower bound")
+        _shade_extrapolated(ax, part)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(part["world_size"].unique()))
         ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())

@@ -199,9 +199,13 @@ def replay_table(collected: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     wide = replay_wide(collected)
     algorithms = [c for c in wide.columns if c not in
                   ("trace", "network", "world_size", "nodes", "fastest", "lower_bound_s")]
+    ranks = wide["world_size"].astype(int).astype(str)
+    if "extrapolated" in collected:  # replayed on a cross-world-size model, no sweep
+        keys = ["trace", "network", "world_size", "nodes"]
+        flags = collected.groupby(keys, sort=True)["extrapolated"].first().astype(bool)
+        ranks = ranks.where(~flags.to_numpy(), ranks + " (extrap.)")
     out = pd.DataFrame({
-        "compute": wide["trace"], "network": wide["network"],
-        "P [ranks]": wide["world_size"].astype(int).astype(str),
+        "compute": wide["trace"], "network": wide["network"], "P [ranks]": ranks,
     })
     for alg in algorithms:
         out[f"{algorithm_label(alg)} [ms]"] = (wide[alg] * 1e3).map(lambda v: fmt(v, 1))
