@@ -269,6 +269,12 @@ CASES: list[Case] = [
          "magnitude"),
     Case("range-knob", f"{REPLAY} --algorithms ddp --knob ddp.bucket_cap_mb=nan",
          "finite"),
+    Case("range-knob", f"{REPLAY} --algorithms dear --knob dear.bo_iters=1000000000",
+         "out of range [1, 10000]"),
+    Case("range-knob", f"{REPLAY} --algorithms search --knob search.bo_iters=0",
+         "out of range [1, 10000]"),
+    Case("range-knob", f"{REPLAY} --algorithms bytescheduler "
+         "--knob bytescheduler.tune_iters=100000000", "out of range [1, 10000]"),
     # --- a comm trace too small to fit ---
     Case("too-small", "replay --compute {d}/c.csv --comm {d}/one.csv -o {d}/out.csv",
          "too small to fit"),

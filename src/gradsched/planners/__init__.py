@@ -107,6 +107,8 @@ def replay_knobs(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
 
 KNOB_MAGNITUDE = 1e15
 """Largest magnitude of a numeric knob (MB, bytes, parameters, seconds or counts)."""
+MAX_SEARCH_ITERS = 10_000
+"""Largest search or replay budget (knobs named ``*_iters`` or ``*_iterations``)."""
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -138,6 +140,10 @@ def parse_knob(planner: str, knob: Knob, value: Any) -> Any:
         # 1e300 MB buckets passed and overflowed the planners' byte sums (issue 17)
         raise ConfigError(f"{where}: {value!r} is not a finite number of magnitude "
                           f"<= {KNOB_MAGNITUDE:g}")
+    if knob.kind is int and knob.name.endswith(("_iters", "_iterations")) \
+            and not 1 <= out <= MAX_SEARCH_ITERS:
+        # bo_iters=1e9 searched for ever (issue 17): search and replay budgets are bounded
+        raise ConfigError(f"{where}: {out} is out of range [1, {MAX_SEARCH_ITERS}]")
     return out
 
 
