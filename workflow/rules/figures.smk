@@ -64,7 +64,9 @@ rule figure_replay:
     log:
         f"{LOGS}/figures/replay-vs-world-size-{{family}}.log",
     wildcard_constraints:
-        family="|".join(case_families()),
+        # any family name: a family with no case in this configuration (e.g. the smoke
+        # one) gets a figure that says so, so that the paper's includes always resolve
+        family="[a-z0-9][a-z0-9-]*",
     shell:
         "{GS} report figure replay-vs-world-size --input {input} --family {wildcards.family} "
         "-o {output.pdf} --png {output.png} > {log} 2>&1"
