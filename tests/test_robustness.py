@@ -426,6 +426,13 @@ CASES: list[Case] = [
     Case("partial", f"{RUN} -o {UNWRITABLE}", "is a file, not a folder"),
     Case("partial", f"{RUN} -o {{d}}/r.csv --profile {{d}}/a_file", "existing file",
          ("r.csv", "r.summary.csv")),
+    Case("partial", "bench collectives -o " + UNWRITABLE, "is a file, not a folder"),
+    Case("partial", "compress train -o " + UNWRITABLE, "is a file, not a folder"),
+    Case("partial", "compress profile -o " + UNWRITABLE, "is a file, not a folder"),
+    Case("partial", "capture compute --model tiny-mlp --batch-size 2 -o " + UNWRITABLE,
+         "is a file, not a folder"),
+    Case("partial", "capture iteration --model tiny-mlp --batch-size 2 -o {d}/a_file",
+         "existing file"),
     # --- plans: bounded resources, checked fields ---
     Case("plan-bounds", f"{REPLAY} --algorithms bytescheduler "
          "--knob bytescheduler.partition_params=1", "collectives per iteration"),

@@ -121,7 +121,11 @@ def _collectives(args: argparse.Namespace) -> int:
     from gradsched.collectives.bench import SHARED_MACHINE_NOTE, BenchConfig, run_bench
     from gradsched.errors import ConfigError
     from gradsched.limits import MAX_SECONDS, in_range
+    from gradsched.staging import check_writable
 
+    for out in (args.output, args.tuned_out):  # before the benchmark, not after it
+        if out is not None:
+            check_writable(out)
     link = None
     if args.lp_link:
         try:

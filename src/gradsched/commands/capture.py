@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gradsched.commands._args import non_negative_count, positive_int, positive_seconds
 from gradsched.errors import ConfigError
+from gradsched.staging import check_writable
 
 
 def _caps(text: str) -> list[float]:
@@ -116,6 +117,7 @@ def _run_compute(args: argparse.Namespace) -> int:
     if args.output.suffix != ".csv":
         raise ConfigError(f"output {args.output}: expected a .csv path (the sidecar goes "
                           "beside it)")
+    check_writable(args.output)  # before the measurement, not after it (issue 17)
     options = CaptureOptions(
         model=args.model, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
         seq_len=args.seq_len, warmup=args.warmup, iters=args.iters, threads=args.threads,
@@ -147,6 +149,7 @@ def _run_iteration(args: argparse.Namespace) -> int:
         backend=args.backend, bucket_caps_mb=args.bucket_cap_mb, iters=args.iters,
         warmup=args.warmup, device=args.device, dtype=args.dtype, seq_len=args.seq_len,
         threads_per_rank=args.threads_per_rank, deadline_s=args.deadline_s)
+    check_writable(args.output, directory=True)  # before the measurement (issue 17)
     if args.torchrun:
         summary = capture_iterations_torchrun(opts, args.output)
         if summary is None:

@@ -109,6 +109,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from gradsched.compression.train import TrainSettings, run_experiment
+    from gradsched.staging import check_writable
+
+    check_writable(args.output, directory=True)  # before the training, not after it
 
     settings = TrainSettings(world_size=args.world_size, methods=args.methods,
                              densities=args.densities, seeds=args.seeds, steps=args.steps,
@@ -131,7 +134,9 @@ def _profile(args: argparse.Namespace) -> int:
 
     from gradsched.compression.replay import profile_compressors
     from gradsched.io import write_csv_atomic, write_json_atomic
+    from gradsched.staging import check_writable
 
+    check_writable(args.output)  # before the timing, not after it
     frame = profile_compressors(args.methods, args.densities, args.sizes,
                                 world_size=args.world_size, reps=args.reps,
                                 threads=args.threads)

@@ -114,6 +114,8 @@ def _run(args: argparse.Namespace) -> int:
     if overrides:
         settings = dataclasses.replace(settings, **overrides)
     chosen = select_cases(cases, args.case)
+    if not args.list:
+        check_writable(args.output, directory=True)  # before the measurements
     if args.list:
         for c in chosen:
             print(f"{c.name}: {c.model} b{c.batch_size} P={c.world_size} {c.network} "
