@@ -11,6 +11,7 @@ import importlib
 import os
 import pkgutil
 import sys
+from pathlib import Path
 
 import gradsched
 from gradsched import commands
@@ -34,7 +35,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def describe_error(exc: BaseException) -> str:
+def _undecodable_file(argv: list[str]) -> str | None:
+    """The first file named on the command line (alone or as ``--opt=FILE``) whose bytes
+    are not UTF-8: the likely source of a decoding error raised without a path."""
+    for token in argv:
+        candidate = Path(token.split("=", 1)[-1])
+        try:
+            if not candidate.is_file() or candidate.stat().st_size > 2**28:
+                continue
+            raw = candidate.read_bytes()
+            if raw[:2] == b"\x1f\x8b" or b"\x00" in raw[:4096]:
+                continue  # compressed or binary: not a text input
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return str(candidate)
+        except OSError:
+            continue
+    return None
+
+
+def describe_error(exc: BaseException, argv: list[str] | None = None) -> str:
     """One line for an OSError (naming its path), a decoding error, an overflow or an
     out-of-memory error."""
     if isinstance(exc, OSError):
@@ -42,7 +62,9 @@ def describe_error(exc: BaseException) -> str:
         paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
         return f"{' -> '.join(paths)}: {reason}" if paths else reason
     if isinstance(exc, UnicodeDecodeError):
-        return (f"input is not {exc.encoding} text (byte 0x{exc.object[exc.start]:02x} at "
+        culprit = _undecodable_file(argv)
+        where = f"{culprit}: " if culprit else ""
+        return (f"{where}input is not {exc.encoding} text (byte 0x{exc.object[exc.start]:02x} at "
                 f"offset {exc.start}): {exc.reason}")
     if isinstance(exc, OverflowError):
         return f"a number is out of range: {exc}"
@@ -54,6 +76,7 @@ def describe_error(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
@@ -63,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, UnicodeError, OverflowError, MemoryError) as exc:
         # Environment and range failures the commands did not name themselves: one line
         # naming the path, never a traceback (issue 17).
-        print(f"gradsched {args.command}: error: {describe_error(exc)}", file=sys.stderr)
+        print(f"gradsched {args.command}: error: {describe_error(exc, argv)}",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"gradsched {args.command}: interrupted", file=sys.stderr)
