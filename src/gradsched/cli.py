@@ -95,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the last resort: one line, not a traceback (issue 17)
         if os.environ.get("GRADSCHED_TRACEBACK"):
             raise
+        if type(exc).__name__ in ("EmptyDataError", "ParserError") \
+                and type(exc).__module__.startswith("pandas"):
+            print(f"gradsched {args.command}: error: a CSV input is empty or malformed: "
+                  f"{' '.join(str(exc).split())}", file=sys.stderr)
+            return 2
         print(f"gradsched {args.command}: internal error: {type(exc).__name__}: {exc} "
               "(an input gradsched does not check yet, or a bug: rerun with "
               "GRADSCHED_TRACEBACK=1 for the traceback)", file=sys.stderr)
