@@ -108,6 +108,19 @@ def test_replay_table_and_figure_mark_extrapolated_world_sizes(
     assert len(spans) == 1 and 8 < spans[0][0] < 16 < spans[0][1]  # shades 16, not 8
 
 
+def test_replay_macros_leave_out_extrapolated_world_sizes() -> None:
+    data = synthetic_collected()
+    beyond = data[data["world_size"] == 16].assign(
+        world_size=512, iteration_s=lambda f: f["iteration_s"] * 5,
+        algorithm=lambda f: f["algorithm"])
+    beyond.loc[beyond["algorithm"] == "wfbp", "iteration_s"] *= 10  # a huge "speedup"
+    both = pd.concat([data.assign(extrapolated=False), beyond.assign(extrapolated=True)])
+    measured = macros.replay_macros(data, macros.Headline())
+    with_beyond = macros.replay_macros(both, macros.Headline())
+    assert with_beyond["NumReplayCases"] == measured["NumReplayCases"] == "4"
+    assert with_beyond["MaxSpeedupOverWfbp"] == measured["MaxSpeedupOverWfbp"]
+
+
 def test_collect_refuses_an_unknown_pairing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown pairing 'same-gpu'"):
         Case("toy", "net", tmp_path / "c.csv", tmp_path / "r.csv", "gpu", "same-gpu")

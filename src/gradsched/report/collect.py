@@ -74,6 +74,14 @@ def extrapolated_nodes(reference: str | Path, world_size: int) -> int:
     return max(1, round(world_size * nodes / world))
 
 
+def extrapolated_mask(frame: pd.DataFrame) -> pd.Series:
+    """True for rows replayed beyond the sweeps; rows without the flag (results collected
+    before it existed, or a missing value) are measured ones."""
+    if "extrapolated" not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame["extrapolated"].map(lambda v: str(v).strip().lower() in ("true", "1"))
+
+
 def read_csv_or_empty(path: str | Path) -> pd.DataFrame:
     """A CSV as a frame; an empty file (e.g. a concatenation of nothing) -> empty frame."""
     try:

@@ -198,9 +198,13 @@ def _pairing_of(part: pd.DataFrame) -> str:
 
 def _shade_extrapolated(ax: plt.Axes, part: pd.DataFrame) -> None:
     """Grey out the world sizes no sweep measured (replayed on a cross-world-size model)."""
-    if "extrapolated" not in part or not part["extrapolated"].astype(bool).any():
+    from gradsched.report.collect import extrapolated_mask
+
+    mask = extrapolated_mask(part)
+    if not mask.any():
         return
-    flags = part.groupby("world_size")["extrapolated"].first().astype(bool).sort_index()
+    flags = part.assign(extrapolated=mask).groupby("world_size")["extrapolated"].any()
+    flags = flags.sort_index()
     measured = flags.index[~flags.to_numpy()]
     first = min(flags.index[flags.to_numpy()])
     start = math.sqrt(max(measured) * first) if len(measured) else first / 1.2
@@ -347,8 +351,12 @@ def _period_ms(frame: pd.DataFrame) -> float:
 def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> None:
     """(e) Left: MG-WFBP's gap to ``contiguous_optimum`` (its family's exact optimum) per
     case; right: every algorithm's gap to the
-    lower bound (one point per case)."""
+    lower bound (one point per case). Points replayed beyond the sweeps (extrapolated) are
+    left out, as in the prose's macros."""
+    from gradsched.report.collect import extrapolated_mask
+
     collected = pd.read_csv(collected_csv)
+    collected = collected[~extrapolated_mask(collected)]
     if collected.empty:
         placeholder(out_pdf, out_png, "Gaps", "no replay results")
         return

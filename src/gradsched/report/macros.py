@@ -139,6 +139,12 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             "MgwfbpSearchGapMaxPct", "MaxSpeedupOverWfbp",
             "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest"]
     out = dict.fromkeys(keys, NA)
+    if collected is not None:
+        from gradsched.report.collect import extrapolated_mask
+
+        # the prose's claims are about world sizes a sweep measured: the points replayed on
+        # a cross-world-size model beyond the sweeps (issue 15) are shown, never counted
+        collected = collected[~extrapolated_mask(collected)]
     if collected is None or collected.empty:
         return out
     wide = replay_wide(collected)

@@ -201,8 +201,11 @@ def replay_table(collected: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                   ("trace", "network", "world_size", "nodes", "fastest", "lower_bound_s")]
     ranks = wide["world_size"].astype(int).astype(str)
     if "extrapolated" in collected:  # replayed on a cross-world-size model, no sweep
+        from gradsched.report.collect import extrapolated_mask
+
         keys = ["trace", "network", "world_size", "nodes"]
-        flags = collected.groupby(keys, sort=True)["extrapolated"].first().astype(bool)
+        flags = collected.assign(extrapolated=extrapolated_mask(collected)).groupby(
+            keys, sort=True)["extrapolated"].any()
         ranks = ranks.where(~flags.to_numpy(), ranks + " (extrap.)")
     out = pd.DataFrame({
         "compute": wide["trace"], "network": wide["network"], "P [ranks]": ranks,
