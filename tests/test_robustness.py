@@ -139,6 +139,12 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {"format": "gradsched.plan", "format_version": 2, "buckets": {"a": 1}}),
         encoding="utf-8")
     (d / "nccl.txt").write_text(SYNTHETIC_NCCL, encoding="utf-8")
+    (d / "nccl_slow.txt").write_text(SYNTHETIC_NCCL.replace(
+        "    12.00    0.00    0.00      0    13.00", "    1e300    0.00    0.00      0    13.00"),
+        encoding="utf-8")
+    (d / "nccl_huge.txt").write_text(SYNTHETIC_NCCL.replace(
+        "          16             4     float", "9999999999999999999999             4     float"),
+        encoding="utf-8")
     (d / "nccl_latin1.txt").write_bytes(SYNTHETIC_NCCL.encode() + b"# caf\xe9\n")
     (d / "bcaffe.log").write_text(_bcaffe_log([(0, 100, 10.0, 5.0), (1, 10, 10.0, 4.0),
                                                (2, 300, 20.0, 9.0), (3, 20, 20.0, 3.0)]),
@@ -316,6 +322,10 @@ CASES: list[Case] = [
     Case("trace-range", f"replay --compute {{d}}/neg_time.csv {AB} -o {{d}}/out.csv",
          "at least"),
     Case("trace-range", "traces validate {d}/huge_bytes.csv", "beyond the physical range"),
+    Case("trace-range", "import nccl-tests {d}/nccl_slow.txt -o {d}/n.csv",
+         "nccl_slow.txt, field 'time_s': imported row 2", ("n.csv",)),
+    Case("trace-range", "import nccl-tests {d}/nccl_huge.txt -o {d}/n.csv",
+         "nccl_huge.txt, field 'bytes': imported row 2", ("n.csv",)),
     # --- JSON shape and encoding ---
     Case("json-shape", "replay --compute {d}/c.csv --comm {d}/array.json -o {d}/out.csv",
          "must be an object, not an array"),

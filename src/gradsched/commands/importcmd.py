@@ -13,7 +13,7 @@ from pathlib import Path
 from gradsched.commands._args import integer, positive_int, real
 from gradsched.errors import ConfigError
 from gradsched.staging import Staging
-from gradsched.traces.importers import ImportResult
+from gradsched.traces.importers import ImportResult, source_named
 
 
 def _provenance_flags(parser: argparse.ArgumentParser) -> None:
@@ -136,7 +136,8 @@ def _run_kineto_gpu(args: argparse.Namespace) -> int:
     with Staging() as stage:  # the compute trace and the comm record: both or neither
         compute_out = stage.file(args.compute_out)
         comm_out = stage.file(args.comm_out) if args.comm_out is not None else None
-        result = import_kineto_gpu(args.traces[0], options)
+        with source_named(args.traces[0]):
+            result = import_kineto_gpu(args.traces[0], options)
         _report(result)
         assert result.compute is not None
         result.compute.save(compute_out)
@@ -183,7 +184,8 @@ def _run_nccl(args: argparse.Namespace) -> int:
         backend=args.backend, source=args.source, hardware=args.hardware,
         interconnect=args.interconnect, error_tolerance=args.error_tolerance,
     )
-    result = import_nccl_tests(args.log, options)
+    with source_named(args.log):
+        result = import_nccl_tests(args.log, options)
     return _save_comm(result, args.output)
 
 
@@ -204,7 +206,8 @@ def _run_osu(args: argparse.Namespace) -> int:
         collective=args.collective, source=args.source, hardware=args.hardware,
         interconnect=args.interconnect,
     )
-    result = import_osu(args.log, options)
+    with source_named(args.log):
+        result = import_osu(args.log, options)
     return _save_comm(result, args.output)
 
 
@@ -221,7 +224,8 @@ def _run_bcaffe(args: argparse.Namespace) -> int:
     with Staging() as stage:  # the compute and comm traces: both or neither
         output = stage.file(args.output)
         comm_out = stage.file(args.comm_out) if args.comm_out is not None else None
-        result = import_bcaffe(args.log, options)
+        with source_named(args.log):
+            result = import_bcaffe(args.log, options)
         _report(result)
         assert result.compute is not None
         result.compute.save(output)
@@ -282,7 +286,9 @@ def _run_pipedream(args: argparse.Namespace) -> int:
 
     options = Options(model=args.model, image_size=args.image_size,
                       batch_size=args.batch_size, source=args.source)
-    return _save_compute(import_pipedream(args.graph, options), args.output)
+    with source_named(args.graph):
+        result = import_pipedream(args.graph, options)
+    return _save_compute(result, args.output)
 
 
 def _add_sailor(isub: argparse._SubParsersAction) -> None:
@@ -307,4 +313,6 @@ def _run_sailor(args: argparse.Namespace) -> int:
     options = Options(model=args.model, micro_batch=args.micro_batch,
                       tensor_parallel=args.tensor_parallel,
                       sequence_length=args.sequence_length, source=args.source)
-    return _save_compute(import_sailor(args.profile, options), args.output)
+    with source_named(args.profile):
+        result = import_sailor(args.profile, options)
+    return _save_compute(result, args.output)

@@ -19,6 +19,8 @@ This module holds what the importers share: warning records, the ``# source:`` /
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,6 +180,19 @@ def check_size_drops(
     return count
 
 
+@contextmanager
+def source_named(path: str | Path) -> Iterator[None]:
+    """Name the imported file in a validation error of the in-memory table built from it
+    (``from_frame`` reports ``<memory>``); the row is the imported table's row."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.path != "<memory>":
+            raise
+        reason = f"imported row {exc.row}: {exc.reason}" if exc.row else exc.reason
+        raise InputError(reason, path=path, field=exc.field) from None
+
+
 def build_comm_trace(rows: list[dict[str, Any]], meta: dict[str, Any]) -> CommTrace:
     """Build (and validate) a comm trace from row dicts; float columns keep their values."""
     frame = pd.DataFrame(rows)
@@ -200,4 +215,5 @@ __all__ = [
     "comm_meta",
     "read_lines",
     "read_provenance",
+    "source_named",
 ]

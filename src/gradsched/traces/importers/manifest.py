@@ -39,6 +39,7 @@ from gradsched.traces.importers import (
     osu,
     pipedream,
     sailor,
+    source_named,
 )
 
 IMPORTERS: dict[str, tuple[Callable[..., ImportResult], type]] = {
@@ -188,5 +189,6 @@ def run_manifest(
     if not src.is_dir():
         raise InputError("the external folder does not exist", path=src)
     for entry in entries:
-        result = run_entry(entry, src)
+        with source_named(src / entry.file):
+            result = run_entry(entry, src)
         yield entry, result, save_result(entry, result, out_dir)
