@@ -134,6 +134,9 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     heavy = {"format": "gradsched.plan", "format_version": 2, "algorithm": "synthetic",
              "buckets": [{"tensors": [n], "chunks": 60_000} for n in names[:2]]}
     (d / "plan_heavy.json").write_text(json.dumps(heavy), encoding="utf-8")
+    other = {"format": "gradsched.plan", "format_version": 2, "algorithm": "synthetic",
+             "buckets": [{"tensors": names}]}  # the synthetic trace's names, not tiny-mlp's
+    (d / "plan_other_model.json").write_text(json.dumps(other), encoding="utf-8")
     (d / "plan_notobject.json").write_text('["buckets"]', encoding="utf-8")
     (d / "plan_buckets.json").write_text(json.dumps(
         {"format": "gradsched.plan", "format_version": 2, "buckets": {"a": 1}}),
@@ -464,6 +467,8 @@ CASES: list[Case] = [
          "release_s", ("r.csv",)),
     Case("plan-bounds", f"{RUN} --plan {{d}}/plan_priority_big.json -o {{d}}/r.csv",
          "priority", ("r.csv",)),
+    Case("plan-bounds", f"{RUN} --plan {{d}}/plan_other_model.json -o {{d}}/r.csv",
+         "that the model does not have", ("r.csv",)),
 ]
 
 
@@ -548,12 +553,16 @@ def test_replay_options_refuse_nan_and_out_of_range(field: str, value: float) ->
 
 
 def test_plan_memory_bound_is_checked_before_running() -> None:
-    """chunks x world size x ranks x 4 bytes against the machine's memory (issue 17:
-    ``chunks: 1e9`` reached the OOM killer)."""
-    plan = Plan("synthetic", (Bucket(("a",), chunks=1000),))
-    plan.check_resources(world_size=4, memory_bytes=10**6)  # 64 kB of padding: fits
-    with pytest.raises(InputError, match="GiB of buffers"):
-        plan.check_resources(world_size=1000, memory_bytes=10**9)
+    """chunks x tensors x ranks, with the executor's padding, against the machine's memory
+    (issue 17: ``chunks: 1e9`` reached the OOM killer)."""
+    plan = Plan("synthetic", (Bucket(("a",), chunks=1000), Bucket(("b",), "rs_ag", 10)))
+    # all_reduce: ceil(1000/1000) x 1000 elements; rs_ag: ceil(1e6/(10 x 4)) x 4 x 10 + shards
+    assert plan.buffer_bytes(4, 4, {"a": 1000, "b": 10**6}) == 4 * (1000 + 25_000 * 5 * 10)
+    assert plan.buffer_bytes(4) == 4 * (1000 + 5 * 10)  # padding alone, sizes unknown
+    plan.check_resources(world_size=4, memory_bytes=10**8, numel={"a": 1000, "b": 10**6})
+    with pytest.raises(InputError, match="GiB of gradient buffers"):
+        plan.check_resources(world_size=16, memory_bytes=10**9,
+                             numel={"a": 10**8, "b": 10**6})
 
 
 def test_staging_commits_all_or_nothing(tmp_path: Path) -> None:

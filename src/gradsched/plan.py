@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -117,16 +118,15 @@ class Plan:
         return sum(b.chunks * (2 if b.collective == "rs_ag" else 1) for b in self.buckets)
 
     def check_resources(self, world_size: int | None = None, element_bytes: int = 4,
-                        memory_bytes: int | None = None, source: str | None = None) -> None:
+                        memory_bytes: int | None = None, source: str | None = None,
+                        numel: Mapping[str, int] | None = None) -> None:
         """Refuse a plan whose resource use is out of bounds before anything runs (issue 17:
         ``chunks: 1e9`` drove the machine into the OOM killer).
 
         Collectives per iteration are at most :data:`MAX_COLLECTIVES_PER_ITERATION`. With
-        ``world_size``, the executor's flat buffers hold at least ``chunks x world_size``
-        elements per bucket (each chunk is padded to a multiple of the world size:
-        :class:`gradsched.runtime.executor` ``chunk_numel``), on each of ``world_size``
-        ranks of this machine; that floor must fit in ``memory_bytes`` (default: the
-        installed memory).
+        ``world_size``, the executor's buffers on each of ``world_size`` ranks of this
+        machine (:meth:`buffer_bytes`) must fit in ``memory_bytes`` (default: the installed
+        memory).
         """
         where = {"path": source, "field": "buckets"}
         if self.n_collectives > MAX_COLLECTIVES_PER_ITERATION:
@@ -135,13 +135,32 @@ class Plan:
                              f"{MAX_COLLECTIVES_PER_ITERATION} are supported", **where)
         if world_size is None:
             return
-        floor = world_size * world_size * element_bytes * sum(b.chunks for b in self.buckets)
+        total = world_size * self.buffer_bytes(world_size, element_bytes, numel)
         memory = memory_bytes if memory_bytes is not None else physical_memory_bytes()
-        if memory is not None and floor > memory:
-            raise InputError(f"plan '{self.algorithm}' needs at least {floor / 2**30:.3g} GiB "
-                             f"of buffers on {world_size} ranks (chunks x world size x "
-                             f"{element_bytes} bytes per bucket and rank: padding alone); "
-                             f"this machine has {memory / 2**30:.3g} GiB", **where)
+        if memory is not None and total > memory:
+            raise InputError(f"plan '{self.algorithm}' needs {total / 2**30:.3g} GiB of "
+                             f"gradient buffers on {world_size} ranks (chunks x tensors x "
+                             f"ranks, with the executor's padding); this machine has "
+                             f"{memory / 2**30:.3g} GiB", **where)
+
+    def buffer_bytes(self, world_size: int, element_bytes: int = 4,
+                     numel: Mapping[str, int] | None = None) -> int:
+        """Bytes of the executor's flat buffers on one rank, as
+        :class:`gradsched.runtime.executor` lays them out (``_Bucket``): an ``all_reduce``
+        bucket holds ``ceil(payload / chunks) x chunks`` elements, an ``rs_ag`` bucket
+        ``ceil(payload / (chunks x P)) x P x chunks`` plus its shards (``1/P`` of that).
+        ``payload`` is the members' element count (from ``numel``; without it, 0, which
+        leaves the padding alone as a lower bound)."""
+        total = 0
+        for bucket in self.buckets:
+            payload = sum(numel.get(t, 0) for t in bucket.tensors) if numel else 0
+            if bucket.collective == "rs_ag":
+                per_chunk = max(math.ceil(payload / (bucket.chunks * world_size)), 1)
+                elements = per_chunk * (world_size + 1) * bucket.chunks
+            else:
+                elements = max(math.ceil(payload / bucket.chunks), 1) * bucket.chunks
+            total += elements * element_bytes
+        return total
 
     def check_covers(self, names: list[str] | tuple[str, ...]) -> None:
         """Every tensor of the trace is in exactly one bucket, and nothing else is."""

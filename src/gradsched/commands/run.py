@@ -20,6 +20,7 @@ from gradsched.commands._args import (
 )
 from gradsched.errors import ConfigError
 from gradsched.io import write_csv_atomic
+from gradsched.plan import Plan
 from gradsched.staging import Staging
 
 
@@ -74,19 +75,47 @@ _CAP_MB = real(0.0, 2**30, low_open=True, unit="MiB")
 """A DDP bucket cap: a finite number of MiB > 0 (at most 1 PiB)."""
 
 
+def model_parameters(model: str, batch_size: int, seq_len: int | None) -> dict[str, int]:
+    """Trainable parameter names -> element counts of ``model``, built on PyTorch's meta
+    device (no memory, no data), as the ranks will build it
+    (:func:`gradsched.capture.models.build_model`)."""
+    import torch
+
+    from gradsched.capture.models import build_model
+
+    with torch.device("meta"):
+        spec = build_model(model, batch_size, device="meta", seq_len=seq_len)
+    return {name: p.numel() for name, p in spec.model.named_parameters() if p.requires_grad}
+
+
+def check_plan_fits_model(plan: Plan, trainable: dict[str, int], source: str) -> None:
+    """The executor's layout rules (``PlanExecutor._layout``), checked here so that a plan
+    for another model fails with one line instead of a rank's traceback."""
+    from gradsched.errors import InputError
+
+    try:
+        plan.check_covers(list(trainable))
+    except InputError as exc:
+        raise InputError(f"{exc.reason.replace('the trace', 'the model')} (names are the "
+                         "trainable ones of model.named_parameters())", path=source,
+                         field=exc.field) from None
+
+
 def summary_path(output: Path) -> Path:
     """``measured.csv`` -> ``measured.summary.csv``."""
     return output.with_name(output.stem + ".summary.csv")
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gradsched.plan import Plan
     from gradsched.runtime.bench import RunItem, run_items
 
     items = []
-    for path in args.plan:
-        plan = Plan.load(path)
-        plan.check_resources(args.world_size, source=str(path))  # before any rank starts
+    plans = [(path, Plan.load(path)) for path in args.plan]
+    if plans:
+        trainable = model_parameters(args.model, args.batch_size, args.seq_len)
+    for path, plan in plans:  # before any rank starts (issue 17)
+        check_plan_fits_model(plan, trainable, str(path))
+        plan.check_resources(args.world_size, source=str(path), numel=trainable)
         items.append(RunItem(label=str(path), algorithm=plan.algorithm, plan=plan.to_dict()))
     if args.bucket_cap_mb and args.baseline != "ddp":
         raise ConfigError("--bucket-cap-mb needs --baseline ddp")
