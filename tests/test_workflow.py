@@ -263,3 +263,16 @@ def test_smoke_runs_for_real_then_nothing_to_do(tmp_path: Path) -> None:
     assert values["HeadlineMgwfbpSpeedupOverWfbp"] == f"{wfbp / mg:.2f}"
     assert values["NumReplayCases"] == str(collected.groupby(["trace", "network",
                                                               "world_size"]).ngroups)
+
+
+def test_a_second_configuration_never_writes_the_papers_outputs() -> None:
+    """The smoke configuration writes under its own results directory (issue 17)."""
+    proc = run(["-n", "--forceall", "--nolock", "--cores", "2", "all", "--configfile",
+                "config/smoke.yaml"], REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    outputs = [line.split(":", 1)[1].strip() for line in proc.stdout.splitlines()
+               if line.strip().startswith("output:")]
+    paths = [p.strip() for line in outputs for p in line.split(",")]
+    assert paths, "the dry run listed no outputs"
+    assert [p for p in paths if p.startswith(("paper/", "logs/"))] == []
+    assert all(p.startswith("results/smoke-config/") for p in paths), paths[:5]

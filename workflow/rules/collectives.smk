@@ -167,15 +167,19 @@ rule collectives_report:
         fit=f"{RESULTS}/collectives/fit.json",
         errors=f"{RESULTS}/collectives/errors.csv",
     output:
-        [
-            f"{FIG}/collectives-{name}.{ext}"
-            for name in COLL_FIGURES
-            for ext in ("pdf", "png")
-        ]
+        [f"{FIG}/collectives-{name}.pdf" for name in COLL_FIGURES]
         + [
-            f"{TAB}/collectives-{name}.{ext}"
+            reported(
+                f"{FIG}/collectives-{name}.png", f"collectives-{name}", "Collectives"
+            )
+            for name in COLL_FIGURES
+        ]
+        + [f"{TAB}/collectives-{name}.tex" for name in COLL_TABLES]
+        + [
+            reported(
+                f"{TAB}/collectives-{name}.md", f"collectives-{name}", "Collectives"
+            )
             for name in COLL_TABLES
-            for ext in ("tex", "md")
         ],
     log:
         f"{LOGS}/collectives/report.log",

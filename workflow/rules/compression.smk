@@ -44,7 +44,20 @@ rule compression_report:
         curves=f"{COMP_DIR}/curves.csv",
         summary=f"{COMP_DIR}/summary.csv",
     output:
-        COMPRESSION_OUTPUTS,
+        [f"{FIG}/compression-{name}.pdf" for name in COMP_FIGURES]
+        + [
+            reported(
+                f"{FIG}/compression-{name}.png", f"compression-{name}", "Compression"
+            )
+            for name in COMP_FIGURES
+        ]
+        + [f"{TAB}/compression-{name}.tex" for name in COMP_TABLES]
+        + [
+            reported(
+                f"{TAB}/compression-{name}.md", f"compression-{name}", "Compression"
+            )
+            for name in COMP_TABLES
+        ],
     log:
         f"{LOGS}/compression/report.log",
     shell:

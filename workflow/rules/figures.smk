@@ -19,11 +19,7 @@ rule figure_fit_curves:
         fits=f"{RESULTS}/fit/fits.csv",
     output:
         pdf=f"{FIG}/fit-curves.pdf",
-        png=report(
-            f"{FIG}/fit-curves.png",
-            caption="../report/fit-curves.rst",
-            category="Cost models",
-        ),
+        png=reported(f"{FIG}/fit-curves.png", "fit-curves", "Cost models"),
     log:
         f"{LOGS}/figures/fit-curves.log",
     shell:
@@ -37,11 +33,7 @@ rule figure_fit_mape:
         f"{RESULTS}/fit/fits.csv",
     output:
         pdf=f"{FIG}/fit-mape.pdf",
-        png=report(
-            f"{FIG}/fit-mape.png",
-            caption="../report/fit-mape.rst",
-            category="Cost models",
-        ),
+        png=reported(f"{FIG}/fit-mape.png", "fit-mape", "Cost models"),
     log:
         f"{LOGS}/figures/fit-mape.log",
     shell:
@@ -78,11 +70,7 @@ rule figure_timeline:
         timeline_inputs(),
     output:
         pdf=f"{FIG}/timeline.pdf",
-        png=report(
-            f"{FIG}/timeline.png",
-            caption="../report/timeline.rst",
-            category="Replay",
-        ),
+        png=reported(f"{FIG}/timeline.png", "timeline", "Replay"),
     log:
         f"{LOGS}/figures/timeline.log",
     params:
@@ -101,7 +89,7 @@ rule figure_gaps:
         f"{RESULTS}/replay/main/replay.csv",
     output:
         pdf=f"{FIG}/gaps.pdf",
-        png=report(f"{FIG}/gaps.png", caption="../report/gaps.rst", category="Replay"),
+        png=reported(f"{FIG}/gaps.png", "gaps", "Replay"),
     log:
         f"{LOGS}/figures/gaps.log",
     shell:

@@ -112,7 +112,10 @@ def paper_includes():
     text = source.read_text(encoding="utf-8")
     figures = re.findall(r"\\includegraphics(?:\[[^\]]*\])?\{(figures/[^}]+)\}", text)
     tables = re.findall(r"\\input\{(tables/[^}]+)\}", text)
-    return sorted({f"paper/{name}" for name in figures + tables})
+    return sorted(
+        {f"{FIG}/{name[len('figures/'):]}" for name in figures}
+        | {f"{TAB}/{name[len('tables/'):]}" for name in tables}
+    )
 
 
 PAPER_INPUTS = (
@@ -124,7 +127,7 @@ PAPER_INPUTS = (
 )
 
 
-if latex_available():
+if latex_available() and PAPER_DIR == "paper":
 
     rule paper_pdf:
         """paper/main.pdf with latexmk (aux files under build/paper/)."""

@@ -226,9 +226,9 @@ rule reexec_committed:
         stats=f"{RESULTS}/reexec-committed/stats.csv",
         errors=f"{RESULTS}/reexec-committed/errors.csv",
         tex=f"{TAB}/reexec.tex",
-        md=f"{TAB}/reexec.md",
+        md=reported(f"{TAB}/reexec.md", "reexec", "Re-execution"),
         pdf=f"{FIG}/reexec.pdf",
-        png=f"{FIG}/reexec.png",
+        png=reported(f"{FIG}/reexec.png", "reexec", "Re-execution"),
     log:
         f"{LOGS}/reexec/committed.log",
     shell:

@@ -106,12 +106,7 @@ rule table_forward:
         expand(f"{RESULTS}/replay/forward/r{{ratio}}.csv", ratio=FORWARD_RATIOS),
     output:
         tex=f"{TAB}/forward.tex",
-        md=report(
-            f"{TAB}/forward.md",
-            caption="../report/tables.rst",
-            category="Tables",
-            labels={"table": "forward"},
-        ),
+        md=reported(f"{TAB}/forward.md", "forward", "Tables"),
     log:
         f"{LOGS}/tables/forward.log",
     params:

@@ -54,7 +54,7 @@ rule table_replay_family:
         tex=f"{TAB}/replay-{{family}}.tex",
         md=report(
             f"{TAB}/replay-{{family}}.md",
-            caption="../report/tables.rst",
+            caption="../report/replay-family-tables.rst",
             category="Tables",
             labels={"table": "replay-{family}"},
         ),
@@ -91,12 +91,7 @@ rule table_gpu_scaling:
         f"{RESULTS}/published/gpu-scaling.csv",
     output:
         tex=f"{TAB}/gpu-scaling.tex",
-        md=report(
-            f"{TAB}/gpu-scaling.md",
-            caption="../report/tables.rst",
-            category="Tables",
-            labels={"table": "gpu-scaling"},
-        ),
+        md=reported(f"{TAB}/gpu-scaling.md", "gpu-scaling", "Tables"),
     log:
         f"{LOGS}/tables/gpu-scaling.log",
     shell:
@@ -132,5 +127,9 @@ def scaling_inputs():
     """The compute and comm files the scaling spec names (so the check reruns on a change)."""
     spec = yaml.safe_load(Path(SCALING_SPEC).read_text()) or {}
     return sorted(
-        {str(case[key]) for case in spec.get("cases") or [] for key in ("compute", "comm")}
+        {
+            str(case[key])
+            for case in spec.get("cases") or []
+            for key in ("compute", "comm")
+        }
     )

@@ -112,6 +112,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", default="")
     p.set_defaults(func=_forward)
 
+    p = rsub.add_parser("captions", help="the snakemake report's captions from the paper's "
+                        "own (one .rst per figure and table)")
+    p.add_argument("main_tex", type=Path, help="paper/main.tex")
+    p.add_argument("-o", "--output", type=Path, required=True, help="folder for the .rst files")
+    p.set_defaults(func=_captions)
 
     p = rsub.add_parser("scaling-check", help="predict published multi-GPU throughput "
                         "(DDP replay of a GPU trace) and compare")
@@ -269,6 +274,14 @@ def _table(args: argparse.Namespace) -> int:
     table = build_table(args.name, args.input, args.tex, args.md, title=args.title,
                         families=args.family)
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _captions(args: argparse.Namespace) -> int:
+    from gradsched.report.captions import write_captions
+
+    written = write_captions(args.main_tex, args.output)
+    print(f"wrote {len(written)} captions to {args.output}")
     return 0
 
 
