@@ -19,29 +19,21 @@ to OASR-WFBP, whose own algorithm is not public beyond its abstract.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gradsched.costmodel.base import CommModel
 from gradsched.plan import Plan
-from gradsched.planners._family import (
-    Knob,
-    base_info,
-    iteration_from_finish,
-    optimal_ends,
-    plan_from_ends,
-    ready_seq,
-)
+from gradsched.planners import contiguous
+from gradsched.planners._family import Knob
 from gradsched.traces.bundle import ComputeTrace
 
 NAME = "oasr"
-SUMMARY = "exact DP over contiguous groupings under the fitted model (Song et al. 2024)"
+SUMMARY = ("RECONSTRUCTION of OASR-WFBP (Song et al. 2024) from its abstract: runs "
+           "contiguous_optimum's program")
 KNOBS: tuple[Knob, ...] = ()
 
 
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, **knobs: Any) -> Plan:
-    """The DP's grouping; info records the predicted finish and iteration time."""
-    seq = ready_seq(trace)
-    ends, finish = optimal_ends(seq, model, world_size)
-    info = base_info(trace, world_size) | {
-        "finish_s": finish, "iteration_s": iteration_from_finish(seq, finish)}
-    return plan_from_ends(NAME, seq, ends, knobs={}, info=info)
+    """:func:`gradsched.planners.contiguous.plan`'s grouping under this planner's name."""
+    return replace(contiguous.plan(trace, model, world_size, **knobs), algorithm=NAME)
