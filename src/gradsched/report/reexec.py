@@ -153,6 +153,7 @@ def split_latex(table: pd.DataFrame, title: str) -> str:
     for label, picked in (("without interference", cols[1::2]),
                           ("with interference", cols[2::2])):
         part = table[[cols[0], *picked]].rename(columns={cols[0]: f"{cols[0]} ({label})"})
+        part = part[(part[picked] != "").any(axis=1)]  # rows with one value per case
         part.columns = [str(c).replace(" (int.)", "") for c in part.columns]
         parts.append(to_latex(part, "l" + "r" * len(picked), f"{title}, {label}"))
     # an outer one-column tabular stacks them, its natural width the wider of the two
