@@ -397,6 +397,13 @@ CASES: list[Case] = [
          "latin1.csv: input is not utf-8 text", ("cat2.csv",)),
     Case("encoding", "report table fits --input {d}/latin1.csv --tex {d}/t.tex --md {d}/t.md",
          "latin1.csv: input is not utf-8 text", ("t.tex", "t.md")),
+    # a CSV that is not the one the command reads: the missing column and the file named
+    Case("wrong-columns", "report table replay --input {d}/c.csv --tex {d}/t.tex --md {d}/t.md",
+         "no column 'iteration_s'", ("t.tex", "t.md")),
+    Case("wrong-columns", "report figure replay-vs-world-size --input {d}/c.csv -o {d}/f.pdf",
+         "c.csv", ("f.pdf",)),
+    Case("wrong-columns", "report figure gaps --input {d}/c.csv -o {d}/g.pdf",
+         "is it the CSV this command reads", ("g.pdf",)),
     Case("unreadable", "replay --compute {d}/unreadable.csv --comm {d}/m.csv -o {d}/out.csv",
          "unreadable.csv: cannot read"),
     Case("unreadable", "replay --compute {d}/c.csv --comm {d}/unreadable.json -o {d}/out.csv",

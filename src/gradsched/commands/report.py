@@ -23,9 +23,11 @@ No logic lives here: every sub-command calls :mod:`gradsched.report`.
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Callable
 from pathlib import Path
 
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
 from gradsched.report.tables import TABLES
 
 
@@ -55,12 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compute family and pairing (real, matched-gpu, what-if) of the cases "
                    "of one compute x network pair (default: no family, what-if)")
     p.add_argument("-o", "--output", type=Path, required=True)
-    p.set_defaults(func=_collect)
+    p.set_defaults(func=_columns_named(_collect))
 
     p = rsub.add_parser("concat", help="concatenate CSVs with the same columns")
     p.add_argument("inputs", nargs="*", type=Path, help="CSVs (none: an empty file)")
     p.add_argument("-o", "--output", type=Path, required=True)
-    p.set_defaults(func=_concat)
+    p.set_defaults(func=_columns_named(_concat))
 
     fig = rsub.add_parser("figure", help="draw one figure (PDF + PNG)")
     fsub = fig.add_subparsers(dest="figure", metavar="FIGURE", required=True)
@@ -70,28 +72,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="model JSONs named <trace stem>.<kind>.json")
     p.add_argument("--fits", type=Path, help="fit table CSV (held-out MAPE for the legend)")
     _figure_out(p)
-    p.set_defaults(func=_fig_fit_curves)
+    p.set_defaults(func=_columns_named(_fig_fit_curves))
     p = fsub.add_parser("fit-mape", help="(b) held-out MAPE per file and model")
     p.add_argument("--fits", type=Path, required=True)
     _figure_out(p)
-    p.set_defaults(func=_fig_fit_mape)
+    p.set_defaults(func=_columns_named(_fig_fit_mape))
     p = fsub.add_parser("replay-vs-world-size", help="(c) iteration time vs world size")
     p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
     p.add_argument("--family", help="draw only the cases of this compute family (the "
                    "collected table's family column; default: every case)")
     _figure_out(p)
-    p.set_defaults(func=_fig_replay)
+    p.set_defaults(func=_columns_named(_fig_replay))
     p = fsub.add_parser("timeline", help="(d) replay timelines of a few algorithms")
     p.add_argument("--input", nargs="+", type=Path, required=True,
                    help="<algorithm>.timeline.csv files")
     p.add_argument("--title", default="")
     _figure_out(p)
-    p.set_defaults(func=_fig_timeline)
+    p.set_defaults(func=_columns_named(_fig_timeline))
     p = fsub.add_parser("gaps", help="(e) MG-WFBP vs the contiguous optimum; gaps to the "
                         "lower bound")
     p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
     _figure_out(p)
-    p.set_defaults(func=_fig_gaps)
+    p.set_defaults(func=_columns_named(_fig_gaps))
 
     p = rsub.add_parser("table", help="write one table as LaTeX (booktabs) and Markdown")
     p.add_argument("name", choices=sorted(TABLES))
@@ -101,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", default="")
     p.add_argument("--family", action="append", default=[],
                    help="replay table: keep only the cases of this compute family (repeatable)")
-    p.set_defaults(func=_table)
+    p.set_defaults(func=_columns_named(_table))
 
     p = rsub.add_parser("forward", help="planner ranking vs the assumed forward time of a "
                         "trace that did not measure it (replay CSVs at several ratios)")
@@ -110,7 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tex", type=Path, required=True)
     p.add_argument("--md", type=Path, required=True)
     p.add_argument("--title", default="")
-    p.set_defaults(func=_forward)
+    p.set_defaults(func=_columns_named(_forward))
 
     p = rsub.add_parser("captions", help="the snakemake report's captions from the paper's "
                         "own (one .rst per figure and table)")
@@ -162,7 +164,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=int)
     p.add_argument("-o", "--output", type=Path, required=True)
-    p.set_defaults(func=_macros)
+    p.set_defaults(func=_columns_named(_macros))
 
     p = rsub.add_parser("compare", help="reproduced vs published numbers with tolerances")
     p.add_argument("--nccl", nargs=2, action="append", default=[], metavar=("LOG", "TRACE_CSV"))
@@ -171,7 +173,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip", nargs=3, action="append", default=[],
                    metavar=("CHECK", "CASE", "REASON"))
     p.add_argument("-o", "--output", type=Path, required=True)
-    p.set_defaults(func=_compare)
+    p.set_defaults(func=_columns_named(_compare))
 
 
 def _read(path: Path | None):
@@ -184,6 +186,24 @@ def _read_json(path: Path | None) -> dict | None:
     from gradsched.io import read_json
 
     return None if path is None else read_json(path)
+
+
+def _columns_named(func: Callable[[argparse.Namespace], int]
+                   ) -> Callable[[argparse.Namespace], int]:
+    """A result CSV without a column the command reads is an input error naming the file(s)
+    and the column, not an internal KeyError."""
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except KeyError as exc:
+            paths = []
+            for key, value in sorted(vars(args).items()):
+                if key in ("input", "replay", "fits", "crossws", "compare") and value:
+                    paths += map(str, value if isinstance(value, list) else [value])
+            raise InputError(f"the input has no column {exc.args[0]!r}: is it the CSV this "
+                             f"command reads? ({'; '.join(paths)})") from None
+    return run
 
 
 def _collect(args: argparse.Namespace) -> int:
