@@ -408,3 +408,15 @@ def test_optimal_is_no_slower_than_any_planner(alpha, beta):
              for name in ALGORITHMS_ALL}
     for name, value in times.items():
         assert times["search"] <= value * (1 + 1e-9), (name, times)
+
+
+def test_best_is_never_slower_than_tuned_ddp(example_b: ComputeTrace) -> None:
+    """``best`` holds DDP at every swept cap among its candidates (issue 16)."""
+    from gradsched.planners.search import DDP_CAPS_MB
+
+    model = AlphaBetaModel(1e-3, 1e-6)
+    plan = make_plan("best", example_b, model, 8, {"issue": "executor"})
+    cands = plan.info["candidates"]
+    ddp_labels = [k for k in cands if k.startswith("ddp(bucket_cap_mb=")]
+    assert len(ddp_labels) == len(DDP_CAPS_MB)
+    assert plan.info["iteration_s"] <= min(cands[k] for k in ddp_labels)

@@ -26,6 +26,7 @@ from typing import Any
 from gradsched.costmodel.base import CommModel
 from gradsched.plan import Plan
 from gradsched.planners._family import Knob, ReplayCache, base_info
+from gradsched.planners.search import DDP_CAPS_MB
 from gradsched.traces.bundle import ComputeTrace
 
 NAME = "best"
@@ -44,11 +45,14 @@ KNOBS: tuple[Knob, ...] = (
          choices=("dynamic", "executor")),
 )
 
-# Extra settings beyond each planner's defaults.
+# Extra settings beyond each planner's defaults; DDP at every cap ``search`` sweeps, so that
+# ``best`` scored with the executor's issue order and the calibrated interference is never
+# slower than tuned DDP (``search`` picks its DDP cap under the bare model; issue 16).
 EXTRA: tuple[tuple[str, dict[str, Any]], ...] = (
     ("horovod", {"defaults": "pre021"}),
     ("bytescheduler", {"p3": True, "search": "none"}),
     ("bytescheduler", {"search": "partition"}),
+    *(("ddp", {"bucket_cap_mb": cap}) for cap in DDP_CAPS_MB),
 )
 
 
