@@ -1,7 +1,9 @@
 """The executor running DDP's own bucket plan vs PyTorch DDP itself.
 
 Same model, same buckets (DDP's ``_compute_bucket_assignment_by_size`` over the observed
-gradient-ready order, 1 MiB first bucket then ``--bucket-cap-mb``), gloo, CPU, 2 ranks on
+gradient-ready order with torch 2.14's caps: an explicit ``--bucket-cap-mb`` is also the first
+bucket's cap, as DDP itself does; see :func:`gradsched.runtime.reference.ddp_bucket_plan`),
+gloo, CPU, 2 ranks on
 loopback. The two runs alternate ``--rounds`` times inside one launch (the same processes);
 reported: the median of each one's pooled timed iterations, and the median over rounds of
 the ratio of the two back-to-back runs (less exposed to drifting machine load). The
