@@ -14,16 +14,20 @@ from gradsched.costmodel.interp import InterpModel
 from gradsched.costmodel.piecewise import PiecewiseModel
 from gradsched.costmodel.scaling import ScaledModel
 from gradsched.costmodel.series import AlphaBetaSeriesModel, SeriesModel
+from gradsched.costmodel.topology import FlatRingModel, HierarchicalModel, Topology
 
 __all__ = [
     "AlphaBetaModel",
     "AlphaBetaSeriesModel",
     "AnalyticModel",
     "CommModel",
+    "FlatRingModel",
+    "HierarchicalModel",
     "InterpModel",
     "PiecewiseModel",
     "ScaledModel",
     "SeriesModel",
+    "Topology",
     "load_comm_spec",
     "model_from_dict",
     "register_model",

@@ -1,0 +1,310 @@
+"""A two-level cluster (nodes x ranks per node) and the collectives over it (issue 18, item 1).
+
+A :class:`Topology` is ``N`` nodes of ``R`` ranks each (world size ``P = N * R``), an
+*intra-node* :class:`~gradsched.costmodel.base.CommModel` (the links inside a node:
+NVLink/NVSwitch, shared memory) queried at ``R`` ranks, and an *inter-node* one (the
+network between nodes) queried at ``N`` ranks. Each level is any model kind ``--comm``
+accepts (:func:`~gradsched.costmodel.base.load_comm_spec`): a comm-trace CSV, a fitted
+model JSON, an inline ``alpha-beta:...`` model, or a model JSON object written inline.
+
+Two collective cost models over a topology, both :class:`CommModel` subclasses, so every
+planner and the replay use them unchanged (and the wire floor of
+:mod:`gradsched.costmodel.wire` applies on top of :meth:`raw_times`):
+
+``hierarchical`` (:class:`HierarchicalModel`) -- the two-level all-reduce of Horovod's
+  ``HOROVOD_HIERARCHICAL_ALLREDUCE`` (horovod/common/ops/nccl_operations.cc,
+  ``NCCLHierarchicalAllreduce::Execute``: ``ncclReduceScatter`` inside the node, the
+  cross-node all-reduce of each rank's shard, ``ncclAllGather`` inside the node) and of the
+  "2D"/hierarchical all-reduce (Jia et al. 2018, arXiv:1807.11205; Ueno & Yokota 2019):
+
+      T_ar(M) = RS_intra(M, R) + AR_inter(M / R, N) + AG_intra(M, R)
+
+  Reduce-scatter is ``RS_intra(M, R) + RS_inter(M / R, N)`` (each rank ends with
+  ``M / P`` bytes) and all-gather its mirror ``AG_inter(M / R, N) + AG_intra(M, R)``;
+  broadcast and reduce run the full message at each level. One node (``N = 1``) is the
+  intra model at ``R`` ranks itself, one rank per node (``R = 1``) the inter model at
+  ``N`` ranks.
+
+``flat`` (:class:`FlatRingModel`) -- one ring through all ``P`` ranks, ordered node by
+  node (NCCL's ring crosses each node boundary once: Sanders, Sorensen et al., "NCCL
+  rings"; Thakur, Rabenseifner & Gropp 2005, Sec. 4 for the ring). A ring collective runs
+  in lock step: each of its ``k(P-1)`` steps (k = 2 for all-reduce, 1 for reduce-scatter
+  and all-gather) moves ``M / P`` bytes over every link and lasts as long as the slowest
+  link takes. A level of ``n`` ranks measured as collective ``c`` gives that link's cost:
+  its ring moves ``(n-1)/n * m`` bytes per link (times k) in ``k(n-1)`` steps, so a
+  ring of ``P`` ranks over the same links moves the per-link bytes of a level collective
+  of ``m = M * n (P-1) / (P (n-1))`` bytes and takes ``(P-1)/(n-1)`` times its steps:
+
+      F_level(M) = T_c(M * n (P-1) / (P (n-1)), n) + (P - n) / (n - 1) * s_c(n)
+
+  with ``s_c(n)`` the level's start-up (:meth:`CommModel.startup_s`). The flat ring's
+  time is ``max(F_inter, F_intra)`` (the slower link sets the pace; in practice the
+  inter-node one). It is exact for alpha-beta levels: for ``T = a + b m`` the per-step
+  latency ``a / (k(n-1))`` and link rate ``b n / (k(n-1))`` give
+  ``a (P-1)/(n-1) + b M n (P-1) / (P (n-1))``. ``N = 1`` is the intra model at ``R``
+  ranks, ``R = 1`` the inter model at ``N``.
+
+Both are reconstructions from the published algorithms, not measured NCCL internals
+(NCCL 2.4+ also runs trees across nodes; neither model here is NCCL's tuner).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from gradsched.costmodel.base import (
+    CommModel,
+    check_collective,
+    load_comm_spec,
+    model_from_dict,
+    register_model,
+)
+from gradsched.errors import ConfigError, GradschedError, InputError
+from gradsched.io import read_text
+
+LEVELS = ("intra", "inter")
+TOPOLOGY_COLLECTIVES = ("flat", "hierarchical")
+"""The collective cost models over a topology (``--topology-collective``)."""
+
+MAX_RANKS = 1 << 20
+"""Largest node count or ranks per node accepted (a guard against typos)."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """``nodes`` x ``ranks_per_node`` ranks; ``intra`` costs collectives inside a node at
+    ``ranks_per_node`` ranks, ``inter`` collectives across nodes at ``nodes`` ranks."""
+
+    nodes: int
+    ranks_per_node: int
+    intra: CommModel
+    inter: CommModel
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "ranks_per_node"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise ConfigError(f"topology: {name} must be an integer, got {value!r}")
+            if not 1 <= int(value) <= MAX_RANKS:
+                raise ConfigError(f"topology: {name} must be in [1, {MAX_RANKS}], got {value}")
+        for level in LEVELS:
+            if not isinstance(getattr(self, level), CommModel):
+                raise ConfigError(f"topology: the {level}-node level is not a comm model")
+
+    @property
+    def world_size(self) -> int:
+        """``P = nodes * ranks_per_node``."""
+        return int(self.nodes) * int(self.ranks_per_node)
+
+    @classmethod
+    def from_world(cls, world_size: int, nodes: int, intra: CommModel,
+                   inter: CommModel) -> Topology:
+        """A topology of ``world_size`` ranks on ``nodes`` nodes; the world size must
+        divide evenly."""
+        if nodes < 1 or world_size < 1 or world_size % nodes:
+            raise ConfigError(f"topology: world size {world_size} is not divisible by "
+                              f"{nodes} nodes")
+        return cls(nodes, world_size // nodes, intra, inter)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The description format (levels as model JSON objects)."""
+        return {"nodes": self.nodes, "ranks_per_node": self.ranks_per_node,
+                "intra": self.intra.to_dict(), "inter": self.inter.to_dict()}
+
+    def collective_model(self, name: str) -> CommModel:
+        """The ``flat`` or ``hierarchical`` collective cost model over this topology."""
+        models: dict[str, type[TopologyModel]] = {"flat": FlatRingModel,
+                                                  "hierarchical": HierarchicalModel}
+        if name not in models:
+            raise ConfigError(f"unknown topology collective {name!r}; known: "
+                              + ", ".join(TOPOLOGY_COLLECTIVES))
+        return models[name](self)
+
+
+# ---------------------------------------------------------------------------- loading
+
+def _load_level(spec: Any, level: str, source: Path) -> CommModel:
+    """One level: a ``--comm`` spec string (a relative path is relative to the topology
+    file's folder) or a model JSON object."""
+    if isinstance(spec, dict):
+        return model_from_dict(spec, source=f"{source} ({level})")
+    if not isinstance(spec, str) or not spec.strip():
+        raise InputError(f"the {level}-node level must be a --comm spec (a comm-trace CSV, a "
+                         "model JSON, alpha-beta:alpha=<s>,beta=<s/byte>) or a model object",
+                         path=source, field=level)
+    if not spec.startswith("alpha-beta:") and not Path(spec).is_absolute():
+        spec = str(source.parent / spec)
+    try:
+        return load_comm_spec(spec)
+    except InputError:
+        raise
+    except GradschedError as exc:
+        raise InputError(str(exc), path=source, field=level) from None
+
+
+def _read_description(path: Path) -> dict[str, Any]:
+    """Parse a JSON (``.json``) or YAML (any other suffix) topology file into a mapping."""
+    if path.suffix == ".json":
+        from gradsched.io import read_json
+
+        return read_json(path, missing="topology file not found")
+    import yaml
+
+    if not path.is_file():
+        raise InputError("topology file not found", path=path)
+    try:
+        data = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
+                         line=mark.line + 1 if mark else None) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping with nodes, ranks_per_node, intra and inter",
+                         path=path)
+    return data
+
+
+def topology_from_dict(data: dict[str, Any], source: str | Path = "<topology>") -> Topology:
+    """Build a :class:`Topology` from ``{"nodes", "ranks_per_node" | "world_size", "intra",
+    "inter"}``; every problem is an :class:`InputError` naming ``source`` and the field."""
+    source = Path(source)
+    known = {"nodes", "ranks_per_node", "world_size", "intra", "inter"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise InputError(f"unknown field(s) {', '.join(map(repr, unknown))}; known: "
+                         + ", ".join(sorted(known)), path=source, field=unknown[0])
+    for field in ("nodes", *LEVELS):
+        if field not in data:
+            raise InputError(f"missing field {field!r}", path=source, field=field)
+    nodes = _positive_int(data["nodes"], "nodes", source)
+    if "ranks_per_node" in data:
+        ranks = _positive_int(data["ranks_per_node"], "ranks_per_node", source)
+        if "world_size" in data and _positive_int(data["world_size"], "world_size",
+                                                  source) != nodes * ranks:
+            raise InputError(f"world_size {data['world_size']} != nodes x ranks_per_node "
+                             f"= {nodes * ranks}", path=source, field="world_size")
+    elif "world_size" in data:
+        world = _positive_int(data["world_size"], "world_size", source)
+        if world % nodes:
+            raise InputError(f"world size {world} is not divisible by {nodes} nodes",
+                             path=source, field="world_size")
+        ranks = world // nodes
+    else:
+        raise InputError("missing field 'ranks_per_node' (or 'world_size')", path=source,
+                         field="ranks_per_node")
+    intra = _load_level(data["intra"], "intra", source)
+    inter = _load_level(data["inter"], "inter", source)
+    return Topology(nodes, ranks, intra, inter)
+
+
+def _positive_int(value: Any, field: str, source: Path) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"must be an integer, got {value!r}", path=source, field=field)
+    if not 1 <= value <= MAX_RANKS:
+        raise InputError(f"must be in [1, {MAX_RANKS}], got {value}", path=source, field=field)
+    return value
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Read a topology description (JSON or YAML; see :func:`topology_from_dict`)."""
+    path = Path(path)
+    return topology_from_dict(_read_description(path), path)
+
+
+# ------------------------------------------------------------------ collective models
+
+class TopologyModel(CommModel):
+    """A collective cost model over a :class:`Topology`; it answers at ``P = N * R`` only."""
+
+    def __init__(self, topology: Topology) -> None:
+        if not isinstance(topology, Topology):
+            raise ConfigError(f"{self.kind}: expected a Topology, got {type(topology).__name__}")
+        self.topology = topology
+
+    def world_sizes(self) -> tuple[int, ...]:
+        return (self.topology.world_size,)
+
+    def _check_world(self, world_size: int) -> None:
+        if int(world_size) != self.topology.world_size:
+            t = self.topology
+            raise ConfigError(f"{self.kind} topology model: world size {world_size} requested, "
+                              f"but the topology is {t.nodes} nodes x {t.ranks_per_node} ranks "
+                              f"= {t.world_size}")
+
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+        check_collective(collective)
+        self._check_world(world_size)
+        m = np.asarray(nbytes, dtype=float)
+        t = self.topology
+        if t.nodes == 1:
+            return t.intra.times(collective, m, t.ranks_per_node)
+        if t.ranks_per_node == 1:
+            return t.inter.times(collective, m, t.nodes)
+        return self._two_level(collective, m)
+
+    def _two_level(self, collective: str, m: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - both subclasses implement it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.topology.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CommModel:
+        body = {k: v for k, v in data.items() if k != "kind"}
+        return cls(topology_from_dict(body))
+
+    def describe(self) -> str:
+        t = self.topology
+        return (f"{self.kind} over {t.nodes} nodes x {t.ranks_per_node} ranks; intra: "
+                f"{t.intra.describe()}; inter: {t.inter.describe()}")
+
+
+@register_model
+class HierarchicalModel(TopologyModel):
+    """Reduce-scatter in the node, the cross-node collective on ``M / R``, all-gather in
+    the node (module docstring; Horovod ``NCCLHierarchicalAllreduce``)."""
+
+    kind: ClassVar[str] = "topology-hierarchical"
+
+    def _two_level(self, collective: str, m: np.ndarray) -> np.ndarray:
+        t = self.topology
+        n, r = t.nodes, t.ranks_per_node
+        shard = m / r
+        if collective == "all_reduce":
+            return (t.intra.times("reduce_scatter", m, r)
+                    + t.inter.times("all_reduce", shard, n)
+                    + t.intra.times("all_gather", m, r))
+        if collective == "reduce_scatter":
+            return t.intra.times("reduce_scatter", m, r) + t.inter.times("reduce_scatter",
+                                                                         shard, n)
+        if collective == "all_gather":
+            return t.inter.times("all_gather", shard, n) + t.intra.times("all_gather", m, r)
+        # broadcast / reduce: the whole message at each level (root's node, then the others)
+        return t.intra.times(collective, m, r) + t.inter.times(collective, m, n)
+
+
+def ring_level_time(model: CommModel, collective: str, m: np.ndarray, level_ranks: int,
+                    world_size: int) -> np.ndarray:
+    """``F_level``: a ring of ``world_size`` ranks paced by the links a level of
+    ``level_ranks`` ranks was measured on (module docstring)."""
+    n, p = level_ranks, world_size
+    equivalent = m * n * (p - 1) / (p * (n - 1))
+    extra_steps = (p - n) / (n - 1) * model.startup_s(collective, n)
+    return model.times(collective, equivalent, n) + extra_steps
+
+
+@register_model
+class FlatRingModel(TopologyModel):
+    """One ring over all ``P`` ranks, paced by its slowest link (module docstring)."""
+
+    kind: ClassVar[str] = "topology-flat"
+
+    def _two_level(self, collective: str, m: np.ndarray) -> np.ndarray:
+        t = self.topology
+        p = t.world_size
+        return np.maximum(ring_level_time(t.inter, collective, m, t.nodes, p),
+                          ring_level_time(t.intra, collective, m, t.ranks_per_node, p))
