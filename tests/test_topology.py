@@ -204,3 +204,23 @@ def test_direct_construction_is_checked() -> None:
         Topology(2, 2, intra, intra).collective_model("tree")
     with pytest.raises(InputError, match="unknown field"):
         topology_from_dict({**GOOD, "nodez": 2})
+
+
+def test_cli_replay_and_plan_with_a_topology(tmp_path: Path) -> None:
+    from gradsched.cli import main
+
+    compute = Path(__file__).parents[1] / "traces/compute/bcaffe/googlenet-tmp8comm.csv"
+    topo = _write(tmp_path, GOOD)
+    results = {}
+    for kind in ("flat", "hierarchical"):
+        out = tmp_path / f"{kind}.csv"
+        assert main(["replay", "--compute", str(compute), "--topology", str(topo),
+                     "--topology-collective", kind, "--algorithms", "wfbp,ddp",
+                     "-o", str(out)]) == 0
+        results[kind] = out.read_text()
+    assert results["flat"] != results["hierarchical"]
+    assert main(["plan", "--compute", str(compute), "--topology", str(topo),
+                 "--algorithm", "mgwfbp", "-o", str(tmp_path / "p.json")]) == 0
+    assert main(["plan", "--compute", str(compute), "--algorithm", "mgwfbp",
+                 "-o", str(tmp_path / "q.json")]) == 2  # neither --comm nor --topology
+    assert not (tmp_path / "q.json").exists()

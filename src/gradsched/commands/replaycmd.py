@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from gradsched.commands._args import integer, real, seconds, world_size
-from gradsched.costmodel.base import load_comm_spec
+from gradsched.costmodel.base import CommModel, load_comm_spec
+from gradsched.errors import ConfigError
 from gradsched.io import write_csv_atomic
 from gradsched.limits import MAX_REPLAY_ITERATIONS
 from gradsched.replay.compare import (
@@ -33,7 +34,14 @@ COMM_HELP = ("comm trace CSV, fitted model JSON, or alpha-beta:alpha=<seconds>,"
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compute", required=True, type=Path, help="compute trace CSV")
-    parser.add_argument("--comm", required=True, help=COMM_HELP)
+    parser.add_argument("--comm", default=None, help=COMM_HELP + " (or --topology)")
+    parser.add_argument("--topology", type=Path, default=None, metavar="FILE",
+                        help="two-level cluster JSON/YAML {nodes, ranks_per_node, intra, inter} "
+                        "(costmodel/topology.py) instead of --comm; world size = nodes x ranks")
+    parser.add_argument("--topology-collective", choices=["flat", "hierarchical"],
+                        default="hierarchical",
+                        help="with --topology: one ring over all ranks, or reduce-scatter/"
+                        "all-reduce/all-gather by level (default)")
     parser.add_argument("--world-size", type=world_size, default=None,
                         help="number of ranks (default: the one world size the comm model holds)")
     parser.add_argument("--knob", action="append", default=[], metavar="[ALG.]NAME=VALUE",
@@ -83,11 +91,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.set_defaults(func=_replay)
 
 
+def _comm_model(args: argparse.Namespace) -> CommModel:
+    """The ``--comm`` model, or the ``--topology``'s collective model (exactly one)."""
+    if (args.comm is None) == (args.topology is None):
+        raise ConfigError("give exactly one of --comm and --topology")
+    if args.topology is None:
+        return load_comm_spec(args.comm)
+    from gradsched.costmodel.topology import load_topology
+
+    return load_topology(args.topology).collective_model(args.topology_collective)
+
+
 def _plan(args: argparse.Namespace) -> int:
     from gradsched.planners import make_plan
 
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
-    model = load_comm_spec(args.comm)
+    model = _comm_model(args)
     world = resolve_world_size(model, args.world_size)
     knobs = knobs_for(args.algorithm, parse_knob_args(args.knob))
     plan = make_plan(args.algorithm, trace, model, world, knobs)
@@ -100,7 +119,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
-    model = load_comm_spec(args.comm)
+    model = _comm_model(args)
     world = resolve_world_size(model, args.world_size)
     interference = {"compute_slowdown": args.compute_slowdown,
                     "comm_slowdown": args.comm_slowdown,
