@@ -167,7 +167,7 @@ def test_level_path_is_relative_to_the_file(tmp_path: Path) -> None:
     ({"ranks_per_node": None}, "ranks_per_node", "missing field 'ranks_per_node'"),
     ({"world_size": 10}, "world_size", "!= nodes x ranks_per_node"),
     ({"intra": 3}, "intra", "must be a --comm spec"),
-    ({"inter": "nowhere.csv"}, None, "not found"),
+    ({"inter": "nowhere.csv"}, "inter", "the inter-node level: .*nowhere.csv.*not found"),
     ({"inter": "alpha-beta:alpha=1"}, "inter", "missing beta"),
     ({"extra": 1}, "extra", "unknown field"),
 ])

@@ -140,10 +140,8 @@ def _load_level(spec: Any, level: str, source: Path) -> CommModel:
         spec = str(source.parent / spec)
     try:
         return load_comm_spec(spec)
-    except InputError:
-        raise
-    except GradschedError as exc:
-        raise InputError(str(exc), path=source, field=level) from None
+    except GradschedError as exc:  # the level's own file and row stay in the message
+        raise InputError(f"the {level}-node level: {exc}", path=source, field=level) from None
 
 
 def _read_description(path: Path) -> dict[str, Any]:
