@@ -241,3 +241,17 @@ def test_identify_inter_level_recovers_synthetic_parameters(kind: str) -> None:
     assert got.beta == pytest.approx(truth.beta, rel=1e-6)
     with pytest.raises(ConfigError, match=">= 2 nodes"):
         identify_inter_level(intra, sizes, sweep, 1, 16, kind)
+
+
+@given(intra=levels, inter=levels, shape=st.sampled_from([(2, 4), (4, 2), (3, 8)]),
+       nbytes=st.floats(1.0, 2.0**30))
+def test_hierarchical_reduce_scatter_plus_all_gather_is_the_all_reduce(
+        intra: tuple[float, float], inter: tuple[float, float], shape: tuple[int, int],
+        nbytes: float) -> None:
+    # DeAR's rs_ag buckets: with alpha-beta levels the two halves add up to one all-reduce
+    nodes, ranks = shape
+    model = Topology(nodes, ranks, AlphaBetaModel(*intra),
+                     AlphaBetaModel(*inter)).collective_model("hierarchical")
+    world = nodes * ranks
+    halves = model.time("reduce_scatter", nbytes, world) + model.time("all_gather", nbytes, world)
+    assert halves == pytest.approx(model.time("all_reduce", nbytes, world), rel=1e-9, abs=1e-15)
