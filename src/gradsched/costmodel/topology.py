@@ -13,8 +13,9 @@ planner and the replay use them unchanged (and the wire floor of
 
 ``hierarchical`` (:class:`HierarchicalModel`) -- the two-level all-reduce of Horovod's
   ``HOROVOD_HIERARCHICAL_ALLREDUCE`` (horovod/common/ops/nccl_operations.cc,
-  ``NCCLHierarchicalAllreduce::Execute``: ``ncclReduceScatter`` inside the node, the
-  cross-node all-reduce of each rank's shard, ``ncclAllGather`` inside the node) and of the
+  ``NCCLHierarchicalAllreduce::Execute``: ``ncclReduceScatter`` inside the node, an
+  ``MPI_Allreduce`` of each rank's shard across nodes, ``ncclAllGather`` inside the node)
+  and of the
   "2D"/hierarchical all-reduce (Jia et al. 2018, arXiv:1807.11205; Ueno & Yokota 2019):
 
       T_ar(M) = RS_intra(M, R) + AR_inter(M / R, N) + AG_intra(M, R)
@@ -26,8 +27,9 @@ planner and the replay use them unchanged (and the wire floor of
   ``N`` ranks.
 
 ``flat`` (:class:`FlatRingModel`) -- one ring through all ``P`` ranks, ordered node by
-  node (NCCL's ring crosses each node boundary once: Sanders, Sorensen et al., "NCCL
-  rings"; Thakur, Rabenseifner & Gropp 2005, Sec. 4 for the ring). A ring collective runs
+  node, as NCCL builds its rings (each ring crosses every node boundary once; Jeaugey,
+  "Massively Scale Your Deep Learning Training with NCCL 2.4", NVIDIA blog 2019; the ring
+  algorithm: Thakur, Rabenseifner & Gropp 2005, Sec. 4). A ring collective runs
   in lock step: each of its ``k(P-1)`` steps (k = 2 for all-reduce, 1 for reduce-scatter
   and all-gather) moves ``M / P`` bytes over every link and lasts as long as the slowest
   link takes. A level of ``n`` ranks measured as collective ``c`` gives that link's cost:

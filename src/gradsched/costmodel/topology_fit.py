@@ -4,9 +4,10 @@ an all-ranks multi-node sweep, and check the topology against larger sweeps (iss
 Public multi-node sweeps (nccl-tests on ABCI: ``nccl-abci-inter-anode-N.csv``) time an
 all-reduce over *all* ``N x R`` GPUs; no sweep isolates the network between nodes. Given
 the intra-node level (the one-node sweep at ``R`` ranks), the inter-node level is
-*identified* (a reconstruction, not a measurement) as the Hockney ring of
+*identified* (a reconstruction, not a measurement) as the
 :class:`~gradsched.costmodel.formulas.AnalyticModel` (per-hop ``alpha``, per-byte
-``beta``; Thakur, Rabenseifner & Gropp 2005) whose topology cost best matches the
+``beta``; Thakur, Rabenseifner & Gropp 2005; the ring, or another of its algorithms, or
+``best``, their minimum) whose topology cost best matches the
 smallest multi-node sweep under the chosen collective model:
 
 * ``hierarchical``: ``T(M) - RS_intra(M, R) - AG_intra(M, R) = AR_inter(M / R, N)``,
