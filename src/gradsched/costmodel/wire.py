@@ -67,11 +67,12 @@ def sustained_algbw(nbytes: np.ndarray, times: np.ndarray, startup_s: float,
     ok = work > 0
     if not np.any(ok):
         return float("inf")
-    rate = float(np.max(share * m[ok] / work[ok]))
-    if np.unique(m).size >= 2:
-        slope = float(np.polyfit(m, t, 1)[0])
-        if slope > 0:
-            rate = max(rate, share / slope)
+    with np.errstate(over="ignore", divide="ignore"):  # a flat curve: an infinite rate
+        rate = float(np.max(share * m[ok] / work[ok]))
+        if np.unique(m).size >= 2:
+            slope = float(np.polyfit(m, t, 1)[0])
+            if slope > 0:
+                rate = max(rate, share / slope)
     return rate
 
 
