@@ -52,6 +52,7 @@ Both are reconstructions from the published algorithms, not measured NCCL intern
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -246,8 +247,9 @@ class TopologyModel(CommModel):
             return t.inter.times(collective, m, t.nodes)
         return self._two_level(collective, m)
 
+    @abstractmethod
     def _two_level(self, collective: str, m: np.ndarray) -> np.ndarray:
-        raise NotImplementedError  # pragma: no cover - both subclasses implement it
+        """The collective's time over both levels (nodes > 1 and ranks per node > 1)."""
 
     def sustained_algbw_Bps(self, world_size: int) -> float:
         """The all-reduce bandwidth of the wire floor, from the levels' own sustained
@@ -265,8 +267,9 @@ class TopologyModel(CommModel):
         per_byte = self._seconds_per_byte()
         return 1.0 / per_byte if per_byte > 0 else float("inf")
 
+    @abstractmethod
     def _seconds_per_byte(self) -> float:
-        raise NotImplementedError  # pragma: no cover - both subclasses implement it
+        """Seconds per all-reduce byte of the slower level's sustained bandwidth."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **self.topology.to_dict()}
