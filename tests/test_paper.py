@@ -75,6 +75,7 @@ def test_main_tex_includes_every_figure_and_table() -> None:
     }
     assert tabs == {
         "captured-compute", "captured-comm", "fits", "crossws", "replay", "compare", "forward",
+        "topology",
         "replay-v100", "replay-a100-gh200", "gpu-scaling",
         "collectives-summary", "collectives-broadcast", "collectives-formula-errors",
         "compression-summary", "reexec",

@@ -69,11 +69,11 @@ def job_counts(output: str) -> dict[str, int]:
              "figure_fit_curves", "figure_fit_mape", "figure_replay", "figure_timeline",
              "figure_gaps", "table", "macros", "compare_numbers", "validate_traces",
              "traces_inventory", "collectives_fit", "collectives_report",
-             "compression_report"}),
+             "compression_report", "topology_check"}),
     ("smoke", {"replay_case", "collect_replay", "figure_smoke"}),
     ("compare", {"compare_numbers", "table"}),
     ("paper", {"macros", "table", "figure_gaps", "reexec_committed", "collectives_report",
-               "compression_report"}),
+               "compression_report", "topology_check"}),
 ])
 def test_dry_run_builds_the_full_dag(target: str, expected: set[str]) -> None:
     code, output = dry_run(target)
@@ -85,7 +85,7 @@ def test_dry_run_builds_the_full_dag(target: str, expected: set[str]) -> None:
         config = yaml.safe_load((REPO / "config/config.yaml").read_text())
         # one replay job per (case, comm trace of its network), at least one per case
         assert counts["replay_case"] >= len(config["cases"])
-        assert counts["table"] == 6
+        assert counts["table"] == 7  # the six of the first stops and the topology check
 
 
 @pytest.mark.parametrize("target, expected", [

@@ -301,7 +301,15 @@ TABLES = [
     "replay",
     "compare",
     "forward",
+    "topology",
 ]
+# The two-level topology check (issue 18): ABCI A-nodes, 1-node sweep as the intra level.
+TOPOLOGY_CHECK = {
+    "intra": "traces/comm/external/nccl-abci-intra-anode-8.csv",
+    "sweeps": [
+        f"traces/comm/external/nccl-abci-inter-anode-{n}.csv" for n in (2, 4, 8, 16)
+    ],
+}
 # The `replay` table holds the families with a real pairing (the evaluation's cases); every
 # other family (the matched-GPU cases) gets its own replay-<family> table, so that each fits
 # its page. gpu-scaling: the replay against NVIDIA's published DGX scaling (issue 15).

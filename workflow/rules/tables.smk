@@ -7,6 +7,7 @@ TABLE_INPUTS = {
     "crossws": f"{RESULTS}/fit/crossws.csv",
     "replay": f"{RESULTS}/replay/main/replay.csv",
     "compare": f"{RESULTS}/compare/compare.csv",
+    "topology": f"{RESULTS}/topology/check.csv",
 }
 TABLE_TITLES = {
     "captured-compute": "Compute traces captured here",
@@ -15,7 +16,23 @@ TABLE_TITLES = {
     "crossws": "Cross-world-size prediction error",
     "replay": "Replayed iteration time per algorithm and case",
     "compare": "Reproduced vs published numbers",
+    "topology": "Two-level topology vs the ABCI multi-node sweeps",
 }
+
+
+rule topology_check:
+    """A100 nodes: intra level = the 1-node sweep, inter level identified from 2 nodes,
+    every multi-node sweep predicted (issue 18)."""
+    input:
+        intra=TOPOLOGY_CHECK["intra"],
+        sweeps=TOPOLOGY_CHECK["sweeps"],
+    output:
+        f"{RESULTS}/topology/check.csv",
+    log:
+        f"{LOGS}/topology/check.log",
+    shell:
+        "{GS} report topology-check --intra {input.intra} --sweep {input.sweeps} "
+        "-o {output} > {log} 2>&1"
 
 
 rule table:

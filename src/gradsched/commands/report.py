@@ -114,6 +114,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", default="")
     p.set_defaults(func=_columns_named(_forward))
 
+    p = rsub.add_parser("topology-check", help="two-level topology (inter level identified "
+                        "from the first multi-node sweep) vs every multi-node sweep")
+    p.add_argument("--intra", required=True, help="one-node comm trace (the intra level)")
+    p.add_argument("--sweep", nargs="+", required=True, type=Path,
+                   help="multi-node all-ranks sweeps; the first identifies the inter level")
+    p.add_argument("-o", "--output", type=Path, required=True, help="check CSV")
+    p.set_defaults(func=_topology_check)
+
     p = rsub.add_parser("captions", help="the snakemake report's captions from the paper's "
                         "own (one .rst per figure and table)")
     p.add_argument("main_tex", type=Path, help="paper/main.tex")
@@ -294,6 +302,16 @@ def _table(args: argparse.Namespace) -> int:
     table = build_table(args.name, args.input, args.tex, args.md, title=args.title,
                         families=args.family)
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _topology_check(args: argparse.Namespace) -> int:
+    from gradsched.io import write_csv_atomic
+    from gradsched.report.topology import topology_check
+
+    frame = topology_check(args.intra, args.sweep)
+    write_csv_atomic(args.output, frame)
+    print(f"wrote {args.output} ({len(frame)} rows)")
     return 0
 
 

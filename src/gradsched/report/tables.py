@@ -281,6 +281,13 @@ def captured_comm_table(inv: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return out.reset_index(drop=True), "llrrrrr"
 
 
+def _topology_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """:func:`gradsched.report.topology.topology_table` (imported here: it uses :func:`fmt`)."""
+    from gradsched.report.topology import topology_table
+
+    return topology_table(frame)
+
+
 TABLES = {
     "captured-compute": captured_compute_table,
     "captured-comm": captured_comm_table,
@@ -288,6 +295,7 @@ TABLES = {
     "crossws": crossws_table,
     "replay": replay_table,
     "compare": compare_table,
+    "topology": _topology_table,
 }
 
 
