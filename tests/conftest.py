@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,25 @@ def external_dir() -> Path:
     if found is None:
         pytest.skip("the public measurements (data/external) are missing from this checkout")
     return found
+
+
+@pytest.fixture(scope="module")
+def gloo() -> Iterator[None]:
+    """A 1-rank gloo process group on an in-memory store (no port), for tests that compare
+    with what a real ``DistributedDataParallel`` builds; skipped without torch.distributed."""
+    dist = pytest.importorskip("torch").distributed
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    if dist.is_initialized():
+        if dist.get_world_size() != 1:
+            pytest.skip("a larger default process group is already initialised")
+        yield
+        return
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ case (a real trace pair) replayed.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,22 +97,6 @@ def test_explicit_cap_changes_the_first_bucket() -> None:
 @pytest.fixture(scope="module")
 def torch_mod() -> Any:
     return pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="module")
-def gloo(torch_mod: Any) -> Iterator[None]:
-    """A 1-rank gloo process group (an in-memory store: no port)."""
-    dist = torch_mod.distributed
-    if not dist.is_available():
-        pytest.skip("torch.distributed is not available")
-    if dist.is_initialized():
-        yield
-        return
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def _models(torch: Any) -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:

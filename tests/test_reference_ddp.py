@@ -8,7 +8,6 @@ model below (four 1 MiB weights) makes the two rules give different first bucket
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,21 +19,6 @@ from gradsched.errors import ConfigError  # noqa: E402
 from gradsched.runtime.reference import ddp_bucket_plan, ready_order  # noqa: E402
 
 MIB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def gloo() -> Iterator[None]:
-    """A 1-rank gloo process group on an in-memory store (no port)."""
-    if dist.is_initialized():
-        if dist.get_world_size() != 1:
-            pytest.skip("a larger default process group is already initialised")
-        yield
-        return
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def _model() -> Any:
