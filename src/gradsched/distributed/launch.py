@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -148,25 +149,84 @@ def _start_rank(rank: int, task: str, port: int, spec: LaunchSpec, workdir: Path
 
 def _wait(procs: list[subprocess.Popen[bytes]], spec: LaunchSpec, workdir: Path) -> None:
     deadline = time.monotonic() + spec.deadline_s
-    while True:
-        codes = [p.poll() for p in procs]
+    with _ExitClock(procs) as clock:
+        while True:
+            clock.watch(0.05)
+            codes = [p.poll() for p in procs]
+            if any(c not in (None, 0) for c in codes):
+                clock.watch(_SETTLE_S)  # let the peers of a failed rank exit too
+                codes = [p.poll() for p in procs]
+                rank = clock.first_failed(codes)
+                others = [r for r, c in enumerate(codes) if c not in (None, 0) and r != rank]
+                also = f" (then ranks {others} failed)" if others else ""
+                raise DistributedError(
+                    f"rank {rank} of {spec.world_size} exited with code {codes[rank]}{also}; "
+                    f"the other ranks were stopped.\n--- rank {rank} output (end) ---\n"
+                    + _tail(workdir / f"rank{rank}.stderr"))
+            if all(c == 0 for c in codes):
+                return
+            if time.monotonic() > deadline:
+                waiting = [r for r, c in enumerate(codes) if c is None]
+                raise DistributedError(
+                    f"ranks {waiting} still running after the {spec.deadline_s:g} s deadline; "
+                    "stopped them.\n--- rank %d output (end) ---\n%s"
+                    % (waiting[0], _tail(workdir / f"rank{waiting[0]}.stderr")))
+
+
+_SETTLE_S = 1.0
+
+
+class _ExitClock:
+    """When each rank exited, to the millisecond, so the rank that failed first (the
+    cause) is told from the peers that failed because it vanished (gloo aborts or raises
+    within milliseconds). Uses Linux pidfds; elsewhere it falls back to polling order."""
+
+    def __init__(self, procs: list[subprocess.Popen[bytes]]) -> None:
+        self.procs = procs
+        self.exited_at: dict[int, float] = {}
+        self.fds: dict[int, int] = {}
+        self.poller = select.poll()
+        for rank, proc in enumerate(procs):
+            try:
+                fd = os.pidfd_open(proc.pid)
+            except (AttributeError, OSError):  # not Linux >= 5.3, or already reaped
+                continue
+            self.fds[fd] = rank
+            self.poller.register(fd, select.POLLIN)
+
+    def __enter__(self) -> _ExitClock:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def watch(self, timeout_s: float) -> None:
+        """Note the ranks that exit within ``timeout_s`` (returns early once all have)."""
+        end = time.monotonic() + timeout_s
+        while len(self.exited_at) < len(self.procs):
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            if self.fds:
+                for fd, _ in self.poller.poll(max(int(left * 1000), 1)):
+                    self.exited_at.setdefault(self.fds[fd], time.monotonic())
+                    self.poller.unregister(fd)
+            else:
+                time.sleep(min(left, 0.02))
+            self._note_polled()
+
+    def _note_polled(self) -> None:
+        now = time.monotonic()
+        for rank, proc in enumerate(self.procs):
+            if proc.poll() is not None:
+                self.exited_at.setdefault(rank, now)
+
+    def first_failed(self, codes: Sequence[int | None]) -> int:
+        """The failed rank that exited first; lowest rank on ties."""
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-        if failed:
-            # The first rank to fail is the cause; give its peers a moment to report too.
-            rank = failed[0]
-            raise DistributedError(
-                f"rank {rank} of {spec.world_size} exited with code {codes[rank]}; "
-                f"the other ranks were stopped.\n--- rank {rank} output (end) ---\n"
-                + _tail(workdir / f"rank{rank}.stderr"))
-        if all(c == 0 for c in codes):
-            return
-        if time.monotonic() > deadline:
-            waiting = [r for r, c in enumerate(codes) if c is None]
-            raise DistributedError(
-                f"ranks {waiting} still running after the {spec.deadline_s:g} s deadline; "
-                "stopped them.\n--- rank %d output (end) ---\n%s"
-                % (waiting[0], _tail(workdir / f"rank{waiting[0]}.stderr")))
-        time.sleep(0.05)
+        return min(failed, key=lambda r: (self.exited_at.get(r, float("inf")), r))
 
 
 def _terminate(procs: list[subprocess.Popen[bytes]]) -> None:
