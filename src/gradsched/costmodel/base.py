@@ -34,6 +34,9 @@ DERIVED_FROM_ALL_REDUCE: dict[str, float] = {
     "all_gather": 0.5,
     "broadcast": 0.5,
     "reduce": 0.5,
+    # one point-to-point message of M bytes crosses one link once, as much per link as a ring
+    # all-reduce of M bytes on 2 ranks (2(P-1)/P = 1): f = 1 (issue 18, item 2)
+    "p2p": 1.0,
 }
 
 

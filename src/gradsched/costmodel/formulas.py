@@ -34,6 +34,7 @@ reduce           mst: binomial tree                          lg ; lg ; lg
 reduce           ring: ring reduce-scatter + binomial gather  P-1+lg ; 2(P-1)/P ; (P-1)/P
 reduce           rhd: Rabenseifner (Thakur Sec. 4.5)         2 log2 P ; 2(P-1)/P ; (P-1)/P
 reduce           rd: recursive-doubling all-reduce            as all_reduce rd
+p2p              any: one message between two ranks (Hockney)  1 ; 1 ; 0
 ================ =========================================== ================================
 
 Non-power-of-two P for rd and rhd (Thakur et al. 2005 Sec. 4.4): r ranks first send their
@@ -159,6 +160,8 @@ def linear_coefficients(collective: str, algorithm: str, world_size: int
                             else (2.0 * lpw, 2 * fw, fw)),
         ("reduce", "rd"): rd_ar,
     }
+    if collective == "p2p":  # one message, whatever the algorithm name: alpha + M beta
+        return 1.0, 1.0, 0.0
     return table[(collective, algorithm)]
 
 

@@ -298,6 +298,12 @@ def _check_comm_rows(frame: pd.DataFrame, path: str | Path) -> None:
         row = int(bad[0]) + 1
         raise InputError("nodes is larger than world_size", path=path, row=row, line=row + 1,
                          field="nodes")
+    bad = np.flatnonzero(((frame["collective"] == "p2p")
+                          & (frame["world_size"] != 2)).to_numpy())
+    if bad.size:  # a p2p row is one message between two ranks (traces/columns.py)
+        row = int(bad[0]) + 1
+        raise InputError("a p2p row needs world_size 2 (the sending and receiving rank)",
+                         path=path, row=row, line=row + 1, field="world_size")
     if "time_min_s" in frame.columns:
         bad = np.flatnonzero((frame["time_min_s"] > frame["time_s"] * (1 + 1e-9)).to_numpy())
         if bad.size:

@@ -28,7 +28,12 @@ class Column:
     choices: tuple[str, ...] | None = None
 
 
-COLLECTIVES: tuple[str, ...] = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
+COLLECTIVES: tuple[str, ...] = (
+    "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "p2p",
+)
+"""Collective names of a comm trace. ``p2p`` is one point-to-point message of ``bytes`` from
+one rank to another (``world_size`` = 2, the two ranks): ``time_s`` is its one-way time (half
+the median ping-pong round trip, as OSU's osu_latency reports it), ``busbw_Bps`` = ``algbw_Bps``."""
 
 COMPUTE_COLUMNS: tuple[Column, ...] = (
     Column("name", "str", True, "-", "gradient tensor (parameter) name, unique", "conv1.weight"),
@@ -77,7 +82,8 @@ COMM_COLUMNS: tuple[Column, ...] = (
     Column("algbw_Bps", "float", False, "bytes/s", "algorithm bandwidth bytes / time_s",
            "7.16e9", minimum=0.0),
     Column("busbw_Bps", "float", False, "bytes/s", "bus bandwidth: algbw x the collective's "
-           "factor (2(n-1)/n for all_reduce, (n-1)/n for all_gather/reduce_scatter)", "13.42e9",
+           "factor (2(n-1)/n for all_reduce, (n-1)/n for all_gather/reduce_scatter, 1 for "
+           "broadcast/reduce/p2p)", "13.42e9",
            minimum=0.0),
 )
 
