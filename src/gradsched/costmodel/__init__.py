@@ -12,6 +12,7 @@ from gradsched.costmodel.base import (
 from gradsched.costmodel.formulas import AnalyticModel
 from gradsched.costmodel.interp import InterpModel
 from gradsched.costmodel.piecewise import PiecewiseModel
+from gradsched.costmodel.ps import PSModel
 from gradsched.costmodel.scaling import ScaledModel
 from gradsched.costmodel.series import AlphaBetaSeriesModel, SeriesModel
 from gradsched.costmodel.topology import FlatRingModel, HierarchicalModel, Topology
@@ -24,6 +25,7 @@ __all__ = [
     "FlatRingModel",
     "HierarchicalModel",
     "InterpModel",
+    "PSModel",
     "PiecewiseModel",
     "ScaledModel",
     "SeriesModel",

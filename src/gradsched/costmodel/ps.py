@@ -1,0 +1,445 @@
+"""The BytePS-style parameter-server (PS) architecture as a cost model (issue 18, item 2).
+
+``P`` workers, ``S`` servers. A server is either *co-located* (``S <= P``; server ``s``
+runs on worker ``s``'s machine and shares its network link) or a separate machine with its
+own link. Every link is full duplex: its two directions carry traffic independently.
+
+Partitioning (BytePS, bytedance/byteps commit f5df52f, ``byteps/common/operations.cc``
+L141-175 ``PartitionTensor``): a tensor of ``M`` bytes is cut into ``k = ceil(M / B)``
+partitions of ``B = partition_bytes`` bytes (``BYTEPS_PARTITION_BYTES``, default
+4,096,000, ``byteps/common/global.cc`` L42, L134-135), the last one holding the remainder
+``r = M - (k-1) B``. Each partition is a key that lives on one server
+(``EncodeDefaultKey``, ``global.cc`` L629-660: a hash of the key modulo ``S``, djb2 by
+default, L160). *Reconstruction*: partition ``j`` goes to server ``j mod S`` (round-robin),
+which spreads a tensor's partitions as evenly as a hash does on average; a tensor of one
+partition lands on a single server (server 0), as one key does in BytePS.
+
+Bytes each link moves for one bucket of ``M`` bytes, with ``M_s`` the bytes of the
+partitions on server ``s`` (``sum_s M_s = M``; ``M_s = M / S`` when the partitions divide
+evenly):
+
+* push: every worker sends its ``M`` bytes (partition ``j`` to its server); server ``s``
+  receives ``P * M_s`` bytes (one copy of its partitions from each worker) and sums them;
+* pull: server ``s`` sends ``P * M_s`` bytes, every worker receives ``M`` bytes.
+* Separate servers: a worker link carries ``M`` bytes in ``k`` messages (out on push, in on
+  pull), server ``s``'s link ``P * M_s`` bytes in ``P * k_s`` messages (in on push, out on
+  pull).
+* Co-located: a worker's traffic to its own machine's server does not cross the link, so
+  machine ``s < S`` carries ``M - M_s`` bytes one way (its worker to the other servers)
+  and ``(P - 1) M_s`` bytes the other way (the other workers to its server); a machine
+  ``w >= S`` carries ``M`` bytes one way.
+
+Time (one-way point-to-point messages from ``p2p``, the model queried with collective
+``"p2p"`` at 2 ranks: :func:`p2p_times`): a link direction that carries ``n`` messages of
+sizes ``m_1..m_n`` is busy for ``s + sum_i (T_p2p(m_i) - s)`` seconds, ``s`` the p2p start-up
+(messages in flight overlap their start-ups and share the bandwidth; for alpha-beta
+``T = a + b m`` that is ``a + b * bytes``). A phase lasts as long as its busiest link
+direction:
+
+    push(M) = max over links and directions of the time above,  pull(M) = push(M)
+
+(pull moves the same bytes in the opposite directions), and
+
+    all_reduce(M) = push(M) + pull(M),  reduce_scatter(M) = reduce(M) = push(M),
+    all_gather(M) = broadcast(M) = pull(M),
+
+so every planner prices a PS bucket unchanged (an ``all_reduce`` bucket is one push then its
+pull; an ``rs_ag`` bucket is a push in backward and a pull before the next forward, as DeAR
+splits an all-reduce). Balanced and for alpha-beta p2p this is ``2 (a + b M f)`` with ``f =
+max(1, P / S)`` for separate servers and ``f = max((P - 1) / S, 1 - 1 / S, [P > S])`` for
+co-located ones.
+
+Known differences (a reconstruction, not measured BytePS internals): a bucket's push and
+pull run back to back (BytePS pipelines partitions: partition j's pull may overlap partition
+j+1's push); the server's summation and any CPU copy cost nothing; round-robin placement
+instead of the key hash; the replay makes concurrent collectives share one bandwidth, so two
+phases that would run on different link directions (full duplex) are not overlapped there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from gradsched.costmodel.base import (
+    AlphaBetaModel,
+    CommModel,
+    check_collective,
+    load_comm_spec,
+    model_from_dict,
+    register_model,
+)
+from gradsched.costmodel.wire import LARGE_REGION, sustained_algbw
+from gradsched.errors import ConfigError, GradschedError, InputError
+from gradsched.limits import MAX_BYTES, MAX_RANKS
+from gradsched.traces.columns import COLLECTIVES
+
+DEFAULT_PARTITION_BYTES = 4_096_000
+"""BytePS's default partition size (``byteps/common/global.cc`` L42)."""
+
+P2P_COLLECTIVE = "p2p"
+P2P_RANKS = 2
+PUSH_COLLECTIVES = ("reduce_scatter", "reduce")
+PULL_COLLECTIVES = ("all_gather", "broadcast")
+FIELDS = ("workers", "servers", "colocated", "partition_bytes", "p2p")
+
+
+# ------------------------------------------------------------------ point-to-point level
+
+def p2p_raw_times(model: CommModel, nbytes: np.ndarray) -> np.ndarray:
+    """One-way time (s) of one message of ``nbytes`` between two ranks.
+
+    An :class:`AlphaBetaModel` (the inline ``alpha-beta:`` spec) describes one message
+    directly: ``alpha + beta * m`` (its ``per_collective["p2p"]`` if it has one); any
+    other model is queried with collective ``"p2p"`` at 2 ranks, which needs ``"p2p"``
+    among :data:`gradsched.traces.columns.COLLECTIVES` (a captured send/recv sweep)."""
+    m = np.asarray(nbytes, dtype=float)
+    if isinstance(model, AlphaBetaModel):
+        alpha, beta = model.per_collective.get(P2P_COLLECTIVE, (model.alpha, model.beta))
+        return alpha + beta * m
+    if P2P_COLLECTIVE not in COLLECTIVES:
+        raise ConfigError(f"the p2p model ({model.kind}) cannot answer collective 'p2p' "
+                          "(this gradsched has no p2p collective yet); give an inline "
+                          "alpha-beta:alpha=<s>,beta=<s per byte> p2p model")
+    return model.times(P2P_COLLECTIVE, m, P2P_RANKS)
+
+
+@dataclass(frozen=True)
+class P2PLink:
+    """The point-to-point cost of one link: start-up ``startup_s`` (s), sustained rate
+    ``rate_Bps`` (bytes/s) and ``times`` floored at ``startup + m / rate`` (the wire floor
+    of :mod:`gradsched.costmodel.wire` applied to messages)."""
+
+    model: CommModel
+    startup_s: float
+    rate_Bps: float
+
+    @classmethod
+    def of(cls, model: CommModel) -> P2PLink:
+        """Read the start-up (smallest time at any size) and the sustained rate of the
+        large messages (:func:`gradsched.costmodel.wire.sustained_algbw`, share 1)."""
+        ref = model.reference_bytes(P2P_RANKS)
+        grid = np.concatenate([[0.0], np.geomspace(1.0, ref, 64)])
+        startup = max(float(np.min(p2p_raw_times(model, grid))), 0.0)
+        large = np.geomspace(ref / LARGE_REGION, ref, 33)
+        rate = sustained_algbw(large, p2p_raw_times(model, large), startup, 1.0)
+        return cls(model, startup, rate)
+
+    def times(self, nbytes: np.ndarray) -> np.ndarray:
+        """Floored one-way message times (s)."""
+        m = np.asarray(nbytes, dtype=float)
+        raw = p2p_raw_times(self.model, m)
+        if not np.isfinite(self.rate_Bps):
+            return raw
+        return np.maximum(raw, self.startup_s + m / self.rate_Bps)
+
+
+# ------------------------------------------------------------------------ the cluster
+
+@dataclass(frozen=True)
+class ParameterServer:
+    """``workers`` x ``servers`` (co-located or separate), ``partition_bytes`` and the
+    point-to-point model of one link."""
+
+    workers: int
+    servers: int
+    colocated: bool
+    p2p: CommModel
+    partition_bytes: int = DEFAULT_PARTITION_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "servers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) \
+                    or not 1 <= int(value) <= MAX_RANKS:
+                raise ConfigError(f"parameter server: {name} must be an integer in [1, "
+                                  f"{MAX_RANKS}], got {value!r}")
+        if not isinstance(self.colocated, bool):
+            raise ConfigError(f"parameter server: colocated must be true or false, got "
+                              f"{self.colocated!r}")
+        if self.colocated and self.servers > self.workers:
+            raise ConfigError(f"parameter server: {self.servers} co-located servers need at "
+                              f"least as many workers, got {self.workers}")
+        value = self.partition_bytes
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) \
+                or not 1 <= int(value) <= MAX_BYTES:
+            raise ConfigError(f"parameter server: partition_bytes must be an integer in "
+                              f"[1, {MAX_BYTES}], got {value!r}")
+        if not isinstance(self.p2p, CommModel):
+            raise ConfigError("parameter server: p2p is not a comm model")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The description format (``p2p`` as a model JSON object)."""
+        return {"workers": int(self.workers), "servers": int(self.servers),
+                "colocated": self.colocated, "partition_bytes": int(self.partition_bytes),
+                "p2p": self.p2p.to_dict()}
+
+    def partitions(self, nbytes: float) -> tuple[int, float]:
+        """``(k, r)``: the number of partitions of a bucket and the last one's bytes
+        (``operations.cc`` L150-175: full partitions of ``partition_bytes``, then the rest)."""
+        bound = float(self.partition_bytes)
+        k = max(1, math.ceil(float(nbytes) / bound))
+        return k, float(nbytes) - (k - 1) * bound
+
+    def server_partitions(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per server: full partitions it holds and whether it holds the last one
+        (round-robin, partition j on server j mod S)."""
+        s = np.arange(self.servers)
+        full = np.maximum(0, (k - 1 - s + self.servers - 1) // self.servers)
+        return full, (s == (k - 1) % self.servers)
+
+
+@dataclass(frozen=True)
+class LinkLoad:
+    """Messages one link direction carries in one phase: ``full`` partitions of
+    ``partition_bytes`` and ``last`` partitions of the remainder."""
+
+    full: int
+    last: int
+
+    def nbytes(self, bound: float, remainder: float) -> float:
+        return self.full * bound + self.last * remainder
+
+
+def push_loads(ps: ParameterServer, k: int) -> list[LinkLoad]:
+    """The loads of every link direction that carries push traffic (module docstring);
+    a pull carries the same loads in the opposite directions."""
+    full, last = ps.server_partitions(k)
+    p = int(ps.workers)
+    loads: list[LinkLoad] = []
+    if not ps.colocated:
+        loads.append(LinkLoad(k - 1, 1))  # every worker's link, out
+        loads += [LinkLoad(p * int(f), p * int(x)) for f, x in zip(full, last, strict=True)]
+        return loads
+    for f, x in zip(full, last, strict=True):
+        loads.append(LinkLoad(k - 1 - int(f), 1 - int(x)))  # worker s to the other servers
+        loads.append(LinkLoad((p - 1) * int(f), (p - 1) * int(x)))  # others to server s
+    if p > ps.servers:
+        loads.append(LinkLoad(k - 1, 1))  # a machine without a server
+    return loads
+
+
+@dataclass(frozen=True)
+class PhaseBytes:
+    """Bytes of one push of a bucket: logical (each worker's and each server's) and per
+    network link direction (what crosses a NIC; co-located local traffic does not)."""
+
+    worker_send: np.ndarray  # per worker: the bytes it pushes (M)
+    server_receive: np.ndarray  # per server: P x its partitions' bytes
+    link_bytes: np.ndarray  # per loaded link direction (push_loads order)
+
+
+def push_bytes(ps: ParameterServer, nbytes: float) -> PhaseBytes:
+    """The bytes a push of ``nbytes`` moves (a pull moves the same, reversed)."""
+    k, r = ps.partitions(nbytes)
+    bound = float(ps.partition_bytes)
+    full, last = ps.server_partitions(k)
+    return PhaseBytes(
+        worker_send=np.full(int(ps.workers), float(nbytes)),
+        server_receive=ps.workers * (full * bound + last * r),
+        link_bytes=np.array([load.nbytes(bound, r) for load in push_loads(ps, k)]),
+    )
+
+
+# ---------------------------------------------------------------------- the cost model
+
+@register_model
+class PSModel(CommModel):
+    """The parameter-server cost of a bucket (module docstring); answers at ``P`` only."""
+
+    kind: ClassVar[str] = "parameter-server"
+
+    def __init__(self, ps: ParameterServer) -> None:
+        if not isinstance(ps, ParameterServer):
+            raise ConfigError(f"{self.kind}: expected a ParameterServer, got "
+                              f"{type(ps).__name__}")
+        self.ps = ps
+        self.link = P2PLink.of(ps.p2p)
+
+    def world_sizes(self) -> tuple[int, ...]:
+        return (int(self.ps.workers),)
+
+    def _check_world(self, world_size: int) -> None:
+        if int(world_size) != self.ps.workers:
+            raise ConfigError(f"{self.kind} model: world size {world_size} requested, but the "
+                              f"parameter server has {self.ps.workers} workers")
+
+    def push_s(self, nbytes: float) -> float:
+        """Seconds of one push of ``nbytes``: its busiest link direction."""
+        k, r = self.ps.partitions(nbytes)
+        t_full, t_last = self.link.times(np.array([float(self.ps.partition_bytes), r]))
+        s = self.link.startup_s
+        busy = [s + load.full * (t_full - s) + load.last * (t_last - s)
+                for load in push_loads(self.ps, k) if load.full + load.last > 0]
+        return max(busy, default=0.0)
+
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+        check_collective(collective)
+        self._check_world(world_size)
+        m = np.asarray(nbytes, dtype=float)
+        push = np.array([self.push_s(float(x)) for x in m.ravel()]).reshape(m.shape)
+        if collective in PUSH_COLLECTIVES or collective in PULL_COLLECTIVES:
+            return push
+        return 2.0 * push
+
+    def bottleneck_factor(self) -> float:
+        """``f``: bytes of the busiest link direction per pushed byte, balanced."""
+        p, s = int(self.ps.workers), int(self.ps.servers)
+        if not self.ps.colocated:
+            return max(1.0, p / s)
+        return max((p - 1) / s, 1.0 - 1.0 / s, 1.0 if p > s else 0.0)
+
+    def sustained_algbw_Bps(self, world_size: int) -> float:
+        """The all-reduce rate ``b / (2 f)`` of balanced partitions (``b`` the p2p link's
+        sustained rate): no bucket's push+pull moves bytes faster, since the busiest link
+        direction carries at least ``f M`` bytes, so the replay's bound stays valid and a
+        faster link never makes the floor slower."""
+        self._check_world(world_size)
+        f = self.bottleneck_factor()
+        if f == 0.0 or not np.isfinite(self.link.rate_Bps):
+            return float("inf")
+        return self.link.rate_Bps / (2.0 * f)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.ps.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CommModel:
+        body = {k: v for k, v in data.items() if k != "kind"}
+        return cls(ps_from_dict(body))
+
+    def describe(self) -> str:
+        ps = self.ps
+        where = "co-located" if ps.colocated else "separate"
+        return (f"parameter server: {ps.workers} workers, {ps.servers} {where} servers, "
+                f"partitions of {ps.partition_bytes} bytes; p2p: {ps.p2p.describe()}")
+
+
+# -------------------------------------------------------------------------- loading
+
+def _int_field(data: dict[str, Any], field: str, source: Path, default: Any) -> int:
+    value = data.get(field, default)
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            raise InputError(f"must be an integer, got {value!r}", path=source,
+                             field=field) from None
+        value = int(number) if math.isfinite(number) and number.is_integer() else value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"must be an integer, got {value!r}", path=source, field=field)
+    return value
+
+
+def _bool_field(data: dict[str, Any], field: str, source: Path) -> bool:
+    value = data.get(field, False)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes"):
+        return True
+    if text in ("0", "false", "no"):
+        return False
+    raise InputError(f"must be true/false (1/0), got {value!r}", path=source, field=field)
+
+
+def _load_p2p(spec: Any, source: Path) -> CommModel:
+    """The ``p2p`` field: a ``--comm`` spec string (a relative path is relative to the
+    description file's folder) or a model JSON object."""
+    if isinstance(spec, dict):
+        return model_from_dict(spec, source=f"{source} (p2p)")
+    if not isinstance(spec, str) or not spec.strip():
+        raise InputError("p2p must be a --comm spec (a p2p comm-trace CSV, a model JSON, "
+                         "alpha-beta:alpha=<s>,beta=<s/byte>) or a model object",
+                         path=source, field="p2p")
+    if not spec.startswith("alpha-beta:") and not Path(spec).is_absolute() \
+            and source.suffix in (".json", ".yaml", ".yml"):
+        spec = str(source.parent / spec)
+    try:
+        return load_comm_spec(spec)
+    except GradschedError as exc:
+        raise InputError(f"the p2p model: {exc}", path=source, field="p2p") from None
+
+
+def ps_from_dict(data: dict[str, Any], source: str | Path = "<parameter server>",
+                 world_size: int | None = None) -> ParameterServer:
+    """Build a :class:`ParameterServer` from ``{workers, servers, colocated,
+    partition_bytes, p2p}``; ``workers`` defaults to ``world_size``. Every problem is an
+    :class:`InputError` naming ``source`` and the field."""
+    source = Path(source)
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise InputError(f"unknown field(s) {', '.join(map(repr, unknown))}; known: "
+                         + ", ".join(FIELDS), path=source, field=unknown[0])
+    for field in ("servers", "p2p"):
+        if field not in data:
+            raise InputError(f"missing field {field!r}", path=source, field=field)
+    if "workers" not in data and world_size is None:
+        raise InputError("missing field 'workers' (or give --world-size)", path=source,
+                         field="workers")
+    workers = _int_field(data, "workers", source, world_size)
+    if world_size is not None and workers != world_size:
+        raise InputError(f"{workers} workers, but world size {world_size} was asked for",
+                         path=source, field="workers")
+    servers = _int_field(data, "servers", source, None)
+    partition = _int_field(data, "partition_bytes", source, DEFAULT_PARTITION_BYTES)
+    colocated = _bool_field(data, "colocated", source)
+    p2p = _load_p2p(data["p2p"], source)
+    try:
+        return ParameterServer(workers, servers, colocated, p2p, partition)
+    except ConfigError as exc:
+        field = next((f for f in FIELDS if f in str(exc)), None)
+        if "co-located" in str(exc):
+            field = "servers"
+        raise InputError(str(exc), path=source, field=field) from None
+
+
+def parse_inline(text: str) -> dict[str, Any]:
+    """``servers=S,colocated=0|1[,workers=P][,partition_bytes=B],p2p=<comm spec>``; ``p2p``
+    comes last and takes the rest of the text (an alpha-beta spec holds commas)."""
+    head, sep, p2p = text.partition("p2p=")
+    data: dict[str, Any] = {"p2p": p2p} if sep else {}
+    for part in filter(None, (x.strip() for x in head.split(","))):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise InputError(f"expected key=value, got {part!r}", path="--ps", field=part)
+        data[key.strip()] = value.strip()
+    return data
+
+
+def load_ps(spec: str | Path, world_size: int | None = None) -> ParameterServer:
+    """A PS description: a JSON/YAML file (``.json``, ``.yaml``, ``.yml``) or the inline
+    form of :func:`parse_inline`."""
+    text = str(spec)
+    path = Path(text)
+    if path.suffix not in (".json", ".yaml", ".yml"):
+        return ps_from_dict(parse_inline(text), "--ps", world_size)
+    if path.suffix == ".json":
+        from gradsched.io import read_json
+
+        data = read_json(path, missing="parameter-server file not found")
+    else:
+        data = _read_yaml(path)
+    return ps_from_dict(data, path, world_size)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    from gradsched.io import read_text
+
+    if not path.is_file():
+        raise InputError("parameter-server file not found", path=path)
+    try:
+        data = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
+                         line=mark.line + 1 if mark else None) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping with servers, colocated, p2p", path=path)
+    return data
