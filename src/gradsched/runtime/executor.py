@@ -27,7 +27,10 @@ The executor is what the replay (:mod:`gradsched.replay.engine`) models, made re
   replay's rule). ``release_s`` and ``channels`` are timing hints of the model; the
   executor ignores them (one process-group queue). A bucket whose ``algorithm`` names one
   of :mod:`gradsched.collectives` (lp, ring, mst, rd, rhd) is all-reduced with that
-  point-to-point implementation, blocking, inside the gradient hook (no overlap).
+  point-to-point implementation, blocking, inside the gradient hook (no overlap). A bucket
+  whose ``algorithm`` is ``hierarchical`` (:mod:`gradsched.runtime.hierarchical`) or ``ps``
+  (:mod:`gradsched.runtime.ps`) is handed to that reducer, which reduces the chunks on a
+  background thread in issue order (overlapping backward).
 * **Updates.** ``update="global"``: :meth:`PlanExecutor.step` waits for every collective,
   points each ``.grad`` at its averaged slice and runs the optimizer once (as DDP).
   ``update="per_layer"``: :meth:`PlanExecutor.step` only records that an update is due;
@@ -100,14 +103,20 @@ def _p2p_allreduce(name: str) -> Any:
     return get_allreduce(name)
 
 
+# Bucket algorithms run by a reducer object on a background thread (issue 18):
+# runtime/hierarchical.py (two-level all-reduce) and runtime/ps.py (parameter servers).
+REDUCER_ALGORITHMS = ("hierarchical", "ps")
+
+
 def _check_algorithm(plan_name: str, k: int, spec: Any) -> None:
-    """A bucket may name one of gradsched's all-reduce algorithms (lp, ring, mst, rd, rhd)."""
+    """A bucket may name one of gradsched's all-reduce algorithms (lp, ring, mst, rd, rhd)
+    or a reducer (:data:`REDUCER_ALGORITHMS`)."""
     from gradsched.collectives import algorithms
 
     if spec.collective != "all_reduce":
         raise ConfigError(f"plan '{plan_name}': bucket {k} names algorithm "
                           f"{spec.algorithm!r}, but only all_reduce buckets can use one")
-    known = algorithms("all_reduce")
+    known = [*algorithms("all_reduce"), *REDUCER_ALGORITHMS]
     if spec.algorithm not in known:
         raise ConfigError(f"plan '{plan_name}': bucket {k}: unknown all-reduce algorithm "
                           f"{spec.algorithm!r}; known: {', '.join(known)}")
@@ -217,7 +226,8 @@ class PlanExecutor:
     def __init__(self, model: nn.Module, plan: Plan, optimizer: torch.optim.Optimizer, *,
                  process_group: Any = None, find_unused_parameters: bool = False,
                  timeout_s: float = 300.0, wrap_train_eval: bool = True,
-                 compressor: Any = None) -> None:
+                 compressor: Any = None, ranks_per_node: int | None = None,
+                 ps_client: Any = None) -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise ExecutorError("torch.distributed is not initialised: call "
                                 "dist.init_process_group(...) before building the executor")
@@ -238,6 +248,7 @@ class PlanExecutor:
             for m, p in enumerate(b.params):
                 self._slot[p] = (b.index, m)
         self._order = launch_order(plan, [b.numel for b in self._buckets])
+        self._reducers = self._make_reducers(ranks_per_node, ps_client)
         # Gradient compression (gradsched.compression): every plain all-reduce bucket (one
         # chunk, library algorithm, no used-flags) is compressed and reduced synchronously.
         self.compressor = compressor
@@ -310,6 +321,26 @@ class PlanExecutor:
             raise ConfigError(f"plan '{plan.algorithm}': {len(missing)} trainable parameters "
                               f"are in no bucket, first {missing[0]!r}")
         return buckets
+
+    def _make_reducers(self, ranks_per_node: int | None, ps_client: Any) -> dict[str, Any]:
+        """The reducers the plan's buckets name (``hierarchical``: subgroups of the
+        default group, created here by every rank; ``ps``: the caller's client)."""
+        wanted = {b.spec.algorithm for b in self._buckets} & set(REDUCER_ALGORITHMS)
+        reducers: dict[str, Any] = {}
+        if "hierarchical" in wanted:
+            if self.group is not None:
+                raise ConfigError("hierarchical buckets run over the default process group; "
+                                  "do not pass process_group")
+            from gradsched.runtime.hierarchical import HierarchicalReducer
+
+            reducers["hierarchical"] = HierarchicalReducer(self.world, ranks_per_node,
+                                                           self.timeout)
+        if "ps" in wanted:
+            if ps_client is None:
+                raise ConfigError(f"plan '{self.plan.algorithm}' has parameter-server "
+                                  "buckets (algorithm: ps) but no ps_client was given")
+            reducers["ps"] = ps_client
+        return reducers
 
     def _owners(self, model: nn.Module) -> tuple[dict[nn.Parameter, nn.Module],
                                                  dict[nn.Parameter, int]]:
@@ -436,6 +467,9 @@ class PlanExecutor:
         for h in self._handles:
             h.remove()
         self._handles = []
+        for reducer in self._reducers.values():
+            reducer.close()
+        self._reducers = {}
         if self._wrapped_train is not None:
             del self.model.train  # the instance attribute; the class method shows again
             self._wrapped_train = None
@@ -509,6 +543,9 @@ class PlanExecutor:
             elif k in self._compress_state:
                 self._compress_bucket(b)
                 work = _DONE
+                kind = AR
+            elif b.spec.algorithm in self._reducers:
+                work = self._reducers[b.spec.algorithm].submit(chunk)
                 kind = AR
             elif b.spec.algorithm != "default":
                 # gradsched's point-to-point implementations are blocking: the bucket is

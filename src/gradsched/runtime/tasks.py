@@ -42,7 +42,8 @@ def exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict
 
             compressor = make_compressor(**case["compressor"])
         ex = PlanExecutor(model, plan, opt, find_unused_parameters=bool(case["find_unused"]),
-                          timeout_s=float(payload.get("timeout_s", 60)), compressor=compressor)
+                          timeout_s=float(payload.get("timeout_s", 60)), compressor=compressor,
+                          ranks_per_node=payload.get("ranks_per_node"))
         steps = []
         for step in range(int(case["steps"])):
             x, y = make_shard(step, rank, world_size, int(case["batch"]), seed)
