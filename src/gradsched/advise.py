@@ -34,6 +34,13 @@ what ``--validate`` (:func:`validate`) measures: the recommended plan through th
 and PyTorch DDP itself at the recommended cap (and at torch's default, if that differs),
 for real on this machine, with a bootstrap 95 % interval of the speedup.
 
+**Two-level clusters.** Instead of one comm model, the advice can take a two-level
+topology (:mod:`gradsched.costmodel.topology`: nodes x ranks per node, an intra-node and an
+inter-node level) and its ``flat`` or ``hierarchical`` collective model
+(``--topology FILE --topology-collective ...``, as ``gradsched replay``); the world size is
+the topology's, and the margin is the largest held-out MAPE of the levels
+(:func:`topology_margin`).
+
 No torch import at module level: the advice itself needs none; :func:`validate` imports
 the runtime (and so torch) when it runs.
 """
@@ -70,15 +77,20 @@ COLLECTIVES_OF = {"all_reduce": ("all_reduce",), "rs_ag": ("reduce_scatter", "al
 
 # --------------------------------------------------------------------------- inputs
 def resolve_world_size(trace: ComputeTrace, model: CommModel, requested: int | None, *,
-                       trace_path: str, comm_spec: str) -> int:
+                       trace_path: str, comm_spec: str, topology: bool = False) -> int:
     """The world size to advise for, checked against both inputs.
 
     The comm model must hold it (a sweep measured at P ranks predicts P only; an analytic
     or scaled model predicts any). A compute trace whose sidecar records a ``world_size``
     above 1 was captured inside a job of that many ranks (e.g. a Kineto trace of a DDP
     run); advising for another world size would silently mix two jobs, so it is refused.
+    With ``topology`` (``comm_spec`` is then the topology file) the world size is the
+    topology's ``nodes x ranks_per_node``, and the messages say so.
     """
     held = model.world_sizes()
+    if topology:
+        return _topology_world(trace, model, requested, trace_path=trace_path,
+                               topology_path=comm_spec)
     if requested is None:
         if held is None:
             raise ConfigError(f"--world-size is required: the comm model {comm_spec} "
@@ -106,6 +118,27 @@ def resolve_world_size(trace: ComputeTrace, model: CommModel, requested: int | N
     return world
 
 
+def _topology_world(trace: ComputeTrace, model: CommModel, requested: int | None, *,
+                    trace_path: str, topology_path: str) -> int:
+    """:func:`resolve_world_size` for a topology collective model (one world size)."""
+    topo = getattr(model, "topology", None)
+    if topo is None:
+        raise ConfigError(f"{topology_path}: not a topology collective model")
+    shape = f"{topo.nodes} nodes x {topo.ranks_per_node} ranks = {topo.world_size}"
+    if requested is not None and requested != topo.world_size:
+        raise InputError(f"the topology is {shape} ranks, not --world-size {requested}: "
+                         "change nodes or ranks_per_node in the topology file, or leave "
+                         "--world-size out", path=topology_path, field="nodes")
+    traced = trace.meta.get("world_size")
+    if isinstance(traced, int) and traced > 1 and traced != topo.world_size:
+        raise InputError(
+            f"the compute trace was captured in a {traced}-rank job but the topology "
+            f"{topology_path} is {shape} ranks: describe the cluster the trace was captured "
+            "on, or capture the compute trace for the job you advise on",
+            path=meta_path(trace_path), field="world_size")
+    return topo.world_size
+
+
 @dataclass(frozen=True)
 class Margin:
     """How much faster than tuned DDP a plan must be predicted (percent), and why."""
@@ -123,6 +156,8 @@ def model_margin(model: CommModel, comm_spec: str, collectives: Iterable[str],
             raise ConfigError(f"--margin-pct must be a finite number >= 0, got {override_pct}")
         return Margin(float(override_pct), "--margin-pct")
     needed = sorted(set(collectives))
+    if getattr(model, "topology", None) is not None:
+        return topology_margin(model, comm_spec, needed)
     meta = getattr(model, "meta", None) or {}
     held = meta.get("heldout_mape_pct") if comm_spec.endswith(".json") else None
     if isinstance(held, Mapping) and held and all(c in held for c in needed):
@@ -138,6 +173,44 @@ def model_margin(model: CommModel, comm_spec: str, collectives: Iterable[str],
     else:
         why = "the comm spec is an inline model with no error of its own"
     return Margin(DEFAULT_MARGIN_PCT, f"default {DEFAULT_MARGIN_PCT:g} %: {why}")
+
+
+def level_collectives(model: CommModel, needed: Iterable[str]) -> dict[str, set[str]]:
+    """The collectives each level of a topology collective model runs for ``needed``
+    (:mod:`gradsched.costmodel.topology`): the hierarchical all-reduce runs reduce-scatter
+    and all-gather inside the node and the all-reduce across; the flat ring paces each
+    collective by both levels' own."""
+    wanted = set(needed)
+    if model.kind != "topology-hierarchical":
+        return {"intra": wanted, "inter": wanted}
+    intra = wanted - {"all_reduce"}
+    if "all_reduce" in wanted:
+        intra |= {"reduce_scatter", "all_gather"}
+    return {"intra": intra, "inter": wanted}
+
+
+def topology_margin(model: CommModel, topology_path: str, needed: Sequence[str]) -> Margin:
+    """The margin of a topology collective model: the largest held-out MAPE
+    (``meta.heldout_mape_pct`` of a fitted level, ``gradsched fit -o``) over both levels and
+    the collectives each runs (:func:`level_collectives`). Both models are per-message
+    sums (hierarchical) or maxima (flat) of the level times, whose relative error is at
+    most the largest of the levels'. A level without a held-out error (a measured sweep,
+    an inline or identified model) gives :data:`DEFAULT_MARGIN_PCT`."""
+    topo = model.topology  # type: ignore[attr-defined]
+    worst: tuple[float, str] | None = None
+    for level, collectives in level_collectives(model, needed).items():
+        held = (getattr(getattr(topo, level), "meta", None) or {}).get("heldout_mape_pct")
+        if not isinstance(held, Mapping) or not all(c in held for c in collectives):
+            return Margin(DEFAULT_MARGIN_PCT,
+                          f"default {DEFAULT_MARGIN_PCT:g} %: the {level}-node level of "
+                          f"topology {topology_path} states no held-out error for "
+                          + ", ".join(sorted(collectives)))
+        for c in collectives:
+            if worst is None or float(held[c]) > worst[0]:
+                worst = (float(held[c]), f"{level}-node {c}")
+    assert worst is not None
+    return Margin(worst[0], f"held-out MAPE of the topology's levels ({worst[1]}, the "
+                            f"largest; meta.heldout_mape_pct of the levels of {topology_path})")
 
 
 # --------------------------------------------------------------------------- prediction
@@ -215,6 +288,15 @@ class Recommendation:
     options: dict[str, Any]
     forward_ratio: float | None = None
     notes: list[str] = field(default_factory=list)
+    topology_collective: str | None = None
+    """``flat``/``hierarchical`` when ``comm`` is a topology file (``--topology``)."""
+
+    @property
+    def comm_args(self) -> list[str]:
+        """The comm options of ``gradsched plan``/``replay`` that name this model."""
+        if self.topology_collective is None:
+            return ["--comm", self.comm]
+        return ["--topology", self.comm, "--topology-collective", self.topology_collective]
 
     @property
     def tuned_gain_pct(self) -> float:
@@ -224,7 +306,8 @@ class Recommendation:
     def to_dict(self) -> dict[str, Any]:
         """Everything a machine needs (the plan itself under ``plan``)."""
         return {
-            "compute": self.compute, "comm": self.comm, "world_size": self.world_size,
+            "compute": self.compute, "comm": self.comm,
+            "topology_collective": self.topology_collective, "world_size": self.world_size,
             "model": self.model_name, "batch_size": self.batch_size, "seq_len": self.seq_len,
             "replay": dict(self.options), "forward_ratio": self.forward_ratio,
             "ddp": {"default": self.ddp_default.to_dict(), "best": self.ddp_best.to_dict(),
@@ -243,9 +326,11 @@ class Recommendation:
 def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: str,
            comm: str, caps_mb: Sequence[float] = DEFAULT_CAPS_MB,
            interference: Mapping[str, float] | None = None, iterations: int = 5,
-           margin_pct: float | None = None, forward_ratio: float | None = None
-           ) -> Recommendation:
-    """Tuned DDP vs the gradsched plan on one (trace, comm model, world size)."""
+           margin_pct: float | None = None, forward_ratio: float | None = None,
+           topology_collective: str | None = None) -> Recommendation:
+    """Tuned DDP vs the gradsched plan on one (trace, comm model, world size);
+    ``topology_collective`` says that ``comm`` is a topology file and ``model`` its
+    ``flat``/``hierarchical`` collective model."""
     from gradsched.planners import make_plan, replay_knobs
 
     inter = dict(interference or {})
@@ -276,7 +361,7 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
         plan_collectives_per_iter=result.n_collectives, gain_pct=gain, margin=margin,
         use_plan=gain > margin.pct,
         options={"iterations": iterations, "issue": "executor", **inter},
-        forward_ratio=forward_ratio, notes=notes)
+        forward_ratio=forward_ratio, notes=notes, topology_collective=topology_collective)
 
 
 # --------------------------------------------------------------------------- commands
@@ -289,7 +374,7 @@ def ddp_code(point: DDPPoint) -> str:
 
 def plan_command(rec: Recommendation, output: str = "plan.json") -> list[str]:
     """``gradsched plan`` that writes the recommended plan."""
-    cmd = ["gradsched", "plan", "--compute", rec.compute, "--comm", rec.comm,
+    cmd = ["gradsched", "plan", "--compute", rec.compute, *rec.comm_args,
            "--world-size", str(rec.world_size), "--algorithm", PLAN_ALGORITHM,
            "--knob", f"{PLAN_ALGORITHM}.issue=executor",
            "--knob", f"{PLAN_ALGORITHM}.replay_iterations={rec.options['iterations']}"]
@@ -315,6 +400,12 @@ def run_command(rec: Recommendation, plan_file: str = "plan.json", backend: str 
     return [*cmd, "-o", "measured.csv"]
 
 
+def _comm_label(rec: Recommendation) -> str:
+    if rec.topology_collective is None:
+        return f"comm {rec.comm}"
+    return f"topology {rec.comm} ({rec.topology_collective} collectives)"
+
+
 def _faster(gain_pct: float) -> str:
     """``2.0`` -> ``2.00 % faster``; ``-1.0`` -> ``1.00 % slower``."""
     return f"{abs(gain_pct):.2f} % {'faster' if gain_pct >= 0 else 'slower'}"
@@ -330,7 +421,7 @@ def render(rec: Recommendation, *, plan_out: str | None = None, backend: str = "
     who = rec.model_name or "the traced model"
     batch = f", batch {rec.batch_size} per rank" if rec.batch_size else ""
     lines = [f"gradsched advise: {who}{batch}, {rec.world_size} ranks",
-             f"  compute trace {rec.compute}; comm {rec.comm}",
+             f"  compute trace {rec.compute}; {_comm_label(rec)}",
              f"predicted iteration time (replay, executor issue order, "
              f"{rec.options['iterations']} iterations):"]
     rows = [(f"PyTorch DDP, {rec.ddp_default.label}", rec.ddp_default.iteration_s,

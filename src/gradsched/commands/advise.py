@@ -1,6 +1,7 @@
 """``gradsched advise``: the DDP settings to use, and the gradsched plan if it is worth it.
 
     gradsched advise --compute TRACE.csv --comm SWEEP.csv|MODEL.json|alpha-beta:...
+                     (or --topology FILE [--topology-collective flat|hierarchical])
                      [--world-size P] [--caps 1,2,4,...] [--margin-pct M]
                      [--interference JSON] [--plan-out plan.json] [--json advice.json]
                      [--validate [--model NAME] [--batch-size B] [--rounds 3] [--iters 10]]
@@ -49,7 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compute", required=True, type=Path,
                    help="compute trace CSV (gradsched capture compute, gradsched import "
                         "kineto)")
-    p.add_argument("--comm", required=True, help=COMM_HELP)
+    p.add_argument("--comm", default=None, help=COMM_HELP + " (or --topology)")
+    p.add_argument("--topology", type=Path, default=None, metavar="FILE",
+                   help="two-level cluster JSON/YAML {nodes, ranks_per_node, intra, inter} "
+                        "(docs/topology.md) instead of --comm; world size = nodes x ranks")
+    p.add_argument("--topology-collective", choices=["flat", "hierarchical"], default=None,
+                   help="with --topology: one ring over all ranks, or reduce-scatter/"
+                        "all-reduce/all-gather by level (default hierarchical)")
     p.add_argument("--world-size", type=world_size, default=None,
                    help="number of ranks (default: the one world size the comm model holds)")
     p.add_argument("--caps", type=_caps, default=list(DEFAULT_CAPS_MB), metavar="MIB,...",
@@ -102,18 +109,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _load(args: argparse.Namespace) -> tuple[object, object, int, dict[str, float]]:
     from gradsched.advise import resolve_world_size
-    from gradsched.costmodel.base import load_comm_spec
     from gradsched.traces.bundle import ComputeTrace
     from gradsched.traces.forward import with_forward
 
     if not args.compute.is_file():
         raise InputError("compute trace not found", path=args.compute)
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
-    if not args.comm.startswith("alpha-beta:") and not Path(args.comm).is_file():
-        raise InputError("comm sweep or model not found", path=args.comm)
-    model = load_comm_spec(args.comm)
+    model, spec = _comm_model(args)
     world = resolve_world_size(trace, model, args.world_size, trace_path=str(args.compute),
-                               comm_spec=args.comm)
+                               comm_spec=spec, topology=args.topology is not None)
     interference: dict[str, float] = {}
     if args.interference is not None:
         from gradsched.reexec.experiment import load_interference
@@ -122,13 +126,36 @@ def _load(args: argparse.Namespace) -> tuple[object, object, int, dict[str, floa
     return trace, model, world, interference
 
 
+def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
+    """The ``--comm`` model, or the ``--topology``'s collective model (exactly one), and
+    the spec that names it."""
+    from gradsched.costmodel.base import load_comm_spec
+
+    if (args.comm is None) == (args.topology is None):
+        raise ConfigError("give exactly one of --comm and --topology")
+    if args.topology is None:
+        if args.topology_collective is not None:
+            raise ConfigError("--topology-collective needs --topology")
+        if not args.comm.startswith("alpha-beta:") and not Path(args.comm).is_file():
+            raise InputError("comm sweep or model not found", path=args.comm)
+        return load_comm_spec(args.comm), args.comm
+    from gradsched.costmodel.topology import load_topology
+
+    collective = args.topology_collective or "hierarchical"
+    return load_topology(args.topology).collective_model(collective), str(args.topology)
+
+
 def _run(args: argparse.Namespace) -> int:
     from gradsched.advise import advise, render, render_validation, validate
 
     trace, model, world, interference = _load(args)
-    rec = advise(trace, model, world, compute=str(args.compute), comm=args.comm,  # type: ignore[arg-type]
+    topology = args.topology is not None
+    rec = advise(trace, model, world, compute=str(args.compute),  # type: ignore[arg-type]
+                 comm=str(args.topology) if topology else args.comm,
                  caps_mb=args.caps, interference=interference, iterations=args.iterations,
-                 margin_pct=args.margin_pct, forward_ratio=args.forward_ratio)
+                 margin_pct=args.margin_pct, forward_ratio=args.forward_ratio,
+                 topology_collective=(args.topology_collective or "hierarchical")
+                 if topology else None)
     if args.plan_out is not None:
         rec.plan.save(args.plan_out)
     hint = None if args.validate else "to measure it here: add --validate"
