@@ -195,3 +195,66 @@ def test_torchrun_mode_rank0_writes_the_trace(tmp_path):
     trace = CommTrace.load(out)
     assert set(trace.frame["world_size"]) == {2} and set(trace.frame["nodes"]) == {1}
     assert trace.meta["hardware"].endswith("torchrun, 1 host(s)")
+
+
+def test_p2p_summary_is_half_of_rank0_round_trip():
+    """p2p (issue 18, item 2): one-way time = half of rank 0's median round trip; rank 1's
+    times (receive then send back) do not enter. Synthetic per-rank times."""
+    per_rank = [
+        {"rank": 1, "results": [{"collective": "p2p", "bytes": 1000, "warmup": 1,
+                                 "times_s": [9.0, 9.0, 9.0]}]},
+        {"rank": 0, "results": [{"collective": "p2p", "bytes": 1000, "warmup": 1,
+                                 "times_s": [2.0, 4.0, 10.0]}]},
+    ]
+    row = summarise(per_rank, backend="gloo", world_size=2, nodes=2, in_place=False).iloc[0]
+    assert row["time_s"] == 2.0 and row["time_min_s"] == 1.0 and row["time_max_s"] == 5.0
+    assert row["algbw_Bps"] == pytest.approx(500.0) == row["busbw_Bps"]
+    assert row["in_place"] == 0 and row["world_size"] == 2
+    assert sweep.bus_factor("p2p", 2) == 1.0
+
+
+def test_p2p_needs_exactly_two_ranks():
+    with pytest.raises(ConfigError, match="world-size 2"):
+        SweepConfig(world_size=3, collectives=["p2p"]).validate()
+    SweepConfig(world_size=2, collectives=["p2p", "all_reduce"]).validate()
+
+
+@pytest.mark.slow
+def test_two_rank_gloo_p2p_pingpong_writes_a_valid_comm_trace(tmp_path):
+    """Loopback ping-pong, small sizes: rows are one-way times of a 2-rank p2p series."""
+    pytest.importorskip("torch")
+    from gradsched.traces import CommTrace
+
+    out = tmp_path / "p2p.csv"
+    rc = sweep.main(["comm", "--world-size", "2", "--collectives", "p2p",
+                     "--min-bytes", "4", "--max-bytes", "256K", "--factor", "64",
+                     "--iters", "5", "--warmup", "2", "--time-budget-s", "0.2",
+                     "-o", str(out)])
+    assert rc == 0
+    trace = CommTrace.load(out)
+    frame = trace.frame
+    assert set(frame["collective"]) == {"p2p"}
+    assert frame["bytes"].tolist() == [4, 256, 16384]
+    assert (frame["world_size"] == 2).all() and (frame["in_place"] == 0).all()
+    assert (frame["time_min_s"] <= frame["time_s"]).all()
+    assert (frame["time_s"] <= frame["time_max_s"]).all()
+    assert (frame["busbw_Bps"] == frame["algbw_Bps"]).all()
+    assert trace.meta["iterations"]["p2p"]["4"] == 5
+    assert "osu_latency" in trace.meta["notes"]
+
+
+@pytest.mark.slow
+def test_p2p_dead_peer_ends_sweep_clearly_without_output(tmp_path, monkeypatch, capsys):
+    """Rank 1 dies before its receive: rank 0, blocked in send/recv, must not hang."""
+    pytest.importorskip("torch")
+    monkeypatch.setattr(sweep, "run_sweep", functools.partial(
+        sweep.run_sweep, payload_extra={"fault": {"rank": 1, "collective": "p2p",
+                                                  "bytes": 64}}))
+    out = tmp_path / "out" / "p2p.csv"
+    start = time.monotonic()
+    rc = sweep.main(["comm", "--world-size", "2", "--collectives", "p2p", "--max-bytes", "4K",
+                     "--iters", "3", "--warmup", "1", "--init-timeout-s", "5",
+                     "--op-timeout-s", "15", "--deadline-s", "60", "-o", str(out)])
+    assert rc == 2 and time.monotonic() - start < 45
+    assert not out.exists() and not (out.parent.exists() and list(out.parent.iterdir()))
+    assert "rank 1 of 2 exited with code 17" in capsys.readouterr().err

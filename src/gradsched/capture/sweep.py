@@ -25,6 +25,16 @@ Method (per collective and size, on every rank, fp32 tensors):
   nccl-tests' factors: 2(n-1)/n for all_reduce, (n-1)/n for all_gather and
   reduce_scatter, 1 for broadcast and reduce.
 
+``p2p`` (``--collectives p2p``, exactly 2 ranks): a ping-pong between rank 0 and rank 1
+with blocking ``send``/``recv``, as OSU's ``osu_latency`` measures it (rank 0 sends then
+receives, rank 1 receives then sends the message back;
+mvapich2 ``osu_benchmarks/mpi/pt2pt/osu_latency.c``, latency = round trip / 2). The first
+round trip is checked (rank 1 echoes what it received; both ranks check the values); after
+the warm-ups one barrier, then the timed round trips back to back, each timed on rank 0.
+``time_s`` is half of rank 0's median round trip (the one-way time of one message),
+``time_min_s`` / ``time_max_s`` half of its fastest / slowest round trip; ``busbw_Bps`` =
+``algbw_Bps`` = ``bytes / time_s``; ``in_place`` is 0 and ``world_size`` 2.
+
 ``bytes`` is nccl-tests' ``size``: the per-rank buffer of all_reduce / broadcast / reduce,
 and the *total* (gathered output / scattered input) buffer of all_gather / reduce_scatter,
 which must therefore be a multiple of ``4 x world_size``: such sizes are rounded up (and the
@@ -67,6 +77,8 @@ from gradsched.traces.columns import COLLECTIVES
 DEFAULT_COLLECTIVES: tuple[str, ...] = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
 ELEMENT_BYTES = 4  # fp32
 IN_PLACE_ONLY: frozenset[str] = frozenset({"all_reduce", "broadcast", "reduce"})
+P2P = "p2p"
+"""Ping-pong between rank 0 and rank 1 (see the module docstring)."""
 SPLIT: frozenset[str] = frozenset({"all_gather", "reduce_scatter"})
 TASK = "gradsched.capture.sweep:sweep_task"
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
@@ -138,13 +150,14 @@ def round_sizes(collective: str, sizes: Sequence[int], world_size: int
 
 
 def bus_factor(collective: str, world_size: int) -> float:
-    """nccl-tests' bus-bandwidth factor of ``collective`` on ``world_size`` ranks."""
+    """nccl-tests' bus-bandwidth factor of ``collective`` on ``world_size`` ranks (1 for a
+    point-to-point message: its bytes cross one link once)."""
     n = world_size
     if collective == "all_reduce":
         return 2.0 * (n - 1) / n
     if collective in SPLIT:
         return (n - 1) / n
-    if collective in ("broadcast", "reduce"):
+    if collective in ("broadcast", "reduce", P2P):
         return 1.0
     raise ConfigError(f"unknown collective {collective!r}")
 
@@ -201,6 +214,9 @@ class SweepConfig:
             raise ConfigError("threads per rank must be >= 1")
         geometric_sizes(self.min_bytes, self.max_bytes, self.factor)
         parse_collectives(",".join(self.collectives))
+        if P2P in self.collectives and self.world_size != 2:
+            raise ConfigError(f"p2p is a ping-pong between two ranks: use --world-size 2 "
+                              f"(got {self.world_size})")
 
     def plan(self) -> tuple[dict[str, list[int]], list[str]]:
         """Sizes per collective (rounded to each one's quantum) and the rounding notes."""
@@ -271,6 +287,9 @@ def sweep_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
             if fault and fault.get("rank") == rank and fault.get("collective") == coll \
                     and int(fault.get("bytes", 0)) <= nbytes:
                 os._exit(int(fault.get("exit_code", 17)))
+            if coll == P2P:
+                results.append(_pingpong(nbytes, rank, payload, device, agree_max))
+                continue
             op, check = _make_op(coll, nbytes, rank, world_size, payload["in_place"], device)
             dist.barrier()
             t0 = time.perf_counter()
@@ -304,6 +323,47 @@ def sweep_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
             del op, check
     return {"rank": rank, "host": socket.gethostname(), "threads": torch.get_num_threads(),
             "results": results}
+
+
+def _pingpong(nbytes: int, rank: int, payload: dict[str, Any], device: Any,
+              agree_max: Callable[[float], float]) -> dict[str, Any]:
+    """One p2p point on rank 0 or 1: round-trip times (seconds) of ``nbytes`` messages.
+
+    Follows OSU's ``osu_latency`` (rank 0: send then recv; rank 1: recv then send back),
+    with the warm-up/iteration rule of the collectives: the first (checked) round trip
+    sets the warm-up and iteration counts, then one barrier and the timed round trips back
+    to back.
+    """
+    import torch
+    import torch.distributed as dist
+
+    buf = torch.full((nbytes // ELEMENT_BYTES,), float(rank + 1), dtype=torch.float32,
+                     device=device)
+
+    def round_trip() -> float:
+        t0 = time.perf_counter()
+        if rank == 0:
+            dist.send(buf, dst=1)
+            dist.recv(buf, src=1)
+        else:
+            dist.recv(buf, src=0)
+            dist.send(buf, dst=0)
+        return time.perf_counter() - t0
+
+    dist.barrier()
+    estimate = agree_max(round_trip())
+    _expect(buf, 1.0, P2P, nbytes, rank)  # rank 1 echoed rank 0's ones back
+    budget = float(payload["time_budget_s"])
+    extra = max(min(int(payload["warmup"]) - 1, int(0.25 * budget / max(estimate, 1e-9))), 0)
+    last = estimate
+    for _ in range(extra):
+        last = round_trip()
+    if extra > 0:
+        estimate = agree_max(last)
+    iters = int(min(payload["iters"], max(payload["min_iters"], budget // max(estimate, 1e-9))))
+    dist.barrier()
+    times = [round_trip() for _ in range(iters)]
+    return {"collective": P2P, "bytes": nbytes, "warmup": 1 + extra, "times_s": times}
 
 
 def _make_op(coll: str, nbytes: int, rank: int, world: int, in_place: bool, device: Any
@@ -386,16 +446,22 @@ def _expect(tensor: Any, value: float, coll: str, nbytes: int, rank: int) -> Non
 
 def summarise(per_rank: list[dict[str, Any]], *, backend: str, world_size: int, nodes: int,
               in_place: bool) -> pd.DataFrame:
-    """Per-rank times -> comm-trace rows (slowest rank's median; see the module doc)."""
-    by_key: dict[tuple[str, int], list[list[float]]] = {}
-    for res in per_rank:
+    """Per-rank times -> comm-trace rows (slowest rank's median; for p2p half of rank 0's
+    round trips; see the module doc)."""
+    by_key: dict[tuple[str, int], dict[int, list[float]]] = {}
+    for index, res in enumerate(per_rank):
         for item in res["results"]:
-            by_key.setdefault((item["collective"], int(item["bytes"])), []).append(
-                item["times_s"])
+            by_key.setdefault((item["collective"], int(item["bytes"])), {})[
+                int(res.get("rank", index))] = item["times_s"]
     rows = []
-    for (coll, nbytes), lists in by_key.items():
+    for (coll, nbytes), per in by_key.items():
+        lists = list(per.values())
         if len(lists) != world_size or any(not t for t in lists):
             raise SweepError(f"{coll} at {nbytes} bytes: missing times from some rank")
+        if coll == P2P:  # one-way = half of rank 0's round trip (osu_latency)
+            lists = [[t / 2.0 for t in per[0]]] if 0 in per else []
+            if not lists:
+                raise SweepError(f"p2p at {nbytes} bytes: no round-trip times of rank 0")
         median = max(statistics.median(t) for t in lists)
         lo = max(min(t) for t in lists)
         hi = max(max(t) for t in lists)
@@ -405,7 +471,7 @@ def summarise(per_rank: list[dict[str, Any]], *, backend: str, world_size: int, 
         rows.append({
             "collective": coll, "backend": backend, "algorithm": "default",
             "world_size": world_size, "nodes": nodes,
-            "in_place": 1 if (coll in IN_PLACE_ONLY or in_place) else 0,
+            "in_place": 0 if coll == P2P else int(coll in IN_PLACE_ONLY or in_place),
             "bytes": nbytes, "time_s": median, "time_min_s": lo, "time_max_s": hi,
             "algbw_Bps": algbw, "busbw_Bps": algbw * bus_factor(coll, world_size),
         })
@@ -471,6 +537,15 @@ def line_rate_meta(cluster_rate: str | None) -> dict[str, float]:
     return {"line_rate_Bps": parse_rate(cluster_rate) / 8.0}
 
 
+P2P_METHOD = (
+    "p2p rows: a ping-pong between rank 0 and rank 1 with blocking torch.distributed "
+    "send/recv, as OSU's osu_latency (rank 0 sends then receives, rank 1 receives then "
+    "sends the message back); after the warm-ups one barrier, then the timed round trips "
+    "back to back, each timed on rank 0 with time.perf_counter. time_s is half of rank 0's "
+    "median round trip (the one-way time of one message), time_min_s/time_max_s half of its "
+    "fastest/slowest; busbw = algbw = bytes / time_s; in_place 0, world_size 2.")
+
+
 def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes: int,
                per_rank: list[dict[str, Any]], notes: list[str], warnings: list[str],
                started: dt.datetime, wall_s: float, load_before: list[float],
@@ -495,6 +570,8 @@ def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes:
         "result was checked on every rank.",
         *notes,
     ]
+    if P2P in config.collectives:
+        text.append(P2P_METHOD)
     if config.note:
         text.append(config.note)
     return {
