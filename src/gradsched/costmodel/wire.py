@@ -15,7 +15,10 @@ Every model therefore answers with ``T_c(m) = max(T_raw,c(m), s_c + f_c * m / b)
 * ``f_c`` is the ring-algorithm share of an all-reduce's traffic that collective ``c``
   moves (:data:`~gradsched.costmodel.base.DERIVED_FROM_ALL_REDUCE`: 1 for all-reduce, 1/2
   for reduce-scatter and all-gather; Thakur, Rabenseifner & Gropp 2005, Sec. 4), so a
-  reduce-scatter plus an all-gather of m bytes costs at least one all-reduce of m bytes,
+  reduce-scatter plus an all-gather of m bytes costs at least one all-reduce of m bytes;
+  1 for a point-to-point message (``p2p``: its m bytes cross one link once, as a ring
+  all-reduce on 2 ranks sends m bytes over each link, so on a link of rate r no message
+  beats ``m / r``),
 * ``b`` is the *sustained* all-reduce algorithm bandwidth (bytes of message per second)
   among large messages (within a factor :data:`LARGE_REGION` of the largest size the
   model holds; :func:`sustained_algbw`), capped at the line rate
