@@ -38,22 +38,37 @@ direction:
 
     push(M) = max over links and directions of the time above,  pull(M) = push(M)
 
-(pull moves the same bytes in the opposite directions), and
+(pull moves the same bytes in the opposite directions). A bucket's push and pull run
+partition by partition (BytePS pushes and pulls each partition as its own key, so partition
+j's pull overlaps partition j+1's push on full-duplex links). Its time is the larger of two
+lower bounds of that pipeline:
 
-    all_reduce(M) = push(M) + pull(M),  reduce_scatter(M) = reduce(M) = push(M),
-    all_gather(M) = broadcast(M) = pull(M),
+    push_pull(M) = max( busiest direction carrying push *and* pull traffic,
+                        push(M) + pull(last partition) )
 
-so every planner prices a PS bucket unchanged (an ``all_reduce`` bucket is one push then its
-pull; an ``rs_ag`` bucket is a push in backward and a pull before the next forward, as DeAR
-splits an all-reduce). Balanced and for alpha-beta p2p this is ``2 (a + b M f)`` with ``f =
-max(1, P / S)`` for separate servers and ``f = max((P - 1) / S, 1 - 1 / S, [P > S])`` for
-co-located ones.
+Separate servers use different directions for push and pull, so the first term is
+``push(M)`` and ``push_pull(M) = push(M) + pull(r)``; a co-located machine's direction
+carries ``M - M_s`` (push) plus ``(P - 1) M_s`` (pull) bytes. One partition (``k = 1``):
+``push(M) + pull(M)``. The collectives:
 
-Known differences (a reconstruction, not measured BytePS internals): a bucket's push and
-pull run back to back (BytePS pipelines partitions: partition j's pull may overlap partition
-j+1's push); the server's summation and any CPU copy cost nothing; round-robin placement
-instead of the key hash; the replay makes concurrent collectives share one bandwidth, so two
-phases that would run on different link directions (full duplex) are not overlapped there.
+    all_reduce(M) = push_pull(M),  reduce_scatter(M) = reduce(M) = push(M),
+    all_gather(M) = broadcast(M) = pull(M) = push(M),
+
+so every planner prices a PS bucket unchanged (an ``all_reduce`` bucket is a pipelined push
+and pull; an ``rs_ag`` bucket is a push in backward and a pull before the next forward, as
+DeAR splits an all-reduce). Balanced partitions, alpha-beta p2p (``a + b m``) and many
+partitions: ``push(M) = a + f_push b M`` and ``push_pull(M) ~ a + f_ar b M`` with
+
+* separate servers: ``f_push = f_ar = max(1, P / S)``;
+* co-located: ``f_push = max((P - 1) / S, 1 - 1 / S, [P > S])`` and
+  ``f_ar = max(1 + (P - 2) / S, [P > S])``; with ``S = P`` this is ``2 (P - 1) / P``, a ring
+  all-reduce's bytes per link.
+
+Known differences (a reconstruction, not measured BytePS internals): the pipeline is
+reduced to the two bounds above; the server's summation and any CPU copy cost nothing;
+round-robin placement instead of the key hash; the replay makes concurrent collectives share
+one bandwidth, so the pushes and pulls of *different* buckets are not overlapped on the two
+directions of a link there.
 """
 
 from __future__ import annotations
@@ -66,7 +81,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from gradsched.costmodel.base import (
-    AlphaBetaModel,
     CommModel,
     check_collective,
     load_comm_spec,
@@ -76,7 +90,6 @@ from gradsched.costmodel.base import (
 from gradsched.costmodel.wire import LARGE_REGION, sustained_algbw
 from gradsched.errors import ConfigError, GradschedError, InputError
 from gradsched.limits import MAX_BYTES, MAX_RANKS
-from gradsched.traces.columns import COLLECTIVES
 
 DEFAULT_PARTITION_BYTES = 4_096_000
 """BytePS's default partition size (``byteps/common/global.cc`` L42)."""
@@ -91,21 +104,10 @@ FIELDS = ("workers", "servers", "colocated", "partition_bytes", "p2p")
 # ------------------------------------------------------------------ point-to-point level
 
 def p2p_raw_times(model: CommModel, nbytes: np.ndarray) -> np.ndarray:
-    """One-way time (s) of one message of ``nbytes`` between two ranks.
-
-    An :class:`AlphaBetaModel` (the inline ``alpha-beta:`` spec) describes one message
-    directly: ``alpha + beta * m`` (its ``per_collective["p2p"]`` if it has one); any
-    other model is queried with collective ``"p2p"`` at 2 ranks, which needs ``"p2p"``
-    among :data:`gradsched.traces.columns.COLLECTIVES` (a captured send/recv sweep)."""
-    m = np.asarray(nbytes, dtype=float)
-    if isinstance(model, AlphaBetaModel):
-        alpha, beta = model.per_collective.get(P2P_COLLECTIVE, (model.alpha, model.beta))
-        return alpha + beta * m
-    if P2P_COLLECTIVE not in COLLECTIVES:
-        raise ConfigError(f"the p2p model ({model.kind}) cannot answer collective 'p2p' "
-                          "(this gradsched has no p2p collective yet); give an inline "
-                          "alpha-beta:alpha=<s>,beta=<s per byte> p2p model")
-    return model.times(P2P_COLLECTIVE, m, P2P_RANKS)
+    """One-way time (s) of one message of ``nbytes`` between two ranks: the model's own
+    (unfloored) answer for collective ``"p2p"`` at 2 ranks (an inline ``alpha-beta:`` model
+    answers ``alpha + beta * m``; a p2p comm-trace its sweep). :class:`P2PLink` floors it."""
+    return model.raw_times(P2P_COLLECTIVE, np.asarray(nbytes, dtype=float), P2P_RANKS)
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,22 @@ def push_loads(ps: ParameterServer, k: int) -> list[LinkLoad]:
     return loads
 
 
+def duplex_loads(ps: ParameterServer, k: int) -> list[LinkLoad]:
+    """Each link direction's push *and* pull traffic together. Separate machines use
+    different directions for the two (worker out / server in on push, server out / worker
+    in on pull), so these are the push loads; a co-located machine sends its worker's push
+    and its server's pull the same way (``M - M_s + (P - 1) M_s`` bytes each direction)."""
+    if not ps.colocated:
+        return push_loads(ps, k)
+    full, last = ps.server_partitions(k)
+    p = int(ps.workers)
+    loads = [LinkLoad(k - 1 + (p - 2) * int(f), 1 + (p - 2) * int(x))
+             for f, x in zip(full, last, strict=True)]
+    if p > ps.servers:
+        loads.append(LinkLoad(k - 1, 1))
+    return loads
+
+
 @dataclass(frozen=True)
 class PhaseBytes:
     """Bytes of one push of a bucket: logical (each worker's and each server's) and per
@@ -252,6 +270,9 @@ class PSModel(CommModel):
     """The parameter-server cost of a bucket (module docstring); answers at ``P`` only."""
 
     kind: ClassVar[str] = "parameter-server"
+    # composite of floored p2p message times (P2PLink); the generic floor (start-up of two
+    # phases + f m / b) would clip the pipelined push + pull above its own formula
+    wire_floor_applies: ClassVar[bool] = False
 
     def __init__(self, ps: ParameterServer) -> None:
         if not isinstance(ps, ParameterServer):
@@ -268,41 +289,53 @@ class PSModel(CommModel):
             raise ConfigError(f"{self.kind} model: world size {world_size} requested, but the "
                               f"parameter server has {self.ps.workers} workers")
 
-    def push_s(self, nbytes: float) -> float:
-        """Seconds of one push of ``nbytes``: its busiest link direction."""
-        k, r = self.ps.partitions(nbytes)
+    def _busy_s(self, loads: list[LinkLoad], r: float) -> float:
+        """The busiest of ``loads``: ``s + sum (T_p2p(m_i) - s)`` over its messages."""
         t_full, t_last = self.link.times(np.array([float(self.ps.partition_bytes), r]))
         s = self.link.startup_s
-        busy = [s + load.full * (t_full - s) + load.last * (t_last - s)
-                for load in push_loads(self.ps, k) if load.full + load.last > 0]
-        return max(busy, default=0.0)
+        return max((s + load.full * (t_full - s) + load.last * (t_last - s)
+                    for load in loads if load.full + load.last > 0), default=0.0)
+
+    def push_s(self, nbytes: float) -> float:
+        """Seconds of one push (or pull) of ``nbytes``: its busiest link direction."""
+        k, r = self.ps.partitions(nbytes)
+        return self._busy_s(push_loads(self.ps, k), r)
+
+    def push_pull_s(self, nbytes: float) -> float:
+        """Seconds of a push and its pull, partitions pipelined (module docstring)."""
+        k, r = self.ps.partitions(nbytes)
+        return max(self._busy_s(duplex_loads(self.ps, k), r),
+                   self.push_s(nbytes) + self.push_s(r))
 
     def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         check_collective(collective)
         self._check_world(world_size)
         m = np.asarray(nbytes, dtype=float)
-        push = np.array([self.push_s(float(x)) for x in m.ravel()]).reshape(m.shape)
-        if collective in PUSH_COLLECTIVES or collective in PULL_COLLECTIVES:
-            return push
-        return 2.0 * push
+        phase = self.push_s if collective != "all_reduce" else self.push_pull_s
+        return np.array([phase(float(x)) for x in m.ravel()]).reshape(m.shape)
 
-    def bottleneck_factor(self) -> float:
-        """``f``: bytes of the busiest link direction per pushed byte, balanced."""
+    def bottleneck_factors(self) -> tuple[float, float]:
+        """``(f_push, f_all_reduce)``: bytes of the busiest link direction per byte of a
+        balanced push, and of a push + pull (module docstring)."""
         p, s = int(self.ps.workers), int(self.ps.servers)
         if not self.ps.colocated:
-            return max(1.0, p / s)
-        return max((p - 1) / s, 1.0 - 1.0 / s, 1.0 if p > s else 0.0)
+            f = max(1.0, p / s)
+            return f, f
+        spare = 1.0 if p > s else 0.0
+        return (max((p - 1) / s, 1.0 - 1.0 / s, spare),
+                max(1.0 + (p - 2) / s, spare))
 
     def sustained_algbw_Bps(self, world_size: int) -> float:
-        """The all-reduce rate ``b / (2 f)`` of balanced partitions (``b`` the p2p link's
-        sustained rate): no bucket's push+pull moves bytes faster, since the busiest link
-        direction carries at least ``f M`` bytes, so the replay's bound stays valid and a
-        faster link never makes the floor slower."""
+        """The all-reduce rate ``b / f_all_reduce`` of balanced partitions (``b`` the p2p
+        link's sustained rate). No push + pull of ``M`` bytes moves them faster (its busiest
+        direction carries at least ``f_all_reduce M`` bytes), and no push faster than half
+        of that (``f_all_reduce <= 2 f_push``), so the replay's lower bound stays valid;
+        the rate only grows with a faster link."""
         self._check_world(world_size)
-        f = self.bottleneck_factor()
+        f = self.bottleneck_factors()[1]
         if f == 0.0 or not np.isfinite(self.link.rate_Bps):
             return float("inf")
-        return self.link.rate_Bps / (2.0 * f)
+        return self.link.rate_Bps / f
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **self.ps.to_dict()}
@@ -443,3 +476,11 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError("expected a mapping with servers, colocated, p2p", path=path)
     return data
+
+
+def require_ps_model(model: CommModel, planner: str) -> PSModel:
+    """The PS planners plan for a parameter server only: refuse any other model."""
+    if not isinstance(model, PSModel):
+        raise ConfigError(f"planner {planner!r} plans for a parameter server: give the comm "
+                          f"model as --ps (costmodel/ps.py), not a {model.kind!r} model")
+    return model

@@ -18,7 +18,9 @@ from gradsched.errors import ConfigError
 from gradsched.plan import Plan
 from gradsched.planners import (
     best,
+    bsp_ps,
     bytescheduler,
+    bytescheduler_ps,
     contiguous,
     ddp,
     dear,
@@ -28,6 +30,7 @@ from gradsched.planners import (
     search,
     syncsgd,
     wfbp,
+    wfbp_ps,
 )
 from gradsched.planners._family import Knob
 from gradsched.traces.bundle import ComputeTrace
@@ -39,6 +42,9 @@ ALGORITHMS_ALL: tuple[str, ...] = (
     "wfbp", "syncsgd", "ddp", "horovod", "mgwfbp", "oasr", "bytescheduler", "dear",
     "contiguous_optimum", "search", "best",
 )
+# Planners for a parameter server only (costmodel/ps.py; they refuse other models), not in
+# "all": every planner above also prices a PS plan through the PS model's collectives.
+PS_ALGORITHMS: tuple[str, ...] = ("bsp-ps", "wfbp-ps", "bytescheduler-ps")
 # Planners whose plans are contiguous all-reduce groupings with a global update.
 WFBP_FAMILY: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "mgwfbp", "oasr",
                                  "contiguous_optimum")
@@ -76,20 +82,20 @@ class PlannerSpec:
 PLANNERS: dict[str, PlannerSpec] = {
     m.NAME: PlannerSpec(m.NAME, m.plan, m.SUMMARY, m.KNOBS)
     for m in (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, contiguous,
-              search, best)
+              search, best, bsp_ps, wfbp_ps, bytescheduler_ps)
 }
-assert tuple(PLANNERS) == ALGORITHMS_ALL
+assert tuple(PLANNERS) == ALGORITHMS_ALL + PS_ALGORITHMS
 
 
 def planner_names() -> list[str]:
-    """Registered planner names, in the order of "all"."""
-    return list(ALGORITHMS_ALL)
+    """Registered planner names: those of "all", then the parameter-server ones."""
+    return list(PLANNERS)
 
 
 def get_planner(name: str) -> PlannerSpec:
     """The spec of ``name``; an unknown name lists the valid ones."""
     if name not in PLANNERS:
-        raise ConfigError(f"unknown planner {name!r}; known: {', '.join(ALGORITHMS_ALL)}")
+        raise ConfigError(f"unknown planner {name!r}; known: {', '.join(PLANNERS)}")
     return PLANNERS[name]
 
 
@@ -184,5 +190,5 @@ def make_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
     return spec.func(trace, model, world_size, **parse_knobs(name, knobs))
 
 
-__all__ = ["ALGORITHMS_ALL", "PLANNERS", "WFBP_FAMILY", "Knob", "PlannerSpec", "get_planner",
-           "make_plan", "parse_knobs", "planner_names", "replay_knobs"]
+__all__ = ["ALGORITHMS_ALL", "PLANNERS", "PS_ALGORITHMS", "WFBP_FAMILY", "Knob", "PlannerSpec",
+           "get_planner", "make_plan", "parse_knobs", "planner_names", "replay_knobs"]
