@@ -34,7 +34,7 @@ COMM_HELP = ("comm trace CSV, fitted model JSON, or alpha-beta:alpha=<seconds>,"
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compute", required=True, type=Path, help="compute trace CSV")
-    parser.add_argument("--comm", default=None, help=COMM_HELP + " (or --topology)")
+    parser.add_argument("--comm", default=None, help=COMM_HELP + " (or --topology, --ps)")
     parser.add_argument("--topology", type=Path, default=None, metavar="FILE",
                         help="two-level cluster JSON/YAML {nodes, ranks_per_node, intra, inter} "
                         "(costmodel/topology.py) instead of --comm; world size = nodes x ranks")
@@ -42,6 +42,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         default="hierarchical",
                         help="with --topology: one ring over all ranks, or reduce-scatter/"
                         "all-reduce/all-gather by level (default)")
+    parser.add_argument("--ps", default=None, metavar="FILE|SPEC",
+                        help="parameter server instead of --comm (costmodel/ps.py): a JSON/YAML "
+                        "file {workers, servers, colocated, partition_bytes, p2p} or inline "
+                        "servers=S,colocated=0|1[,workers=P][,partition_bytes=B],p2p=<comm "
+                        "spec> (p2p last); workers default to --world-size")
     parser.add_argument("--world-size", type=world_size, default=None,
                         help="number of ranks (default: the one world size the comm model holds)")
     parser.add_argument("--knob", action="append", default=[], metavar="[ALG.]NAME=VALUE",
@@ -92,9 +97,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _comm_model(args: argparse.Namespace) -> CommModel:
-    """The ``--comm`` model, or the ``--topology``'s collective model (exactly one)."""
-    if (args.comm is None) == (args.topology is None):
-        raise ConfigError("give exactly one of --comm and --topology")
+    """The ``--comm`` model, the ``--topology``'s collective model or the ``--ps``
+    parameter-server model (exactly one)."""
+    given = [a for a in ("comm", "topology", "ps") if getattr(args, a, None) is not None]
+    if len(given) != 1:
+        raise ConfigError("give exactly one of --comm, --topology and --ps")
+    if getattr(args, "ps", None) is not None:
+        from gradsched.costmodel.ps import PSModel, load_ps
+
+        return PSModel(load_ps(args.ps, args.world_size))
     if args.topology is None:
         return load_comm_spec(args.comm)
     from gradsched.costmodel.topology import load_topology
