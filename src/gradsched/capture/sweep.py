@@ -27,10 +27,12 @@ Method (per collective and size, on every rank, fp32 tensors):
 
 ``p2p`` (``--collectives p2p``, exactly 2 ranks): a ping-pong between rank 0 and rank 1
 with blocking ``send``/``recv``, as OSU's ``osu_latency`` measures it (rank 0 sends then
-receives, rank 1 receives then sends the message back;
-mvapich2 ``osu_benchmarks/mpi/pt2pt/osu_latency.c``, latency = round trip / 2). The first
-round trip is checked (rank 1 echoes what it received; both ranks check the values); after
-the warm-ups one barrier, then the timed round trips back to back, each timed on rank 0.
+receives, rank 1 receives then sends the message back: OSU Micro-Benchmarks
+``mpi/pt2pt/osu_latency.c``, whose latency is ``(t_end - t_start) / (2 iterations)``; it
+times the whole loop, a mean, where gradsched times each round trip and takes the median,
+the ``statistic`` of every sweep here). The first round trip is checked (rank 1 echoes
+what it received; both ranks check the values); after the warm-ups one barrier, then the
+timed round trips back to back, each timed on rank 0.
 ``time_s`` is half of rank 0's median round trip (the one-way time of one message),
 ``time_min_s`` / ``time_max_s`` half of its fastest / slowest round trip; ``busbw_Bps`` =
 ``algbw_Bps`` = ``bytes / time_s``; ``in_place`` is 0 and ``world_size`` 2.
