@@ -67,3 +67,53 @@ def timed_runs(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
     from gradsched.runtime.bench import run_rank
 
     return run_rank(rank, world_size, payload)
+
+
+def ps_exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Parameter-server runs of ``payload['cases']`` (as :func:`exactness_cases`) with
+    ``payload['workers']`` workers; the other ranks are servers (runtime/ps.py).
+
+    Fault injection for the tests: ``payload['die'] = [rank, step]`` makes that rank exit
+    abruptly (``os._exit``) at the start of that step of the first case."""
+    import datetime as dt
+    import os
+
+    from gradsched.plan import Plan
+    from gradsched.runtime.executor import PlanExecutor
+    from gradsched.runtime.ps import PSClient, PSLayout, partition_schedule, serve, workers_group
+    from gradsched.runtime.reference import loss_of, make_optimizer, make_shard, make_test_model
+
+    layout = PSLayout(int(payload["workers"]), world_size - int(payload["workers"]))
+    timeout = dt.timedelta(seconds=float(payload.get("timeout_s", 60)))
+    group = workers_group(layout, timeout)
+    out: dict[str, Any] = {"cases": {}, "served": {}}
+    for case in payload["cases"]:
+        seed = int(case.get("seed", 0))
+        model = make_test_model(case["model"], seed)
+        plan = Plan.from_dict(case["plan"])
+        numel = {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
+        schedule = partition_schedule(plan, numel, layout.servers, bool(case["find_unused"]))
+        die = payload.get("die")
+        if die is not None and die[0] == rank and die[1] == 0:
+            os._exit(17)
+        if layout.is_server(rank):
+            out["served"][case["id"]] = serve(layout, schedule, int(case["steps"]), timeout)
+            continue
+        opt = make_optimizer(case["optimizer"], model.parameters())
+        ex = PlanExecutor(model, plan, opt, process_group=group,
+                          find_unused_parameters=bool(case["find_unused"]),
+                          timeout_s=timeout.total_seconds(),
+                          ps_client=PSClient(layout, schedule))
+        steps = []
+        for step in range(int(case["steps"])):
+            if die is not None and die[0] == rank and die[1] == step:
+                os._exit(17)
+            x, y = make_shard(step, rank, layout.workers, int(case["batch"]), seed)
+            loss_of(model, x, y).backward()
+            ex.step()
+            steps.append(ex.stats.to_dict())
+        ex.flush()
+        ex.close()
+        out["cases"][case["id"]] = {"params": _flat(dict(model.named_parameters())),
+                                    "stats": steps}
+    return out
