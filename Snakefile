@@ -17,6 +17,8 @@ include: "workflow/rules/replay.smk"
 include: "workflow/rules/extrapolate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/tables.smk"
+# Two-level topologies: flat vs hierarchical replay table (in `all` via TABLES; before paper).
+include: "workflow/rules/topology.smk"
 include: "workflow/rules/paper.smk"
 # Collective algorithms: figures/tables from the committed sweeps are in `all`;
 # re-measuring (`collectives_measure`) is not.
