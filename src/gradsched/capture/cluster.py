@@ -1,4 +1,4 @@
-"""An emulated cluster on one machine: one Linux network namespace per rank.
+"""An emulated cluster on one machine: one Linux network namespace per rank (or per node).
 
 Layout (``P`` is the name prefix, ``gs<pid>-`` by default)::
 
@@ -31,6 +31,14 @@ while the cluster is up) and interpreter exit (``atexit``); it is idempotent. A 
 killed with SIGKILL cannot clean up after itself: its record stays, and
 ``gradsched cluster clean RECORD`` (or ``... clean NAME...`` with exact names) removes what
 that record lists once its owner is gone (:func:`clean_record`, :func:`clean_names`).
+
+Nodes of several ranks (``ranks_per_node=R``, issue 18): the namespaces above are then
+one per *node* (``P r<k>`` is node ``k``, address ``SUBNET.(k+1)``), and global ranks
+``k*R .. k*R+R-1`` all run in node ``k``'s namespace. Two ranks of one node talk to the
+node's own address, which Linux routes over the namespace's loopback: unshaped, like the
+fast links inside a real node; traffic between nodes crosses the shaped veth pairs and the
+bridge. Each rank gets ``LOCAL_WORLD_SIZE=R`` as torchrun sets it.
+With ``R = 1`` (the default) this is exactly the one-namespace-per-rank cluster.
 
 Needs root (``CAP_SYS_ADMIN`` and ``CAP_NET_ADMIN``) and the ``ip`` and ``tc`` tools of
 iproute2.
@@ -410,29 +418,39 @@ def _note_leftovers() -> None:
 
 @dataclass(frozen=True)
 class ClusterLayout:
-    """Names and addresses of a cluster (pure data; nothing is created)."""
+    """Names and addresses of a cluster (pure data; nothing is created). Namespaces
+    ``P r<k>`` are nodes; with ``ranks_per_node`` 1 each holds one rank."""
 
     ranks: int
     prefix: str
+    ranks_per_node: int = 1
+
+    @property
+    def nodes(self) -> int:
+        return self.ranks // self.ranks_per_node
+
+    def node_of(self, rank: int) -> int:
+        return rank // self.ranks_per_node
 
     @property
     def switch(self) -> str:
         return f"{self.prefix}sw"
 
-    def namespace(self, rank: int) -> str:
-        return f"{self.prefix}r{rank}"
+    def namespace(self, node: int) -> str:
+        """Namespace of node ``node`` (of rank ``node`` when ranks_per_node is 1)."""
+        return f"{self.prefix}r{node}"
 
-    def address(self, rank: int) -> str:
-        return f"{SUBNET}.{rank + 1}"
+    def address(self, node: int) -> str:
+        return f"{SUBNET}.{node + 1}"
 
     @property
     def namespaces(self) -> list[str]:
-        return [self.switch, *(self.namespace(r) for r in range(self.ranks))]
+        return [self.switch, *(self.namespace(k) for k in range(self.nodes))]
 
     def links(self, name: str) -> list[str]:
         """The links this cluster creates inside namespace ``name`` (besides ``lo``)."""
         if name == self.switch:
-            return [BRIDGE, *(f"r{r}" for r in range(self.ranks))]
+            return [BRIDGE, *(f"r{k}" for k in range(self.nodes))]
         return [RANK_IFNAME]
 
 
@@ -446,15 +464,18 @@ class EmulatedCluster:
     """
 
     def __init__(self, ranks: int, rate: str | None = "1gbit", *, prefix: str | None = None,
-                 install_signal_handlers: bool = True) -> None:
+                 install_signal_handlers: bool = True, ranks_per_node: int = 1) -> None:
         if not 1 <= ranks <= MAX_RANKS:
             raise ConfigError(f"ranks must be between 1 and {MAX_RANKS}, got {ranks}")
+        if ranks_per_node < 1 or ranks % ranks_per_node:
+            raise ConfigError(f"{ranks} ranks do not split into nodes of {ranks_per_node} "
+                              "ranks (ranks per node must be >= 1 and divide the ranks)")
         self.rate = rate
         self.rate_bps = parse_rate(rate) if rate is not None else None
         prefix = prefix or f"gs{os.getpid()}-"
         if not _PREFIX_RE.match(prefix):
             raise ConfigError(f"namespace prefix {prefix!r}: letters, digits, '_.-' only")
-        self.layout = ClusterLayout(ranks, prefix)
+        self.layout = ClusterLayout(ranks, prefix, ranks_per_node)
         self.record_path = record_path(prefix)
         self._record: dict[str, Any] = {}
         self._install_handlers = install_signal_handlers
@@ -474,6 +495,9 @@ class EmulatedCluster:
     def describe(self) -> str:
         """One line for metadata: ``emulated cluster 3 namespaces, tbf 1gbit``."""
         shaping = f"tbf {self.rate}" if self.rate is not None else "unshaped veth"
+        if self.layout.ranks_per_node > 1:
+            return (f"emulated cluster {self.layout.nodes} node namespaces x "
+                    f"{self.layout.ranks_per_node} ranks, {shaping} between nodes")
         return f"emulated cluster {self.ranks} namespaces, {shaping}"
 
     def interconnect(self) -> str:
@@ -485,18 +509,32 @@ class EmulatedCluster:
             shaping = (f"each rank's link shaped to {rate_label(self.rate_bps)} "
                        f"({self.rate_bps / 8:.4g} bytes/s) in both directions with tc tbf "
                        f"(burst {burst} bytes, latency {latency * 1e3:g} ms)")
+        lay = self.layout
+        if lay.ranks_per_node > 1:
+            return (f"emulated on one machine: {lay.nodes} nodes of {lay.ranks_per_node} "
+                    f"ranks, one Linux network namespace per node (ranks of a node talk "
+                    f"over its loopback, unshaped), each node joined by a veth pair (MTU "
+                    f"1500) to a Linux bridge in a separate switch namespace; "
+                    f"{shaping.replace('rank', 'node')}")
         return (f"emulated on one machine: {self.ranks} Linux network namespaces, one per "
                 f"rank, each joined by a veth pair (MTU 1500) to a Linux bridge in a "
                 f"separate switch namespace; {shaping}")
 
     def prefix_for(self, rank: int) -> list[str]:
-        """The command prefix that runs a command inside rank ``rank``'s namespace."""
-        return ["ip", "netns", "exec", self.layout.namespace(rank)]
+        """The command prefix that runs a command inside rank ``rank``'s (node's)
+        namespace."""
+        return ["ip", "netns", "exec", self.layout.namespace(self.layout.node_of(rank))]
 
     def rank_env(self, rank: int) -> dict[str, str]:
-        """Environment variables that make gloo/NCCL use the rank's shaped interface."""
-        return {"GLOO_SOCKET_IFNAME": RANK_IFNAME, "NCCL_SOCKET_IFNAME": RANK_IFNAME,
-                "TP_SOCKET_IFNAME": RANK_IFNAME}
+        """Environment variables that make gloo/NCCL use the rank's shaped interface;
+        with nodes of several ranks also torchrun's ``LOCAL_WORLD_SIZE`` (not
+        ``LOCAL_RANK``: the worker maps it to a GPU, and every emulated node shares this
+        machine's GPUs)."""
+        env = {"GLOO_SOCKET_IFNAME": RANK_IFNAME, "NCCL_SOCKET_IFNAME": RANK_IFNAME,
+               "TP_SOCKET_IFNAME": RANK_IFNAME}
+        if self.layout.ranks_per_node > 1:
+            env["LOCAL_WORLD_SIZE"] = str(self.layout.ranks_per_node)
+        return env
 
     def launch_spec(self, **kwargs: Any) -> Any:
         """A :class:`~gradsched.distributed.LaunchSpec` whose ranks run in the namespaces
@@ -609,15 +647,15 @@ class EmulatedCluster:
         _run(["ip", "-n", sw, "link", "set", "lo", "up"])
         _run(["ip", "-n", sw, "link", "add", BRIDGE, "type", "bridge"])
         _run(["ip", "-n", sw, "link", "set", BRIDGE, "up"])
-        for rank in range(lay.ranks):
-            ns, port = lay.namespace(rank), f"r{rank}"
+        for node in range(lay.nodes):
+            ns, port = lay.namespace(node), f"r{node}"
             self._add_namespace(ns)
             _run(["ip", "-n", ns, "link", "set", "lo", "up"])
             _run(["ip", "-n", sw, "link", "add", port, "type", "veth", "peer", "name",
                   RANK_IFNAME, "netns", ns])
             _run(["ip", "-n", sw, "link", "set", port, "master", BRIDGE])
             _run(["ip", "-n", sw, "link", "set", port, "up"])
-            _run(["ip", "-n", ns, "addr", "add", f"{lay.address(rank)}/24", "dev", RANK_IFNAME])
+            _run(["ip", "-n", ns, "addr", "add", f"{lay.address(node)}/24", "dev", RANK_IFNAME])
             _run(["ip", "-n", ns, "link", "set", RANK_IFNAME, "up"])
             if self.rate_bps is not None:
                 burst, latency = tbf_params(self.rate_bps)
@@ -634,7 +672,7 @@ class EmulatedCluster:
         while True:
             out = _run(["ip", "-n", sw, "-br", "link", "show", "master", BRIDGE])
             states = [line.split()[1] for line in out.splitlines() if line.strip()]
-            if len(states) == self.ranks and all(s in ("UP", "UNKNOWN") for s in states):
+            if len(states) == self.layout.nodes and all(s in ("UP", "UNKNOWN") for s in states):
                 return
             if time.monotonic() > end:
                 raise ClusterError(f"bridge ports not up after {timeout_s:g} s: {states}")

@@ -117,3 +117,29 @@ def ps_exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> d
         out["cases"][case["id"]] = {"params": _flat(dict(model.named_parameters())),
                                     "stats": steps}
     return out
+
+
+def p2p_link_times(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Rank 0 sends ``payload['bytes']`` to each rank in ``payload['peers']`` in turn,
+    ``payload['iters']`` times, and times each round trip's send (the peer answers with
+    one byte); for the emulated cluster's node tests (which links are shaped)."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    data = torch.zeros(int(payload["bytes"]) // 4)
+    ack = torch.zeros(1)
+    times: dict[str, list[float]] = {}
+    for peer in payload["peers"]:
+        for _ in range(int(payload["iters"])):
+            if rank == 0:
+                start = time.perf_counter()
+                dist.send(data, dst=peer)
+                dist.recv(ack, src=peer)
+                times.setdefault(str(peer), []).append(time.perf_counter() - start)
+            elif rank == peer:
+                dist.recv(data, src=0)
+                dist.send(ack, dst=0)
+    dist.barrier()
+    return {"rank": rank, "times_s": times}
