@@ -23,7 +23,9 @@ def topology_replay_spec():
 
 def topology_replay_inputs():
     computes, topologies, _ = topology_replay_spec()
-    files = [f for t in topologies.values() for f in (t["file"], t.get("measured")) if f]
+    files = [
+        f for t in topologies.values() for f in (t["file"], t.get("measured")) if f
+    ]
     return sorted(set(computes.values()) | set(files))
 
 
