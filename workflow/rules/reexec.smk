@@ -202,7 +202,8 @@ rule reexec_collect:
 rule reexec_analyze:
     """Errors, median |error|, worst, Kendall tau; table and figure (re-measured data)."""
     input:
-        f"{REEXEC_OUT}/measured.csv",
+        measured=f"{REEXEC_OUT}/measured.csv",
+        iterations=f"{REEXEC_OUT}/iterations.csv",
     output:
         stats=f"{REEXEC_OUT}/stats.csv",
         errors=f"{REEXEC_OUT}/errors.csv",
@@ -213,7 +214,8 @@ rule reexec_analyze:
     log:
         f"{LOGS}/reexec/analyze.log",
     shell:
-        "{GS} reexec analyze --input {input} --stats {output.stats} --errors {output.errors} "
+        "{GS} reexec analyze --input {input.measured} --iterations {input.iterations} "
+        "--stats {output.stats} --errors {output.errors} "
         "--table {output.tex} --md {output.md} --figure {output.pdf} --png {output.png} "
         "> {log} 2>&1"
 
@@ -221,7 +223,8 @@ rule reexec_analyze:
 rule reexec_committed:
     """Figure, table and statistics of the COMMITTED data (no measurement)."""
     input:
-        f"{REEXEC_DATA}/measured.csv",
+        measured=f"{REEXEC_DATA}/measured.csv",
+        iterations=f"{REEXEC_DATA}/iterations.csv",
     output:
         stats=f"{RESULTS}/reexec-committed/stats.csv",
         errors=f"{RESULTS}/reexec-committed/errors.csv",
@@ -232,6 +235,7 @@ rule reexec_committed:
     log:
         f"{LOGS}/reexec/committed.log",
     shell:
-        "{GS} reexec analyze --input {input} --stats {output.stats} --errors {output.errors} "
+        "{GS} reexec analyze --input {input.measured} --iterations {input.iterations} "
+        "--stats {output.stats} --errors {output.errors} "
         "--table {output.tex} --md {output.md} --figure {output.pdf} --png {output.png} "
         "> {log} 2>&1"

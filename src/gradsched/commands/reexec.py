@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="calibrated interference JSON that the best planner scores with, "
                           "for every case or, as NETWORK=JSON, for that network "
                           "(repeatable; default: none)")
+    run.add_argument("--allow-load", action="store_true",
+                     help="measure even when other work keeps the machine busy (by default "
+                          "a case is refused when >= 0.25 cores are busy before it starts; "
+                          "every item's foreign CPU use is recorded and flagged either way)")
     run.add_argument("--list", action="store_true", help="list the cases and exit")
     run.add_argument("-o", "--output", type=Path, default=Path("results/reexec"),
                      help="folder of the case folders")
@@ -89,6 +93,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     ana = rsub.add_parser("analyze", help="errors, Kendall tau, table and figure")
     ana.add_argument("--input", type=Path, required=True, help="measured.csv (from collect)")
+    ana.add_argument("--iterations", type=Path, default=None,
+                     help="iterations.csv (from collect): adds 95 %% bootstrap intervals "
+                          "(plan times, errors, Kendall tau, best vs DDP)")
     ana.add_argument("--stats", type=Path, default=None, help="per-case statistics CSV")
     ana.add_argument("--errors", type=Path, default=None, help="per-plan errors CSV")
     ana.add_argument("--table", type=Path, default=None, help="LaTeX table")
@@ -111,6 +118,8 @@ def _run(args: argparse.Namespace) -> int:
     cases, settings = load_config(args.config)
     overrides = {k: getattr(args, k) for k in ("iters", "warmup", "rounds")
                  if getattr(args, k) is not None}
+    if args.allow_load:
+        overrides["allow_load"] = True
     if overrides:
         settings = dataclasses.replace(settings, **overrides)
     chosen = select_cases(cases, args.case)
@@ -164,6 +173,6 @@ def _analyze(args: argparse.Namespace) -> int:
     with Staging() as stage:  # every requested output, or none
         outputs = {name: stage.file(getattr(args, name)) if getattr(args, name) else None
                    for name in names}
-        stats = analyze_file(args.input, **outputs)
+        stats = analyze_file(args.input, iterations=args.iterations, **outputs)
     print(stats.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

@@ -47,7 +47,13 @@ PREDICTIONS = {"": "predicted_s", "_int": "predicted_interference_s", "_raw": "p
 REQUIRED = ("case", "bandwidth", "world_size", "algorithm", "kind", "predicted_s",
             "predicted_interference_s", "predicted_raw_s", "measured_s", "measured_p10_s",
             "measured_p90_s")
-DDP_DEFAULT = "ddp-native-25"
+DDP_DEFAULT = "ddp-native-default"  # DDP without bucket_cap_mb (25 MiB, 1 MiB first)
+DDP_DEFAULT_BEFORE = "ddp-native-25"  # data measured before the default had its own item
+
+
+def ddp_default_label(algorithms: Any) -> str:
+    """The label of DDP's default in a case: its own item, or (older data) the 25 MiB cap."""
+    return DDP_DEFAULT if DDP_DEFAULT in set(algorithms) else DDP_DEFAULT_BEFORE
 STATS_COLUMNS = (
     "case", "bandwidth", "world_size", "n_plans", "compute_scale", "load_avg",
     "median_abs_err_pct", "worst_err_pct", "worst_algorithm", "tau", "tau_p",
@@ -56,7 +62,15 @@ STATS_COLUMNS = (
     "n_distinguishable", "order_ok_pct", "order_ok_int_pct", "order_ok_dyn_pct",
     "best_measured_s", "ddp25_measured_s", "best_vs_ddp25_pct", "best_at_least_as_fast",
     "best_vs_ddp25_beyond_spread", "median_spread_pct", "ddp_executor_vs_native_pct",
+    # with the per-iteration data (reexec/uncertainty.py): 95 % bootstrap intervals
+    "n_runs", "tau_lo", "tau_hi", "n_pairs", "n_separated_pairs", "order_ok_separated_pct",
+    "tau_separated", "predicted_spread_pct", "noise_pct", "spread_to_noise", "tuned_ddp",
+    "best_vs_ddp_default_speedup", "best_vs_ddp_default_speedup_lo",
+    "best_vs_ddp_default_speedup_hi", "best_vs_ddp_tuned_speedup",
+    "best_vs_ddp_tuned_speedup_lo", "best_vs_ddp_tuned_speedup_hi",
+    "foreign_cpu_cores_max", "n_flagged_runs",
 )
+INTERVAL_COLUMNS = ("measured_lo_s", "measured_hi_s", "error_lo_pct", "error_hi_pct")
 
 
 def load(path: str | Path) -> pd.DataFrame:
@@ -159,12 +173,13 @@ def _summary(case: str, group: pd.DataFrame, full: pd.DataFrame, taus: dict[str,
     out["median_spread_pct"] = float(spread.median())
     if taus is None:
         own = group.loc[group["algorithm"] == "ddp"]
-        native = group.loc[group["algorithm"] == DDP_DEFAULT]
+        default = ddp_default_label(group["algorithm"])
+        native = group.loc[group["algorithm"] == default]
         if not own.empty and not native.empty:
             out["ddp_executor_vs_native_pct"] = 100.0 * (
                 own.iloc[0]["measured_s"] / native.iloc[0]["measured_s"] - 1.0)
         best = group.loc[group["algorithm"] == "best"]
-        ddp = group.loc[group["algorithm"] == DDP_DEFAULT]
+        ddp = group.loc[group["algorithm"] == default]
         if not best.empty and not ddp.empty:
             b, d = best.iloc[0], ddp.iloc[0]
             out["best_measured_s"] = float(b["measured_s"])
@@ -177,13 +192,39 @@ def _summary(case: str, group: pd.DataFrame, full: pd.DataFrame, taus: dict[str,
     return out
 
 
-def case_stats(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per case, then one per network (``all-<network>``) and ``all``."""
+def case_intervals(frame: pd.DataFrame, iterations: pd.DataFrame
+                   ) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
+    """Per-plan 95 % intervals (one row per algorithm) and per-case bootstrap statistics
+    (:func:`gradsched.reexec.uncertainty.case_uncertainty`)."""
+    from gradsched.reexec.uncertainty import case_uncertainty
+
     errors = plan_errors(frame)
+    plan_rows, per_case = [], {}
+    for case, group in errors.groupby("case", sort=False):
+        item_of = dict(zip(group["algorithm"].astype(str), group["item"].astype(str),
+                           strict=True))
+        try:
+            unc = case_uncertainty(distinct_runs(group), iterations, item_of)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        per_case[str(case)] = unc.stats
+        by_item = unc.plans.set_index("item")
+        for _, row in group.iterrows():
+            plan_rows.append({"case": case, "algorithm": row["algorithm"],
+                              **{c: by_item.at[row["item"], c] for c in INTERVAL_COLUMNS}})
+    return pd.DataFrame(plan_rows), per_case
+
+
+def case_stats(frame: pd.DataFrame, iterations: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per case, then one per network (``all-<network>``) and ``all``. With the
+    per-iteration rows, the cases also get bootstrap intervals (:func:`case_intervals`)."""
+    errors = plan_errors(frame)
+    boot = case_intervals(frame, iterations)[1] if iterations is not None else {}
     rows = []
     per_case: dict[str, dict[str, Any]] = {}
     for case, group in errors.groupby("case", sort=False):
-        s = _summary(str(case), group, errors, None)
+        s = _summary(str(case), group, errors, None) | boot.get(str(case), {})
+        s.update(_flags(group))
         per_case[str(case)] = s
         rows.append(s)
 
@@ -209,17 +250,49 @@ def case_stats(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(STATS_COLUMNS))
 
 
-def analyze_file(path: str | Path, *, stats: str | Path | None = None,
+def _flags(group: pd.DataFrame) -> dict[str, Any]:
+    """The most foreign CPU seen in the case and its flagged runs (when measured)."""
+    if "foreign_cpu_cores_max" not in group:
+        return {}
+    return {"foreign_cpu_cores_max": float(group["foreign_cpu_cores_max"].max()),
+            "n_flagged_runs": int(group.drop_duplicates("item")["n_flagged_runs"].sum())}
+
+
+def load_iterations(path: str | Path) -> pd.DataFrame:
+    """Read and check an iterations.csv (per timed iteration)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file not found", path=path)
+    frame = read_csv_checked(path)
+    missing = [c for c in ("case", "item", "round", "iteration_s") if c not in frame.columns]
+    if missing:
+        raise InputError(f"missing column(s) {missing}", path=path)
+    bad = ~np.isfinite(frame["iteration_s"].to_numpy(dtype=float)) | (frame["iteration_s"] <= 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError("iteration_s must be a finite number > 0", path=path, line=row + 2,
+                         field="iteration_s")
+    return frame
+
+
+def analyze_file(path: str | Path, *, iterations: str | Path | None = None,
+                 stats: str | Path | None = None,
                  errors: str | Path | None = None, table: str | Path | None = None,
                  md: str | Path | None = None, figure: str | Path | None = None,
                  png: str | Path | None = None) -> pd.DataFrame:
-    """Statistics of ``path`` (measured.csv); write the outputs asked for."""
+    """Statistics of ``path`` (measured.csv; with ``iterations``, bootstrap intervals
+    too); write the outputs asked for."""
     frame = load(path)
-    summary = case_stats(frame)
+    its = load_iterations(iterations) if iterations is not None else None
+    summary = case_stats(frame, its)
+    intervals = case_intervals(frame, its)[0] if its is not None else None
     if stats is not None:
         write_csv_atomic(stats, summary)
     if errors is not None:
-        write_csv_atomic(errors, plan_errors(frame))
+        per_plan = plan_errors(frame)
+        if intervals is not None:
+            per_plan = per_plan.merge(intervals, on=["case", "algorithm"], how="left")
+        write_csv_atomic(errors, per_plan)
     if table is not None or md is not None:
         from gradsched.report.reexec import write_reexec_table
 
@@ -229,5 +302,5 @@ def analyze_file(path: str | Path, *, stats: str | Path | None = None,
 
         pdf_out = figure if figure is not None else Path(str(png)).with_suffix(".pdf")
         png_out = png if png is not None else Path(str(figure)).with_suffix(".png")
-        figure_reexec(frame, pdf_out, png_out)
+        figure_reexec(frame, pdf_out, png_out, intervals)
     return summary

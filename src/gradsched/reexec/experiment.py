@@ -12,10 +12,14 @@ For every *case* (model x batch size x world size x network):
    runs every *item* (each distinct plan through :class:`~gradsched.runtime.PlanExecutor`,
    PyTorch DDP itself at each configured ``bucket_cap_mb``, and a *compute-only control*:
    forward, backward and SGD step with no communication at all) for ``warmup`` untimed
-   and ``iters`` timed iterations, in an order rotated (and reversed every other round) so
-   that a drift of the machine's load biases no item. Timing is that of ``gradsched run``
+   and ``iters`` timed iterations, in a random order drawn anew for every round from the
+   seed (:func:`round_order`), so that neither a drift of the machine's load nor the item
+   before it biases an item. Timing is that of ``gradsched run``
    (:mod:`gradsched.runtime.bench`): the period between starts of consecutive iterations,
-   the maximum over ranks. The 1-minute load average is read before every item.
+   the maximum over ranks. The 1-minute load average is read before every item, and the
+   CPU cores used by anything but the ranks during it (``foreign_cpu_cores``,
+   :mod:`gradsched.reexec.load`); a case does not start while other work keeps the
+   machine busy (``allow_load`` overrides, and the flags say so).
 3. **Predicted** (:func:`collect`). The committed trace's compute times are CPU times of
    one uncontended thread (``clock: cpu-thread-time``); the ranks of the real run share the
    machine's cores (with each other and, on a shared machine, with other jobs), so their
@@ -41,8 +45,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import platform
+import random
 import re
 import statistics
 import time
@@ -63,14 +69,14 @@ NETWORKS: dict[str, str | None] = {"loopback": None, "tbf1gbit": "1gbit",
 CONTROL = "compute-only"
 ITERATION_COLUMNS = ("case", "model", "batch_size", "world_size", "network", "item", "kind",
                      "round", "position", "iteration", "iteration_s", "load_avg_1m",
-                     "started_at")
+                     "foreign_cpu_cores", "started_at")
 MEASURED_COLUMNS = (
     "case", "model", "batch_size", "world_size", "bandwidth", "algorithm", "kind", "item",
     "n_buckets", "n_collectives", "update", "predicted_raw_s", "compute_scale",
     "predicted_s", "predicted_interference_s", "predicted_dynamic_s", "compute_slowdown",
     "comm_slowdown", "collective_cpu_s",
     "measured_s", "measured_p10_s", "measured_p90_s", "measured_mean_s", "iters", "rounds",
-    "load_avg", "load_avg_min", "load_avg_max",
+    "load_avg", "load_avg_min", "load_avg_max", "foreign_cpu_cores_max", "n_flagged_runs",
 )
 
 
@@ -99,7 +105,8 @@ class Settings:
     """How every case is measured and predicted."""
 
     algorithms: tuple[str, ...] = ALGORITHMS
-    ddp_bucket_cap_mb: tuple[float, ...] = (25.0, 1.0)
+    # None: DDP constructed without bucket_cap_mb (what a user gets: 25 MiB, 1 MiB first)
+    ddp_bucket_cap_mb: tuple[float | None, ...] = (None, 25.0, 1.0)
     knobs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     warmup: int = 1
     iters: int = 3
@@ -109,6 +116,7 @@ class Settings:
     seed: int = 0
     timeout_s: float = 600.0
     replay_iterations: int = 5
+    allow_load: bool = False  # measure although other work uses the machine (flagged)
 
     def __post_init__(self) -> None:
         if self.iters < 1 or self.warmup < 0 or self.rounds < 1:
@@ -116,7 +124,7 @@ class Settings:
         if self.backend not in ("gloo", "nccl"):
             raise ConfigError(f"reexec: backend must be gloo or nccl, not {self.backend!r}")
         for cap in self.ddp_bucket_cap_mb:
-            if cap <= 0:
+            if cap is not None and not 0 < cap < math.inf:
                 raise ConfigError(f"reexec: ddp_bucket_cap_mb must be > 0, got {cap}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -154,6 +162,16 @@ def load_config(path: str | Path) -> tuple[list[Case], Settings]:
                                                                       path)
 
 
+def _cap(value: Any, where: str | Path) -> float | None:
+    """A ``ddp_bucket_cap_mb`` entry: a number of MiB, or ``default`` (None)."""
+    if value is None or value == "default":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"ddp_bucket_cap_mb entries are MiB or 'default', got {value!r}",
+                         path=where, field="settings.ddp_bucket_cap_mb")
+    return float(value)
+
+
 def parse_settings(raw: Mapping[str, Any], where: str | Path = "<config>") -> Settings:
     """``settings:`` mapping -> :class:`Settings` (unknown keys are refused)."""
     unknown = set(raw) - _SETTING_KEYS
@@ -165,7 +183,7 @@ def parse_settings(raw: Mapping[str, Any], where: str | Path = "<config>") -> Se
         if key in values:
             values[key] = tuple(values[key])
     if "ddp_bucket_cap_mb" in values:
-        values["ddp_bucket_cap_mb"] = tuple(float(v) for v in values["ddp_bucket_cap_mb"])
+        values["ddp_bucket_cap_mb"] = tuple(_cap(v, where) for v in values["ddp_bucket_cap_mb"])
     settings = Settings(**values)
     from gradsched.replay.compare import expand_algorithms
 
@@ -238,9 +256,9 @@ class CasePlans:
     items: list[dict[str, Any]]  # what the ranks run
 
 
-def ddp_label(cap: float) -> str:
-    """``25.0`` -> ``ddp-native-25``."""
-    return f"ddp-native-{cap:g}"
+def ddp_label(cap: float | None) -> str:
+    """``25.0`` -> ``ddp-native-25``; None (no ``bucket_cap_mb``) -> ``ddp-native-default``."""
+    return "ddp-native-default" if cap is None else f"ddp-native-{cap:g}"
 
 
 def make_case_plans(case: Case, settings: Settings,
@@ -282,23 +300,24 @@ def make_case_plans(case: Case, settings: Settings,
     return CasePlans(plans=plans, item_of=item_of, items=items)
 
 
-def round_order(n: int, r: int, rounds: int) -> list[int]:
-    """Item order of round ``r``: rotated by ``r * n / rounds``, reversed in odd rounds."""
-    order = list(range(n))
-    shift = (r * n) // max(rounds, 1)
-    order = order[shift:] + order[:shift]
-    if r % 2 == 1:
-        order.reverse()
-    return order
+def round_order(n: int, r: int, seed: int) -> list[int]:
+    """Item order of round ``r``: a permutation of ``range(n)`` drawn at random from
+    ``(seed, r)`` (the same for every rank and every re-run with that seed), so that
+    neither a drift of the machine nor the item before it biases an item in one
+    direction."""
+    return random.Random(f"reexec-order-{seed}-{r}").sample(range(n), n)
 
 
 # --------------------------------------------------------------------------- rank side
 def rounds_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
-    """Launcher task: every item of ``payload['items']`` in ``payload['rounds']`` rounds."""
+    """Launcher task: every item of ``payload['items']`` in ``payload['rounds']`` rounds,
+    in each round's random order; per item: the timed iterations, this rank's CPU time
+    and the machine's busy time over the item (:mod:`gradsched.reexec.load`)."""
     import torch
     import torch.distributed as dist
 
     from gradsched.capture.models import build_model
+    from gradsched.reexec.load import sample
     from gradsched.runtime.bench import RunItem, _timed
 
     device = "cpu"
@@ -308,10 +327,11 @@ def rounds_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
     rounds = int(payload["rounds"])
     out = []
     for r in range(rounds):
-        for position, index in enumerate(round_order(len(items), r, rounds)):
+        for position, index in enumerate(round_order(len(items), r, int(payload["seed"]))):
             raw = items[index]
             load = os.getloadavg()[0]
             started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            before = sample()
             spec = build_model(payload["model"], int(payload["batch_size"]), device=device,
                                seq_len=payload.get("seq_len"), seed=int(payload["seed"]))
             batches = [spec.make_batch() for _ in range(2)]
@@ -321,10 +341,26 @@ def rounds_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
                 item = RunItem(label=raw["key"], algorithm=raw["key"], plan=raw["plan"],
                                bucket_cap_mb=raw["bucket_cap_mb"])
                 times, _ = _timed(rank, spec, batches, item, payload, device, raw["key"])
+            after = sample()
             out.append({"round": r, "position": position, "item": index, "times": times,
-                        "load": load, "started_at": started})
+                        "load": load, "started_at": started,
+                        "cpu_s": after.own_cpu_s - before.own_cpu_s,
+                        "busy": [before.machine_busy_s, after.machine_busy_s],
+                        "wall": [before.at_s, after.at_s]})
             del spec, batches
     return {"rank": rank, "runs": out}
+
+
+def _foreign(runs: Sequence[Mapping[str, Any]]) -> float:
+    """Cores used by anything but the ranks during one item (rank 0's window; NaN where
+    /proc/stat is unavailable)."""
+    from gradsched.reexec.load import CpuSample, foreign_cores
+
+    first = runs[0]
+    start = CpuSample(first["busy"][0], 0.0, first["wall"][0])
+    end = CpuSample(first["busy"][1], 0.0, first["wall"][1])
+    value = foreign_cores(start, end, sum(float(r["cpu_s"]) for r in runs))
+    return math.nan if value is None else value
 
 
 def _control(spec: Any, batches: list[Any], payload: dict[str, Any], device: str) -> list[float]:
@@ -374,13 +410,15 @@ def measure_case(case: Case, settings: Settings, case_plans: CasePlans) -> pd.Da
     for k, run in enumerate(results[0]["runs"]):
         per_rank = [r["runs"][k]["times"] for r in results]
         times = [max(ts) for ts in zip(*per_rank, strict=True)]
+        foreign = _foreign([r["runs"][k] for r in results])
         item = case_plans.items[run["item"]]
         for i, t in enumerate(times):
             rows.append({"case": case.name, "model": case.model, "batch_size": case.batch_size,
                          "world_size": case.world_size, "network": case.network,
                          "item": item["key"], "kind": item["kind"], "round": run["round"],
                          "position": run["position"], "iteration": i, "iteration_s": t,
-                         "load_avg_1m": run["load"], "started_at": run["started_at"]})
+                         "load_avg_1m": run["load"], "foreign_cpu_cores": foreign,
+                         "started_at": run["started_at"]})
     return pd.DataFrame(rows, columns=list(ITERATION_COLUMNS))
 
 
@@ -415,6 +453,7 @@ def run_case(case: Case, settings: Settings, out_dir: str | Path,
     case_plans = make_case_plans(case, settings, params if inter_path else None)
     for label, plan in case_plans.plans.items():
         plan.save(folder / "plans" / f"{label}.plan.json")
+    busy_before = _check_quiet(case, settings)
     load_before = os.getloadavg()
     start = time.monotonic()
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -423,18 +462,37 @@ def run_case(case: Case, settings: Settings, out_dir: str | Path,
     write_csv_atomic(folder / "iterations.csv", frame)
     meta = {"case": asdict(case), "settings": settings.to_dict(), "started_at": started,
             "wall_s": round(wall, 1), "load_average_before": list(load_before),
+            "busy_cores_before": busy_before,
             "load_average_after": list(os.getloadavg()), "machine": machine_info(),
             "item_of": case_plans.item_of,
             "planning_interference": ({"file": str(inter_path)} | params
                                       if inter_path else None),
             "items": [{k: v for k, v in it.items() if k != "plan"} for it in case_plans.items],
-            "method": "gradsched reexec run: one launch per case; rounds x items (rotated, "
-                      "reversed in odd rounds); each item builds the model (seed fixed), "
+            "method": "gradsched reexec run: one launch per case; rounds x items (a seeded "
+                      "random order per round); each item builds the model (seed fixed), "
                       "runs warmup untimed + iters timed iterations; iteration = period "
                       "between starts of consecutive iterations, max over ranks "
                       "(gradsched.runtime.bench timing)"}
     write_json_atomic(folder / "meta.json", meta)
     return folder
+
+
+class MachineBusyError(ConfigError):
+    """Something else uses the machine: a measurement now would not be the plans' own."""
+
+
+def _check_quiet(case: Case, settings: Settings) -> float | None:
+    """Cores busy on the machine just before ``case`` starts; refuse to start at or above
+    :data:`~gradsched.reexec.load.FOREIGN_LIMIT_CORES` unless ``allow_load``."""
+    from gradsched.reexec.load import FOREIGN_LIMIT_CORES, busy_cores
+
+    busy = busy_cores(2.0)
+    if busy is not None and busy >= FOREIGN_LIMIT_CORES and not settings.allow_load:
+        raise MachineBusyError(
+            f"reexec: {busy:.2f} CPU cores are busy before case {case.name} starts (limit "
+            f"{FOREIGN_LIMIT_CORES:g}): other work would slow the plans unevenly. Stop it "
+            "and re-run, or pass --allow-load to measure anyway (the items are flagged)")
+    return None if busy is None else round(busy, 3)
 
 
 # --------------------------------------------------------------------------- predictions
@@ -496,6 +554,18 @@ def _check_interference(params: dict[str, float], path: str | Path) -> None:
         raise InputError(f"{params['collective_cpu_s']!r} is out of range [0, "
                          f"{MAX_SECONDS:g}] seconds (0 = no interference)", path=path,
                          field="collective_cpu_s")
+
+
+def _foreign_stats(times: pd.DataFrame) -> dict[str, float | int]:
+    """The most foreign CPU seen during an item's runs, and how many of its runs were at
+    or above the limit (data from before the column existed: NaN and 0)."""
+    from gradsched.reexec.load import FOREIGN_LIMIT_CORES
+
+    if "foreign_cpu_cores" not in times:
+        return {"foreign_cpu_cores_max": math.nan, "n_flagged_runs": 0}
+    per_run = times.groupby("round")["foreign_cpu_cores"].first()
+    return {"foreign_cpu_cores_max": float(per_run.max()),
+            "n_flagged_runs": int((per_run >= FOREIGN_LIMIT_CORES).sum())}
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -598,7 +668,7 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
             "rounds": int(times["round"].nunique()),
             "load_avg": float(times.groupby("round")["load_avg_1m"].first().mean()),
             "load_avg_min": float(times["load_avg_1m"].min()),
-            "load_avg_max": float(times["load_avg_1m"].max())})
+            "load_avg_max": float(times["load_avg_1m"].max()), **_foreign_stats(times)})
     ctrl = frame.loc[frame["item"] == CONTROL]
     rows.append(base | {
         "algorithm": CONTROL, "kind": "control", "item": CONTROL, "n_buckets": 0,
@@ -610,7 +680,7 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
         "rounds": int(ctrl["round"].nunique()),
         "load_avg": float(ctrl.groupby("round")["load_avg_1m"].first().mean()),
         "load_avg_min": float(ctrl["load_avg_1m"].min()),
-        "load_avg_max": float(ctrl["load_avg_1m"].max())})
+        "load_avg_max": float(ctrl["load_avg_1m"].max()), **_foreign_stats(ctrl)})
     return pd.DataFrame(rows, columns=list(MEASURED_COLUMNS))
 
 

@@ -30,7 +30,15 @@ from gradsched.report.tables import (
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
+def _cap_mb(name: str) -> float:
+    """``ddp-native-10`` -> 10; ``ddp-native-default`` -> 25 (DDP's default cap)."""
+    cap = name.removeprefix("ddp-native-")
+    return 25.0 if cap == "default" else float(cap)
+
+
 def _label(name: str) -> str:
+    if name == "ddp-native-default":
+        return "PyTorch DDP default"
     if name.startswith("ddp-native-"):
         return f"PyTorch DDP {name.removeprefix('ddp-native-')} MB"
     return algorithm_label(name)
@@ -39,17 +47,27 @@ def _label(name: str) -> str:
 def _order(names: list[str]) -> list[str]:
     plans = sorted((n for n in names if not n.startswith("ddp-native")), key=algorithm_sort_key)
     native = sorted((n for n in names if n.startswith("ddp-native")),
-                    key=lambda n: -float(n.removeprefix("ddp-native-")))
+                    key=lambda n: (n != "ddp-native-default", -_cap_mb(n)))
     return plans + native
 
 
-def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path) -> None:
-    """Predicted vs measured, without / with interference (see the module docstring)."""
+def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
+                  intervals: pd.DataFrame | None = None) -> None:
+    """Predicted vs measured, without / with interference (see the module docstring).
+    Error bars: the 95 % bootstrap interval of the median where ``intervals`` gives it
+    (:func:`gradsched.reexec.analysis.case_intervals`), else the p10-p90 range."""
     import matplotlib.pyplot as plt
 
     from gradsched.report.figures import algorithm_colors, placeholder, save, setup_style
 
     rows = frame.loc[frame["kind"] != "control"] if "kind" in frame else frame
+    bar = "p10-p90"
+    if intervals is not None and not intervals.empty:
+        rows = rows.merge(intervals[["case", "algorithm", "measured_lo_s", "measured_hi_s"]],
+                          on=["case", "algorithm"], how="left")
+        rows["measured_p10_s"] = rows["measured_lo_s"]
+        rows["measured_p90_s"] = rows["measured_hi_s"]
+        bar = "95% interval"
     if rows.empty:
         placeholder(out_pdf, out_png, "Re-execution", "no measured plans in the input")
         return
@@ -84,7 +102,7 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path)
         ax.set_aspect("equal")
         ax.set_xlabel("predicted iteration time [s] (replay)")
         ax.set_title(title)
-    axes[0].set_ylabel("measured iteration time [s]\n(median, p10-p90)")
+    axes[0].set_ylabel(f"measured iteration time [s]\n(median, {bar})")
     handles = [plt.Line2D([], [], ls="", marker="o", color=colors[n], mec="black", mew=0.4,
                           label=_label(n)) for n in names]
     handles += [plt.Line2D([], [], ls="", marker=MARKERS[i % len(MARKERS)], color="0.6",

@@ -1,0 +1,84 @@
+"""How busy the machine is apart from the measurement itself (issue 16, item 1).
+
+The load average cannot tell a measurement's own ranks from another job: two ranks on a
+2-core machine read a load of ~2 whether or not anything else runs. What can be told
+apart is CPU time. Over one measured item the machine's busy CPU time (``/proc/stat``:
+user, nice, system, irq, softirq, steal) minus the CPU time of the measurement's own
+ranks (``getrusage(RUSAGE_SELF)`` in each rank: every thread, gloo's included) is what
+*something else* used: the launcher's polling, the kernel's work for the emulated
+network (softirq time not charged to a rank), and any other job. Divided by the item's
+wall time it is in cores: :data:`FOREIGN_LIMIT_CORES` and more flags the item.
+
+Before a case starts, :func:`busy_cores` samples the whole machine for a moment; a case
+is refused if other work already uses more than the limit (``reexec run --allow-load``
+measures anyway and the flags say so).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC_STAT = Path("/proc/stat")
+#: CPU cores used by something other than the measured ranks, at or above which an item's
+#: measurement is flagged (and a case is not started).
+FOREIGN_LIMIT_CORES = 0.25
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (guest is in user)
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """Machine-wide busy CPU seconds, this process's CPU seconds, and a monotonic time."""
+
+    machine_busy_s: float | None  # None where /proc/stat cannot be read (not Linux)
+    own_cpu_s: float
+    at_s: float
+
+
+def machine_busy_s(stat: Path = PROC_STAT) -> float | None:
+    """Busy CPU seconds of the whole machine since boot (``/proc/stat``'s ``cpu`` line)."""
+    try:
+        first = stat.read_text(encoding="ascii").splitlines()[0].split()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    ticks = [int(v) for v in first[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    return sum(ticks[i] for i in _BUSY_FIELDS if i < len(ticks)) / hz
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process, all its threads, user + system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def sample() -> CpuSample:
+    """The three clocks, read now."""
+    return CpuSample(machine_busy_s(), own_cpu_s(), time.monotonic())
+
+
+def foreign_cores(machine_start: CpuSample, machine_end: CpuSample,
+                  ranks_cpu_s: float) -> float | None:
+    """Cores used by anything but the ranks between two samples of one process:
+    ``(machine busy time - the ranks' CPU time) / wall time``, never below 0
+    (None without /proc/stat or for an empty interval)."""
+    if machine_start.machine_busy_s is None or machine_end.machine_busy_s is None:
+        return None
+    wall = machine_end.at_s - machine_start.at_s
+    if wall <= 0:
+        return None
+    busy = machine_end.machine_busy_s - machine_start.machine_busy_s
+    return max(busy - ranks_cpu_s, 0.0) / wall
+
+
+def busy_cores(seconds: float = 2.0) -> float | None:
+    """Cores in use on the whole machine over the next ``seconds`` (this process sleeps)."""
+    start = sample()
+    time.sleep(seconds)
+    end = sample()
+    return foreign_cores(start, end, end.own_cpu_s - start.own_cpu_s)
