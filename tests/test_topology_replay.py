@@ -171,3 +171,28 @@ def test_committed_inter_levels_are_the_identified_ones(collective: str,
         assert (topo.nodes, topo.ranks_per_node) == (n, 8)
         assert topo.inter.alpha == pytest.approx(inter.alpha, rel=5e-4)
         assert topo.inter.beta == pytest.approx(inter.beta, rel=5e-4)
+
+
+def test_workflow_rule_replays_the_configured_topologies() -> None:
+    """The `topology_replay` rule passes every configured topology (with its collective
+    model and measured sweep) and compute trace to the command (dry run)."""
+    import subprocess
+    import sys
+
+    snakemake = Path(sys.executable).parent / "snakemake"
+    if not snakemake.exists():
+        pytest.skip("snakemake is not in the venv")
+    proc = subprocess.run([str(snakemake), "-n", "-p", "--forceall", "--nolock", "--cores",
+                           "1", "table_topology_replay"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    spec = config["topology_replay"]
+    for name in spec["topologies"]:
+        entry = config["topologies"][name]
+        assert f"--topology {name} {entry['file']} {entry['collective']}" in proc.stdout
+        assert f"--measured {name} {entry['measured']}" in proc.stdout
+    for name in spec["compute"]:
+        assert f"--compute {name} {config['compute'][name]}" in proc.stdout
+    assert "--algorithms " + ",".join(spec["algorithms"]) in proc.stdout
+    assert "paper/tables/topology-replay.tex" in proc.stdout
