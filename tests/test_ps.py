@@ -33,9 +33,9 @@ SETTINGS = settings(deadline=None, max_examples=60,
 
 
 def ps_model(workers: int, servers: int, colocated: bool, *, alpha: float = A,
-             beta: float = B, bound: int = BOUND) -> PSModel:
+             beta: float = B, bound: int = BOUND, placement: str = "round-robin") -> PSModel:
     return PSModel(ParameterServer(workers, servers, colocated, AlphaBetaModel(alpha, beta),
-                                   bound))
+                                   bound, placement))
 
 
 # ---------------------------------------------------------------- hand-computed costs
@@ -66,6 +66,23 @@ def test_hand_computed(p: int, s: int, colocated: bool, m: int, push: float,
     model = ps_model(p, s, colocated)
     assert model.time("reduce_scatter", m, p) == pytest.approx(push, rel=1e-12)
     assert model.time("all_gather", m, p) == pytest.approx(push, rel=1e-12)
+    assert model.time("all_reduce", m, p) == pytest.approx(all_reduce, rel=1e-12)
+
+
+@pytest.mark.parametrize(("p", "s", "colocated", "m", "push", "all_reduce"), [
+    # P=4, S=2, separate, balanced. M=1000: 500 bytes per server; a server receives
+    # 4 x 500; push + the last round's pull (the same 500-byte partitions).
+    (4, 2, False, 1000, A + 2000 * B, 2 * (A + 2000 * B)),
+    # M=3000: 1500 per server = 1000 + 500; a server receives 4 x 1500.
+    (4, 2, False, 3000, A + 6000 * B, (A + 6000 * B) + (A + 2000 * B)),
+    # P=4, S=2, co-located, balanced, M=1000: machine s receives 3 x 500, sends 500; its
+    # directions carry 500 + 3 x 500 = 2000 bytes of push and pull together.
+    (4, 2, True, 1000, A + 1500 * B, max(A + 2000 * B, 2 * (A + 1500 * B))),
+])
+def test_hand_computed_balanced(p: int, s: int, colocated: bool, m: int, push: float,
+                                all_reduce: float) -> None:
+    model = ps_model(p, s, colocated, placement="balanced")
+    assert model.time("reduce_scatter", m, p) == pytest.approx(push, rel=1e-12)
     assert model.time("all_reduce", m, p) == pytest.approx(all_reduce, rel=1e-12)
 
 
@@ -101,15 +118,20 @@ def test_round_trip_and_world_size() -> None:
 
 @SETTINGS
 @given(p=st.integers(1, 12), s=st.integers(1, 12), colocated=st.booleans(),
-       m=st.integers(0, 10**8), bound=st.integers(1, 10**7))
-def test_bytes_each_link_moves(p: int, s: int, colocated: bool, m: int, bound: int) -> None:
+       m=st.integers(0, 10**8), bound=st.integers(1, 10**7), balanced=st.booleans())
+def test_bytes_each_link_moves(p: int, s: int, colocated: bool, m: int, bound: int,
+                               balanced: bool) -> None:
     """Each worker pushes M; the servers receive P M in all (P M_s each, M_s their
-    partitions' bytes); the links carry what the docstring says."""
+    partitions' bytes; P M / S with the balanced placement); the links carry what the
+    docstring says."""
     if colocated and s > p:
         s = p
-    ps = ParameterServer(p, s, colocated, AlphaBetaModel(A, B), bound)
+    ps = ParameterServer(p, s, colocated, AlphaBetaModel(A, B), bound,
+                         "balanced" if balanced else "round-robin")
     moved = push_bytes(ps, m)
-    assert np.all(moved.worker_send == m)
+    assert np.allclose(moved.worker_send, m)
+    if balanced:
+        assert np.allclose(moved.server_receive, p * m / s)
     assert moved.server_receive.sum() == pytest.approx(p * m)
     share = moved.server_receive / p
     if m % (s * bound) == 0:
@@ -133,13 +155,15 @@ def test_bytes_each_link_moves(p: int, s: int, colocated: bool, m: int, bound: i
        alpha=st.floats(0, 1e-2), beta=st.floats(1e-11, 1e-6),
        faster=st.floats(0.05, 1.0), sizes=st.lists(st.integers(0, 10**8), min_size=1,
                                                    max_size=8),
-       bound=st.integers(1000, 10**7))
+       bound=st.integers(1000, 10**7), placement=st.sampled_from(["round-robin", "balanced"]))
 def test_faster_link_never_slower(p: int, s: int, colocated: bool, alpha: float, beta: float,
-                                  faster: float, sizes: list[int], bound: int) -> None:
+                                  faster: float, sizes: list[int], bound: int,
+                                  placement: str) -> None:
     if colocated and s > p:
         s = p
-    slow = ps_model(p, s, colocated, alpha=alpha, beta=beta, bound=bound)
-    fast = ps_model(p, s, colocated, alpha=alpha * faster, beta=beta * faster, bound=bound)
+    slow = ps_model(p, s, colocated, alpha=alpha, beta=beta, bound=bound, placement=placement)
+    fast = ps_model(p, s, colocated, alpha=alpha * faster, beta=beta * faster, bound=bound,
+                    placement=placement)
     m = np.asarray(sizes, dtype=float)
     for collective in ("all_reduce", "reduce_scatter", "all_gather"):
         assert np.all(fast.times(collective, m, p) <= slow.times(collective, m, p) * (1 + 1e-12))
@@ -149,13 +173,14 @@ def test_faster_link_never_slower(p: int, s: int, colocated: bool, alpha: float,
 @SETTINGS
 @given(p=st.integers(2, 10), s=st.integers(1, 10), colocated=st.booleans(),
        sizes=st.lists(st.integers(0, 10**8), min_size=1, max_size=8),
-       bound=st.integers(1000, 10**7))
+       bound=st.integers(1000, 10**7), placement=st.sampled_from(["round-robin", "balanced"]))
 def test_no_bucket_beats_the_sustained_rate(p: int, s: int, colocated: bool,
-                                            sizes: list[int], bound: int) -> None:
+                                            sizes: list[int], bound: int,
+                                            placement: str) -> None:
     """The rate the replay's lower bound uses is never beaten (push: half an all-reduce)."""
     if colocated and s > p:
         s = p
-    model = ps_model(p, s, colocated, bound=bound)
+    model = ps_model(p, s, colocated, bound=bound, placement=placement)
     rate = model.sustained_algbw_Bps(p)
     m = np.asarray(sizes, dtype=float)
     startup = min(model.startup_s(c, p) for c in ("all_reduce", "reduce_scatter", "all_gather"))
@@ -181,6 +206,7 @@ P2P = "alpha-beta:alpha=1e-4,beta=1e-8"
     (f"servers=2,colocated=maybe,p2p={P2P}", "colocated", "true/false"),
     (f"servers=2,colour=1,p2p={P2P}", "colour", "unknown field"),
     (f"servers=2,workers=3,p2p={P2P}", "workers", "world size 4"),
+    (f"servers=2,placement=hashed,p2p={P2P}", "placement", "round-robin"),
 ])
 def test_bad_inline_descriptions(spec: str, field: str, message: str) -> None:
     with pytest.raises(InputError, match=message) as err:

@@ -44,9 +44,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         "all-reduce/all-gather by level (default)")
     parser.add_argument("--ps", default=None, metavar="FILE|SPEC",
                         help="parameter server instead of --comm (costmodel/ps.py): a JSON/YAML "
-                        "file {workers, servers, colocated, partition_bytes, p2p} or inline "
-                        "servers=S,colocated=0|1[,workers=P][,partition_bytes=B],p2p=<comm "
-                        "spec> (p2p last); workers default to --world-size")
+                        "file {workers, servers, colocated, partition_bytes, placement, p2p} or "
+                        "inline servers=S,colocated=0|1[,workers=P][,partition_bytes=B]"
+                        "[,placement=round-robin|balanced],p2p=<comm spec> (p2p last); "
+                        "workers default to --world-size")
     parser.add_argument("--world-size", type=world_size, default=None,
                         help="number of ranks (default: the one world size the comm model holds)")
     parser.add_argument("--knob", action="append", default=[], metavar="[ALG.]NAME=VALUE",

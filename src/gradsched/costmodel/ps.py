@@ -10,9 +10,12 @@ partitions of ``B = partition_bytes`` bytes (``BYTEPS_PARTITION_BYTES``, default
 4,096,000, ``byteps/common/global.cc`` L42, L134-135), the last one holding the remainder
 ``r = M - (k-1) B``. Each partition is a key that lives on one server
 (``EncodeDefaultKey``, ``global.cc`` L629-660: a hash of the key modulo ``S``, djb2 by
-default, L160). *Reconstruction*: partition ``j`` goes to server ``j mod S`` (round-robin),
-which spreads a tensor's partitions as evenly as a hash does on average; a tensor of one
-partition lands on a single server (server 0), as one key does in BytePS.
+default, L160). *Reconstruction*, two placements (``placement``): ``round-robin`` (default)
+sends partition ``j`` of a bucket to server ``j mod S``, which spreads a tensor's partitions
+as evenly as a hash does on average, and a bucket of one partition lands on one server, as
+one key does in BytePS; ``balanced`` gives every server ``M / S`` bytes of every bucket
+(partitioned the same way), the aggregate of the hash over many keys, for a replay that runs
+one bucket at a time and so cannot let small keys on different servers proceed together.
 
 Bytes each link moves for one bucket of ``M`` bytes, with ``M_s`` the bytes of the
 partitions on server ``s`` (``sum_s M_s = M``; ``M_s = M / S`` when the partitions divide
@@ -98,7 +101,8 @@ P2P_COLLECTIVE = "p2p"
 P2P_RANKS = 2
 PUSH_COLLECTIVES = ("reduce_scatter", "reduce")
 PULL_COLLECTIVES = ("all_gather", "broadcast")
-FIELDS = ("workers", "servers", "colocated", "partition_bytes", "p2p")
+FIELDS = ("workers", "servers", "colocated", "partition_bytes", "placement", "p2p")
+PLACEMENTS = ("round-robin", "balanced")
 
 
 # ------------------------------------------------------------------ point-to-point level
@@ -152,6 +156,7 @@ class ParameterServer:
     colocated: bool
     p2p: CommModel
     partition_bytes: int = DEFAULT_PARTITION_BYTES
+    placement: str = "round-robin"
 
     def __post_init__(self) -> None:
         for name in ("workers", "servers"):
@@ -173,12 +178,15 @@ class ParameterServer:
                               f"[1, {MAX_BYTES}], got {value!r}")
         if not isinstance(self.p2p, CommModel):
             raise ConfigError("parameter server: p2p is not a comm model")
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(f"parameter server: placement must be one of "
+                              f"{', '.join(PLACEMENTS)}, got {self.placement!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The description format (``p2p`` as a model JSON object)."""
         return {"workers": int(self.workers), "servers": int(self.servers),
                 "colocated": self.colocated, "partition_bytes": int(self.partition_bytes),
-                "p2p": self.p2p.to_dict()}
+                "placement": self.placement, "p2p": self.p2p.to_dict()}
 
     def partitions(self, nbytes: float) -> tuple[int, float]:
         """``(k, r)``: the number of partitions of a bucket and the last one's bytes
@@ -192,7 +200,39 @@ class ParameterServer:
         (round-robin, partition j on server j mod S)."""
         s = np.arange(self.servers)
         full = np.maximum(0, (k - 1 - s + self.servers - 1) // self.servers)
-        return full, (s == (k - 1) % self.servers)
+        return full, (s == (k - 1) % self.servers).astype(np.int64)
+
+    def place(self, nbytes: float) -> Placement:
+        """Where a bucket's partitions go. ``round-robin``: the bucket is partitioned as
+        one tensor and partition j goes to server j mod S (a bucket smaller than a
+        partition lands on one server). ``balanced``: each server holds ``M / S`` bytes,
+        partitioned the same way (the aggregate of BytePS's key hash over many keys; keeps
+        a small bucket from loading one server)."""
+        bound = float(self.partition_bytes)
+        if self.placement == "round-robin":
+            k, r = self.partitions(nbytes)
+            full, last = self.server_partitions(k)
+            return Placement(bound, r, k - 1, 1, full, last)
+        n, r = self.partitions(float(nbytes) / self.servers)
+        ones = np.ones(self.servers, dtype=np.int64)
+        return Placement(bound, r, self.servers * (n - 1), self.servers, (n - 1) * ones, ones)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A bucket's partitions: ``bound``-byte ones and last ones of ``r`` bytes; in all
+    (``total_full``, ``total_last``: what each worker sends) and per server."""
+
+    bound: float
+    r: float
+    total_full: int
+    total_last: int
+    full_s: np.ndarray
+    last_s: np.ndarray
+
+    def tail(self) -> Placement:
+        """The last partitions alone (the pipeline's final pull)."""
+        return Placement(self.bound, self.r, 0, self.total_last, 0 * self.full_s, self.last_s)
 
 
 @dataclass(frozen=True)
@@ -207,37 +247,36 @@ class LinkLoad:
         return self.full * bound + self.last * remainder
 
 
-def push_loads(ps: ParameterServer, k: int) -> list[LinkLoad]:
+def push_loads(ps: ParameterServer, pl: Placement) -> list[LinkLoad]:
     """The loads of every link direction that carries push traffic (module docstring);
     a pull carries the same loads in the opposite directions."""
-    full, last = ps.server_partitions(k)
     p = int(ps.workers)
-    loads: list[LinkLoad] = []
+    sends = LinkLoad(pl.total_full, pl.total_last)  # a worker's partitions, out
+    pairs = list(zip(pl.full_s.tolist(), pl.last_s.tolist(), strict=True))
     if not ps.colocated:
-        loads.append(LinkLoad(k - 1, 1))  # every worker's link, out
-        loads += [LinkLoad(p * int(f), p * int(x)) for f, x in zip(full, last, strict=True)]
-        return loads
-    for f, x in zip(full, last, strict=True):
-        loads.append(LinkLoad(k - 1 - int(f), 1 - int(x)))  # worker s to the other servers
-        loads.append(LinkLoad((p - 1) * int(f), (p - 1) * int(x)))  # others to server s
+        return [sends] + [LinkLoad(p * f, p * x) for f, x in pairs]
+    loads: list[LinkLoad] = []
+    for f, x in pairs:
+        loads.append(LinkLoad(pl.total_full - f, pl.total_last - x))  # to the other servers
+        loads.append(LinkLoad((p - 1) * f, (p - 1) * x))  # the other workers to server s
     if p > ps.servers:
-        loads.append(LinkLoad(k - 1, 1))  # a machine without a server
+        loads.append(sends)  # a machine without a server
     return loads
 
 
-def duplex_loads(ps: ParameterServer, k: int) -> list[LinkLoad]:
+def duplex_loads(ps: ParameterServer, pl: Placement) -> list[LinkLoad]:
     """Each link direction's push *and* pull traffic together. Separate machines use
     different directions for the two (worker out / server in on push, server out / worker
     in on pull), so these are the push loads; a co-located machine sends its worker's push
     and its server's pull the same way (``M - M_s + (P - 1) M_s`` bytes each direction)."""
     if not ps.colocated:
-        return push_loads(ps, k)
-    full, last = ps.server_partitions(k)
+        return push_loads(ps, pl)
     p = int(ps.workers)
-    loads = [LinkLoad(k - 1 + (p - 2) * int(f), 1 + (p - 2) * int(x))
-             for f, x in zip(full, last, strict=True)]
+    pairs = zip(pl.full_s.tolist(), pl.last_s.tolist(), strict=True)
+    loads = [LinkLoad(pl.total_full + (p - 2) * f, pl.total_last + (p - 2) * x)
+             for f, x in pairs]
     if p > ps.servers:
-        loads.append(LinkLoad(k - 1, 1))
+        loads.append(LinkLoad(pl.total_full, pl.total_last))
     return loads
 
 
@@ -253,13 +292,11 @@ class PhaseBytes:
 
 def push_bytes(ps: ParameterServer, nbytes: float) -> PhaseBytes:
     """The bytes a push of ``nbytes`` moves (a pull moves the same, reversed)."""
-    k, r = ps.partitions(nbytes)
-    bound = float(ps.partition_bytes)
-    full, last = ps.server_partitions(k)
+    pl = ps.place(nbytes)
     return PhaseBytes(
-        worker_send=np.full(int(ps.workers), float(nbytes)),
-        server_receive=ps.workers * (full * bound + last * r),
-        link_bytes=np.array([load.nbytes(bound, r) for load in push_loads(ps, k)]),
+        worker_send=np.full(int(ps.workers), pl.total_full * pl.bound + pl.total_last * pl.r),
+        server_receive=ps.workers * (pl.full_s * pl.bound + pl.last_s * pl.r),
+        link_bytes=np.array([load.nbytes(pl.bound, pl.r) for load in push_loads(ps, pl)]),
     )
 
 
@@ -289,23 +326,24 @@ class PSModel(CommModel):
             raise ConfigError(f"{self.kind} model: world size {world_size} requested, but the "
                               f"parameter server has {self.ps.workers} workers")
 
-    def _busy_s(self, loads: list[LinkLoad], r: float) -> float:
+    def _busy_s(self, loads: list[LinkLoad], pl: Placement) -> float:
         """The busiest of ``loads``: ``s + sum (T_p2p(m_i) - s)`` over its messages."""
-        t_full, t_last = self.link.times(np.array([float(self.ps.partition_bytes), r]))
+        t_full, t_last = self.link.times(np.array([pl.bound, pl.r]))
         s = self.link.startup_s
         return max((s + load.full * (t_full - s) + load.last * (t_last - s)
                     for load in loads if load.full + load.last > 0), default=0.0)
 
     def push_s(self, nbytes: float) -> float:
         """Seconds of one push (or pull) of ``nbytes``: its busiest link direction."""
-        k, r = self.ps.partitions(nbytes)
-        return self._busy_s(push_loads(self.ps, k), r)
+        pl = self.ps.place(nbytes)
+        return self._busy_s(push_loads(self.ps, pl), pl)
 
     def push_pull_s(self, nbytes: float) -> float:
         """Seconds of a push and its pull, partitions pipelined (module docstring)."""
-        k, r = self.ps.partitions(nbytes)
-        return max(self._busy_s(duplex_loads(self.ps, k), r),
-                   self.push_s(nbytes) + self.push_s(r))
+        pl = self.ps.place(nbytes)
+        return max(self._busy_s(duplex_loads(self.ps, pl), pl),
+                   self._busy_s(push_loads(self.ps, pl), pl)
+                   + self._busy_s(push_loads(self.ps, pl.tail()), pl))
 
     def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         check_collective(collective)
@@ -349,7 +387,8 @@ class PSModel(CommModel):
         ps = self.ps
         where = "co-located" if ps.colocated else "separate"
         return (f"parameter server: {ps.workers} workers, {ps.servers} {where} servers, "
-                f"partitions of {ps.partition_bytes} bytes; p2p: {ps.p2p.describe()}")
+                f"partitions of {ps.partition_bytes} bytes placed {ps.placement}; p2p: "
+                f"{ps.p2p.describe()}")
 
 
 # -------------------------------------------------------------------------- loading
@@ -421,9 +460,13 @@ def ps_from_dict(data: dict[str, Any], source: str | Path = "<parameter server>"
     servers = _int_field(data, "servers", source, None)
     partition = _int_field(data, "partition_bytes", source, DEFAULT_PARTITION_BYTES)
     colocated = _bool_field(data, "colocated", source)
+    placement = data.get("placement", "round-robin")
+    if placement not in PLACEMENTS:
+        raise InputError(f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}",
+                         path=source, field="placement")
     p2p = _load_p2p(data["p2p"], source)
     try:
-        return ParameterServer(workers, servers, colocated, p2p, partition)
+        return ParameterServer(workers, servers, colocated, p2p, partition, placement)
     except ConfigError as exc:
         field = next((f for f in FIELDS if f in str(exc)), None)
         if "co-located" in str(exc):
@@ -432,7 +475,8 @@ def ps_from_dict(data: dict[str, Any], source: str | Path = "<parameter server>"
 
 
 def parse_inline(text: str) -> dict[str, Any]:
-    """``servers=S,colocated=0|1[,workers=P][,partition_bytes=B],p2p=<comm spec>``; ``p2p``
+    """``servers=S,colocated=0|1[,workers=P][,partition_bytes=B][,placement=round-robin|
+    balanced],p2p=<comm spec>``; ``p2p``
     comes last and takes the rest of the text (an alpha-beta spec holds commas)."""
     head, sep, p2p = text.partition("p2p=")
     data: dict[str, Any] = {"p2p": p2p} if sep else {}
