@@ -132,3 +132,23 @@ def test_bad_layouts_are_refused(monkeypatch):
         resolve_ranks_per_node(4, None)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     assert resolve_ranks_per_node(4, None).nodes == 2
+
+
+def test_run_cli_times_a_hierarchical_plan(tmp_path, capsys):
+    import pandas as pd
+
+    from gradsched.cli import main
+    from gradsched.commands.run import model_parameters
+
+    ready = list(model_parameters("tiny-mlp", 4, None))[::-1]
+    plan = tmp_path / "hier.json"
+    Plan("hier", tuple(Bucket((n,), algorithm="hierarchical") for n in ready)).save(plan)
+    out = tmp_path / "m.csv"
+    base = ["run", "--plan", str(plan), "--model", "tiny-mlp", "--batch-size", "4",
+            "--world-size", "4", "--iters", "2", "--warmup", "1", "-o", str(out)]
+    assert main(base) != 0  # no node layout
+    assert "--ranks-per-node" in capsys.readouterr().err
+    assert main([*base, "--ranks-per-node", "3"]) != 0
+    assert "not a multiple" in capsys.readouterr().err
+    assert main([*base, "--ranks-per-node", "2"]) == 0
+    assert len(pd.read_csv(out)) == 2

@@ -128,3 +128,40 @@ def test_bad_ps_plans_and_layouts_are_refused():
         partition_schedule(Plan("p", (Bucket(("a",), "rs_ag", algorithm="ps"),)), {"a": 3}, 1)
     with pytest.raises(ConfigError, match="server"):
         PSLayout(2, 0)
+
+
+def _tiny_ps_plan(path, algorithm: str = "ps") -> None:
+    from gradsched.commands.run import model_parameters
+
+    ready = list(model_parameters("tiny-mlp", 4, None))[::-1]
+    Plan("wfbp-ps", tuple(Bucket((n,), algorithm=algorithm) for n in ready)).save(path)
+
+
+def test_run_cli_times_a_ps_plan(tmp_path):
+    import pandas as pd
+
+    from gradsched.cli import main
+
+    _tiny_ps_plan(tmp_path / "ps.json")
+    out = tmp_path / "m.csv"
+    rc = main(["run", "--plan", str(tmp_path / "ps.json"), "--model", "tiny-mlp",
+               "--batch-size", "4", "--world-size", "2", "--ps-servers", "2", "--iters", "3",
+               "--warmup", "1", "-o", str(out)])
+    assert rc == 0
+    rows = pd.read_csv(out)
+    assert len(rows) == 3 and (rows["iteration_s"] > 0).all()
+    assert set(rows["world_size"]) == {2}  # the workers
+
+
+def test_run_cli_refuses_mismatched_ps_options(tmp_path, capsys):
+    from gradsched.cli import main
+
+    _tiny_ps_plan(tmp_path / "ps.json")
+    _tiny_ps_plan(tmp_path / "flat.json", algorithm="default")
+    base = ["run", "--model", "tiny-mlp", "--batch-size", "4", "--world-size", "2",
+            "-o", str(tmp_path / "m.csv")]
+    assert main([*base, "--plan", str(tmp_path / "ps.json")]) != 0
+    assert "--ps-servers" in capsys.readouterr().err
+    assert main([*base, "--plan", str(tmp_path / "flat.json"), "--ps-servers", "1"]) != 0
+    assert "must be 'ps'" in capsys.readouterr().err
+    assert not (tmp_path / "m.csv").exists()

@@ -50,6 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--cluster", default=None, metavar="RATE",
                      help="run the ranks in emulated network namespaces shaped to RATE "
                           "(e.g. 1gbit; needs root)")
+    run.add_argument("--ranks-per-node", type=integer(1, 4096), default=None,
+                     help="ranks per node: the node layout of 'hierarchical' buckets and, "
+                          "with --cluster, one namespace per node (its ranks unshaped "
+                          "between them)")
+    run.add_argument("--ps-servers", type=integer(0, 4096), default=0,
+                     help="parameter-server runs: this many server ranks besides the "
+                          "--world-size workers; every plan bucket must be 'ps'")
     run.add_argument("--iters", type=count, default=20, help="timed iterations")
     run.add_argument("--warmup", type=non_negative_count, default=5,
                      help="untimed iterations first")
@@ -101,6 +108,31 @@ def check_plan_fits_model(plan: Plan, trainable: dict[str, int], source: str) ->
                          field=exc.field) from None
 
 
+def _check_architecture(args: argparse.Namespace, plans: list[tuple[Path, Plan]]) -> None:
+    """Parameter-server runs need all-'ps' plans and no DDP baseline; hierarchical buckets
+    need --ranks-per-node dividing the world size (issue 18)."""
+    from gradsched.errors import InputError
+
+    for path, plan in plans:
+        kinds = {b.algorithm for b in plan.buckets}
+        if args.ps_servers and kinds != {"ps"}:
+            raise InputError("with --ps-servers every bucket's algorithm must be 'ps'",
+                             path=str(path), field="buckets.algorithm")
+        if not args.ps_servers and "ps" in kinds:
+            raise InputError("the plan has parameter-server buckets (algorithm 'ps'): give "
+                             "--ps-servers", path=str(path), field="buckets.algorithm")
+        if "hierarchical" in kinds and args.ranks_per_node is None:
+            raise InputError("the plan has hierarchical buckets: give --ranks-per-node",
+                             path=str(path), field="buckets.algorithm")
+    if args.ps_servers and args.baseline == "ddp":
+        raise ConfigError("--baseline ddp cannot run with --ps-servers")
+    if args.ranks_per_node is not None and args.ps_servers:
+        raise ConfigError("--ranks-per-node and --ps-servers cannot be combined")
+    if args.ranks_per_node is not None and args.world_size % args.ranks_per_node:
+        raise ConfigError(f"--world-size {args.world_size} is not a multiple of "
+                          f"--ranks-per-node {args.ranks_per_node}")
+
+
 def summary_path(output: Path) -> Path:
     """``measured.csv`` -> ``measured.summary.csv``."""
     return output.with_name(output.stem + ".summary.csv")
@@ -117,6 +149,7 @@ def _run(args: argparse.Namespace) -> int:
         check_plan_fits_model(plan, trainable, str(path))
         plan.check_resources(args.world_size, source=str(path), numel=trainable)
         items.append(RunItem(label=str(path), algorithm=plan.algorithm, plan=plan.to_dict()))
+    _check_architecture(args, plans)
     if args.bucket_cap_mb and args.baseline != "ddp":
         raise ConfigError("--bucket-cap-mb needs --baseline ddp")
     if args.baseline == "ddp":
@@ -138,7 +171,9 @@ def _run(args: argparse.Namespace) -> int:
                                    iters=args.iters, warmup=args.warmup, threads=args.threads,
                                    cluster=args.cluster, profile_dir=profile,
                                    seq_len=args.seq_len, seed=args.seed,
-                                   timeout_s=args.timeout_s)
+                                   timeout_s=args.timeout_s,
+                                   ranks_per_node=args.ranks_per_node,
+                                   ps_servers=args.ps_servers)
         write_csv_atomic(output, frame)
         write_csv_atomic(summary_out, summary)
     print(summary[["algorithm", "plan", "median_s", "p10_s", "p90_s"]].to_string(

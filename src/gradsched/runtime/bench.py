@@ -10,6 +10,10 @@ next forward waits for); the last one ends after :meth:`PlanExecutor.flush`. The
 iteration is the maximum over ranks (the slowest rank sets the pace). Ranks are aligned
 by a barrier before the timed loop.
 
+Parameter servers (``ps_servers`` S > 0, runtime/ps.py): ranks ``P .. P+S-1`` are servers
+that time nothing; the workers' times are the run's. Hierarchical buckets take the node
+layout from ``ranks_per_node`` (runtime/hierarchical.py).
+
 Baseline: PyTorch DDP (Li et al., VLDB 2020) with ``bucket_cap_mb`` as given. Plans
 (ByteScheduler, Peng et al. SOSP 2019; DeAR, Zhang, Shi et al.; ...) run through
 :class:`~gradsched.runtime.executor.PlanExecutor`.
@@ -78,10 +82,16 @@ def run_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]:
     if backend == "nccl":
         device = f"cuda:{torch.cuda.current_device()}"
     results = []
+    ps = _ps_setup(world, payload)
     for index, raw in enumerate(payload["runs"]):
         item = RunItem(**raw)
         spec = build_model(payload["model"], int(payload["batch_size"]), device=device,
                            seq_len=payload.get("seq_len"), seed=int(payload.get("seed", 0)))
+        if ps is not None and ps[0].is_server(rank):
+            _serve_run(ps[0], spec.model, item, payload)
+            results.append({"label": item.label, "times": [], "n_collectives": None})
+            continue
+        payload = payload | {"_ps": ps}
         batches = [spec.make_batch() for _ in range(int(payload.get("n_batches", 2)))]
         stem = Path(item.label).stem if item.label.endswith(".json") else item.label
         times, n_coll = _timed(rank, spec, batches, item, payload, device,
@@ -89,6 +99,45 @@ def run_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]:
         results.append({"label": item.label, "times": times, "n_collectives": n_coll})
         del spec, batches
     return {"rank": rank, "runs": results}
+
+
+def _ps_setup(world: int, payload: dict[str, Any]) -> tuple[Any, Any] | None:
+    """(layout, workers' subgroup) of a parameter-server run, created by every rank."""
+    servers = int(payload.get("ps_servers") or 0)
+    if not servers:
+        return None
+    import datetime as dt
+
+    from gradsched.runtime.ps import PSLayout, workers_group
+
+    layout = PSLayout(world - servers, servers)
+    return layout, workers_group(layout, dt.timedelta(seconds=float(payload["timeout_s"])))
+
+
+def _numel(model: Any) -> dict[str, int]:
+    return {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _serve_run(layout: Any, model: Any, item: RunItem, payload: dict[str, Any]) -> None:
+    import datetime as dt
+
+    from gradsched.plan import Plan
+    from gradsched.runtime.ps import bench_server
+
+    bench_server(layout, Plan.from_dict(item.plan or {}), _numel(model), int(payload["warmup"]),
+                 int(payload["iters"]), dt.timedelta(seconds=float(payload["timeout_s"])))
+
+
+def _ps_client(plan: Any, model: Any, payload: dict[str, Any]) -> dict[str, Any]:
+    """Executor arguments of a worker: the workers' group and the PS client (if any)."""
+    ps = payload.get("_ps")
+    if ps is None:
+        return {"ranks_per_node": payload.get("ranks_per_node")}
+    from gradsched.runtime.ps import PSClient, partition_schedule
+
+    layout, group = ps
+    schedule = partition_schedule(plan, _numel(model), layout.servers)
+    return {"process_group": group, "ps_client": PSClient(layout, schedule)}
 
 
 def _timed(rank: int, spec: Any, batches: list[Any], item: RunItem, payload: dict[str, Any],
@@ -103,8 +152,9 @@ def _timed(rank: int, spec: Any, batches: list[Any], item: RunItem, payload: dic
                           momentum=0.9)
     ex = None
     if item.plan is not None:
-        ex = PlanExecutor(model, Plan.from_dict(item.plan), opt,
-                          timeout_s=float(payload.get("timeout_s", 300)))
+        plan = Plan.from_dict(item.plan)
+        ex = PlanExecutor(model, plan, opt, timeout_s=float(payload.get("timeout_s", 300)),
+                          **_ps_client(plan, model, payload))
         runner: Any = model
 
         def finish() -> None:
@@ -188,9 +238,11 @@ def _profile(rank: int, one: Any, start: int, folder: Path, label: str, device: 
 def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: int,
               backend: str = "gloo", iters: int = 20, warmup: int = 5, threads: int = 1,
               cluster: str | None = None, profile_dir: str | Path | None = None,
-              seq_len: int | None = None, seed: int = 0, timeout_s: float = 300.0
-              ) -> tuple[Any, Any]:
-    """Launch the ranks and time every item; return (per-iteration frame, summary frame)."""
+              seq_len: int | None = None, seed: int = 0, timeout_s: float = 300.0,
+              ranks_per_node: int | None = None, ps_servers: int = 0) -> tuple[Any, Any]:
+    """Launch the ranks and time every item; return (per-iteration frame, summary frame).
+    ``world_size`` counts the workers; ``ps_servers`` server ranks are launched after them
+    (each in its own namespace on the emulated cluster)."""
     import pandas as pd
 
     from gradsched.distributed import LaunchSpec, launch
@@ -203,9 +255,12 @@ def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: 
         raise ConfigError("--world-size must be >= 1")
     if backend not in ("gloo", "nccl"):
         raise ConfigError(f"backend must be gloo or nccl, not {backend!r}")
+    if ps_servers and profile_dir:
+        raise ConfigError("--profile is not supported with parameter servers")
     payload = {"model": model, "batch_size": batch_size, "runs": [i.to_dict() for i in items],
                "iters": iters, "warmup": warmup, "seq_len": seq_len, "seed": seed,
-               "timeout_s": timeout_s,
+               "timeout_s": timeout_s, "ranks_per_node": ranks_per_node,
+               "ps_servers": ps_servers,
                "profile_dir": str(Path(profile_dir).resolve()) if profile_dir else None}
     deadline = max(600.0, timeout_s * 2)
     common = {"backend": backend, "threads_per_rank": threads, "op_timeout_s": timeout_s,
@@ -215,19 +270,20 @@ def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: 
             from gradsched.capture.cluster import EmulatedCluster
         except ImportError as exc:  # pragma: no cover - the module is part of the package
             raise ConfigError("--cluster needs gradsched.capture.cluster") from exc
-        with EmulatedCluster(world_size, cluster) as emu:
+        with EmulatedCluster(world_size + ps_servers, cluster,
+                             ranks_per_node=ranks_per_node or 1) as emu:
             results = launch("gradsched.runtime.tasks:timed_runs", payload,
                              emu.launch_spec(**common))
         bandwidth = cluster
     else:
         results = launch("gradsched.runtime.tasks:timed_runs", payload,
-                         LaunchSpec(world_size, **common))
+                         LaunchSpec(world_size + ps_servers, **common))
         bandwidth = "loopback"
     rows, summary = [], []
     base = {"model": model, "batch_size": batch_size, "world_size": world_size,
             "backend": backend, "bandwidth": bandwidth}
     for k, item in enumerate(items):
-        per_rank = [r["runs"][k]["times"] for r in results]
+        per_rank = [r["runs"][k]["times"] for r in results[:world_size]]  # servers: none
         times = [max(ts) for ts in zip(*per_rank, strict=True)]
         for i, t in enumerate(times):
             rows.append(base | {"algorithm": item.algorithm, "plan": item.label,

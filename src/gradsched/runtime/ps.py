@@ -194,3 +194,13 @@ def workers_group(layout: PSLayout, timeout: dt.timedelta) -> Any:
                           f"({layout.workers} workers + {layout.servers} servers), the "
                           f"process group {dist.get_world_size()}")
     return dist.new_group(list(range(layout.workers)), timeout=timeout)
+
+
+def bench_server(layout: PSLayout, plan: Plan, numel: Mapping[str, int], warmup: int,
+                 iters: int, timeout: dt.timedelta) -> int:
+    """A server's side of one timed run of ``gradsched run`` (runtime/bench.py): serve the
+    warm-up iterations, join the workers' barrier before the timed ones, serve those."""
+    schedule = partition_schedule(plan, numel, layout.servers)
+    served = serve(layout, schedule, warmup, timeout)
+    dist.barrier()
+    return served + serve(layout, schedule, iters, timeout)
