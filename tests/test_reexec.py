@@ -345,9 +345,13 @@ def test_end_to_end_tiny(tmp_path):
                  "--iterations", str(tmp_path / "its.csv")]) == 0
     assert main(["reexec", "analyze", "--input", str(measured), "--stats",
                  str(tmp_path / "stats.csv"), "--iterations", str(tmp_path / "its.csv"),
-                 "--errors", str(tmp_path / "errors.csv"), "--figure", str(tmp_path / "f.pdf"),
+                 "--errors", str(tmp_path / "errors.csv"),
+                 "--summary-md", str(tmp_path / "summary.md"), "--figure", str(tmp_path / "f.pdf"),
                  "--png", str(tmp_path / "f.png"), "--md", str(tmp_path / "t.md")]) == 0
     assert (tmp_path / "f.pdf").stat().st_size > 0 and (tmp_path / "f.png").stat().st_size > 0
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| tiny-mlp b4 | 2 | loopback |" not in summary  # a named case keeps its name
+    assert "| tiny | 2 | loopback |" in summary
     errors = pd.read_csv(tmp_path / "errors.csv")
     assert (errors["measured_lo_s"] <= errors["measured_s"] + 1e-12).all()
     assert (errors["measured_s"] <= errors["measured_hi_s"] + 1e-12).all()

@@ -112,6 +112,8 @@ def reexec_files():
         f"{FIG}/reexec.png",
         f"{TAB}/reexec.tex",
         f"{TAB}/reexec.md",
+        f"{TAB}/reexec-summary.tex",
+        f"{TAB}/reexec-summary.md",
         f"{RESULTS}/reexec-committed/stats.csv",
     ]
 
@@ -206,6 +208,8 @@ rule reexec_analyze:
         iterations=f"{REEXEC_OUT}/iterations.csv",
     output:
         stats=f"{REEXEC_OUT}/stats.csv",
+        summary_tex=f"{REEXEC_OUT}/reexec-summary.tex",
+        summary_md=f"{REEXEC_OUT}/reexec-summary.md",
         errors=f"{REEXEC_OUT}/errors.csv",
         tex=f"{REEXEC_OUT}/reexec.tex",
         md=f"{REEXEC_OUT}/reexec.md",
@@ -216,6 +220,7 @@ rule reexec_analyze:
     shell:
         "{GS} reexec analyze --input {input.measured} --iterations {input.iterations} "
         "--stats {output.stats} --errors {output.errors} "
+        "--summary-table {output.summary_tex} --summary-md {output.summary_md} "
         "--table {output.tex} --md {output.md} --figure {output.pdf} --png {output.png} "
         "> {log} 2>&1"
 
@@ -227,6 +232,8 @@ rule reexec_committed:
         iterations=f"{REEXEC_DATA}/iterations.csv",
     output:
         stats=f"{RESULTS}/reexec-committed/stats.csv",
+        summary_tex=f"{TAB}/reexec-summary.tex",
+        summary_md=reported(f"{TAB}/reexec-summary.md", "reexec-summary", "Re-execution"),
         errors=f"{RESULTS}/reexec-committed/errors.csv",
         tex=f"{TAB}/reexec.tex",
         md=reported(f"{TAB}/reexec.md", "reexec", "Re-execution"),
@@ -237,5 +244,6 @@ rule reexec_committed:
     shell:
         "{GS} reexec analyze --input {input.measured} --iterations {input.iterations} "
         "--stats {output.stats} --errors {output.errors} "
+        "--summary-table {output.summary_tex} --summary-md {output.summary_md} "
         "--table {output.tex} --md {output.md} --figure {output.pdf} --png {output.png} "
         "> {log} 2>&1"

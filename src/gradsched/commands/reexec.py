@@ -98,6 +98,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "(plan times, errors, Kendall tau, best vs DDP)")
     ana.add_argument("--stats", type=Path, default=None, help="per-case statistics CSV")
     ana.add_argument("--errors", type=Path, default=None, help="per-plan errors CSV")
+    ana.add_argument("--summary-table", type=Path, default=None,
+                     help="LaTeX table of the per-case summary (needs --iterations)")
+    ana.add_argument("--summary-md", type=Path, default=None,
+                     help="Markdown table of the per-case summary (needs --iterations)")
     ana.add_argument("--table", type=Path, default=None, help="LaTeX table")
     ana.add_argument("--md", type=Path, default=None, help="Markdown table")
     ana.add_argument("--figure", type=Path, default=None, help="figure (PDF)")
@@ -169,7 +173,7 @@ def _interference(args: argparse.Namespace) -> int:
 def _analyze(args: argparse.Namespace) -> int:
     from gradsched.reexec.analysis import analyze_file
 
-    names = ("stats", "errors", "table", "md", "figure", "png")
+    names = ("stats", "summary_table", "summary_md", "errors", "table", "md", "figure", "png")
     with Staging() as stage:  # every requested output, or none
         outputs = {name: stage.file(getattr(args, name)) if getattr(args, name) else None
                    for name in names}

@@ -63,13 +63,14 @@ STATS_COLUMNS = (
     "best_measured_s", "ddp25_measured_s", "best_vs_ddp25_pct", "best_at_least_as_fast",
     "best_vs_ddp25_beyond_spread", "median_spread_pct", "ddp_executor_vs_native_pct",
     # with the per-iteration data (reexec/uncertainty.py): 95 % bootstrap intervals
-    "n_runs", "tau_lo", "tau_hi", "n_pairs", "n_separated_pairs", "order_ok_separated_pct",
+    "n_runs", "tau_int_lo", "tau_int_hi", "n_pairs", "n_separated_pairs", "order_ok_separated_pct",
     "tau_separated", "predicted_spread_pct", "noise_pct", "spread_to_noise", "tuned_ddp",
     "best_vs_ddp_default_speedup", "best_vs_ddp_default_speedup_lo",
     "best_vs_ddp_default_speedup_hi", "best_vs_ddp_tuned_speedup",
     "best_vs_ddp_tuned_speedup_lo", "best_vs_ddp_tuned_speedup_hi",
     "foreign_cpu_cores_max", "n_flagged_runs",
 )
+_INTERVAL_NAMES = {"tau": "tau_int", "tau_lo": "tau_int_lo", "tau_hi": "tau_int_hi"}
 INTERVAL_COLUMNS = ("measured_lo_s", "measured_hi_s", "error_lo_pct", "error_hi_pct")
 
 
@@ -195,7 +196,8 @@ def _summary(case: str, group: pd.DataFrame, full: pd.DataFrame, taus: dict[str,
 def case_intervals(frame: pd.DataFrame, iterations: pd.DataFrame
                    ) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
     """Per-plan 95 % intervals (one row per algorithm) and per-case bootstrap statistics
-    (:func:`gradsched.reexec.uncertainty.case_uncertainty`)."""
+    (:func:`gradsched.reexec.uncertainty.case_uncertainty`) of the prediction *with* the
+    calibrated interference: the one the ``best`` planner scores its candidates with."""
     from gradsched.reexec.uncertainty import case_uncertainty
 
     errors = plan_errors(frame)
@@ -204,10 +206,12 @@ def case_intervals(frame: pd.DataFrame, iterations: pd.DataFrame
         item_of = dict(zip(group["algorithm"].astype(str), group["item"].astype(str),
                            strict=True))
         try:
-            unc = case_uncertainty(distinct_runs(group), iterations, item_of)
+            unc = case_uncertainty(distinct_runs(group), iterations, item_of,
+                                   prediction=PREDICTIONS["_int"])
         except ValueError as exc:
             raise InputError(str(exc)) from None
-        per_case[str(case)] = unc.stats
+        # the bootstrap's tau is tau_int (the prediction with interference)
+        per_case[str(case)] = {_INTERVAL_NAMES.get(k, k): v for k, v in unc.stats.items()}
         by_item = unc.plans.set_index("item")
         for _, row in group.iterrows():
             plan_rows.append({"case": case, "algorithm": row["algorithm"],
@@ -276,7 +280,8 @@ def load_iterations(path: str | Path) -> pd.DataFrame:
 
 
 def analyze_file(path: str | Path, *, iterations: str | Path | None = None,
-                 stats: str | Path | None = None,
+                 stats: str | Path | None = None, summary_table: str | Path | None = None,
+                 summary_md: str | Path | None = None,
                  errors: str | Path | None = None, table: str | Path | None = None,
                  md: str | Path | None = None, figure: str | Path | None = None,
                  png: str | Path | None = None) -> pd.DataFrame:
@@ -293,6 +298,12 @@ def analyze_file(path: str | Path, *, iterations: str | Path | None = None,
         if intervals is not None:
             per_plan = per_plan.merge(intervals, on=["case", "algorithm"], how="left")
         write_csv_atomic(errors, per_plan)
+    if summary_table is not None or summary_md is not None:
+        if its is None:
+            raise InputError("the summary table needs the per-iteration data (--iterations)")
+        from gradsched.report.reexec import write_reexec_summary
+
+        write_reexec_summary(summary, tex=summary_table, md=summary_md)
     if table is not None or md is not None:
         from gradsched.report.reexec import write_reexec_table
 

@@ -13,6 +13,7 @@ Input: the committed ``paper/data/reexec/measured.csv`` (see
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -186,5 +187,68 @@ def write_reexec_table(frame: pd.DataFrame, stats: pd.DataFrame, *, tex: str | P
     title = "re-execution: replay error per plan (negative = predicted faster than measured)"
     if tex is not None:
         write_text_atomic(tex, split_latex(table, title))
+    if md is not None:
+        write_text_atomic(md, to_markdown(table, title))
+
+
+def _case_label(case: str) -> str:
+    """``resnet50-b2-p2-tbf1gbit`` -> ``ResNet-50 b2``."""
+    names = {"resnet18": "ResNet-18", "resnet50": "ResNet-50", "mobilenet_v2": "MobileNetV2",
+             "bert-base": "BERT-base"}
+    match = re.match(r"^(?P<model>.+?)(?:-s\d+)?-b(?P<batch>\d+)-p\d+-", case)
+    if match is None:
+        return case
+    return f"{names.get(match['model'], match['model'])} b{match['batch']}"
+
+
+def _network_label(network: str) -> str:
+    return {"tbf1gbit": "1 Gbit/s", "tbf100mbit": "100 Mbit/s"}.get(network, network)
+
+
+def _with_interval(value: object, lo: object, hi: object, digits: int) -> str:
+    point = fmt(value, digits)
+    if point == MISSING:
+        return point
+    return f"{point} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
+def reexec_summary_table(stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One row per case: the power of the experiment (spread / noise), the order (tau
+    with its 95 % interval, on all pairs and on the separated ones), the error, and
+    ``best`` against PyTorch DDP at its default and at the best cap measured (speed-up =
+    DDP time / best time, 95 % interval). Needs the bootstrap columns of
+    :func:`gradsched.reexec.analysis.case_stats` with iterations."""
+    cases = stats.loc[~stats["case"].astype(str).str.startswith("all")]
+    rows = []
+    for _, s in cases.iterrows():
+        tuned = str(s.get("tuned_ddp", "")).removeprefix("ddp-native-")
+        rows.append([
+            _case_label(str(s["case"])), str(s["world_size"]),
+            _network_label(str(s["bandwidth"])), fmt(s.get("spread_to_noise"), 1),
+            _with_interval(s.get("tau_int"), s.get("tau_int_lo"), s.get("tau_int_hi"), 2),
+            f"{int(s['n_separated_pairs'])}/{int(s['n_pairs'])}"
+            if pd.notna(s.get("n_separated_pairs")) else MISSING,
+            fmt(s.get("tau_separated"), 2), fmt(s.get("median_abs_err_int_pct"), 1),
+            _with_interval(s.get("best_vs_ddp_default_speedup"),
+                           s.get("best_vs_ddp_default_speedup_lo"),
+                           s.get("best_vs_ddp_default_speedup_hi"), 2),
+            _with_interval(s.get("best_vs_ddp_tuned_speedup"),
+                           s.get("best_vs_ddp_tuned_speedup_lo"),
+                           s.get("best_vs_ddp_tuned_speedup_hi"), 2),
+            "default" if tuned == "default" else f"{tuned} MB" if tuned else MISSING,
+            str(int(s["n_flagged_runs"])) if pd.notna(s.get("n_flagged_runs")) else MISSING])
+    cols = ["case", "P", "network", "spread / noise", "tau [95% CI]", "separated pairs",
+            "tau, separated", "median |err| %", "DDP default / best [95% CI]",
+            "tuned DDP / best [95% CI]", "tuned cap", "flagged runs"]
+    return pd.DataFrame(rows, columns=cols), "lrl" + "r" * (len(cols) - 3)
+
+
+def write_reexec_summary(stats: pd.DataFrame, *, tex: str | Path | None,
+                         md: str | Path | None) -> None:
+    """Write :func:`reexec_summary_table` as LaTeX and/or Markdown (atomically)."""
+    table, align = reexec_summary_table(stats)
+    title = "re-execution: order, error and best vs PyTorch DDP per case (bootstrap 95% CI)"
+    if tex is not None:
+        write_text_atomic(tex, to_latex(table, align, title))
     if md is not None:
         write_text_atomic(md, to_markdown(table, title))
