@@ -248,3 +248,17 @@ def test_constructor_refuses_non_finite() -> None:
         ParameterServer(2, 1, False, AlphaBetaModel(A, B), math.inf)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         ParameterServer(True, 1, False, AlphaBetaModel(A, B))  # type: ignore[arg-type]
+
+
+class _LineCapped(AlphaBetaModel):
+    """SYNTHETIC p2p whose sweep beats its own line rate (as a tc tbf burst does)."""
+
+    def line_rate_Bps(self) -> float | None:
+        return 0.5 / B
+
+
+def test_p2p_rate_capped_at_the_line_rate() -> None:
+    model = PSModel(ParameterServer(2, 2, True, _LineCapped(A, B), BOUND, "balanced"))
+    assert model.link.rate_Bps == pytest.approx(0.5 / B)
+    m = 2 * 100 * BOUND  # each machine: its 100 partitions in, the other 100 out
+    assert model.time("reduce_scatter", m, 2) == pytest.approx(A + 2 * B * m / 2)
