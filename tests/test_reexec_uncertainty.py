@@ -137,3 +137,25 @@ def test_summary_table_rows_and_intervals():
     assert row[:4] == ["ResNet-50 b2", "2", "1 Gbit/s", "12.3"]
     assert row[4] == "0.81 [0.60, 0.90]" and row[5] == "30/45"
     assert row[8] == "1.12 [1.08, 1.15]" and row[10] == "5 MB"
+
+
+def test_boot_macros_count_cases_against_the_targets():
+    from gradsched.report.macros import reexec_boot_macros
+
+    def row(case, net, default, tuned_hi, sep):
+        return {"case": case, "bandwidth": net, "n_separated_pairs": sep, "n_pairs": 10,
+                "order_ok_separated_pct": 100.0, "tau_separated": 1.0, "tau_int_lo": 0.5,
+                "spread_to_noise": 5.0, "best_vs_ddp_default_speedup": default,
+                "best_vs_ddp_tuned_speedup": 1.0, "best_vs_ddp_tuned_speedup_hi": tuned_hi,
+                "n_flagged_runs": 1, "foreign_cpu_cores_max": 0.3}
+
+    stats = pd.DataFrame([row("a", "tbf1gbit", 1.12, 1.01, 4),
+                          row("b", "tbf100mbit", 1.05, 0.97, 6),
+                          row("c", "loopback", 1.20, 0.90, 0),
+                          row("all", "x", math.nan, math.nan, math.nan)])
+    m = reexec_boot_macros(stats)
+    assert m["ReexecSepPairs"] == "10" and m["ReexecAllPairs"] == "30"
+    assert m["ReexecBestTenPctCases"] == "2"  # loopback counts for the 1.10x target too
+    assert m["ReexecCommCases"] == "2" and m["ReexecBestNotSlowerTunedCases"] == "1"
+    assert m["ReexecFlaggedRuns"] == "3"
+    assert reexec_boot_macros(None)["ReexecSepPairs"] == "n/a"

@@ -60,6 +60,7 @@ rule macros:
         replay=f"{RESULTS}/replay/main/replay.csv",
         compare=f"{RESULTS}/compare/compare.csv",
         reexec="paper/data/reexec/measured.csv",
+        reexec_stats=f"{RESULTS}/reexec-committed/stats.csv",
         executor_bench="paper/data/reexec/bench-executor-vs-ddp.json",
     output:
         f"{GEN}/macros.tex",
@@ -84,6 +85,7 @@ rule macros:
     shell:
         "{GS} report macros --fits {input.fits} --crossws {input.crossws} "
         "--replay {input.replay} --compare {input.compare} --reexec {input.reexec} "
+        "--reexec-stats {input.reexec_stats} "
         "--executor-bench {input.executor_bench} {params.headline} "
         "-o {output} > {log} 2>&1"
 

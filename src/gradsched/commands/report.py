@@ -172,6 +172,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", type=Path)
     p.add_argument("--reexec", type=Path,
                    help="re-execution measured.csv (paper/data/reexec/measured.csv)")
+    p.add_argument("--reexec-stats", type=Path,
+                   help="re-execution statistics with bootstrap intervals (reexec analyze "
+                        "--iterations ... --stats)")
     p.add_argument("--executor-bench", type=Path,
                    help="benchmarks/bench_executor_vs_ddp.py JSON")
     p.add_argument("--headline-trace")
@@ -474,7 +477,7 @@ def _macros(args: argparse.Namespace) -> int:
                         _read(args.compare),
                         Headline(args.headline_trace, args.headline_network,
                                  args.headline_world_size), _read(args.reexec),
-                        _read_json(args.executor_bench))
+                        _read_json(args.executor_bench), _read(args.reexec_stats))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")

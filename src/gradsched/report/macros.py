@@ -252,6 +252,51 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
     return out
 
 
+_BOOT_KEYS = ("ReexecSepPairs", "ReexecAllPairs", "ReexecTauSepMedian", "ReexecOrderOkSep",
+              "ReexecTauIntLoMedian", "ReexecSpreadToNoiseMin", "ReexecSpreadToNoiseMax",
+              "ReexecBestVsDefaultMin", "ReexecBestVsDefaultMax", "ReexecBestTenPctCases",
+              "ReexecBestNotSlowerTunedCases", "ReexecBestVsTunedMin", "ReexecBestVsTunedMax",
+              "ReexecFlaggedRuns", "ReexecForeignMax", "ReexecCommCases")
+
+
+def reexec_boot_macros(stats: pd.DataFrame | None) -> dict[str, str]:
+    """Bootstrap statistics of the re-execution (``reexec analyze --iterations`` stats
+    CSV, :mod:`gradsched.reexec.uncertainty`): separated pairs and tau on them, the
+    spread-to-noise range, ``best`` against PyTorch DDP's default and the tuned cap
+    (speed-ups; a case counts as "not slower than tuned" when the interval's upper end
+    reaches 1), flagged runs. Communication-bound cases: every network but loopback."""
+    out = {key: NA for key in _BOOT_KEYS}
+    if stats is None or stats.empty or "n_separated_pairs" not in stats:
+        return out
+    cases = stats.loc[~stats["case"].astype(str).str.startswith("all")]
+    sep = cases["n_separated_pairs"].astype(float)
+    out["ReexecSepPairs"] = str(int(sep.sum()))
+    out["ReexecAllPairs"] = str(int(cases["n_pairs"].astype(float).sum()))
+    ok = cases["order_ok_separated_pct"].astype(float)
+    if sep.sum() > 0:
+        out["ReexecOrderOkSep"] = number(float((ok.fillna(0) * sep).sum() / sep.sum()), 0)
+    out["ReexecTauSepMedian"] = number(float(cases["tau_separated"].astype(float).median()), 2)
+    out["ReexecTauIntLoMedian"] = number(float(cases["tau_int_lo"].astype(float).median()), 2)
+    ratio = cases["spread_to_noise"].astype(float)
+    out["ReexecSpreadToNoiseMin"] = number(float(ratio.min()), 1)
+    out["ReexecSpreadToNoiseMax"] = number(float(ratio.max()), 1)
+    comm = cases.loc[cases["bandwidth"].astype(str) != "loopback"]
+    out["ReexecCommCases"] = str(len(comm))
+    default = cases["best_vs_ddp_default_speedup"].astype(float)
+    tuned = comm["best_vs_ddp_tuned_speedup"].astype(float)
+    out["ReexecBestVsDefaultMin"] = number(float(default.min()), 2)
+    out["ReexecBestVsDefaultMax"] = number(float(default.max()), 2)
+    out["ReexecBestTenPctCases"] = str(int((default >= 1.10).sum()))
+    out["ReexecBestVsTunedMin"] = number(float(tuned.min()), 2)
+    out["ReexecBestVsTunedMax"] = number(float(tuned.max()), 2)
+    out["ReexecBestNotSlowerTunedCases"] = str(int(
+        (comm["best_vs_ddp_tuned_speedup_hi"].astype(float) >= 1.0).sum()))
+    if "n_flagged_runs" in cases:
+        out["ReexecFlaggedRuns"] = str(int(cases["n_flagged_runs"].fillna(0).sum()))
+        out["ReexecForeignMax"] = number(float(cases["foreign_cpu_cores_max"].max()), 2)
+    return out
+
+
 def executor_bench_macros(bench: dict | None) -> dict[str, str]:
     """``benchmarks/bench_executor_vs_ddp.py`` JSON: the executor running DDP's bucket plan
     vs PyTorch DDP itself, in percent (median of the paired rounds' ratios)."""
@@ -268,7 +313,8 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                collected: pd.DataFrame | None = None, compare: pd.DataFrame | None = None,
                headline: Headline | None = None,
                reexec: pd.DataFrame | None = None,
-               executor_bench: dict | None = None) -> dict[str, str]:
+               executor_bench: dict | None = None,
+               reexec_stats: pd.DataFrame | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
@@ -276,6 +322,7 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(replay_macros(collected, headline or Headline()))
     out.update(compare_macros(compare))
     out.update(reexec_macros(reexec))
+    out.update(reexec_boot_macros(reexec_stats))
     out.update(executor_bench_macros(executor_bench))
     return out
 
