@@ -33,7 +33,8 @@ evenly):
   ``w >= S`` carries ``M`` bytes one way.
 
 Time (one-way point-to-point messages from ``p2p``, the model queried with collective
-``"p2p"`` at 2 ranks: :func:`p2p_times`): a link direction that carries ``n`` messages of
+``"p2p"`` at 2 ranks: :func:`p2p_raw_times`, floored at the link's sustained rate and
+capped at its line rate where known: :class:`P2PLink`): a link direction that carries ``n`` messages of
 sizes ``m_1..m_n`` is busy for ``s + sum_i (T_p2p(m_i) - s)`` seconds, ``s`` the p2p start-up
 (messages in flight overlap their start-ups and share the bandwidth; for alpha-beta
 ``T = a + b m`` that is ``a + b * bytes``). A phase lasts as long as its busiest link
@@ -47,7 +48,7 @@ j's pull overlaps partition j+1's push on full-duplex links). Its time is the la
 lower bounds of that pipeline:
 
     push_pull(M) = max( busiest direction carrying push *and* pull traffic,
-                        push(M) + pull(last partition) )
+                        push(M) + pull(the last partitions alone) )
 
 Separate servers use different directions for push and pull, so the first term is
 ``push(M)`` and ``push_pull(M) = push(M) + pull(r)``; a co-located machine's direction
@@ -69,7 +70,9 @@ partitions: ``push(M) = a + f_push b M`` and ``push_pull(M) ~ a + f_ar b M`` wit
 
 Known differences (a reconstruction, not measured BytePS internals): the pipeline is
 reduced to the two bounds above; the server's summation and any CPU copy cost nothing;
-round-robin placement instead of the key hash; the replay makes concurrent collectives share
+round-robin or balanced placement instead of the key hash; ``partition_bytes`` is used as
+given (BytePS rounds it up to a multiple of local size x page size, ``global.cc`` L142); the
+replay makes concurrent collectives share
 one bandwidth, so the pushes and pulls of *different* buckets are not overlapped on the two
 directions of a link there.
 """
