@@ -34,9 +34,9 @@ evenly):
 
 Time (one-way point-to-point messages from ``p2p``, the model queried with collective
 ``"p2p"`` at 2 ranks: :func:`p2p_raw_times`, floored at the link's sustained rate and
-capped at its line rate where known: :class:`P2PLink`): a link direction that carries ``n`` messages of
-sizes ``m_1..m_n`` is busy for ``s + sum_i (T_p2p(m_i) - s)`` seconds, ``s`` the p2p start-up
-(messages in flight overlap their start-ups and share the bandwidth; for alpha-beta
+capped at its line rate where known: :class:`P2PLink`): a link direction that carries ``n``
+messages of sizes ``m_1..m_n`` is busy for ``s + sum_i (T_p2p(m_i) - s)`` seconds, ``s``
+the p2p start-up (messages in flight overlap their start-ups and share the bandwidth; for alpha-beta
 ``T = a + b m`` that is ``a + b * bytes``). A phase lasts as long as its busiest link
 direction:
 
