@@ -222,3 +222,16 @@ class HierarchicalReducer(BackgroundReducer):
         self.timeout = timeout
         super().__init__(lambda t: hierarchical_allreduce(t, self.groups, timeout),
                          "gradsched-hierarchical")
+
+
+def as_hierarchical_plan(plan: Any) -> Any:
+    """The same buckets reduced by the hierarchical all-reduce (``all_reduce`` buckets
+    only; an ``rs_ag`` bucket is refused)."""
+    from dataclasses import replace
+
+    for k, b in enumerate(plan.buckets):
+        if b.collective != "all_reduce":
+            raise ConfigError(f"plan '{plan.algorithm}': bucket {k} is {b.collective}; only "
+                              "all_reduce buckets can run hierarchically")
+    buckets = tuple(replace(b, algorithm="hierarchical") for b in plan.buckets)
+    return replace(plan, buckets=buckets, info={**plan.info, "executed_as": "hierarchical"})

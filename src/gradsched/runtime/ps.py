@@ -204,3 +204,15 @@ def bench_server(layout: PSLayout, plan: Plan, numel: Mapping[str, int], warmup:
     served = serve(layout, schedule, warmup, timeout)
     dist.barrier()
     return served + serve(layout, schedule, iters, timeout)
+
+
+def as_ps_plan(plan: Plan) -> Plan:
+    """The same buckets (members, chunks, priorities, update) pushed and pulled through
+    the servers: every bucket becomes ``all_reduce`` with ``algorithm: ps``. The PS
+    planners (planners/wfbp_ps.py, bsp_ps.py, bytescheduler_ps.py) write buckets for the
+    PS cost model (``all_reduce`` = push + pull, ``rs_ag`` = push now, pull later); on the
+    executor both are a push and a pull."""
+    from dataclasses import replace
+
+    buckets = tuple(replace(b, collective="all_reduce", algorithm="ps") for b in plan.buckets)
+    return replace(plan, buckets=buckets, info={**plan.info, "executed_as": "ps"})
