@@ -152,3 +152,32 @@ def test_run_cli_times_a_hierarchical_plan(tmp_path, capsys):
     assert "not a multiple" in capsys.readouterr().err
     assert main([*base, "--ranks-per-node", "2"]) == 0
     assert len(pd.read_csv(out)) == 2
+
+
+def test_dead_peer_ends_every_rank():
+    """Rank 3 (node 1) dies at step 1 while the others are inside hierarchical
+    reductions: the run ends with an error naming it, well before any deadline."""
+    import time
+
+    from gradsched.distributed import DistributedError, LaunchSpec, launch
+
+    case = next(c for c in CASES if c["id"] == "mlp-sgd-per-tensor")
+    payload = {"cases": [case], "ddp": [], "timeout_s": 20, "ranks_per_node": 2,
+               "die": [3, 1]}
+    start = time.monotonic()
+    with pytest.raises(DistributedError, match="rank 3"):
+        launch("gradsched.runtime.tasks:exactness_cases", payload,
+               LaunchSpec(WORLD, op_timeout_s=20, deadline_s=120))
+    assert time.monotonic() - start < 90
+
+
+def test_as_hierarchical_plan_keeps_the_buckets():
+    from gradsched.runtime.hierarchical import as_hierarchical_plan
+
+    plan = Plan("ddp", (Bucket(("a", "b"), chunks=2, priority=1), Bucket(("c",))))
+    out = as_hierarchical_plan(plan)
+    assert [b.tensors for b in out.buckets] == [b.tensors for b in plan.buckets]
+    assert [b.chunks for b in out.buckets] == [2, 1]
+    assert {b.algorithm for b in out.buckets} == {"hierarchical"}
+    with pytest.raises(ConfigError, match="rs_ag"):
+        as_hierarchical_plan(Plan("dear", (Bucket(("a",), "rs_ag"),)))

@@ -165,3 +165,15 @@ def test_run_cli_refuses_mismatched_ps_options(tmp_path, capsys):
     assert main([*base, "--plan", str(tmp_path / "flat.json"), "--ps-servers", "1"]) != 0
     assert "must be 'ps'" in capsys.readouterr().err
     assert not (tmp_path / "m.csv").exists()
+
+
+def test_as_ps_plan_keeps_buckets_and_makes_them_push_pull():
+    from gradsched.runtime.ps import as_ps_plan
+
+    plan = Plan("bsp-ps", (Bucket(("a", "b"), "rs_ag", chunks=3, priority=0),),
+                update="per_layer")
+    out = as_ps_plan(plan)
+    assert out.buckets[0].tensors == ("a", "b") and out.buckets[0].chunks == 3
+    assert out.buckets[0].collective == "all_reduce" and out.buckets[0].algorithm == "ps"
+    assert out.update == "per_layer"
+    assert len(partition_schedule(out, {"a": 5, "b": 4}, 2)) == 3

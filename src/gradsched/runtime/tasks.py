@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 
@@ -19,7 +20,8 @@ def _flat(params: dict[str, Any]) -> dict[str, list[float]]:
 def exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Run ``payload['cases']`` (each: id, model, optimizer, plan (dict), steps, batch,
     find_unused) with the executor and ``payload['ddp']`` (each: id, model, optimizer,
-    steps, batch, bucket_cap_mb) with DDP."""
+    steps, batch, bucket_cap_mb) with DDP. Fault injection for the tests:
+    ``payload['die'] = [rank, step]`` makes that rank exit abruptly at that step."""
     from gradsched.plan import Plan
     from gradsched.runtime.executor import PlanExecutor
     from gradsched.runtime.reference import (
@@ -46,6 +48,8 @@ def exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict
                           ranks_per_node=payload.get("ranks_per_node"))
         steps = []
         for step in range(int(case["steps"])):
+            if payload.get("die") == [rank, step]:  # fault injection for the tests
+                os._exit(17)
             x, y = make_shard(step, rank, world_size, int(case["batch"]), seed)
             loss_of(model, x, y).backward()
             ex.step()
@@ -76,7 +80,6 @@ def ps_exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> d
     Fault injection for the tests: ``payload['die'] = [rank, step]`` makes that rank exit
     abruptly (``os._exit``) at the start of that step of the first case."""
     import datetime as dt
-    import os
 
     from gradsched.plan import Plan
     from gradsched.runtime.executor import PlanExecutor
