@@ -156,10 +156,16 @@ def _registry_plans() -> dict[str, Plan]:
             "capture_method": "synthetic", "iterations": None, "date": "2026-11-23",
             "source": "SYNTHETIC test fixture, not measured"}
     trace = ComputeTrace.from_frame(frame, meta)
+    from gradsched.costmodel.ps import PSModel, load_ps
+    from gradsched.planners import PS_ALGORITHMS
+
     comm = load_comm_spec("alpha-beta:alpha=1e-4,beta=1e-8")
+    # the parameter-server planners price their plans on a PS model; their buckets
+    # (all_reduce, rs_ag) run on the all-reduce executor as they are
+    ps = PSModel(load_ps("servers=1,colocated=0,p2p=alpha-beta:alpha=1e-4,beta=1e-8", 2))
     plans = {}
     for name in planner_names():
-        plans[name] = make_plan(name, trace, comm, 2, {})
+        plans[name] = make_plan(name, trace, ps if name in PS_ALGORITHMS else comm, 2, {})
     return plans
 
 
