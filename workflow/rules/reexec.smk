@@ -233,7 +233,9 @@ rule reexec_committed:
     output:
         stats=f"{RESULTS}/reexec-committed/stats.csv",
         summary_tex=f"{TAB}/reexec-summary.tex",
-        summary_md=reported(f"{TAB}/reexec-summary.md", "reexec-summary", "Re-execution"),
+        summary_md=reported(
+            f"{TAB}/reexec-summary.md", "reexec-summary", "Re-execution"
+        ),
         errors=f"{RESULTS}/reexec-committed/errors.csv",
         tex=f"{TAB}/reexec.tex",
         md=reported(f"{TAB}/reexec.md", "reexec", "Re-execution"),

@@ -68,7 +68,8 @@ STATS_COLUMNS = (
     "best_vs_ddp_default_speedup", "best_vs_ddp_default_speedup_lo",
     "best_vs_ddp_default_speedup_hi", "best_vs_ddp_tuned_speedup",
     "best_vs_ddp_tuned_speedup_lo", "best_vs_ddp_tuned_speedup_hi",
-    "foreign_cpu_cores_max", "n_flagged_runs",
+    "foreign_cpu_cores_max", "n_flagged_runs", "bound_s", "ddp_default_over_bound_pct",
+    "best_over_bound_pct",
 )
 _INTERVAL_NAMES = {"tau": "tau_int", "tau_lo": "tau_int_lo", "tau_hi": "tau_int_hi"}
 INTERVAL_COLUMNS = ("measured_lo_s", "measured_hi_s", "error_lo_pct", "error_hi_pct")
@@ -229,6 +230,7 @@ def case_stats(frame: pd.DataFrame, iterations: pd.DataFrame | None = None) -> p
     for case, group in errors.groupby("case", sort=False):
         s = _summary(str(case), group, errors, None) | boot.get(str(case), {})
         s.update(_flags(group))
+        s.update(_headroom(group))
         per_case[str(case)] = s
         rows.append(s)
 
@@ -252,6 +254,24 @@ def case_stats(frame: pd.DataFrame, iterations: pd.DataFrame | None = None) -> p
         rows.append(pooled(f"all-{net}", group))
     rows.append(pooled("all", errors))
     return pd.DataFrame(rows, columns=list(STATS_COLUMNS))
+
+
+def _headroom(group: pd.DataFrame) -> dict[str, Any]:
+    """The lower bound of any plan (``bound_s``, the replay's bound on the scaled trace)
+    and how far above it DDP's default and ``best`` measured: a baseline within a few per
+    cent of the bound leaves no schedule room to be 10 % faster."""
+    if "bound_s" not in group or group["bound_s"].isna().all():
+        return {}
+    bound = float(group["bound_s"].iloc[0])
+    out: dict[str, Any] = {"bound_s": bound}
+    default = group.loc[group["algorithm"] == ddp_default_label(group["algorithm"])]
+    best = group.loc[group["algorithm"] == "best"]
+    if not default.empty:
+        out["ddp_default_over_bound_pct"] = 100.0 * (
+            float(default.iloc[0]["measured_s"]) / bound - 1.0)
+    if not best.empty:
+        out["best_over_bound_pct"] = 100.0 * (float(best.iloc[0]["measured_s"]) / bound - 1.0)
+    return out
 
 
 def _flags(group: pd.DataFrame) -> dict[str, Any]:

@@ -77,6 +77,7 @@ MEASURED_COLUMNS = (
     "comm_slowdown", "collective_cpu_s",
     "measured_s", "measured_p10_s", "measured_p90_s", "measured_mean_s", "iters", "rounds",
     "load_avg", "load_avg_min", "load_avg_max", "foreign_cpu_cores_max", "n_flagged_runs",
+    "bound_s",
 )
 
 
@@ -644,6 +645,11 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
     plain = ReplayOptions(iterations=settings.replay_iterations, issue="executor")
     inter = ReplayOptions(iterations=settings.replay_iterations, issue="executor", **params)
     dynamic = ReplayOptions(iterations=settings.replay_iterations, issue="dynamic", **params)
+    # the lower bound of any plan on the scaled trace (replay/bounds.py; no interference):
+    # how much faster than a baseline any schedule could be under the model
+    from gradsched.replay.bounds import lower_bound
+
+    bound = lower_bound(scaled, model, case.world_size).lower_bound_s
     rows = []
     base = {"case": case.name, "model": case.model, "batch_size": case.batch_size,
             "world_size": case.world_size, "bandwidth": case.network}
@@ -668,7 +674,8 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
             "rounds": int(times["round"].nunique()),
             "load_avg": float(times.groupby("round")["load_avg_1m"].first().mean()),
             "load_avg_min": float(times["load_avg_1m"].min()),
-            "load_avg_max": float(times["load_avg_1m"].max()), **_foreign_stats(times)})
+            "load_avg_max": float(times["load_avg_1m"].max()), **_foreign_stats(times),
+            "bound_s": bound})
     ctrl = frame.loc[frame["item"] == CONTROL]
     rows.append(base | {
         "algorithm": CONTROL, "kind": "control", "item": CONTROL, "n_buckets": 0,
@@ -680,7 +687,8 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
         "rounds": int(ctrl["round"].nunique()),
         "load_avg": float(ctrl.groupby("round")["load_avg_1m"].first().mean()),
         "load_avg_min": float(ctrl["load_avg_1m"].min()),
-        "load_avg_max": float(ctrl["load_avg_1m"].max()), **_foreign_stats(ctrl)})
+        "load_avg_max": float(ctrl["load_avg_1m"].max()), **_foreign_stats(ctrl),
+        "bound_s": bound})
     return pd.DataFrame(rows, columns=list(MEASURED_COLUMNS))
 
 

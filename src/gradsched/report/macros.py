@@ -218,6 +218,7 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
     calibrated per-collective compute cost per network and world size (ms)."""
     scopes = {"": "all", **{camel(n): f"all-{n}" for n in REEXEC_NETWORKS}}
     out = {f"Reexec{scope}{key}": NA for scope in scopes for key in _REEXEC_KEYS}
+    out |= {"ReexecMedianErrIntPerLayer": NA, "ReexecMedianErrIntGlobal": NA}
     out |= {"ReexecNumCases": NA, "ReexecBestAsFastCases": NA,
             "ReexecExecVsDdpMedian": NA, "ReexecExecVsDdpWorst": NA}
     out |= {f"Reexec{camel(n)}P{camel(str(w))}CollectiveCpuMs": NA
@@ -241,6 +242,14 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
     if len(gap):
         out["ReexecExecVsDdpMedian"] = number(float(gap.median()), 1)
         out["ReexecExecVsDdpWorst"] = number(float(gap.loc[gap.abs().idxmax()]), 1)
+    if "update" in measured:
+        plans = measured.loc[measured["kind"] != "control"]
+        err = (100.0 * (plans["predicted_interference_s"] - plans["measured_s"])
+               / plans["measured_s"])
+        for mode, key in (("per_layer", "PerLayer"), ("global", "Global")):
+            mine = err[plans["update"] == mode]
+            if len(mine):
+                out[f"ReexecMedianErrInt{key}"] = number(float(mine.median()), 1)
     if "collective_cpu_s" in measured:
         for net in REEXEC_NETWORKS:
             for world in REEXEC_WORLD_SIZES:
@@ -256,7 +265,9 @@ _BOOT_KEYS = ("ReexecSepPairs", "ReexecAllPairs", "ReexecTauSepMedian", "ReexecO
               "ReexecTauIntLoMedian", "ReexecSpreadToNoiseMin", "ReexecSpreadToNoiseMax",
               "ReexecBestVsDefaultMin", "ReexecBestVsDefaultMax", "ReexecBestTenPctCases",
               "ReexecBestNotSlowerTunedCases", "ReexecBestVsTunedMin", "ReexecBestVsTunedMax",
-              "ReexecFlaggedRuns", "ReexecForeignMax", "ReexecCommCases")
+              "ReexecFlaggedRuns", "ReexecForeignMax", "ReexecCommCases",
+              "ReexecDefaultOverBoundMin", "ReexecDefaultOverBoundMax",
+              "ReexecBestOverBoundMin", "ReexecBestOverBoundMax")
 
 
 def reexec_boot_macros(stats: pd.DataFrame | None) -> dict[str, str]:
@@ -291,9 +302,38 @@ def reexec_boot_macros(stats: pd.DataFrame | None) -> dict[str, str]:
     out["ReexecBestVsTunedMax"] = number(float(tuned.max()), 2)
     out["ReexecBestNotSlowerTunedCases"] = str(int(
         (comm["best_vs_ddp_tuned_speedup_hi"].astype(float) >= 1.0).sum()))
+    for key, col in (("DefaultOverBound", "ddp_default_over_bound_pct"),
+                     ("BestOverBound", "best_over_bound_pct")):
+        if col in comm and comm[col].notna().any():
+            out[f"Reexec{key}Min"] = number(float(comm[col].min()), 0)
+            out[f"Reexec{key}Max"] = number(float(comm[col].max()), 0)
     if "n_flagged_runs" in cases:
         out["ReexecFlaggedRuns"] = str(int(cases["n_flagged_runs"].fillna(0).sum()))
         out["ReexecForeignMax"] = number(float(cases["foreign_cpu_cores_max"].max()), 2)
+    return out
+
+
+def architecture_macros(runs: list[dict] | None) -> dict[str, str]:
+    """Hierarchical and PS runs on the emulated cluster (:mod:`gradsched.report.
+    architectures`): measured and predicted ratios per link (``ArchHierFlat<Link>Meas``,
+    ``...Pred``, ``ArchPsFlat<Link>...``) and the range of the absolute errors."""
+    links = ("1gbit", "100mbit")
+    out = {f"Arch{name}{camel(link)}{kind}": NA for name in ("HierFlat", "PsFlat")
+           for link in links for kind in ("Meas", "Pred")}
+    out |= {"ArchErrMin": NA, "ArchErrMax": NA, "ArchNumRuns": NA}
+    if not runs:
+        return out
+    from gradsched.report.architectures import ratios
+
+    for row in ratios(runs).itertuples(index=False):
+        name = "HierFlat" if row.ratio.startswith("hierarchical") else "PsFlat"
+        out[f"Arch{name}{camel(row.link)}Meas"] = number(float(row.measured), 2)
+        out[f"Arch{name}{camel(row.link)}Pred"] = number(float(row.predicted), 2)
+    errors = [100.0 * (float(r["predicted_iteration_s"]) - float(r["median_s"]))
+              / float(r["median_s"]) for r in runs]
+    out["ArchErrMin"] = number(min(errors), 0)
+    out["ArchErrMax"] = number(max(errors), 0)
+    out["ArchNumRuns"] = str(len(runs))
     return out
 
 
@@ -314,7 +354,8 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                headline: Headline | None = None,
                reexec: pd.DataFrame | None = None,
                executor_bench: dict | None = None,
-               reexec_stats: pd.DataFrame | None = None) -> dict[str, str]:
+               reexec_stats: pd.DataFrame | None = None,
+               architectures: list[dict] | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
@@ -323,6 +364,7 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(compare_macros(compare))
     out.update(reexec_macros(reexec))
     out.update(reexec_boot_macros(reexec_stats))
+    out.update(architecture_macros(architectures))
     out.update(executor_bench_macros(executor_bench))
     return out
 

@@ -236,10 +236,12 @@ def reexec_summary_table(stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                            s.get("best_vs_ddp_tuned_speedup_lo"),
                            s.get("best_vs_ddp_tuned_speedup_hi"), 2),
             "default" if tuned == "default" else f"{tuned} MB" if tuned else MISSING,
+            fmt(s.get("ddp_default_over_bound_pct"), 1),
             str(int(s["n_flagged_runs"])) if pd.notna(s.get("n_flagged_runs")) else MISSING])
     cols = ["case", "P", "network", "spread / noise", "tau [95% CI]", "separated pairs",
             "tau, separated", "median |err| %", "DDP default / best [95% CI]",
-            "tuned DDP / best [95% CI]", "tuned cap", "flagged runs"]
+            "tuned DDP / best [95% CI]", "tuned cap", "DDP default above bound %",
+            "flagged runs"]
     return pd.DataFrame(rows, columns=cols), "lrl" + "r" * (len(cols) - 3)
 
 
