@@ -19,6 +19,8 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/tables.smk"
 # Two-level topologies: flat vs hierarchical replay table (in `all` via TABLES; before paper).
 include: "workflow/rules/topology.smk"
+# All-reduce vs parameter servers: the ps-replay table (in `all` via TABLES; before paper).
+include: "workflow/rules/ps.smk"
 include: "workflow/rules/paper.smk"
 # Collective algorithms: figures/tables from the committed sweeps are in `all`;
 # re-measuring (`collectives_measure`) is not.

@@ -61,6 +61,7 @@ rule macros:
         compare=f"{RESULTS}/compare/compare.csv",
         reexec="paper/data/reexec/measured.csv",
         reexec_stats=f"{RESULTS}/reexec-committed/stats.csv",
+        architectures="paper/data/reexec/issue18/measured.json",
         executor_bench="paper/data/reexec/bench-executor-vs-ddp.json",
     output:
         f"{GEN}/macros.tex",
@@ -85,7 +86,7 @@ rule macros:
     shell:
         "{GS} report macros --fits {input.fits} --crossws {input.crossws} "
         "--replay {input.replay} --compare {input.compare} --reexec {input.reexec} "
-        "--reexec-stats {input.reexec_stats} "
+        "--reexec-stats {input.reexec_stats} --architectures {input.architectures} "
         "--executor-bench {input.executor_bench} {params.headline} "
         "-o {output} > {log} 2>&1"
 

@@ -127,6 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_topology_check)
 
     _register_topology_replay(rsub)
+    _register_ps_replay(rsub)
 
     p = rsub.add_parser("captions", help="the snakemake report's captions from the paper's "
                         "own (one .rst per figure and table)")
@@ -172,6 +173,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", type=Path)
     p.add_argument("--reexec", type=Path,
                    help="re-execution measured.csv (paper/data/reexec/measured.csv)")
+    p.add_argument("--architectures", type=Path,
+                   help="hierarchical / parameter-server runs on the emulated cluster "
+                        "(paper/data/reexec/issue18/measured.json)")
     p.add_argument("--reexec-stats", type=Path,
                    help="re-execution statistics with bootstrap intervals (reexec analyze "
                         "--iterations ... --stats)")
@@ -377,6 +381,90 @@ def _topology_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _register_ps_replay(rsub: argparse._SubParsersAction) -> None:
+    p = rsub.add_parser("ps-replay", help="compute traces replayed on all-reduce and on "
+                        "parameter servers (BytePS-style, from a point-to-point sweep)")
+    p.add_argument("--case", nargs=6, action="append", required=True,
+                   metavar=("NAME", "CSV", "NETWORK", "P", "ALLREDUCE", "P2P"),
+                   help="a compute trace on NETWORK at P workers: the all-reduce sweep or "
+                        "model and the point-to-point sweep of the same links (repeatable)")
+    p.add_argument("--layout", action="append", required=True, metavar="S[:colocated]",
+                   help="server layout: S servers (an integer, or P for as many as "
+                        "workers), :colocated with the workers or :separate (repeatable)")
+    p.add_argument("--iterations", type=int, default=5, help="replayed iterations (>= 2)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="CSV to write")
+    p.set_defaults(func=_ps_replay)
+
+    p = rsub.add_parser("architectures", help="hierarchical all-reduce and parameter-server "
+                        "runs on the emulated cluster: measured vs predicted (table)")
+    p.add_argument("--input", type=Path, required=True,
+                   help="paper/data/reexec/issue18/measured.json")
+    p.add_argument("--tex", type=Path, required=True)
+    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--title", default="")
+    p.set_defaults(func=_architectures)
+
+    p = rsub.add_parser("ps-replay-table", help="all-reduce vs parameter servers per "
+                        "model, network and world size (LaTeX + Markdown)")
+    p.add_argument("--input", type=Path, required=True, help="ps-replay CSV")
+    p.add_argument("--tex", type=Path, required=True)
+    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--title", default="")
+    p.set_defaults(func=_columns_named(_ps_replay_table))
+
+
+def _architecture_runs(path: Path | None) -> list[dict] | None:
+    if path is None:
+        return None
+    from gradsched.report.architectures import load_runs
+
+    return load_runs(path)
+
+
+def _architectures(args: argparse.Namespace) -> int:
+    from gradsched.report.architectures import architecture_table, load_runs
+    from gradsched.report.tables import write_table
+
+    table, align = architecture_table(load_runs(args.input))
+    write_table(table, args.tex, args.md, align=align, title=args.title or "architectures")
+    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _ps_replay(args: argparse.Namespace) -> int:
+    from gradsched.io import write_csv_atomic
+    from gradsched.report.ps_replay import PSCase, parse_layout, ps_replay
+
+    if args.iterations < 2:
+        raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")
+    cases = []
+    for name, csv, network, world, allreduce, p2p in args.case:
+        try:
+            workers = int(world)
+        except ValueError:
+            raise ConfigError(f"--case {name}: P must be an integer, got {world!r}") from None
+        if workers < 2:
+            raise ConfigError(f"--case {name}: P must be >= 2, got {workers}")
+        cases.append(PSCase(name, Path(csv), network, workers, allreduce, p2p))
+    frame = ps_replay(cases, [parse_layout(v) for v in args.layout], args.iterations)
+    write_csv_atomic(args.output, frame)
+    print(f"wrote {args.output} ({len(frame)} rows)")
+    return 0
+
+
+def _ps_replay_table(args: argparse.Namespace) -> int:
+    from gradsched.report.collect import read_csv_or_empty
+    from gradsched.report.ps_replay import ps_replay_table
+    from gradsched.report.tables import write_table
+
+    if not args.input.is_file():
+        raise InputError("ps-replay CSV not found", path=args.input)
+    table, align = ps_replay_table(read_csv_or_empty(args.input))
+    write_table(table, args.tex, args.md, align=align, title=args.title or "ps-replay")
+    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
 def _topology_replay_table(args: argparse.Namespace) -> int:
     from gradsched.report.collect import read_csv_or_empty
     from gradsched.report.tables import write_table
@@ -477,7 +565,8 @@ def _macros(args: argparse.Namespace) -> int:
                         _read(args.compare),
                         Headline(args.headline_trace, args.headline_network,
                                  args.headline_world_size), _read(args.reexec),
-                        _read_json(args.executor_bench), _read(args.reexec_stats))
+                        _read_json(args.executor_bench), _read(args.reexec_stats),
+                        _architecture_runs(args.architectures))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")
