@@ -334,7 +334,8 @@ def test_end_to_end_tiny(tmp_path):
         assert col in table.columns
     assert set(table["algorithm"]) == {"wfbp", "best", "ddp-native-25", "compute-only"}
     ctrl = table.loc[table["algorithm"] == "compute-only"].iloc[0]
-    assert math.isclose(ctrl["predicted_s"], ctrl["measured_s"], rel_tol=1e-9)
+    # equal up to the CSV's 9 significant digits (each rounded on its own)
+    assert math.isclose(ctrl["predicted_s"], ctrl["measured_s"], rel_tol=1e-8)
     plans = table.loc[table["kind"] != "control"]
     assert (plans["predicted_interference_s"] >= plans["predicted_s"] - 1e-12).all()
     assert (table["measured_p10_s"] <= table["measured_p90_s"]).all()

@@ -276,7 +276,11 @@ def reexec_boot_macros(stats: pd.DataFrame | None) -> dict[str, str]:
     spread-to-noise range, ``best`` against PyTorch DDP's default and the tuned cap
     (speed-ups; a case counts as "not slower than tuned" when the interval's upper end
     reaches 1), flagged runs. Communication-bound cases: every network but loopback."""
+    from gradsched.reexec.uncertainty import LEVEL, N_BOOT
+
     out = {key: NA for key in _BOOT_KEYS}
+    out["ReexecCiLevel"] = number(LEVEL, 0)  # settings of the bootstrap, not results
+    out["ReexecBootReplicates"] = str(N_BOOT)
     if stats is None or stats.empty or "n_separated_pairs" not in stats:
         return out
     cases = stats.loc[~stats["case"].astype(str).str.startswith("all")]
