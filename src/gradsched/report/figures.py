@@ -43,8 +43,10 @@ def setup_style() -> None:
 
 
 def algorithm_colors(names: Sequence[str] = ALGORITHM_ORDER) -> dict[str, tuple]:
-    palette = sns.color_palette("tab10", 10)
-    out = {name: palette[i % 10] for i, name in enumerate(ALGORITHM_ORDER)}
+    """One colour per algorithm: tab10 in :data:`ALGORITHM_ORDER`, then gold for the
+    eleventh (``best``; tab10 would repeat the first colour, SyncSGD's)."""
+    palette = [*sns.color_palette("tab10", 10), (0.98, 0.78, 0.0)]
+    out = {name: palette[i % len(palette)] for i, name in enumerate(ALGORITHM_ORDER)}
     extra = [n for n in names if n not in out]
     for i, name in enumerate(extra):
         out[name] = sns.color_palette("husl", len(extra))[i]

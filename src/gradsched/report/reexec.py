@@ -75,9 +75,12 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
     setup_style()
     names = _order(sorted(rows["algorithm"].unique()))
     colors = algorithm_colors(names)
-    greys = ("black", "0.85", "0.65", "0.3")
-    for i, name in enumerate(n for n in names if n.startswith("ddp-native")):
-        colors[name] = greys[i % len(greys)]
+    native = [n for n in names if n.startswith("ddp-native")]
+    import seaborn as sns
+
+    # PyTorch DDP itself: a dark-to-light ramp of one hue no planner uses (DeAR is grey)
+    for name, color in zip(native, sns.color_palette("crest_r", len(native)), strict=True):
+        colors[name] = color
     cases = list(dict.fromkeys(rows["case"]))
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.9), sharex=True, sharey=True)
     lo = min(rows["measured_p10_s"].min(), rows["predicted_s"].min(),
