@@ -351,8 +351,7 @@ def test_end_to_end_tiny(tmp_path):
                  "--png", str(tmp_path / "f.png"), "--md", str(tmp_path / "t.md")]) == 0
     assert (tmp_path / "f.pdf").stat().st_size > 0 and (tmp_path / "f.png").stat().st_size > 0
     summary = (tmp_path / "summary.md").read_text()
-    assert "| tiny-mlp b4 | 2 | loopback |" not in summary  # a named case keeps its name
-    assert "| tiny | 2 | loopback |" in summary
+    assert "| tiny, P=2, loopback |" in summary  # a named case keeps its name
     errors = pd.read_csv(tmp_path / "errors.csv")
     assert (errors["measured_lo_s"] <= errors["measured_s"] + 1e-12).all()
     assert (errors["measured_s"] <= errors["measured_hi_s"] + 1e-12).all()

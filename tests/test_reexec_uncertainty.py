@@ -134,9 +134,9 @@ def test_summary_table_rows_and_intervals():
     table, align = reexec_summary_table(stats)
     assert len(table) == 1 and len(align) == len(table.columns)
     row = table.iloc[0].tolist()
-    assert row[:4] == ["ResNet-50 b2", "2", "1 Gbit/s", "12.3"]
-    assert row[4] == "0.81 [0.60, 0.90]" and row[5] == "30/45"
-    assert row[8] == "1.12 [1.08, 1.15]" and row[10] == "5 MB"
+    assert row[:2] == ["ResNet-50 b2, P=2, 1 Gbit/s", "12.3"]
+    assert row[2] == "0.81 [0.60, 0.90]" and row[3] == "30/45"
+    assert row[6] == "1.12 [1.08, 1.15]" and row[7] == "1.01 [0.98, 1.04] (5 MB)"
 
 
 def test_boot_macros_count_cases_against_the_targets():

@@ -117,8 +117,20 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
     save(fig, out_pdf, out_png)
 
 
+_SHORT_MODELS = {"resnet18": "RN18", "resnet50": "RN50", "mobilenet_v2": "MNv2",
+                 "bert-base": "BERT", "densenet121": "DN121"}
+_SHORT_NETWORKS = {"tbf1gbit": "1G", "tbf100mbit": "100M", "loopback": "lo"}
+
+
 def _short(case: str) -> str:
-    return case.replace("-b16-", " ").replace("resnet18", "RN18")
+    """``mobilenet_v2-b8-p3-tbf100mbit`` -> ``MNv2 b8 P3 100M`` (a column header)."""
+    match = re.match(r"^(?P<model>.+?)(?:-s\d+)?-b(?P<batch>\d+)-p(?P<p>\d+)-(?P<net>.+)$",
+                     case)
+    if match is None:
+        return case
+    model = _SHORT_MODELS.get(match["model"], match["model"])
+    net = _SHORT_NETWORKS.get(match["net"], match["net"])
+    return f"{model} b{match['batch']} P{match['p']} {net}"
 
 
 def reexec_table(frame: pd.DataFrame, stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -154,9 +166,9 @@ def reexec_table(frame: pd.DataFrame, stats: pd.DataFrame) -> tuple[pd.DataFrame
             row += [fmt(s[a], digits), fmt(s[b], digits)] if s is not None else [MISSING] * 2
         out.append(row)
     for label, key in (("distinguishable pairs", "n_distinguishable"),
-                       ("best vs DDP-25 (meas.) %", "best_vs_ddp25_pct"),
+                       ("best vs DDP default (meas.) %", "best_vs_ddp25_pct"),
                        ("noise: median half p10-p90 %", "median_spread_pct"),
-                       ("noise: executor DDP vs PyTorch DDP-25 %",
+                       ("executor DDP vs PyTorch DDP default %",
                         "ddp_executor_vs_native_pct")):
         row = [label]
         for case in cases:
@@ -226,8 +238,8 @@ def reexec_summary_table(stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     for _, s in cases.iterrows():
         tuned = str(s.get("tuned_ddp", "")).removeprefix("ddp-native-")
         rows.append([
-            _case_label(str(s["case"])), str(s["world_size"]),
-            _network_label(str(s["bandwidth"])), fmt(s.get("spread_to_noise"), 1),
+            f"{_case_label(str(s['case']))}, P={s['world_size']}, "
+            f"{_network_label(str(s['bandwidth']))}", fmt(s.get("spread_to_noise"), 1),
             _with_interval(s.get("tau_int"), s.get("tau_int_lo"), s.get("tau_int_hi"), 2),
             f"{int(s['n_separated_pairs'])}/{int(s['n_pairs'])}"
             if pd.notna(s.get("n_separated_pairs")) else MISSING,
@@ -237,15 +249,14 @@ def reexec_summary_table(stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                            s.get("best_vs_ddp_default_speedup_hi"), 2),
             _with_interval(s.get("best_vs_ddp_tuned_speedup"),
                            s.get("best_vs_ddp_tuned_speedup_lo"),
-                           s.get("best_vs_ddp_tuned_speedup_hi"), 2),
-            "default" if tuned == "default" else f"{tuned} MB" if tuned else MISSING,
+                           s.get("best_vs_ddp_tuned_speedup_hi"), 2)
+            + (f" ({tuned} MB)" if tuned and tuned != "default" else ""),
             fmt(s.get("ddp_default_over_bound_pct"), 1),
             str(int(s["n_flagged_runs"])) if pd.notna(s.get("n_flagged_runs")) else MISSING])
-    cols = ["case", "P", "network", "spread / noise", "tau [95% CI]", "separated pairs",
+    cols = ["case", "spread / noise", "tau [95% CI]", "separated pairs",
             "tau, separated", "median |err| %", "DDP default / best [95% CI]",
-            "tuned DDP / best [95% CI]", "tuned cap", "DDP default above bound %",
-            "flagged runs"]
-    return pd.DataFrame(rows, columns=cols), "lrl" + "r" * (len(cols) - 3)
+            "tuned DDP / best [95% CI] (cap)", "DDP default above bound %", "flagged runs"]
+    return pd.DataFrame(rows, columns=cols), "l" + "r" * (len(cols) - 1)
 
 
 def write_reexec_summary(stats: pd.DataFrame, *, tex: str | Path | None,
