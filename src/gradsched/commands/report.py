@@ -30,6 +30,7 @@ import argparse
 import functools
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gradsched.errors import ConfigError, InputError
 from gradsched.report.tables import TABLES
@@ -452,30 +453,29 @@ def _ps_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ps_replay_table(args: argparse.Namespace) -> int:
+def _replay_table(args: argparse.Namespace, name: str, make_table: Any) -> int:
+    """Read a replay CSV (``--input``), write ``make_table``'s table as LaTeX + Markdown."""
     from gradsched.report.collect import read_csv_or_empty
-    from gradsched.report.ps_replay import ps_replay_table
     from gradsched.report.tables import write_table
 
     if not args.input.is_file():
-        raise InputError("ps-replay CSV not found", path=args.input)
-    table, align = ps_replay_table(read_csv_or_empty(args.input))
-    write_table(table, args.tex, args.md, align=align, title=args.title or "ps-replay")
+        raise InputError(f"{name} CSV not found", path=args.input)
+    table, align = make_table(read_csv_or_empty(args.input))
+    write_table(table, args.tex, args.md, align=align, title=args.title or name)
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
     return 0
+
+
+def _ps_replay_table(args: argparse.Namespace) -> int:
+    from gradsched.report.ps_replay import ps_replay_table
+
+    return _replay_table(args, "ps-replay", ps_replay_table)
 
 
 def _topology_replay_table(args: argparse.Namespace) -> int:
-    from gradsched.report.collect import read_csv_or_empty
-    from gradsched.report.tables import write_table
     from gradsched.report.topology_replay import topology_replay_table
 
-    if not args.input.is_file():
-        raise InputError("topology-replay CSV not found", path=args.input)
-    table, align = topology_replay_table(read_csv_or_empty(args.input))
-    write_table(table, args.tex, args.md, align=align, title=args.title or "topology-replay")
-    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
-    return 0
+    return _replay_table(args, "topology-replay", topology_replay_table)
 
 
 def _captions(args: argparse.Namespace) -> int:
