@@ -34,6 +34,22 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    {MaxSpeedupOverWfbp}x ({MaxSpeedupOverWfbpAlgorithm}).
 4. **Reproduced vs published.** {CompareNumWithin} of {CompareNumChecked} checks fall within
    their tolerance ({CompareNumSkipped} skipped).
+5. **Re-execution.** Over {ReexecNumCases} CPU cases run for real (gloo, 21 timed iterations
+   per plan, bootstrap {ReexecCiLevel} % intervals), the replay's median error is
+   {ReexecMedianErrInt} %; of {ReexecAllPairs} plan pairs the measurements separate
+   {ReexecSepPairs}, and the replay orders {ReexecOrderOkSep} % of those right. The plan of
+   `best` measured {ReexecBestVsDefaultMin}-{ReexecBestVsDefaultMax}x as fast as PyTorch
+   DDP's default (at least 1.10x in {ReexecBestTenPctCases} cases) and
+   {ReexecBestVsTunedMin}-{ReexecBestVsTunedMax}x as fast as DDP with its best cap (not
+   slower within the intervals in {ReexecBestNotSlowerTunedCases} of {ReexecCommCases}
+   communication-bound cases).
+6. **Architectures, for real.** On the emulated cluster, hierarchical all-reduce took
+   {ArchHierFlatOnegbitMeas} (predicted {ArchHierFlatOnegbitPred}) of the flat ring's time at
+   1 Gbit/s between nodes and {ArchHierFlatOneZeroZerombitMeas} (predicted
+   {ArchHierFlatOneZeroZerombitPred}) at 100 Mbit/s; one parameter server with two workers
+   took {ArchPsFlatOnegbitMeas} (predicted {ArchPsFlatOnegbitPred}) and
+   {ArchPsFlatOneZeroZerombitMeas} (predicted {ArchPsFlatOneZeroZerombitPred}) of the flat
+   all-reduce.
 """
 
 _FIELD = re.compile(r"\{([A-Za-z]+)\}")
