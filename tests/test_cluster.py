@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,29 +16,12 @@ import pytest
 from gradsched.capture import cluster as cl
 from gradsched.capture.cluster import ClusterError, EmulatedCluster, parse_rate, rate_label
 from gradsched.errors import ConfigError
+from tests.netns_support import needs_netns, ours
 
 REPO_SRC = str(cl.__file__).rsplit("/gradsched/", 1)[0]
 
 
-def _netns_usable() -> str | None:
-    """None when namespaces can be built here, else the reason they cannot."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return "needs root (creates network namespaces)"
-    if shutil.which("ip") is None or shutil.which("tc") is None:
-        return "needs iproute2 (ip, tc)"
-    probe = subprocess.run(["ip", "netns", "list"], capture_output=True, check=False)
-    if probe.returncode != 0:
-        return "`ip netns` is unavailable here"
-    return None
-
-
 network = pytest.mark.network
-needs_netns = pytest.mark.skipif(_netns_usable() is not None,
-                                 reason=_netns_usable() or "network namespaces usable")
-
-
-def _ours(prefix: str) -> list[str]:
-    return [n for n in cl.list_namespaces() if n.startswith(prefix)]
 
 
 def _root_links() -> list[str]:
@@ -53,12 +35,12 @@ def prefix(request):
     name = f"gst{os.getpid()}{request.node.name[-6:].replace('_', '')}-"
     before = set(_root_links())
     yield name
-    leftovers = _ours(name)
+    leftovers = ours(name)
     record = cl.record_path(name)
     assert leftovers == [], f"namespaces left behind: {leftovers}"
     assert not record.exists(), f"record left behind: {record}"
-    ours = re.compile(rf"^({cl.RANK_IFNAME}|{cl.BRIDGE}|r\d+)(@.*)?$")
-    appeared = [n for n in set(_root_links()) - before if ours.match(n)]
+    our_links = re.compile(rf"^({cl.RANK_IFNAME}|{cl.BRIDGE}|r\d+)(@.*)?$")
+    appeared = [n for n in set(_root_links()) - before if our_links.match(n)]
     assert appeared == [], f"links appeared in the host namespace: {appeared}"
 
 
@@ -126,7 +108,7 @@ def test_clean_refuses_names_no_record_lists(tmp_path, monkeypatch):
 @needs_netns
 def test_setup_and_teardown(prefix):
     with EmulatedCluster(3, "100mbit", prefix=prefix) as cluster:
-        assert sorted(_ours(prefix)) == sorted(cluster.layout.namespaces)
+        assert sorted(ours(prefix)) == sorted(cluster.layout.namespaces)
         qdiscs = subprocess.run(["tc", "-n", cluster.layout.namespace(1), "qdisc", "show",
                                  "dev", "veth0"], capture_output=True, text=True,
                                 check=True).stdout
@@ -138,7 +120,7 @@ def test_setup_and_teardown(prefix):
                               capture_output=True, text=True, check=True).stdout
         assert "10.77.0.3/24" in addr
         cluster.close()  # idempotent: close twice
-    assert _ours(prefix) == []
+    assert ours(prefix) == []
     assert not cl.record_path(prefix).exists()
 
 
@@ -146,9 +128,9 @@ def test_setup_and_teardown(prefix):
 @needs_netns
 def test_teardown_after_exception(prefix):
     with pytest.raises(RuntimeError, match="boom"), EmulatedCluster(2, "1gbit", prefix=prefix):
-        assert len(_ours(prefix)) == 3
+        assert len(ours(prefix)) == 3
         raise RuntimeError("boom")
-    assert _ours(prefix) == []
+    assert ours(prefix) == []
 
 
 @network
@@ -164,7 +146,7 @@ def test_teardown_after_crashed_rank(prefix):
         launch("gradsched.distributed.tasks:die_on_rank", {"victim": 1},
                cluster.launch_spec(op_timeout_s=20, deadline_s=60))
     assert time.monotonic() - start < 45
-    assert _ours(prefix) == []
+    assert ours(prefix) == []
 
 
 def _child(code: str) -> subprocess.Popen[str]:
@@ -189,10 +171,10 @@ def test_sigterm_tears_down():
     child = _child(_OPEN_AND_WAIT.format(after="time.sleep(60)"))
     assert child.stdout is not None
     child_prefix = child.stdout.readline().strip()
-    assert len(_ours(child_prefix)) == 3
+    assert len(ours(child_prefix)) == 3
     child.send_signal(signal.SIGTERM)
     assert child.wait(timeout=20) == 128 + signal.SIGTERM
-    assert _ours(child_prefix) == []
+    assert ours(child_prefix) == []
 
 
 @network
@@ -203,14 +185,14 @@ def test_leftovers_of_a_killed_run_are_removed():
     assert child.stdout is not None
     child_prefix = child.stdout.readline().strip()
     child.wait(timeout=20)
-    assert len(_ours(child_prefix)) == 3  # SIGKILL: no chance to clean up
+    assert len(ours(child_prefix)) == 3  # SIGKILL: no chance to clean up
     record = cl.record_path(child_prefix)
     with pytest.raises(ClusterError, match="killed"):  # the prefix stays taken until cleaned
         EmulatedCluster(2, None, prefix=child_prefix, install_signal_handlers=False).open()
-    assert len(_ours(child_prefix)) == 3
+    assert len(ours(child_prefix)) == 3
     removed = cl.clean_record(record)
     assert sorted(removed) == sorted(cl.ClusterLayout(2, child_prefix).namespaces)
-    assert _ours(child_prefix) == [] and not record.exists()
+    assert ours(child_prefix) == [] and not record.exists()
 
 
 @network

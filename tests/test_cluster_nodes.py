@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import time
@@ -21,32 +20,16 @@ import pytest
 from gradsched.capture import cluster as cl
 from gradsched.capture.cluster import ClusterLayout, EmulatedCluster
 from gradsched.errors import ConfigError
-
-
-def _netns_usable() -> str | None:
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return "needs root (creates network namespaces)"
-    if shutil.which("ip") is None or shutil.which("tc") is None:
-        return "needs iproute2 (ip, tc)"
-    if subprocess.run(["ip", "netns", "list"], capture_output=True, check=False).returncode:
-        return "`ip netns` is unavailable here"
-    return None
-
+from tests.netns_support import needs_netns, ours
 
 network = pytest.mark.network
-needs_netns = pytest.mark.skipif(_netns_usable() is not None,
-                                 reason=_netns_usable() or "network namespaces usable")
-
-
-def _ours(prefix: str) -> list[str]:
-    return [n for n in cl.list_namespaces() if n.startswith(prefix)]
 
 
 @pytest.fixture
 def prefix(request):
     name = f"gsn{os.getpid()}{request.node.name[-5:].replace('_', '')}-"
     yield name
-    assert _ours(name) == [], "namespaces left behind"
+    assert ours(name) == [], "namespaces left behind"
     assert not cl.record_path(name).exists(), "record left behind"
 
 
@@ -78,12 +61,12 @@ def test_ranks_must_split_into_nodes(per_node):
 @needs_netns
 def test_node_namespaces_built_and_removed(prefix):
     with EmulatedCluster(4, "100mbit", prefix=prefix, ranks_per_node=2) as c:
-        assert sorted(_ours(prefix)) == sorted(c.layout.namespaces)
-        assert len(_ours(prefix)) == 3
+        assert sorted(ours(prefix)) == sorted(c.layout.namespaces)
+        assert len(ours(prefix)) == 3
         ports = subprocess.run(["tc", "-n", c.layout.switch, "qdisc", "show"],
                                capture_output=True, text=True, check=True).stdout
         assert ports.count("tbf") == 2  # one shaped port per node
-    assert _ours(prefix) == []
+    assert ours(prefix) == []
 
 
 @network

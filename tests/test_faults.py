@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,27 +24,15 @@ from pathlib import Path
 import pytest
 
 from gradsched.capture import cluster as cl
+from tests.netns_support import needs_netns
 
 REPO_SRC = str(Path(cl.__file__).resolve().parents[2])
 START_S = 120.0  # generous: torch imports slowly on a loaded 2-core machine
 ORPHAN_BOUND_S = 30.0  # issue 17: ranks of a SIGKILLed launcher exit within 30 s
 
 
-def _netns_usable() -> str | None:
-    """None when namespaces can be built here, else the reason they cannot."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return "needs root (creates network namespaces)"
-    if shutil.which("ip") is None or shutil.which("tc") is None:
-        return "needs iproute2 (the ip and tc binaries)"
-    if subprocess.run(["ip", "netns", "list"], capture_output=True, check=False).returncode:
-        return "`ip netns` is unavailable here"
-    return None
-
-
 needs_proc = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(),
                                 reason="needs /proc (Linux) to find processes left behind")
-needs_netns = pytest.mark.skipif(_netns_usable() is not None,
-                                 reason=_netns_usable() or "network namespaces usable")
 
 
 # ----------------------------------------------------------------------------- helpers
