@@ -223,16 +223,16 @@ def test_csv_with_two_series_at_one_world_size_is_refused(tmp_path: Path) -> Non
         load_comm_spec(str(csv))
 
 
-def test_times_is_vectorised_and_fast() -> None:
-    import time
-
+def test_times_is_vectorised_and_agrees_with_time() -> None:
+    """``times`` takes a whole array at once and gives what ``time`` gives point by point
+    (its speed, what the planners rely on, is measured in benchmarks/bench_fit.py)."""
     sizes = np.logspace(0, 10, 10_000)
     for model in _models():
         ws = 8 if model.kind == "interp" else 16
-        model.times("all_reduce", sizes, ws)
-        start = time.perf_counter()
-        for _ in range(20):
-            out = model.times("all_reduce", sizes, ws)
-        per_call = (time.perf_counter() - start) / 20
+        out = model.times("all_reduce", sizes, ws)
         assert out.shape == sizes.shape and np.all(np.isfinite(out))
-        assert per_call < 5e-3, (model.kind, per_call)  # measured: well under 1 ms
+        sample = sizes[::997]
+        expected = [model.time("all_reduce", float(s), ws) for s in sample]
+        np.testing.assert_allclose(out[::997], expected, rtol=1e-12)
+
+
