@@ -1,0 +1,155 @@
+"""The package's shape: data flows one way (``docs/architecture.md``).
+
+Imports written inside functions count as edges: moving an import into a function hides a
+cycle from Python's import machinery, not from a reader.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.layering import TORCH_LIBRARIES, Edge, cycles, edges, graph, modules, resolve, unit
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+COMMON = frozenset({"errors", "io", "staging", "limits", "networks", "units", "provenance", "plan"})
+"""The common ground every unit may import."""
+
+ALLOWED: dict[str, frozenset[str]] = {
+    "errors": frozenset(),
+    "limits": frozenset(),
+    "io": frozenset({"errors"}),
+    "staging": frozenset({"errors", "io"}),
+    "units": frozenset({"errors"}),
+    "networks": frozenset({"errors"}),
+    "provenance": frozenset({"errors", "io"}),
+    "plan": frozenset({"errors", "io", "limits"}),
+    "traces": COMMON,
+    "costmodel": COMMON | {"traces"},
+    "planners": COMMON | {"traces", "costmodel"},
+    "replay": COMMON | {"traces", "costmodel"},
+    "experiments": COMMON | {"traces", "costmodel", "planners", "replay"},
+    "workloads": COMMON,
+    "distributed": COMMON,
+    "pipeline": COMMON,
+    "capture": COMMON | {"traces", "workloads", "distributed"},
+    "collectives": COMMON | {"traces", "costmodel", "distributed"},
+    "compression": COMMON | {"costmodel", "distributed"},
+    "runtime": COMMON | {"traces", "costmodel", "planners", "workloads", "distributed",
+                         "collectives", "compression"},
+    "reexec": COMMON | {"traces", "costmodel", "planners", "replay", "experiments",
+                        "workloads", "distributed", "capture", "runtime"},
+    "advise": COMMON | {"traces", "costmodel", "planners", "replay", "experiments",
+                        "workloads", "distributed", "runtime"},
+    "report": COMMON | {"traces", "costmodel", "planners", "replay", "experiments",
+                        "collectives", "compression", "reexec"},
+}
+"""Which units each unit may import (besides itself); ``commands``, ``cli`` and ``__main__``
+sit on top and may import any unit."""
+
+TOP = frozenset({"commands", "cli", "__main__"})
+
+LAZY_IMPORT_UNITS = frozenset({"commands", "cli"})
+"""Units whose functions may import inside themselves: each CLI verb loads only what it runs."""
+
+
+def _internal_edges(src: Path = SRC) -> list[tuple[Edge, str]]:
+    known = modules(src)
+    out = []
+    for edge in edges(src):
+        target = resolve(edge.target, known)
+        if target is not None and target != edge.source:
+            out.append((edge, target))
+    return out
+
+
+def _torch_bound(src: Path = SRC) -> set[str]:
+    """Modules that import the torch stack at their top level: importing one loads torch."""
+    bound = set()
+    for edge in edges(src):
+        if not edge.in_function and edge.target.split(".")[0] in TORCH_LIBRARIES:
+            bound.add(edge.source)
+    return bound
+
+
+def test_no_cycle_between_units() -> None:
+    pairs = [(unit(e.source), unit(t)) for e, t in _internal_edges()]
+    assert cycles(graph(pairs)) == []
+
+
+def test_no_cycle_between_modules() -> None:
+    """Finer than units: two modules of one subpackage never import each other either
+    (a package's ``__init__`` re-exporting its modules is not an edge back)."""
+    pairs = [(e.source, t) for e, t in _internal_edges()
+             if not (e.source == t.rpartition(".")[0] or t == e.source.rpartition(".")[0])]
+    assert cycles(graph(pairs)) == []
+
+
+def test_every_unit_imports_only_units_below_it() -> None:
+    wrong = []
+    for edge, target in _internal_edges():
+        src, dst = unit(edge.source), unit(target)
+        if src == dst or src in TOP:
+            continue
+        if src not in ALLOWED:
+            wrong.append(f"{edge.where()}: unit {src!r} is not in the layering table")
+        elif dst not in ALLOWED[src]:
+            wrong.append(f"{edge.where()}: {src} imports {dst} ({target})")
+    assert wrong == []
+
+
+def test_no_import_inside_a_function_outside_the_cli_and_torch_paths() -> None:
+    """Outside ``commands/`` and ``cli``, an import inside a function is allowed only for the
+    torch stack or a gradsched module that loads it, so that the light tiers (fit, plan,
+    replay, report) never import torch."""
+    known = modules(SRC)
+    torch_bound = _torch_bound()
+    hidden = []
+    for edge in edges(SRC):
+        if not edge.in_function or unit(edge.source) in LAZY_IMPORT_UNITS:
+            continue
+        if edge.target.split(".")[0] in TORCH_LIBRARIES:
+            continue
+        target = resolve(edge.target, known)
+        if target is not None and target in torch_bound:
+            continue
+        if target is None and edge.target.startswith("gradsched"):
+            continue  # the name part of ``from gradsched.x import name``: its module is checked
+        hidden.append(f"{edge.where()}: {edge.target}")
+    assert hidden == []
+
+
+def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    src = tmp_path / "src"
+    for name, text in files.items():
+        path = src / "gradsched" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return src
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["top-level", "inside-a-function"])
+def test_a_planted_cycle_is_found(tmp_path: Path, inside: bool) -> None:
+    """The checks above can fail: a cycle between two subpackages, one side written inside a
+    function, is found."""
+    back = ("def f():\n    from gradsched.planners import greedy\n" if inside
+            else "from gradsched.planners import greedy\n")
+    src = _plant(tmp_path, {
+        "__init__.py": "",
+        "planners/__init__.py": "",
+        "planners/greedy.py": "from gradsched.replay.engine import replay\n",
+        "replay/__init__.py": "",
+        "replay/engine.py": back,
+    })
+    pairs = [(unit(e.source), unit(t)) for e, t in _internal_edges(src)]
+    assert cycles(graph(pairs)) == [["planners", "replay"]]
+    hidden = {e.where() for e in edges(src) if e.in_function}
+    assert len(hidden) == (1 if inside else 0)
+
+
+def test_cycle_finder_on_known_graphs() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}) == [["a", "b"], ["c", "d"]]
