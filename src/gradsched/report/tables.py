@@ -24,7 +24,7 @@ ALGORITHM_LABELS = {
     "syncsgd": "SyncSGD", "wfbp": "WFBP", "ddp": "DDP", "horovod": "Horovod",
     "bytescheduler": "BytSched", "mgwfbp": "MG-WFBP", "oasr": "OASR", "dear": "DeAR",
     "contiguous_optimum": "Contig-opt", "search": "Search", "best": "Best",
-    "optimal": "Search",  # the name of ``search`` before issue 14 (older result files)
+    "optimal": "Search",  # the former name of ``search`` (older result files)
 }
 MODEL_LABELS = {"alpha-beta": "alpha-beta", "piecewise": "piecewise", "interp": "interp",
                 "analytic": "analytic"}
@@ -67,7 +67,8 @@ def fmt(value: object, digits: int = 2) -> str:
 
 HEADER_LINE_CHARS = 9
 """Column headers wrap at spaces into lines of about this many characters, so that a
-table's width follows its numbers, not its long headers (no table below 7 pt; issue 17)."""
+table's width follows its numbers, not its long headers (no table below 7 pt:
+``paper/main.tex`` refuses a table wider than the line at 7 pt)."""
 
 
 def header_cell(name: object, width: int = HEADER_LINE_CHARS) -> str:
@@ -183,7 +184,7 @@ def replay_wide(collected: pd.DataFrame) -> pd.DataFrame:
     algorithms = sorted(wide.columns, key=algorithm_sort_key)
     wide = wide[algorithms]
     # ``best`` is the oracle over the others; ``oasr`` (a reconstruction from an abstract)
-    # runs the same program as ``contiguous_optimum``, whose result it is (issue 14).
+    # runs the same program as ``contiguous_optimum``, whose result it is.
     candidates = [a for a in algorithms if a not in NOT_CREDITED]
     bound = collected.groupby(keys, sort=True)["lower_bound_s"].first()
     out = wide.reset_index()

@@ -1,4 +1,4 @@
-"""Two-level topology against measured multi-node sweeps (issue 18, item 1).
+"""Two-level topology against measured multi-node sweeps.
 
 The inter-node level is identified from the smallest multi-node sweep
 (:func:`gradsched.costmodel.topology_fit.identify_inter_level`; a reconstruction: no public
