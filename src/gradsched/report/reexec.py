@@ -23,14 +23,8 @@ from gradsched.errors import InputError
 from gradsched.io import write_csv_atomic, write_text_atomic
 from gradsched.reexec.analysis import analyze, plan_errors
 from gradsched.report.figures import algorithm_colors, placeholder, save, setup_style
-from gradsched.report.tables import (
-    MISSING,
-    algorithm_label,
-    algorithm_sort_key,
-    fmt,
-    to_latex,
-    to_markdown,
-)
+from gradsched.report.formatting import MISSING, fmt
+from gradsched.report.tables import algorithm_label, algorithm_sort_key, to_latex, to_markdown
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 

@@ -3,12 +3,12 @@
 A builder turns a result CSV into a frame of *formatted strings* (units in every column
 header); :func:`write_table` renders that frame twice. The LaTeX file holds only the
 ``tabular`` (the paper owns the float and the caption), prefixed by a comment that says
-it is generated.
+it is generated. Cells are formatted with :func:`gradsched.report.formatting.fmt`
+(imported here too, for the builders that import it from this module).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +16,9 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import write_text_atomic
+from gradsched.report.collect import extrapolated_mask, read_csv_or_empty
+from gradsched.report.formatting import MISSING, fmt
+from gradsched.report.topology import topology_table
 
 # Display order and names of the planners (unknown names sort last, as they are).
 ALGORITHM_ORDER = ("syncsgd", "wfbp", "ddp", "horovod", "bytescheduler", "mgwfbp", "oasr",
@@ -28,7 +31,6 @@ ALGORITHM_LABELS = {
 }
 MODEL_LABELS = {"alpha-beta": "alpha-beta", "piecewise": "piecewise", "interp": "interp",
                 "analytic": "analytic"}
-MISSING = "--"
 NOT_CREDITED = ("best", "oasr")
 """Never named the fastest of a case: the oracle, and the reconstruction equal to the DP."""
 
@@ -50,19 +52,6 @@ def algorithm_label(name: str) -> str:
 
 def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
-
-
-def fmt(value: object, digits: int = 2) -> str:
-    """Fixed-point text, or :data:`MISSING` for NaN/None."""
-    if value is None:
-        return MISSING
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return str(value)
-    if math.isnan(number):
-        return MISSING
-    return f"{number:.{digits}f}"
 
 
 HEADER_LINE_CHARS = 9
@@ -202,8 +191,6 @@ def replay_table(collected: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                   ("trace", "network", "world_size", "nodes", "fastest", "lower_bound_s")]
     ranks = wide["world_size"].astype(int).astype(str)
     if "extrapolated" in collected:  # replayed on a cross-world-size model, no sweep
-        from gradsched.report.collect import extrapolated_mask
-
         keys = ["trace", "network", "world_size", "nodes"]
         flags = collected.assign(extrapolated=extrapolated_mask(collected)).groupby(
             keys, sort=True)["extrapolated"].any()
@@ -282,13 +269,6 @@ def captured_comm_table(inv: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return out.reset_index(drop=True), "llrrrrr"
 
 
-def _topology_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """:func:`gradsched.report.topology.topology_table` (imported here: it uses :func:`fmt`)."""
-    from gradsched.report.topology import topology_table
-
-    return topology_table(frame)
-
-
 TABLES = {
     "captured-compute": captured_compute_table,
     "captured-comm": captured_comm_table,
@@ -296,7 +276,7 @@ TABLES = {
     "crossws": crossws_table,
     "replay": replay_table,
     "compare": compare_table,
-    "topology": _topology_table,
+    "topology": topology_table,
 }
 
 
@@ -306,8 +286,6 @@ def build_table(name: str, inputs: Sequence[str | Path], tex: str | Path, md: st
 
     ``families``: keep only the replay cases of these compute families (the ``family``
     column of ``report collect``), so that each family's table fits its page."""
-    from gradsched.report.collect import read_csv_or_empty
-
     frames = [read_csv_or_empty(p) for p in inputs]
     frames = [f for f in frames if not f.empty]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

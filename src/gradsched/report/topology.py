@@ -22,7 +22,7 @@ from gradsched.costmodel.topology_fit import (
     load_all_reduce_sweep,
     predict_sweep,
 )
-from gradsched.report.tables import fmt
+from gradsched.report.formatting import fmt
 
 VARIANTS = (("hierarchical", "best"), ("hierarchical", "ring"), ("flat", "ring"))
 """(collective model, inter-node algorithm) pairs checked: ``best`` is the analytic
