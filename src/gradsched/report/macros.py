@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.io import write_text_atomic
+from gradsched.networks import NETWORKS
 from gradsched.reexec.analysis import case_stats
 from gradsched.reexec.uncertainty import LEVEL, N_BOOT
 from gradsched.report.architectures import ratios
@@ -201,7 +202,6 @@ def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
     }
 
 
-REEXEC_NETWORKS = ("loopback", "tbf1gbit", "tbf100mbit")
 REEXEC_WORLD_SIZES = (2, 3)
 _REEXEC_KEYS = {
     "MedianErr": ("median_abs_err_pct", 1), "MedianErrInt": ("median_abs_err_int_pct", 1),
@@ -218,13 +218,13 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
     (``Reexec<Network>...``), the number of cases, in how many the best plan measured at
     least as fast as PyTorch DDP (25 MiB), the median executor-vs-DDP difference, and the
     calibrated per-collective compute cost per network and world size (ms)."""
-    scopes = {"": "all", **{camel(n): f"all-{n}" for n in REEXEC_NETWORKS}}
+    scopes = {"": "all", **{camel(n): f"all-{n}" for n in NETWORKS}}
     out = {f"Reexec{scope}{key}": NA for scope in scopes for key in _REEXEC_KEYS}
     out |= {"ReexecMedianErrIntPerLayer": NA, "ReexecMedianErrIntGlobal": NA}
     out |= {"ReexecNumCases": NA, "ReexecBestAsFastCases": NA,
             "ReexecExecVsDdpMedian": NA, "ReexecExecVsDdpWorst": NA}
     out |= {f"Reexec{camel(n)}P{camel(str(w))}CollectiveCpuMs": NA
-            for n in REEXEC_NETWORKS for w in REEXEC_WORLD_SIZES}
+            for n in NETWORKS for w in REEXEC_WORLD_SIZES}
     if measured is None or measured.empty:
         return out
     stats = case_stats(measured).set_index("case")
@@ -251,7 +251,7 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
             if len(mine):
                 out[f"ReexecMedianErrInt{key}"] = number(float(mine.median()), 1)
     if "collective_cpu_s" in measured:
-        for net in REEXEC_NETWORKS:
+        for net in NETWORKS:
             for world in REEXEC_WORLD_SIZES:
                 values = measured.loc[(measured["bandwidth"] == net)
                                       & (measured["world_size"] == world), "collective_cpu_s"]

@@ -21,6 +21,7 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import write_csv_atomic, write_text_atomic
+from gradsched.networks import NETWORKS
 from gradsched.reexec.analysis import analyze, plan_errors
 from gradsched.report.figures import algorithm_colors, placeholder, save, setup_style
 from gradsched.report.formatting import MISSING, fmt
@@ -115,7 +116,6 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
 
 _SHORT_MODELS = {"resnet18": "RN18", "resnet50": "RN50", "mobilenet_v2": "MNv2",
                  "bert-base": "BERT", "densenet121": "DN121"}
-_SHORT_NETWORKS = {"tbf1gbit": "1G", "tbf100mbit": "100M", "loopback": "lo"}
 
 
 def _short(case: str) -> str:
@@ -125,7 +125,7 @@ def _short(case: str) -> str:
     if match is None:
         return case
     model = _SHORT_MODELS.get(match["model"], match["model"])
-    net = _SHORT_NETWORKS.get(match["net"], match["net"])
+    net = NETWORKS[match["net"]].short_label if match["net"] in NETWORKS else match["net"]
     return f"{model} b{match['batch']} P{match['p']} {net}"
 
 
@@ -212,7 +212,9 @@ def _case_label(case: str) -> str:
 
 
 def _network_label(network: str) -> str:
-    return {"tbf1gbit": "1 Gbit/s", "tbf100mbit": "100 Mbit/s"}.get(network, network)
+    """``tbf1gbit`` -> ``1 Gbit/s`` (:data:`gradsched.networks.NETWORKS`); unknown keys as
+    they are."""
+    return NETWORKS[network].long_label if network in NETWORKS else network
 
 
 def _with_interval(value: object, lo: object, hi: object, digits: int) -> str:
