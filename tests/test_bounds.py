@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradsched.collectives.tuned import TunedModel
 from gradsched.costmodel.base import AlphaBetaModel, CommModel
 from gradsched.costmodel.formulas import AnalyticModel
 from gradsched.costmodel.interp import InterpCurve, InterpModel
 from gradsched.costmodel.piecewise import PiecewiseCurve, PiecewiseModel
 from gradsched.costmodel.scaling import ScaledModel
 from gradsched.costmodel.series import AlphaBetaSeriesModel
+from gradsched.costmodel.tuned import TunedModel
 from gradsched.plan import Bucket, Plan
 from gradsched.replay import ReplayOptions, lower_bound, replay
 from gradsched.traces import ComputeTrace

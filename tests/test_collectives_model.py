@@ -13,16 +13,16 @@ import pytest
 
 from gradsched.collectives import algorithms, get, get_allreduce, lp
 from gradsched.collectives.common import block_bounds, fold_rank, unfold_rank
-from gradsched.collectives.tuned import (
+from gradsched.costmodel import load_comm_spec
+from gradsched.costmodel.formulas import best_cost, cost, optimal_chunk
+from gradsched.costmodel.interp import InterpCurve
+from gradsched.costmodel.tuned import (
     TunedModel,
     build_tuned,
     fit_formulas,
     fits_to_json,
     load_samples,
 )
-from gradsched.costmodel import load_comm_spec
-from gradsched.costmodel.formulas import best_cost, cost, optimal_chunk
-from gradsched.costmodel.interp import InterpCurve
 from gradsched.errors import ConfigError
 from gradsched.traces import CommTrace
 

@@ -22,6 +22,7 @@ from gradsched.errors import ConfigError, InputError
 from gradsched.plan import Bucket, Plan
 from gradsched.reexec import analysis, experiment, interference
 from gradsched.replay.engine import replay
+from gradsched.report.reexec import analyze_file
 from gradsched.traces import ComputeTrace
 
 ALPHA_BETA = "alpha-beta:alpha=1e-4,beta=1e-9"
@@ -255,8 +256,8 @@ def test_analysis_errors_tau_and_best_vs_ddp(tmp_path):
     assert len(analysis.distinct_runs(analysis.plan_errors(dup))) == 5
     measured = tmp_path / "m.csv"
     frame.to_csv(measured, index=False)
-    out = analysis.analyze_file(measured, stats=tmp_path / "s.csv", table=tmp_path / "t.tex",
-                                md=tmp_path / "t.md")
+    out = analyze_file(measured, stats=tmp_path / "s.csv", table=tmp_path / "t.tex",
+                       md=tmp_path / "t.md")
     assert (tmp_path / "t.tex").read_text().count("Kendall tau") == 2  # the two stacked halves
     assert "| Best |" in (tmp_path / "t.md").read_text()
     assert len(out) == 3

@@ -30,7 +30,8 @@ Calling conventions (``group=None`` is the default group; ranks are group ranks)
 Look-ups: :func:`get` (collective, name), :func:`get_allreduce` (the executor's hook),
 :func:`algorithms` and :data:`COLLECTIVE_ALGORITHMS` (names, without importing torch),
 :func:`registry` (every implementation). Benchmarks and exactness checks are in
-:mod:`.bench`; formula fits and the ``tuned`` cost model in :mod:`.tuned`.
+:mod:`.bench`; formula fits and the ``tuned`` cost model in
+:mod:`gradsched.costmodel.tuned`.
 
 Verified (``tests/test_collectives_exact.py``) with gloo for P = 2..5, fp32 and bf16, any
 length; with NCCL the same code runs on GPU tensors (``dist.isend``/``irecv`` on CUDA)
@@ -47,8 +48,8 @@ from gradsched.errors import ConfigError
 if TYPE_CHECKING:
     import torch
 
-# torch is imported on first use only: ``gradsched.collectives.tuned`` (a cost model the
-# replay loads) must stay cheap to import.
+# torch is imported on first use only, so that the algorithm names (:func:`algorithms`,
+# :data:`COLLECTIVE_ALGORITHMS`) stay cheap to look up.
 AllReduceFn = Callable[["torch.Tensor", Any], None]
 
 

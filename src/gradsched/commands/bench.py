@@ -147,7 +147,7 @@ def _collectives(args: argparse.Namespace) -> int:
     trace.save(args.output)
     print(f"wrote {args.output} ({len(trace.frame)} rows, {trace.meta['wall_s']:.0f} s)")
     if args.tuned_out is not None:
-        from gradsched.collectives.tuned import build_tuned
+        from gradsched.costmodel.tuned import build_tuned
 
         build_tuned([args.output]).save(args.tuned_out)
         print(f"wrote {args.tuned_out}")
@@ -155,7 +155,7 @@ def _collectives(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from gradsched.collectives.tuned import fit_formulas, fits_to_json, load_samples
+    from gradsched.costmodel.tuned import fit_formulas, fits_to_json, load_samples
     from gradsched.errors import ConfigError
     from gradsched.io import write_csv_atomic, write_json_atomic
 
@@ -183,7 +183,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from gradsched.collectives.tuned import build_tuned, fits_from_json, load_samples
+    from gradsched.costmodel.tuned import build_tuned, fits_from_json, load_samples
     from gradsched.io import read_json
 
     fit = None

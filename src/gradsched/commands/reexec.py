@@ -171,7 +171,7 @@ def _interference(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from gradsched.reexec.analysis import analyze_file
+    from gradsched.report.reexec import analyze_file
 
     names = ("stats", "summary_table", "summary_md", "errors", "table", "md", "figure", "png")
     with Staging() as stage:  # every requested output, or none

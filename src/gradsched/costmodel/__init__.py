@@ -16,6 +16,7 @@ from gradsched.costmodel.ps import PSModel
 from gradsched.costmodel.scaling import ScaledModel
 from gradsched.costmodel.series import AlphaBetaSeriesModel, SeriesModel
 from gradsched.costmodel.topology import FlatRingModel, HierarchicalModel, Topology
+from gradsched.costmodel.tuned import TunedModel
 
 __all__ = [
     "AlphaBetaModel",
@@ -30,6 +31,7 @@ __all__ = [
     "ScaledModel",
     "SeriesModel",
     "Topology",
+    "TunedModel",
     "load_comm_spec",
     "model_from_dict",
     "register_model",

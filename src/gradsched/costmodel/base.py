@@ -2,7 +2,8 @@
 
 A model answers ``time(collective, bytes, world_size) -> seconds``. Models serialise to
 JSON (``{"kind": ..., ...}``) and are looked up by ``kind`` in a registry, so a new
-model is one new module that calls :func:`register_model`.
+model is one new module that calls :func:`register_model` and that
+``gradsched/costmodel/__init__.py`` imports.
 
 ``--comm`` accepts
 * a comm-trace CSV (``*.csv``): monotone interpolation of the measurements,
@@ -35,7 +36,7 @@ DERIVED_FROM_ALL_REDUCE: dict[str, float] = {
     "broadcast": 0.5,
     "reduce": 0.5,
     # one point-to-point message of M bytes crosses one link once, as much per link as a ring
-    # all-reduce of M bytes on 2 ranks (2(P-1)/P = 1): f = 1 (issue 18, item 2)
+    # all-reduce of M bytes on 2 ranks (2(P-1)/P = 1): f = 1
     "p2p": 1.0,
 }
 
@@ -157,6 +158,10 @@ class CommModel(ABC):
         write_json_atomic(path, self.to_dict())
 
 
+# Filled by each model module as it is imported. The package ``gradsched.costmodel``
+# imports every built-in model module at its top, and Python runs a package's
+# ``__init__`` before any of its submodules, so the registry is complete wherever this
+# module can be imported from outside the package.
 _REGISTRY: dict[str, type[CommModel]] = {}
 
 
@@ -170,13 +175,11 @@ def register_model(cls: type[CommModel]) -> type[CommModel]:
 
 def model_kinds() -> list[str]:
     """Registered model kinds."""
-    _import_builtin_models()
     return sorted(_REGISTRY)
 
 
 def model_from_dict(data: dict[str, Any], source: str = "<dict>") -> CommModel:
     """Rebuild a model from its JSON description."""
-    _import_builtin_models()
     kind = data.get("kind")
     if kind not in _REGISTRY:
         raise InputError(f"unknown model kind {kind!r}; known: {', '.join(sorted(_REGISTRY))}",
@@ -197,8 +200,8 @@ def model_from_dict(data: dict[str, Any], source: str = "<dict>") -> CommModel:
 
 def check_model_range(model: CommModel, source: str = "<model>") -> None:
     """Refuse a model whose all-reduce of 1 byte or of 1 GiB takes a non-finite time or
-    more than :data:`~gradsched.limits.MAX_SECONDS` at a world size it holds (issue 17:
-    an alpha of 1e300 s was accepted and overflowed the replay's sums)."""
+    more than :data:`~gradsched.limits.MAX_SECONDS` at a world size it holds
+    (without this check an alpha of 1e300 s is accepted and overflows the replay's sums)."""
     from gradsched.errors import GradschedError
 
     for world_size in model.world_sizes() or (2,):
@@ -310,15 +313,8 @@ def register_trace_loader(loader: Callable[[Path], CommModel]) -> None:
     _TRACE_LOADER[:] = [loader]
 
 
-def _import_builtin_models() -> None:
-    # Importing these registers every built-in model kind (tuned: per-size algorithm choice).
-    import gradsched.collectives.tuned
-    import gradsched.costmodel  # noqa: F401
-
-
 def load_comm_spec(spec: str) -> CommModel:
     """Turn a ``--comm`` spec into a model (see module docstring)."""
-    _import_builtin_models()
     if spec.startswith("alpha-beta:"):
         return parse_inline_alpha_beta(spec)
     path = Path(spec)

@@ -33,6 +33,7 @@ the errors; their tau is the median of the cases' taus.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import read_csv_checked, write_csv_atomic
+from gradsched.io import read_csv_checked
 
 PREDICTIONS = {"": "predicted_s", "_int": "predicted_interference_s", "_raw": "predicted_raw_s",
                "_dyn": "predicted_dynamic_s"}
@@ -299,39 +300,30 @@ def load_iterations(path: str | Path) -> pd.DataFrame:
     return frame
 
 
-def analyze_file(path: str | Path, *, iterations: str | Path | None = None,
-                 stats: str | Path | None = None, summary_table: str | Path | None = None,
-                 summary_md: str | Path | None = None,
-                 errors: str | Path | None = None, table: str | Path | None = None,
-                 md: str | Path | None = None, figure: str | Path | None = None,
-                 png: str | Path | None = None) -> pd.DataFrame:
-    """Statistics of ``path`` (measured.csv; with ``iterations``, bootstrap intervals
-    too); write the outputs asked for."""
+@dataclass(frozen=True)
+class Analysis:
+    """The statistics of one measured.csv (:func:`analyze`); the report layer writes them
+    (:func:`gradsched.report.reexec.analyze_file`)."""
+
+    frame: pd.DataFrame
+    """The measured rows as read (:func:`load`)."""
+    summary: pd.DataFrame
+    """:func:`case_stats`: one row per case, per network and overall."""
+    intervals: pd.DataFrame | None
+    """Per-plan 95 % intervals (:func:`case_intervals`); None without the per-iteration data."""
+
+    def errors(self) -> pd.DataFrame:
+        """:func:`plan_errors`, with the per-plan intervals when there are some."""
+        per_plan = plan_errors(self.frame)
+        if self.intervals is not None:
+            per_plan = per_plan.merge(self.intervals, on=["case", "algorithm"], how="left")
+        return per_plan
+
+
+def analyze(path: str | Path, iterations: str | Path | None = None) -> Analysis:
+    """Statistics of ``path`` (measured.csv; with ``iterations``, bootstrap intervals too)."""
     frame = load(path)
     its = load_iterations(iterations) if iterations is not None else None
     summary = case_stats(frame, its)
     intervals = case_intervals(frame, its)[0] if its is not None else None
-    if stats is not None:
-        write_csv_atomic(stats, summary)
-    if errors is not None:
-        per_plan = plan_errors(frame)
-        if intervals is not None:
-            per_plan = per_plan.merge(intervals, on=["case", "algorithm"], how="left")
-        write_csv_atomic(errors, per_plan)
-    if summary_table is not None or summary_md is not None:
-        if its is None:
-            raise InputError("the summary table needs the per-iteration data (--iterations)")
-        from gradsched.report.reexec import write_reexec_summary
-
-        write_reexec_summary(summary, tex=summary_table, md=summary_md)
-    if table is not None or md is not None:
-        from gradsched.report.reexec import write_reexec_table
-
-        write_reexec_table(frame, summary, tex=table, md=md)
-    if figure is not None or png is not None:
-        from gradsched.report.reexec import figure_reexec
-
-        pdf_out = figure if figure is not None else Path(str(png)).with_suffix(".pdf")
-        png_out = png if png is not None else Path(str(figure)).with_suffix(".png")
-        figure_reexec(frame, pdf_out, png_out, intervals)
-    return summary
+    return Analysis(frame, summary, intervals)

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradsched.collectives.tuned import FormulaFit, fits_from_json, load_samples, predict
 from gradsched.costmodel.formulas import cost
+from gradsched.costmodel.tuned import FormulaFit, fits_from_json, load_samples, predict
 from gradsched.io import read_json
 from gradsched.report.figures import _grid, placeholder, save, setup_style
 from gradsched.report.tables import fmt, write_table

@@ -21,7 +21,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from gradsched.costmodel.base import load_comm_spec
 from gradsched.io import atomic_open
+from gradsched.report.collect import extrapolated_mask
 from gradsched.report.macros import mgwfbp_gaps
 from gradsched.report.tables import (
     ALGORITHM_ORDER,
@@ -106,8 +108,6 @@ def fit_curves(comm_csvs: Sequence[str | Path], model_jsons: Sequence[str | Path
     Model files are named ``<trace stem>.<model kind>.json``; the legend gives each model's
     held-out MAPE from ``fits_csv`` (the k-fold error by message size).
     """
-    from gradsched.costmodel.base import load_comm_spec
-
     comm_csvs = [Path(p) for p in comm_csvs]
     if not comm_csvs:
         placeholder(out_pdf, out_png, "Measured vs fitted collective time",
@@ -200,8 +200,6 @@ def _pairing_of(part: pd.DataFrame) -> str:
 
 def _shade_extrapolated(ax: plt.Axes, part: pd.DataFrame) -> None:
     """Grey out the world sizes no sweep measured (replayed on a cross-world-size model)."""
-    from gradsched.report.collect import extrapolated_mask
-
     mask = extrapolated_mask(part)
     if not mask.any():
         return
@@ -355,8 +353,6 @@ def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) ->
     case; right: every algorithm's gap to the
     lower bound (one point per case). Points replayed beyond the sweeps (extrapolated) are
     left out, as in the prose's macros."""
-    from gradsched.report.collect import extrapolated_mask
-
     collected = pd.read_csv(collected_csv)
     collected = collected[~extrapolated_mask(collected)]
     if collected.empty:

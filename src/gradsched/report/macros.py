@@ -17,6 +17,11 @@ import numpy as np
 import pandas as pd
 
 from gradsched.io import write_text_atomic
+from gradsched.networks import NETWORKS
+from gradsched.reexec.analysis import case_stats
+from gradsched.reexec.uncertainty import LEVEL, N_BOOT
+from gradsched.report.architectures import ratios
+from gradsched.report.collect import extrapolated_mask
 from gradsched.report.tables import algorithm_label, latex_escape, replay_wide
 
 PREFIX = "gs"
@@ -140,10 +145,8 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest"]
     out = dict.fromkeys(keys, NA)
     if collected is not None:
-        from gradsched.report.collect import extrapolated_mask
-
         # the prose's claims are about world sizes a sweep measured: the points replayed on
-        # a cross-world-size model beyond the sweeps (issue 15) are shown, never counted
+        # a cross-world-size model beyond the sweeps are shown, never counted
         collected = collected[~extrapolated_mask(collected)]
     if collected is None or collected.empty:
         return out
@@ -199,7 +202,6 @@ def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
     }
 
 
-REEXEC_NETWORKS = ("loopback", "tbf1gbit", "tbf100mbit")
 REEXEC_WORLD_SIZES = (2, 3)
 _REEXEC_KEYS = {
     "MedianErr": ("median_abs_err_pct", 1), "MedianErrInt": ("median_abs_err_int_pct", 1),
@@ -216,17 +218,15 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
     (``Reexec<Network>...``), the number of cases, in how many the best plan measured at
     least as fast as PyTorch DDP (25 MiB), the median executor-vs-DDP difference, and the
     calibrated per-collective compute cost per network and world size (ms)."""
-    scopes = {"": "all", **{camel(n): f"all-{n}" for n in REEXEC_NETWORKS}}
+    scopes = {"": "all", **{camel(n): f"all-{n}" for n in NETWORKS}}
     out = {f"Reexec{scope}{key}": NA for scope in scopes for key in _REEXEC_KEYS}
     out |= {"ReexecMedianErrIntPerLayer": NA, "ReexecMedianErrIntGlobal": NA}
     out |= {"ReexecNumCases": NA, "ReexecBestAsFastCases": NA,
             "ReexecExecVsDdpMedian": NA, "ReexecExecVsDdpWorst": NA}
     out |= {f"Reexec{camel(n)}P{camel(str(w))}CollectiveCpuMs": NA
-            for n in REEXEC_NETWORKS for w in REEXEC_WORLD_SIZES}
+            for n in NETWORKS for w in REEXEC_WORLD_SIZES}
     if measured is None or measured.empty:
         return out
-    from gradsched.reexec.analysis import case_stats
-
     stats = case_stats(measured).set_index("case")
     for scope, row in scopes.items():
         if row not in stats.index:
@@ -251,7 +251,7 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
             if len(mine):
                 out[f"ReexecMedianErrInt{key}"] = number(float(mine.median()), 1)
     if "collective_cpu_s" in measured:
-        for net in REEXEC_NETWORKS:
+        for net in NETWORKS:
             for world in REEXEC_WORLD_SIZES:
                 values = measured.loc[(measured["bandwidth"] == net)
                                       & (measured["world_size"] == world), "collective_cpu_s"]
@@ -276,8 +276,6 @@ def reexec_boot_macros(stats: pd.DataFrame | None) -> dict[str, str]:
     spread-to-noise range, ``best`` against PyTorch DDP's default and the tuned cap
     (speed-ups; a case counts as "not slower than tuned" when the interval's upper end
     reaches 1), flagged runs. Communication-bound cases: every network but loopback."""
-    from gradsched.reexec.uncertainty import LEVEL, N_BOOT
-
     out = {key: NA for key in _BOOT_KEYS}
     out["ReexecCiLevel"] = number(LEVEL, 0)  # settings of the bootstrap, not results
     out["ReexecBootReplicates"] = str(N_BOOT)
@@ -327,8 +325,6 @@ def architecture_macros(runs: list[dict] | None) -> dict[str, str]:
     out |= {"ArchErrMin": NA, "ArchErrMax": NA, "ArchNumRuns": NA}
     if not runs:
         return out
-    from gradsched.report.architectures import ratios
-
     for row in ratios(runs).itertuples(index=False):
         name = "HierFlat" if row.ratio.startswith("hierarchical") else "PsFlat"
         out[f"Arch{name}{camel(row.link)}Meas"] = number(float(row.measured), 2)

@@ -9,6 +9,7 @@
 
 Input: the committed ``paper/data/reexec/measured.csv`` (see
 :mod:`gradsched.reexec.experiment`); statistics from :mod:`gradsched.reexec.analysis`.
+:func:`analyze_file` (``gradsched reexec analyze``) computes them and writes every output.
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from gradsched.io import write_text_atomic
-from gradsched.report.tables import (
-    MISSING,
-    algorithm_label,
-    algorithm_sort_key,
-    fmt,
-    to_latex,
-    to_markdown,
-)
+from gradsched.errors import InputError
+from gradsched.io import write_csv_atomic, write_text_atomic
+from gradsched.networks import NETWORKS
+from gradsched.reexec.analysis import analyze, plan_errors
+from gradsched.report.figures import algorithm_colors, placeholder, save, setup_style
+from gradsched.report.formatting import MISSING, fmt
+from gradsched.report.tables import algorithm_label, algorithm_sort_key, to_latex, to_markdown
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
@@ -58,8 +57,6 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
     Error bars: the 95 % bootstrap interval of the median where ``intervals`` gives it
     (:func:`gradsched.reexec.analysis.case_intervals`), else the p10-p90 range."""
     import matplotlib.pyplot as plt
-
-    from gradsched.report.figures import algorithm_colors, placeholder, save, setup_style
 
     rows = frame.loc[frame["kind"] != "control"] if "kind" in frame else frame
     bar = "p10-p90"
@@ -119,7 +116,6 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
 
 _SHORT_MODELS = {"resnet18": "RN18", "resnet50": "RN50", "mobilenet_v2": "MNv2",
                  "bert-base": "BERT", "densenet121": "DN121"}
-_SHORT_NETWORKS = {"tbf1gbit": "1G", "tbf100mbit": "100M", "loopback": "lo"}
 
 
 def _short(case: str) -> str:
@@ -129,14 +125,12 @@ def _short(case: str) -> str:
     if match is None:
         return case
     model = _SHORT_MODELS.get(match["model"], match["model"])
-    net = _SHORT_NETWORKS.get(match["net"], match["net"])
+    net = NETWORKS[match["net"]].short_label if match["net"] in NETWORKS else match["net"]
     return f"{model} b{match['batch']} P{match['p']} {net}"
 
 
 def reexec_table(frame: pd.DataFrame, stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """Rows: plans (error %, without / with interference), then the per-case summary."""
-    from gradsched.reexec.analysis import plan_errors
-
     errors = plan_errors(frame)
     cases = list(dict.fromkeys(errors["case"]))
     names = _order(sorted(errors["algorithm"].unique()))
@@ -181,7 +175,8 @@ def reexec_table(frame: pd.DataFrame, stats: pd.DataFrame) -> tuple[pd.DataFrame
 
 def split_latex(table: pd.DataFrame, title: str) -> str:
     """The LaTeX form as two stacked tabulars, the replay without and with interference
-    (each case has one column of each), so that neither is set below 7 pt (issue 17)."""
+    (each case has one column of each), so that neither is set below 7 pt (``paper/main.tex``
+    refuses a table wider than the line at 7 pt)."""
     cols = list(table.columns)
     parts = []
     for label, picked in (("without interference", cols[1::2]),
@@ -217,7 +212,9 @@ def _case_label(case: str) -> str:
 
 
 def _network_label(network: str) -> str:
-    return {"tbf1gbit": "1 Gbit/s", "tbf100mbit": "100 Mbit/s"}.get(network, network)
+    """``tbf1gbit`` -> ``1 Gbit/s`` (:data:`gradsched.networks.NETWORKS`); unknown keys as
+    they are."""
+    return NETWORKS[network].long_label if network in NETWORKS else network
 
 
 def _with_interval(value: object, lo: object, hi: object, digits: int) -> str:
@@ -268,3 +265,30 @@ def write_reexec_summary(stats: pd.DataFrame, *, tex: str | Path | None,
         write_text_atomic(tex, to_latex(table, align, title))
     if md is not None:
         write_text_atomic(md, to_markdown(table, title))
+
+
+def analyze_file(path: str | Path, *, iterations: str | Path | None = None,
+                 stats: str | Path | None = None, summary_table: str | Path | None = None,
+                 summary_md: str | Path | None = None,
+                 errors: str | Path | None = None, table: str | Path | None = None,
+                 md: str | Path | None = None, figure: str | Path | None = None,
+                 png: str | Path | None = None) -> pd.DataFrame:
+    """``gradsched reexec analyze``: the statistics of ``path`` (measured.csv; with
+    ``iterations``, bootstrap intervals too, :func:`gradsched.reexec.analysis.analyze`);
+    write the outputs asked for and return the per-case statistics."""
+    result = analyze(path, iterations)
+    if stats is not None:
+        write_csv_atomic(stats, result.summary)
+    if errors is not None:
+        write_csv_atomic(errors, result.errors())
+    if summary_table is not None or summary_md is not None:
+        if result.intervals is None:
+            raise InputError("the summary table needs the per-iteration data (--iterations)")
+        write_reexec_summary(result.summary, tex=summary_table, md=summary_md)
+    if table is not None or md is not None:
+        write_reexec_table(result.frame, result.summary, tex=table, md=md)
+    if figure is not None or png is not None:
+        pdf_out = figure if figure is not None else Path(str(png)).with_suffix(".pdf")
+        png_out = png if png is not None else Path(str(figure)).with_suffix(".png")
+        figure_reexec(result.frame, pdf_out, png_out, result.intervals)
+    return result.summary

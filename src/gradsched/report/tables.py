@@ -3,12 +3,12 @@
 A builder turns a result CSV into a frame of *formatted strings* (units in every column
 header); :func:`write_table` renders that frame twice. The LaTeX file holds only the
 ``tabular`` (the paper owns the float and the caption), prefixed by a comment that says
-it is generated.
+it is generated. Cells are formatted with :func:`gradsched.report.formatting.fmt`
+(imported here too, for the builders that import it from this module).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +16,9 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import write_text_atomic
+from gradsched.report.collect import extrapolated_mask, read_csv_or_empty
+from gradsched.report.formatting import MISSING, fmt
+from gradsched.report.topology import topology_table
 
 # Display order and names of the planners (unknown names sort last, as they are).
 ALGORITHM_ORDER = ("syncsgd", "wfbp", "ddp", "horovod", "bytescheduler", "mgwfbp", "oasr",
@@ -24,11 +27,10 @@ ALGORITHM_LABELS = {
     "syncsgd": "SyncSGD", "wfbp": "WFBP", "ddp": "DDP", "horovod": "Horovod",
     "bytescheduler": "BytSched", "mgwfbp": "MG-WFBP", "oasr": "OASR", "dear": "DeAR",
     "contiguous_optimum": "Contig-opt", "search": "Search", "best": "Best",
-    "optimal": "Search",  # the name of ``search`` before issue 14 (older result files)
+    "optimal": "Search",  # the former name of ``search`` (older result files)
 }
 MODEL_LABELS = {"alpha-beta": "alpha-beta", "piecewise": "piecewise", "interp": "interp",
                 "analytic": "analytic"}
-MISSING = "--"
 NOT_CREDITED = ("best", "oasr")
 """Never named the fastest of a case: the oracle, and the reconstruction equal to the DP."""
 
@@ -52,22 +54,10 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
 
 
-def fmt(value: object, digits: int = 2) -> str:
-    """Fixed-point text, or :data:`MISSING` for NaN/None."""
-    if value is None:
-        return MISSING
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return str(value)
-    if math.isnan(number):
-        return MISSING
-    return f"{number:.{digits}f}"
-
-
 HEADER_LINE_CHARS = 9
 """Column headers wrap at spaces into lines of about this many characters, so that a
-table's width follows its numbers, not its long headers (no table below 7 pt; issue 17)."""
+table's width follows its numbers, not its long headers (no table below 7 pt:
+``paper/main.tex`` refuses a table wider than the line at 7 pt)."""
 
 
 def header_cell(name: object, width: int = HEADER_LINE_CHARS) -> str:
@@ -183,7 +173,7 @@ def replay_wide(collected: pd.DataFrame) -> pd.DataFrame:
     algorithms = sorted(wide.columns, key=algorithm_sort_key)
     wide = wide[algorithms]
     # ``best`` is the oracle over the others; ``oasr`` (a reconstruction from an abstract)
-    # runs the same program as ``contiguous_optimum``, whose result it is (issue 14).
+    # runs the same program as ``contiguous_optimum``, whose result it is.
     candidates = [a for a in algorithms if a not in NOT_CREDITED]
     bound = collected.groupby(keys, sort=True)["lower_bound_s"].first()
     out = wide.reset_index()
@@ -201,8 +191,6 @@ def replay_table(collected: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                   ("trace", "network", "world_size", "nodes", "fastest", "lower_bound_s")]
     ranks = wide["world_size"].astype(int).astype(str)
     if "extrapolated" in collected:  # replayed on a cross-world-size model, no sweep
-        from gradsched.report.collect import extrapolated_mask
-
         keys = ["trace", "network", "world_size", "nodes"]
         flags = collected.assign(extrapolated=extrapolated_mask(collected)).groupby(
             keys, sort=True)["extrapolated"].any()
@@ -281,13 +269,6 @@ def captured_comm_table(inv: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return out.reset_index(drop=True), "llrrrrr"
 
 
-def _topology_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """:func:`gradsched.report.topology.topology_table` (imported here: it uses :func:`fmt`)."""
-    from gradsched.report.topology import topology_table
-
-    return topology_table(frame)
-
-
 TABLES = {
     "captured-compute": captured_compute_table,
     "captured-comm": captured_comm_table,
@@ -295,7 +276,7 @@ TABLES = {
     "crossws": crossws_table,
     "replay": replay_table,
     "compare": compare_table,
-    "topology": _topology_table,
+    "topology": topology_table,
 }
 
 
@@ -305,8 +286,6 @@ def build_table(name: str, inputs: Sequence[str | Path], tex: str | Path, md: st
 
     ``families``: keep only the replay cases of these compute families (the ``family``
     column of ``report collect``), so that each family's table fits its page."""
-    from gradsched.report.collect import read_csv_or_empty
-
     frames = [read_csv_or_empty(p) for p in inputs]
     frames = [f for f in frames if not f.empty]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

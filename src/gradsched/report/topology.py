@@ -1,4 +1,4 @@
-"""Two-level topology against measured multi-node sweeps (issue 18, item 1).
+"""Two-level topology against measured multi-node sweeps.
 
 The inter-node level is identified from the smallest multi-node sweep
 (:func:`gradsched.costmodel.topology_fit.identify_inter_level`; a reconstruction: no public
@@ -22,7 +22,7 @@ from gradsched.costmodel.topology_fit import (
     load_all_reduce_sweep,
     predict_sweep,
 )
-from gradsched.report.tables import fmt
+from gradsched.report.formatting import fmt
 
 VARIANTS = (("hierarchical", "best"), ("hierarchical", "ring"), ("flat", "ring"))
 """(collective model, inter-node algorithm) pairs checked: ``best`` is the analytic

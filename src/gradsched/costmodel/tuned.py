@@ -53,6 +53,7 @@ from gradsched.costmodel.base import (
 from gradsched.costmodel.formulas import ALGORITHMS, cost, supports
 from gradsched.costmodel.interp import InterpCurve
 from gradsched.errors import ConfigError, InputError
+from gradsched.traces import CommTrace
 
 TIME_COLUMNS = ("time_s", "time_min_s")
 ERROR_COLUMNS = ("network", "collective", "algorithm", "fit", "world_size", "bytes",
@@ -70,8 +71,6 @@ def network_label(meta: dict[str, Any], nodes: int) -> str:
 def load_samples(paths: Sequence[str | Path], time_column: str = "time_s") -> pd.DataFrame:
     """All rows of per-algorithm comm traces, with ``network``, ``time`` (the chosen
     statistic) and ``lp_chunk_bytes`` (NaN where the sidecar does not say)."""
-    from gradsched.traces import CommTrace
-
     if time_column not in TIME_COLUMNS:
         raise ConfigError(f"--time-column {time_column!r}: use one of {', '.join(TIME_COLUMNS)}")
     frames = []

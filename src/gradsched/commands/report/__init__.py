@@ -1,0 +1,57 @@
+"""``gradsched report ...``: figures, tables, prose macros and checks from result CSVs.
+
+    gradsched report collect --case TRACE NETWORK COMM.csv RESULT.csv [...] \\
+        [--extrapolated TRACE NETWORK REF.csv RESULT.csv ...] \\
+        [--label TRACE NETWORK FAMILY PAIRING ...] -o replay.csv
+    gradsched report concat A.csv B.csv ... -o all.csv
+    gradsched report figure fit-curves --comm A.csv ... --models A.piecewise.json ... \\
+        --fits fits.csv -o fig.pdf [--png fig.png]
+    gradsched report figure fit-mape --fits fits.csv -o fig.pdf
+    gradsched report figure replay-vs-world-size --input replay.csv [--family F] -o fig.pdf
+    gradsched report figure timeline --input wfbp.timeline.csv mgwfbp.timeline.csv -o fig.pdf
+    gradsched report figure gaps --input replay.csv -o fig.pdf
+    gradsched report table fits|crossws|replay|compare --input X.csv --tex T.tex --md T.md
+    gradsched report macros [--fits F] [--crossws C] [--replay R] [--compare K] -o macros.tex
+    gradsched report topology-replay --compute NAME CSV ... \\
+        --topology NAME FILE flat|hierarchical ... [--measured NAME SWEEP.csv ...] \\
+        [--algorithms wfbp,ddp,mgwfbp] -o topo-replay.csv
+    gradsched report topology-replay-table --input topo-replay.csv --tex T.tex --md T.md
+    gradsched report scaling-check --spec config/published-scaling.yaml -o scaling.csv
+    gradsched report scaling-table --input scaling.csv --tex T.tex --md T.md
+    gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
+        [--skip CHECK CASE REASON] -o compare.csv
+
+No logic lives here: every sub-command calls :mod:`gradsched.report`. One module per
+group of verbs (:mod:`.collect`, :mod:`.figures`, :mod:`.tables`, :mod:`.topology`,
+:mod:`.architectures`, :mod:`.paper`, :mod:`.scaling`, :mod:`.compare`), each with its
+``register``; :func:`register` adds them in the order ``gradsched report --help`` lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from gradsched.commands.report import (
+    architectures,
+    collect,
+    compare,
+    figures,
+    paper,
+    scaling,
+    tables,
+    topology,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("report", help="figures, tables, macros and checks from results")
+    rsub = parser.add_subparsers(dest="report_command", metavar="WHAT", required=True)
+    collect.register(rsub)
+    figures.register(rsub)
+    tables.register(rsub)
+    topology.register(rsub)
+    architectures.register(rsub)
+    paper.register_captions(rsub)
+    scaling.register(rsub)
+    paper.register(rsub)
+    compare.register(rsub)

@@ -1,0 +1,121 @@
+"""The paper's build: ``gradsched report captions``, ``latex-check``, ``claims`` and
+``macros`` (every number the prose quotes).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gradsched.commands.report._common import columns_named
+
+
+def register_captions(rsub: argparse._SubParsersAction) -> None:
+    """Add ``captions``."""
+    p = rsub.add_parser("captions", help="the snakemake report's captions from the paper's "
+                        "own (one .rst per figure and table)")
+    p.add_argument("main_tex", type=Path, help="paper/main.tex")
+    p.add_argument("-o", "--output", type=Path, required=True, help="folder for the .rst files")
+    p.set_defaults(func=_captions)
+
+
+def register(rsub: argparse._SubParsersAction) -> None:
+    """Add ``latex-check``, ``claims`` and ``macros``."""
+    p = rsub.add_parser("latex-check", help="fail on a float too large for its page or an "
+                        "undefined reference/citation in a LaTeX log")
+    p.add_argument("log", type=Path, help="the .log of a LaTeX run")
+    p.set_defaults(func=_latex_check)
+
+    p = rsub.add_parser("claims", help="the README's claims with the paper's numbers "
+                        "(Markdown from the macros file)")
+    p.add_argument("--macros", type=Path, required=True, help="paper/generated/macros.tex")
+    p.add_argument("-o", "--output", type=Path, required=True, help="claims Markdown")
+    p.set_defaults(func=_claims)
+
+    p = rsub.add_parser("macros", help="\\newcommand for every number quoted in the paper")
+    p.add_argument("--fits", type=Path)
+    p.add_argument("--crossws", type=Path)
+    p.add_argument("--replay", type=Path, help="collected replay CSV")
+    p.add_argument("--compare", type=Path)
+    p.add_argument("--reexec", type=Path,
+                   help="re-execution measured.csv (paper/data/reexec/measured.csv)")
+    p.add_argument("--architectures", type=Path,
+                   help="hierarchical / parameter-server runs on the emulated cluster "
+                        "(paper/data/reexec/issue18/measured.json)")
+    p.add_argument("--reexec-stats", type=Path,
+                   help="re-execution statistics with bootstrap intervals (reexec analyze "
+                        "--iterations ... --stats)")
+    p.add_argument("--executor-bench", type=Path,
+                   help="benchmarks/bench_executor_vs_ddp.py JSON")
+    p.add_argument("--headline-trace")
+    p.add_argument("--headline-network")
+    p.add_argument("--headline-world-size", type=int)
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.set_defaults(func=columns_named(_macros))
+
+
+def _captions(args: argparse.Namespace) -> int:
+    from gradsched.report.captions import write_captions
+
+    written = write_captions(args.main_tex, args.output)
+    print(f"wrote {len(written)} captions to {args.output}")
+    return 0
+
+
+def _latex_check(args: argparse.Namespace) -> int:
+    import sys
+
+    from gradsched.report.latexlog import check_log
+
+    found = check_log(args.log)
+    for message in found:
+        print(f"error: {args.log}: {message}", file=sys.stderr)
+    if found:
+        return 2
+    print(f"{args.log}: no float too large, no undefined reference")
+    return 0
+
+
+def _claims(args: argparse.Namespace) -> int:
+    from gradsched.report.claims import write_claims
+
+    write_claims(args.macros, args.output)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _read(path: Path | None):
+    from gradsched.report.collect import read_csv_or_empty
+
+    return None if path is None else read_csv_or_empty(path)
+
+
+def _read_json(path: Path | None) -> dict | None:
+    from gradsched.io import read_json
+
+    return None if path is None else read_json(path)
+
+
+def _architecture_runs(path: Path | None) -> list[dict] | None:
+    if path is None:
+        return None
+    from gradsched.report.architectures import load_runs
+
+    return load_runs(path)
+
+
+def _macros(args: argparse.Namespace) -> int:
+    from gradsched.report.macros import Headline, all_macros, write_macros
+
+    macros = all_macros(_read(args.fits), _read(args.crossws), _read(args.replay),
+                        _read(args.compare),
+                        Headline(args.headline_trace, args.headline_network,
+                                 args.headline_world_size), _read(args.reexec),
+                        _read_json(args.executor_bench), _read(args.reexec_stats),
+                        _architecture_runs(args.architectures))
+    write_macros(args.output, macros)
+    missing = sorted(k for k, v in macros.items() if v == "n/a")
+    print(f"wrote {args.output} ({len(macros)} macros)")
+    if missing:
+        print(f"note: {len(missing)} macros have no data (n/a): {', '.join(missing)}")
+    return 0

@@ -1,0 +1,60 @@
+"""``gradsched report table`` and ``forward``: tables as LaTeX (booktabs) and Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gradsched.commands.report._common import columns_named
+from gradsched.errors import ConfigError
+from gradsched.report.tables import TABLES
+
+
+def register(rsub: argparse._SubParsersAction) -> None:
+    """Add ``table`` and ``forward``."""
+    p = rsub.add_parser("table", help="write one table as LaTeX (booktabs) and Markdown")
+    p.add_argument("name", choices=sorted(TABLES))
+    p.add_argument("--input", nargs="+", type=Path, required=True)
+    p.add_argument("--tex", type=Path, required=True)
+    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--title", default="")
+    p.add_argument("--family", action="append", default=[],
+                   help="replay table: keep only the cases of this compute family (repeatable)")
+    p.set_defaults(func=columns_named(_table))
+
+    p = rsub.add_parser("forward", help="planner ranking vs the assumed forward time of a "
+                        "trace that did not measure it (replay CSVs at several ratios)")
+    p.add_argument("--run", nargs=2, action="append", required=True, metavar=("RATIO", "CSV"),
+                   help="forward/backward ratio and the replay CSV made with it (repeatable)")
+    p.add_argument("--tex", type=Path, required=True)
+    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--title", default="")
+    p.set_defaults(func=columns_named(_forward))
+
+
+def _table(args: argparse.Namespace) -> int:
+    from gradsched.report.tables import build_table
+
+    if args.family and args.name != "replay":
+        raise ConfigError(f"--family selects replay cases; table {args.name} has none")
+    table = build_table(args.name, args.input, args.tex, args.md, title=args.title,
+                        families=args.family)
+    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _forward(args: argparse.Namespace) -> int:
+    from gradsched.report.forward import write_forward_table
+    from gradsched.traces.forward import check_ratio
+
+    runs = []
+    for ratio, path in args.run:
+        try:
+            value = float(ratio)
+        except ValueError:
+            raise ConfigError(f"--run {ratio!r}: the ratio must be a number") from None
+        runs.append((check_ratio(value), Path(path)))
+    table = write_forward_table(runs, args.tex, args.md, title=args.title)
+    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
