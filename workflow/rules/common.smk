@@ -336,7 +336,8 @@ TABLES = [
     "forward",
     "topology",
 ]
-# The two-level topology check (issue 18): ABCI A-nodes, 1-node sweep as the intra level.
+# The two-level topology check (flat vs hierarchical collective model, docs/topology.md):
+# ABCI A-nodes, the 1-node sweep as the intra level.
 TOPOLOGY_CHECK = {
     "intra": "traces/comm/external/nccl-abci-intra-anode-8.csv",
     "sweeps": [
@@ -345,7 +346,8 @@ TOPOLOGY_CHECK = {
 }
 # The `replay` table holds the families with a real pairing (the evaluation's cases); every
 # other family (the matched-GPU cases) gets its own replay-<family> table, so that each fits
-# its page. gpu-scaling: the replay against NVIDIA's published DGX scaling (issue 15).
+# its page. gpu-scaling: the replay against NVIDIA's published DGX scaling
+# (config/published-scaling.yaml).
 MAIN_REPLAY_FAMILIES = [
     family
     for family in case_families()
@@ -357,9 +359,9 @@ REPLAY_FAMILY_TABLES = [
     if family not in MAIN_REPLAY_FAMILIES
 ]
 TABLES += REPLAY_FAMILY_TABLES + ["gpu-scaling"]
-# The forward-time sensitivity (issue 14): the real K80 case, whose trace did not measure
-# forward, replayed with forward = 0, 0.5 (the MG-WFBP simulator's assumption, the default)
-# and 1 x backward.
+# The forward-time sensitivity (the forward table): the real K80 case, whose trace did not
+# measure forward, replayed with forward = 0, 0.5 (the MG-WFBP simulator's assumption, the
+# default) and 1 x backward.
 FORWARD_CASE = {
     "compute": "googlenet-k80",
     "comm": "traces/comm/external/bcaffe-googlenet-tmp8comm.csv",

@@ -21,8 +21,8 @@ TABLE_TITLES = {
 
 
 rule topology_check:
-    """A100 nodes: intra level = the 1-node sweep, inter level identified from 2 nodes,
-    every multi-node sweep predicted (issue 18)."""
+    """A100 nodes, two-level topology model (docs/topology.md): intra level = the 1-node
+    sweep, inter level identified from 2 nodes, every multi-node sweep predicted."""
     input:
         intra=TOPOLOGY_CHECK["intra"],
         sweeps=TOPOLOGY_CHECK["sweeps"],
