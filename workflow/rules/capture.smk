@@ -9,7 +9,9 @@
 # .meta.json into traces/ (e.g. traces/compute/cpu/), then add it to config/config.yaml.
 #
 # Configuration: the `capture:` mapping of the main config when present (the schema must
-# then allow it), else the `capture:` mapping of config/capture.yaml. Keys:
+# then allow it), else the `capture:` mapping of config/capture.yaml (checked against
+# workflow/schemas/capture.schema.yaml in common.smk). Targets and command-line arguments
+# come from gradsched.pipeline.capture. Keys:
 #   capture.tiers               list of cpu | cluster | gpu built by the `capture` target
 #   capture.defaults            warmup, iters, threads, clock, dtype, device (compute entries)
 #   capture.compute[]           model, batch_size, [seq_len, device, dtype, warmup, iters,
@@ -31,215 +33,40 @@
 #                               traces per rank and bucket cap, summary.csv, meta.json)
 
 
-def _load_capture():
-    spec = config.get("capture")
-    if spec is None:
-        path = Path("config/capture.yaml")
-        if not path.is_file():
-            return {}
-        spec = (yaml.safe_load(path.read_text()) or {}).get("capture") or {}
-    if not isinstance(spec, dict):
-        _fail("capture: must be a mapping")
-    return spec
-
-
-CAPTURE = _load_capture()
-CAPTURE_TIERS = ("cpu", "cluster", "gpu")
-_tmp = Path(sys.executable).parent / "torchrun"
-# torchrun of the interpreter running Snakemake (the .venv one).
-TORCHRUN = (
-    shlex.quote(str(_tmp))
-    if _tmp.exists()
-    else f"{shlex.quote(sys.executable)} -m torch.distributed.run"
+CAPTURE = checked(
+    capture_stage.select_spec, config.get("capture"), CAPTURE_FILE.get("capture")
 )
-
-_COMPUTE_FLAGS = {
-    "model": "--model",
-    "batch_size": "--batch-size",
-    "seq_len": "--seq-len",
-    "device": "--device",
-    "dtype": "--dtype",
-    "warmup": "--warmup",
-    "iters": "--iters",
-    "threads": "--threads",
-    "clock": "--clock",
-    "note": "--note",
-}
-_COMM_FLAGS = {
-    "backend": "--backend",
-    "world_size": "--world-size",
-    "collectives": "--collectives",
-    "min_bytes": "--min-bytes",
-    "max_bytes": "--max-bytes",
-    "factor": "--factor",
-    "iters": "--iters",
-    "warmup": "--warmup",
-    "min_iters": "--min-iters",
-    "time_budget_s": "--time-budget-s",
-    "threads_per_rank": "--threads-per-rank",
-    "rate": "--cluster",
-    "note": "--note",
-}
-_ITERATION_FLAGS = {
-    "model": "--model",
-    "batch_size": "--batch-size",
-    "seq_len": "--seq-len",
-    "device": "--device",
-    "dtype": "--dtype",
-    "backend": "--backend",
-    "world_size": "--world-size",
-    "bucket_cap_mb": "--bucket-cap-mb",
-    "iters": "--iters",
-    "warmup": "--warmup",
-    "threads_per_rank": "--threads-per-rank",
-}
-
-
-def _flags(entry, table, where, skip=()):
-    args = []
-    for key, value in entry.items():
-        if key in skip:
-            continue
-        if key not in table:
-            _fail(f"{where}: unknown key {key!r}; known: {', '.join(sorted(table))}")
-        if isinstance(value, bool):
-            _fail(f"{where}: {key} must not be a boolean")
-        if isinstance(value, list):
-            value = ",".join(str(v) for v in value)
-        args.append(f"{table[key]} {shlex.quote(str(value))}")
-    return " ".join(args)
-
-
-def _compute_entries():
-    """{"<device>/<stem>": merged entry} of capture.compute."""
-    defaults = CAPTURE.get("defaults") or {}
-    out = {}
-    for i, raw in enumerate(CAPTURE.get("compute") or []):
-        entry = {**defaults, **raw}
-        for key in ("model", "batch_size"):
-            if key not in entry:
-                _fail(f"capture.compute[{i}]: missing {key}")
-        device = str(entry.get("device", "cpu")).split(":")[0]
-        seq = f"-s{entry['seq_len']}" if entry.get("seq_len") else ""
-        model = str(entry["model"]).replace(":", "-").replace(".", "-")
-        stem = entry.get("stem") or (
-            f"{model}{seq}-b{entry['batch_size']}-{device}-{entry.get('dtype', 'fp32')}"
-        )
-        key = f"{device}/{stem}"
-        if key in out:
-            _fail(f"capture.compute[{i}]: a second entry for {key}")
-        out[key] = entry
-    return out
-
-
-def _compute_entry(wc):
-    key = f"{wc.device}/{wc.stem}"
-    entries = _compute_entries()
-    if key not in entries:
-        _fail(
-            f"no capture.compute entry makes results/captured/compute/{key}.csv; "
-            f"configured: {', '.join(sorted(entries))}"
-        )
-    return entries[key]
-
-
-def _compute_args(wc):
-    entry = _compute_entry(wc)
-    args = _flags(entry, _COMPUTE_FLAGS, "capture.compute", skip=("stem", "no_update"))
-    return args + (" --no-update" if entry.get("no_update") else "")
-
-
-def _is_gpu(entry):
-    return str(entry.get("device", "cpu")).startswith("cuda") or (
-        entry.get("backend") == "nccl"
-    )
-
-
-def _comm_entries(kind):
-    out = {}
-    for i, entry in enumerate((CAPTURE.get("comm") or {}).get(kind) or []):
-        if "name" not in entry:
-            _fail(f"capture.comm.{kind}[{i}]: missing name")
-        if kind == "cluster" and "rate" not in entry:
-            _fail(f"capture.comm.cluster[{i}]: missing rate (e.g. 1gbit)")
-        if kind == "torchrun" and "nproc_per_node" not in entry:
-            _fail(f"capture.comm.torchrun[{i}]: missing nproc_per_node")
-        out[entry["name"]] = entry
-    return out
-
-
-def _comm_entry(kind, name):
-    entries = _comm_entries(kind)
-    if name not in entries:
-        _fail(f"no capture.comm.{kind} entry named {name!r}")
-    return entries[name]
-
-
-def _comm_args(kind, name):
-    entry = _comm_entry(kind, name)
-    args = _flags(
-        entry,
-        _COMM_FLAGS,
-        f"capture.comm.{kind}",
-        skip=("name", "nproc_per_node", "in_place"),
-    )
-    return args + (" --in-place" if entry.get("in_place") else "")
-
-
-def _iteration_entries(gpu):
-    out = {}
-    for i, entry in enumerate(CAPTURE.get("iteration") or []):
-        for key in ("name", "model", "batch_size"):
-            if key not in entry:
-                _fail(f"capture.iteration[{i}]: missing {key}")
-        if ("nproc_per_node" in entry) == gpu:
-            out[entry["name"]] = entry
-    return out
-
-
-def _iteration_args(name, gpu):
-    entries = _iteration_entries(gpu)
-    if name not in entries:
-        _fail(f"no capture.iteration entry named {name!r} for this launcher")
-    return _flags(
-        entries[name],
-        _ITERATION_FLAGS,
-        "capture.iteration",
-        skip=("name", "nproc_per_node"),
-    )
-
-
-def _nproc(entries, name):
-    return int(entries.get(name, {}).get("nproc_per_node", 1))
+# torchrun of the interpreter running Snakemake (the .venv one).
+TORCHRUN = capture_stage.torchrun_command(sys.executable)
 
 
 def capture_targets(tier):
     """Outputs of one tier (cpu, cluster or gpu)."""
-    if tier not in CAPTURE_TIERS:
-        _fail(f"capture.tiers: unknown tier {tier!r}; use {', '.join(CAPTURE_TIERS)}")
-    out = []
-    for key, entry in _compute_entries().items():
-        if _is_gpu(entry) == (tier == "gpu") and tier != "cluster":
-            out.append(f"results/captured/compute/{key}.csv")
-    if tier == "cpu":
-        out += [
-            f"results/captured/comm/loopback/{n}.csv" for n in _comm_entries("loopback")
-        ]
-        out += [
-            f"{RESULTS}/capture/iteration/cpu/{n}/summary.csv"
-            for n in _iteration_entries(False)
-        ]
-    elif tier == "cluster":
-        out += [
-            f"results/captured/comm/cluster/{n}.csv" for n in _comm_entries("cluster")
-        ]
-    else:
-        out += [f"results/captured/comm/gpu/{n}.csv" for n in _comm_entries("torchrun")]
-        out += [
-            f"{RESULTS}/capture/iteration/gpu/{n}/summary.csv"
-            for n in _iteration_entries(True)
-        ]
-    return out
+    return checked(capture_stage.capture_targets, CAPTURE, tier, RESULTS)
+
+
+def _compute_entry(wc):
+    return checked(capture_stage.compute_entry, CAPTURE, wc.device, wc.stem)
+
+
+def _compute_args(wc):
+    return checked(capture_stage.compute_args, CAPTURE, wc.device, wc.stem)
+
+
+def _comm_args(kind, name):
+    return checked(capture_stage.comm_args, CAPTURE, kind, name)
+
+
+def _comm_nproc(name):
+    return checked(capture_stage.comm_nproc, CAPTURE, name)
+
+
+def _iteration_args(name, gpu):
+    return checked(capture_stage.iteration_args, CAPTURE, name, gpu)
+
+
+def _iteration_nproc(name):
+    return checked(capture_stage.iteration_nproc, CAPTURE, name)
 
 
 localrules:
@@ -252,7 +79,7 @@ localrules:
 rule capture:
     """Every capture of the tiers in capture.tiers (default: cpu)."""
     input:
-        [t for tier in CAPTURE.get("tiers", ["cpu"]) for t in capture_targets(tier)],
+        checked(capture_stage.tier_targets, CAPTURE, RESULTS),
 
 
 rule capture_cpu:
@@ -281,7 +108,7 @@ rule capture_compute:
         device="cpu|cuda",
     threads: 1
     resources:
-        gpu=lambda wc: 1 if _is_gpu(_compute_entry(wc)) else 0,
+        gpu=lambda wc: 1 if capture_stage.is_gpu(_compute_entry(wc)) else 0,
         cpus_per_task=lambda wc: int(_compute_entry(wc).get("threads") or 1),
         runtime=60,
     params:
@@ -329,8 +156,8 @@ rule capture_comm_torchrun:
     log:
         f"{LOGS}/capture/comm/gpu/{{name}}.log",
     resources:
-        gpu=lambda wc: _nproc(_comm_entries("torchrun"), wc.name),
-        cpus_per_task=lambda wc: 2 * _nproc(_comm_entries("torchrun"), wc.name),
+        gpu=lambda wc: _comm_nproc(wc.name),
+        cpus_per_task=lambda wc: 2 * _comm_nproc(wc.name),
         runtime=60,
     params:
         args=lambda wc: _comm_args("torchrun", wc.name),
@@ -361,8 +188,8 @@ rule capture_iteration_torchrun:
     log:
         f"{LOGS}/capture/iteration/gpu/{{name}}.log",
     resources:
-        gpu=lambda wc: _nproc(_iteration_entries(True), wc.name),
-        cpus_per_task=lambda wc: 2 * _nproc(_iteration_entries(True), wc.name),
+        gpu=lambda wc: _iteration_nproc(wc.name),
+        cpus_per_task=lambda wc: 2 * _iteration_nproc(wc.name),
         runtime=60,
     params:
         args=lambda wc: _iteration_args(wc.name, True),

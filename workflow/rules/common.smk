@@ -1,5 +1,7 @@
-# Shared by every stage: config validation, the target lists, and small helpers.
-# No measurement or modelling logic lives here: rules call the `gradsched` CLI.
+# Shared by every stage: config validation (config/config.yaml and every other config file
+# the rules read, each against its own schema in workflow/schemas/), the target lists, and
+# small helpers. No measurement or modelling logic lives here: rules call the `gradsched`
+# CLI, and stage helpers live in gradsched.pipeline.
 
 import glob
 import shlex
@@ -10,6 +12,11 @@ from pathlib import Path
 import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
+
+from gradsched.errors import ConfigError
+from gradsched.pipeline import capture as capture_stage
+from gradsched.pipeline import reexec as reexec_stage
+from gradsched.pipeline.configfiles import load_checked
 
 validate(config, "../schemas/config.schema.yaml")
 
@@ -40,6 +47,32 @@ def reported(path, name, category):
 
 def _fail(message):
     raise WorkflowError(f"config error: {message}")
+
+
+def checked(function, *args):
+    """``function(*args)``; a ConfigError (gradsched.pipeline) stops the workflow as a
+    config error."""
+    try:
+        return function(*args)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _config_file(path, schema):
+    """The YAML mapping of ``path`` checked against ``schema`` (defaults filled in; {} when
+    the file does not exist). A mismatch names the file, the place in it and the key."""
+    return checked(load_checked, path, schema, lambda data, s: validate(data, s))
+
+
+# ------------------------------------------------------------- other config files
+CAPTURE_CONFIG = "config/capture.yaml"
+REEXEC_CONFIG = "config/reexec.yaml"
+SCALING_SPEC = config.get("scaling_check", "config/published-scaling.yaml")
+CAPTURE_FILE = _config_file(CAPTURE_CONFIG, "../schemas/capture.schema.yaml")
+REEXEC_FILE = _config_file(REEXEC_CONFIG, "../schemas/reexec.schema.yaml")
+SCALING = _config_file(SCALING_SPEC, "../schemas/published-scaling.schema.yaml")
+for _topology in (config.get("topologies") or {}).values():
+    _config_file(_topology["file"], "../schemas/topology.schema.yaml")
 
 
 def _expand_glob(pattern):
@@ -303,7 +336,8 @@ TABLES = [
     "forward",
     "topology",
 ]
-# The two-level topology check (issue 18): ABCI A-nodes, 1-node sweep as the intra level.
+# The two-level topology check (flat vs hierarchical collective model, docs/topology.md):
+# ABCI A-nodes, the 1-node sweep as the intra level.
 TOPOLOGY_CHECK = {
     "intra": "traces/comm/external/nccl-abci-intra-anode-8.csv",
     "sweeps": [
@@ -312,7 +346,8 @@ TOPOLOGY_CHECK = {
 }
 # The `replay` table holds the families with a real pairing (the evaluation's cases); every
 # other family (the matched-GPU cases) gets its own replay-<family> table, so that each fits
-# its page. gpu-scaling: the replay against NVIDIA's published DGX scaling (issue 15).
+# its page. gpu-scaling: the replay against NVIDIA's published DGX scaling
+# (config/published-scaling.yaml).
 MAIN_REPLAY_FAMILIES = [
     family
     for family in case_families()
@@ -324,10 +359,9 @@ REPLAY_FAMILY_TABLES = [
     if family not in MAIN_REPLAY_FAMILIES
 ]
 TABLES += REPLAY_FAMILY_TABLES + ["gpu-scaling"]
-SCALING_SPEC = config.get("scaling_check", "config/published-scaling.yaml")
-# The forward-time sensitivity (issue 14): the real K80 case, whose trace did not measure
-# forward, replayed with forward = 0, 0.5 (the MG-WFBP simulator's assumption, the default)
-# and 1 x backward.
+# The forward-time sensitivity (the forward table): the real K80 case, whose trace did not
+# measure forward, replayed with forward = 0, 0.5 (the MG-WFBP simulator's assumption, the
+# default) and 1 x backward.
 FORWARD_CASE = {
     "compute": "googlenet-k80",
     "comm": "traces/comm/external/bcaffe-googlenet-tmp8comm.csv",

@@ -8,114 +8,55 @@
 #       COMMITTED data (paper/data/reexec/measured.csv); `reexec_files()` lists them for
 #       `all`.
 #
-# Configuration: config/reexec.yaml (mapping `reexec`): `settings` (algorithms, DDP caps,
+# Configuration: config/reexec.yaml (mapping `reexec`; checked against
+# workflow/schemas/reexec.schema.yaml in common.smk; targets and command-line arguments come
+# from gradsched.pipeline.reexec): `settings` (algorithms, DDP caps,
 # warmup/iters/rounds, threads, backend), `cases` (model, batch_size, world_size, network,
 # compute[, comm, name]) and `interference` (backend, networks, world_sizes, kernel,
 # comm_bytes, small_bytes, rounds, reps). A case's comm model defaults to traces/comm/cpu/gloo-<network>-p<P>.csv.
 # To publish a re-measurement: copy results/reexec/{measured.csv,iterations.csv,
 # provenance.json,interference-*-p*.json} to paper/data/reexec/ and commit.
 
-REEXEC_CONFIG = "config/reexec.yaml"
 REEXEC_DATA = "paper/data/reexec"
 REEXEC_OUT = f"{RESULTS}/reexec"
-
-
-def _load_reexec():
-    path = Path(REEXEC_CONFIG)
-    if not path.is_file():
-        return {}
-    spec = (yaml.safe_load(path.read_text()) or {}).get("reexec") or {}
-    if not isinstance(spec, dict):
-        _fail(f"{REEXEC_CONFIG}: reexec must be a mapping")
-    return spec
-
-
-REEXEC = _load_reexec()
+REEXEC = REEXEC_FILE.get("reexec") or {}
 
 
 def reexec_cases():
     """Case names of config/reexec.yaml (the CLI's naming rule, checked by the CLI)."""
+    return [c.name for c in _parsed_cases()]
+
+
+def _parsed_cases():
     from gradsched.reexec.experiment import parse_cases
 
-    return [c.name for c in parse_cases(REEXEC.get("cases") or [], REEXEC_CONFIG)]
+    return parse_cases(REEXEC.get("cases") or [], REEXEC_CONFIG)
 
 
 def _case_interference(wc):
-    """The interference JSON the `best` planner of this case scores with: the case's
-    network's, or the first calibrated network's (as reexec_collect uses)."""
-    from gradsched.reexec.experiment import parse_cases
-
-    cases = {c.name: c for c in parse_cases(REEXEC.get("cases") or [], REEXEC_CONFIG)}
-    if wc.case not in cases:
-        _fail(f"reexec: no case {wc.case!r} in {REEXEC_CONFIG}")
-    case = cases[wc.case]
-    net, world = _calibration_for(case.network, case.world_size)
-    return f"{REEXEC_OUT}/interference-{net}-p{world}.json"
-
-
-def _calibration_for(network, world_size):
-    """The calibrated (network, world size) that serves a case: its own, else its
-    network's first calibrated world size, else the first network's (as
-    gradsched.reexec.experiment.interference_for picks)."""
-    nets, worlds = reexec_networks(), reexec_interference_world_sizes()
-    net = network if network in nets else nets[0]
-    return net, (world_size if world_size in worlds else worlds[0])
-
-
-def reexec_networks():
-    inter = REEXEC.get("interference") or {}
-    return list(inter.get("networks") or ["loopback"])
-
-
-def reexec_interference_world_sizes():
-    inter = REEXEC.get("interference") or {}
-    worlds = [int(w) for w in inter.get("world_sizes") or [2]]
-    if any(w < 2 for w in worlds):
-        _fail(f"{REEXEC_CONFIG}: interference world_sizes must be >= 2")
-    return worlds
-
-
-def reexec_calibrations():
-    """(network, world size) of every interference calibration."""
-    return [
-        (n, w) for n in reexec_networks() for w in reexec_interference_world_sizes()
-    ]
+    """The interference JSON the `best` planner of this case scores with."""
+    return checked(
+        reexec_stage.case_interference,
+        REEXEC,
+        _parsed_cases(),
+        wc.case,
+        REEXEC_OUT,
+        REEXEC_CONFIG,
+    )
 
 
 def _interference_args(wc):
-    inter = dict(REEXEC.get("interference") or {})
-    args = []
-    for key, flag in (
-        ("backend", "--backend"),
-        ("kernel", "--kernel"),
-        ("comm_bytes", "--comm-bytes"),
-        ("small_bytes", "--small-bytes"),
-        ("rounds", "--rounds"),
-        ("reps", "--reps"),
-        ("threads", "--threads"),
-    ):
-        if key in inter:
-            args.append(f"{flag} {shlex.quote(str(inter[key]))}")
-    args.append(f"--world-size {int(wc.world)}")
-    rates = {"tbf1gbit": "1gbit", "tbf100mbit": "100mbit"}
-    if wc.network in rates:
-        args.append(f"--cluster {rates[wc.network]}")
-    elif wc.network != "loopback":
-        _fail(f"reexec interference: unknown network {wc.network!r}")
-    return " ".join(args)
+    return checked(reexec_stage.interference_args, REEXEC, wc.network, wc.world)
+
+
+def reexec_calibration_files():
+    """The interference JSON of every calibrated (network, world size)."""
+    return checked(reexec_stage.calibration_files, REEXEC, REEXEC_OUT, REEXEC_CONFIG)
 
 
 def reexec_files():
     """Figure and table drawn from the committed data (for the lead's `all`)."""
-    return [
-        f"{FIG}/reexec.pdf",
-        f"{FIG}/reexec.png",
-        f"{TAB}/reexec.tex",
-        f"{TAB}/reexec.md",
-        f"{TAB}/reexec-summary.tex",
-        f"{TAB}/reexec-summary.md",
-        f"{RESULTS}/reexec-committed/stats.csv",
-    ]
+    return reexec_stage.committed_files(FIG, TAB, RESULTS)
 
 
 rule reexec:
@@ -160,7 +101,7 @@ rule reexec_interference:
     log:
         f"{LOGS}/reexec/interference-{{network}}-p{{world}}.log",
     wildcard_constraints:
-        network="loopback|tbf1gbit|tbf100mbit",
+        network=reexec_stage.NETWORK_PATTERN,
         world="[0-9]+",
     threads: workflow.cores
     resources:
@@ -175,10 +116,7 @@ rule reexec_collect:
     """Predictions (replay, with and without interference) next to the measurements."""
     input:
         cases=expand(f"{REEXEC_OUT}/{{case}}/meta.json", case=reexec_cases()),
-        inter=[
-            f"{REEXEC_OUT}/interference-{n}-p{w}.json"
-            for n, w in reexec_calibrations()
-        ],
+        inter=reexec_calibration_files(),
     output:
         measured=f"{REEXEC_OUT}/measured.csv",
         iterations=f"{REEXEC_OUT}/iterations.csv",
@@ -186,15 +124,11 @@ rule reexec_collect:
     log:
         f"{LOGS}/reexec/collect.log",
     params:
-        folders=lambda wc, input: " ".join(str(Path(p).parent) for p in input.cases),
+        folders=lambda wc, input: reexec_stage.case_folders(input.cases),
         # one JSON per calibrated (network, world size); a case without its own gets
         # its network's first one, a network without any the first network's
-        inter=lambda wc, input: " ".join(
-            "--interference " + shlex.quote(f"{key}={p}")
-            for key, p in [
-                *zip((f"{n}-p{w}" for n, w in reexec_calibrations()), input.inter),
-                ("*", input.inter[0]),
-            ]
+        inter=lambda wc, input: checked(
+            reexec_stage.collect_interference_args, REEXEC, input.inter, REEXEC_CONFIG
         ),
     shell:
         "{GS} reexec collect {params.folders} {params.inter} -o {output.measured} "

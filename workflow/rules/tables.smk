@@ -21,8 +21,8 @@ TABLE_TITLES = {
 
 
 rule topology_check:
-    """A100 nodes: intra level = the 1-node sweep, inter level identified from 2 nodes,
-    every multi-node sweep predicted (issue 18)."""
+    """A100 nodes, two-level topology model (docs/topology.md): intra level = the 1-node
+    sweep, inter level identified from 2 nodes, every multi-node sweep predicted."""
     input:
         intra=TOPOLOGY_CHECK["intra"],
         sweeps=TOPOLOGY_CHECK["sweeps"],
@@ -142,11 +142,10 @@ rule scaling_macros:
 
 def scaling_inputs():
     """The compute and comm files the scaling spec names (so the check reruns on a change)."""
-    spec = yaml.safe_load(Path(SCALING_SPEC).read_text()) or {}
     return sorted(
         {
             str(case[key])
-            for case in spec.get("cases") or []
+            for case in SCALING.get("cases") or []
             for key in ("compute", "comm")
         }
     )

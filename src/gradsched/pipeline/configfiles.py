@@ -1,0 +1,58 @@
+"""The workflow's configuration files, each read once and checked against its schema.
+
+``workflow/rules/common.smk`` passes Snakemake's ``snakemake.utils.validate`` in as
+``validate`` (so that this package does not import Snakemake); it fills in the schema's
+defaults. A file that does not match stops the workflow with a :class:`ConfigError` naming
+the file, the place in it and the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gradsched.errors import ConfigError
+
+Validate = Callable[[Any, str], Any]
+
+
+def _where(error: BaseException) -> str:
+    """``capture.compute[2]`` of a jsonschema error's place in the document."""
+    out = ""
+    for part in getattr(error, "absolute_path", ()):
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out.lstrip(".")
+
+
+def _reason(exc: Exception) -> str:
+    """The schema violation behind Snakemake's WorkflowError (its ``__context__``)."""
+    cause = exc.__context__ if exc.__context__ is not None else exc
+    message = getattr(cause, "message", None)
+    if message is None:
+        return str(exc).strip().splitlines()[-1]
+    where = _where(cause)
+    return f"{where}: {message}" if where else message
+
+
+def check_mapping(data: Any, path: str | Path, schema: str, validate: Validate) -> Any:
+    """``data`` (read from ``path``) validated against ``schema``, defaults filled in."""
+    try:
+        validate(data, schema)
+    except Exception as exc:  # Snakemake's WorkflowError wraps the jsonschema error
+        raise ConfigError(f"{path}: {_reason(exc)}") from None
+    return data
+
+
+def load_checked(path: str | Path, schema: str, validate: Validate) -> dict[str, Any]:
+    """The YAML mapping of ``path`` validated against ``schema`` ({} when the file does not
+    exist: the stage it configures then has nothing to do)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping, got {type(data).__name__}")
+    return check_mapping(data, path, schema, validate)
