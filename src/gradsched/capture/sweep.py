@@ -56,10 +56,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import math
 import os
 import platform
-import re
 import socket
 import statistics
 import sys
@@ -73,8 +71,8 @@ import pandas as pd
 
 import gradsched
 from gradsched.errors import ConfigError, GradschedError
-from gradsched.limits import MAX_BYTES
 from gradsched.traces.columns import COLLECTIVES
+from gradsched.units import parse_size
 
 DEFAULT_COLLECTIVES: tuple[str, ...] = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
 ELEMENT_BYTES = 4  # fp32
@@ -83,9 +81,6 @@ P2P = "p2p"
 """Ping-pong between rank 0 and rank 1 (see the module docstring)."""
 SPLIT: frozenset[str] = frozenset({"all_gather", "reduce_scatter"})
 TASK = "gradsched.capture.sweep:sweep_task"
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
-               "g": 1 << 30, "gib": 1 << 30}
 
 
 class SweepError(GradschedError, RuntimeError):
@@ -93,21 +88,6 @@ class SweepError(GradschedError, RuntimeError):
 
 
 # ----------------------------------------------------------------------------- sizes
-
-
-def parse_size(text: str) -> int:
-    """``4``, ``64K``, ``256M``, ``1G`` (binary, as nccl-tests; ``KiB`` etc. too) -> bytes."""
-    match = _SIZE_RE.match(str(text))
-    unit = match.group(2).lower() if match else ""
-    if not match or unit not in _SIZE_UNITS:
-        raise ConfigError(f"size {text!r}: expected bytes with an optional K/M/G suffix "
-                          "(binary: 64K = 65536), e.g. 4, 64K, 256M")
-    value = float(match.group(1)) * _SIZE_UNITS[unit]
-    if not math.isfinite(value) or value != int(value) or value < 1:
-        raise ConfigError(f"size {text!r} is not a positive whole number of bytes")
-    if value > MAX_BYTES:
-        raise ConfigError(f"size {text!r} is beyond {MAX_BYTES} bytes (1 PiB)")
-    return int(value)
 
 
 def geometric_sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:

@@ -207,7 +207,8 @@ def default_check_bytes(rate_bits: float | None, ranks: int) -> int:
 
 def _check(argv: list[str], outer: argparse.Namespace) -> int:
     from gradsched.capture.cluster import ClusterLayout, list_namespaces, parse_rate, rate_label
-    from gradsched.capture.sweep import SweepConfig, parse_size, run_sweep
+    from gradsched.capture.sweep import SweepConfig, run_sweep
+    from gradsched.units import parse_size
 
     parser = argparse.ArgumentParser(prog="gradsched cluster check")
     _add_common(parser)

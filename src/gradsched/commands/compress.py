@@ -52,8 +52,8 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def _sizes(text: str) -> tuple[int, ...]:
-    from gradsched.capture.sweep import parse_size
     from gradsched.errors import ConfigError
+    from gradsched.units import parse_size
 
     try:
         values = tuple(parse_size(v) for v in _names(text))

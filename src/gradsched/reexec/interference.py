@@ -49,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-import re
 import statistics
 import sys
 import threading
@@ -59,26 +58,6 @@ from typing import Any
 
 from gradsched.errors import ConfigError
 from gradsched.io import write_json_atomic
-from gradsched.limits import MAX_BYTES
-
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]?|[bB]?)\s*$")
-
-
-def parse_size(text: str | int) -> int:
-    """``8M`` -> 8388608 (binary multiples; a plain number is bytes)."""
-    if isinstance(text, int):
-        return text
-    match = _SIZE_RE.match(str(text))
-    if not match:
-        raise ConfigError(f"not a size: {text!r} (e.g. 4096, 64K, 8M, 1G)")
-    number, unit = float(match.group(1)), match.group(2)[:1].lower()
-    factor = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[unit]
-    if not number * factor <= MAX_BYTES:  # NaN and 1e400 fail too
-        raise ConfigError(f"size {text!r} is beyond {MAX_BYTES} bytes (1 PiB)")
-    size = int(number * factor)
-    if size < 4:
-        raise ConfigError(f"size must be >= 4 bytes, got {text!r}")
-    return size
 
 
 # --------------------------------------------------------------------------- rank side
