@@ -59,9 +59,6 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import itertools
-import os
-import platform
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -73,6 +70,7 @@ import pandas as pd
 
 from gradsched.capture.models import ModelSpec, build_model
 from gradsched.errors import ConfigError
+from gradsched.provenance import load_average, machine_info, software_versions
 from gradsched.traces.bundle import ComputeTrace
 
 CAPTURE_VERSION = "1"
@@ -446,65 +444,6 @@ def _update_times(layout: _Layout, clock: Any, reps: int, lr: float,
         clock.finish()
         times[r] = [clock.seconds(a, b) for a, b in itertools.pairwise(marks)]
     return np.median(times, axis=0)
-
-
-# ----------------------------------------------------------------------------- machine
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (or platform.processor())."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def load_average() -> list[float] | None:
-    """1, 5 and 15 minute load averages, or None where unavailable."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover - not on Linux
-        return None
-
-
-def software_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Versions of python, torch and friends (only those that are importable)."""
-    import gradsched
-
-    out = {"python": platform.python_version(), "gradsched": gradsched.__version__}
-    for name in ("torch", "numpy", "torchvision", *extra):
-        mod = sys.modules.get(name)
-        if mod is None:
-            try:
-                mod = __import__(name)
-            except ImportError:
-                continue
-        out[name] = str(getattr(mod, "__version__", "unknown"))
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        out["torch_cuda"] = str(torch.version.cuda)
-        if torch.cuda.is_available():
-            out["cudnn"] = str(torch.backends.cudnn.version())
-    return out
-
-
-def machine_info(device: str) -> dict[str, Any]:
-    """What ran the capture: CPU model, logical CPUs, threads, GPU if any."""
-    import torch
-
-    info: dict[str, Any] = {
-        "cpu_model": cpu_model(),
-        "logical_cpus": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch_interop_threads": torch.get_num_interop_threads(),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "platform": platform.platform(),
-    }
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
-    return info
 
 
 # ----------------------------------------------------------------------------- capture

@@ -54,10 +54,8 @@ succeeded; a dead or unreachable rank ends the run with an error naming it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import os
-import platform
 import socket
 import statistics
 import sys
@@ -71,6 +69,7 @@ import pandas as pd
 
 import gradsched
 from gradsched.errors import ConfigError, GradschedError
+from gradsched.provenance import comm_software_versions, hardware_summary, load_average
 from gradsched.traces.columns import COLLECTIVES
 from gradsched.units import parse_size
 
@@ -476,38 +475,6 @@ def size_drop_warnings(frame: pd.DataFrame) -> list[str]:
     return out
 
 
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (or platform's guess)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
-def software_versions(backend: str) -> dict[str, str]:
-    """Versions of what the numbers depend on."""
-    import torch
-
-    soft = {"gradsched": gradsched.__version__, "python": platform.python_version(),
-            "torch": torch.__version__, "kernel": platform.release(), "backend": backend}
-    if backend == "nccl" and torch.cuda.is_available():
-        with contextlib.suppress(Exception):
-            soft["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
-        soft["cuda"] = str(torch.version.cuda)
-    return soft
-
-
-def load_average() -> list[float]:
-    """The 1/5/15-minute load averages (empty where unknown)."""
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except OSError:
-        return []
-
-
 def line_rate_meta(cluster_rate: str | None) -> dict[str, float]:
     """``{"line_rate_Bps": bytes/s}`` of an emulated cluster's shaped links (the tbf rate,
     per rank and direction), which the wire floor of the cost models uses
@@ -560,10 +527,10 @@ def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes:
         "kind": "comm",
         "source": f"measured with gradsched {gradsched.__version__} capture comm on "
                   f"{started.date().isoformat()} ({placement})",
-        "hardware": f"{cpu_model()} ({os.cpu_count()} logical CPUs); {placement}",
+        "hardware": f"{hardware_summary()}; {placement}",
         "interconnect": interconnect,
         **line_rate_meta(config.cluster_rate),
-        "software": software_versions(config.backend),
+        "software": comm_software_versions(config.backend),
         "statistic": "median",
         "warnings": warnings,
         "notes": " ".join(text),
@@ -573,7 +540,7 @@ def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes:
         "nodes": nodes,
         "physical_machines": physical_machines,
         "threads_per_rank": int(per_rank[0].get("threads", config.threads_per_rank)),
-        "load_average": {"before": load_before, "after": load_average()},
+        "load_average": {"before": load_before, "after": load_average([])},
         "wall_s": round(wall_s, 3),
         "settings": settings,
         "iterations": iterations,
@@ -617,7 +584,7 @@ def run_sweep(config: SweepConfig, *, spec_overrides: dict[str, Any] | None = No
               "op_timeout_s": op_timeout, "deadline_s": deadline,
               "threads_per_rank": config.threads_per_rank, **(spec_overrides or {})}
     started = dt.datetime.now(dt.UTC).astimezone()
-    load_before = load_average()
+    load_before = load_average([])
     t0 = time.monotonic()
     if log:
         log(f"sweep: {config.world_size} ranks, {sum(map(len, sizes.values()))} points, "
@@ -672,7 +639,7 @@ def run_torchrun(config: SweepConfig, out: Path | None) -> Any:
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local % max(torch.cuda.device_count(), 1))
     started = dt.datetime.now(dt.UTC).astimezone()
-    load_before = load_average()
+    load_before = load_average([])
     t0 = time.monotonic()
     dist.init_process_group(config.backend, init_method="env://",
                             timeout=dt.timedelta(seconds=op_timeout))

@@ -27,7 +27,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gradsched.errors import ConfigError
+from gradsched.provenance import comm_software_versions, hardware_summary, load_average
 
 U_ROUNDOFF = {"float32": 2.0 ** -24, "bfloat16": 2.0 ** -8, "float64": 2.0 ** -53}
 
@@ -348,12 +348,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
     """Launch the sweep at every world size (loopback or emulated cluster); a CommTrace."""
     import pandas as pd
 
-    from gradsched.capture.sweep import (
-        cpu_model,
-        line_rate_meta,
-        load_average,
-        software_versions,
-    )
+    from gradsched.capture.sweep import line_rate_meta
     from gradsched.collectives import lp
     from gradsched.distributed.launch import LaunchSpec, launch
     from gradsched.traces import CommTrace
@@ -372,7 +367,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
                "max_iters": config.max_iters, "warmup": config.warmup,
                "lp_chunk_bytes": config.lp_chunk_bytes, "lp_link": list(link)}
     started = dt.datetime.now(dt.UTC).astimezone()
-    load_before = load_average()
+    load_before = load_average([])
     t0 = time.monotonic()
     rows: list[dict[str, Any]] = []
     chunks: dict[str, dict[str, int]] = {}
@@ -420,10 +415,10 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
         "kind": "comm",
         "source": f"measured with gradsched bench collectives on {started.date().isoformat()} "
                   f"({placement})",
-        "hardware": f"{cpu_model()} ({os.cpu_count()} logical CPUs); {placement}",
+        "hardware": f"{hardware_summary()}; {placement}",
         "interconnect": interconnect,
         **line_rate_meta(config.cluster_rate),
-        "software": software_versions(config.backend),
+        "software": comm_software_versions(config.backend),
         "statistic": "median",
         "warnings": [],
         "notes": (
@@ -438,7 +433,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
         "date": started.isoformat(timespec="seconds"),
         "world_sizes": list(config.world_sizes),
         "physical_machines": 1,
-        "load_average": {"before": load_before, "after": load_average()},
+        "load_average": {"before": load_before, "after": load_average([])},
         "wall_s": round(time.monotonic() - t0, 3),
         "settings": {k: (list(v) if isinstance(v, tuple) else v)
                      for k, v in asdict(config).items() if k != "note"},

@@ -47,7 +47,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import random
 import re
 import statistics
@@ -61,6 +60,7 @@ import pandas as pd
 
 from gradsched.errors import ConfigError, InputError
 from gradsched.io import read_json, read_text, write_csv_atomic, write_json_atomic
+from gradsched.provenance import machine_versions
 
 ALGORITHMS: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "horovod", "mgwfbp", "oasr", "dear",
                                "bytescheduler", "best")
@@ -423,26 +423,6 @@ def measure_case(case: Case, settings: Settings, case_plans: CasePlans) -> pd.Da
     return pd.DataFrame(rows, columns=list(ITERATION_COLUMNS))
 
 
-def machine_info() -> dict[str, Any]:
-    """CPU, core count, software versions (for provenance)."""
-    import numpy as np
-    import torch
-
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import gradsched
-
-    return {"cpu_model": cpu, "logical_cpus": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "numpy": np.__version__, "gradsched": gradsched.__version__}
-
-
 def run_case(case: Case, settings: Settings, out_dir: str | Path,
              interference: InterferenceSpec = None) -> Path:
     """Plan, measure and save one case under ``out_dir/<case>/`` (iterations.csv, plans/,
@@ -464,7 +444,7 @@ def run_case(case: Case, settings: Settings, out_dir: str | Path,
     meta = {"case": asdict(case), "settings": settings.to_dict(), "started_at": started,
             "wall_s": round(wall, 1), "load_average_before": list(load_before),
             "busy_cores_before": busy_before,
-            "load_average_after": list(os.getloadavg()), "machine": machine_info(),
+            "load_average_after": list(os.getloadavg()), "machine": machine_versions(),
             "item_of": case_plans.item_of,
             "planning_interference": ({"file": str(inter_path)} | params
                                       if inter_path else None),

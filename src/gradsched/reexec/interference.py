@@ -312,7 +312,7 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
               ) -> dict[str, Any]:
     """Measure both factors on ``world_size`` ranks; write and return the JSON record."""
     from gradsched.distributed import LaunchSpec, launch
-    from gradsched.reexec.experiment import machine_info
+    from gradsched.provenance import machine_versions
 
     if world_size < 2:
         raise ConfigError("interference needs --world-size >= 2")
@@ -347,7 +347,7 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
         "reps": reps, "comm_reps": comm_reps,
         "date": when, "wall_s": round(time.monotonic() - start, 1),
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
-        "machine": machine_info(), "command": "gradsched " + " ".join(sys.argv[1:])
+        "machine": machine_versions(), "command": "gradsched " + " ".join(sys.argv[1:])
         if Path(sys.argv[0]).name in ("gradsched", "__main__.py") else None,
         "method": __doc__.split("Method", 1)[1].strip() if __doc__ else "",
         "raw": results})
