@@ -30,7 +30,7 @@ ALPHA_BETA = "alpha-beta:alpha=1e-4,beta=1e-9"
 
 def tiny_mlp_trace(path: Path) -> Path:
     """A SYNTHETIC compute trace with the tiny MLP's parameter names (not measured)."""
-    from gradsched.capture.models import build_model
+    from gradsched.workloads import build_model
 
     params = list(build_model("tiny-mlp", 4).model.named_parameters())
     n = len(params)

@@ -7,4 +7,4 @@ The sub-modules import torch lazily; importing this package needs no torch.
 
 from __future__ import annotations
 
-__all__ = ["compute", "iteration", "models"]
+__all__ = ["compute", "iteration", "sweep"]

@@ -68,10 +68,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gradsched.capture.models import ModelSpec, build_model
 from gradsched.errors import ConfigError
 from gradsched.provenance import load_average, machine_info, software_versions
 from gradsched.traces.bundle import ComputeTrace
+from gradsched.workloads import ModelSpec, build_model
 
 CAPTURE_VERSION = "1"
 

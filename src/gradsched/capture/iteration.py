@@ -1,7 +1,7 @@
 """Profiled data-parallel iterations: ``gradsched capture iteration``.
 
 Runs real ``torch.nn.parallel.DistributedDataParallel`` training iterations of a zoo model
-(:mod:`gradsched.capture.models`) on ``world_size`` ranks, once per ``bucket_cap_mb``
+(:mod:`gradsched.workloads`) on ``world_size`` ranks, once per ``bucket_cap_mb``
 value, under ``torch.profiler`` (CPU activity, plus CUDA on GPUs, ``record_shapes=True``
 so gloo spans carry their sizes). Per bucket cap, each rank
 
@@ -130,7 +130,7 @@ def _profile_cap(cap: float, opts: IterationOptions, rank: int, root: Path, devi
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import profile, schedule
 
-    from gradsched.capture.models import build_model
+    from gradsched.workloads import build_model
 
     spec = build_model(opts.model, opts.batch_size, device=device, dtype=opts.dtype,
                        seq_len=opts.seq_len, seed=opts.seed)

@@ -317,9 +317,9 @@ def rounds_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
     import torch
     import torch.distributed as dist
 
-    from gradsched.capture.models import build_model
     from gradsched.reexec.load import sample
     from gradsched.runtime.bench import RunItem, _timed
+    from gradsched.workloads import build_model
 
     device = "cpu"
     if dist.get_backend() == "nccl":
