@@ -212,7 +212,7 @@ class SweepConfig:
 
 def _floor_bandwidth(config: SweepConfig) -> float:
     """A pessimistic bandwidth (bytes/s) to bound timeouts: half the shaped rate, else 20 MB/s."""
-    from gradsched.capture.cluster import parse_rate
+    from gradsched.distributed.shaping import parse_rate
 
     if config.cluster_rate is not None:
         return parse_rate(config.cluster_rate) / 8 / 2
@@ -481,7 +481,7 @@ def line_rate_meta(cluster_rate: str | None) -> dict[str, float]:
     (:mod:`gradsched.costmodel.wire`); empty on loopback, where no rate is set."""
     if cluster_rate is None:
         return {}
-    from gradsched.capture.cluster import parse_rate
+    from gradsched.distributed.shaping import parse_rate
 
     return {"line_rate_Bps": parse_rate(cluster_rate) / 8.0}
 
@@ -590,7 +590,7 @@ def run_sweep(config: SweepConfig, *, spec_overrides: dict[str, Any] | None = No
         log(f"sweep: {config.world_size} ranks, {sum(map(len, sizes.values()))} points, "
             f"deadline {deadline:.0f} s")
     if config.cluster_rate is not None:
-        from gradsched.capture.cluster import EmulatedCluster
+        from gradsched.distributed.cluster import EmulatedCluster
 
         with EmulatedCluster(config.world_size, config.cluster_rate,
                              prefix=config.cluster_prefix) as cluster:
@@ -723,7 +723,7 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
         init_timeout_s=args.init_timeout_s, op_timeout_s=args.op_timeout_s,
         deadline_s=args.deadline_s, note=args.note)
     if args.cluster is not None:
-        from gradsched.capture.cluster import parse_rate
+        from gradsched.distributed.shaping import parse_rate
 
         parse_rate(args.cluster)
         if args.torchrun:

@@ -358,7 +358,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
     link = config.lp_link or (lp.DEFAULT_LINK.alpha_s, lp.DEFAULT_LINK.beta_s_per_byte,
                               lp.DEFAULT_LINK.gamma_s_per_byte)
     if config.lp_link is None and config.cluster_rate is not None:
-        from gradsched.capture.cluster import parse_rate
+        from gradsched.distributed.shaping import parse_rate
 
         # The shaped link sets beta: 8 / rate seconds per byte.
         link = (link[0], 8.0 / parse_rate(config.cluster_rate), link[2])
@@ -382,7 +382,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
                 f"{len(config.algorithms)} algorithms"
                 + (f", emulated cluster {config.cluster_rate}" if config.cluster_rate else ""))
         if config.cluster_rate is not None:
-            from gradsched.capture.cluster import EmulatedCluster
+            from gradsched.distributed.cluster import EmulatedCluster
 
             with EmulatedCluster(p, config.cluster_rate) as cluster:
                 per_rank = launch(BENCH_TASK, payload, cluster.launch_spec(**common))

@@ -401,7 +401,7 @@ def measure_case(case: Case, settings: Settings, case_plans: CasePlans) -> pd.Da
               "deadline_s": max(3600.0, settings.timeout_s * n_runs)}
     task = "gradsched.reexec.experiment:rounds_task"
     if case.rate is not None:
-        from gradsched.capture.cluster import EmulatedCluster
+        from gradsched.distributed.cluster import EmulatedCluster
 
         with EmulatedCluster(case.world_size, case.rate) as emu:
             results = launch(task, payload, emu.launch_spec(**common))

@@ -331,7 +331,7 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
     start = time.monotonic()
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if cluster is not None:
-        from gradsched.capture.cluster import EmulatedCluster
+        from gradsched.distributed.cluster import EmulatedCluster
 
         with EmulatedCluster(world_size, cluster) as emu:
             results = launch(task, payload, emu.launch_spec(**common))

@@ -267,9 +267,9 @@ def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: 
               "deadline_s": deadline}
     if cluster is not None:
         try:
-            from gradsched.capture.cluster import EmulatedCluster
+            from gradsched.distributed.cluster import EmulatedCluster
         except ImportError as exc:  # pragma: no cover - the module is part of the package
-            raise ConfigError("--cluster needs gradsched.capture.cluster") from exc
+            raise ConfigError("--cluster needs gradsched.distributed.cluster") from exc
         with EmulatedCluster(world_size + ps_servers, cluster,
                              ranks_per_node=ranks_per_node or 1) as emu:
             results = launch("gradsched.runtime.tasks:timed_runs", payload,
