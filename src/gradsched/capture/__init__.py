@@ -1,6 +1,7 @@
 """Capture real traces from PyTorch: per-tensor compute profiles (:mod:`.compute`),
-profiled data-parallel iterations (:mod:`.iteration`), and (in :mod:`.sweep` /
-:mod:`.cluster`) collective sweeps on loopback and on an emulated cluster.
+profiled data-parallel iterations (:mod:`.iteration`), and collective sweeps on loopback
+and on the emulated cluster (:mod:`.sweep`: drivers and CLI; :mod:`.sweep_settings`,
+:mod:`.sweep_rank`, :mod:`.sweep_trace`).
 
 The sub-modules import torch lazily; importing this package needs no torch.
 """

@@ -348,7 +348,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
     """Launch the sweep at every world size (loopback or emulated cluster); a CommTrace."""
     import pandas as pd
 
-    from gradsched.capture.sweep import line_rate_meta
+    from gradsched.capture.sweep_trace import line_rate_meta
     from gradsched.collectives import lp
     from gradsched.distributed.launch import LaunchSpec, launch
     from gradsched.traces import CommTrace

@@ -193,7 +193,7 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def default_check_bytes(rate_bits: float | None, ranks: int) -> int:
     """An all-reduce size that takes about a second at the shaped rate (1-256 MiB)."""
-    from gradsched.capture.sweep import bus_factor
+    from gradsched.capture.sweep_settings import bus_factor
 
     if rate_bits is None:
         return 64 << 20
@@ -206,7 +206,8 @@ def default_check_bytes(rate_bits: float | None, ranks: int) -> int:
 
 
 def _check(argv: list[str], outer: argparse.Namespace) -> int:
-    from gradsched.capture.sweep import SweepConfig, run_sweep
+    from gradsched.capture.sweep import run_sweep
+    from gradsched.capture.sweep_settings import SweepConfig
     from gradsched.distributed.cluster import ClusterLayout
     from gradsched.distributed.netns import list_namespaces
     from gradsched.distributed.shaping import parse_rate, rate_label
