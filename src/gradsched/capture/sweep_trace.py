@@ -13,7 +13,7 @@ import pandas as pd
 
 import gradsched
 from gradsched.capture.sweep_settings import IN_PLACE_ONLY, P2P, SweepConfig, SweepError, bus_factor
-from gradsched.distributed.shaping import parse_rate
+from gradsched.distributed.shaping import line_rate_meta
 from gradsched.provenance import comm_software_versions, hardware_summary, load_average
 from gradsched.traces import CommTrace
 from gradsched.traces.importers import DROP_FACTOR
@@ -65,15 +65,6 @@ def size_drop_warnings(frame: pd.DataFrame) -> list[str]:
                            f"to {times[i]:.6g} s at {sizes[i]} B (more than {DROP_FACTOR:g}x; "
                            "noisy measurement)")
     return out
-
-
-def line_rate_meta(cluster_rate: str | None) -> dict[str, float]:
-    """``{"line_rate_Bps": bytes/s}`` of an emulated cluster's shaped links (the tbf rate,
-    per rank and direction), which the wire floor of the cost models uses
-    (:mod:`gradsched.costmodel.wire`); empty on loopback, where no rate is set."""
-    if cluster_rate is None:
-        return {}
-    return {"line_rate_Bps": parse_rate(cluster_rate) / 8.0}
 
 
 P2P_METHOD = (
@@ -153,5 +144,5 @@ def notes_to_warnings(notes: Sequence[str]) -> list[str]:
     return [n for n in notes if "rounded up" in n]
 
 
-__all__ = ["P2P_METHOD", "build_meta", "line_rate_meta", "notes_to_warnings",
+__all__ = ["P2P_METHOD", "build_meta", "notes_to_warnings",
            "size_drop_warnings", "summarise", "to_trace"]

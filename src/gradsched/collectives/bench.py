@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gradsched.distributed.shaping import line_rate_meta, parse_rate
 from gradsched.errors import ConfigError
 from gradsched.provenance import comm_software_versions, hardware_summary, load_average
 
@@ -348,7 +349,6 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
     """Launch the sweep at every world size (loopback or emulated cluster); a CommTrace."""
     import pandas as pd
 
-    from gradsched.capture.sweep_trace import line_rate_meta
     from gradsched.collectives import lp
     from gradsched.distributed.launch import LaunchSpec, launch
     from gradsched.traces import CommTrace
@@ -358,8 +358,6 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
     link = config.lp_link or (lp.DEFAULT_LINK.alpha_s, lp.DEFAULT_LINK.beta_s_per_byte,
                               lp.DEFAULT_LINK.gamma_s_per_byte)
     if config.lp_link is None and config.cluster_rate is not None:
-        from gradsched.distributed.shaping import parse_rate
-
         # The shaped link sets beta: 8 / rate seconds per byte.
         link = (link[0], 8.0 / parse_rate(config.cluster_rate), link[2])
     payload = {"collective": config.collective, "algorithms": list(config.algorithms),

@@ -50,4 +50,13 @@ def tbf_params(bits_per_s: float) -> tuple[int, float]:
     return burst, 0.05
 
 
-__all__ = ["parse_rate", "rate_label", "tbf_params"]
+def line_rate_meta(cluster_rate: str | None) -> dict[str, float]:
+    """``{"line_rate_Bps": bytes/s}`` of an emulated cluster's shaped links (the tbf rate,
+    per rank and direction), which the wire floor of the cost models uses
+    (:mod:`gradsched.costmodel.wire`); empty on loopback, where no rate is set."""
+    if cluster_rate is None:
+        return {}
+    return {"line_rate_Bps": parse_rate(cluster_rate) / 8.0}
+
+
+__all__ = ["line_rate_meta", "parse_rate", "rate_label", "tbf_params"]
