@@ -85,10 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         [str(REPO), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
     import torch
 
-    from gradsched.capture.models import build_model
     from gradsched.io import write_json_atomic
     from gradsched.runtime.bench import RunItem, run_items
     from gradsched.runtime.reference import ddp_bucket_plan, ready_order
+    from gradsched.workloads import build_model
 
     name, default_batch = MODELS[args.model]
     batch = args.batch_size or default_batch

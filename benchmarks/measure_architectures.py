@@ -27,6 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gradsched.provenance import git_commit
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "paper/data/reexec/issue18"
 FLAT, HIER, PS = (DATA / f"ddp-{k}.plan.json" for k in ("flat", "hierarchical", "ps"))
@@ -119,8 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     old = json.loads((DATA / "measured.json").read_text())
     runs = measure(args.rates, args.iters, args.warmup, args.rounds, args.allow_load)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                            capture_output=True, text=True, check=False).stdout.strip()
+    commit = git_commit(REPO)
     data = {**old, "measured": runs}
     data["provenance"] = {**old.get("provenance", {}), "git_commit": commit,
                           "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%MZ"),

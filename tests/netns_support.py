@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from gradsched.capture import cluster as cl
+from gradsched.distributed import netns
 
 
 def netns_usable() -> str | None:
@@ -29,4 +29,4 @@ needs_netns = pytest.mark.skipif(netns_usable() is not None,
 
 def ours(prefix: str) -> list[str]:
     """The namespaces whose names start with ``prefix`` (a test's own)."""
-    return [n for n in cl.list_namespaces() if n.startswith(prefix)]
+    return [n for n in netns.list_namespaces() if n.startswith(prefix)]

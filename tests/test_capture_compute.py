@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from gradsched.capture.compute import CaptureOptions, capture_compute, default_stem
-from gradsched.capture.models import build_model
 from gradsched.cli import main
 from gradsched.errors import ConfigError
 from gradsched.traces import ComputeTrace
+from gradsched.workloads import build_model
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

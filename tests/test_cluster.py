@@ -13,8 +13,10 @@ import time
 
 import pytest
 
-from gradsched.capture import cluster as cl
-from gradsched.capture.cluster import ClusterError, EmulatedCluster, parse_rate, rate_label
+from gradsched.distributed import cluster as cl
+from gradsched.distributed import cluster_record, netns
+from gradsched.distributed.cluster import ClusterError, EmulatedCluster
+from gradsched.distributed.shaping import parse_rate, rate_label
 from gradsched.errors import ConfigError
 from tests.netns_support import needs_netns, ours
 
@@ -36,7 +38,7 @@ def prefix(request):
     before = set(_root_links())
     yield name
     leftovers = ours(name)
-    record = cl.record_path(name)
+    record = cluster_record.record_path(name)
     assert leftovers == [], f"namespaces left behind: {leftovers}"
     assert not record.exists(), f"record left behind: {record}"
     our_links = re.compile(rf"^({cl.RANK_IFNAME}|{cl.BRIDGE}|r\d+)(@.*)?$")
@@ -59,7 +61,7 @@ def test_rates_use_tc_units():
 def test_non_root_is_told_clearly(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(ClusterError, match="needs root"):
-        cl.preflight()
+        netns.preflight()
 
 
 def test_layout_names_and_addresses():
@@ -72,18 +74,18 @@ def test_a_prefix_is_claimed_once(tmp_path, monkeypatch):
     """The record file is the lock: a second claim of the prefix is refused, naming
     whether its owner runs or was killed (then: how to clean up); never cleaned away."""
     monkeypatch.setenv("GRADSCHED_RUN_DIR", str(tmp_path))
-    path = cl.record_path("p-")
+    path = cluster_record.record_path("p-")
     cluster = EmulatedCluster(2, None, prefix="p-")
     record = cluster._new_record()
-    cl._claim_record(path, record)
+    cluster_record._claim_record(path, record)
     with pytest.raises(ClusterError, match="in use by a running cluster"):
-        cl._claim_record(path, cluster._new_record())
+        cluster_record._claim_record(path, cluster._new_record())
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     record["owner"] = {"pid": int(gone.stdout), "start_time": "0"}
     path.write_text(json.dumps(record))
     with pytest.raises(ClusterError, match=f"killed .*gradsched cluster clean {path}"):
-        cl._claim_record(path, cluster._new_record())
+        cluster_record._claim_record(path, cluster._new_record())
     assert [p.name for p in tmp_path.joinpath("clusters").iterdir()] == ["p-.json"]
 
 
@@ -92,13 +94,13 @@ def test_malformed_record_is_named(tmp_path, content):
     path = tmp_path / "x.json"
     path.write_text(content)
     with pytest.raises(ClusterError, match=str(path)):
-        cl.load_record(path)
+        cluster_record.load_record(path)
 
 
 def test_clean_refuses_names_no_record_lists(tmp_path, monkeypatch):
     monkeypatch.setenv("GRADSCHED_RUN_DIR", str(tmp_path))
     with pytest.raises(ClusterError, match="did not create it; nothing was removed"):
-        cl.clean_names(["someone-elses-ns"])
+        cluster_record.clean_names(["someone-elses-ns"])
 
 
 # ----------------------------------------------------------------------------- root
@@ -121,7 +123,7 @@ def test_setup_and_teardown(prefix):
         assert "10.77.0.3/24" in addr
         cluster.close()  # idempotent: close twice
     assert ours(prefix) == []
-    assert not cl.record_path(prefix).exists()
+    assert not cluster_record.record_path(prefix).exists()
 
 
 @network
@@ -157,7 +159,7 @@ def _child(code: str) -> subprocess.Popen[str]:
 
 _OPEN_AND_WAIT = (
     "import sys, time\n"
-    "from gradsched.capture.cluster import EmulatedCluster\n"
+    "from gradsched.distributed.cluster import EmulatedCluster\n"
     "c = EmulatedCluster(2, '1gbit')\n"
     "c.open()\n"
     "print(c.layout.prefix, flush=True)\n"
@@ -186,11 +188,11 @@ def test_leftovers_of_a_killed_run_are_removed():
     child_prefix = child.stdout.readline().strip()
     child.wait(timeout=20)
     assert len(ours(child_prefix)) == 3  # SIGKILL: no chance to clean up
-    record = cl.record_path(child_prefix)
+    record = cluster_record.record_path(child_prefix)
     with pytest.raises(ClusterError, match="killed"):  # the prefix stays taken until cleaned
         EmulatedCluster(2, None, prefix=child_prefix, install_signal_handlers=False).open()
     assert len(ours(child_prefix)) == 3
-    removed = cl.clean_record(record)
+    removed = cluster_record.clean_record(record)
     assert sorted(removed) == sorted(cl.ClusterLayout(2, child_prefix).namespaces)
     assert ours(child_prefix) == [] and not record.exists()
 

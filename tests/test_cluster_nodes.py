@@ -1,4 +1,4 @@
-"""Emulated cluster with several ranks per node (capture/cluster.py, ``ranks_per_node``).
+"""Emulated cluster with several ranks per node (distributed/cluster.py, ``ranks_per_node``).
 
 Pure layout checks run anywhere. With root: 2 nodes x 2 ranks build one namespace per
 node (plus the switch) and vanish afterwards; traffic between the two ranks of a node is
@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from gradsched.capture import cluster as cl
-from gradsched.capture.cluster import ClusterLayout, EmulatedCluster
+from gradsched.distributed import cluster_record
+from gradsched.distributed.cluster import ClusterLayout, EmulatedCluster
 from gradsched.errors import ConfigError
 from tests.netns_support import needs_netns, ours
 
@@ -30,7 +30,7 @@ def prefix(request):
     name = f"gsn{os.getpid()}{request.node.name[-5:].replace('_', '')}-"
     yield name
     assert ours(name) == [], "namespaces left behind"
-    assert not cl.record_path(name).exists(), "record left behind"
+    assert not cluster_record.record_path(name).exists(), "record left behind"
 
 
 def test_node_layout_names():

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from gradsched.capture import cluster as cl
+from gradsched.distributed import cluster as cl
+from gradsched.distributed import cluster_record, netns
 from tests.netns_support import needs_netns
 
 REPO_SRC = str(Path(cl.__file__).resolve().parents[2])
@@ -197,7 +198,7 @@ def _ranks(marker: str, child: subprocess.Popen[str]) -> list[int]:
 
 
 def _existing(names: list[str]) -> list[str]:
-    return sorted(set(names) & set(cl.list_namespaces()))
+    return sorted(set(names) & set(netns.list_namespaces()))
 
 
 def _record(tmp_path: Path, prefix: str) -> Path:
@@ -316,7 +317,7 @@ def test_two_clusters_with_overlapping_prefixes(tmp_path, run_dir):
     try:
         a.open()
         b.open()
-        b_inodes = {n: cl._ns_inode(n) for n in b.layout.namespaces}
+        b_inodes = {n: netns._ns_inode(n) for n in b.layout.namespaces}
         sleeper = subprocess.Popen([*b.prefix_for(1), "sleep", "600"])
         b.record_process(sleeper.pid)
         # The same prefix again: refused, A untouched.
@@ -324,16 +325,18 @@ def test_two_clusters_with_overlapping_prefixes(tmp_path, run_dir):
             cl.EmulatedCluster(2, None, prefix=a_prefix, install_signal_handlers=False).open()
         # A name of a live cluster cannot be cleaned.
         with pytest.raises(cl.ClusterError, match="running cluster"):
-            cl.clean_names([b.layout.switch])
+            cluster_record.clean_names([b.layout.switch])
         a.close()
         assert _existing(a.layout.namespaces) == []
-        assert {n: cl._ns_inode(n) for n in b.layout.namespaces} == b_inodes
-        assert sleeper.poll() is None and foreign in cl.list_namespaces()
-        assert cl.record_path(b_prefix).exists() and not cl.record_path(a_prefix).exists()
+        assert {n: netns._ns_inode(n) for n in b.layout.namespaces} == b_inodes
+        assert sleeper.poll() is None and foreign in netns.list_namespaces()
+        assert cluster_record.record_path(b_prefix).exists()
+        assert not cluster_record.record_path(a_prefix).exists()
         b.close()
         assert sleeper.wait(timeout=10) is not None
-        assert _existing(b.layout.namespaces) == [] and not cl.record_path(b_prefix).exists()
-        assert foreign in cl.list_namespaces()
+        assert _existing(b.layout.namespaces) == []
+        assert not cluster_record.record_path(b_prefix).exists()
+        assert foreign in netns.list_namespaces()
     finally:
         a.close()
         b.close()
@@ -347,11 +350,11 @@ def test_existing_namespace_is_refused_not_reused(tmp_path, run_dir):
     taken = f"{prefix}r1"
     subprocess.run(["ip", "netns", "add", taken], check=True)
     try:
-        inode = cl._ns_inode(taken)
+        inode = netns._ns_inode(taken)
         with pytest.raises(cl.ClusterError, match=f"{taken} exist already"):
             cl.EmulatedCluster(2, None, prefix=prefix, install_signal_handlers=False).open()
-        assert cl._ns_inode(taken) == inode  # untouched
+        assert netns._ns_inode(taken) == inode  # untouched
         assert _existing(cl.ClusterLayout(2, prefix).namespaces) == [taken]
-        assert not cl.record_path(prefix).exists()
+        assert not cluster_record.record_path(prefix).exists()
     finally:
         subprocess.run(["ip", "netns", "del", taken], check=False)

@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from gradsched import units
 from gradsched.cli import main
 from gradsched.errors import ConfigError, InputError
 from gradsched.plan import Bucket, Plan
@@ -30,7 +31,7 @@ ALPHA_BETA = "alpha-beta:alpha=1e-4,beta=1e-9"
 
 def tiny_mlp_trace(path: Path) -> Path:
     """A SYNTHETIC compute trace with the tiny MLP's parameter names (not measured)."""
-    from gradsched.capture.models import build_model
+    from gradsched.workloads import build_model
 
     params = list(build_model("tiny-mlp", 4).model.named_parameters())
     n = len(params)
@@ -269,10 +270,10 @@ def test_analysis_errors_tau_and_best_vs_ddp(tmp_path):
 
 # ----------------------------------------------------------------------------- interference
 def test_parse_size_and_factors():
-    assert interference.parse_size("8M") == 8 * 1024**2
-    assert interference.parse_size("4096") == 4096
+    assert units.parse_size("8M") == 8 * 1024**2
+    assert units.parse_size("4096") == 4096
     with pytest.raises(ConfigError):
-        interference.parse_size("lots")
+        units.parse_size("lots")
     rec = {"compute_alone_s": [1.0, 1.0, 1.0], "compute_with_comm_s": [1.2, 1.4, 9.0],
            "compute_with_comm_overlapped": [True, True, False],
            "comm_alone_s": [0.1, 0.1], "comm_with_compute_s": [0.08, 0.08]}

@@ -23,7 +23,7 @@ MODEL = "tiny-mlp"
 
 
 def _names() -> list[str]:
-    from gradsched.capture.models import build_model
+    from gradsched.workloads import build_model
 
     return [n for n, _ in build_model(MODEL, 4).model.named_parameters()]
 

@@ -9,17 +9,17 @@ import time
 
 import pytest
 
-from gradsched.capture import sweep
-from gradsched.capture.sweep import (
+from gradsched.capture import sweep, sweep_settings
+from gradsched.capture.sweep_settings import (
     SweepConfig,
     bus_factor,
     geometric_sizes,
     parse_collectives,
-    parse_size,
     round_sizes,
-    summarise,
 )
+from gradsched.capture.sweep_trace import summarise
 from gradsched.errors import ConfigError
+from gradsched.units import parse_size
 
 
 def test_parse_size_binary_suffixes():
@@ -210,7 +210,7 @@ def test_p2p_summary_is_half_of_rank0_round_trip():
     assert row["time_s"] == 2.0 and row["time_min_s"] == 1.0 and row["time_max_s"] == 5.0
     assert row["algbw_Bps"] == pytest.approx(500.0) == row["busbw_Bps"]
     assert row["in_place"] == 0 and row["world_size"] == 2
-    assert sweep.bus_factor("p2p", 2) == 1.0
+    assert sweep_settings.bus_factor("p2p", 2) == 1.0
 
 
 def test_p2p_needs_exactly_two_ranks():

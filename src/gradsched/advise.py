@@ -615,7 +615,7 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
 def check_model_names(plan: Plan, model_name: str, batch_size: int, seq_len: int | None,
                       compute: str) -> None:
     """The plan's tensors must be the model's trainable parameters (same names)."""
-    from gradsched.capture.models import build_model
+    from gradsched.workloads import build_model
 
     spec = build_model(model_name, batch_size, seq_len=seq_len)
     names = {n for n, p in spec.model.named_parameters() if p.requires_grad}

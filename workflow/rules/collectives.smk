@@ -4,7 +4,7 @@
 # tables (targets in `all`: COLLECTIVES_OUTPUTS). Re-measuring them is the separate target
 # `collectives_measure` (not in `all`; it writes to results/measured/collectives/, and a
 # reviewed sweep is adopted by copying it into traces/comm/collectives/): it needs several CPU cores for minutes, and the
-# cluster sweeps need root (network namespaces + tc tbf, gradsched.capture.cluster).
+# cluster sweeps need root (network namespaces + tc tbf, gradsched.distributed.cluster).
 #
 # Include from the Snakefile and add COLLECTIVES_OUTPUTS to `all`:
 #     include: "workflow/rules/collectives.smk"

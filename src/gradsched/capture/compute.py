@@ -58,22 +58,26 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
-import itertools
-import os
-import platform
-import sys
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from gradsched.capture.models import ModelSpec, build_model
+from gradsched.capture.compute_layout import Layout, discover
+from gradsched.capture.compute_timing import (
+    CpuClock,
+    CudaClock,
+    Plain,
+    Runner,
+    Sample,
+    update_times,
+)
 from gradsched.errors import ConfigError
+from gradsched.provenance import load_average, machine_info, software_versions
 from gradsched.traces.bundle import ComputeTrace
+from gradsched.workloads import ModelSpec, build_model
 
 CAPTURE_VERSION = "1"
 
@@ -123,390 +127,6 @@ class CaptureOptions:
                     "sees no GPU); use --device cpu or run on a GPU node")
 
 
-# ----------------------------------------------------------------------------- clocks
-class _CpuClock:
-    """Nanosecond timestamps from ``perf_counter_ns`` (wall) or ``thread_time_ns`` (the
-    calling thread's CPU time); nothing to resolve."""
-
-    def __init__(self, cpu_time: bool = False) -> None:
-        self.kind = "cpu-thread-time" if cpu_time else "cpu-wall"
-        self.mark: Callable[[], int] = time.thread_time_ns if cpu_time \
-            else time.perf_counter_ns
-
-    def finish(self) -> None:
-        return None
-
-    @staticmethod
-    def seconds(a: Any, b: Any) -> float:
-        return (b - a) * 1e-9
-
-
-class _CudaClock:
-    """CUDA events recorded on the current stream; resolved after one synchronize."""
-
-    kind = "cuda"
-
-    def __init__(self, device: str) -> None:
-        import torch
-
-        self._torch = torch
-        self._device = torch.device(device)
-
-    def mark(self) -> Any:
-        event = self._torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    def finish(self) -> None:
-        self._torch.cuda.synchronize(self._device)
-
-    @staticmethod
-    def seconds(a: Any, b: Any) -> float:
-        return float(a.elapsed_time(b)) * 1e-3
-
-
-# ----------------------------------------------------------------------------- discovery
-@dataclass
-class _Layout:
-    """Which parameters are rows, which modules cut the forward, and where time goes."""
-
-    params: list[Any]  # trainable parameters that get a gradient, row order
-    names: list[str]
-    layer_of_row: list[int]
-    boundary_modules: list[Any]  # modules whose post-hook ends a forward segment
-    target_row: dict[int, int]  # id(module) -> row that receives its segments
-    last_module: Any
-    tied: dict[str, list[str]] = field(default_factory=dict)
-    excluded: list[dict[str, Any]] = field(default_factory=list)
-    fallback_owners: list[str] = field(default_factory=list)
-    backward_on_caller: bool = True
-
-
-def _discover(spec: ModelSpec, batch: Any) -> _Layout:
-    """One forward/backward with hooks on every module: find layers, order and grads."""
-    model = spec.model
-    finished: list[Any] = []
-    ran: dict[int, int] = {}
-
-    def post(module: Any, _inp: Any, _out: Any) -> None:
-        ran.setdefault(id(module), len(ran))
-        finished.append(module)
-
-    threads: set[int] = set()
-
-    def ready(_p: Any) -> None:
-        threads.add(threading.get_ident())
-
-    handles = [m.register_forward_hook(post) for m in model.modules()]
-    handles += [p.register_post_accumulate_grad_hook(ready) for p in model.parameters()
-                if p.requires_grad]
-    try:
-        model.zero_grad(set_to_none=True)
-        loss = spec.loss(model, batch)
-        loss.backward()
-    finally:
-        for h in handles:
-            h.remove()
-
-    all_names: dict[int, list[str]] = collections.defaultdict(list)
-    for name, p in model.named_parameters(remove_duplicate=False):
-        all_names[id(p)].append(name)
-    excluded: list[dict[str, Any]] = []
-    trainable: dict[int, Any] = {}
-    canonical: dict[int, str] = {}
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            excluded.append({"name": name, "numel": int(p.numel()), "reason": "frozen "
-                             "(requires_grad=False)"})
-        elif p.grad is None:
-            excluded.append({"name": name, "numel": int(p.numel()), "reason": "no gradient "
-                             "(not used in the forward pass)"})
-        else:
-            trainable[id(p)] = p
-            canonical[id(p)] = name
-    if not trainable:
-        raise ConfigError(f"model {spec.name!r} has no trainable parameter that receives a "
-                          "gradient")
-
-    modules = dict(model.named_modules(remove_duplicate=False))
-    owners: dict[int, list[Any]] = collections.defaultdict(list)  # id(module) -> params
-    owner_mods: dict[int, Any] = {}
-    for mod in model.modules():
-        for p in mod._parameters.values():
-            if p is not None and id(p) in trainable and all(q is not p for q in owners[id(mod)]):
-                owners[id(mod)].append(p)
-                owner_mods[id(mod)] = mod
-    # Parameters none of whose owners ran: give them to the deepest ancestor that ran.
-    fallback: list[str] = []
-    covered = {id(p) for mid, ps in owners.items() if mid in ran for p in ps}
-    for pid, p in trainable.items():
-        if pid in covered:
-            continue
-        host = None
-        for alias in all_names[pid]:
-            parts = alias.split(".")[:-1]
-            while parts and (".".join(parts) not in modules
-                             or id(modules[".".join(parts)]) not in ran):
-                parts.pop()
-            cand = modules[".".join(parts)] if parts else model
-            if host is None or len(parts) > host[0]:
-                host = (len(parts), cand)
-        assert host is not None
-        mod = host[1]
-        if id(mod) not in ran:
-            raise ConfigError(f"parameter {canonical[pid]!r} gets a gradient but no module "
-                              "owning it runs a forward")
-        owners[id(mod)].append(p)
-        owner_mods[id(mod)] = mod
-        fallback.append(f"{canonical[pid]} -> {type(mod).__name__}")
-
-    # Boundary modules in order of first forward completion.
-    boundary = sorted((m for mid, m in owner_mods.items() if mid in ran and owners[mid]),
-                      key=lambda m: _first_index(finished, m))
-    params: list[Any] = []
-    layer_of_row: list[int] = []
-    row_of: dict[int, int] = {}
-    target_row: dict[int, int] = {}
-    layer = -1
-    for mod in boundary:
-        new = [p for p in owners[id(mod)] if id(p) not in row_of]
-        if new:
-            layer += 1
-            target_row[id(mod)] = len(params)
-            for p in new:
-                row_of[id(p)] = len(params)
-                params.append(p)
-                layer_of_row.append(layer)
-        else:
-            target_row[id(mod)] = row_of[id(owners[id(mod)][0])]
-    missing = [canonical[pid] for pid in trainable if pid not in row_of]
-    if missing:  # pragma: no cover - every trainable parameter has a running owner above
-        raise ConfigError(f"could not place parameters {missing[:5]} in forward order")
-    last = max(boundary, key=lambda m: _last_index(finished, m))
-    tied = {canonical[id(p)]: all_names[id(p)][1:] for p in params
-            if len(set(all_names[id(p)])) > 1}
-    return _Layout(params=params, names=[canonical[id(p)] for p in params],
-                   layer_of_row=layer_of_row, boundary_modules=boundary,
-                   target_row=target_row, last_module=last, tied=tied, excluded=excluded,
-                   fallback_owners=fallback,
-                   backward_on_caller=threads <= {threading.get_ident()})
-
-
-def _first_index(seq: list[Any], item: Any) -> int:
-    return next(i for i, x in enumerate(seq) if x is item)
-
-
-def _last_index(seq: list[Any], item: Any) -> int:
-    return max(i for i, x in enumerate(seq) if x is item)
-
-
-# ----------------------------------------------------------------------------- iterations
-@dataclass
-class _Sample:
-    """One hooked iteration, in seconds."""
-
-    forward_rows: np.ndarray
-    order: tuple[int, ...]
-    ready_s: np.ndarray  # per row, from backward start
-    forward_s: float
-    backward_s: float
-    step_s: float
-    iteration_s: float
-    tail_s: float
-    hook_calls: int
-    wall_s: float
-
-
-@dataclass
-class _Plain:
-    forward_s: float
-    backward_s: float
-    step_s: float
-    iteration_s: float
-    wall_s: float
-
-
-class _Runner:
-    """Runs hooked and plain iterations of one model."""
-
-    def __init__(self, spec: ModelSpec, layout: _Layout, optimizer: Any, clock: Any,
-                 batch: Any) -> None:
-        self.spec = spec
-        self.layout = layout
-        self.opt = optimizer
-        self.clock = clock
-        self.batch = batch
-        self._fwd: list[tuple[int, Any]] = []
-        self._bwd: list[tuple[int, Any]] = []
-        self._handles: list[Any] = []
-
-    def _install(self) -> None:
-        mark = self.clock.mark
-        fwd = self._fwd
-        bwd = self._bwd
-        for mod in self.layout.boundary_modules:
-            row = self.layout.target_row[id(mod)]
-
-            def post(_m: Any, _i: Any, _o: Any, row: int = row) -> None:
-                fwd.append((row, mark()))
-
-            self._handles.append(mod.register_forward_hook(post))
-        for row, p in enumerate(self.layout.params):
-
-            def ready(_p: Any, row: int = row) -> None:
-                bwd.append((row, mark()))
-
-            self._handles.append(p.register_post_accumulate_grad_hook(ready))
-
-    def _remove(self) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
-
-    def _iteration(self) -> tuple[list[Any], float]:
-        """One training iteration with clock marks before zero_grad, forward, backward,
-        the step and after it; returns the marks and the wall time."""
-        mark = self.clock.mark
-        w0 = time.perf_counter()
-        marks = [mark()]
-        self.opt.zero_grad(set_to_none=True)
-        marks.append(mark())
-        loss = self.spec.loss(self.spec.model, self.batch)
-        marks.append(mark())
-        loss.backward()
-        marks.append(mark())
-        self.opt.step()
-        marks.append(mark())
-        self.clock.finish()
-        return marks, time.perf_counter() - w0
-
-    def plain(self) -> _Plain:
-        """An iteration without hooks."""
-        seconds = self.clock.seconds
-        (t0, t1, t2, t3, t4), wall = self._iteration()
-        return _Plain(seconds(t1, t2), seconds(t2, t3), seconds(t3, t4), seconds(t0, t4),
-                      wall)
-
-    def hooked(self) -> _Sample:
-        """An iteration with the timing hooks installed."""
-        n = len(self.layout.params)
-        self._fwd.clear()
-        self._bwd.clear()
-        self._install()
-        seconds = self.clock.seconds
-        try:
-            (t0, t1, t2, t3, t4), wall = self._iteration()
-        finally:
-            self._remove()
-        forward_rows = np.zeros(n)
-        prev = t1
-        last_row = None
-        for row, tok in self._fwd:
-            forward_rows[row] += seconds(prev, tok)
-            prev, last_row = tok, row
-        if last_row is None:
-            last_row = self.layout.target_row[id(self.layout.last_module)]
-        forward_rows[last_row] += seconds(prev, t2)  # the loss and anything after
-        ready = np.full(n, np.nan)
-        order: list[int] = []
-        last_tok = t2
-        for row, tok in self._bwd:
-            if np.isnan(ready[row]):
-                order.append(row)
-            ready[row] = seconds(t2, tok)  # a re-fired hook: the last firing counts
-            last_tok = tok
-        if len(order) != n:
-            lost = [self.layout.names[i] for i in range(n) if np.isnan(ready[i])]
-            raise ConfigError(f"gradients of {lost[:5]} did not become ready in a measured "
-                              "iteration (the model's parameter use changes between "
-                              "iterations)")
-        return _Sample(forward_rows=forward_rows, order=tuple(order), ready_s=ready,
-                       forward_s=seconds(t1, t2), backward_s=seconds(t2, t3),
-                       step_s=seconds(t3, t4), iteration_s=seconds(t0, t4),
-                       tail_s=seconds(last_tok, t3), hook_calls=len(self._fwd) + len(self._bwd),
-                       wall_s=wall)
-
-
-def _update_times(layout: _Layout, clock: Any, reps: int, lr: float,
-                  momentum: float) -> np.ndarray:
-    """Median single-tensor SGD-momentum step time of each parameter."""
-    import torch
-
-    opts = [torch.optim.SGD([p], lr=lr, momentum=momentum, foreach=False)
-            for p in layout.params]
-    for o in opts:  # first step creates the momentum buffer: not timed
-        o.step()
-    clock.finish()
-    times = np.zeros((reps, len(opts)))
-    for r in range(reps):
-        marks = [clock.mark()]
-        for o in opts:
-            o.step()
-            marks.append(clock.mark())
-        clock.finish()
-        times[r] = [clock.seconds(a, b) for a, b in itertools.pairwise(marks)]
-    return np.median(times, axis=0)
-
-
-# ----------------------------------------------------------------------------- machine
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (or platform.processor())."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def load_average() -> list[float] | None:
-    """1, 5 and 15 minute load averages, or None where unavailable."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover - not on Linux
-        return None
-
-
-def software_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Versions of python, torch and friends (only those that are importable)."""
-    import gradsched
-
-    out = {"python": platform.python_version(), "gradsched": gradsched.__version__}
-    for name in ("torch", "numpy", "torchvision", *extra):
-        mod = sys.modules.get(name)
-        if mod is None:
-            try:
-                mod = __import__(name)
-            except ImportError:
-                continue
-        out[name] = str(getattr(mod, "__version__", "unknown"))
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        out["torch_cuda"] = str(torch.version.cuda)
-        if torch.cuda.is_available():
-            out["cudnn"] = str(torch.backends.cudnn.version())
-    return out
-
-
-def machine_info(device: str) -> dict[str, Any]:
-    """What ran the capture: CPU model, logical CPUs, threads, GPU if any."""
-    import torch
-
-    info: dict[str, Any] = {
-        "cpu_model": cpu_model(),
-        "logical_cpus": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch_interop_threads": torch.get_num_interop_threads(),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "platform": platform.platform(),
-    }
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
-    return info
-
-
 # ----------------------------------------------------------------------------- capture
 def _stats(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-column median, 10th and 90th percentiles of a (iterations, rows) array."""
@@ -517,35 +137,79 @@ def _stats(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def capture_compute(options: CaptureOptions,
                     progress: Callable[[str], None] | None = None) -> ComputeTrace:
     """Run the capture described by ``options``; return a validated compute trace."""
+    run = _measure(options, progress or (lambda _msg: None))
+    back = _backward(run.samples, len(run.layout.params))
+    warnings = list(back.warnings)
+    fwd_med, fwd_p10, fwd_p90 = _stats(np.stack([s.forward_rows for s in run.samples]))
+    bwd_med, bwd_p10, bwd_p90 = _stats(back.increments)
+    layout = run.layout
+    frame = pd.DataFrame({
+        "name": layout.names,
+        "layer": layout.layer_of_row,
+        "numel": [int(p.numel()) for p in layout.params],
+        "bytes": [int(p.numel() * p.element_size()) for p in layout.params],
+        "forward_s": fwd_med,
+        "backward_s": bwd_med,
+        "ready_order": back.ready_order,
+        "update_s": run.update,
+        "forward_p10_s": fwd_p10,
+        "forward_p90_s": fwd_p90,
+        "backward_p10_s": bwd_p10,
+        "backward_p90_s": bwd_p90,
+    })
+    if layout.excluded:
+        warnings.append(f"{len(layout.excluded)} parameters excluded (frozen or without "
+                        "gradient); see excluded_parameters")
+    meta = _sidecar(options, run, back, warnings, rows_bwd=float(bwd_med.sum()),
+                    rows_fwd=float(fwd_med.sum()))
+    return ComputeTrace.from_frame(frame, _rounded(meta))
+
+
+@dataclass
+class _Run:
+    """What :func:`_measure` measured."""
+
+    spec: ModelSpec
+    layout: Layout
+    clock: Any
+    samples: list[Sample]
+    plains: list[Plain]
+    update: np.ndarray
+    started: dt.datetime
+    load_before: list[float] | None
+    load_after: list[float] | None
+
+
+def _measure(options: CaptureOptions, say: Callable[[str], None]) -> _Run:
+    """Build the model, discover its layout, run the warm-up and the measured iterations
+    (hooked and plain interleaved) and, if asked, the per-tensor update times."""
     import torch
 
     options.check()
-    say = progress or (lambda _msg: None)
     if options.threads is not None:
         torch.set_num_threads(options.threads)
     load_before = load_average()
     started = dt.datetime.now(dt.UTC)
     spec = build_model(options.model, options.batch_size, device=options.device,
                        dtype=options.dtype, seq_len=options.seq_len, seed=options.seed)
-    clock: Any = _CudaClock(options.device) if options.device.startswith("cuda") \
-        else _CpuClock(cpu_time=options.clock == "cpu")
+    clock: Any = CudaClock(options.device) if options.device.startswith("cuda") \
+        else CpuClock(cpu_time=options.clock == "cpu")
     batch = spec.make_batch()
-    warnings: list[str] = []
 
     say(f"{options.model}: discovering layers (warmup 1/{options.warmup})")
-    layout = _discover(spec, batch)
+    layout = discover(spec, batch)
     if clock.kind == "cpu-thread-time" and not layout.backward_on_caller:
         raise ConfigError("--clock cpu: backward ran on another thread than the caller's, "
                           "whose CPU time would be missed; use --clock wall")
     optimizer = torch.optim.SGD(layout.params, lr=options.lr, momentum=options.momentum)
-    runner = _Runner(spec, layout, optimizer, clock, batch)
+    runner = Runner(spec, layout, optimizer, clock, batch)
     for i in range(1, options.warmup):
         say(f"{options.model}: warmup {i + 1}/{options.warmup}")
         runner.hooked()
         runner.plain()
 
-    samples: list[_Sample] = []
-    plains: list[_Plain] = []
+    samples: list[Sample] = []
+    plains: list[Plain] = []
     for i in range(options.iters):
         say(f"{options.model}: iteration {i + 1}/{options.iters} (with and without hooks)")
         samples.append(runner.hooked())
@@ -554,10 +218,26 @@ def capture_compute(options: CaptureOptions,
     update = np.zeros(len(layout.params))
     if options.measure_update:
         say(f"{options.model}: per-tensor update times")
-        update = _update_times(layout, clock, options.iters, options.lr, options.momentum)
-    load_after = load_average()
+        update = update_times(layout, clock, options.iters, options.lr, options.momentum)
+    return _Run(spec=spec, layout=layout, clock=clock, samples=samples, plains=plains,
+                update=update, started=started, load_before=load_before,
+                load_after=load_average())
 
-    # Ready order: the most common one; only its iterations give backward times.
+
+@dataclass
+class _Backward:
+    """Backward times per row from the iterations with the most common ready order."""
+
+    orders: collections.Counter[tuple[int, ...]]
+    used: list[Sample]
+    ready_order: np.ndarray
+    increments: np.ndarray  # (iterations used, rows)
+    warnings: list[str]
+
+
+def _backward(samples: list[Sample], n: int) -> _Backward:
+    """Ready order: the most common one; only its iterations give backward times."""
+    warnings: list[str] = []
     orders = collections.Counter(s.order for s in samples)
     order, count = orders.most_common(1)[0]
     used = [s for s in samples if s.order == order]
@@ -566,7 +246,6 @@ def capture_compute(options: CaptureOptions,
                         f"({len(orders)} distinct orders); used the most common one "
                         f"({count} of {len(samples)} iterations) and only those iterations "
                         "for backward_s")
-    n = len(layout.params)
     ready_order = np.empty(n, dtype=np.int64)
     ready_order[list(order)] = np.arange(n)
     inc = np.empty((len(used), n))
@@ -576,24 +255,19 @@ def capture_compute(options: CaptureOptions,
         inc[k, list(order)] = steps
     if (inc < 0).any():  # pragma: no cover - hooks fire in time order
         raise ConfigError("negative backward increment: the clock went backwards")
-    bwd_med, bwd_p10, bwd_p90 = _stats(inc)
-    fwd = np.stack([s.forward_rows for s in samples])
-    fwd_med, fwd_p10, fwd_p90 = _stats(fwd)
+    return _Backward(orders=orders, used=used, ready_order=ready_order, increments=inc,
+                     warnings=warnings)
 
-    frame = pd.DataFrame({
-        "name": layout.names,
-        "layer": layout.layer_of_row,
-        "numel": [int(p.numel()) for p in layout.params],
-        "bytes": [int(p.numel() * p.element_size()) for p in layout.params],
-        "forward_s": fwd_med,
-        "backward_s": bwd_med,
-        "ready_order": ready_order,
-        "update_s": update,
-        "forward_p10_s": fwd_p10,
-        "forward_p90_s": fwd_p90,
-        "backward_p10_s": bwd_p10,
-        "backward_p90_s": bwd_p90,
-    })
+
+def _sidecar(options: CaptureOptions, run: _Run, back: _Backward, warnings: list[str], *,
+             rows_bwd: float, rows_fwd: float) -> dict[str, Any]:
+    """The sidecar of a compute capture (unrounded).
+
+    Longer than most functions here: it is one dict literal, the sidecar's keys in the
+    order they are written, kept in one place so the format can be read at a glance.
+    """
+    spec, layout, clock = run.spec, run.layout, run.clock
+    samples, plains, used, orders = run.samples, run.plains, back.used, back.orders
 
     def med(values: list[float]) -> float:
         return float(np.median(values))
@@ -603,12 +277,7 @@ def capture_compute(options: CaptureOptions,
     it_hooks = med([s.iteration_s for s in samples])
     it_plain = med([p.iteration_s for p in plains])
     bwd_measured = med([s.backward_s for s in used])
-    rows_bwd = float(bwd_med.sum())
     fwd_measured = med([s.forward_s for s in samples])
-    if layout.excluded:
-        warnings.append(f"{len(layout.excluded)} parameters excluded (frozen or without "
-                        "gradient); see excluded_parameters")
-    device_text = options.device
     machine = machine_info(options.device)
     if options.device == "cpu":
         device_text = f"cpu ({machine['cpu_model']}, {machine['torch_threads']} threads)"
@@ -635,7 +304,7 @@ def capture_compute(options: CaptureOptions,
                "cuda": "CUDA events resolved once per iteration"}[clock.kind]
             + f"; medians over {options.iters} iterations after {options.warmup} warmup"),
         "iterations": options.iters,
-        "date": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "date": run.started.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "source": (f"measured by gradsched capture compute (version {CAPTURE_VERSION}) on "
                    f"{device_text}; random initialisation, synthetic inputs"
                    + (f"; {options.machine_note}" if options.machine_note else "")),
@@ -655,7 +324,7 @@ def capture_compute(options: CaptureOptions,
         "backward_nohooks_s": med([p.backward_s for p in plains]),
         "backward_rows_sum_s": rows_bwd,
         "backward_rows_rel_error": rows_bwd / bwd_measured - 1.0,
-        "forward_rows_sum_s": float(fwd_med.sum()),
+        "forward_rows_sum_s": rows_fwd,
         "backward_tail_s": med([s.tail_s for s in used]),
         "optimizer_step_s": med([p.step_s for p in plains]),
         "optimizer": f"SGD(lr={options.lr}, momentum={options.momentum})",
@@ -673,8 +342,8 @@ def capture_compute(options: CaptureOptions,
         "seq_len": spec.seq_len,
         "threads": machine["torch_threads"],
         "machine": machine,
-        "load_average_before": load_before,
-        "load_average_after": load_after,
+        "load_average_before": run.load_before,
+        "load_average_after": run.load_after,
         "tied_parameters": layout.tied,
         "excluded_parameters": layout.excluded,
         "fallback_owners": layout.fallback_owners,
@@ -686,7 +355,7 @@ def capture_compute(options: CaptureOptions,
                   "incremental time between ready gradients. update_s: see update_method. "
                   + shared).strip(),
     }
-    return ComputeTrace.from_frame(frame, _rounded(meta))
+    return meta
 
 
 def _rounded(obj: Any) -> Any:

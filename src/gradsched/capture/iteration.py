@@ -1,7 +1,7 @@
 """Profiled data-parallel iterations: ``gradsched capture iteration``.
 
 Runs real ``torch.nn.parallel.DistributedDataParallel`` training iterations of a zoo model
-(:mod:`gradsched.capture.models`) on ``world_size`` ranks, once per ``bucket_cap_mb``
+(:mod:`gradsched.workloads`) on ``world_size`` ranks, once per ``bucket_cap_mb``
 value, under ``torch.profiler`` (CPU activity, plus CUDA on GPUs, ``record_shapes=True``
 so gloo spans carry their sizes). Per bucket cap, each rank
 
@@ -130,7 +130,7 @@ def _profile_cap(cap: float, opts: IterationOptions, rank: int, root: Path, devi
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import profile, schedule
 
-    from gradsched.capture.models import build_model
+    from gradsched.workloads import build_model
 
     spec = build_model(opts.model, opts.batch_size, device=device, dtype=opts.dtype,
                        seq_len=opts.seq_len, seed=opts.seed)
@@ -216,7 +216,7 @@ def summarise(root: Path, opts: IterationOptions, results: list[dict[str, Any]]
 
 def _finish(root: Path, out_dir: Path, opts: IterationOptions, results: list[dict[str, Any]],
             started: dt.datetime, load_before: Any, wall: float) -> pd.DataFrame:
-    from gradsched.capture.compute import load_average, machine_info, software_versions
+    from gradsched.provenance import load_average, machine_info, software_versions
 
     summary, warnings = summarise(root, opts, results)
     write_csv_atomic(root / "summary.csv", summary)
@@ -252,8 +252,8 @@ def _finish(root: Path, out_dir: Path, opts: IterationOptions, results: list[dic
 def capture_iterations(opts: IterationOptions, out_dir: str | Path,
                        progress: Callable[[str], None] | None = None) -> pd.DataFrame:
     """Launch the ranks locally, profile, summarise; return the summary frame."""
-    from gradsched.capture.compute import load_average
     from gradsched.distributed import LaunchSpec, launch
+    from gradsched.provenance import load_average
 
     opts.check()
     say = progress or (lambda _m: None)
@@ -284,8 +284,8 @@ def capture_iterations_torchrun(opts: IterationOptions, out_dir: str | Path) -> 
 
     import torch.distributed as dist
 
-    from gradsched.capture.compute import load_average
     from gradsched.distributed.worker import init_group
+    from gradsched.provenance import load_average
 
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         if var not in os.environ:

@@ -27,14 +27,15 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gradsched.distributed.shaping import line_rate_meta, parse_rate
 from gradsched.errors import ConfigError
+from gradsched.provenance import comm_software_versions, hardware_summary, load_average
 
 U_ROUNDOFF = {"float32": 2.0 ** -24, "bfloat16": 2.0 ** -8, "float64": 2.0 ** -53}
 
@@ -348,12 +349,6 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
     """Launch the sweep at every world size (loopback or emulated cluster); a CommTrace."""
     import pandas as pd
 
-    from gradsched.capture.sweep import (
-        cpu_model,
-        line_rate_meta,
-        load_average,
-        software_versions,
-    )
     from gradsched.collectives import lp
     from gradsched.distributed.launch import LaunchSpec, launch
     from gradsched.traces import CommTrace
@@ -363,8 +358,6 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
     link = config.lp_link or (lp.DEFAULT_LINK.alpha_s, lp.DEFAULT_LINK.beta_s_per_byte,
                               lp.DEFAULT_LINK.gamma_s_per_byte)
     if config.lp_link is None and config.cluster_rate is not None:
-        from gradsched.capture.cluster import parse_rate
-
         # The shaped link sets beta: 8 / rate seconds per byte.
         link = (link[0], 8.0 / parse_rate(config.cluster_rate), link[2])
     payload = {"collective": config.collective, "algorithms": list(config.algorithms),
@@ -372,7 +365,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
                "max_iters": config.max_iters, "warmup": config.warmup,
                "lp_chunk_bytes": config.lp_chunk_bytes, "lp_link": list(link)}
     started = dt.datetime.now(dt.UTC).astimezone()
-    load_before = load_average()
+    load_before = load_average([])
     t0 = time.monotonic()
     rows: list[dict[str, Any]] = []
     chunks: dict[str, dict[str, int]] = {}
@@ -387,7 +380,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
                 f"{len(config.algorithms)} algorithms"
                 + (f", emulated cluster {config.cluster_rate}" if config.cluster_rate else ""))
         if config.cluster_rate is not None:
-            from gradsched.capture.cluster import EmulatedCluster
+            from gradsched.distributed.cluster import EmulatedCluster
 
             with EmulatedCluster(p, config.cluster_rate) as cluster:
                 per_rank = launch(BENCH_TASK, payload, cluster.launch_spec(**common))
@@ -420,10 +413,10 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
         "kind": "comm",
         "source": f"measured with gradsched bench collectives on {started.date().isoformat()} "
                   f"({placement})",
-        "hardware": f"{cpu_model()} ({os.cpu_count()} logical CPUs); {placement}",
+        "hardware": f"{hardware_summary()}; {placement}",
         "interconnect": interconnect,
         **line_rate_meta(config.cluster_rate),
-        "software": software_versions(config.backend),
+        "software": comm_software_versions(config.backend),
         "statistic": "median",
         "warnings": [],
         "notes": (
@@ -438,7 +431,7 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
         "date": started.isoformat(timespec="seconds"),
         "world_sizes": list(config.world_sizes),
         "physical_machines": 1,
-        "load_average": {"before": load_before, "after": load_average()},
+        "load_average": {"before": load_before, "after": load_average([])},
         "wall_s": round(time.monotonic() - t0, 3),
         "settings": {k: (list(v) if isinstance(v, tuple) else v)
                      for k, v in asdict(config).items() if k != "note"},

@@ -87,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "interval")
     val.add_argument("--model", default=None,
                      help="model to run (default: the trace's meta 'model'; "
-                          "gradsched.capture.models names)")
+                          "gradsched.workloads names)")
     val.add_argument("--batch-size", type=positive_int, default=None,
                      help="samples per rank (default: the trace's meta 'batch_size')")
     val.add_argument("--seq-len", type=positive_int, default=None,

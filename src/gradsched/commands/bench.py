@@ -28,8 +28,8 @@ from gradsched.limits import MAX_RANKS
 
 
 def _sizes(text: str) -> int:
-    from gradsched.capture.sweep import parse_size
     from gradsched.errors import ConfigError
+    from gradsched.units import parse_size
 
     try:
         return parse_size(text)

@@ -5,7 +5,7 @@
     gradsched cluster clean [RECORD.json | NAMESPACE ...]
 
 The first form builds N network namespaces joined through a bridge, each rank's link
-shaped to RATE with ``tc tbf`` (see :mod:`gradsched.capture.cluster`), and runs COMMAND
+shaped to RATE with ``tc tbf`` (see :mod:`gradsched.distributed.cluster`), and runs COMMAND
 once per rank inside its namespace with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` (0),
 ``LOCAL_WORLD_SIZE`` (1), ``MASTER_ADDR`` (rank 0's address), ``MASTER_PORT``,
 ``GLOO_SOCKET_IFNAME`` and ``NCCL_SOCKET_IFNAME`` set; ``{rank}`` in COMMAND is replaced by
@@ -87,7 +87,7 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _run_command(command: list[str], args: argparse.Namespace) -> int:
-    from gradsched.capture.cluster import EmulatedCluster
+    from gradsched.distributed.cluster import EmulatedCluster
 
     if args.timeout_s <= 0:
         raise ConfigError("--timeout-s must be positive")
@@ -193,7 +193,7 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def default_check_bytes(rate_bits: float | None, ranks: int) -> int:
     """An all-reduce size that takes about a second at the shaped rate (1-256 MiB)."""
-    from gradsched.capture.sweep import bus_factor
+    from gradsched.capture.sweep_settings import bus_factor
 
     if rate_bits is None:
         return 64 << 20
@@ -206,8 +206,12 @@ def default_check_bytes(rate_bits: float | None, ranks: int) -> int:
 
 
 def _check(argv: list[str], outer: argparse.Namespace) -> int:
-    from gradsched.capture.cluster import ClusterLayout, list_namespaces, parse_rate, rate_label
-    from gradsched.capture.sweep import SweepConfig, parse_size, run_sweep
+    from gradsched.capture.sweep import run_sweep
+    from gradsched.capture.sweep_settings import SweepConfig
+    from gradsched.distributed.cluster import ClusterLayout
+    from gradsched.distributed.netns import list_namespaces
+    from gradsched.distributed.shaping import parse_rate, rate_label
+    from gradsched.units import parse_size
 
     parser = argparse.ArgumentParser(prog="gradsched cluster check")
     _add_common(parser)
@@ -257,13 +261,13 @@ def _check(argv: list[str], outer: argparse.Namespace) -> int:
 def _clean(targets: list[str]) -> int:
     """``clean RECORD.json`` or ``clean NAME ...``: remove exactly that; no arguments:
     list the records (exit 2, nothing removed)."""
-    from gradsched.capture.cluster import (
+    from gradsched.distributed.cluster_record import (
         clean_names,
         clean_record,
         find_records,
         owner_alive,
-        preflight,
     )
+    from gradsched.distributed.netns import preflight
 
     preflight()
     if not targets:

@@ -52,8 +52,8 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def _sizes(text: str) -> tuple[int, ...]:
-    from gradsched.capture.sweep import parse_size
     from gradsched.errors import ConfigError
+    from gradsched.units import parse_size
 
     try:
         values = tuple(parse_size(v) for v in _names(text))
@@ -127,13 +127,15 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    import os
-    import platform
-
-    import torch
-
     from gradsched.compression.replay import profile_compressors
     from gradsched.io import write_csv_atomic, write_json_atomic
+    from gradsched.provenance import (
+        architecture,
+        load_average,
+        logical_cpus,
+        python_version,
+        torch_version,
+    )
     from gradsched.staging import check_writable
 
     check_writable(args.output)  # before the timing, not after it
@@ -150,9 +152,9 @@ def _profile(args: argparse.Namespace) -> int:
         "methods": list(args.methods), "densities": list(args.densities),
         "world_size": args.world_size, "sizes_elements": list(args.sizes), "reps": args.reps,
         "threads": args.threads, "momentum": 0.9,
-        "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                        "machine": platform.machine(), "cpu_count": os.cpu_count(),
-                        "loadavg_1_5_15min": [round(v, 2) for v in os.getloadavg()]},
+        "environment": {"python": python_version(), "torch": torch_version(),
+                        "machine": architecture(), "cpu_count": logical_cpus(),
+                        "loadavg_1_5_15min": load_average()},
         "units": {"compute_s": "seconds", "numel": "elements", "bytes": "bytes (fp32)"},
     })
     print(f"wrote {len(frame)} rows to {args.output} (+ {meta.name})", file=sys.stderr)

@@ -156,9 +156,11 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _interference(args: argparse.Namespace) -> int:
-    from gradsched.reexec.interference import calibrate, parse_size
+    from gradsched.reexec.interference import calibrate
+    from gradsched.units import parse_size
 
-    comm_bytes, small_bytes = parse_size(args.comm_bytes), parse_size(args.small_bytes)
+    comm_bytes = parse_size(args.comm_bytes, minimum=4)
+    small_bytes = parse_size(args.small_bytes, minimum=4)
     check_writable(args.output)  # before the measurement, not after it
     result = calibrate(backend=args.backend, world_size=args.world_size, threads=args.threads,
                        cluster=args.cluster, comm_bytes=comm_bytes,

@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "with a 1 MiB first bucket; an explicit cap is also the first "
                           "bucket's)")
     run.add_argument("--model", required=True,
-                     help="model name (gradsched.capture.models: tiny-mlp, resnet50, gpt2, "
+                     help="model name (gradsched.workloads: tiny-mlp, resnet50, gpt2, "
                           "..., or package.module:attr)")
     run.add_argument("--batch-size", type=positive_int, required=True, help="samples per rank")
     run.add_argument("--seq-len", type=positive_int, default=None, help="tokens per sample (text)")
@@ -85,10 +85,10 @@ _CAP_MB = real(0.0, 2**30, low_open=True, unit="MiB")
 def model_parameters(model: str, batch_size: int, seq_len: int | None) -> dict[str, int]:
     """Trainable parameter names -> element counts of ``model``, built on PyTorch's meta
     device (no memory, no data), as the ranks will build it
-    (:func:`gradsched.capture.models.build_model`)."""
+    (:func:`gradsched.workloads.build_model`)."""
     import torch
 
-    from gradsched.capture.models import build_model
+    from gradsched.workloads import build_model
 
     with torch.device("meta"):
         spec = build_model(model, batch_size, device="meta", seq_len=seq_len)

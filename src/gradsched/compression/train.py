@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from gradsched.provenance import load_average
+
 CURVE_COLUMNS = ["method", "density", "seed", "step", "wallclock_s", "train_loss",
                  "test_accuracy", "bytes_sent", "bytes_received"]
 SUMMARY_COLUMNS = ["method", "density", "n_seeds", "final_accuracy_mean",
@@ -389,13 +391,6 @@ def summarize(curves: Any) -> Any:
         columns="_o").reset_index(drop=True)
 
 
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
-
-
 def run_experiment(settings: TrainSettings, out_dir: str | Path,
                    log: Callable[[str], None] | None = None,
                    deadline_s: float = 3600.0) -> dict[str, Any]:
@@ -411,14 +406,14 @@ def run_experiment(settings: TrainSettings, out_dir: str | Path,
     log = log or (lambda _m: None)
     configs = settings.configs()
     log(f"training {len(configs)} configurations on {settings.world_size} gloo ranks ...")
-    load_before = _loadavg()
+    load_before = load_average()
     t0 = time.perf_counter()
     results = launch("gradsched.compression.train:train_task",
                      {"settings": asdict(settings), "configs": configs},
                      LaunchSpec(settings.world_size, threads_per_rank=settings.threads_per_rank,
                                 op_timeout_s=300, deadline_s=deadline_s))
     total_s = time.perf_counter() - t0
-    load_after = _loadavg()
+    load_after = load_average()
     curves, meta = _merge(results)
     summary = summarize(curves)
     write_csv_atomic(out / "curves.csv", curves)

@@ -47,7 +47,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import random
 import re
 import statistics
@@ -61,6 +60,7 @@ import pandas as pd
 
 from gradsched.errors import ConfigError, InputError
 from gradsched.io import read_json, read_text, write_csv_atomic, write_json_atomic
+from gradsched.provenance import machine_versions
 
 ALGORITHMS: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "horovod", "mgwfbp", "oasr", "dear",
                                "bytescheduler", "best")
@@ -317,9 +317,9 @@ def rounds_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
     import torch
     import torch.distributed as dist
 
-    from gradsched.capture.models import build_model
     from gradsched.reexec.load import sample
     from gradsched.runtime.bench import RunItem, _timed
+    from gradsched.workloads import build_model
 
     device = "cpu"
     if dist.get_backend() == "nccl":
@@ -401,7 +401,7 @@ def measure_case(case: Case, settings: Settings, case_plans: CasePlans) -> pd.Da
               "deadline_s": max(3600.0, settings.timeout_s * n_runs)}
     task = "gradsched.reexec.experiment:rounds_task"
     if case.rate is not None:
-        from gradsched.capture.cluster import EmulatedCluster
+        from gradsched.distributed.cluster import EmulatedCluster
 
         with EmulatedCluster(case.world_size, case.rate) as emu:
             results = launch(task, payload, emu.launch_spec(**common))
@@ -421,26 +421,6 @@ def measure_case(case: Case, settings: Settings, case_plans: CasePlans) -> pd.Da
                          "load_avg_1m": run["load"], "foreign_cpu_cores": foreign,
                          "started_at": run["started_at"]})
     return pd.DataFrame(rows, columns=list(ITERATION_COLUMNS))
-
-
-def machine_info() -> dict[str, Any]:
-    """CPU, core count, software versions (for provenance)."""
-    import numpy as np
-    import torch
-
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import gradsched
-
-    return {"cpu_model": cpu, "logical_cpus": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "numpy": np.__version__, "gradsched": gradsched.__version__}
 
 
 def run_case(case: Case, settings: Settings, out_dir: str | Path,
@@ -464,7 +444,7 @@ def run_case(case: Case, settings: Settings, out_dir: str | Path,
     meta = {"case": asdict(case), "settings": settings.to_dict(), "started_at": started,
             "wall_s": round(wall, 1), "load_average_before": list(load_before),
             "busy_cores_before": busy_before,
-            "load_average_after": list(os.getloadavg()), "machine": machine_info(),
+            "load_average_after": list(os.getloadavg()), "machine": machine_versions(),
             "item_of": case_plans.item_of,
             "planning_interference": ({"file": str(inter_path)} | params
                                       if inter_path else None),

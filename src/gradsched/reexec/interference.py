@@ -49,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-import re
 import statistics
 import sys
 import threading
@@ -59,26 +58,6 @@ from typing import Any
 
 from gradsched.errors import ConfigError
 from gradsched.io import write_json_atomic
-from gradsched.limits import MAX_BYTES
-
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]i?[bB]?|[bB]?)\s*$")
-
-
-def parse_size(text: str | int) -> int:
-    """``8M`` -> 8388608 (binary multiples; a plain number is bytes)."""
-    if isinstance(text, int):
-        return text
-    match = _SIZE_RE.match(str(text))
-    if not match:
-        raise ConfigError(f"not a size: {text!r} (e.g. 4096, 64K, 8M, 1G)")
-    number, unit = float(match.group(1)), match.group(2)[:1].lower()
-    factor = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[unit]
-    if not number * factor <= MAX_BYTES:  # NaN and 1e400 fail too
-        raise ConfigError(f"size {text!r} is beyond {MAX_BYTES} bytes (1 PiB)")
-    size = int(number * factor)
-    if size < 4:
-        raise ConfigError(f"size must be >= 4 bytes, got {text!r}")
-    return size
 
 
 # --------------------------------------------------------------------------- rank side
@@ -333,7 +312,7 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
               ) -> dict[str, Any]:
     """Measure both factors on ``world_size`` ranks; write and return the JSON record."""
     from gradsched.distributed import LaunchSpec, launch
-    from gradsched.reexec.experiment import machine_info
+    from gradsched.provenance import machine_versions
 
     if world_size < 2:
         raise ConfigError("interference needs --world-size >= 2")
@@ -352,7 +331,7 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
     start = time.monotonic()
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if cluster is not None:
-        from gradsched.capture.cluster import EmulatedCluster
+        from gradsched.distributed.cluster import EmulatedCluster
 
         with EmulatedCluster(world_size, cluster) as emu:
             results = launch(task, payload, emu.launch_spec(**common))
@@ -368,7 +347,7 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
         "reps": reps, "comm_reps": comm_reps,
         "date": when, "wall_s": round(time.monotonic() - start, 1),
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
-        "machine": machine_info(), "command": "gradsched " + " ".join(sys.argv[1:])
+        "machine": machine_versions(), "command": "gradsched " + " ".join(sys.argv[1:])
         if Path(sys.argv[0]).name in ("gradsched", "__main__.py") else None,
         "method": __doc__.split("Method", 1)[1].strip() if __doc__ else "",
         "raw": results})

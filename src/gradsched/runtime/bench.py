@@ -1,7 +1,7 @@
 """Timed training iterations: a plan through the executor, or PyTorch DDP itself.
 
 Behind ``gradsched run``. Every rank builds the same model (random init, fixed seed, by
-name from :mod:`gradsched.capture.models`), an SGD optimizer (lr 0.01, momentum 0.9) and a
+name from :mod:`gradsched.workloads`), an SGD optimizer (lr 0.01, momentum 0.9) and a
 few synthetic batches (generated before timing, then cycled), runs ``warmup`` untimed and
 ``iters`` timed iterations, and records the start of each iteration. An iteration's time
 is the period between the starts of consecutive iterations (the steady-state period the
@@ -75,7 +75,7 @@ def run_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from gradsched.capture.models import build_model
+    from gradsched.workloads import build_model
 
     backend = dist.get_backend()
     device = "cpu"
@@ -267,9 +267,9 @@ def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: 
               "deadline_s": deadline}
     if cluster is not None:
         try:
-            from gradsched.capture.cluster import EmulatedCluster
+            from gradsched.distributed.cluster import EmulatedCluster
         except ImportError as exc:  # pragma: no cover - the module is part of the package
-            raise ConfigError("--cluster needs gradsched.capture.cluster") from exc
+            raise ConfigError("--cluster needs gradsched.distributed.cluster") from exc
         with EmulatedCluster(world_size + ps_servers, cluster,
                              ranks_per_node=ranks_per_node or 1) as emu:
             results = launch("gradsched.runtime.tasks:timed_runs", payload,

@@ -1,4 +1,5 @@
-"""The model zoo used by ``gradsched capture``: models by name, randomly initialised.
+"""The model zoo: models by name, randomly initialised (capture, runtime, reexec and
+advise build their models here).
 
 Every entry builds ``(model, make_batch, loss)``:
 
