@@ -358,9 +358,9 @@ def _register_topology_replay(rsub: argparse._SubParsersAction) -> None:
 
 
 def _topology_replay(args: argparse.Namespace) -> int:
+    from gradsched.experiments import expand_algorithms
+    from gradsched.experiments.topology import TopologyCase, topology_replay
     from gradsched.io import write_csv_atomic
-    from gradsched.replay.compare import expand_algorithms
-    from gradsched.report.topology_replay import TopologyCase, topology_replay
 
     if args.iterations < 2:
         raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")
@@ -433,8 +433,8 @@ def _architectures(args: argparse.Namespace) -> int:
 
 
 def _ps_replay(args: argparse.Namespace) -> int:
+    from gradsched.experiments.ps import PSCase, parse_layout, ps_replay
     from gradsched.io import write_csv_atomic
-    from gradsched.report.ps_replay import PSCase, parse_layout, ps_replay
 
     if args.iterations < 2:
         raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")
@@ -487,8 +487,8 @@ def _captions(args: argparse.Namespace) -> int:
 
 
 def _scaling_check(args: argparse.Namespace) -> int:
+    from gradsched.experiments.scaling import load_spec, scaling_check
     from gradsched.io import write_csv_atomic
-    from gradsched.report.scaling import load_spec, scaling_check
 
     if args.iterations < 2:
         raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")

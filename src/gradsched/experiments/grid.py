@@ -1,7 +1,8 @@
 """Plan and replay several algorithms on one (trace, network, world size) case.
 
-This is the function behind ``gradsched replay`` and the pipeline's replay rules: it
-returns one row per algorithm with the columns of :data:`RESULT_COLUMNS`.
+:func:`compare` is the function behind ``gradsched replay`` and the pipeline's replay
+rules: it returns one row per algorithm with the columns of :data:`RESULT_COLUMNS`. The
+studies of :mod:`gradsched.experiments` run their grids of cases through it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import pandas as pd
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
+from gradsched.experiments.scoring import make_plan
 from gradsched.plan import Plan
+from gradsched.planners import ALGORITHMS_ALL, REPLAY_KNOBS, planner_names, replay_knobs
 from gradsched.replay.bounds import lower_bound
 from gradsched.replay.engine import ReplayOptions, ReplayResult, replay
 from gradsched.replay.timeline import write_timeline
@@ -44,8 +47,6 @@ def resolve_world_size(model: CommModel, requested: int | None) -> int:
 
 def expand_algorithms(spec: str | Iterable[str]) -> list[str]:
     """``all`` or a comma-separated list -> planner names (validated)."""
-    from gradsched.planners import ALGORITHMS_ALL, planner_names
-
     names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
     if names == ["all"]:
         return list(ALGORITHMS_ALL)
@@ -59,8 +60,6 @@ def expand_algorithms(spec: str | Iterable[str]) -> list[str]:
 def parse_knob_args(pairs: Iterable[str]) -> dict[str, dict[str, str]]:
     """``--knob ddp.bucket_cap_mb=50`` (or ``bucket_cap_mb=50`` for a single algorithm)
     -> ``{"ddp": {"bucket_cap_mb": "50"}}``; the key ``*`` holds unqualified knobs."""
-    from gradsched.planners import planner_names
-
     known = set(planner_names())
     out: dict[str, dict[str, str]] = {}
     for pair in pairs:
@@ -70,7 +69,7 @@ def parse_knob_args(pairs: Iterable[str]) -> dict[str, dict[str, str]]:
         algo, _, knob = key.rpartition(".")
         if not knob:
             raise ConfigError(f"--knob {pair!r}: the knob name is empty")
-        if algo and algo not in known:  # a misspelt planner was silently ignored (issue 17)
+        if algo and algo not in known:  # a misspelt planner must not be silently ignored
             raise ConfigError(f"--knob {pair!r}: unknown planner {algo!r}; known: "
                               f"{', '.join(sorted(known))}")
         out.setdefault(algo or "*", {})[knob] = value
@@ -91,9 +90,7 @@ def run_algorithm(
     options: ReplayOptions | None = None,
     timeline: bool = False,
 ) -> tuple[Plan, ReplayResult]:
-    """Make the algorithm's plan and replay it."""
-    from gradsched.planners import make_plan
-
+    """Make the algorithm's plan (scored planners by replay) and replay it."""
     plan = make_plan(algorithm, trace, model, world_size, dict(knobs or {}))
     plan.check_covers(trace.names)
     return plan, replay(trace, plan, model, world_size, options, timeline=timeline)
@@ -118,8 +115,6 @@ def compare(
     for algorithm in algorithms:
         own = knobs_for(algorithm, knobs)
         if options is not None:
-            from gradsched.planners import REPLAY_KNOBS, replay_knobs
-
             own = replay_knobs(algorithm, {k: getattr(options, k) for k in REPLAY_KNOBS}) | own
         plan, result = run_algorithm(algorithm, trace, model, world_size, own, options,
                                      timeline=timeline_dir is not None)
