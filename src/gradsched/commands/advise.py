@@ -41,7 +41,7 @@ def _caps(text: str) -> list[float]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from gradsched.advise import DEFAULT_CAPS_MB, DEFAULT_MARGIN_PCT
+    from gradsched.experiments.recommend import DEFAULT_CAPS_MB, DEFAULT_MARGIN_PCT
 
     p = sub.add_parser(
         "advise", help="recommend PyTorch DDP's bucket_cap_mb, or a gradsched plan if it is "
@@ -108,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace) -> tuple[object, object, int, dict[str, float]]:
-    from gradsched.advise import resolve_world_size
+    from gradsched.experiments.recommend import resolve_world_size
     from gradsched.traces.bundle import ComputeTrace
     from gradsched.traces.forward import with_forward
 
@@ -146,7 +146,8 @@ def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gradsched.advise import advise, render, render_validation, validate
+    from gradsched.advise import render_validation, validate
+    from gradsched.experiments.recommend import advise, render
 
     trace, model, world, interference = _load(args)
     topology = args.topology is not None
