@@ -20,6 +20,7 @@ from gradsched.experiments import (
 )
 from gradsched.io import write_csv_atomic
 from gradsched.limits import MAX_REPLAY_ITERATIONS
+from gradsched.reexec.config import load_interference
 from gradsched.replay.engine import (
     MAX_CHANNELS,
     MAX_FORWARD_RATIO,
@@ -134,8 +135,6 @@ def _replay(args: argparse.Namespace) -> int:
                     "comm_slowdown": args.comm_slowdown,
                     "collective_cpu_s": args.collective_cpu_s}
     if args.interference is not None:
-        from gradsched.reexec.experiment import load_interference
-
         interference = load_interference(args.interference)[0]
     options = ReplayOptions(iterations=args.iterations, channels=args.channels,
                             pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,

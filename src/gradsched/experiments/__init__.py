@@ -13,11 +13,13 @@ from gradsched.experiments.grid import (
     expand_algorithms,
     knobs_for,
     parse_knob_args,
+    plan_case,
     resolve_world_size,
     run_algorithm,
+    scoring_knobs,
 )
 from gradsched.experiments.scoring import ReplayCache, make_plan, replay_iteration_s
 
 __all__ = ["RESULT_COLUMNS", "ReplayCache", "compare", "expand_algorithms", "knobs_for",
-           "make_plan", "parse_knob_args", "replay_iteration_s", "resolve_world_size",
-           "run_algorithm"]
+           "make_plan", "parse_knob_args", "plan_case", "replay_iteration_s",
+           "resolve_world_size", "run_algorithm", "scoring_knobs"]

@@ -81,6 +81,24 @@ def knobs_for(algorithm: str, knobs: Mapping[str, Mapping[str, str]]) -> dict[st
     return {**knobs.get("*", {}), **knobs.get(algorithm, {})}
 
 
+def scoring_knobs(algorithm: str, replay_settings: Mapping[str, Any],
+                  own: Mapping[str, Any]) -> dict[str, Any]:
+    """The knobs of ``algorithm``: those of ``replay_settings`` (interference, issue order;
+    :data:`~gradsched.planners.REPLAY_KNOBS`) that it takes, so that a planner that scores
+    candidates by replay scores with the replay its plan is judged by, then ``own`` (which
+    win)."""
+    return replay_knobs(algorithm, replay_settings) | dict(own)
+
+
+def plan_case(algorithm: str, trace: ComputeTrace, model: CommModel, world_size: int,
+              knobs: Mapping[str, Any] | None = None) -> Plan:
+    """The algorithm's plan of one case (scored planners scored by replay), checked to
+    cover every tensor of the trace."""
+    plan = make_plan(algorithm, trace, model, world_size, dict(knobs or {}))
+    plan.check_covers(trace.names)
+    return plan
+
+
 def run_algorithm(
     algorithm: str,
     trace: ComputeTrace,
@@ -90,9 +108,8 @@ def run_algorithm(
     options: ReplayOptions | None = None,
     timeline: bool = False,
 ) -> tuple[Plan, ReplayResult]:
-    """Make the algorithm's plan (scored planners by replay) and replay it."""
-    plan = make_plan(algorithm, trace, model, world_size, dict(knobs or {}))
-    plan.check_covers(trace.names)
+    """Make the algorithm's plan (:func:`plan_case`) and replay it."""
+    plan = plan_case(algorithm, trace, model, world_size, knobs)
     return plan, replay(trace, plan, model, world_size, options, timeline=timeline)
 
 
@@ -115,7 +132,7 @@ def compare(
     for algorithm in algorithms:
         own = knobs_for(algorithm, knobs)
         if options is not None:
-            own = replay_knobs(algorithm, {k: getattr(options, k) for k in REPLAY_KNOBS}) | own
+            own = scoring_knobs(algorithm, {k: getattr(options, k) for k in REPLAY_KNOBS}, own)
         plan, result = run_algorithm(algorithm, trace, model, world_size, own, options,
                                      timeline=timeline_dir is not None)
         if timeline_dir is not None:

@@ -59,9 +59,8 @@ from typing import Any
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError, InputError
-from gradsched.experiments.grid import run_algorithm
+from gradsched.experiments.grid import run_algorithm, scoring_knobs
 from gradsched.plan import Plan
-from gradsched.planners import replay_knobs
 from gradsched.planners.ddp import bucket_limits_bytes
 from gradsched.replay.engine import ReplayOptions
 from gradsched.traces.bundle import ComputeTrace, meta_path
@@ -333,8 +332,8 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
     options = ReplayOptions(iterations=iterations, issue="executor", **inter)
     sweep = sweep_ddp(trace, model, world_size, caps_mb, options)
     best_ddp = pick_ddp(sweep)
-    knobs = replay_knobs(PLAN_ALGORITHM, {"issue": "executor", **inter})
-    knobs["replay_iterations"] = iterations
+    knobs = scoring_knobs(PLAN_ALGORITHM, {"issue": "executor", **inter},
+                          {"replay_iterations": iterations})
     plan, result = run_algorithm(PLAN_ALGORITHM, trace, model, world_size, knobs, options)
     gain = 100.0 * (best_ddp.iteration_s / result.iteration_s - 1.0)
     margin = model_margin(model, comm, {"all_reduce", *plan_collectives(plan)}, margin_pct)
