@@ -13,7 +13,7 @@ digits; :mod:`gradsched.compression.train`) and writes ``curves.csv``, ``summary
 ``settings.json``. ``profile`` times each compressor's *own* computation per bucket size
 on this machine (one process; collectives replaced by copies) and writes one row per
 (method, density, size), plus ``<output>.meta.json`` (settings, environment): what
-:mod:`gradsched.compression.replay` adds before each collective. ``report`` draws the
+:mod:`gradsched.compression.pricing` adds before each collective. ``report`` draws the
 figures and writes the table (:mod:`gradsched.report.compression`).
 """
 
@@ -132,7 +132,7 @@ def _profile(args: argparse.Namespace) -> int:
 
     import torch
 
-    from gradsched.compression.replay import profile_compressors
+    from gradsched.compression.profile import profile_compressors
     from gradsched.io import write_csv_atomic, write_json_atomic
     from gradsched.staging import check_writable
 
