@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from gradsched.capture.models import build_model
 from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.recommend import PLAN_ALGORITHM, Recommendation
 from gradsched.plan import Plan
@@ -125,7 +126,7 @@ def validation_items(rec: Recommendation, rounds: int) -> list[tuple[str, Any]]:
     recommended cap (and at torch's default when the cap is not the default), in an
     order reversed every other round so that a drift of the machine's load biases
     neither."""
-    from gradsched.runtime.bench import RunItem
+    from gradsched.runtime.bench import RunItem  # the runtime imports torch
 
     kinds = ["plan", "ddp"]
     if rec.ddp_best.bucket_cap_mb is not None:
@@ -150,7 +151,7 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
              cluster: str | None = None) -> Validation:
     """Run the plan and DDP for real (:func:`gradsched.runtime.bench.run_items`) and
     bootstrap the speedups."""
-    from gradsched.runtime.bench import run_items
+    from gradsched.runtime.bench import run_items  # the runtime imports torch
 
     if rounds < 1 or iters < 2 or warmup < 0:
         raise ConfigError("--rounds must be >= 1, --iters >= 2 and --warmup >= 0")
@@ -175,8 +176,6 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
 def check_model_names(plan: Plan, model_name: str, batch_size: int, seq_len: int | None,
                       compute: str) -> None:
     """The plan's tensors must be the model's trainable parameters (same names)."""
-    from gradsched.capture.models import build_model
-
     spec = build_model(model_name, batch_size, seq_len=seq_len)
     names = {n for n, p in spec.model.named_parameters() if p.requires_grad}
     planned = {t for b in plan.buckets for t in b.tensors}

@@ -23,8 +23,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from gradsched.capture.sweep import parse_size
 from gradsched.commands._args import count, integer, positive_seconds, real
+from gradsched.errors import ConfigError, InputError
+from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.limits import MAX_RANKS
+from gradsched.report.compression import write_all
+from gradsched.staging import check_writable
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -32,8 +37,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def _densities(text: str) -> tuple[float, ...]:
-    from gradsched.compression.base import parse_density
-    from gradsched.errors import ConfigError
+    from gradsched.compression.base import parse_density  # the compressors import torch
 
     try:
         return tuple(parse_density(v) for v in _names(text))
@@ -52,9 +56,6 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def _sizes(text: str) -> tuple[int, ...]:
-    from gradsched.capture.sweep import parse_size
-    from gradsched.errors import ConfigError
-
     try:
         values = tuple(parse_size(v) for v in _names(text))
     except ConfigError as exc:
@@ -108,8 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from gradsched.compression.train import TrainSettings, run_experiment
-    from gradsched.staging import check_writable
+    from gradsched.compression.train import TrainSettings, run_experiment  # imports torch
 
     check_writable(args.output, directory=True)  # before the training, not after it
 
@@ -133,8 +133,6 @@ def _profile(args: argparse.Namespace) -> int:
     import torch
 
     from gradsched.compression.profile import profile_compressors
-    from gradsched.io import write_csv_atomic, write_json_atomic
-    from gradsched.staging import check_writable
 
     check_writable(args.output)  # before the timing, not after it
     frame = profile_compressors(args.methods, args.densities, args.sizes,
@@ -160,10 +158,7 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gradsched.errors import InputError
-    from gradsched.report.compression import write_all
-
-    if not args.input.is_dir():  # a misspelt folder drew empty figures silently (issue 17)
+    if not args.input.is_dir():  # a misspelt folder would draw empty figures silently
         raise InputError("input folder not found (expected curves.csv and summary.csv)",
                          path=args.input)
     for path in write_all(args.input, args.figdir, args.tabdir):
