@@ -9,6 +9,7 @@ per module) run their grids of cases through it and return pandas frames that
 
 from gradsched.experiments.grid import (
     RESULT_COLUMNS,
+    GridCase,
     compare,
     expand_algorithms,
     knobs_for,
@@ -16,10 +17,11 @@ from gradsched.experiments.grid import (
     plan_case,
     resolve_world_size,
     run_algorithm,
+    run_grid,
     scoring_knobs,
 )
 from gradsched.experiments.scoring import ReplayCache, make_plan, replay_iteration_s
 
-__all__ = ["RESULT_COLUMNS", "ReplayCache", "compare", "expand_algorithms", "knobs_for",
+__all__ = ["RESULT_COLUMNS", "GridCase", "ReplayCache", "compare", "expand_algorithms", "knobs_for",
            "make_plan", "parse_knob_args", "plan_case", "replay_iteration_s",
-           "resolve_world_size", "run_algorithm", "scoring_knobs"]
+           "resolve_world_size", "run_algorithm", "run_grid", "scoring_knobs"]

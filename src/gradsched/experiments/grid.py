@@ -1,14 +1,18 @@
-"""Plan and replay several algorithms on one (trace, network, world size) case.
+"""The experiments' grid: plan and replay algorithms on cases (trace, comm model, world
+size).
 
-:func:`compare` is the function behind ``gradsched replay`` and the pipeline's replay
-rules: it returns one row per algorithm with the columns of :data:`RESULT_COLUMNS`. The
-studies of :mod:`gradsched.experiments` run their grids of cases through it.
+:func:`compare` plans and replays several algorithms on one case; it is the function
+behind ``gradsched replay`` and the pipeline's replay rules, one row per algorithm with the
+columns of :data:`RESULT_COLUMNS`. :func:`run_grid` runs it over a list of
+:class:`GridCase` (traces x comm models x world sizes), each case's rows labelled; the
+studies of :mod:`gradsched.experiments` declare their cases and shape its frame.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +157,34 @@ def compare(
             "knobs": json.dumps(plan.knobs, sort_keys=True, default=str),
         })
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+
+
+@dataclass(frozen=True)
+class GridCase:
+    """One case of a grid: the algorithms to plan and replay on ``trace`` with ``model`` at
+    ``world_size`` ranks, and the labels (column -> value) its rows carry."""
+
+    trace: ComputeTrace
+    model: CommModel
+    world_size: int
+    algorithms: tuple[str, ...]
+    labels: Mapping[str, Any] = field(default_factory=dict)
+
+
+def run_grid(cases: Iterable[GridCase], options: ReplayOptions | None = None,
+             knobs: Mapping[str, Mapping[str, str]] | None = None) -> pd.DataFrame:
+    """:func:`compare` on every case, in order: one row per (case, algorithm), the case's
+    label columns first, then :data:`RESULT_COLUMNS`."""
+    frames = []
+    for case in cases:
+        clash = sorted(set(case.labels) & set(RESULT_COLUMNS))
+        if clash:
+            raise ConfigError(f"grid case labels {clash} are result columns")
+        frame = compare(case.trace, case.model, case.world_size, case.algorithms, knobs,
+                        options)
+        labels = pd.DataFrame({k: [v] * len(frame) for k, v in case.labels.items()},
+                              index=frame.index)
+        frames.append(pd.concat([labels, frame], axis=1))
+    if not frames:
+        return pd.DataFrame(columns=list(RESULT_COLUMNS))
+    return pd.concat(frames, ignore_index=True)

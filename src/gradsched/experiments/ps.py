@@ -27,12 +27,12 @@ from gradsched.costmodel.base import load_comm_spec
 from gradsched.costmodel.ps import PSModel, ps_from_dict
 from gradsched.errors import ConfigError
 from gradsched.experiments.common import load_case_trace
-from gradsched.experiments.grid import compare
+from gradsched.experiments.grid import GridCase, run_grid
 from gradsched.replay.engine import ReplayOptions
 from gradsched.traces.bundle import ComputeTrace
 
-ALLREDUCE_ALGORITHMS = ("syncsgd", "wfbp", "mgwfbp", "bytescheduler", "ddp")
-PS_ALGORITHMS = ("bsp-ps", "wfbp-ps", "mgwfbp", "bytescheduler-ps", "ddp")
+ALLREDUCE_ALGORITHMS: tuple[str, ...] = ("syncsgd", "wfbp", "mgwfbp", "bytescheduler", "ddp")
+PS_ALGORITHMS: tuple[str, ...] = ("bsp-ps", "wfbp-ps", "mgwfbp", "bytescheduler-ps", "ddp")
 COLUMNS = ("compute", "network", "world_size", "architecture", "servers", "colocated",
            "algorithm", "iteration_s", "exposed_comm_s")
 
@@ -61,29 +61,23 @@ class Layout:
         return (self.servers or workers, self.colocated)
 
 
-def _rows(case: PSCase, trace: ComputeTrace, layouts: Sequence[Layout],
-          options: ReplayOptions) -> list[dict]:
-    base = {"compute": case.compute, "network": case.network, "world_size": case.world_size}
-    rows = []
-    model = load_comm_spec(case.allreduce)
-    for row in compare(trace, model, case.world_size, list(ALLREDUCE_ALGORITHMS),
-                       options=options).itertuples(index=False):
-        rows.append(base | {"architecture": "all-reduce", "servers": 0, "colocated": False,
-                            "algorithm": row.algorithm, "iteration_s": float(row.iteration_s),
-                            "exposed_comm_s": float(row.exposed_comm_s)})
+def _grid_cases(case: PSCase, trace: ComputeTrace,
+                layouts: Sequence[Layout]) -> list[GridCase]:
+    """The case on all-reduce, then on every server layout."""
+    base = {"compute": case.compute, "network": case.network}
+    out = [GridCase(trace, load_comm_spec(case.allreduce), case.world_size,
+                    ALLREDUCE_ALGORITHMS,
+                    base | {"architecture": "all-reduce", "servers": 0, "colocated": False})]
     for layout in layouts:
         servers, colocated = layout.resolve(case.world_size)
         ps = PSModel(ps_from_dict({"servers": servers, "colocated": colocated,
                                    "workers": case.world_size, "placement": layout.placement,
                                    "p2p": case.p2p}, "ps-replay", case.world_size))
         name = f"PS S={servers} {'co-located' if colocated else 'separate'}"
-        for row in compare(trace, ps, case.world_size, list(PS_ALGORITHMS),
-                           options=options).itertuples(index=False):
-            rows.append(base | {"architecture": name, "servers": servers,
-                                "colocated": colocated, "algorithm": row.algorithm,
-                                "iteration_s": float(row.iteration_s),
-                                "exposed_comm_s": float(row.exposed_comm_s)})
-    return rows
+        out.append(GridCase(trace, ps, case.world_size, PS_ALGORITHMS,
+                            base | {"architecture": name, "servers": servers,
+                                    "colocated": colocated}))
+    return out
 
 
 def ps_replay(cases: Sequence[PSCase], layouts: Sequence[Layout],
@@ -91,13 +85,18 @@ def ps_replay(cases: Sequence[PSCase], layouts: Sequence[Layout],
     """Replay every case on all-reduce and on every PS layout."""
     if not cases or not layouts:
         raise ConfigError("ps replay: give at least one case and one server layout")
-    options = ReplayOptions(iterations=iterations)
     traces: dict[Path, ComputeTrace] = {}
-    rows: list[dict] = []
+    grid: list[GridCase] = []
     for case in cases:
         if case.trace not in traces:
             traces[case.trace] = load_case_trace(case.trace)
-        rows += _rows(case, traces[case.trace], layouts, options)
+        grid += _grid_cases(case, traces[case.trace], layouts)
+    frame = run_grid(grid, ReplayOptions(iterations=iterations))
+    rows = [{"compute": row.compute, "network": row.network, "world_size": int(row.world_size),
+             "architecture": row.architecture, "servers": int(row.servers),
+             "colocated": bool(row.colocated), "algorithm": row.algorithm,
+             "iteration_s": float(row.iteration_s), "exposed_comm_s": float(row.exposed_comm_s)}
+            for row in frame.itertuples(index=False)]
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

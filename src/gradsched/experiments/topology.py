@@ -26,7 +26,7 @@ from gradsched.costmodel.base import load_comm_spec
 from gradsched.costmodel.topology import TOPOLOGY_COLLECTIVES, load_topology
 from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.common import load_case_trace
-from gradsched.experiments.grid import compare
+from gradsched.experiments.grid import GridCase, run_grid
 from gradsched.replay.engine import ReplayOptions
 from gradsched.traces.bundle import ComputeTrace
 
@@ -66,27 +66,44 @@ def _measured_model(case: TopologyCase, world_size: int) -> object | None:
     return model
 
 
-def _replay_rows(compute: str, trace: ComputeTrace, case: TopologyCase,
-                 algorithms: Sequence[str], options: ReplayOptions) -> list[dict]:
+def _grid_cases(compute: str, trace: ComputeTrace, case: TopologyCase,
+                algorithms: Sequence[str]) -> list[GridCase]:
+    """The trace on the case's collective model, then on its measured sweep (if any)."""
     topo = load_topology(case.file)
     world = topo.world_size
-    results = compare(trace, topo.collective_model(case.collective), world, algorithms,
-                      options=options)
+    labels = {"compute": compute, "topology": case.name, "collective": case.collective,
+              "nodes": topo.nodes, "ranks_per_node": topo.ranks_per_node,
+              "measured_sweep": case.measured.stem if case.measured is not None else ""}
+    out = [GridCase(trace, topo.collective_model(case.collective), world, tuple(algorithms),
+                    labels | {"priced_by": "topology"})]
     sweep_model = _measured_model(case, world)
-    sweep = (compare(trace, sweep_model, world, algorithms, options=options)  # type: ignore[arg-type]
-             .set_index("algorithm")["iteration_s"] if sweep_model is not None else None)
+    if sweep_model is not None:
+        out.append(GridCase(trace, sweep_model, world, tuple(algorithms),  # type: ignore[arg-type]
+                            labels | {"priced_by": "sweep"}))
+    return out
+
+
+def _rows(frame: pd.DataFrame) -> list[dict]:
+    """One row per (compute, topology case, algorithm) of the grid's frame, with the
+    replay on the case's measured sweep as the reference."""
     rows = []
-    for row in results.itertuples(index=False):
-        reference = float(sweep[row.algorithm]) if sweep is not None else float("nan")
-        rows.append({
-            "compute": compute, "topology": case.name, "collective": case.collective,
-            "nodes": topo.nodes, "ranks_per_node": topo.ranks_per_node, "world_size": world,
-            "algorithm": row.algorithm, "iteration_s": float(row.iteration_s),
-            "exposed_comm_s": float(row.exposed_comm_s),
-            "measured_sweep": case.measured.stem if case.measured is not None else "",
-            "sweep_iteration_s": reference,
-            "vs_sweep_pct": 100.0 * (float(row.iteration_s) / reference - 1.0),
-        })
+    own = frame[frame["priced_by"] == "topology"]
+    swept = frame[frame["priced_by"] == "sweep"]
+    for (compute, topology), results in own.groupby(["compute", "topology"], sort=False):
+        mine = swept[(swept["compute"] == compute) & (swept["topology"] == topology)]
+        sweep = mine.set_index("algorithm")["iteration_s"] if not mine.empty else None
+        for row in results.itertuples(index=False):
+            reference = float(sweep[row.algorithm]) if sweep is not None else float("nan")
+            rows.append({
+                "compute": row.compute, "topology": row.topology,
+                "collective": row.collective, "nodes": int(row.nodes),
+                "ranks_per_node": int(row.ranks_per_node), "world_size": int(row.world_size),
+                "algorithm": row.algorithm, "iteration_s": float(row.iteration_s),
+                "exposed_comm_s": float(row.exposed_comm_s),
+                "measured_sweep": row.measured_sweep,
+                "sweep_iteration_s": reference,
+                "vs_sweep_pct": 100.0 * (float(row.iteration_s) / reference - 1.0),
+            })
     return rows
 
 
@@ -99,10 +116,10 @@ def topology_replay(computes: Mapping[str, str | Path], cases: Iterable[Topology
                           "and one algorithm")
     if len({c.name for c in cases}) != len(cases):
         raise ConfigError("topology replay: two topology cases share a name")
-    options = ReplayOptions(iterations=iterations)
-    rows: list[dict] = []
+    grid: list[GridCase] = []
     for compute, path in computes.items():
         trace = load_case_trace(path)
         for case in cases:
-            rows += _replay_rows(compute, trace, case, algorithms, options)
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+            grid += _grid_cases(compute, trace, case, algorithms)
+    frame = run_grid(grid, ReplayOptions(iterations=iterations))
+    return pd.DataFrame(_rows(frame), columns=list(COLUMNS))
