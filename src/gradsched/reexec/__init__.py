@@ -12,4 +12,4 @@
 
 from __future__ import annotations
 
-__all__ = ["analysis", "experiment", "interference"]
+__all__ = ["analysis", "config", "experiment", "interference", "predict", "run"]
