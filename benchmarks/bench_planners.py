@@ -24,7 +24,8 @@ import pytest
 
 from gradsched.costmodel import AlphaBetaModel
 from gradsched.costmodel.base import CommModel
-from gradsched.planners import ALGORITHMS_ALL, make_plan
+from gradsched.experiments import make_plan
+from gradsched.planners import ALGORITHMS_ALL
 from gradsched.traces import ComputeTrace
 
 WORLD_SIZE = 16

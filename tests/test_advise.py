@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradsched.advise import (
+from gradsched.advise import bootstrap_ratio
+from gradsched.cli import build_parser, main
+from gradsched.costmodel.base import load_comm_spec
+from gradsched.experiments.recommend import (
     DEFAULT_CAPS_MB,
     DEFAULT_MARGIN_PCT,
     DDPPoint,
-    bootstrap_ratio,
     pick_ddp,
 )
-from gradsched.cli import build_parser, main
-from gradsched.costmodel.base import load_comm_spec
 from gradsched.planners import make_plan
 from gradsched.replay.engine import ReplayOptions, replay
 from gradsched.traces.bundle import ComputeTrace

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gradsched.advise import DEFAULT_MARGIN_PCT
 from gradsched.cli import main
 from gradsched.costmodel.topology import load_topology
+from gradsched.experiments.recommend import DEFAULT_MARGIN_PCT
 from gradsched.planners import make_plan
 from gradsched.replay.engine import ReplayOptions, replay
 from gradsched.traces.bundle import ComputeTrace

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from gradsched.costmodel import AlphaBetaModel
 from gradsched.errors import ConfigError, InputError
+from gradsched.experiments import make_plan
 from gradsched.plan import Bucket, Plan
-from gradsched.planners import bytescheduler, make_plan
+from gradsched.planners import bytescheduler
 from gradsched.replay import ReplayOptions, replay
 from gradsched.traces import ComputeTrace
 from tests.test_planner_properties import SETTINGS, alpha_beta, traces

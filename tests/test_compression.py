@@ -27,16 +27,16 @@ from gradsched.compression import (
     parse_density,
     step_root,
 )
-from gradsched.compression.replay import (
+from gradsched.compression.pricing import (
     CompressedCommModel,
     ComputeCost,
-    compressed_replay,
     compute_cost_from_profile,
-    profile_compressors,
 )
+from gradsched.compression.profile import profile_compressors
 from gradsched.costmodel import AlphaBetaModel
 from gradsched.distributed.launch import LaunchSpec, launch
 from gradsched.errors import ConfigError
+from gradsched.experiments.compression import compressed_replay
 from gradsched.plan import Bucket, Plan
 from tests.conftest import synthetic_compute_trace
 

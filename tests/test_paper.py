@@ -37,7 +37,8 @@ def included() -> tuple[set[str], set[str]]:
 
 def scaling_macro_names() -> dict[str, str]:
     """The \\gsScaling... macros the scaling check writes for the committed spec (n/a)."""
-    from gradsched.report.scaling import MACRO_FIELDS, load_spec
+    from gradsched.experiments.scaling import load_spec
+    from gradsched.report.scaling import MACRO_FIELDS
 
     cases = load_spec(REPO / "config" / "published-scaling.yaml", REPO)
     return {f"Scaling{macros.camel(c.key)}{suffix}": macros.NA

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from gradsched.costmodel import AlphaBetaModel
 from gradsched.costmodel.base import CommModel
+from gradsched.experiments import make_plan
 from gradsched.plan import Plan
-from gradsched.planners import ALGORITHMS_ALL, WFBP_FAMILY, make_plan
+from gradsched.planners import ALGORITHMS_ALL, WFBP_FAMILY
 from gradsched.planners._family import (
     ends_from_mask,
     looks_monotone,

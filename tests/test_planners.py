@@ -15,13 +15,13 @@ import pytest
 
 from gradsched.costmodel import AlphaBetaModel
 from gradsched.errors import ConfigError
+from gradsched.experiments import make_plan
 from gradsched.planners import (
     ALGORITHMS_ALL,
     PLANNERS,
     PS_ALGORITHMS,
     WFBP_FAMILY,
     get_planner,
-    make_plan,
     planner_names,
 )
 from gradsched.planners._family import (
@@ -399,7 +399,8 @@ def test_optimal_is_no_slower_than_any_planner(alpha, beta):
     """`search` searches every family's knobs, so no planner at its defaults beats it and
     the `best` oracle finds nothing faster. (SYNTHETIC trace and model.)"""
     from gradsched.costmodel import AlphaBetaModel
-    from gradsched.planners import ALGORITHMS_ALL, make_plan
+    from gradsched.experiments import make_plan
+    from gradsched.planners import ALGORITHMS_ALL
     from gradsched.replay import replay
     from tests.conftest import synthetic_compute_trace
 

@@ -18,7 +18,8 @@ from gradsched.cli import main
 from gradsched.costmodel.base import AlphaBetaModel
 from gradsched.costmodel.ps import ParameterServer, PSModel
 from gradsched.errors import ConfigError
-from gradsched.planners import PS_ALGORITHMS, make_plan
+from gradsched.experiments import make_plan
+from gradsched.planners import PS_ALGORITHMS
 from gradsched.planners.bytescheduler_ps import CREDIT_SPACE_PARAMS
 from gradsched.replay import ReplayOptions, replay
 from tests.conftest import synthetic_compute_trace

@@ -11,7 +11,8 @@ import pytest
 
 from gradsched.cli import main
 from gradsched.errors import ConfigError
-from gradsched.report import ps_replay as pr
+from gradsched.experiments import ps as pr
+from gradsched.report.ps_replay import ps_replay_table
 from gradsched.traces import ComputeTrace
 
 ALLREDUCE = "alpha-beta:alpha=1e-4,beta=8e-9"  # SYNTHETIC
@@ -47,7 +48,7 @@ def test_rows_and_table(tmp_path):
     # one server takes P x M in and out: slower than all-reduce for synchronous SGD
     sync = frame.set_index(["architecture", "algorithm"])["iteration_s"]
     assert sync[("PS S=1 separate", "bsp-ps")] > sync[("all-reduce", "syncsgd")]
-    table, align = pr.ps_replay_table(frame)
+    table, align = ps_replay_table(frame)
     assert len(table) == 3 and len(align) == len(table.columns)
     first = table.iloc[0]
     assert first["best / best all-reduce"] == "1.000"

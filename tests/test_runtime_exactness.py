@@ -136,7 +136,8 @@ def _registry_plans() -> dict[str, Plan]:
     """Every registered planner's plan on a synthetic trace of the tiny MLP."""
     try:
         from gradsched.costmodel.base import load_comm_spec
-        from gradsched.planners import make_plan, planner_names
+        from gradsched.experiments import make_plan
+        from gradsched.planners import planner_names
         from gradsched.traces import ComputeTrace
     except ImportError:
         return {}

@@ -16,7 +16,7 @@ import yaml
 
 from gradsched.cli import main
 from gradsched.errors import InputError
-from gradsched.report import scaling
+from gradsched.experiments import scaling
 from tests.conftest import synthetic_compute_trace
 
 

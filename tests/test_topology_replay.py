@@ -20,15 +20,10 @@ from gradsched.cli import main
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.costmodel.topology import load_topology
 from gradsched.errors import InputError
-from gradsched.replay.compare import compare
+from gradsched.experiments.grid import compare
+from gradsched.experiments.topology import COLUMNS, TopologyCase, topology_replay
 from gradsched.replay.engine import ReplayOptions
-from gradsched.report.topology_replay import (
-    COLUMNS,
-    TopologyCase,
-    paired,
-    topology_replay,
-    topology_replay_table,
-)
+from gradsched.report.topology_replay import paired, topology_replay_table
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.forward import with_forward
 

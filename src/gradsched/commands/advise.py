@@ -6,7 +6,8 @@
                      [--interference JSON] [--plan-out plan.json] [--json advice.json]
                      [--validate [--model NAME] [--batch-size B] [--rounds 3] [--iters 10]]
 
-The logic is :mod:`gradsched.advise`; this module parses, loads, prints and writes.
+The logic is :mod:`gradsched.experiments.recommend` (the advice) and :mod:`gradsched.advise`
+(its validation); this module parses, loads, prints and writes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import math
 from pathlib import Path
 
+from gradsched.advise import render_validation, validate
 from gradsched.commands._args import (
     integer,
     non_negative_count,
@@ -23,7 +25,20 @@ from gradsched.commands._args import (
     real,
     world_size,
 )
+from gradsched.costmodel.base import load_comm_spec
+from gradsched.costmodel.topology import load_topology
 from gradsched.errors import ConfigError, InputError
+from gradsched.experiments.recommend import (
+    DEFAULT_CAPS_MB,
+    DEFAULT_MARGIN_PCT,
+    advise,
+    render,
+    resolve_world_size,
+)
+from gradsched.io import write_json_atomic
+from gradsched.reexec.config import load_interference
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.forward import with_forward
 
 COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsched fit -o), "
              "or alpha-beta:alpha=<seconds>,beta=<seconds per byte>")
@@ -41,8 +56,6 @@ def _caps(text: str) -> list[float]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from gradsched.advise import DEFAULT_CAPS_MB, DEFAULT_MARGIN_PCT
-
     p = sub.add_parser(
         "advise", help="recommend PyTorch DDP's bucket_cap_mb, or a gradsched plan if it is "
                        "predicted to beat tuned DDP by more than the model's error",
@@ -108,10 +121,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace) -> tuple[object, object, int, dict[str, float]]:
-    from gradsched.advise import resolve_world_size
-    from gradsched.traces.bundle import ComputeTrace
-    from gradsched.traces.forward import with_forward
-
     if not args.compute.is_file():
         raise InputError("compute trace not found", path=args.compute)
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
@@ -120,8 +129,6 @@ def _load(args: argparse.Namespace) -> tuple[object, object, int, dict[str, floa
                                comm_spec=spec, topology=args.topology is not None)
     interference: dict[str, float] = {}
     if args.interference is not None:
-        from gradsched.reexec.experiment import load_interference
-
         interference = dict(load_interference(args.interference)[0])
     return trace, model, world, interference
 
@@ -129,8 +136,6 @@ def _load(args: argparse.Namespace) -> tuple[object, object, int, dict[str, floa
 def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
     """The ``--comm`` model, or the ``--topology``'s collective model (exactly one), and
     the spec that names it."""
-    from gradsched.costmodel.base import load_comm_spec
-
     if (args.comm is None) == (args.topology is None):
         raise ConfigError("give exactly one of --comm and --topology")
     if args.topology is None:
@@ -139,15 +144,11 @@ def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
         if not args.comm.startswith("alpha-beta:") and not Path(args.comm).is_file():
             raise InputError("comm sweep or model not found", path=args.comm)
         return load_comm_spec(args.comm), args.comm
-    from gradsched.costmodel.topology import load_topology
-
     collective = args.topology_collective or "hierarchical"
     return load_topology(args.topology).collective_model(collective), str(args.topology)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gradsched.advise import advise, render, render_validation, validate
-
     trace, model, world, interference = _load(args)
     topology = args.topology is not None
     rec = advise(trace, model, world, compute=str(args.compute),  # type: ignore[arg-type]
@@ -176,8 +177,6 @@ def _run(args: argparse.Namespace) -> int:
         print(render_validation(rec, result), end="")
         out["validation"] = result.to_dict() | {"model": model_name, "batch_size": batch}
     if args.json is not None:
-        from gradsched.io import write_json_atomic
-
         write_json_atomic(args.json, out)
         print(f"-> {args.json}")
     return 0

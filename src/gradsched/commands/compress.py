@@ -13,7 +13,7 @@ digits; :mod:`gradsched.compression.train`) and writes ``curves.csv``, ``summary
 ``settings.json``. ``profile`` times each compressor's *own* computation per bucket size
 on this machine (one process; collectives replaced by copies) and writes one row per
 (method, density, size), plus ``<output>.meta.json`` (settings, environment): what
-:mod:`gradsched.compression.replay` adds before each collective. ``report`` draws the
+:mod:`gradsched.compression.pricing` adds before each collective. ``report`` draws the
 figures and writes the table (:mod:`gradsched.report.compression`).
 """
 
@@ -24,7 +24,19 @@ import sys
 from pathlib import Path
 
 from gradsched.commands._args import count, integer, positive_seconds, real
+from gradsched.errors import ConfigError, InputError
+from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.limits import MAX_RANKS
+from gradsched.provenance import (
+    architecture,
+    load_average,
+    logical_cpus,
+    python_version,
+    torch_version,
+)
+from gradsched.report.compression import write_all
+from gradsched.staging import check_writable
+from gradsched.units import parse_size
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -32,8 +44,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def _densities(text: str) -> tuple[float, ...]:
-    from gradsched.compression.base import parse_density
-    from gradsched.errors import ConfigError
+    from gradsched.compression.base import parse_density  # the compressors import torch
 
     try:
         return tuple(parse_density(v) for v in _names(text))
@@ -52,9 +63,6 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def _sizes(text: str) -> tuple[int, ...]:
-    from gradsched.errors import ConfigError
-    from gradsched.units import parse_size
-
     try:
         values = tuple(parse_size(v) for v in _names(text))
     except ConfigError as exc:
@@ -108,8 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from gradsched.compression.train import TrainSettings, run_experiment
-    from gradsched.staging import check_writable
+    from gradsched.compression.train import TrainSettings, run_experiment  # imports torch
 
     check_writable(args.output, directory=True)  # before the training, not after it
 
@@ -127,16 +134,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from gradsched.compression.replay import profile_compressors
-    from gradsched.io import write_csv_atomic, write_json_atomic
-    from gradsched.provenance import (
-        architecture,
-        load_average,
-        logical_cpus,
-        python_version,
-        torch_version,
-    )
-    from gradsched.staging import check_writable
+    from gradsched.compression.profile import profile_compressors  # the compressors import torch
 
     check_writable(args.output)  # before the timing, not after it
     frame = profile_compressors(args.methods, args.densities, args.sizes,
@@ -162,10 +160,7 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gradsched.errors import InputError
-    from gradsched.report.compression import write_all
-
-    if not args.input.is_dir():  # a misspelt folder drew empty figures silently (issue 17)
+    if not args.input.is_dir():  # a misspelt folder would draw empty figures silently
         raise InputError("input folder not found (expected curves.csv and summary.csv)",
                          path=args.input)
     for path in write_all(args.input, args.figdir, args.tabdir):

@@ -7,16 +7,20 @@ from pathlib import Path
 
 from gradsched.commands._args import integer, real, seconds, world_size
 from gradsched.costmodel.base import CommModel, load_comm_spec
+from gradsched.costmodel.ps import PSModel, load_ps
+from gradsched.costmodel.topology import load_topology
 from gradsched.errors import ConfigError
-from gradsched.io import write_csv_atomic
-from gradsched.limits import MAX_REPLAY_ITERATIONS
-from gradsched.replay.compare import (
+from gradsched.experiments import (
     compare,
     expand_algorithms,
     knobs_for,
+    make_plan,
     parse_knob_args,
     resolve_world_size,
 )
+from gradsched.io import write_csv_atomic
+from gradsched.limits import MAX_REPLAY_ITERATIONS
+from gradsched.reexec.config import load_interference
 from gradsched.replay.engine import (
     MAX_CHANNELS,
     MAX_FORWARD_RATIO,
@@ -104,19 +108,13 @@ def _comm_model(args: argparse.Namespace) -> CommModel:
     if len(given) != 1:
         raise ConfigError("give exactly one of --comm, --topology and --ps")
     if getattr(args, "ps", None) is not None:
-        from gradsched.costmodel.ps import PSModel, load_ps
-
         return PSModel(load_ps(args.ps, args.world_size))
     if args.topology is None:
         return load_comm_spec(args.comm)
-    from gradsched.costmodel.topology import load_topology
-
     return load_topology(args.topology).collective_model(args.topology_collective)
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from gradsched.planners import make_plan
-
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     model = _comm_model(args)
     world = resolve_world_size(model, args.world_size)
@@ -137,8 +135,6 @@ def _replay(args: argparse.Namespace) -> int:
                     "comm_slowdown": args.comm_slowdown,
                     "collective_cpu_s": args.collective_cpu_s}
     if args.interference is not None:
-        from gradsched.reexec.experiment import load_interference
-
         interference = load_interference(args.interference)[0]
     options = ReplayOptions(iterations=args.iterations, channels=args.channels,
                             pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,

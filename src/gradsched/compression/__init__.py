@@ -9,7 +9,8 @@
   2019; they report 64x compression on AlexNet and 58.8x on ResNet-50 keeping accuracy);
 * :mod:`~gradsched.compression.gtopk` -- global top-k by pairwise merging (Shi et al.,
   ICDCS 2019);
-* :mod:`~gradsched.compression.replay` -- pricing compression in the replay;
+* :mod:`~gradsched.compression.pricing` -- pricing compression in the replay (a comm model);
+* :mod:`~gradsched.compression.profile` -- timing the compressors' own computation;
 * :mod:`~gradsched.compression.train` -- the real data-parallel training experiment.
 
 :func:`make_compressor` builds one by name; the interface is

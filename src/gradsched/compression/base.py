@@ -15,7 +15,7 @@ inferred. ``bytes_sent(numel, world_size)`` is the formula of that count (bytes 
 step, the sum of the input sizes of the collectives this rank calls); ``messages(numel,
 world_size)`` is the list of collectives in the cost model's convention (``nbytes`` as a
 comm trace's ``bytes`` column, nccl-tests' "size": the *output* size for an all-gather), which
-is what :mod:`gradsched.compression.replay` prices.
+is what :mod:`gradsched.compression.pricing` prices.
 
 Residual accumulation and momentum correction are the local part of Deep Gradient
 Compression (Lin, Han, Mao, Wang & Dally, "Deep Gradient Compression: Reducing the

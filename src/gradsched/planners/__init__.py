@@ -32,7 +32,7 @@ from gradsched.planners import (
     wfbp,
     wfbp_ps,
 )
-from gradsched.planners._family import Knob
+from gradsched.planners._family import Knob, Scorer, ScorerFactory
 from gradsched.traces.bundle import ComputeTrace
 
 PlannerFunc = Callable[..., Plan]
@@ -52,12 +52,14 @@ WFBP_FAMILY: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "mgwfbp", "oasr",
 
 @dataclass(frozen=True)
 class PlannerSpec:
-    """A planner: its function, a one-line summary and its knobs."""
+    """A planner: its function, a one-line summary and its knobs; ``scored``: it searches
+    by scoring candidate plans and takes a ``scorer`` (a :class:`ScorerFactory`)."""
 
     name: str
     func: PlannerFunc
     summary: str
     knobs: tuple[Knob, ...]
+    scored: bool = False
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -80,7 +82,7 @@ class PlannerSpec:
 
 
 PLANNERS: dict[str, PlannerSpec] = {
-    m.NAME: PlannerSpec(m.NAME, m.plan, m.SUMMARY, m.KNOBS)
+    m.NAME: PlannerSpec(m.NAME, m.plan, m.SUMMARY, m.KNOBS, getattr(m, "SCORED", False))
     for m in (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, contiguous,
               search, best, bsp_ps, wfbp_ps, bytescheduler_ps)
 }
@@ -143,12 +145,12 @@ def parse_knob(planner: str, knob: Knob, value: Any) -> Any:
         raise ConfigError(f"{where}: {out!r} is not one of {', '.join(knob.choices)}")
     if ((knob.kind is float and not (math.isfinite(out) and abs(out) <= KNOB_MAGNITUDE))
             or (knob.kind is int and abs(out) > KNOB_MAGNITUDE)):
-        # 1e300 MB buckets passed and overflowed the planners' byte sums (issue 17)
+        # 1e300 MB buckets would pass and overflow the planners' byte sums
         raise ConfigError(f"{where}: {value!r} is not a finite number of magnitude "
                           f"<= {KNOB_MAGNITUDE:g}")
     if knob.kind is int and knob.name.endswith(("_iters", "_iterations")) \
             and not 1 <= out <= MAX_SEARCH_ITERS:
-        # bo_iters=1e9 searched for ever (issue 17): search and replay budgets are bounded
+        # bo_iters=1e9 would search for ever: search and replay budgets are bounded
         raise ConfigError(f"{where}: {out} is out of range [1, {MAX_SEARCH_ITERS}]")
     return out
 
@@ -182,13 +184,19 @@ def parse_knobs(name: str, knobs: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def make_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
-              knobs: Mapping[str, str | float | int] | None = None) -> Plan:
-    """Run planner ``name`` with ``knobs`` (strings are parsed to the knob types)."""
+              knobs: Mapping[str, str | float | int] | None = None,
+              scorer: ScorerFactory | None = None) -> Plan:
+    """Run planner ``name`` with ``knobs`` (strings are parsed to the knob types).
+
+    A scored planner (``spec.scored``) that has to score candidates needs ``scorer``;
+    :func:`gradsched.experiments.make_plan` passes the replay's."""
     if world_size < 1:
         raise ConfigError(f"world_size must be >= 1, got {world_size}")
     spec = get_planner(name)
-    return spec.func(trace, model, world_size, **parse_knobs(name, knobs))
+    own = {"scorer": scorer} if spec.scored else {}
+    return spec.func(trace, model, world_size, **parse_knobs(name, knobs), **own)
 
 
 __all__ = ["ALGORITHMS_ALL", "PLANNERS", "PS_ALGORITHMS", "WFBP_FAMILY", "Knob", "PlannerSpec",
-           "get_planner", "make_plan", "parse_knobs", "planner_names", "replay_knobs"]
+           "Scorer", "ScorerFactory", "get_planner", "make_plan", "parse_knobs",
+           "planner_names", "replay_knobs"]

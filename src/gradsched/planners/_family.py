@@ -17,9 +17,9 @@ sequence (strictly increasing, the last equals the number of tensors).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -280,7 +280,7 @@ def check_choice(name: str, value: str, choices: Sequence[str]) -> str:
     return value
 
 
-# -- knobs and replay-scored searches --------------------------------------------------------
+# -- knobs and scored searches --------------------------------------------------------
 @dataclass(frozen=True)
 class Knob:
     """One planner knob: its type, default and meaning (``default=None``: derived)."""
@@ -292,15 +292,31 @@ class Knob:
     choices: tuple[str, ...] | None = None
 
 
-def replay_iteration_s(trace: ComputeTrace, plan: Plan, model: CommModel, world_size: int,
-                       iterations: int = 5, **interference: Any) -> float:
-    """Steady-state iteration time of ``plan`` by the replay engine (``interference``:
-    ``compute_slowdown``, ``comm_slowdown``, ``collective_cpu_s`` and ``issue`` of
-    :class:`~gradsched.replay.ReplayOptions`)."""
-    from gradsched.replay import ReplayOptions, replay
+Scorer = Callable[[Plan], float]
+"""Steady-state iteration time of a candidate plan, in seconds (lower is better)."""
 
-    options = ReplayOptions(iterations=iterations, **interference)
-    return float(replay(trace, plan, model, world_size, options, timeline=False).iteration_s)
+
+class ScorerFactory(Protocol):
+    """Makes the :data:`Scorer` of one case for the planners that search by scoring plans
+    (``best``, ``search``, ``dear``, ``bytescheduler``, ``bytescheduler-ps``).
+
+    ``iterations``: replayed iterations per score; ``interference``: ``compute_slowdown``,
+    ``comm_slowdown``, ``collective_cpu_s`` and ``issue`` of the replay's options. The
+    planners only define this type (dependency inversion): the replay engine lies above
+    them, and :class:`gradsched.experiments.scoring.ReplayCache` is the factory that
+    :func:`gradsched.experiments.make_plan` supplies.
+    """
+
+    def __call__(self, trace: ComputeTrace, model: CommModel, world_size: int,
+                 iterations: int = 5, **interference: Any) -> Scorer: ...
+
+
+def need_scorer(planner: str, scorer: ScorerFactory | None) -> ScorerFactory:
+    """``scorer``, or a :class:`~gradsched.errors.ConfigError` saying where one comes from."""
+    if scorer is None:
+        raise ConfigError(f"planner {planner!r} scores candidate plans by replay: call it "
+                          "through gradsched.experiments.make_plan (or pass scorer=)")
+    return scorer
 
 
 def plan_signature(plan: Plan) -> tuple[Any, ...]:
@@ -308,22 +324,3 @@ def plan_signature(plan: Plan) -> tuple[Any, ...]:
     return (plan.update, plan.channels, plan.ag_issue, plan.credit_bytes,
             tuple((b.tensors, b.collective, b.chunks, b.priority, b.release_s)
                   for b in plan.buckets))
-
-
-class ReplayCache:
-    """Replay-scored plans, memoised by schedule content."""
-
-    def __init__(self, trace: ComputeTrace, model: CommModel, world_size: int,
-                 iterations: int = 5, **interference: Any) -> None:
-        self.trace, self.model, self.world_size = trace, model, world_size
-        self.iterations = iterations
-        self.interference = interference
-        self._seen: dict[tuple[Any, ...], float] = {}
-
-    def __call__(self, plan: Plan) -> float:
-        key = plan_signature(plan)
-        if key not in self._seen:
-            self._seen[key] = replay_iteration_s(self.trace, plan, self.model,
-                                                 self.world_size, self.iterations,
-                                                 **self.interference)
-        return self._seen[key]

@@ -5,7 +5,9 @@ candidates are every registered planner at its defaults (DeAR with its Bayesian
 optimisation, ``search`` with its family search), plus Horovod's pre-0.21 defaults,
 P3 and ByteScheduler's partition search. Each is scored by the replay engine; the fastest
 wins (ties go to the earlier candidate). ``Plan.info["candidates"]`` lists every
-candidate's iteration time and ``Plan.info["winner"]`` the winning one.
+candidate's iteration time and ``Plan.info["winner"]`` the winning one. The scores come
+from the ``scorer`` the caller supplies (:func:`gradsched.experiments.make_plan`: the
+replay engine).
 
 The scoring replay can include the machine's calibrated interference (knobs
 ``collective_cpu_s``, ``compute_slowdown``, ``comm_slowdown``, as measured by
@@ -25,12 +27,13 @@ from typing import Any
 
 from gradsched.costmodel.base import CommModel
 from gradsched.plan import Plan
-from gradsched.planners._family import Knob, ReplayCache, base_info
+from gradsched.planners._family import Knob, ScorerFactory, base_info, need_scorer
 from gradsched.planners.search import DDP_CAPS_MB
 from gradsched.traces.bundle import ComputeTrace
 
 NAME = "best"
 SUMMARY = "every planner with its knob search; the fastest plan by replay"
+SCORED = True  # searches by scoring candidate plans (takes a ``scorer``)
 KNOBS: tuple[Knob, ...] = (
     Knob("replay_iterations", int, 5, "iterations of each scoring replay"),
     Knob("collective_cpu_s", float, 0.0,
@@ -47,7 +50,7 @@ KNOBS: tuple[Knob, ...] = (
 
 # Extra settings beyond each planner's defaults; DDP at every cap ``search`` sweeps, so that
 # ``best`` scored with the executor's issue order and the calibrated interference is never
-# slower than tuned DDP (``search`` picks its DDP cap under the bare model; issue 16).
+# slower than tuned DDP (``search`` picks its DDP cap under the bare model, without interference).
 EXTRA: tuple[tuple[str, dict[str, Any]], ...] = (
     ("horovod", {"defaults": "pre021"}),
     ("bytescheduler", {"p3": True, "search": "none"}),
@@ -56,31 +59,39 @@ EXTRA: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
-def candidates(trace: ComputeTrace, model: CommModel,
-               world_size: int) -> Iterator[tuple[str, Plan]]:
-    """Every planner at its defaults, then the extra settings."""
+def candidates(trace: ComputeTrace, model: CommModel, world_size: int,
+               scorer: ScorerFactory | None = None) -> Iterator[tuple[str, Plan]]:
+    """Every planner at its defaults, then the extra settings (the planners that score
+    their own candidates get ``scorer``).
+
+    The registry is imported here, not at the top: it imports this module."""
     from gradsched.planners import ALGORITHMS_ALL, get_planner
+
+    def run(name: str, **knobs: Any) -> Plan:
+        spec = get_planner(name)
+        own = {"scorer": scorer} if spec.scored else {}
+        return spec.func(trace, model, world_size, **knobs, **own)
 
     for name in ALGORITHMS_ALL:
         if name != NAME:
-            yield name, get_planner(name).func(trace, model, world_size)
+            yield name, run(name)
     for name, knobs in EXTRA:
         label = name + "(" + ",".join(f"{k}={v}" for k, v in knobs.items()) + ")"
-        yield label, get_planner(name).func(trace, model, world_size, **knobs)
+        yield label, run(name, **knobs)
 
 
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
          replay_iterations: int = 5, collective_cpu_s: float = 0.0,
          compute_slowdown: float = 1.0, comm_slowdown: float = 1.0,
-         issue: str = "dynamic") -> Plan:
-    """The fastest candidate, relabelled ``best``."""
+         issue: str = "dynamic", scorer: ScorerFactory | None = None) -> Plan:
+    """The fastest candidate by ``scorer`` (the replay), relabelled ``best``."""
     interference = {"collective_cpu_s": collective_cpu_s,
                     "compute_slowdown": compute_slowdown, "comm_slowdown": comm_slowdown}
-    score = ReplayCache(trace, model, world_size, replay_iterations, **interference,
-                        issue=issue)
+    score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations,
+                                      **interference, issue=issue)
     winner: tuple[str, Plan, float] | None = None
     scores: dict[str, float] = {}
-    for label, cand in candidates(trace, model, world_size):
+    for label, cand in candidates(trace, model, world_size, scorer):
         scores[label] = s = score(cand)
         if winner is None or s < winner[2]:
             winner = (label, cand, s)

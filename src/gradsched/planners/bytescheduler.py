@@ -78,9 +78,10 @@ from gradsched.plan import Bucket, Plan
 from gradsched.planners._bayesopt import minimize_1d
 from gradsched.planners._family import (
     Knob,
-    ReplayCache,
+    ScorerFactory,
     base_info,
     check_choice,
+    need_scorer,
     ready_seq,
 )
 from gradsched.traces.bundle import ComputeTrace
@@ -99,6 +100,7 @@ P3_SLICE_PARAMS = 50_000
 SEARCHES = ("credit", "partition", "none")
 GRANULARITIES = ("tensor", "layer")
 SEED = 20191027
+SCORED = True  # searches by scoring candidate plans (takes a ``scorer``)
 KNOBS: tuple[Knob, ...] = (
     Knob("partition_params", int, PARTITION_PARAMS,
          "partition size in parameters (BYTESCHEDULER_PARTITION)"),
@@ -183,8 +185,10 @@ def check_knobs(partition_params: int, credit_params: int, search: str, tune_ite
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
          partition_params: int = PARTITION_PARAMS, credit_params: int = CREDIT_PARAMS,
          search: str = "credit", tune_iters: int = TUNER_EVALUATIONS,
-         granularity: str = "tensor", p3: bool = False, replay_iterations: int = 5) -> Plan:
-    """ByteScheduler's (or P3's) plan, the credit tuned unless ``search`` says otherwise."""
+         granularity: str = "tensor", p3: bool = False, replay_iterations: int = 5,
+         scorer: ScorerFactory | None = None) -> Plan:
+    """ByteScheduler's (or P3's) plan, the credit tuned (candidates scored by ``scorer``)
+    unless ``search`` says otherwise."""
     check_knobs(partition_params, credit_params, search, tune_iters, granularity, p3)
     tasks = make_tasks(trace, granularity)
     info = base_info(trace, world_size)
@@ -197,7 +201,7 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
         return bs_plan(tasks, partition=partition_params, credit=credit_params, knobs=knobs,
                        info=info)
     knobs |= {"tune_iters": tune_iters, "replay_iterations": replay_iterations}
-    score = ReplayCache(trace, model, world_size, replay_iterations)
+    score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
     if search == "credit":
         def objective(x: float) -> float:
             return score(bs_plan(tasks, partition=partition_params, credit=int(x),

@@ -47,7 +47,13 @@ from gradsched.costmodel.ps import require_ps_model
 from gradsched.errors import ConfigError
 from gradsched.plan import Plan
 from gradsched.planners._bayesopt import minimize_1d
-from gradsched.planners._family import Knob, ReplayCache, base_info, check_choice
+from gradsched.planners._family import (
+    Knob,
+    ScorerFactory,
+    base_info,
+    check_choice,
+    need_scorer,
+)
 from gradsched.planners.bytescheduler import (
     CREDIT_PARAMS,
     PARTITION_PARAMS,
@@ -65,6 +71,7 @@ SUMMARY = ("parameter server: ByteScheduler's PS mode, push+pull tasks per tenso
            "partitioned, prioritised, credit tuned over [1e6, 16e6] parameters (Peng 2019)")
 CREDIT_SPACE_PARAMS = (1_000_000.0, 16_000_000.0)  # tuner.py L50-51 (ps)
 SEARCHES = ("credit", "none")
+SCORED = True  # searches by scoring candidate plans (takes a ``scorer``)
 KNOBS: tuple[Knob, ...] = (
     Knob("partition_params", int, PARTITION_PARAMS,
          "partition size in parameters (BYTESCHEDULER_PARTITION; not tuned in PS mode)"),
@@ -88,8 +95,9 @@ def ps_plan(tasks: Tasks, partition: int, credit: int, knobs: dict[str, Any],
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
          partition_params: int = PARTITION_PARAMS, credit_params: int = CREDIT_PARAMS,
          search: str = "credit", tune_iters: int = TUNER_EVALUATIONS,
-         replay_iterations: int = 5) -> Plan:
-    """ByteScheduler's PS-mode plan, the credit tuned unless ``search=none``."""
+         replay_iterations: int = 5, scorer: ScorerFactory | None = None) -> Plan:
+    """ByteScheduler's PS-mode plan, the credit tuned (candidates scored by ``scorer``)
+    unless ``search=none``."""
     require_ps_model(model, NAME)
     for name, value in (("partition_params", partition_params),
                         ("credit_params", credit_params), ("tune_iters", tune_iters)):
@@ -103,7 +111,7 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
     if search == "none":
         return ps_plan(tasks, partition_params, credit_params, knobs, info)
     knobs |= {"tune_iters": tune_iters, "replay_iterations": replay_iterations}
-    score = ReplayCache(trace, model, world_size, replay_iterations)
+    score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
     result = minimize_1d(
         lambda x: score(ps_plan(tasks, partition_params, int(x), knobs, info)),
         *CREDIT_SPACE_PARAMS, iterations=tune_iters, log_scale=False,

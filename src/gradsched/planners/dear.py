@@ -59,10 +59,11 @@ from gradsched.planners._family import (
     MB,
     Knob,
     ReadySeq,
-    ReplayCache,
+    ScorerFactory,
     base_info,
     check_choice,
     check_positive,
+    need_scorer,
     ready_seq,
 )
 from gradsched.traces.bundle import ComputeTrace
@@ -73,6 +74,7 @@ SEARCHES = ("bo", "none")
 AG_ISSUES = ("lookahead", "eager")
 SEARCH_RANGE_MB = (1.0, 256.0)
 SEED = 20230701
+SCORED = True  # searches by scoring candidate plans (takes a ``scorer``)
 KNOBS: tuple[Knob, ...] = (
     Knob("threshold_mb", float, 25.0, "fusion threshold in MiB (first BO point with search=bo)"),
     Knob("search", str, "bo", "bo: tune threshold_mb by Bayesian optimisation over "
@@ -116,8 +118,10 @@ def dear_plan(seq: ReadySeq, threshold_mb: float, knobs: dict[str, Any],
 
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
          threshold_mb: float = 25.0, search: str = "bo", bo_iters: int = 10,
-         replay_iterations: int = 5, ag_issue: str = "lookahead") -> Plan:
-    """DeAR's plan, with the threshold tuned by BO unless ``search=none``."""
+         replay_iterations: int = 5, ag_issue: str = "lookahead",
+         scorer: ScorerFactory | None = None) -> Plan:
+    """DeAR's plan, with the threshold tuned by BO (candidates scored by ``scorer``)
+    unless ``search=none``."""
     check_positive("threshold_mb", threshold_mb)
     check_choice("search", search, SEARCHES)
     check_choice("ag_issue", ag_issue, AG_ISSUES)
@@ -129,7 +133,7 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
     info = base_info(trace, world_size)
     if search == "none":
         return dear_plan(seq, threshold_mb, knobs, info | {"threshold_mb": threshold_mb})
-    score = ReplayCache(trace, model, world_size, replay_iterations)
+    score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
     result = minimize_1d(lambda mb: score(dear_plan(seq, mb, knobs, info)), *SEARCH_RANGE_MB,
                          iterations=bo_iters, log_scale=False, initial=[threshold_mb],
                          n_random=0, seed=SEED)

@@ -1,7 +1,7 @@
 """``search`` (ours): the best plan over the searched families, scored by replay.
 
 It was called ``optimal``; it is the best of what it searches, not a proven optimum
-outside the contiguous family (issue 14).
+outside the contiguous family: only the WFBP family's dynamic program is exact.
 
 Part 1, exact: among plans whose buckets are contiguous runs of tensors in ready order,
 one all-reduce each on one stream, global update (WFBP, SyncSGD, DDP, MG-WFBP, OASR, ...),
@@ -30,10 +30,11 @@ from gradsched.plan import Plan
 from gradsched.planners import bytescheduler, ddp, dear, horovod
 from gradsched.planners._family import (
     Knob,
-    ReplayCache,
+    ScorerFactory,
     base_info,
     check_choice,
     iteration_from_finish,
+    need_scorer,
     optimal_ends,
     plan_from_ends,
     ready_seq,
@@ -49,6 +50,7 @@ DDP_CAPS_MB = (1.0, 2.0, 4.0, 8.0, 16.0, 25.0, 32.0, 64.0, 128.0, 256.0)
 BS_PARTITIONS = (62_500, 125_000, 250_000, 500_000, 1_000_000, 2_000_000, 4_000_000,
                  16_000_000)
 BS_CREDITS = (1, 4_000_000, 16_000_000)
+SCORED = True  # searches by scoring candidate plans (takes a ``scorer``)
 KNOBS: tuple[Knob, ...] = (
     Knob("families", str, "all", "wfbp: the exact WFBP-family optimum only; all: also "
          "search DDP, Horovod, ByteScheduler/P3 and DeAR by replay", FAMILIES),
@@ -58,7 +60,8 @@ KNOBS: tuple[Knob, ...] = (
 
 
 def family_candidates(trace: ComputeTrace, model: CommModel, world_size: int, *,
-                      bo_iters: int, replay_iterations: int) -> Iterator[tuple[str, Plan]]:
+                      bo_iters: int, replay_iterations: int,
+                      scorer: ScorerFactory | None) -> Iterator[tuple[str, Plan]]:
     """The knobbed families' candidate plans, labelled."""
     for cap in DDP_CAPS_MB:
         yield f"ddp(bucket_cap_mb={cap:g})", ddp.plan(trace, model, world_size,
@@ -75,14 +78,17 @@ def family_candidates(trace: ComputeTrace, model: CommModel, world_size: int, *,
                                                        search="none")
     for search in ("credit", "partition"):
         yield f"bytescheduler(search={search})", bytescheduler.plan(
-            trace, model, world_size, search=search, replay_iterations=replay_iterations)
+            trace, model, world_size, search=search, replay_iterations=replay_iterations,
+            scorer=scorer)
     yield "dear(search=bo)", dear.plan(trace, model, world_size, search="bo",
-                                       bo_iters=bo_iters, replay_iterations=replay_iterations)
+                                       bo_iters=bo_iters, replay_iterations=replay_iterations,
+                                       scorer=scorer)
 
 
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *, families: str = "all",
-         bo_iters: int = 12, replay_iterations: int = 5) -> Plan:
-    """The WFBP-family optimum, or the fastest family by replay."""
+         bo_iters: int = 12, replay_iterations: int = 5,
+         scorer: ScorerFactory | None = None) -> Plan:
+    """The WFBP-family optimum, or the fastest family scored by ``scorer`` (the replay)."""
     check_choice("families", families, FAMILIES)
     if bo_iters < 1:
         raise ConfigError(f"knob bo_iters must be >= 1, got {bo_iters}")
@@ -96,11 +102,11 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *, families: st
     dp_plan = plan_from_ends(NAME, seq, ends, knobs=knobs, info=info | {"family": "wfbp-dp"})
     if families == "wfbp":
         return dp_plan
-    score = ReplayCache(trace, model, world_size, replay_iterations)
+    score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
     best_label, best_plan, best_s = "wfbp-dp", dp_plan, score(dp_plan)
     scores = {"wfbp-dp": best_s}
     for label, cand in family_candidates(trace, model, world_size, bo_iters=bo_iters,
-                                         replay_iterations=replay_iterations):
+                                         replay_iterations=replay_iterations, scorer=scorer):
         scores[label] = s = score(cand)
         if s < best_s:
             best_label, best_plan, best_s = label, cand, s

@@ -45,8 +45,8 @@ def register(rsub: argparse._SubParsersAction) -> None:
 
 
 def _ps_replay(args: argparse.Namespace) -> int:
+    from gradsched.experiments.ps import PSCase, parse_layout, ps_replay
     from gradsched.io import write_csv_atomic
-    from gradsched.report.ps_replay import PSCase, parse_layout, ps_replay
 
     if args.iterations < 2:
         raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")

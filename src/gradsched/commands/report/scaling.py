@@ -34,8 +34,8 @@ def register(rsub: argparse._SubParsersAction) -> None:
 
 
 def _scaling_check(args: argparse.Namespace) -> int:
+    from gradsched.experiments.scaling import load_spec, scaling_check
     from gradsched.io import write_csv_atomic
-    from gradsched.report.scaling import load_spec, scaling_check
 
     if args.iterations < 2:
         raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")

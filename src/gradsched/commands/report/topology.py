@@ -59,9 +59,9 @@ def _topology_check(args: argparse.Namespace) -> int:
 
 
 def _topology_replay(args: argparse.Namespace) -> int:
+    from gradsched.experiments import expand_algorithms
+    from gradsched.experiments.topology import TopologyCase, topology_replay
     from gradsched.io import write_csv_atomic
-    from gradsched.replay.compare import expand_algorithms
-    from gradsched.report.topology_replay import TopologyCase, topology_replay
 
     if args.iterations < 2:
         raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")

@@ -1,4 +1,4 @@
-"""Pricing gradient compression in the replay (:mod:`gradsched.replay.engine`).
+"""Pricing gradient compression for the replay (:mod:`gradsched.replay.engine`).
 
 The replay asks its cost model for the time of every bucket's ``all_reduce`` of ``nbytes``
 bytes. :class:`CompressedCommModel` wraps any :class:`~gradsched.costmodel.base.CommModel`
@@ -19,27 +19,25 @@ channel (it delays that bucket's communication, not the backward pass: the selec
 on the side stream, as in DGC's implementation). Dense all-reduce passes through unchanged.
 Only ``all_reduce`` buckets can be compressed; other collectives raise.
 
-:func:`compressed_replay` replays a plan both ways and returns both results.
+:func:`gradsched.experiments.compression.compressed_replay` replays a plan both ways; the
+profile the compute cost is fitted to is :func:`gradsched.compression.profile.profile_compressors`.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
 
-from gradsched.compression.base import Compressor, LocalComm
+from gradsched.compression import make_compressor
+from gradsched.compression.base import Compressor
 from gradsched.costmodel.base import CommModel, model_from_dict
 from gradsched.errors import ConfigError, InputError
-
-PROFILE_COLUMNS = ["method", "density", "world_size", "numel", "bytes", "compute_s",
-                   "compute_s_min", "reps", "threads"]
 
 
 @dataclass(frozen=True)
@@ -66,8 +64,6 @@ def compute_cost_from_profile(profile: str | Path | Any, method: str, density: f
     profile rows of ``method`` at ``density`` (within 1 %; dense: every density).
     ``column="compute_s_min"`` uses the fastest call instead of the median (less sensitive
     to other processes on a shared machine)."""
-    import pandas as pd
-
     frame = profile if isinstance(profile, pd.DataFrame) else pd.read_csv(profile)
     rows = frame[(frame["method"] == method)
                  & (np.isclose(frame["density"], density, rtol=1e-2) | (method == "dense"))]
@@ -81,8 +77,6 @@ def compute_cost_from_profile(profile: str | Path | Any, method: str, density: f
     y = rows[column].to_numpy(float)
     if len(x) == 1:
         return ComputeCost(0.0, max(float(y[0] / x[0]), 0.0))
-    from scipy.optimize import nnls
-
     # relative weighting: every size counts, not just the largest
     w = 1.0 / np.maximum(y, 1e-12)
     coef, _ = nnls(np.column_stack([np.ones_like(x), x]) * w[:, None], y * w)
@@ -141,73 +135,9 @@ class CompressedCommModel(CommModel):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CompressedCommModel:
-        from gradsched.compression import make_compressor
-
         spec = dict(data["compressor"])
         comp = make_compressor(spec.pop("method"), spec.pop("density"),
                                momentum=spec.pop("momentum", 0.0), seed=spec.pop("seed", 0))
         comp_cost = ComputeCost(**data.get("compute", {}))
         return cls(model_from_dict(data["base"]), comp, comp_cost,
                    int(data.get("element_size", 4)))
-
-
-def compressed_replay(trace: Any, plan: Any, base: CommModel, compressor: Compressor,
-                      world_size: int, compute: ComputeCost | None = None,
-                      options: Any = None) -> dict[str, Any]:
-    """Replay ``plan`` with the plain and with the compressed model; both results and the
-    predicted speed-up (plain / compressed iteration time)."""
-    from gradsched.replay.engine import replay
-
-    plain = replay(trace, plan, base, world_size, options)
-    comp = replay(trace, plan, CompressedCommModel(base, compressor, compute), world_size,
-                  options)
-    return {"dense": plain, "compressed": comp,
-            "speedup": plain.iteration_s / comp.iteration_s if comp.iteration_s > 0
-            else math.nan}
-
-
-def profile_compressors(methods: Sequence[str], densities: Sequence[float],
-                        sizes: Sequence[int], world_size: int = 4, reps: int = 7,
-                        threads: int = 1, seed: int = 0) -> Any:
-    """Time each compressor's own computation (median of ``reps`` calls after one warm-up)
-    per bucket size, in this process, with :class:`~gradsched.compression.base.LocalComm`
-    standing in for ``world_size`` ranks (the collectives become copies, which are
-    included: an all-gather's output is built as on ``world_size`` ranks). Dense is timed
-    once (its compute is the division by P). Returns a frame of :data:`PROFILE_COLUMNS`."""
-    import pandas as pd
-    import torch
-
-    from gradsched.compression import make_compressor
-
-    if reps < 1:
-        raise ConfigError("reps must be >= 1")
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    rows = []
-    try:
-        for method in methods:
-            for density in ([1.0] if method == "dense" else densities):
-                comp = make_compressor(method, density, momentum=0.9 if method != "dense"
-                                       else 0.0, seed=seed)
-                for n in sizes:
-                    if method == "gtopk" and world_size & (world_size - 1):
-                        continue
-                    gen = torch.Generator().manual_seed(seed + n)
-                    grad = torch.randn(int(n), generator=gen)
-                    param = torch.randn(int(n), generator=gen)
-                    state = comp.init_state(int(n))
-                    comm = LocalComm(world_size, 0)
-                    comp.compress_and_reduce(grad, param, state, comm, 0)  # warm-up
-                    samples = []
-                    for r in range(reps):
-                        t0 = time.perf_counter()
-                        comp.compress_and_reduce(grad, param, state, comm, r + 1)
-                        samples.append(time.perf_counter() - t0)
-                    rows.append({"method": method, "density": float(comp.density),
-                                 "world_size": world_size, "numel": int(n), "bytes": 4 * int(n),
-                                 "compute_s": statistics.median(samples),
-                                 "compute_s_min": min(samples), "reps": reps,
-                                 "threads": threads})
-    finally:
-        torch.set_num_threads(old_threads)
-    return pd.DataFrame(rows, columns=PROFILE_COLUMNS)

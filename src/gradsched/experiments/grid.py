@@ -1,13 +1,18 @@
-"""Plan and replay several algorithms on one (trace, network, world size) case.
+"""The experiments' grid: plan and replay algorithms on cases (trace, comm model, world
+size).
 
-This is the function behind ``gradsched replay`` and the pipeline's replay rules: it
-returns one row per algorithm with the columns of :data:`RESULT_COLUMNS`.
+:func:`compare` plans and replays several algorithms on one case; it is the function
+behind ``gradsched replay`` and the pipeline's replay rules, one row per algorithm with the
+columns of :data:`RESULT_COLUMNS`. :func:`run_grid` runs it over a list of
+:class:`GridCase` (traces x comm models x world sizes), each case's rows labelled; the
+studies of :mod:`gradsched.experiments` declare their cases and shape its frame.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +20,9 @@ import pandas as pd
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
+from gradsched.experiments.scoring import make_plan
 from gradsched.plan import Plan
+from gradsched.planners import ALGORITHMS_ALL, REPLAY_KNOBS, planner_names, replay_knobs
 from gradsched.replay.bounds import lower_bound
 from gradsched.replay.engine import ReplayOptions, ReplayResult, replay
 from gradsched.replay.timeline import write_timeline
@@ -44,8 +51,6 @@ def resolve_world_size(model: CommModel, requested: int | None) -> int:
 
 def expand_algorithms(spec: str | Iterable[str]) -> list[str]:
     """``all`` or a comma-separated list -> planner names (validated)."""
-    from gradsched.planners import ALGORITHMS_ALL, planner_names
-
     names = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
     if names == ["all"]:
         return list(ALGORITHMS_ALL)
@@ -59,8 +64,6 @@ def expand_algorithms(spec: str | Iterable[str]) -> list[str]:
 def parse_knob_args(pairs: Iterable[str]) -> dict[str, dict[str, str]]:
     """``--knob ddp.bucket_cap_mb=50`` (or ``bucket_cap_mb=50`` for a single algorithm)
     -> ``{"ddp": {"bucket_cap_mb": "50"}}``; the key ``*`` holds unqualified knobs."""
-    from gradsched.planners import planner_names
-
     known = set(planner_names())
     out: dict[str, dict[str, str]] = {}
     for pair in pairs:
@@ -70,7 +73,7 @@ def parse_knob_args(pairs: Iterable[str]) -> dict[str, dict[str, str]]:
         algo, _, knob = key.rpartition(".")
         if not knob:
             raise ConfigError(f"--knob {pair!r}: the knob name is empty")
-        if algo and algo not in known:  # a misspelt planner was silently ignored (issue 17)
+        if algo and algo not in known:  # a misspelt planner must not be silently ignored
             raise ConfigError(f"--knob {pair!r}: unknown planner {algo!r}; known: "
                               f"{', '.join(sorted(known))}")
         out.setdefault(algo or "*", {})[knob] = value
@@ -82,6 +85,24 @@ def knobs_for(algorithm: str, knobs: Mapping[str, Mapping[str, str]]) -> dict[st
     return {**knobs.get("*", {}), **knobs.get(algorithm, {})}
 
 
+def scoring_knobs(algorithm: str, replay_settings: Mapping[str, Any],
+                  own: Mapping[str, Any]) -> dict[str, Any]:
+    """The knobs of ``algorithm``: those of ``replay_settings`` (interference, issue order;
+    :data:`~gradsched.planners.REPLAY_KNOBS`) that it takes, so that a planner that scores
+    candidates by replay scores with the replay its plan is judged by, then ``own`` (which
+    win)."""
+    return replay_knobs(algorithm, replay_settings) | dict(own)
+
+
+def plan_case(algorithm: str, trace: ComputeTrace, model: CommModel, world_size: int,
+              knobs: Mapping[str, Any] | None = None) -> Plan:
+    """The algorithm's plan of one case (scored planners scored by replay), checked to
+    cover every tensor of the trace."""
+    plan = make_plan(algorithm, trace, model, world_size, dict(knobs or {}))
+    plan.check_covers(trace.names)
+    return plan
+
+
 def run_algorithm(
     algorithm: str,
     trace: ComputeTrace,
@@ -91,11 +112,8 @@ def run_algorithm(
     options: ReplayOptions | None = None,
     timeline: bool = False,
 ) -> tuple[Plan, ReplayResult]:
-    """Make the algorithm's plan and replay it."""
-    from gradsched.planners import make_plan
-
-    plan = make_plan(algorithm, trace, model, world_size, dict(knobs or {}))
-    plan.check_covers(trace.names)
+    """Make the algorithm's plan (:func:`plan_case`) and replay it."""
+    plan = plan_case(algorithm, trace, model, world_size, knobs)
     return plan, replay(trace, plan, model, world_size, options, timeline=timeline)
 
 
@@ -118,9 +136,7 @@ def compare(
     for algorithm in algorithms:
         own = knobs_for(algorithm, knobs)
         if options is not None:
-            from gradsched.planners import REPLAY_KNOBS, replay_knobs
-
-            own = replay_knobs(algorithm, {k: getattr(options, k) for k in REPLAY_KNOBS}) | own
+            own = scoring_knobs(algorithm, {k: getattr(options, k) for k in REPLAY_KNOBS}, own)
         plan, result = run_algorithm(algorithm, trace, model, world_size, own, options,
                                      timeline=timeline_dir is not None)
         if timeline_dir is not None:
@@ -141,3 +157,34 @@ def compare(
             "knobs": json.dumps(plan.knobs, sort_keys=True, default=str),
         })
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+
+
+@dataclass(frozen=True)
+class GridCase:
+    """One case of a grid: the algorithms to plan and replay on ``trace`` with ``model`` at
+    ``world_size`` ranks, and the labels (column -> value) its rows carry."""
+
+    trace: ComputeTrace
+    model: CommModel
+    world_size: int
+    algorithms: tuple[str, ...]
+    labels: Mapping[str, Any] = field(default_factory=dict)
+
+
+def run_grid(cases: Iterable[GridCase], options: ReplayOptions | None = None,
+             knobs: Mapping[str, Mapping[str, str]] | None = None) -> pd.DataFrame:
+    """:func:`compare` on every case, in order: one row per (case, algorithm), the case's
+    label columns first, then :data:`RESULT_COLUMNS`."""
+    frames = []
+    for case in cases:
+        clash = sorted(set(case.labels) & set(RESULT_COLUMNS))
+        if clash:
+            raise ConfigError(f"grid case labels {clash} are result columns")
+        frame = compare(case.trace, case.model, case.world_size, case.algorithms, knobs,
+                        options)
+        labels = pd.DataFrame({k: [v] * len(frame) for k, v in case.labels.items()},
+                              index=frame.index)
+        frames.append(pd.concat([labels, frame], axis=1))
+    if not frames:
+        return pd.DataFrame(columns=list(RESULT_COLUMNS))
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,203 @@
+"""Check the replay against a published multi-GPU throughput (the paper's validation
+against published single-node DDP scaling).
+
+A spec (YAML, e.g. ``config/published-scaling.yaml``) lists published single-node results:
+the system, the per-GPU batch the authors trained with, their images/s on 1 and on P GPUs,
+and the inputs we predict them from -- a compute trace of the same model on the same GPU
+type and a single-node NVLink-class comm sweep. For each case:
+
+* **Batch.** The compute trace was measured at its own batch (``batch_size`` in its
+  sidecar); forward and backward times are scaled *linearly* to the published per-GPU
+  batch (a reconstruction: GPU kernels are usually more efficient at larger batches, so
+  this tends to under-predict single-GPU throughput). The update time is kept as measured
+  (the optimizer step does not depend on the batch).
+* **One GPU.** No all-reduce: the iteration is forward + backward + update.
+* **P GPUs.** PyTorch DDP's plan (:mod:`gradsched.planners.ddp`, 25 MB buckets) replayed
+  at P ranks over the comm model: the sweep itself when it holds P ranks, else the
+  ring-scaled cross-world-size model (:class:`gradsched.costmodel.scaling.ScaledModel`)
+  fitted at ``comm_fit_on`` -- an extrapolation, said so in the ``comm_model`` column.
+* images/s = batch x GPUs / iteration; scaling = images/s on P / images/s on 1; each
+  error = (predicted - published) / published.
+
+:mod:`gradsched.report.scaling` formats the frame of :func:`scaling_check` (table, macros).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from gradsched.costmodel.base import CommModel, load_comm_spec
+from gradsched.costmodel.fit import cross_world_size
+from gradsched.errors import InputError
+from gradsched.experiments.grid import compare
+from gradsched.replay.engine import ReplayOptions
+from gradsched.traces.bundle import ComputeTrace
+
+SCALING_COLUMNS = (
+    "key", "system", "compute", "trace_batch", "batch_per_gpu", "comm", "comm_model", "world_size",
+    "iteration_1_s", "iteration_p_s", "exposed_comm_p_s",
+    "predicted_img_s_1", "published_img_s_1", "error_1_pct",
+    "predicted_img_s_p", "published_img_s_p", "error_p_pct",
+    "predicted_scaling", "published_scaling", "scaling_error_pct",
+)
+"""Columns of the scaling-check CSV (times in s, throughput in images/s, errors in %)."""
+
+
+@dataclass(frozen=True)
+class ScalingCase:
+    """One published result and the inputs we predict it from (``key``: letters naming the
+    case's paper macros, e.g. ``dgxone`` -> ``\\gsScalingDgxoneErrorOnePct``)."""
+
+    key: str
+    system: str
+    compute: Path
+    comm: Path
+    world_size: int
+    batch_per_gpu: int
+    published_1: float
+    published_p: float
+    comm_fit_on: tuple[int, ...] = ()
+
+
+def _positive(value: Any, path: Path, row: int, field: str, integer: bool = False) -> float:
+    ok = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
+        kind = "a positive integer" if integer else "a positive finite number"
+        raise InputError(f"expected {kind}, got {value!r}", path=path, row=row, field=field)
+    return value
+
+
+def _case(item: Any, path: Path, row: int, base: Path) -> ScalingCase:
+    if not isinstance(item, dict):
+        raise InputError("a case must be a mapping", path=path, row=row)
+    for key in ("key", "system", "compute", "comm", "world_size", "batch_per_gpu",
+                "published_img_s"):
+        if key not in item:
+            raise InputError("missing field", path=path, row=row, field=key)
+    if not isinstance(item["key"], str) or not item["key"].isalpha():
+        raise InputError(f"expected letters only, got {item['key']!r}", path=path, row=row,
+                         field="key")
+    world = int(_positive(item["world_size"], path, row, "world_size", integer=True))
+    if world < 2:
+        raise InputError(f"world_size must be >= 2, got {world}", path=path, row=row,
+                         field="world_size")
+    published = item["published_img_s"]
+    if not isinstance(published, dict) or set(published) != {1, world}:
+        raise InputError(f"expected images/s for exactly 1 and {world} GPUs (keys 1 and "
+                         f"{world})", path=path, row=row, field="published_img_s")
+    fit_on = item.get("comm_fit_on") or []
+    if not isinstance(fit_on, list):
+        raise InputError("expected a list of world sizes", path=path, row=row,
+                         field="comm_fit_on")
+    fit = tuple(int(_positive(w, path, row, "comm_fit_on", integer=True)) for w in fit_on)
+    files = {}
+    for key in ("compute", "comm"):
+        target = base / str(item[key])
+        if not target.is_file():
+            raise InputError(f"no such file: {target}", path=path, row=row, field=key)
+        files[key] = target
+    return ScalingCase(
+        key=item["key"], system=str(item["system"]), compute=files["compute"], comm=files["comm"],
+        world_size=world,
+        batch_per_gpu=int(_positive(item["batch_per_gpu"], path, row, "batch_per_gpu",
+                                    integer=True)),
+        published_1=float(_positive(published[1], path, row, "published_img_s")),
+        published_p=float(_positive(published[world], path, row, "published_img_s")),
+        comm_fit_on=fit,
+    )
+
+
+def load_spec(path: str | Path, base: str | Path = ".") -> list[ScalingCase]:
+    """The cases of a spec file; file paths in it are relative to ``base`` (the repository).
+    ``row`` in an error is the 1-based case number."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"not YAML: {exc}", path=path) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cases"), list) or not doc["cases"]:
+        raise InputError("expected a mapping with a non-empty list 'cases'", path=path,
+                         field="cases")
+    cases = [_case(item, path, i, Path(base)) for i, item in enumerate(doc["cases"], start=1)]
+    keys = [c.key.lower() for c in cases]
+    if len(set(keys)) != len(keys):
+        raise InputError("two cases share a key", path=path, field="key")
+    return cases
+
+
+def scale_batch(trace: ComputeTrace, batch: int) -> ComputeTrace:
+    """The trace with forward and backward times scaled linearly from its own batch to
+    ``batch`` (a reconstruction; the update time is kept). Refused when the sidecar does not
+    state the batch."""
+    own = trace.meta.get("batch_size")
+    if not isinstance(own, int) or own <= 0:
+        raise InputError("the sidecar states no batch_size to scale from", path=trace.path,
+                         field="batch_size")
+    factor = batch / own
+    frame = trace.frame.assign(forward_s=trace.frame["forward_s"] * factor,
+                               backward_s=trace.frame["backward_s"] * factor)
+    meta = dict(trace.meta, batch_size=batch,
+                notes=f"{trace.meta.get('notes', '')} RECONSTRUCTION: forward/backward "
+                      f"scaled linearly from batch {own} to {batch} (x{factor:g}).".strip())
+    scaled = ComputeTrace.from_frame(frame, meta)
+    return ComputeTrace(frame=scaled.frame, meta=scaled.meta, path=trace.path)
+
+
+def comm_model(case: ScalingCase) -> tuple[CommModel, str]:
+    """The comm model at the case's world size and how it was obtained."""
+    if not case.comm_fit_on:
+        model = load_comm_spec(str(case.comm))
+        held = model.world_sizes() or ()
+        if case.world_size not in held:
+            raise InputError(f"the sweep holds world sizes {list(held)}, not "
+                             f"{case.world_size}: give comm_fit_on to extrapolate",
+                             path=case.comm, field="world_size")
+        return model, f"measured at {case.world_size} ranks"
+    fits = cross_world_size([case.comm], list(case.comm_fit_on), algorithm="ring",
+                            method="scaled")
+    if len(fits) != 1 or fits[0].scaled is None:
+        raise InputError(f"expected one all-reduce series to scale, found {len(fits)}",
+                         path=case.comm)
+    held = ",".join(map(str, case.comm_fit_on))
+    return fits[0].scaled, (f"EXTRAPOLATED: measured at {held} ranks, ring-scaled to "
+                            f"{case.world_size}")
+
+
+def predict(case: ScalingCase, iterations: int = 5) -> dict[str, Any]:
+    """One row of :data:`SCALING_COLUMNS` for ``case`` (see the module docstring)."""
+    original = ComputeTrace.load(case.compute)
+    trace = scale_batch(original, case.batch_per_gpu)
+    model, how = comm_model(case)
+    one = trace.forward_total_s + trace.backward_total_s + trace.update_total_s
+    result = compare(trace, model, case.world_size, ["ddp"],
+                     options=ReplayOptions(iterations=iterations)).iloc[0]
+    many = float(result["iteration_s"])
+    img_1 = case.batch_per_gpu / one
+    img_p = case.batch_per_gpu * case.world_size / many
+    published_scaling = case.published_p / case.published_1
+    return {
+        "key": case.key, "system": case.system, "compute": case.compute.stem,
+        "trace_batch": original.meta["batch_size"], "batch_per_gpu": case.batch_per_gpu,
+        "comm": case.comm.stem, "comm_model": how, "world_size": case.world_size,
+        "iteration_1_s": one, "iteration_p_s": many,
+        "exposed_comm_p_s": float(result["exposed_comm_s"]),
+        "predicted_img_s_1": img_1, "published_img_s_1": case.published_1,
+        "error_1_pct": 100 * (img_1 / case.published_1 - 1),
+        "predicted_img_s_p": img_p, "published_img_s_p": case.published_p,
+        "error_p_pct": 100 * (img_p / case.published_p - 1),
+        "predicted_scaling": img_p / img_1, "published_scaling": published_scaling,
+        "scaling_error_pct": 100 * ((img_p / img_1) / published_scaling - 1),
+    }
+
+
+def scaling_check(cases: list[ScalingCase], iterations: int = 5) -> pd.DataFrame:
+    """Every case's prediction against its published numbers."""
+    return pd.DataFrame([predict(c, iterations) for c in cases], columns=list(SCALING_COLUMNS))

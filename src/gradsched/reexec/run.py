@@ -1,0 +1,273 @@
+"""Running the re-execution: each case's plans, deduplicated into the items the ranks run,
+then one launch per case that times every item in seeded random rounds (steps 1 and 2 of
+:mod:`gradsched.reexec.experiment`).
+
+torch is imported only where the ranks (or the provenance) need it: the package's
+planning side stays importable without it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gradsched.costmodel.base import load_comm_spec
+from gradsched.distributed import LaunchSpec, launch
+from gradsched.distributed.cluster import EmulatedCluster
+from gradsched.errors import ConfigError
+from gradsched.experiments.grid import plan_case, scoring_knobs
+from gradsched.io import write_csv_atomic, write_json_atomic
+from gradsched.provenance import machine_versions
+from gradsched.reexec import load as cpu_load
+from gradsched.reexec.config import (
+    Case,
+    InterferenceSpec,
+    Settings,
+    interference_for,
+    load_interference,
+)
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.workloads import build_model
+
+CONTROL = "compute-only"
+
+ITERATION_COLUMNS = ("case", "model", "batch_size", "world_size", "network", "item", "kind",
+                     "round", "position", "iteration", "iteration_s", "load_avg_1m",
+                     "foreign_cpu_cores", "started_at")
+
+
+def executor_key(plan_dict: Mapping[str, Any]) -> str:
+    """A digest of what the executor does with a plan (buckets, tensors, collectives,
+    chunks, priorities, update). Plans with equal keys run identically."""
+    essence = {"update": plan_dict.get("update", "global"),
+               "buckets": [[list(b["tensors"]), b.get("collective", "all_reduce"),
+                            int(b.get("chunks", 1)), b.get("priority")]
+                           for b in plan_dict["buckets"]]}
+    text = json.dumps(essence, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass
+class CasePlans:
+    """The plans of one case and the items to measure."""
+
+    plans: dict[str, Any]  # label -> Plan (algorithms and ddp-native-<cap>)
+    item_of: dict[str, str]  # label -> item key
+    items: list[dict[str, Any]]  # what the ranks run
+
+
+def ddp_label(cap: float | None) -> str:
+    """``25.0`` -> ``ddp-native-25``; None (no ``bucket_cap_mb``) -> ``ddp-native-default``."""
+    return "ddp-native-default" if cap is None else f"ddp-native-{cap:g}"
+
+
+def make_case_plans(case: Case, settings: Settings,
+                    interference: Mapping[str, float] | None = None) -> CasePlans:
+    """Every algorithm's plan (from the committed traces), deduplicated into items.
+    ``interference`` (``compute_slowdown``, ``comm_slowdown``, ``collective_cpu_s``) is
+    given to the ``best`` planner's scoring replay, which also assumes the executor's
+    fixed issue order (knobs set in the config win). Each plan is made (and checked) as
+    every case of the experiments' grid is, :func:`gradsched.experiments.grid.plan_case`."""
+    trace = ComputeTrace.load(case.compute)
+    model = load_comm_spec(case.comm)
+    plans: dict[str, Any] = {}
+    item_of: dict[str, str] = {}
+    items: list[dict[str, Any]] = []
+    seen: dict[str, str] = {}
+    for algorithm in settings.algorithms:
+        # planners that score by replay score what the executor will run
+        knobs = scoring_knobs(algorithm, {"issue": "executor", **(interference or {})},
+                              settings.knobs.get(algorithm, {}))
+        plan = plan_case(algorithm, trace, model, case.world_size, knobs)
+        plans[algorithm] = plan
+        data = plan.to_dict()
+        key = executor_key(data)
+        if key not in seen:
+            seen[key] = f"plan-{algorithm}"
+            items.append({"key": f"plan-{algorithm}", "kind": "plan", "plan": data,
+                          "bucket_cap_mb": None})
+        item_of[algorithm] = seen[key]
+    for cap in settings.ddp_bucket_cap_mb:
+        label = ddp_label(cap)
+        plans[label] = plan_case("ddp", trace, model, case.world_size, {"bucket_cap_mb": cap})
+        items.append({"key": label, "kind": "ddp", "plan": None, "bucket_cap_mb": cap})
+        item_of[label] = label
+    items.append({"key": CONTROL, "kind": "control", "plan": None, "bucket_cap_mb": None})
+    return CasePlans(plans=plans, item_of=item_of, items=items)
+
+
+def round_order(n: int, r: int, seed: int) -> list[int]:
+    """Item order of round ``r``: a permutation of ``range(n)`` drawn at random from
+    ``(seed, r)`` (the same for every rank and every re-run with that seed), so that
+    neither a drift of the machine nor the item before it biases an item in one
+    direction."""
+    return random.Random(f"reexec-order-{seed}-{r}").sample(range(n), n)
+
+
+# --------------------------------------------------------------------------- rank side
+def rounds_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Launcher task: every item of ``payload['items']`` in ``payload['rounds']`` rounds,
+    in each round's random order; per item: the timed iterations, this rank's CPU time
+    and the machine's busy time over the item (:mod:`gradsched.reexec.load`)."""
+    import torch  # the ranks' side: torch only here
+    import torch.distributed as dist
+
+    from gradsched.runtime.bench import RunItem, _timed  # the runtime imports torch
+
+    device = "cpu"
+    if dist.get_backend() == "nccl":
+        device = f"cuda:{torch.cuda.current_device()}"
+    items = payload["items"]
+    rounds = int(payload["rounds"])
+    out = []
+    for r in range(rounds):
+        for position, index in enumerate(round_order(len(items), r, int(payload["seed"]))):
+            raw = items[index]
+            load = os.getloadavg()[0]
+            started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            before = cpu_load.sample()
+            spec = build_model(payload["model"], int(payload["batch_size"]), device=device,
+                               seq_len=payload.get("seq_len"), seed=int(payload["seed"]))
+            batches = [spec.make_batch() for _ in range(2)]
+            if raw["kind"] == "control":
+                times = _control(spec, batches, payload, device)
+            else:
+                item = RunItem(label=raw["key"], algorithm=raw["key"], plan=raw["plan"],
+                               bucket_cap_mb=raw["bucket_cap_mb"])
+                times, _ = _timed(rank, spec, batches, item, payload, device, raw["key"])
+            after = cpu_load.sample()
+            out.append({"round": r, "position": position, "item": index, "times": times,
+                        "load": load, "started_at": started,
+                        "cpu_s": after.own_cpu_s - before.own_cpu_s,
+                        "busy": [before.machine_busy_s, after.machine_busy_s],
+                        "wall": [before.at_s, after.at_s]})
+            del spec, batches
+    return {"rank": rank, "runs": out}
+
+
+def _foreign(runs: Sequence[Mapping[str, Any]]) -> float:
+    """Cores used by anything but the ranks during one item (rank 0's window; NaN where
+    /proc/stat is unavailable)."""
+    first = runs[0]
+    start = cpu_load.CpuSample(first["busy"][0], 0.0, first["wall"][0])
+    end = cpu_load.CpuSample(first["busy"][1], 0.0, first["wall"][1])
+    value = cpu_load.foreign_cores(start, end, sum(float(r["cpu_s"]) for r in runs))
+    return math.nan if value is None else value
+
+
+def _control(spec: Any, batches: list[Any], payload: dict[str, Any], device: str) -> list[float]:
+    """Forward, backward and SGD step with no communication (same timing as the runs)."""
+    import torch  # the ranks' side: torch only here
+
+    from gradsched.runtime.bench import timed_iterations  # the runtime imports torch
+
+    model = spec.model
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01,
+                          momentum=0.9)
+
+    def one(i: int) -> None:
+        spec.loss(model, batches[i % len(batches)]).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def sync() -> None:
+        if device != "cpu":
+            torch.cuda.synchronize()
+
+    return timed_iterations(one, int(payload["warmup"]), int(payload["iters"]), sync)
+
+
+# --------------------------------------------------------------------------- launcher side
+def measure_case(case: Case, settings: Settings, case_plans: CasePlans) -> pd.DataFrame:
+    """Launch the ranks for ``case`` and return one row per timed iteration."""
+    payload = {"model": case.model, "batch_size": case.batch_size, "seq_len": case.seq_len,
+               "seed": settings.seed, "items": case_plans.items, "rounds": settings.rounds,
+               "warmup": settings.warmup, "iters": settings.iters,
+               "timeout_s": settings.timeout_s, "profile_dir": None}
+    n_runs = settings.rounds * len(case_plans.items)
+    common = {"backend": settings.backend, "threads_per_rank": settings.threads,
+              "op_timeout_s": settings.timeout_s,
+              "deadline_s": max(3600.0, settings.timeout_s * n_runs)}
+    task = "gradsched.reexec.run:rounds_task"
+    if case.rate is not None:
+        with EmulatedCluster(case.world_size, case.rate) as emu:
+            results = launch(task, payload, emu.launch_spec(**common))
+    else:
+        results = launch(task, payload, LaunchSpec(case.world_size, **common))
+    rows = []
+    for k, run in enumerate(results[0]["runs"]):
+        per_rank = [r["runs"][k]["times"] for r in results]
+        times = [max(ts) for ts in zip(*per_rank, strict=True)]
+        foreign = _foreign([r["runs"][k] for r in results])
+        item = case_plans.items[run["item"]]
+        for i, t in enumerate(times):
+            rows.append({"case": case.name, "model": case.model, "batch_size": case.batch_size,
+                         "world_size": case.world_size, "network": case.network,
+                         "item": item["key"], "kind": item["kind"], "round": run["round"],
+                         "position": run["position"], "iteration": i, "iteration_s": t,
+                         "load_avg_1m": run["load"], "foreign_cpu_cores": foreign,
+                         "started_at": run["started_at"]})
+    return pd.DataFrame(rows, columns=list(ITERATION_COLUMNS))
+
+
+def run_case(case: Case, settings: Settings, out_dir: str | Path,
+             interference: InterferenceSpec = None) -> Path:
+    """Plan, measure and save one case under ``out_dir/<case>/`` (iterations.csv, plans/,
+    meta.json). ``interference``: the calibrated interference JSON(s) that the ``best``
+    planner scores with (see :func:`make_case_plans`). Returns the case folder."""
+    folder = Path(out_dir) / case.name
+    inter_path = interference_for(interference, case.network, case.world_size)
+    params, _ = load_interference(inter_path)
+    case_plans = make_case_plans(case, settings, params if inter_path else None)
+    for label, plan in case_plans.plans.items():
+        plan.save(folder / "plans" / f"{label}.plan.json")
+    busy_before = _check_quiet(case, settings)
+    load_before = os.getloadavg()
+    start = time.monotonic()
+    started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    frame = measure_case(case, settings, case_plans)
+    wall = time.monotonic() - start
+    write_csv_atomic(folder / "iterations.csv", frame)
+    meta = {"case": asdict(case), "settings": settings.to_dict(), "started_at": started,
+            "wall_s": round(wall, 1), "load_average_before": list(load_before),
+            "busy_cores_before": busy_before,
+            "load_average_after": list(os.getloadavg()), "machine": machine_versions(),
+            "item_of": case_plans.item_of,
+            "planning_interference": ({"file": str(inter_path)} | params
+                                      if inter_path else None),
+            "items": [{k: v for k, v in it.items() if k != "plan"} for it in case_plans.items],
+            "method": "gradsched reexec run: one launch per case; rounds x items (a seeded "
+                      "random order per round); each item builds the model (seed fixed), "
+                      "runs warmup untimed + iters timed iterations; iteration = period "
+                      "between starts of consecutive iterations, max over ranks "
+                      "(gradsched.runtime.bench timing)"}
+    write_json_atomic(folder / "meta.json", meta)
+    return folder
+
+
+class MachineBusyError(ConfigError):
+    """Something else uses the machine: a measurement now would not be the plans' own."""
+
+
+def _check_quiet(case: Case, settings: Settings) -> float | None:
+    """Cores busy on the machine just before ``case`` starts; refuse to start at or above
+    :data:`~gradsched.reexec.load.FOREIGN_LIMIT_CORES` unless ``allow_load``."""
+    busy = cpu_load.busy_cores(2.0)
+    if busy is not None and busy >= cpu_load.FOREIGN_LIMIT_CORES and not settings.allow_load:
+        raise MachineBusyError(
+            f"reexec: {busy:.2f} CPU cores are busy before case {case.name} starts (limit "
+            f"{cpu_load.FOREIGN_LIMIT_CORES:g}): other work would slow the plans unevenly. "
+            "Stop it and re-run, or pass --allow-load to measure anyway (the items are "
+            "flagged)")
+    return None if busy is None else round(busy, 3)
