@@ -264,6 +264,49 @@ def size_grid(min_bytes: int, max_bytes: int, per_octave: int = 1) -> list[int]:
     return sorted(out)
 
 
+def _algorithm_fns(collective: str, names: list[str], chunk: Any, link: Any
+                   ) -> dict[str, Callable[[Any], None]]:
+    """Each algorithm as a call on one tensor (LP with the chunk size and link given)."""
+    fns = {}
+    for name in names:
+        fn = get(collective, name)
+        if name == "lp":
+            def fn(t: Any, _f: Any = fn) -> None:
+                _call(collective, _f, t, chunk_bytes=chunk, link=link)
+        else:
+            def fn(t: Any, _f: Any = fn) -> None:
+                _call(collective, _f, t)
+        fns[name] = fn
+    return fns
+
+
+def _time_point(fn: Callable[[Any], None], x: Any, warmup: int, min_iters: int,
+                max_iters: int, target: float, slowest: Any) -> tuple[list[float], int]:
+    """Warm-up calls, then the timed calls of one (size, algorithm) point: the slowest
+    rank's time of each call, and how many calls."""
+    import torch
+    import torch.distributed as dist
+
+    for _ in range(warmup):
+        fn(x)
+    # Agree on the number of timed calls: one timed call, slowest rank.
+    dist.barrier()
+    t0 = time.perf_counter()
+    fn(x)
+    slowest[0] = time.perf_counter() - t0
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    calls = int(min(max_iters, max(min_iters,
+                                   target // max(float(slowest[0]), 1e-7))))
+    per_call = torch.zeros(calls, dtype=torch.float64)
+    for j in range(calls):
+        dist.barrier()
+        t0 = time.perf_counter()
+        fn(x)
+        per_call[j] = time.perf_counter() - t0
+    dist.all_reduce(per_call, op=dist.ReduceOp.MAX)  # the slowest rank per call
+    return per_call.tolist(), calls
+
+
 def bench_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Timing sweep of ``payload['algorithms']`` for one collective (see module docstring).
 
@@ -272,7 +315,6 @@ def bench_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
     lp_chunk_bytes (None = optimal for lp_link), lp_link ([alpha, beta, gamma]).
     """
     import torch
-    import torch.distributed as dist
 
     from gradsched.collectives import lp
 
@@ -287,40 +329,14 @@ def bench_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
                                                   lp.DEFAULT_LINK.beta_s_per_byte,
                                                   lp.DEFAULT_LINK.gamma_s_per_byte)))
     chunk = payload.get("lp_chunk_bytes")
-    fns = {}
-    for name in names:
-        fn = get(collective, name)
-        if name == "lp":
-            def fn(t: Any, _f: Any = fn) -> None:
-                _call(collective, _f, t, chunk_bytes=chunk, link=link)
-        else:
-            def fn(t: Any, _f: Any = fn) -> None:
-                _call(collective, _f, t)
-        fns[name] = fn
+    fns = _algorithm_fns(collective, names, chunk, link)
     rows = []
     slowest = torch.zeros(1, dtype=torch.float64)
     for nbytes in sizes:
         x = torch.zeros(nbytes // 4, dtype=torch.float32)
         for name in names:
-            fn = fns[name]
-            for _ in range(warmup):
-                fn(x)
-            # Agree on the number of timed calls: one timed call, slowest rank.
-            dist.barrier()
-            t0 = time.perf_counter()
-            fn(x)
-            slowest[0] = time.perf_counter() - t0
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            calls = int(min(max_iters, max(min_iters,
-                                           target // max(float(slowest[0]), 1e-7))))
-            per_call = torch.zeros(calls, dtype=torch.float64)
-            for j in range(calls):
-                dist.barrier()
-                t0 = time.perf_counter()
-                fn(x)
-                per_call[j] = time.perf_counter() - t0
-            dist.all_reduce(per_call, op=dist.ReduceOp.MAX)  # the slowest rank per call
-            samples = per_call.tolist()
+            samples, calls = _time_point(fns[name], x, warmup, min_iters, max_iters, target,
+                                         slowest)
             row = {"algorithm": name, "bytes": nbytes, "time_s": statistics.median(samples),
                    "time_min_s": min(samples), "time_max_s": max(samples), "iters": calls}
             if name == "lp":

@@ -109,55 +109,67 @@ class Event:
         return self.ts + self.dur
 
 
-def complete_events(doc: Any, path: str) -> tuple[list[Event], dict[str, Any]]:
-    """The complete ("X") events of a trace, checked; plus the top-level header."""
+def _raw_events(doc: Any, path: str) -> tuple[list[Any], dict[str, Any]]:
+    """The ``traceEvents`` list (or the top-level list) and the other top-level keys."""
     if isinstance(doc, list):
-        raw, header = doc, {}
-    elif isinstance(doc, dict):
-        if "traceEvents" not in doc:
-            raise InputError("no 'traceEvents' list: not a Chrome/Kineto trace", path=path,
-                             field="traceEvents")
-        raw = doc["traceEvents"]
-        header = {k: v for k, v in doc.items() if k != "traceEvents"}
-        if not isinstance(raw, list):
-            raise InputError("'traceEvents' must be a list", path=path, field="traceEvents")
-    else:
+        return doc, {}
+    if not isinstance(doc, dict):
         raise InputError("top level must be an object with 'traceEvents' or a list of "
                          "events", path=path)
+    if "traceEvents" not in doc:
+        raise InputError("no 'traceEvents' list: not a Chrome/Kineto trace", path=path,
+                         field="traceEvents")
+    raw = doc["traceEvents"]
+    header = {k: v for k, v in doc.items() if k != "traceEvents"}
+    if not isinstance(raw, list):
+        raise InputError("'traceEvents' must be a list", path=path, field="traceEvents")
+    return raw, header
+
+
+def _time_field(ev: dict[str, Any], key: str, name: str, path: str, where: str) -> float:
+    """``ts`` or ``dur`` (us) of an event: a finite number, or a string holding one."""
+    value = ev.get(key)
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not np.isfinite(value):
+        raise InputError(f"complete event {name!r} has no numeric '{key}' "
+                         f"(got {ev.get(key)!r})", path=path, field=f"{where}.{key}")
+    return float(value)
+
+
+def _complete_event(i: int, ev: dict[str, Any], path: str) -> Event:
+    """One checked complete event (``ph`` = ``X``)."""
+    where = f"traceEvents[{i}]"
+    name = ev.get("name")
+    if not isinstance(name, str):
+        raise InputError("complete event without a string 'name'", path=path,
+                         field=f"{where}.name")
+    values = [_time_field(ev, key, name, path, where) for key in ("ts", "dur")]
+    if values[1] < 0:
+        raise InputError(f"event {name!r} has a negative duration {values[1]:g} us",
+                         path=path, field=f"{where}.dur")
+    args = ev.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise InputError(f"event {name!r}: 'args' must be an object", path=path,
+                         field=f"{where}.args")
+    return Event(i, name, str(ev.get("cat", "")), ev.get("tid"), ev.get("pid"),
+                 values[0], values[1], args)
+
+
+def complete_events(doc: Any, path: str) -> tuple[list[Event], dict[str, Any]]:
+    """The complete ("X") events of a trace, checked; plus the top-level header."""
+    raw, header = _raw_events(doc, path)
     out: list[Event] = []
     for i, ev in enumerate(raw):
-        where = f"traceEvents[{i}]"
         if not isinstance(ev, dict):
-            raise InputError("event is not an object", path=path, field=where)
+            raise InputError("event is not an object", path=path, field=f"traceEvents[{i}]")
         if ev.get("ph") != "X":
             continue
-        name = ev.get("name")
-        if not isinstance(name, str):
-            raise InputError("complete event without a string 'name'", path=path,
-                             field=f"{where}.name")
-        values = []
-        for key in ("ts", "dur"):
-            value = ev.get(key)
-            if isinstance(value, str):
-                try:
-                    value = float(value)
-                except ValueError:
-                    value = None
-            if isinstance(value, bool) or not isinstance(value, int | float) \
-                    or not np.isfinite(value):
-                raise InputError(f"complete event {name!r} has no numeric '{key}' "
-                                 f"(got {ev.get(key)!r})", path=path, field=f"{where}.{key}")
-            values.append(float(value))
-        if values[1] < 0:
-            raise InputError(f"event {name!r} has a negative duration {values[1]:g} us",
-                             path=path, field=f"{where}.dur")
-        args = ev.get("args", {})
-        if args is None:
-            args = {}
-        if not isinstance(args, dict):
-            raise InputError(f"event {name!r}: 'args' must be an object", path=path,
-                             field=f"{where}.args")
-        out.append(Event(i, name, str(ev.get("cat", "")), ev.get("tid"), ev.get("pid"),
-                          values[0], values[1], args))
+        out.append(_complete_event(i, ev, path))
     return out, header
-
