@@ -154,7 +154,7 @@ def _case(seed: int, rank: int, p: int, dname: str, dtype: Any, kind: str, n: in
 
 def _all_reduce_variants(reg: dict[str, dict[str, Any]], case: _Case) -> list[tuple[str, Any]]:
     """The registered all-reduces and LP with a few fixed chunk sizes."""
-    from gradsched.collectives import lp
+    from gradsched.collectives import lp  # imports torch
 
     variants: list[tuple[str, Any]] = [
         (name, fn) for name, fn in reg["all_reduce"].items() if name != "default"]
@@ -201,8 +201,8 @@ def _check_blocks(checks: _Checks, case: _Case, rank: int, p: int) -> None:
     """Ring reduce-scatter and all-gather on the blocks of :func:`block_bounds`."""
     import torch
 
-    from gradsched.collectives import ring
-    from gradsched.collectives.common import block_bounds
+    from gradsched.collectives import ring  # imports torch
+    from gradsched.collectives.common import block_bounds  # imports torch
 
     xs, mine = case.xs, case.mine
     bounds = block_bounds(case.n, p)
@@ -316,7 +316,7 @@ def bench_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
     """
     import torch
 
-    from gradsched.collectives import lp
+    from gradsched.collectives import lp  # imports torch
 
     collective = payload["collective"]
     names = list(payload["algorithms"])
@@ -429,7 +429,7 @@ def bus_factor(collective: str, world_size: int) -> float:
 def _lp_link(config: BenchConfig) -> tuple[float, float, float]:
     """LP's link parameters: the configured ones, else the defaults with the shaped link's
     beta (8 / rate seconds per byte) on an emulated cluster."""
-    from gradsched.collectives import lp
+    from gradsched.collectives import lp  # imports torch
 
     link = config.lp_link or (lp.DEFAULT_LINK.alpha_s, lp.DEFAULT_LINK.beta_s_per_byte,
                               lp.DEFAULT_LINK.gamma_s_per_byte)

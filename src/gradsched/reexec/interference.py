@@ -57,6 +57,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gradsched.capture.cluster import EmulatedCluster
 from gradsched.distributed import LaunchSpec, launch
 from gradsched.errors import ConfigError
 from gradsched.io import write_json_atomic
@@ -384,8 +385,6 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
     start = time.monotonic()
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if cluster is not None:
-        from gradsched.capture.cluster import EmulatedCluster
-
         with EmulatedCluster(world_size, cluster) as emu:
             results = launch(task, payload, emu.launch_spec(**common))
         network = f"emulated cluster, tbf {cluster}"

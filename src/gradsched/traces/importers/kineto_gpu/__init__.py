@@ -50,7 +50,7 @@ How the trace is read (the links PyTorch's profiler records, see kineto's
    ``Group size``, ``dtype``), else from the ``record_param_comms`` op with the same
    ``External id``, else from the ``nccl:<op>`` annotation enclosing the launch
    (``Input Dims`` x ``Input type``). ``bytes`` = max(in, out) elements x dtype size, as in
-   :mod:`.kineto`.
+   :mod:`~gradsched.traces.importers.kineto`.
 9. GPU busy share = union of the step's non-NCCL GPU activity / the step's wall time. Below
    ``cpu_bound_share`` (0.8) the step is CPU-bound: the kernels' durations are still GPU
    times, but the step's length was set by the CPU; the sidecar says so and a warning is

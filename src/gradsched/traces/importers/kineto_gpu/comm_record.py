@@ -26,8 +26,9 @@ RECORD_KIND = "kineto-comm-record"
 
 RECORD_COLUMNS = [*COLLECTIVE_COLUMNS, "launch_order", "start_after_backward_s",
                   "clock_offset_s"]
-"""The comm record: the columns of :mod:`.kineto`'s ``PREFIX.collectives.csv`` plus the
-launch order, the start relative to the rank's backward start and the rank's clock offset."""
+"""The comm record: the columns of :mod:`~gradsched.traces.importers.kineto`'s
+``PREFIX.collectives.csv`` plus the launch order, the start relative to the rank's backward
+start and the rank's clock offset."""
 
 
 @dataclass
