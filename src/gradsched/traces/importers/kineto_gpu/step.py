@@ -20,7 +20,14 @@ from gradsched.traces.importers.kineto_gpu.attribution import (
     grad_rows,
 )
 from gradsched.traces.importers.kineto_gpu.collectives import Collective, to_collective
-from gradsched.traces.importers.kineto_gpu.nesting import GPU_CATS, correlation, is_nccl, nest
+from gradsched.traces.importers.kineto_gpu.nesting import (
+    GPU_CATS,
+    Launch,
+    Op,
+    correlation,
+    is_nccl,
+    nest,
+)
 from gradsched.traces.importers.kineto_gpu.options import Options
 from gradsched.traces.importers.kineto_gpu.steps import choose_step
 
@@ -59,13 +66,9 @@ def _header_facts(header: dict[str, Any], kernels: list[Event]) -> tuple[Any, An
     return info.get("rank"), info.get("world_size"), device
 
 
-def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
-    """Read one rank's trace (see the module docstring); nothing is written."""
-    events, header = complete_events(doc, label)
-    warnings: list[str] = []
-    number, step, numbers = choose_step(events, label, options.step)
-    ops, launches = nest(events, step.ts, step.end, label)
-    gpu = [ev for ev in events if ev.cat in GPU_CATS]
+def _link_kernels(gpu: list[Event], launches: dict[int, Launch], label: str) -> int:
+    """Attach each GPU activity to the top-level op that launched it; returns how many
+    were launched outside every CPU op of the step."""
     unlinked = 0
     for ev in gpu:
         corr = correlation(ev, label)
@@ -74,6 +77,30 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
             launch.top.kernels.append(ev)
         elif launch is not None:
             unlinked += 1
+    return unlinked
+
+
+def _totals(frame: pd.DataFrame, ops: list[Op], fwd_tail: float, bw_tail: float,
+            busy_us: float, step_us: float) -> dict[str, float]:
+    """The step's forward, backward, tail, busy and other kernel times (s)."""
+    return {
+        "forward_s": float(frame["forward_s"].sum()),
+        "backward_s": float(frame["backward_s"].sum()),
+        "forward_tail_s": fwd_tail, "backward_tail_s": bw_tail,
+        "gpu_busy_s": busy_us * 1e-6, "gpu_busy_share": busy_us / step_us if step_us else 0.0,
+        "other_kernel_s": sum(op.kernel_s() for op in ops) - float(
+            frame["forward_s"].sum()) - float(frame["backward_s"].sum()) - bw_tail,
+    }
+
+
+def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
+    """Read one rank's trace (see the module docstring); nothing is written."""
+    events, header = complete_events(doc, label)
+    warnings: list[str] = []
+    number, step, numbers = choose_step(events, label, options.step)
+    ops, launches = nest(events, step.ts, step.end, label)
+    gpu = [ev for ev in events if ev.cat in GPU_CATS]
+    unlinked = _link_kernels(gpu, launches, label)
     by_extid = {ev.args.get("External id"): meta for ev in events
                 if ev.name == "record_param_comms" and (meta := meta_from_args(ev, label))}
     fwd_tid = (step.pid, step.tid)
@@ -108,14 +135,7 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
     if unlinked:
         warnings.append(f"{unlinked} GPU activities were launched outside every CPU op of "
                         "the step: not attributed")
-    totals = {
-        "forward_s": float(frame["forward_s"].sum()),
-        "backward_s": float(frame["backward_s"].sum()),
-        "forward_tail_s": fwd_tail, "backward_tail_s": bw_tail,
-        "gpu_busy_s": busy_us * 1e-6, "gpu_busy_share": busy_us / step.dur if step.dur else 0.0,
-        "other_kernel_s": sum(op.kernel_s() for op in ops) - float(
-            frame["forward_s"].sum()) - float(frame["backward_s"].sum()) - bw_tail,
-    }
+    totals = _totals(frame, ops, fwd_tail, bw_tail, busy_us, step.dur)
     batch = batch_from_shapes(fwd_ops)
     dtype = next((str(op.param_type) for op in bw_ops if op.param_type), None)
     return GpuStep(label=label, rank=rank, world_size=world, device=device, step=number,
