@@ -14,12 +14,10 @@ from gradsched.cli import main
 from gradsched.errors import InputError
 from gradsched.traces.importers.kineto import (
     import_kineto,
-    intersection_length,
     normalise_collective,
     parse_kineto,
-    subtract,
-    union,
 )
+from gradsched.traces.importers.kineto.intervals import intersection_length, subtract, union
 
 TINY_MLP_GRAD_BYTES = (64 * 128 + 128 + 128 * 128 + 128 + 128 * 10 + 10) * 4
 

@@ -30,12 +30,18 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pandas as pd
+
+from gradsched.collectives import algorithms, get, registry
+from gradsched.distributed.cluster import EmulatedCluster
+from gradsched.distributed.launch import LaunchSpec, launch
 from gradsched.distributed.shaping import line_rate_meta, parse_rate
 from gradsched.errors import ConfigError
 from gradsched.provenance import comm_software_versions, hardware_summary, load_average
+from gradsched.traces import CommTrace
 
 U_ROUNDOFF = {"float32": 2.0 ** -24, "bfloat16": 2.0 ** -8, "float64": 2.0 ** -53}
 
@@ -71,113 +77,174 @@ def _family(label: str) -> str:
     return "/".join(label.split("/")[:2]).split("[")[0]
 
 
-def check_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
-    """Exactness of every implementation on this group (see the module docstring)."""
-    import torch
-    import torch.distributed as dist
+@dataclass
+class _Checks:
+    """The running results of :func:`check_task` on one rank of a group of ``p``."""
 
-    from gradsched.collectives import lp, registry, ring
-    from gradsched.collectives.common import block_bounds
+    p: int
+    failures: list[str] = field(default_factory=list)
+    digests: dict[str, str] = field(default_factory=dict)
+    worst: dict[str, float] = field(default_factory=dict)  # case family -> max error / bound
+    n_checks: int = 0
 
-    REGISTRY = registry()
-    p = world_size
-    seed = int(payload.get("seed", 1))
-    sizes = [int(s) for s in payload.get("sizes", CHECK_SIZES)]
-    sizes = sorted(set(sizes) | {max(1, p - 1), p, p + 1})
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-    failures: list[str] = []
-    digests: dict[str, str] = {}
-    worst: dict[str, float] = {}  # case family -> max error in units of the bound
-    n_checks = 0
+    def note(self, key: str, value: float) -> None:
+        self.worst[key] = max(self.worst.get(key, 0.0), value)
 
-    def note(key: str, value: float) -> None:
-        worst[key] = max(worst.get(key, 0.0), value)
-
-    def compare(label: str, got: Any, xs: list[Any], ref: Any, dname: str, kind: str,
+    def compare(self, label: str, got: Any, xs: list[Any], ref: Any, dname: str, kind: str,
                 exact_only: bool = False) -> None:
-        nonlocal n_checks
-        n_checks += 1
+        """``got`` against the exact sum of ``xs`` and against the library's ``ref``."""
+        import torch
+
+        self.n_checks += 1
         if got.numel() == 0:
             return
         exact = torch.stack([x.double() for x in xs]).sum(0)
         if exact_only or kind == "int":
             want = exact.to(got.dtype)
             if not torch.equal(got, want):
-                failures.append(f"{label}: not bit-exact (max |err| "
-                                f"{(got.double() - exact).abs().max().item():.3g})")
+                self.failures.append(f"{label}: not bit-exact (max |err| "
+                                     f"{(got.double() - exact).abs().max().item():.3g})")
             if ref is not None and not torch.equal(got, ref):
-                failures.append(f"{label}: differs from the library result")
+                self.failures.append(f"{label}: differs from the library result")
             return
         scale = torch.stack([x.double().abs() for x in xs]).sum(0)
-        bound = gamma(p - 1, dname) * scale + 1e-300
+        bound = gamma(self.p - 1, dname) * scale + 1e-300
         err = (got.double() - exact).abs() / bound
-        note(f"{_family(label)}|{dname}|vs_exact", float(err.max()))
+        self.note(f"{_family(label)}|{dname}|vs_exact", float(err.max()))
         if float(err.max()) > 1.0:
-            failures.append(f"{label}: error {float(err.max()):.3g} x the bound "
-                            f"gamma_(P-1) sum|x|")
+            self.failures.append(f"{label}: error {float(err.max()):.3g} x the bound "
+                                 f"gamma_(P-1) sum|x|")
         if ref is not None:
             err_ref = (got.double() - ref.double()).abs() / bound
-            note(f"{_family(label)}|{dname}|vs_library", float(err_ref.max()))
+            self.note(f"{_family(label)}|{dname}|vs_library", float(err_ref.max()))
             if float(err_ref.max()) > 2.0:
-                failures.append(f"{label}: differs from the library result by "
-                                f"{float(err_ref.max()):.3g} x the bound")
+                self.failures.append(f"{label}: differs from the library result by "
+                                     f"{float(err_ref.max()):.3g} x the bound")
 
+
+@dataclass
+class _Case:
+    """One dtype x input kind x size: every rank's inputs, this rank's and the library's
+    all-reduce of them."""
+
+    dname: str
+    kind: str
+    n: int
+    esize: int
+    xs: list[Any]
+    mine: Any
+    ref: Any
+
+    @property
+    def label(self) -> str:
+        return f"{self.dname}/{self.kind}/n={self.n}"
+
+
+def _case(seed: int, rank: int, p: int, dname: str, dtype: Any, kind: str, n: int) -> _Case:
+    import torch
+    import torch.distributed as dist
+
+    esize = torch.tensor([], dtype=dtype).element_size()
+    xs = [_inputs(seed, r, n, dtype, kind) for r in range(p)]
+    mine = xs[rank]
+    ref = mine.clone()
+    dist.all_reduce(ref)
+    return _Case(dname, kind, n, esize, xs, mine, ref)
+
+
+def _all_reduce_variants(reg: dict[str, dict[str, Any]], case: _Case) -> list[tuple[str, Any]]:
+    """The registered all-reduces and LP with a few fixed chunk sizes."""
+    from gradsched.collectives import lp  # imports torch
+
+    variants: list[tuple[str, Any]] = [
+        (name, fn) for name, fn in reg["all_reduce"].items() if name != "default"]
+    for cb in (case.esize, 3 * case.esize, 1000):
+        if case.n * case.esize > MAX_CHECK_CHUNKS * cb:
+            continue  # many tiny messages: slow, and nothing new to check
+        variants.append((f"lp[b={cb}]", lambda t, g=None, cb=cb:
+                         lp.all_reduce(t, g, chunk_bytes=cb)))
+    return variants
+
+
+def _check_all_reduce(checks: _Checks, reg: dict[str, dict[str, Any]], case: _Case) -> None:
+    for name, fn in _all_reduce_variants(reg, case):
+        got = case.mine.clone()
+        fn(got, None)
+        label = f"all_reduce/{name}/{case.label}"
+        checks.compare(label, got, case.xs, case.ref, case.dname, case.kind)
+        checks.digests[label] = _digest(got)
+
+
+def _check_rooted(checks: _Checks, reg: dict[str, dict[str, Any]], case: _Case, rank: int,
+                  roots: list[int]) -> None:
+    """Broadcast and reduce (LP, MST) from each root."""
+    import torch
+
+    for root in roots:
+        for name in ("lp", "mst"):
+            for cb in ((None, 3 * case.esize) if name == "lp" else (None,)):
+                kw = {} if cb is None else {"chunk_bytes": cb}
+                got = case.mine.clone()
+                reg["broadcast"][name](got, root, None, **kw)
+                label = f"broadcast/{name}[b={cb}]/root={root}/{case.label}"
+                checks.n_checks += 1
+                if not torch.equal(got, case.xs[root]):
+                    checks.failures.append(f"{label}: not equal to the root's input")
+                got = case.mine.clone()
+                reg["reduce"][name](got, root, None, **kw)
+                if rank == root:
+                    checks.compare(f"reduce/{name}[b={cb}]/root={root}/{case.label}", got,
+                                   case.xs, case.ref, case.dname, case.kind)
+
+
+def _check_blocks(checks: _Checks, case: _Case, rank: int, p: int) -> None:
+    """Ring reduce-scatter and all-gather on the blocks of :func:`block_bounds`."""
+    import torch
+
+    from gradsched.collectives import ring  # imports torch
+    from gradsched.collectives.common import block_bounds  # imports torch
+
+    xs, mine = case.xs, case.mine
+    bounds = block_bounds(case.n, p)
+    a, b = bounds[rank]
+    got = mine.clone()
+    ring.reduce_scatter(got, None)
+    checks.compare(f"reduce_scatter/ring/{case.label}", got[a:b], [x[a:b] for x in xs],
+                   case.ref[a:b], case.dname, case.kind)
+    got = torch.zeros_like(mine)
+    got[a:b] = mine[a:b]
+    ring.all_gather(got, None)
+    want = torch.cat([xs[r][lo:hi] for r, (lo, hi) in enumerate(bounds)])
+    checks.n_checks += 1
+    if not torch.equal(got, want):
+        checks.failures.append(f"all_gather/ring/{case.label}: not equal to the blocks")
+
+
+def check_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Exactness of every implementation on this group (see the module docstring)."""
+    import torch
+
+    reg = registry()
+    p = world_size
+    seed = int(payload.get("seed", 1))
+    sizes = [int(s) for s in payload.get("sizes", CHECK_SIZES)]
+    sizes = sorted(set(sizes) | {max(1, p - 1), p, p + 1})
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+    checks = _Checks(p)
     int_sizes = [int(s) for s in payload.get("int_sizes", sizes)]
     cases = [(dname, kind, n) for dname in dtypes for kind in ("rand", "int")
              for n in (sizes if kind == "rand" else int_sizes)]
     for index, (dname, kind, n) in enumerate(cases):
-        dtype = dtypes[dname]
-        esize = torch.tensor([], dtype=dtype).element_size()
-        xs = [_inputs(seed, r, n, dtype, kind) for r in range(p)]
-        mine = xs[rank]
-        case = f"{dname}/{kind}/n={n}"
-        ref = mine.clone()
-        dist.all_reduce(ref)
-        variants: list[tuple[str, Any]] = [
-            (name, fn) for name, fn in REGISTRY["all_reduce"].items() if name != "default"]
-        for cb in (esize, 3 * esize, 1000):
-            if n * esize > MAX_CHECK_CHUNKS * cb:
-                continue  # many tiny messages: slow, and nothing new to check
-            variants.append((f"lp[b={cb}]", lambda t, g=None, cb=cb:
-                             lp.all_reduce(t, g, chunk_bytes=cb)))
-        for name, fn in variants:
-            got = mine.clone()
-            fn(got, None)
-            label = f"all_reduce/{name}/{case}"
-            compare(label, got, xs, ref, dname, kind)
-            digests[label] = _digest(got)
+        case = _case(seed, rank, p, dname, dtypes[dname], kind, n)
+        _check_all_reduce(checks, reg, case)
         # Roots alternate between 0 and P-1 from case to case (halves the calls).
-        for root in ([index % 2 * (p - 1)] if payload.get("alternate_roots", True)
-                     else sorted({0, p - 1})):
-            for name in ("lp", "mst"):
-                for cb in ((None, 3 * esize) if name == "lp" else (None,)):
-                    kw = {} if cb is None else {"chunk_bytes": cb}
-                    got = mine.clone()
-                    REGISTRY["broadcast"][name](got, root, None, **kw)
-                    label = f"broadcast/{name}[b={cb}]/root={root}/{case}"
-                    n_checks += 1
-                    if not torch.equal(got, xs[root]):
-                        failures.append(f"{label}: not equal to the root's input")
-                    got = mine.clone()
-                    REGISTRY["reduce"][name](got, root, None, **kw)
-                    if rank == root:
-                        compare(f"reduce/{name}[b={cb}]/root={root}/{case}", got, xs,
-                                ref, dname, kind)
-        bounds = block_bounds(n, p)
-        a, b = bounds[rank]
-        got = mine.clone()
-        ring.reduce_scatter(got, None)
-        compare(f"reduce_scatter/ring/{case}", got[a:b], [x[a:b] for x in xs],
-                ref[a:b], dname, kind)
-        got = torch.zeros_like(mine)
-        got[a:b] = mine[a:b]
-        ring.all_gather(got, None)
-        want = torch.cat([xs[r][lo:hi] for r, (lo, hi) in enumerate(bounds)])
-        n_checks += 1
-        if not torch.equal(got, want):
-            failures.append(f"all_gather/ring/{case}: not equal to the blocks")
-    return {"rank": rank, "failures": failures[:50], "n_failures": len(failures),
-            "n_checks": n_checks, "digests": digests, "worst": worst}
+        roots = ([index % 2 * (p - 1)] if payload.get("alternate_roots", True)
+                 else sorted({0, p - 1}))
+        _check_rooted(checks, reg, case, rank, roots)
+        _check_blocks(checks, case, rank, p)
+    return {"rank": rank, "failures": checks.failures[:50],
+            "n_failures": len(checks.failures), "n_checks": checks.n_checks,
+            "digests": checks.digests, "worst": checks.worst}
 
 
 # ----------------------------------------------------------------------------- timing
@@ -197,6 +264,49 @@ def size_grid(min_bytes: int, max_bytes: int, per_octave: int = 1) -> list[int]:
     return sorted(out)
 
 
+def _algorithm_fns(collective: str, names: list[str], chunk: Any, link: Any
+                   ) -> dict[str, Callable[[Any], None]]:
+    """Each algorithm as a call on one tensor (LP with the chunk size and link given)."""
+    fns = {}
+    for name in names:
+        fn = get(collective, name)
+        if name == "lp":
+            def fn(t: Any, _f: Any = fn) -> None:
+                _call(collective, _f, t, chunk_bytes=chunk, link=link)
+        else:
+            def fn(t: Any, _f: Any = fn) -> None:
+                _call(collective, _f, t)
+        fns[name] = fn
+    return fns
+
+
+def _time_point(fn: Callable[[Any], None], x: Any, warmup: int, min_iters: int,
+                max_iters: int, target: float, slowest: Any) -> tuple[list[float], int]:
+    """Warm-up calls, then the timed calls of one (size, algorithm) point: the slowest
+    rank's time of each call, and how many calls."""
+    import torch
+    import torch.distributed as dist
+
+    for _ in range(warmup):
+        fn(x)
+    # Agree on the number of timed calls: one timed call, slowest rank.
+    dist.barrier()
+    t0 = time.perf_counter()
+    fn(x)
+    slowest[0] = time.perf_counter() - t0
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    calls = int(min(max_iters, max(min_iters,
+                                   target // max(float(slowest[0]), 1e-7))))
+    per_call = torch.zeros(calls, dtype=torch.float64)
+    for j in range(calls):
+        dist.barrier()
+        t0 = time.perf_counter()
+        fn(x)
+        per_call[j] = time.perf_counter() - t0
+    dist.all_reduce(per_call, op=dist.ReduceOp.MAX)  # the slowest rank per call
+    return per_call.tolist(), calls
+
+
 def bench_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Timing sweep of ``payload['algorithms']`` for one collective (see module docstring).
 
@@ -205,9 +315,8 @@ def bench_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
     lp_chunk_bytes (None = optimal for lp_link), lp_link ([alpha, beta, gamma]).
     """
     import torch
-    import torch.distributed as dist
 
-    from gradsched.collectives import get, lp
+    from gradsched.collectives import lp  # imports torch
 
     collective = payload["collective"]
     names = list(payload["algorithms"])
@@ -220,40 +329,14 @@ def bench_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
                                                   lp.DEFAULT_LINK.beta_s_per_byte,
                                                   lp.DEFAULT_LINK.gamma_s_per_byte)))
     chunk = payload.get("lp_chunk_bytes")
-    fns = {}
-    for name in names:
-        fn = get(collective, name)
-        if name == "lp":
-            def fn(t: Any, _f: Any = fn) -> None:
-                _call(collective, _f, t, chunk_bytes=chunk, link=link)
-        else:
-            def fn(t: Any, _f: Any = fn) -> None:
-                _call(collective, _f, t)
-        fns[name] = fn
+    fns = _algorithm_fns(collective, names, chunk, link)
     rows = []
     slowest = torch.zeros(1, dtype=torch.float64)
     for nbytes in sizes:
         x = torch.zeros(nbytes // 4, dtype=torch.float32)
         for name in names:
-            fn = fns[name]
-            for _ in range(warmup):
-                fn(x)
-            # Agree on the number of timed calls: one timed call, slowest rank.
-            dist.barrier()
-            t0 = time.perf_counter()
-            fn(x)
-            slowest[0] = time.perf_counter() - t0
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            calls = int(min(max_iters, max(min_iters,
-                                           target // max(float(slowest[0]), 1e-7))))
-            per_call = torch.zeros(calls, dtype=torch.float64)
-            for j in range(calls):
-                dist.barrier()
-                t0 = time.perf_counter()
-                fn(x)
-                per_call[j] = time.perf_counter() - t0
-            dist.all_reduce(per_call, op=dist.ReduceOp.MAX)  # the slowest rank per call
-            samples = per_call.tolist()
+            samples, calls = _time_point(fns[name], x, warmup, min_iters, max_iters, target,
+                                         slowest)
             row = {"algorithm": name, "bytes": nbytes, "time_s": statistics.median(samples),
                    "time_min_s": min(samples), "time_max_s": max(samples), "iters": calls}
             if name == "lp":
@@ -319,9 +402,7 @@ class BenchConfig:
     note: str = SHARED_MACHINE_NOTE
 
     def validate(self) -> None:
-        from gradsched.collectives import algorithms as known
-
-        names = known(self.collective)
+        names = algorithms(self.collective)
         bad = [a for a in self.algorithms if a not in names]
         if bad:
             raise ConfigError(f"--algorithms: {', '.join(bad)} not implemented for "
@@ -345,71 +426,71 @@ def bus_factor(collective: str, world_size: int) -> float:
     return 1.0
 
 
-def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> Any:
-    """Launch the sweep at every world size (loopback or emulated cluster); a CommTrace."""
-    import pandas as pd
+def _lp_link(config: BenchConfig) -> tuple[float, float, float]:
+    """LP's link parameters: the configured ones, else the defaults with the shaped link's
+    beta (8 / rate seconds per byte) on an emulated cluster."""
+    from gradsched.collectives import lp  # imports torch
 
-    from gradsched.collectives import lp
-    from gradsched.distributed.launch import LaunchSpec, launch
-    from gradsched.traces import CommTrace
-
-    config.validate()
-    sizes = size_grid(config.min_bytes, config.max_bytes, config.per_octave)
     link = config.lp_link or (lp.DEFAULT_LINK.alpha_s, lp.DEFAULT_LINK.beta_s_per_byte,
                               lp.DEFAULT_LINK.gamma_s_per_byte)
     if config.lp_link is None and config.cluster_rate is not None:
         # The shaped link sets beta: 8 / rate seconds per byte.
         link = (link[0], 8.0 / parse_rate(config.cluster_rate), link[2])
-    payload = {"collective": config.collective, "algorithms": list(config.algorithms),
-               "sizes": sizes, "min_iters": config.min_iters, "target_s": config.target_s,
-               "max_iters": config.max_iters, "warmup": config.warmup,
-               "lp_chunk_bytes": config.lp_chunk_bytes, "lp_link": list(link)}
-    started = dt.datetime.now(dt.UTC).astimezone()
-    load_before = load_average([])
-    t0 = time.monotonic()
-    rows: list[dict[str, Any]] = []
-    chunks: dict[str, dict[str, int]] = {}
-    iterations: dict[str, dict[str, int]] = {}
-    gammas: list[float] = []
-    placement = interconnect = ""
-    for p in config.world_sizes:
-        common = {"backend": config.backend, "op_timeout_s": config.op_timeout_s,
-                  "deadline_s": config.deadline_s}
-        if log:
-            log(f"bench {config.collective}: P={p}, {len(sizes)} sizes x "
-                f"{len(config.algorithms)} algorithms"
-                + (f", emulated cluster {config.cluster_rate}" if config.cluster_rate else ""))
-        if config.cluster_rate is not None:
-            from gradsched.distributed.cluster import EmulatedCluster
+    return link
 
-            with EmulatedCluster(p, config.cluster_rate) as cluster:
-                per_rank = launch(BENCH_TASK, payload, cluster.launch_spec(**common))
-                placement, interconnect = cluster.describe(), cluster.interconnect()
-            nodes = p
-        else:
-            per_rank = launch(BENCH_TASK, payload, LaunchSpec(p, **common))
-            placement = "loopback"
-            interconnect = "loopback (127.0.0.1), all ranks on one machine"
-            nodes = 1
+
+def _launch_at(p: int, config: BenchConfig, payload: dict[str, Any]
+               ) -> tuple[list[dict[str, Any]], str, str, int]:
+    """Run :func:`bench_task` on ``p`` ranks: (per-rank results, placement, interconnect,
+    nodes)."""
+    common = {"backend": config.backend, "op_timeout_s": config.op_timeout_s,
+              "deadline_s": config.deadline_s}
+    if config.cluster_rate is not None:
+        with EmulatedCluster(p, config.cluster_rate) as cluster:
+            per_rank = launch(BENCH_TASK, payload, cluster.launch_spec(**common))
+            placement, interconnect = cluster.describe(), cluster.interconnect()
+        return per_rank, placement, interconnect, p
+    per_rank = launch(BENCH_TASK, payload, LaunchSpec(p, **common))
+    return (per_rank, "loopback", "loopback (127.0.0.1), all ranks on one machine", 1)
+
+
+@dataclass
+class _Sweep:
+    """What the world sizes of one run gave: rows, LP chunks, timed calls, gammas."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    chunks: dict[str, dict[str, int]] = field(default_factory=dict)
+    iterations: dict[str, dict[str, int]] = field(default_factory=dict)
+    gammas: list[float] = field(default_factory=list)
+
+    def add(self, per_rank: list[dict[str, Any]], config: BenchConfig, p: int,
+            nodes: int) -> None:
+        """Rank 0's rows at world size ``p``."""
         if per_rank[0].get("gamma_s_per_byte"):
-            gammas.append(float(per_rank[0]["gamma_s_per_byte"]))
+            self.gammas.append(float(per_rank[0]["gamma_s_per_byte"]))
         for row in per_rank[0]["rows"]:
             if "lp_chunk_bytes" in row:
-                chunks.setdefault(str(p), {})[str(row["bytes"])] = int(row["lp_chunk_bytes"])
-            iterations.setdefault(f"{row['algorithm']}/P={p}", {})[str(row["bytes"])] = int(
-                row["iters"])
-            rows.append({
+                self.chunks.setdefault(str(p), {})[str(row["bytes"])] = int(
+                    row["lp_chunk_bytes"])
+            self.iterations.setdefault(f"{row['algorithm']}/P={p}", {})[
+                str(row["bytes"])] = int(row["iters"])
+            self.rows.append({
                 "collective": config.collective, "backend": config.backend,
-                "algorithm": row["algorithm"], "world_size": p, "nodes": nodes, "in_place": True,
-                "bytes": int(row["bytes"]), "time_s": row["time_s"],
+                "algorithm": row["algorithm"], "world_size": p, "nodes": nodes,
+                "in_place": True, "bytes": int(row["bytes"]), "time_s": row["time_s"],
                 "time_min_s": row["time_min_s"], "time_max_s": row["time_max_s"],
                 "algbw_Bps": row["bytes"] / row["time_s"],
                 "busbw_Bps": row["bytes"] / row["time_s"] * bus_factor(config.collective, p),
             })
-    frame = pd.DataFrame(rows)
+
+
+def _bench_meta(config: BenchConfig, sweep: _Sweep, link: tuple[float, float, float],
+                started: dt.datetime, placement: str, interconnect: str,
+                load_before: Any, t0: float) -> dict[str, Any]:
+    """The sidecar of the run's CommTrace (load after and wall time taken now)."""
     chunk_text = (f"fixed {config.lp_chunk_bytes:g} bytes" if config.lp_chunk_bytes
                   else "Wang et al.'s optimal b* for 'lp_link', at most 1024 chunks")
-    meta = {
+    return {
         "kind": "comm",
         "source": f"measured with gradsched bench collectives on {started.date().isoformat()} "
                   f"({placement})",
@@ -436,8 +517,33 @@ def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> 
         "settings": {k: (list(v) if isinstance(v, tuple) else v)
                      for k, v in asdict(config).items() if k != "note"},
         "lp_link": {"alpha_s": link[0], "beta_s_per_byte": link[1], "gamma_s_per_byte": link[2]},
-        "lp_chunk_bytes": chunks,
-        "gamma_s_per_byte_measured": statistics.median(gammas) if gammas else None,
-        "iterations": iterations,
+        "lp_chunk_bytes": sweep.chunks,
+        "gamma_s_per_byte_measured": statistics.median(sweep.gammas) if sweep.gammas else None,
+        "iterations": sweep.iterations,
     }
+
+
+def run_bench(config: BenchConfig, log: Callable[[str], None] | None = None) -> Any:
+    """Launch the sweep at every world size (loopback or emulated cluster); a CommTrace."""
+    config.validate()
+    sizes = size_grid(config.min_bytes, config.max_bytes, config.per_octave)
+    link = _lp_link(config)
+    payload = {"collective": config.collective, "algorithms": list(config.algorithms),
+               "sizes": sizes, "min_iters": config.min_iters, "target_s": config.target_s,
+               "max_iters": config.max_iters, "warmup": config.warmup,
+               "lp_chunk_bytes": config.lp_chunk_bytes, "lp_link": list(link)}
+    started = dt.datetime.now(dt.UTC).astimezone()
+    load_before = load_average([])
+    t0 = time.monotonic()
+    sweep = _Sweep()
+    placement = interconnect = ""
+    for p in config.world_sizes:
+        if log:
+            log(f"bench {config.collective}: P={p}, {len(sizes)} sizes x "
+                f"{len(config.algorithms)} algorithms"
+                + (f", emulated cluster {config.cluster_rate}" if config.cluster_rate else ""))
+        per_rank, placement, interconnect, nodes = _launch_at(p, config, payload)
+        sweep.add(per_rank, config, p, nodes)
+    frame = pd.DataFrame(sweep.rows)
+    meta = _bench_meta(config, sweep, link, started, placement, interconnect, load_before, t0)
     return CommTrace.from_frame(frame, meta)

@@ -18,17 +18,35 @@ See ``gradsched.reexec`` for the method.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from gradsched.commands._args import count, integer, non_negative_count, world_size
+from gradsched.reexec.analysis import analyze_file
+from gradsched.reexec.experiment import (
+    collect,
+    load_config,
+    parse_interference_args,
+    run_case,
+    select_cases,
+)
+from gradsched.reexec.interference import calibrate
 from gradsched.staging import Staging, check_writable
+from gradsched.units import parse_size
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     top = sub.add_parser("reexec", help="re-execute plans for real and compare with the replay",
                          description=__doc__.split("\n\n")[0])
     rsub = top.add_subparsers(dest="reexec_command", metavar="STEP", required=True)
+    _add_run(rsub)
+    _add_collect(rsub)
+    _add_interference(rsub)
+    _add_analyze(rsub)
 
+
+def _add_run(rsub: argparse._SubParsersAction) -> None:
+    """``reexec run``: plan and measure the configured cases."""
     run = rsub.add_parser("run", help="plan and measure the configured cases")
     run.add_argument("--config", type=Path, default=Path("config/reexec.yaml"))
     run.add_argument("--case", action="append", default=[],
@@ -51,6 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="folder of the case folders")
     run.set_defaults(func=_run)
 
+
+def _add_collect(rsub: argparse._SubParsersAction) -> None:
+    """``reexec collect``: predictions next to the measurements."""
     col = rsub.add_parser("collect", help="predictions next to the measurements -> one CSV")
     col.add_argument("folders", nargs="+", type=Path, help="measured case folders")
     col.add_argument("--interference", action="append", default=[],
@@ -66,6 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     col.add_argument("-o", "--output", type=Path, required=True, help="measured.csv")
     col.set_defaults(func=_collect)
 
+
+def _add_interference(rsub: argparse._SubParsersAction) -> None:
+    """``reexec interference``: calibrate the interference factors."""
     inter = rsub.add_parser(
         "interference", help="calibrate compute/communication interference",
         description="Measure, on 2 ranks, a compute kernel loop alone and while large and "
@@ -91,6 +115,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     inter.add_argument("-o", "--output", type=Path, required=True, help="interference.json")
     inter.set_defaults(func=_interference)
 
+
+def _add_analyze(rsub: argparse._SubParsersAction) -> None:
+    """``reexec analyze``: errors, Kendall tau, tables and figure."""
     ana = rsub.add_parser("analyze", help="errors, Kendall tau, table and figure")
     ana.add_argument("--input", type=Path, required=True, help="measured.csv (from collect)")
     ana.add_argument("--iterations", type=Path, default=None,
@@ -110,15 +137,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import dataclasses
-
-    from gradsched.reexec.experiment import (
-        load_config,
-        parse_interference_args,
-        run_case,
-        select_cases,
-    )
-
     cases, settings = load_config(args.config)
     overrides = {k: getattr(args, k) for k in ("iters", "warmup", "rounds")
                  if getattr(args, k) is not None}
@@ -143,8 +161,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from gradsched.reexec.experiment import collect, parse_interference_args
-
     spec = parse_interference_args(args.interference)
     table = collect(args.folders, spec, args.output, args.iterations,
                     args.provenance)
@@ -156,9 +172,6 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _interference(args: argparse.Namespace) -> int:
-    from gradsched.reexec.interference import calibrate
-    from gradsched.units import parse_size
-
     comm_bytes = parse_size(args.comm_bytes, minimum=4)
     small_bytes = parse_size(args.small_bytes, minimum=4)
     check_writable(args.output)  # before the measurement, not after it
@@ -173,8 +186,6 @@ def _interference(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from gradsched.report.reexec import analyze_file
-
     names = ("stats", "summary_table", "summary_md", "errors", "table", "md", "figure", "png")
     with Staging() as stage:  # every requested output, or none
         outputs = {name: stage.file(getattr(args, name)) if getattr(args, name) else None

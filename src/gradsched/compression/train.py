@@ -27,6 +27,7 @@ comparison; Cheng & Xu's residual rule is the ``momentum = 0`` case).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -39,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from gradsched.distributed.launch import LaunchSpec, launch
+from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.provenance import load_average
 
 CURVE_COLUMNS = ["method", "density", "seed", "step", "wallclock_s", "train_loss",
@@ -54,6 +57,114 @@ def _digest(t: Any) -> str:
     return hashlib.sha256(t.detach().contiguous().cpu().numpy().tobytes()).hexdigest()[:16]
 
 
+@dataclass
+class _CheckReport:
+    """One rank's failures, digests and worst errors (what :func:`check_task` returns)."""
+
+    rank: int
+    failures: list[str] = field(default_factory=list)
+    digests: dict[str, str] = field(default_factory=dict)
+    worst: dict[str, float] = field(default_factory=dict)
+
+    def fail(self, msg: str) -> None:
+        self.failures.append(f"rank {self.rank}: {msg}")
+
+    def note(self, key: str, err: float) -> None:
+        self.worst[key] = max(self.worst.get(key, 0.0), err)
+
+
+def _check_bytes(report: _CheckReport, comp: Any, comm: Any, tag: str, step: int, n: int,
+                 world_size: int) -> None:
+    """The bytes actually passed to (and got from) collectives == the formulas."""
+    want = comp.bytes_sent(n, world_size)
+    if comm.total_sent_bytes != want:
+        report.fail(f"{tag} step {step}: sent {comm.total_sent_bytes} B, "
+                    f"formula {want} B")
+    got = comp.bytes_received(n, world_size)
+    if comm.total_received_bytes != got:
+        report.fail(f"{tag} step {step}: received {comm.total_received_bytes} "
+                    f"B, formula {got} B")
+
+
+def _check_result(report: _CheckReport, out: Any, sent: Any, grad: Any, density: float,
+                  tag: str, step: int, world_size: int) -> None:
+    """The result is the mean of what the ranks sent; at density 1, a dense all-reduce."""
+    import torch.distributed as dist
+
+    ref = sent.clone()
+    dist.all_reduce(ref)
+    ref /= world_size
+    err = float((out - ref).abs().max())
+    bound = 4 * world_size * 2**-24 * float(ref.abs().max() + 1e-30) * 2
+    report.note(tag + "/sum", err)
+    if err > bound + 1e-7:
+        report.fail(f"{tag} step {step}: result differs from the mean of the "
+                    f"sent vectors by {err:.3g}")
+    if density >= 1.0:  # density 1: a dense all-reduce of the gradient
+        dense = grad.clone()
+        dist.all_reduce(dense)
+        dense /= world_size
+        derr = float((out - dense).abs().max())
+        report.note(tag + "/dense", derr)
+        if derr > 1e-5 * float(dense.abs().max()) + 1e-6:
+            report.fail(f"{tag} step {step}: density 1 differs from dense "
+                        f"all-reduce by {derr:.3g}")
+
+
+def _record_digests(report: _CheckReport, comp: Any, state: Any, out: Any, tag: str,
+                    step: int) -> None:
+    """Digests of the result and the chosen indices (compared across ranks)."""
+    import torch
+
+    report.digests[f"{tag}/{step}/out"] = _digest(out)
+    if state.last_root is not None:
+        report.digests[f"{tag}/{step}/root"] = str(state.last_root)
+    if comp.name in ("importance",):
+        report.digests[f"{tag}/{step}/idx"] = _digest(torch.sort(state.last_indices).values)
+    if comp.name == "gtopk":
+        report.digests[f"{tag}/{step}/idx"] = _digest(state.extra["global_indices"])
+
+
+def _check_compressor(report: _CheckReport, comp: Any, comm: Any, tag: str, n: int,
+                      density: float, momentum: float, steps: int, seed: int,
+                      world_size: int) -> None:
+    """``steps`` steps of one compressor on one random bucket of ``n`` elements."""
+    import torch
+
+    rank = report.rank
+    state = comp.init_state(n, track=True)
+    gen = torch.Generator().manual_seed(seed * 7919 + rank * 104729 + n)
+    param = torch.randn(n, generator=gen)
+    u_prev = torch.zeros(n)
+    raw_sum = torch.zeros(n, dtype=torch.float64)
+    sent_sum = torch.zeros(n, dtype=torch.float64)
+    abs_sum = torch.zeros(n, dtype=torch.float64)
+    for step in range(steps):
+        grad = torch.randn(n, generator=gen) * (1 + step)
+        # the accumulation DGC sends from: u = m u + g (u is masked after)
+        u = momentum * u_prev + grad if momentum > 0 else grad
+        raw_sum += u.double()
+        abs_sum += u.double().abs()
+        comm.reset()
+        out = comp.compress_and_reduce(grad, param, state, comm, step)
+        u_prev = state.momentum.clone() if state.momentum is not None else u_prev
+        _check_bytes(report, comp, comm, tag, step, n, world_size)
+        sent = state.last_sent if state.last_sent is not None else grad
+        if comp.name != "dense" and int((sent != 0).sum()) > comp.k(n):
+            report.fail(f"{tag} step {step}: sent more than k={comp.k(n)} entries")
+        sent_sum += sent.double()
+        _check_result(report, out, sent, grad, density, tag, step, world_size)
+        _record_digests(report, comp, state, out, tag, step)
+    # mass conservation: sum(sent) + residual == sum(u), per rank
+    if state.residual is not None:
+        lhs = sent_sum + state.residual.double()
+        err = float((lhs - raw_sum).abs().max())
+        tol = 8 * steps * 2**-24 * float(abs_sum.max()) + 1e-6
+        report.note(tag + "/mass", err)
+        if err > tol:
+            report.fail(f"{tag}: mass not conserved, max error {err:.3g} > {tol:.3g}")
+
+
 def check_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Run every compressor for a few steps on random buckets; report failures and digests.
 
@@ -61,95 +172,25 @@ def check_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
     ``momenta``.
     """
     import torch
-    import torch.distributed as dist
 
-    from gradsched.compression import DistComm, make_compressor
+    from gradsched.compression import DistComm, make_compressor  # imports torch
 
     torch.use_deterministic_algorithms(True)
-    failures: list[str] = []
-    digests: dict[str, str] = {}
-    worst: dict[str, float] = {}
+    report = _CheckReport(rank)
     comm = DistComm()
     steps = int(payload.get("steps", 4))
     seed = int(payload.get("seed", 0))
-
-    def fail(msg: str) -> None:
-        failures.append(f"rank {rank}: {msg}")
-
-    for method in payload["methods"]:
-        for density in payload["densities"]:
-            for momentum in payload.get("momenta", [0.0]):
-                for n in payload["sizes"]:
-                    tag = f"{method}/d={density:g}/m={momentum:g}/n={n}"
-                    if method == "gtopk" and world_size & (world_size - 1):
-                        continue
-                    comp = make_compressor(method, density, momentum=momentum, seed=seed)
-                    state = comp.init_state(n, track=True)
-                    gen = torch.Generator().manual_seed(seed * 7919 + rank * 104729 + n)
-                    param = torch.randn(n, generator=gen)
-                    u_prev = torch.zeros(n)
-                    raw_sum = torch.zeros(n, dtype=torch.float64)
-                    sent_sum = torch.zeros(n, dtype=torch.float64)
-                    abs_sum = torch.zeros(n, dtype=torch.float64)
-                    for step in range(steps):
-                        grad = torch.randn(n, generator=gen) * (1 + step)
-                        # the accumulation DGC sends from: u = m u + g (u is masked after)
-                        u = momentum * u_prev + grad if momentum > 0 else grad
-                        raw_sum += u.double()
-                        abs_sum += u.double().abs()
-                        comm.reset()
-                        out = comp.compress_and_reduce(grad, param, state, comm, step)
-                        u_prev = state.momentum.clone() if state.momentum is not None else u_prev
-                        # bytes actually passed to collectives == the formula
-                        want = comp.bytes_sent(n, world_size)
-                        if comm.total_sent_bytes != want:
-                            fail(f"{tag} step {step}: sent {comm.total_sent_bytes} B, "
-                                 f"formula {want} B")
-                        got = comp.bytes_received(n, world_size)
-                        if comm.total_received_bytes != got:
-                            fail(f"{tag} step {step}: received {comm.total_received_bytes} "
-                                 f"B, formula {got} B")
-                        sent = state.last_sent if state.last_sent is not None else grad
-                        if comp.name != "dense" and int((sent != 0).sum()) > comp.k(n):
-                            fail(f"{tag} step {step}: sent more than k={comp.k(n)} entries")
-                        sent_sum += sent.double()
-                        # the result is the average of what the ranks sent
-                        ref = sent.clone()
-                        dist.all_reduce(ref)
-                        ref /= world_size
-                        err = float((out - ref).abs().max())
-                        bound = 4 * world_size * 2**-24 * float(ref.abs().max() + 1e-30) * 2
-                        worst[tag + "/sum"] = max(worst.get(tag + "/sum", 0.0), err)
-                        if err > bound + 1e-7:
-                            fail(f"{tag} step {step}: result differs from the mean of the "
-                                 f"sent vectors by {err:.3g}")
-                        if density >= 1.0:  # density 1: a dense all-reduce of the gradient
-                            dense = grad.clone()
-                            dist.all_reduce(dense)
-                            dense /= world_size
-                            derr = float((out - dense).abs().max())
-                            worst[tag + "/dense"] = max(worst.get(tag + "/dense", 0.0), derr)
-                            if derr > 1e-5 * float(dense.abs().max()) + 1e-6:
-                                fail(f"{tag} step {step}: density 1 differs from dense "
-                                     f"all-reduce by {derr:.3g}")
-                        digests[f"{tag}/{step}/out"] = _digest(out)
-                        if state.last_root is not None:
-                            digests[f"{tag}/{step}/root"] = str(state.last_root)
-                        if comp.name in ("importance",):
-                            digests[f"{tag}/{step}/idx"] = _digest(
-                                torch.sort(state.last_indices).values)
-                        if comp.name == "gtopk":
-                            digests[f"{tag}/{step}/idx"] = _digest(
-                                state.extra["global_indices"])
-                    # mass conservation: sum(sent) + residual == sum(u), per rank
-                    if state.residual is not None:
-                        lhs = sent_sum + state.residual.double()
-                        err = float((lhs - raw_sum).abs().max())
-                        tol = 8 * steps * 2**-24 * float(abs_sum.max()) + 1e-6
-                        worst[tag + "/mass"] = max(worst.get(tag + "/mass", 0.0), err)
-                        if err > tol:
-                            fail(f"{tag}: mass not conserved, max error {err:.3g} > {tol:.3g}")
-    return {"rank": rank, "failures": failures, "digests": digests, "worst": worst}
+    for method, density, momentum, n in itertools.product(
+            payload["methods"], payload["densities"], payload.get("momenta", [0.0]),
+            payload["sizes"]):
+        tag = f"{method}/d={density:g}/m={momentum:g}/n={n}"
+        if method == "gtopk" and world_size & (world_size - 1):
+            continue
+        comp = make_compressor(method, density, momentum=momentum, seed=seed)
+        _check_compressor(report, comp, comm, tag, n, density, momentum, steps, seed,
+                          world_size)
+    return {"rank": rank, "failures": report.failures, "digests": report.digests,
+            "worst": report.worst}
 
 
 # ---------------------------------------------------------------------------- training
@@ -213,13 +254,65 @@ def _mlp(hidden: Sequence[int], seed: int) -> Any:
     return nn.Sequential(*layers)
 
 
+class _Batches:
+    """The same global batches on every rank: consecutive slices of a permutation of the
+    training set, a fresh permutation whenever the next batch would run past its end."""
+
+    def __init__(self, n_train: int, global_batch: int, seed: int) -> None:
+        import torch
+
+        self.gen = torch.Generator().manual_seed(10_000 + seed)  # same batches on every rank
+        self.n_train = n_train
+        self.global_batch = global_batch
+        self.order = torch.randperm(n_train, generator=self.gen)
+        self.cursor = 0
+
+    def next(self) -> Any:
+        import torch
+
+        if self.cursor + self.global_batch > self.n_train:
+            self.order = torch.randperm(self.n_train, generator=self.gen)
+            self.cursor = 0
+        batch = self.order[self.cursor:self.cursor + self.global_batch]
+        self.cursor += self.global_batch
+        return batch
+
+
+def _reduce_buckets(comp: Any, buckets: list[list[Any]], states: list[Any], comm: Any,
+                    step: int) -> None:
+    """Compress and reduce each bucket's gradient; write the result back to ``.grad``."""
+    import torch
+
+    for k, params in enumerate(buckets):
+        flat_g = torch.cat([p.grad.reshape(-1) for p in params])
+        flat_w = torch.cat([p.detach().reshape(-1) for p in params])
+        avg = comp.compress_and_reduce(flat_g, flat_w, states[k], comm, step)
+        offset = 0
+        for p in params:
+            p.grad.copy_(avg[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+
+def _add_train_loss(rows: list[dict[str, Any]], losses: Any, world: int, window: int) -> None:
+    """Mean training loss over ranks and over the last ``window`` steps of each row (one
+    all-reduce, after timing)."""
+    import torch.distributed as dist
+
+    dist.all_reduce(losses)
+    losses /= world
+    for row in rows:
+        st = row["step"]
+        row["train_loss"] = (float(losses[max(1, st - window + 1):st + 1].mean())
+                             if st > 0 else math.nan)
+
+
 def _run_one(rank: int, world: int, cfg: dict[str, Any], s: TrainSettings,
              data: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    from gradsched.compression import DistComm, make_compressor
+    from gradsched.compression import DistComm, make_compressor  # imports torch
 
     x_tr, y_tr, x_te, y_te = data
     seed = int(cfg["seed"])
@@ -236,11 +329,7 @@ def _run_one(rank: int, world: int, cfg: dict[str, Any], s: TrainSettings,
     formula_in = sum(comp.bytes_received(n, world) for n in numels)
     dense_formula = sum(4 * n for n in numels)
     comm = DistComm()
-    gen = torch.Generator().manual_seed(10_000 + seed)  # same batches on every rank
-    n_train = len(y_tr)
-    global_batch = s.batch_per_rank * world
-    order = torch.randperm(n_train, generator=gen)
-    cursor = 0
+    batches = _Batches(len(y_tr), s.batch_per_rank * world, seed)
 
     def evaluate() -> float:
         with torch.no_grad():
@@ -256,24 +345,13 @@ def _run_one(rank: int, world: int, cfg: dict[str, Any], s: TrainSettings,
     dist.barrier()
     for step in range(1, s.steps + 1):
         t0 = time.perf_counter()
-        if cursor + global_batch > n_train:
-            order = torch.randperm(n_train, generator=gen)
-            cursor = 0
-        batch = order[cursor:cursor + global_batch]
-        cursor += global_batch
+        batch = batches.next()
         mine = batch[rank * s.batch_per_rank:(rank + 1) * s.batch_per_rank]
         loss = F.cross_entropy(model(x_tr[mine]), y_tr[mine])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         comm.reset()
-        for k, params in enumerate(buckets):
-            flat_g = torch.cat([p.grad.reshape(-1) for p in params])
-            flat_w = torch.cat([p.detach().reshape(-1) for p in params])
-            avg = comp.compress_and_reduce(flat_g, flat_w, states[k], comm, step)
-            offset = 0
-            for p in params:
-                p.grad.copy_(avg[offset:offset + p.numel()].view_as(p))
-                offset += p.numel()
+        _reduce_buckets(comp, buckets, states, comm, step)
         opt.step()
         elapsed += time.perf_counter() - t0
         losses[step] = float(loss.detach())
@@ -287,14 +365,7 @@ def _run_one(rank: int, world: int, cfg: dict[str, Any], s: TrainSettings,
             rows.append({"step": step, "wallclock_s": elapsed, "test_accuracy": acc,
                          "bytes_sent": sent, "bytes_received": got})
             dist.barrier()  # every rank restarts its clock together
-    # mean training loss over ranks at each recorded step (one all-reduce, after timing)
-    dist.all_reduce(losses)
-    losses /= world
-    window = s.eval_every
-    for row in rows:
-        st = row["step"]
-        row["train_loss"] = (float(losses[max(1, st - window + 1):st + 1].mean())
-                             if st > 0 else math.nan)
+    _add_train_loss(rows, losses, world, s.eval_every)
     params_digest = _digest(torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
     return {"config": cfg, "rows": rows, "params_digest": params_digest,
             "bytes_formula": formula, "dense_bytes": dense_formula, "bucket_numels": numels,
@@ -398,9 +469,6 @@ def run_experiment(settings: TrainSettings, out_dir: str | Path,
     ``curves.csv``, ``summary.csv`` and ``settings.json`` under ``out_dir`` (atomically).
     Returns the summary as records."""
     import torch
-
-    from gradsched.distributed.launch import LaunchSpec, launch
-    from gradsched.io import write_csv_atomic, write_json_atomic
 
     out = Path(out_dir)
     log = log or (lambda _m: None)

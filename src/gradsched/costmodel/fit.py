@@ -50,6 +50,7 @@ from gradsched.costmodel.series import (
 )
 from gradsched.costmodel.wire import check_series
 from gradsched.errors import ConfigError, InputError
+from gradsched.traces.bundle import CommTrace
 
 FIT_MODELS: tuple[str, ...] = ("alpha-beta", "piecewise", "interp")
 
@@ -275,8 +276,6 @@ def load_trace_series(path: str | Path, in_place: bool = False
                       ) -> list[tuple[dict[str, Any], pd.DataFrame]]:
     """Series of a comm-trace file (validated by :class:`CommTrace`); each series' info
     carries the sidecar's ``line_rate_Bps`` where the measured network's is known."""
-    from gradsched.traces.bundle import CommTrace
-
     trace = CommTrace.load(path)
     series = select_series(trace.frame, in_place=in_place)
     rate = trace.meta.get("line_rate_Bps")
@@ -379,6 +378,102 @@ class CrossFit:
     scaled: CommModel | None = None  # method "scaled" with P = world size: the predictor
 
 
+def _check_cross_options(method: str, algorithm: str, source: str, scale_by: str,
+                         fit_on: list[int]) -> None:
+    if method not in ("analytic", "scaled"):
+        raise ConfigError(f"--method {method!r}: use analytic or scaled")
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"--algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
+    if source not in ("piecewise", "alpha-beta"):
+        raise ConfigError(f"--from {source!r}: use piecewise or alpha-beta")
+    if scale_by not in ("world_size", "nodes"):
+        raise ConfigError(f"--scale-by {scale_by!r}: use world_size or nodes")
+    if not fit_on:
+        raise ConfigError("--fit-on needs at least one world size")
+
+
+_Series = tuple[dict[str, Any], np.ndarray, np.ndarray]  # (info, sizes, times)
+
+
+def _series_by_world_size(paths: list[str | Path], in_place: bool
+                          ) -> dict[tuple[str, str], dict[int, _Series]]:
+    """(collective, backend) -> world size -> its series; a repeated one is an error."""
+    groups: dict[tuple[str, str], dict[int, _Series]] = {}
+    for path in paths:
+        for info, rows in load_trace_series(path, in_place):
+            m, t = series_points(rows)
+            key = (str(info["collective"]), str(info["backend"]))
+            ws = int(info["world_size"])
+            if ws in groups.setdefault(key, {}):
+                raise InputError(f"{key[0]} ({key[1]}) at world size {ws} appears twice among "
+                                 "the inputs", path=path)
+            groups[key][ws] = (info, m, t)
+    return groups
+
+
+def _fit_link(collective: str, backend: str, by_ws: dict[int, _Series], fit_on: list[int],
+              algorithm: str, source: str, gamma: float, scale_by: str
+              ) -> tuple[float, float, dict[int, Curve]]:
+    """(alpha, beta) from the fit world sizes' curves, and those curves by P."""
+    missing = [w for w in fit_on if w not in by_ws]
+    if missing:
+        raise ConfigError(
+            f"--fit-on {','.join(map(str, fit_on))}: {collective} ({backend}) has no series at "
+            f"world size {','.join(map(str, missing))}; it has "
+            f"{', '.join(map(str, sorted(by_ws)))}")
+    samples = []
+    base_curves: dict[int, Curve] = {}
+    for ws in fit_on:
+        info, m, t = by_ws[ws]
+        curve = fit_curve(source, m, t)
+        base_curves[int(info[scale_by])] = curve
+        p = int(info[scale_by])
+        if p < 2:
+            raise ConfigError(f"cannot derive per-hop parameters at {scale_by}={p} "
+                              f"(world size {ws}); use --scale-by world_size")
+        samples.append((p, m, curve.times(m)))
+    alpha, beta = fit_link_parameters(collective, algorithm, samples, gamma)
+    return alpha, beta, base_curves
+
+
+def _cross_rows(name: str, collective: str, by_ws: dict[int, _Series], fit_on: list[int],
+                algorithm: str, alpha: float, beta: float, gamma: float, scale_by: str,
+                method: str, base_curves: dict[int, Curve]) -> list[dict[str, Any]]:
+    """One row per world size not fitted on: the prediction's errors."""
+    rows = []
+    for ws, (info, m, t) in sorted(by_ws.items()):
+        if ws in fit_on:
+            continue
+        p = int(info[scale_by])
+        pred = cost(collective, algorithm, m, p, alpha, beta, gamma)
+        if method == "scaled":
+            ref = min(base_curves, key=lambda w: (abs(math.log2(w) - math.log2(p)), w))
+            pred = scale_times(base_curves[ref].times(m), pred,
+                               cost(collective, algorithm, m, ref, alpha, beta, gamma),
+                               p > ref)
+        ape = ape_pct(pred, t)
+        rows.append({
+            "series": name, "collective": collective,
+            "algorithm": algorithm if method == "analytic" else f"scaled:{algorithm}",
+            "fit_world_sizes": ";".join(map(str, fit_on)), "predict_world_size": ws,
+            "nodes": int(info["nodes"]), "mape_pct": float(ape.mean()),
+            "max_ape_pct": float(ape.max()),
+        })
+    return rows
+
+
+def _scaled_predictor(collective: str, source: str, base_curves: dict[int, Curve],
+                      model: AnalyticModel) -> ScaledModel:
+    """The ``scaled`` method's predictor: the base fits shifted by the formula."""
+    if source == "alpha-beta":
+        base: SeriesModel = AlphaBetaSeriesModel(
+            {(collective, w): (c.alpha_s, c.beta_s_per_byte)  # type: ignore[union-attr]
+             for w, c in base_curves.items()})
+    else:
+        base = PiecewiseModel({(collective, w): c for w, c in base_curves.items()})
+    return ScaledModel(base, model)
+
+
 def cross_world_size(
     paths: list[str | Path],
     fit_on: list[int],
@@ -404,79 +499,21 @@ def cross_world_size(
     scaled) by the formula (:mod:`gradsched.costmodel.scaling`); its rows carry
     ``algorithm`` = ``scaled:<algorithm>``.
     """
-    if method not in ("analytic", "scaled"):
-        raise ConfigError(f"--method {method!r}: use analytic or scaled")
-    if algorithm not in ALGORITHMS:
-        raise ConfigError(f"--algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
-    if source not in ("piecewise", "alpha-beta"):
-        raise ConfigError(f"--from {source!r}: use piecewise or alpha-beta")
-    if scale_by not in ("world_size", "nodes"):
-        raise ConfigError(f"--scale-by {scale_by!r}: use world_size or nodes")
-    if not fit_on:
-        raise ConfigError("--fit-on needs at least one world size")
+    _check_cross_options(method, algorithm, source, scale_by, fit_on)
     stems = [Path(p).stem for p in paths]
     name = series_name(stems)
-    groups: dict[tuple[str, str], dict[int, tuple[dict[str, Any], np.ndarray, np.ndarray]]] = {}
-    for path in paths:
-        for info, rows in load_trace_series(path, in_place):
-            m, t = series_points(rows)
-            key = (str(info["collective"]), str(info["backend"]))
-            ws = int(info["world_size"])
-            if ws in groups.setdefault(key, {}):
-                raise InputError(f"{key[0]} ({key[1]}) at world size {ws} appears twice among "
-                                 "the inputs", path=path)
-            groups[key][ws] = (info, m, t)
     out = []
-    for (collective, backend), by_ws in sorted(groups.items()):
-        missing = [w for w in fit_on if w not in by_ws]
-        if missing:
-            raise ConfigError(
-                f"--fit-on {','.join(map(str, fit_on))}: {collective} ({backend}) has no series at "
-                f"world size {','.join(map(str, missing))}; it has "
-                f"{', '.join(map(str, sorted(by_ws)))}")
-        samples = []
-        base_curves: dict[int, Curve] = {}
-        for ws in fit_on:
-            info, m, t = by_ws[ws]
-            curve = fit_curve(source, m, t)
-            base_curves[int(info[scale_by])] = curve
-            p = int(info[scale_by])
-            if p < 2:
-                raise ConfigError(f"cannot derive per-hop parameters at {scale_by}={p} "
-                                  f"(world size {ws}); use --scale-by world_size")
-            samples.append((p, m, curve.times(m)))
-        alpha, beta = fit_link_parameters(collective, algorithm, samples, gamma)
+    for (collective, backend), by_ws in sorted(_series_by_world_size(paths, in_place).items()):
+        alpha, beta, base_curves = _fit_link(collective, backend, by_ws, fit_on, algorithm,
+                                             source, gamma, scale_by)
         model = AnalyticModel(alpha, beta, gamma, algorithm,
                               meta={"fitted_from": sorted(stems), "fit_world_sizes": fit_on,
                                     "scale_by": scale_by, "source_fit": source})
-        rows = []
-        for ws, (info, m, t) in sorted(by_ws.items()):
-            if ws in fit_on:
-                continue
-            p = int(info[scale_by])
-            pred = cost(collective, algorithm, m, p, alpha, beta, gamma)
-            if method == "scaled":
-                ref = min(base_curves, key=lambda w: (abs(math.log2(w) - math.log2(p)), w))
-                pred = scale_times(base_curves[ref].times(m), pred,
-                                   cost(collective, algorithm, m, ref, alpha, beta, gamma),
-                                   p > ref)
-            ape = ape_pct(pred, t)
-            rows.append({
-                "series": name, "collective": collective,
-                "algorithm": algorithm if method == "analytic" else f"scaled:{algorithm}",
-                "fit_world_sizes": ";".join(map(str, fit_on)), "predict_world_size": ws,
-                "nodes": int(info["nodes"]), "mape_pct": float(ape.mean()),
-                "max_ape_pct": float(ape.max()),
-            })
+        rows = _cross_rows(name, collective, by_ws, fit_on, algorithm, alpha, beta, gamma,
+                           scale_by, method, base_curves)
         scaled = None
         if method == "scaled" and scale_by == "world_size":
-            if source == "alpha-beta":
-                base: SeriesModel = AlphaBetaSeriesModel(
-                    {(collective, w): (c.alpha_s, c.beta_s_per_byte)  # type: ignore[union-attr]
-                     for w, c in base_curves.items()})
-            else:
-                base = PiecewiseModel({(collective, w): c for w, c in base_curves.items()})
-            scaled = ScaledModel(base, model)
+            scaled = _scaled_predictor(collective, source, base_curves, model)
         out.append(CrossFit(name, collective, backend, algorithm, list(fit_on), model, rows,
                             scaled))
     return out

@@ -56,8 +56,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gradsched.distributed import LaunchSpec, launch
+from gradsched.distributed.cluster import EmulatedCluster
 from gradsched.errors import ConfigError
 from gradsched.io import write_json_atomic
+from gradsched.provenance import machine_versions
 
 
 # --------------------------------------------------------------------------- rank side
@@ -87,97 +90,130 @@ def _kernel(kind: str, device: str) -> Any:
     return run
 
 
-def interference_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
-    """Launcher task: the four phases of every round (see the module docstring)."""
-    import torch
-    import torch.distributed as dist
+def _timed(n: int, fn: Any) -> list[float]:
+    """Wall-clock times of ``n`` calls of ``fn``."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
 
-    cuda = dist.get_backend() == "nccl"
-    device = f"cuda:{torch.cuda.current_device()}" if cuda else "cpu"
-    run = _kernel(payload["kernel"], device)
-    buf = torch.ones(int(payload["comm_bytes"]) // 4, dtype=torch.float32, device=device)
-    small = torch.ones(max(int(payload.get("small_bytes", 4096)) // 4, 1), dtype=torch.float32,
-                       device=device)
-    reps, comm_reps = int(payload["reps"]), int(payload["comm_reps"])
 
-    def sync() -> None:
-        if cuda:
+class _Phases:
+    """One rank's kernel, all-reduce buffers and the measurements of one round's phases."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.cuda = dist.get_backend() == "nccl"
+        self.device = f"cuda:{torch.cuda.current_device()}" if self.cuda else "cpu"
+        self.run = _kernel(payload["kernel"], self.device)
+        self.buf = torch.ones(int(payload["comm_bytes"]) // 4, dtype=torch.float32,
+                              device=self.device)
+        self.small = torch.ones(max(int(payload.get("small_bytes", 4096)) // 4, 1),
+                                dtype=torch.float32, device=self.device)
+        self.reps, self.comm_reps = int(payload["reps"]), int(payload["comm_reps"])
+
+    def sync(self) -> None:
+        import torch
+
+        if self.cuda:
             torch.cuda.current_stream().synchronize()
 
-    def comm_done(work: Any) -> None:
+    def comm_done(self, work: Any) -> None:
         work.wait()
-        sync()
+        self.sync()
 
-    # warm-up: kernel and all-reduce
-    for _ in range(2):
-        run()
-        dist.all_reduce(buf)
-    sync()
-    def timed(n: int, fn: Any) -> list[float]:
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return times
+    def warm_up(self) -> None:
+        """Kernel and all-reduce, twice."""
+        import torch.distributed as dist
 
-    def with_stream(rec: dict[str, Any], name: str, tensor: Any, comm_alone: list[float],
-                    cap: int) -> None:
+        for _ in range(2):
+            self.run()
+            dist.all_reduce(self.buf)
+        self.sync()
+
+    def compute_once(self) -> None:
+        self.run()
+        self.sync()
+
+    def comm_alone(self, tensor: Any) -> list[float]:
+        """Times of all-reduces of ``tensor`` with nothing else running (phases 2, 4)."""
+        import torch.distributed as dist
+
+        dist.barrier()
+        return _timed(self.comm_reps,
+                      lambda: self.comm_done(dist.all_reduce(tensor, async_op=True)))
+
+    def with_stream(self, rec: dict[str, Any], name: str, tensor: Any,
+                    comm_alone: list[float], cap: int) -> None:
         """Kernel repetitions while all-reduces of ``tensor`` are queued (phases 3, 4):
         every rank issues the same number per repetition, agreed on from the times alone
         so that the queue never runs dry."""
-        k = _agreed_k(rec["compute_alone_s"], comm_alone, device, cap=cap)
+        import torch.distributed as dist
+
+        k = _agreed_k(rec["compute_alone_s"], comm_alone, self.device, cap=cap)
         dist.barrier()
         times, overlapped, completed = _with_stream(
-            run, sync, lambda: dist.all_reduce(tensor, async_op=True), reps, k, comm_done)
+            self.run, self.sync, lambda: dist.all_reduce(tensor, async_op=True), self.reps,
+            k, self.comm_done)
         rec[f"compute_with_{name}_s"] = times
         rec[f"compute_with_{name}_overlapped"] = overlapped
         rec[f"compute_with_{name}_completed"] = completed
         rec[f"{name}_allreduces_per_rep"] = k
 
-    def compute_once() -> None:
-        run()
-        sync()
+    def comm_with_compute(self, rec: dict[str, Any]) -> None:
+        """Phase 5: all-reduces while a second thread computes."""
+        import torch.distributed as dist
 
-    out: list[dict[str, Any]] = []
-    for _ in range(int(payload["rounds"])):
-        rec: dict[str, Any] = {}
-        # 1. compute alone
-        dist.barrier()
-        rec["compute_alone_s"] = timed(reps, compute_once)
-        # 2. communication alone
-        dist.barrier()
-        rec["comm_alone_s"] = timed(
-            comm_reps, lambda: comm_done(dist.all_reduce(buf, async_op=True)))
-        # 3. compute with all-reduces of comm_bytes in flight
-        with_stream(rec, "comm", buf, rec["comm_alone_s"], 256)
-        # 4. compute with small all-reduces in flight: the compute time one collective
-        # costs, whatever its size (phase 3 is dominated by its bandwidth part).
-        dist.barrier()
-        rec["small_comm_alone_s"] = timed(
-            comm_reps, lambda: comm_done(dist.all_reduce(small, async_op=True)))
-        with_stream(rec, "small", small, rec["small_comm_alone_s"], 4096)
-        # 5. communication while a second thread computes
         dist.barrier()
         stop = threading.Event()
         started = threading.Event()
         kernels = [0]
 
         worker = threading.Thread(target=_background, daemon=True,
-                                  args=(run, cuda, stop, started, kernels))
+                                  args=(self.run, self.cuda, stop, started, kernels))
         worker.start()
         started.wait(timeout=60)
         times = []
-        for _ in range(comm_reps):
+        for _ in range(self.comm_reps):
             t0 = time.perf_counter()
-            comm_done(dist.all_reduce(buf, async_op=True))
+            self.comm_done(dist.all_reduce(self.buf, async_op=True))
             times.append(time.perf_counter() - t0)
         stop.set()
         worker.join()
         rec["comm_with_compute_s"] = times
         rec["background_kernels"] = kernels[0]
+
+    def round(self) -> dict[str, Any]:
+        """The phases of one round (see the module docstring)."""
+        import torch.distributed as dist
+
+        rec: dict[str, Any] = {}
+        # 1. compute alone
+        dist.barrier()
+        rec["compute_alone_s"] = _timed(self.reps, self.compute_once)
+        # 2. communication alone
+        rec["comm_alone_s"] = self.comm_alone(self.buf)
+        # 3. compute with all-reduces of comm_bytes in flight
+        self.with_stream(rec, "comm", self.buf, rec["comm_alone_s"], 256)
+        # 4. compute with small all-reduces in flight: the compute time one collective
+        # costs, whatever its size (phase 3 is dominated by its bandwidth part).
+        rec["small_comm_alone_s"] = self.comm_alone(self.small)
+        self.with_stream(rec, "small", self.small, rec["small_comm_alone_s"], 4096)
+        # 5. communication while a second thread computes
+        self.comm_with_compute(rec)
         rec["load_avg_1m"] = os.getloadavg()[0]
-        out.append(rec)
+        return rec
+
+
+def interference_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Launcher task: the four phases of every round (see the module docstring)."""
+    phases = _Phases(payload)
+    phases.warm_up()
+    out = [phases.round() for _ in range(int(payload["rounds"]))]
     return {"rank": rank, "rounds": out}
 
 
@@ -311,9 +347,6 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
               comm_reps: int | None = None, output: str | Path | None = None
               ) -> dict[str, Any]:
     """Measure both factors on ``world_size`` ranks; write and return the JSON record."""
-    from gradsched.distributed import LaunchSpec, launch
-    from gradsched.provenance import machine_versions
-
     if world_size < 2:
         raise ConfigError("interference needs --world-size >= 2")
     if rounds < 1 or reps < 1:
@@ -331,8 +364,6 @@ def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
     start = time.monotonic()
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if cluster is not None:
-        from gradsched.distributed.cluster import EmulatedCluster
-
         with EmulatedCluster(world_size, cluster) as emu:
             results = launch(task, payload, emu.launch_spec(**common))
         network = f"emulated cluster, tbf {cluster}"

@@ -76,8 +76,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from gradsched.collectives import algorithms, get_allreduce
+from gradsched.compression import DistComm
 from gradsched.errors import ConfigError, GradschedError
 from gradsched.plan import Bucket, Plan, launch_order
+from gradsched.runtime.hierarchical import HierarchicalReducer
 
 AR, RS, AG = "all_reduce", "reduce_scatter", "all_gather"
 # torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
@@ -98,12 +101,10 @@ _DONE = _Completed()
 
 
 def _p2p_allreduce(name: str) -> Any:
-    from gradsched.collectives import get_allreduce
-
     return get_allreduce(name)
 
 
-# Bucket algorithms run by a reducer object on a background thread (issue 18):
+# Bucket algorithms run by a reducer object on a background thread:
 # runtime/hierarchical.py (two-level all-reduce) and runtime/ps.py (parameter servers).
 REDUCER_ALGORITHMS = ("hierarchical", "ps")
 
@@ -111,8 +112,6 @@ REDUCER_ALGORITHMS = ("hierarchical", "ps")
 def _check_algorithm(plan_name: str, k: int, spec: Any) -> None:
     """A bucket may name one of gradsched's all-reduce algorithms (lp, ring, mst, rd, rhd)
     or a reducer (:data:`REDUCER_ALGORITHMS`)."""
-    from gradsched.collectives import algorithms
-
     if spec.collective != "all_reduce":
         raise ConfigError(f"plan '{plan_name}': bucket {k} names algorithm "
                           f"{spec.algorithm!r}, but only all_reduce buckets can use one")
@@ -252,21 +251,11 @@ class PlanExecutor:
         # Gradient compression (gradsched.compression): every plain all-reduce bucket (one
         # chunk, library algorithm, no used-flags) is compressed and reduced synchronously.
         self.compressor = compressor
-        self._compress_state: dict[int, Any] = {}
+        self._compress_state = self._compression_states(compressor)
         self.compressed_bytes_sent = 0
-        if compressor is not None:
-            for b in self._buckets:
-                if (not b.decoupled and b.spec.chunks == 1 and b.spec.algorithm == "default"
-                        and not b.with_flags):
-                    self._compress_state[b.index] = compressor.init_state(b.numel, like=b.flat)
         self._owner, self._layer_of = self._owners(model)
         self._gather_order = self._all_gather_order()
-        self._handles: list[Any] = []
-        for p in self._slot:
-            self._handles.append(p.register_post_accumulate_grad_hook(self._grad_hook))
-        if self.per_layer:
-            for module in {id(m): m for m in self._owner.values()}.values():
-                self._handles.append(module.register_forward_pre_hook(self._pre_forward))
+        self._handles = self._register_hooks()
         self._wrapped_train: Callable[..., Any] | None = None
         if wrap_train_eval:
             self._wrap_train(model)
@@ -282,6 +271,51 @@ class PlanExecutor:
         self._reset_stats()
 
     # ------------------------------------------------------------------ construction
+    def _compression_states(self, compressor: Any) -> dict[int, Any]:
+        """The compressor's state of every plain all-reduce bucket (one chunk, library
+        algorithm, no used-flags): those are compressed and reduced synchronously."""
+        states: dict[int, Any] = {}
+        if compressor is not None:
+            for b in self._buckets:
+                if (not b.decoupled and b.spec.chunks == 1 and b.spec.algorithm == "default"
+                        and not b.with_flags):
+                    states[b.index] = compressor.init_state(b.numel, like=b.flat)
+        return states
+
+    def _register_hooks(self) -> list[Any]:
+        """A gradient hook on every bucketed parameter; with per-layer updates, a forward
+        pre-hook on every module that owns parameters."""
+        handles: list[Any] = []
+        for p in self._slot:
+            handles.append(p.register_post_accumulate_grad_hook(self._grad_hook))
+        if self.per_layer:
+            for module in {id(m): m for m in self._owner.values()}.values():
+                handles.append(module.register_forward_pre_hook(self._pre_forward))
+        return handles
+
+    @staticmethod
+    def _bucket_params(plan: Plan, k: int, spec: Bucket, named: dict[str, nn.Parameter],
+                       trainable: set[str], seen: dict[str, int]
+                       ) -> tuple[list[nn.Parameter], list[str]]:
+        """The parameters bucket ``k`` names, checked (known, trainable, in one bucket)."""
+        params, names = [], []
+        for name in spec.tensors:
+            if name not in named:
+                raise ConfigError(f"plan '{plan.algorithm}': bucket {k} names {name!r}, "
+                                  "which is not a parameter of the model (names are "
+                                  "those of model.named_parameters())")
+            if name not in trainable:
+                raise ConfigError(f"plan '{plan.algorithm}': bucket {k} names {name!r}, "
+                                  "which is frozen (requires_grad=False); leave frozen "
+                                  "parameters out of the plan")
+            if name in seen:
+                raise ConfigError(f"plan '{plan.algorithm}': parameter {name!r} is in "
+                                  f"buckets {seen[name]} and {k}")
+            seen[name] = k
+            params.append(named[name])
+            names.append(name)
+        return params, names
+
     def _layout(self, model: nn.Module, plan: Plan) -> list[_Bucket]:
         named = dict(model.named_parameters())
         trainable = {n for n, p in named.items() if p.requires_grad}
@@ -290,22 +324,7 @@ class PlanExecutor:
         for k, spec in enumerate(plan.buckets):
             if not spec.tensors:
                 raise ConfigError(f"plan '{plan.algorithm}': bucket {k} is empty")
-            params, names = [], []
-            for name in spec.tensors:
-                if name not in named:
-                    raise ConfigError(f"plan '{plan.algorithm}': bucket {k} names {name!r}, "
-                                      "which is not a parameter of the model (names are "
-                                      "those of model.named_parameters())")
-                if name not in trainable:
-                    raise ConfigError(f"plan '{plan.algorithm}': bucket {k} names {name!r}, "
-                                      "which is frozen (requires_grad=False); leave frozen "
-                                      "parameters out of the plan")
-                if name in seen:
-                    raise ConfigError(f"plan '{plan.algorithm}': parameter {name!r} is in "
-                                      f"buckets {seen[name]} and {k}")
-                seen[name] = k
-                params.append(named[name])
-                names.append(name)
+            params, names = self._bucket_params(plan, k, spec, named, trainable, seen)
             kinds = {(p.dtype, p.device) for p in params}
             if len(kinds) > 1:
                 raise ConfigError(f"plan '{plan.algorithm}': bucket {k} mixes dtypes/devices "
@@ -331,8 +350,6 @@ class PlanExecutor:
             if self.group is not None:
                 raise ConfigError("hierarchical buckets run over the default process group; "
                                   "do not pass process_group")
-            from gradsched.runtime.hierarchical import HierarchicalReducer
-
             reducers["hierarchical"] = HierarchicalReducer(self.world, ranks_per_node,
                                                            self.timeout)
         if "ps" in wanted:
@@ -566,8 +583,6 @@ class PlanExecutor:
     def _compress_bucket(self, b: _Bucket) -> None:
         """Compress this rank's bucket gradient, reduce it with the compressor's own
         collectives and put the averaged result where the all-reduce would have."""
-        from gradsched.compression import DistComm
-
         grad = b.flat[:b.numel] * self.world  # the hook pre-divided by the world size
         params = torch.cat([p.detach().reshape(-1) for p in b.params])
         out = self.compressor.compress_and_reduce(grad, params, self._compress_state[b.index],

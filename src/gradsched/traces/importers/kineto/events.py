@@ -1,0 +1,175 @@
+"""Reading a Chrome trace (PyTorch profiler / Kineto JSON): bytes -> document -> checked
+complete ("X") events.
+
+A file may be gzipped; a ``.tar``/``.tar.gz`` archive holds one trace per rank
+(:func:`read_documents`). Errors name the file, the archive member and the event.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import tarfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gradsched.errors import InputError
+from gradsched.io import read_bytes
+
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+"""The span ``prof.step()`` records around each profiled iteration."""
+
+
+def read_trace_json(path: str | Path) -> Any:
+    """Load a (possibly gzipped) Chrome trace JSON file, with clear errors."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file not found", path=path)
+    return decode_trace_bytes(read_bytes(path), path)
+
+
+def _gunzip(raw: bytes, label: str | Path) -> bytes:
+    """Decompress gzip data; a truncated or corrupt stream names the byte where it fails."""
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        inflater = zlib.decompressobj(wbits=47)
+        try:
+            done = len(inflater.decompress(raw))
+            where = (f"the stream ends at byte {len(raw)} without its end marker, after "
+                     f"{done} decompressed bytes" if not inflater.eof else "")
+        except zlib.error:
+            where = f"it is unreadable within its {len(raw)} bytes"
+        detail = f"; {where}" if where else ""
+        raise InputError(f"corrupt gzip data: {exc}{detail} (a truncated file?)",
+                         path=label) from None
+
+
+def decode_trace_bytes(raw: bytes, label: str | Path) -> Any:
+    """Parse the bytes of a (possibly gzipped) Chrome trace; ``label`` names it in errors."""
+    if raw[:2] == b"\x1f\x8b":
+        raw = _gunzip(raw, label)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text: {exc.reason} at byte {exc.start}",
+                         path=label) from None
+    if not text.strip():
+        raise InputError("empty file: not a Chrome trace", path=label)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON ({exc.msg}, column {exc.colno}, character "
+                         f"{exc.pos} of {len(text)}); a truncated profile?", path=label,
+                         line=exc.lineno) from None
+
+
+def read_documents(path: str | Path) -> list[tuple[str, Any]]:
+    """``[(label, trace document)]``: one for a trace file, one per member of a tar archive.
+
+    Tar members are read in memory (no extraction), in name order; labels are
+    ``ARCHIVE:MEMBER`` so errors name both.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file not found", path=path)
+    if not (path.name.endswith((".tar.gz", ".tgz", ".tar"))):
+        return [(str(path), decode_trace_bytes(read_bytes(path), path))]
+    try:
+        with tarfile.open(path) as archive:
+            members = sorted((m for m in archive.getmembers() if m.isfile()),
+                             key=lambda m: m.name)
+            raw = [(m.name, archive.extractfile(m).read()) for m in members]  # type: ignore[union-attr]
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise InputError(f"corrupt or truncated tar archive: {exc}", path=path) from None
+    if not raw:
+        raise InputError("tar archive holds no files", path=path)
+    return [(f"{path}:{name}", decode_trace_bytes(data, f"{path}:{name}"))
+            for name, data in raw]
+
+
+@dataclass
+class Event:
+    index: int
+    name: str
+    cat: str
+    tid: Any
+    pid: Any
+    ts: float  # us
+    dur: float  # us
+    args: dict[str, Any]
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
+def _raw_events(doc: Any, path: str) -> tuple[list[Any], dict[str, Any]]:
+    """The ``traceEvents`` list (or the top-level list) and the other top-level keys."""
+    if isinstance(doc, list):
+        return doc, {}
+    if not isinstance(doc, dict):
+        raise InputError("top level must be an object with 'traceEvents' or a list of "
+                         "events", path=path)
+    if "traceEvents" not in doc:
+        raise InputError("no 'traceEvents' list: not a Chrome/Kineto trace", path=path,
+                         field="traceEvents")
+    raw = doc["traceEvents"]
+    header = {k: v for k, v in doc.items() if k != "traceEvents"}
+    if not isinstance(raw, list):
+        raise InputError("'traceEvents' must be a list", path=path, field="traceEvents")
+    return raw, header
+
+
+def _time_field(ev: dict[str, Any], key: str, name: str, path: str, where: str) -> float:
+    """``ts`` or ``dur`` (us) of an event: a finite number, or a string holding one."""
+    value = ev.get(key)
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not np.isfinite(value):
+        raise InputError(f"complete event {name!r} has no numeric '{key}' "
+                         f"(got {ev.get(key)!r})", path=path, field=f"{where}.{key}")
+    return float(value)
+
+
+def _complete_event(i: int, ev: dict[str, Any], path: str) -> Event:
+    """One checked complete event (``ph`` = ``X``)."""
+    where = f"traceEvents[{i}]"
+    name = ev.get("name")
+    if not isinstance(name, str):
+        raise InputError("complete event without a string 'name'", path=path,
+                         field=f"{where}.name")
+    values = [_time_field(ev, key, name, path, where) for key in ("ts", "dur")]
+    if values[1] < 0:
+        raise InputError(f"event {name!r} has a negative duration {values[1]:g} us",
+                         path=path, field=f"{where}.dur")
+    args = ev.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise InputError(f"event {name!r}: 'args' must be an object", path=path,
+                         field=f"{where}.args")
+    return Event(i, name, str(ev.get("cat", "")), ev.get("tid"), ev.get("pid"),
+                 values[0], values[1], args)
+
+
+def complete_events(doc: Any, path: str) -> tuple[list[Event], dict[str, Any]]:
+    """The complete ("X") events of a trace, checked; plus the top-level header."""
+    raw, header = _raw_events(doc, path)
+    out: list[Event] = []
+    for i, ev in enumerate(raw):
+        if not isinstance(ev, dict):
+            raise InputError("event is not an object", path=path, field=f"traceEvents[{i}]")
+        if ev.get("ph") != "X":
+            continue
+        out.append(_complete_event(i, ev, path))
+    return out, header

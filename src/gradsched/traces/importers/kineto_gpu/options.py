@@ -1,0 +1,32 @@
+"""What the Kineto GPU importer is and what the trace does not say (the manifest's ``args``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+IMPORTER = "kineto-gpu"
+IMPORTER_VERSION = "1"
+
+
+@dataclass
+class Options:
+    """What the trace does not say (manifest ``args``)."""
+
+    model: str = "unknown"
+    step: int | None = None
+    rank: int | None = None
+    params: str | None = None
+    batch_size: int | None = None
+    world_size: int | None = None
+    device: str | None = None
+    source: str | None = None
+    hardware: str | None = None
+    date: str = "not recorded in the trace"
+    note: str | None = None
+    cpu_bound_share: float = 0.8
+
+
+def provenance(options: Options, label: str) -> str:
+    """The ``source`` of the outputs: the option, else the trace file's name."""
+    return options.source or f"Kineto trace {Path(label).name}"

@@ -1,0 +1,146 @@
+"""One rank's trace -> the chosen step's per-gradient rows, collectives and totals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from gradsched.errors import InputError
+from gradsched.traces.importers.kineto.comm_meta import meta_from_args
+from gradsched.traces.importers.kineto.events import Event, complete_events
+from gradsched.traces.importers.kineto.intervals import union
+from gradsched.traces.importers.kineto_gpu.attribution import (
+    backward_grads,
+    batch_from_shapes,
+    forward_ops,
+    forward_owner,
+    forward_times,
+    grad_rows,
+)
+from gradsched.traces.importers.kineto_gpu.collectives import Collective, to_collective
+from gradsched.traces.importers.kineto_gpu.nesting import (
+    GPU_CATS,
+    Launch,
+    Op,
+    correlation,
+    is_nccl,
+    nest,
+)
+from gradsched.traces.importers.kineto_gpu.options import Options
+from gradsched.traces.importers.kineto_gpu.steps import choose_step
+
+
+@dataclass
+class GpuStep:
+    """What one rank's trace gave for one step."""
+
+    label: str
+    rank: int | None
+    world_size: int | None
+    device: str | None
+    step: int
+    steps: list[int]
+    step_start_us: float
+    step_s: float
+    frame: pd.DataFrame
+    collectives: list[Collective]
+    backward_start_us: float | None
+    totals: dict[str, float]
+    batch_size: int | None
+    dtype: str | None
+    header: dict[str, Any]
+    warnings: list[str]
+
+
+def _header_facts(header: dict[str, Any], kernels: list[Event]) -> tuple[Any, Any, Any]:
+    info = header.get("distributedInfo") if isinstance(header.get("distributedInfo"),
+                                                        dict) else {}
+    device = None
+    props = header.get("deviceProperties")
+    if isinstance(props, list) and props:
+        used = {k.args.get("device") for k in kernels}
+        named = [p for p in props if isinstance(p, dict) and p.get("id") in used] or props
+        device = named[0].get("name") if isinstance(named[0], dict) else None
+    return info.get("rank"), info.get("world_size"), device
+
+
+def _link_kernels(gpu: list[Event], launches: dict[int, Launch], label: str) -> int:
+    """Attach each GPU activity to the top-level op that launched it; returns how many
+    were launched outside every CPU op of the step."""
+    unlinked = 0
+    for ev in gpu:
+        corr = correlation(ev, label)
+        launch = launches.get(corr) if corr is not None else None
+        if launch is not None and launch.top is not None:
+            launch.top.kernels.append(ev)
+        elif launch is not None:
+            unlinked += 1
+    return unlinked
+
+
+def _totals(frame: pd.DataFrame, ops: list[Op], fwd_tail: float, bw_tail: float,
+            busy_us: float, step_us: float) -> dict[str, float]:
+    """The step's forward, backward, tail, busy and other kernel times (s)."""
+    return {
+        "forward_s": float(frame["forward_s"].sum()),
+        "backward_s": float(frame["backward_s"].sum()),
+        "forward_tail_s": fwd_tail, "backward_tail_s": bw_tail,
+        "gpu_busy_s": busy_us * 1e-6, "gpu_busy_share": busy_us / step_us if step_us else 0.0,
+        "other_kernel_s": sum(op.kernel_s() for op in ops) - float(
+            frame["forward_s"].sum()) - float(frame["backward_s"].sum()) - bw_tail,
+    }
+
+
+def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
+    """Read one rank's trace (see the module docstring); nothing is written."""
+    events, header = complete_events(doc, label)
+    warnings: list[str] = []
+    number, step, numbers = choose_step(events, label, options.step)
+    ops, launches = nest(events, step.ts, step.end, label)
+    gpu = [ev for ev in events if ev.cat in GPU_CATS]
+    unlinked = _link_kernels(gpu, launches, label)
+    by_extid = {ev.args.get("External id"): meta for ev in events
+                if ev.name == "record_param_comms" and (meta := meta_from_args(ev, label))}
+    fwd_tid = (step.pid, step.tid)
+    bw_threads = {(op.span.pid, op.span.tid) for op in ops if op.backward}
+    bw_ops = [op for op in ops if (op.span.pid, op.span.tid) in bw_threads]
+    if not any(op.accumulate for op in bw_ops):
+        raise InputError(f"ProfilerStep#{number} has no backward (no AccumulateGrad op after "
+                         "a backward node): nothing to time per gradient", path=label,
+                         field=f"traceEvents[{step.index}]")
+    first_bw = min(op.span.ts for op in bw_ops if op.backward)
+    bw_seqs = [op.backward_seq for op in bw_ops if op.backward_seq is not None]
+    lo_seq, hi_seq = min(bw_seqs), max(bw_seqs)
+    fwd_ops = forward_ops([op for op in ops if (op.span.pid, op.span.tid) == fwd_tid
+                            and op.span.ts < first_bw and not op.backward],
+                           lo_seq, hi_seq)
+    stray = sum(op.accumulate for op in ops if (op.span.pid, op.span.tid) not in bw_threads)
+    if stray:
+        warnings.append(f"{stray} AccumulateGrad op(s) ran outside the backward threads "
+                        "(no backward node before them there): not rows")
+    grads, bw_tail = backward_grads(bw_ops, label)
+    owner = forward_owner(grads, fwd_ops, label)
+    fwd_time, fwd_tail = forward_times(fwd_ops, list(owner.values()))
+    frame = grad_rows(grads, owner, fwd_time)
+    collectives = [to_collective(k, launches[correlation(k, label)], by_extid, label)
+                   for k in gpu if is_nccl(k) and correlation(k, label) in launches]
+    collectives.sort(key=lambda c: (c.launch.event.ts, c.kernel.ts))
+    step_kernels = [k for op in ops for k in op.kernels]
+    busy_us = sum(e - s for s, e in union((k.ts, k.end) for k in step_kernels
+                                          if not is_nccl(k)))
+    bw_kernels = [k.ts for op in bw_ops for k in op.kernels if not is_nccl(k)]
+    rank, world, device = _header_facts(header, step_kernels)
+    if unlinked:
+        warnings.append(f"{unlinked} GPU activities were launched outside every CPU op of "
+                        "the step: not attributed")
+    totals = _totals(frame, ops, fwd_tail, bw_tail, busy_us, step.dur)
+    batch = batch_from_shapes(fwd_ops)
+    dtype = next((str(op.param_type) for op in bw_ops if op.param_type), None)
+    return GpuStep(label=label, rank=rank, world_size=world, device=device, step=number,
+                   steps=numbers, step_start_us=step.ts, step_s=step.dur * 1e-6, frame=frame,
+                   collectives=collectives,
+                   backward_start_us=min(bw_kernels) if bw_kernels else None,
+                   totals=totals, batch_size=batch, dtype=dtype, header=header,
+                   warnings=warnings)
