@@ -22,7 +22,6 @@ import dataclasses
 from pathlib import Path
 
 from gradsched.commands._args import count, integer, non_negative_count, world_size
-from gradsched.reexec.analysis import analyze_file
 from gradsched.reexec.experiment import (
     collect,
     load_config,
@@ -31,6 +30,7 @@ from gradsched.reexec.experiment import (
     select_cases,
 )
 from gradsched.reexec.interference import calibrate
+from gradsched.report.reexec import analyze_file
 from gradsched.staging import Staging, check_writable
 from gradsched.units import parse_size
 
