@@ -97,7 +97,7 @@ def _schema() -> dict:
 
 
 def test_schema_agrees_with_the_network_table_and_the_parsers() -> None:
-    from gradsched.reexec.experiment import _CASE_KEYS, Settings
+    from gradsched.reexec.config import _CASE_KEYS, Settings
 
     defs = _schema()
     assert defs["network"]["enum"] == list(NETWORKS)
