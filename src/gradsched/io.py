@@ -30,7 +30,7 @@ def _umask() -> int:
 def readable_mode(path: str | Path, directory: bool = False) -> None:
     """Give ``path`` the mode a plain ``open``/``mkdir`` would (0666/0777 less the umask):
     ``mkstemp``/``mkdtemp`` create 0600/0700, which would leave outputs unreadable by
-    others after the rename (issue 17)."""
+    others after the rename."""
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
@@ -82,7 +82,7 @@ def read_json(path: str | Path, missing: str = "file not found", *,
     """Parse the JSON file ``path``; a missing or unreadable file, bytes that are not
     UTF-8, invalid JSON, or a top level that is not a ``kind`` (default: an object; None
     accepts any) raise :class:`~gradsched.errors.InputError` naming the file (and the
-    line): never a traceback (issue 17)."""
+    line): never a traceback."""
     path = Path(path)
     if not path.is_file():
         raise InputError(missing, path=path)

@@ -148,7 +148,7 @@ class InterpModel(SeriesModel):
 
 
 MIN_TRACE_SIZES = 2
-"""Fewest message sizes per series that ``--comm trace.csv`` accepts (issue 17)."""
+"""Fewest message sizes per series that ``--comm trace.csv`` accepts."""
 
 
 def interp_model_from_trace(path: Path, in_place: bool = False) -> InterpModel:

@@ -1,4 +1,4 @@
-"""The BytePS-style parameter-server (PS) architecture as a cost model (issue 18, item 2).
+"""The BytePS-style parameter-server (PS) architecture as a cost model.
 
 ``P`` workers, ``S`` servers. A server is either *co-located* (``S <= P``; server ``s``
 runs on worker ``s``'s machine and shares its network link) or a separate machine with its

@@ -1,4 +1,4 @@
-"""A two-level cluster (nodes x ranks per node) and the collectives over it (issue 18, item 1).
+"""A two-level cluster (nodes x ranks per node) and the collectives over it.
 
 A :class:`Topology` is ``N`` nodes of ``R`` ranks each (world size ``P = N * R``), an
 *intra-node* :class:`~gradsched.costmodel.base.CommModel` (the links inside a node:

@@ -1,5 +1,5 @@
 """Identify the inter-node level of a :class:`~gradsched.costmodel.topology.Topology` from
-an all-ranks multi-node sweep, and check the topology against larger sweeps (issue 18).
+an all-ranks multi-node sweep, and check the topology against larger sweeps.
 
 Public multi-node sweeps (nccl-tests on ABCI: ``nccl-abci-inter-anode-N.csv``) time an
 all-reduce over *all* ``N x R`` GPUs; no sweep isolates the network between nodes. Given

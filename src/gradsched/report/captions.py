@@ -1,4 +1,4 @@
-"""Report captions from the paper's own captions (issue 17).
+"""Report captions from the paper's own captions.
 
 ``snakemake --report`` shows every figure and table of the paper; its caption for each is the
 caption ``paper/main.tex`` gives it, turned into plain reStructuredText here. The committed

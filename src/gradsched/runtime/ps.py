@@ -1,4 +1,4 @@
-"""Parameter-server execution of a plan: buckets with ``algorithm: ps`` (issue 18, item 3).
+"""Parameter-server execution of a plan: buckets with ``algorithm: ps``.
 
 A reconstruction of BytePS-style synchronous push/pull (Jiang et al., "A Unified
 Architecture for Accelerating Distributed DNN Training in Heterogeneous GPU/CPU
