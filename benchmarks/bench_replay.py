@@ -1,6 +1,6 @@
 """Replay speed on a SYNTHETIC 1,000-tensor model (run: make bench).
 
-Aim (issue 3): one replay of a 1,000-tensor model well under 5 ms.
+Aim: one replay of a 1,000-tensor model well under 5 ms.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Re-measure the hierarchical and parameter-server runs of issue 18 (item 3).
+"""Re-measure the hierarchical and parameter-server runs (``gradsched report architectures``).
 
 Runs, with ``gradsched run`` on the emulated cluster, the committed plans of
 ``paper/data/reexec/issue18/`` (the same three DDP buckets reduced flat, hierarchically on

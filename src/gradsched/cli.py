@@ -85,14 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (OSError, UnicodeError, OverflowError, MemoryError) as exc:
         # Environment and range failures the commands did not name themselves: one line
-        # naming the path, never a traceback (issue 17).
+        # naming the path, never a traceback.
         print(f"gradsched {args.command}: error: {describe_error(exc, argv)}",
               file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"gradsched {args.command}: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # the last resort: one line, not a traceback (issue 17)
+    except Exception as exc:  # the last resort: one line, not a traceback
         if os.environ.get("GRADSCHED_TRACEBACK"):
             raise
         if type(exc).__name__ in ("EmptyDataError", "ParserError") \

@@ -6,6 +6,7 @@ JSON reader (:func:`read_json`) whose errors name the file and line.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -13,6 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+import pandas as pd
+
+from gradsched.errors import InputError
 
 
 def _umask() -> int:
@@ -25,7 +30,7 @@ def _umask() -> int:
 def readable_mode(path: str | Path, directory: bool = False) -> None:
     """Give ``path`` the mode a plain ``open``/``mkdir`` would (0666/0777 less the umask):
     ``mkstemp``/``mkdtemp`` create 0600/0700, which would leave outputs unreadable by
-    others after the rename (issue 17)."""
+    others after the rename."""
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
@@ -36,8 +41,6 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
-        from gradsched.errors import InputError
-
         raise InputError(f"cannot create the output: {exc.filename} is a file, not a folder",
                          path=target) from exc
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -79,9 +82,7 @@ def read_json(path: str | Path, missing: str = "file not found", *,
     """Parse the JSON file ``path``; a missing or unreadable file, bytes that are not
     UTF-8, invalid JSON, or a top level that is not a ``kind`` (default: an object; None
     accepts any) raise :class:`~gradsched.errors.InputError` naming the file (and the
-    line): never a traceback (issue 17)."""
-    from gradsched.errors import InputError
-
+    line): never a traceback."""
     path = Path(path)
     if not path.is_file():
         raise InputError(missing, path=path)
@@ -109,8 +110,6 @@ def _json_type(value: Any) -> str:
 def read_bytes(path: str | Path) -> bytes:
     """The bytes of ``path``; an unreadable file raises
     :class:`~gradsched.errors.InputError` naming it (not a bare OSError)."""
-    from gradsched.errors import InputError
-
     try:
         return Path(path).read_bytes()
     except OSError as exc:
@@ -120,8 +119,6 @@ def read_bytes(path: str | Path) -> bytes:
 def read_text(path: str | Path) -> str:
     """The UTF-8 text of ``path``; an unreadable file or bytes that are not UTF-8 raise
     :class:`~gradsched.errors.InputError` naming the file (and the line of the bad byte)."""
-    from gradsched.errors import InputError
-
     raw = read_bytes(path)
     try:
         return raw.decode("utf-8")
@@ -136,12 +133,6 @@ def read_text(path: str | Path) -> str:
 def read_csv_checked(path: str | Path, **kwargs: Any) -> Any:
     """``pandas.read_csv`` of ``path`` whose failures name the file: missing, unreadable,
     not UTF-8, empty or malformed CSV raise :class:`~gradsched.errors.InputError`."""
-    import io
-
-    import pandas as pd
-
-    from gradsched.errors import InputError
-
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)

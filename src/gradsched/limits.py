@@ -1,4 +1,4 @@
-"""Physical ranges every duration, size and count gradsched reads must fall in (issue 17).
+"""Physical ranges every duration, size and count gradsched reads must fall in.
 
 An input outside these ranges is refused with a clear error instead of overflowing
 (a 1e300 s layer or an 8e18-byte tensor made sums of seconds infinite and sums of int64

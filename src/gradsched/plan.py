@@ -120,8 +120,8 @@ class Plan:
     def check_resources(self, world_size: int | None = None, element_bytes: int = 4,
                         memory_bytes: int | None = None, source: str | None = None,
                         numel: Mapping[str, int] | None = None) -> None:
-        """Refuse a plan whose resource use is out of bounds before anything runs (issue 17:
-        ``chunks: 1e9`` drove the machine into the OOM killer).
+        """Refuse a plan whose resource use is out of bounds before anything runs (a plan
+        with ``chunks: 1e9`` would drive the machine into the OOM killer).
 
         Collectives per iteration are at most :data:`MAX_COLLECTIVES_PER_ITERATION`. With
         ``world_size``, the executor's buffers on each of ``world_size`` ranks of this

@@ -17,7 +17,7 @@ always written, so the records that gather facts differ by output:
 Not to be confused with :func:`gradsched.traces.importers.read_provenance`, which parses
 the provenance that an imported trace states about itself.
 
-torch and numpy are imported only by the functions that report their versions.
+torch is imported only by the function that reports its version.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any, overload
+
+import numpy as np
 
 import gradsched
 
@@ -117,8 +119,6 @@ def torch_version() -> str:
 
 
 def numpy_version() -> str:
-    import numpy as np
-
     return str(np.__version__)
 
 

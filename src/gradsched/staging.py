@@ -1,4 +1,4 @@
-"""All-or-none outputs for commands that write several files (issue 17, item 4).
+"""All-or-none outputs for commands that write several files.
 
 :class:`Staging` hands out temporary stand-ins for a command's output files and folders,
 each in a hidden temporary folder beside the real one (same file system, so the final

@@ -1,4 +1,4 @@
-# Stage: replay beyond the sweeps (issue 15). A network listed under config `extrapolate`
+# Stage: replay beyond the sweeps. A network listed under config `extrapolate`
 # gets a ring-scaled cross-world-size model (gradsched.costmodel.scaling.ScaledModel) fitted
 # at `fit_on`; its cases are replayed on it at `world_sizes`, larger than any sweep. Every
 # figure and table marks these points as extrapolated.

@@ -1,4 +1,4 @@
-# Stage: all-reduce vs parameter servers (issue 18). The config's `ps_replay` replays CPU
+# Stage: all-reduce vs parameter servers. The config's `ps_replay` replays CPU
 # compute traces on the all-reduce sweep of each network and on a BytePS-style parameter
 # server priced from the point-to-point sweep of the same links: one CSV and the ps-replay
 # table (in `all` through TABLES). Seconds.
@@ -41,7 +41,7 @@ TABLES.append("architectures")
 
 
 rule ps_replay:
-    """CPU traces on all-reduce and on parameter servers (issue 18)."""
+    """CPU traces on all-reduce and on parameter servers."""
     input:
         sorted({p for c in ps_replay_cases() for p in (c[1], c[4], c[5])}),
     output:

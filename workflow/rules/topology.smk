@@ -1,4 +1,4 @@
-# Stage: two-level topologies (issue 18). The config's `topology_replay` replays GPU compute
+# Stage: two-level topologies (docs/topology.md). The config's `topology_replay` replays GPU compute
 # traces on the named `topologies` (flat vs hierarchical all-reduce; the measured all-ranks
 # sweep of each cluster shape as the reference): one CSV and the topology-replay table
 # (in `all` through TABLES). Seconds.
@@ -47,7 +47,7 @@ if topology_replay_spec()[0]:
 
 
 rule topology_replay:
-    """GPU compute traces on 2 and 4 A100 nodes, flat vs hierarchical (issue 18)."""
+    """GPU compute traces on 2 and 4 A100 nodes, flat vs hierarchical."""
     input:
         topology_replay_inputs(),
     output:

@@ -29,6 +29,7 @@ must then be on a file system every rank sees).
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
 import shutil
@@ -41,8 +42,13 @@ from typing import Any
 
 import pandas as pd
 
+from gradsched.distributed import LaunchSpec, launch
+from gradsched.distributed.worker import init_group
 from gradsched.errors import ConfigError
 from gradsched.io import readable_mode, write_csv_atomic, write_json_atomic
+from gradsched.provenance import load_average, machine_info, software_versions
+from gradsched.traces.importers.kineto import import_kineto
+from gradsched.workloads import build_model
 
 TASK = "gradsched.capture.iteration:profile_task"
 SUMMARY_COLUMNS = ["bucket_cap_mb", "rank", "iteration", "iteration_s", "wall_s", "comm_s",
@@ -130,8 +136,6 @@ def _profile_cap(cap: float, opts: IterationOptions, rank: int, root: Path, devi
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import profile, schedule
 
-    from gradsched.workloads import build_model
-
     spec = build_model(opts.model, opts.batch_size, device=device, dtype=opts.dtype,
                        seq_len=opts.seq_len, seed=opts.seed)
     grad_bytes = sum(p.numel() * p.element_size()
@@ -185,8 +189,6 @@ def _profile_cap(cap: float, opts: IterationOptions, rank: int, root: Path, devi
 def summarise(root: Path, opts: IterationOptions, results: list[dict[str, Any]]
               ) -> tuple[pd.DataFrame, list[str]]:
     """Import every rank's trace; one summary row per (cap, rank, profiled iteration)."""
-    from gradsched.traces.importers.kineto import import_kineto
-
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
     for cap in opts.bucket_caps_mb:
@@ -216,8 +218,6 @@ def summarise(root: Path, opts: IterationOptions, results: list[dict[str, Any]]
 
 def _finish(root: Path, out_dir: Path, opts: IterationOptions, results: list[dict[str, Any]],
             started: dt.datetime, load_before: Any, wall: float) -> pd.DataFrame:
-    from gradsched.provenance import load_average, machine_info, software_versions
-
     summary, warnings = summarise(root, opts, results)
     write_csv_atomic(root / "summary.csv", summary)
     first = results[0]["caps"][cap_label(opts.bucket_caps_mb[0])]
@@ -252,9 +252,6 @@ def _finish(root: Path, out_dir: Path, opts: IterationOptions, results: list[dic
 def capture_iterations(opts: IterationOptions, out_dir: str | Path,
                        progress: Callable[[str], None] | None = None) -> pd.DataFrame:
     """Launch the ranks locally, profile, summarise; return the summary frame."""
-    from gradsched.distributed import LaunchSpec, launch
-    from gradsched.provenance import load_average
-
     opts.check()
     say = progress or (lambda _m: None)
     out_dir = Path(out_dir)
@@ -280,12 +277,7 @@ def capture_iterations(opts: IterationOptions, out_dir: str | Path,
 
 def capture_iterations_torchrun(opts: IterationOptions, out_dir: str | Path) -> pd.DataFrame | None:
     """Under ``torchrun``: every rank profiles; rank 0 summarises and moves the output."""
-    import argparse
-
     import torch.distributed as dist
-
-    from gradsched.distributed.worker import init_group
-    from gradsched.provenance import load_average
 
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         if var not in os.environ:

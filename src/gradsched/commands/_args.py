@@ -2,7 +2,7 @@
 
 Every numeric option goes through one of these: NaN, infinity, values out of range and
 integers too large for the machine are refused by argparse itself (exit 2, one line naming
-the option) before any work starts (issue 17: ``--compute-slowdown nan`` hung the replay).
+the option) before any work starts (unchecked, ``--compute-slowdown nan`` would hang the replay).
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def _run_compute(args: argparse.Namespace) -> int:
     if args.output.suffix != ".csv":
         raise ConfigError(f"output {args.output}: expected a .csv path (the sidecar goes "
                           "beside it)")
-    check_writable(args.output)  # before the measurement, not after it (issue 17)
+    check_writable(args.output)  # before the measurement, not after it
     options = CaptureOptions(
         model=args.model, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
         seq_len=args.seq_len, warmup=args.warmup, iters=args.iters, threads=args.threads,
@@ -149,7 +149,7 @@ def _run_iteration(args: argparse.Namespace) -> int:
         backend=args.backend, bucket_caps_mb=args.bucket_cap_mb, iters=args.iters,
         warmup=args.warmup, device=args.device, dtype=args.dtype, seq_len=args.seq_len,
         threads_per_rank=args.threads_per_rank, deadline_s=args.deadline_s)
-    check_writable(args.output, directory=True)  # before the measurement (issue 17)
+    check_writable(args.output, directory=True)  # before the measurement
     if args.torchrun:
         summary = capture_iterations_torchrun(opts, args.output)
         if summary is None:

@@ -243,7 +243,7 @@ def _run_manifest(args: argparse.Namespace) -> int:
 
     total_warnings = 0
     lines = []
-    with Staging() as stage:  # every file of the manifest, or none (issue 17)
+    with Staging() as stage:  # every file of the manifest, or none
         staged = stage.folder(args.output)
         for entry, result, written in run_manifest(args.manifest, args.src, staged):
             _report(result)

@@ -110,7 +110,7 @@ def check_plan_fits_model(plan: Plan, trainable: dict[str, int], source: str) ->
 
 def _check_architecture(args: argparse.Namespace, plans: list[tuple[Path, Plan]]) -> None:
     """Parameter-server runs need all-'ps' plans and no DDP baseline; hierarchical buckets
-    need --ranks-per-node dividing the world size (issue 18)."""
+    need --ranks-per-node dividing the world size."""
     from gradsched.errors import InputError
 
     for path, plan in plans:
@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
     plans = [(path, Plan.load(path)) for path in args.plan]
     if plans:
         trainable = model_parameters(args.model, args.batch_size, args.seq_len)
-    for path, plan in plans:  # before any rank starts (issue 17)
+    for path, plan in plans:  # before any rank starts
         check_plan_fits_model(plan, trainable, str(path))
         plan.check_resources(args.world_size, source=str(path), numel=trainable)
         items.append(RunItem(label=str(path), algorithm=plan.algorithm, plan=plan.to_dict()))
@@ -161,7 +161,7 @@ def _run(args: argparse.Namespace) -> int:
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
     # Outputs are checked writable before the timed run and written all or none after it
-    # (issue 17: an unwritable -o lost a whole timed run at the final write).
+    # (otherwise an unwritable -o would lose a whole timed run at the final write).
     with Staging() as stage:
         output = stage.file(args.output)
         summary_out = stage.file(summary_path(args.output))

@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from gradsched.compression import DistComm, make_compressor
 from gradsched.distributed.launch import LaunchSpec, launch
 from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.provenance import load_average
@@ -172,8 +174,6 @@ def check_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
     ``momenta``.
     """
     import torch
-
-    from gradsched.compression import DistComm, make_compressor  # imports torch
 
     torch.use_deterministic_algorithms(True)
     report = _CheckReport(rank)
@@ -312,8 +312,6 @@ def _run_one(rank: int, world: int, cfg: dict[str, Any], s: TrainSettings,
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    from gradsched.compression import DistComm, make_compressor  # imports torch
-
     x_tr, y_tr, x_te, y_te = data
     seed = int(cfg["seed"])
     model = _mlp(s.hidden, seed)
@@ -397,8 +395,6 @@ def train_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
 # ---------------------------------------------------------------------------- driver
 def _merge(results: list[dict[str, Any]]) -> tuple[Any, list[dict[str, Any]]]:
     """Curves frame from every rank's runs (wall-clock: max over ranks); consistency checks."""
-    import pandas as pd
-
     rows = []
     meta = []
     for i, run0 in enumerate(results[0]["runs"]):
@@ -423,8 +419,6 @@ def _merge(results: list[dict[str, Any]]) -> tuple[Any, list[dict[str, Any]]]:
 def summarize(curves: Any) -> Any:
     """Per (method, density): final accuracy mean/std over seeds, bytes per step (measured,
     per rank), compression ratio vs dense (dense bytes / bytes), wall-clock."""
-    import pandas as pd
-
     if curves.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     last = curves.sort_values("step").groupby(["method", "density", "seed"]).tail(1)

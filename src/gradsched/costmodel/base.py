@@ -21,8 +21,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from gradsched.errors import ConfigError, InputError
-from gradsched.io import read_json
+from gradsched.costmodel.wire import ring_algbw_limit, sustained_algbw
+from gradsched.errors import ConfigError, GradschedError, InputError
+from gradsched.io import read_json, write_json_atomic
 from gradsched.limits import MAX_SECONDS
 from gradsched.traces.columns import COLLECTIVES
 
@@ -106,8 +107,6 @@ class CommModel(ABC):
         largest rate among large messages of the collectives a plan uses (all-reduce,
         reduce-scatter and all-gather, each normalised by its share of an all-reduce's
         traffic), capped at the line rate (:mod:`.wire`)."""
-        from gradsched.costmodel.wire import ring_algbw_limit, sustained_algbw
-
         key = ("algbw", int(world_size))
         memo = self._wire_cache()
         if key not in memo:
@@ -153,8 +152,6 @@ class CommModel(ABC):
 
     def save(self, path: str | Path) -> None:
         """Write the model JSON atomically."""
-        from gradsched.io import write_json_atomic
-
         write_json_atomic(path, self.to_dict())
 
 
@@ -202,8 +199,6 @@ def check_model_range(model: CommModel, source: str = "<model>") -> None:
     """Refuse a model whose all-reduce of 1 byte or of 1 GiB takes a non-finite time or
     more than :data:`~gradsched.limits.MAX_SECONDS` at a world size it holds
     (without this check an alpha of 1e300 s is accepted and overflows the replay's sums)."""
-    from gradsched.errors import GradschedError
-
     for world_size in model.world_sizes() or (2,):
         for nbytes in (1.0, float(2**30)):
             try:

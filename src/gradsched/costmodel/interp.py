@@ -33,6 +33,7 @@ from gradsched.costmodel.series import (
 )
 from gradsched.errors import ConfigError, InputError
 from gradsched.limits import MAX_BYTES, MAX_SECONDS, is_real
+from gradsched.traces.bundle import CommTrace
 
 
 def isotonic_increasing(values: np.ndarray) -> np.ndarray:
@@ -147,13 +148,11 @@ class InterpModel(SeriesModel):
 
 
 MIN_TRACE_SIZES = 2
-"""Fewest message sizes per series that ``--comm trace.csv`` accepts (issue 17)."""
+"""Fewest message sizes per series that ``--comm trace.csv`` accepts."""
 
 
 def interp_model_from_trace(path: Path, in_place: bool = False) -> InterpModel:
     """``--comm trace.csv``: an interp model over every series of the file (out of place)."""
-    from gradsched.traces.bundle import CommTrace
-
     trace = CommTrace.load(path)
     parts = select_series(trace.frame, in_place=in_place)
     check_unique_series([info for info, _ in parts], str(path))

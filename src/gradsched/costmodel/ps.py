@@ -1,4 +1,4 @@
-"""The BytePS-style parameter-server (PS) architecture as a cost model (issue 18, item 2).
+"""The BytePS-style parameter-server (PS) architecture as a cost model.
 
 ``P`` workers, ``S`` servers. A server is either *co-located* (``S <= P``; server ``s``
 runs on worker ``s``'s machine and shares its network link) or a separate machine with its
@@ -85,6 +85,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import yaml
 
 from gradsched.costmodel.base import (
     CommModel,
@@ -95,6 +96,7 @@ from gradsched.costmodel.base import (
 )
 from gradsched.costmodel.wire import LARGE_REGION, sustained_algbw
 from gradsched.errors import ConfigError, GradschedError, InputError
+from gradsched.io import read_json, read_text
 from gradsched.limits import MAX_BYTES, MAX_RANKS
 
 DEFAULT_PARTITION_BYTES = 4_096_000
@@ -504,8 +506,6 @@ def load_ps(spec: str | Path, world_size: int | None = None) -> ParameterServer:
     if path.suffix not in (".json", ".yaml", ".yml"):
         return ps_from_dict(parse_inline(text), "--ps", world_size)
     if path.suffix == ".json":
-        from gradsched.io import read_json
-
         data = read_json(path, missing="parameter-server file not found")
     else:
         data = _read_yaml(path)
@@ -513,10 +513,6 @@ def load_ps(spec: str | Path, world_size: int | None = None) -> ParameterServer:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
-    from gradsched.io import read_text
-
     if not path.is_file():
         raise InputError("parameter-server file not found", path=path)
     try:

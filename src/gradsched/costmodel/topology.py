@@ -1,4 +1,4 @@
-"""A two-level cluster (nodes x ranks per node) and the collectives over it (issue 18, item 1).
+"""A two-level cluster (nodes x ranks per node) and the collectives over it.
 
 A :class:`Topology` is ``N`` nodes of ``R`` ranks each (world size ``P = N * R``), an
 *intra-node* :class:`~gradsched.costmodel.base.CommModel` (the links inside a node:
@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import yaml
 
 from gradsched.costmodel.base import (
     CommModel,
@@ -67,7 +68,7 @@ from gradsched.costmodel.base import (
     register_model,
 )
 from gradsched.errors import ConfigError, GradschedError, InputError
-from gradsched.io import read_text
+from gradsched.io import read_json, read_text
 
 LEVELS = ("intra", "inter")
 TOPOLOGY_COLLECTIVES = ("flat", "hierarchical")
@@ -150,11 +151,7 @@ def _load_level(spec: Any, level: str, source: Path) -> CommModel:
 def _read_description(path: Path) -> dict[str, Any]:
     """Parse a JSON (``.json``) or YAML (any other suffix) topology file into a mapping."""
     if path.suffix == ".json":
-        from gradsched.io import read_json
-
         return read_json(path, missing="topology file not found")
-    import yaml
-
     if not path.is_file():
         raise InputError("topology file not found", path=path)
     try:

@@ -1,5 +1,5 @@
 """Identify the inter-node level of a :class:`~gradsched.costmodel.topology.Topology` from
-an all-ranks multi-node sweep, and check the topology against larger sweeps (issue 18).
+an all-ranks multi-node sweep, and check the topology against larger sweeps.
 
 Public multi-node sweeps (nccl-tests on ABCI: ``nccl-abci-inter-anode-N.csv``) time an
 all-reduce over *all* ``N x R`` GPUs; no sweep isolates the network between nodes. Given
@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.costmodel.base import CommModel
+from gradsched.costmodel.fit import load_trace_series
 from gradsched.costmodel.formulas import AnalyticModel
 from gradsched.costmodel.topology import TOPOLOGY_COLLECTIVES, Topology, ring_level_time
 from gradsched.errors import ConfigError, InputError
@@ -76,8 +77,6 @@ def identify_inter_level(intra: CommModel, nbytes: np.ndarray, times_s: np.ndarr
 def load_all_reduce_sweep(path: str | Path) -> tuple[np.ndarray, np.ndarray, int, int]:
     """(bytes, time_s, world_size, nodes) of the out-of-place all-reduce series of a
     multi-node comm trace (``nodes`` from its ``nodes`` column)."""
-    from gradsched.costmodel.fit import load_trace_series
-
     for info, rows in load_trace_series(path):
         if info["collective"] == "all_reduce":
             nodes = rows["nodes"].unique() if "nodes" in rows else []

@@ -5,7 +5,7 @@ bucket lets a burst of up to its bucket size through at line speed of the host (
 emulated 100 Mbit/s links measured 30.1 MB/s busbw for 64 KiB all-reduces on a
 12.5 MB/s link), and caches make host-memory collectives faster at medium sizes. A model
 that learns those points lets a planner split m bytes into pieces that, together, take less
-than m at the sustained rate, a schedule no real network can run (issue 14).
+than m at the sustained rate, a schedule no real network can run.
 
 Every model therefore answers with ``T_c(m) = max(T_raw,c(m), s_c + f_c * m / b)``
 (:meth:`gradsched.costmodel.base.CommModel.times`), where

@@ -1,4 +1,4 @@
-"""Parent and child lifetimes tied together (issue 17): no rank outlives its launcher.
+"""Parent and child lifetimes tied together: no rank outlives its launcher.
 
 Launcher side: :func:`exit_on_signals` turns SIGTERM/SIGHUP into ``SystemExit`` while
 ranks run, so ``finally`` clauses stop the ranks and remove the temporary directory;

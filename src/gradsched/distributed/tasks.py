@@ -6,6 +6,8 @@ import os
 import time
 from typing import Any
 
+from gradsched.io import write_text_atomic
+
 
 def allreduce_ranks(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
     """All-reduce each rank's id; every rank must see sum(range(world_size))."""
@@ -36,8 +38,6 @@ def block_after_ready(rank: int, world_size: int, payload: dict[str, Any]) -> di
     fault tests: whoever kills the launcher must see every rank go."""
     import torch
     import torch.distributed as dist
-
-    from gradsched.io import write_text_atomic
 
     write_text_atomic(os.path.join(payload["ready_dir"], f"rank{rank}.ready"), str(os.getpid()))
     if rank == 0:

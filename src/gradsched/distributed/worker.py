@@ -21,6 +21,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from gradsched.distributed.lifeline import watch_parent
+
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="gradsched.distributed.worker")
@@ -79,8 +81,6 @@ def init_group(args: argparse.Namespace) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.lifeline_fd is not None:
-        from gradsched.distributed.lifeline import watch_parent
-
         workdir = args.workdir
         watch_parent(lambda: shutil.rmtree(workdir, ignore_errors=True),
                      lifeline_fd=args.lifeline_fd)

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gradsched.errors import ConfigError
 
 Validate = Callable[[Any, str], Any]
@@ -47,8 +49,6 @@ def check_mapping(data: Any, path: str | Path, schema: str, validate: Validate) 
 def load_checked(path: str | Path, schema: str, validate: Validate) -> dict[str, Any]:
     """The YAML mapping of ``path`` validated against ``schema`` ({} when the file does not
     exist: the stage it configures then has nothing to do)."""
-    import yaml
-
     path = Path(path)
     if not path.is_file():
         return {}

@@ -87,6 +87,7 @@ PLANNERS: dict[str, PlannerSpec] = {
               search, best, bsp_ps, wfbp_ps, bytescheduler_ps)
 }
 assert tuple(PLANNERS) == ALGORITHMS_ALL + PS_ALGORITHMS
+assert (*(m.NAME for m in best.RIVALS), best.NAME) == ALGORITHMS_ALL
 
 
 def planner_names() -> list[str]:

@@ -27,6 +27,18 @@ from typing import Any
 
 from gradsched.costmodel.base import CommModel
 from gradsched.plan import Plan
+from gradsched.planners import (
+    bytescheduler,
+    contiguous,
+    ddp,
+    dear,
+    horovod,
+    mgwfbp,
+    oasr,
+    search,
+    syncsgd,
+    wfbp,
+)
 from gradsched.planners._family import Knob, ScorerFactory, base_info, need_scorer
 from gradsched.planners.search import DDP_CAPS_MB
 from gradsched.traces.bundle import ComputeTrace
@@ -48,6 +60,10 @@ KNOBS: tuple[Knob, ...] = (
          choices=("dynamic", "executor")),
 )
 
+RIVALS = (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, contiguous, search)
+"""The planner modules ``best`` runs: every planner of "all" but itself, in its order (the
+registry, :mod:`gradsched.planners`, imports this module and checks the order)."""
+
 # Extra settings beyond each planner's defaults; DDP at every cap ``search`` sweeps, so that
 # ``best`` scored with the executor's issue order and the calibrated interference is never
 # slower than tuned DDP (``search`` picks its DDP cap under the bare model, without interference).
@@ -62,19 +78,16 @@ EXTRA: tuple[tuple[str, dict[str, Any]], ...] = (
 def candidates(trace: ComputeTrace, model: CommModel, world_size: int,
                scorer: ScorerFactory | None = None) -> Iterator[tuple[str, Plan]]:
     """Every planner at its defaults, then the extra settings (the planners that score
-    their own candidates get ``scorer``).
-
-    The registry is imported here, not at the top: it imports this module."""
-    from gradsched.planners import ALGORITHMS_ALL, get_planner
+    their own candidates get ``scorer``)."""
+    modules = {m.NAME: m for m in RIVALS}
 
     def run(name: str, **knobs: Any) -> Plan:
-        spec = get_planner(name)
-        own = {"scorer": scorer} if spec.scored else {}
-        return spec.func(trace, model, world_size, **knobs, **own)
+        module = modules[name]
+        own = {"scorer": scorer} if getattr(module, "SCORED", False) else {}
+        return module.plan(trace, model, world_size, **knobs, **own)
 
-    for name in ALGORITHMS_ALL:
-        if name != NAME:
-            yield name, run(name)
+    for name in modules:
+        yield name, run(name)
     for name, knobs in EXTRA:
         label = name + "(" + ",".join(f"{k}={v}" for k, v in knobs.items()) + ")"
         yield label, run(name, **knobs)

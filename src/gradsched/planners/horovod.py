@@ -85,7 +85,7 @@ from gradsched.planners._family import (
     plan_from_ends,
     ready_seq,
 )
-from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.bundle import CommTrace, ComputeTrace
 
 NAME = "horovod"
 SUMMARY = ("Horovod tensor fusion per background cycle; blocking cycles with MPI/gloo, "
@@ -123,8 +123,6 @@ def case_backend(model: CommModel) -> tuple[str | None, str]:
         return str(meta["backend"]), "comm model metadata"
     source = meta.get("source")
     if isinstance(source, str) and source.endswith(".csv") and Path(source).is_file():
-        from gradsched.traces.bundle import CommTrace
-
         try:
             backends = sorted(set(CommTrace.load(source).frame["backend"].astype(str)))
         except InputError:

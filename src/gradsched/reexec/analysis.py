@@ -42,6 +42,7 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import read_csv_checked
+from gradsched.reexec.uncertainty import case_uncertainty
 
 PREDICTIONS = {"": "predicted_s", "_int": "predicted_interference_s", "_raw": "predicted_raw_s",
                "_dyn": "predicted_dynamic_s"}
@@ -200,8 +201,6 @@ def case_intervals(frame: pd.DataFrame, iterations: pd.DataFrame
     """Per-plan 95 % intervals (one row per algorithm) and per-case bootstrap statistics
     (:func:`gradsched.reexec.uncertainty.case_uncertainty`) of the prediction *with* the
     calibrated interference: the one the ``best`` planner scores its candidates with."""
-    from gradsched.reexec.uncertainty import case_uncertainty
-
     errors = plan_errors(frame)
     plan_rows, per_case = [], {}
     for case, group in errors.groupby("case", sort=False):

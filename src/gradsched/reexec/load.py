@@ -1,4 +1,4 @@
-"""How busy the machine is apart from the measurement itself (issue 16, item 1).
+"""How busy the machine is apart from the measurement itself.
 
 The load average cannot tell a measurement's own ranks from another job: two ranks on a
 2-core machine read a load of ~2 whether or not anything else runs. What can be told

@@ -1,4 +1,4 @@
-"""Bootstrap intervals for the re-execution experiment (issue 16, item 1).
+"""Bootstrap intervals for the re-execution experiment.
 
 Every measured item (a plan through the executor, PyTorch DDP at one cap, the control)
 has ``rounds x iters`` timed iterations. A case's statistics are functions of the items'

@@ -3,7 +3,7 @@
 It holds for every plan the replay runs (all-reduce or reduce-scatter + all-gather, any
 bucketing, chunking, priorities, channels or release times, global or per-layer update)
 and for any ready order of the gradients, because it rests on three facts of the replay's
-model only (issue 14):
+model only:
 
 1. **Wire.** Every model obeys the wire floor of :mod:`gradsched.costmodel.wire`: the
    bandwidth phase of a collective ``c`` of ``m`` bytes lasts at least ``f_c * m / b``

@@ -1,4 +1,4 @@
-"""Hierarchical all-reduce and a parameter server run for real (issue 18, item 3).
+"""Hierarchical all-reduce and a parameter server run for real.
 
 Input: ``paper/data/reexec/issue18/measured.json`` (``gradsched run`` on the emulated
 cluster: the same DDP buckets reduced flat, hierarchically on 2 nodes x 2 ranks, and

@@ -1,4 +1,4 @@
-"""Report captions from the paper's own captions (issue 17).
+"""Report captions from the paper's own captions.
 
 ``snakemake --report`` shows every figure and table of the paper; its caption for each is the
 caption ``paper/main.tex`` gives it, turned into plain reStructuredText here. The committed
@@ -9,6 +9,7 @@ that they still equal what the paper says, so the report and the paper cannot di
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -96,8 +97,6 @@ paper's caption of ``prefix + value``."""
 
 def wildcard_template(captions: dict[str, str], wildcard: str, prefix: str) -> str:
     """A Jinja caption: the paper caption of ``prefix + snakemake.wildcards[wildcard]``."""
-    import json
-
     mapping = ", ".join(f"{json.dumps(n[len(prefix):])}: {json.dumps(c)}"
                         for n, c in sorted(captions.items()) if n.startswith(prefix))
     key = f"snakemake.wildcards.{wildcard}"

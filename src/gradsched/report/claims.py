@@ -1,8 +1,8 @@
 """The README's claims with their numbers, from the same macros as the paper.
 
 ``paper/generated/claims.md`` is written from ``paper/generated/macros.tex``, so the
-README (which points here and quotes no number itself) and the paper cannot disagree
-(issue 14). A macro the pipeline could not compute prints ``n/a``.
+README (which points here and quotes no number itself) and the paper cannot disagree.
+A macro the pipeline could not compute prints ``n/a``.
 """
 
 from __future__ import annotations

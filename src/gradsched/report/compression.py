@@ -24,6 +24,7 @@ import math
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from gradsched.report.figures import placeholder, save, setup_style
@@ -134,7 +135,6 @@ def bytes_per_step(summary_csv: str | Path, out_pdf: str | Path, out_png: str | 
         placeholder(out_pdf, out_png, title, f"{summary_csv} is missing or empty")
         return
     import matplotlib.pyplot as plt
-    import numpy as np
     import seaborn as sns
 
     setup_style()

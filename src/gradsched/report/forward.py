@@ -1,7 +1,7 @@
 """How the ranking of the planners moves with the forward time a trace did not measure.
 
 Input: replay result CSVs (``gradsched replay --forward-ratio R``) of one case at several
-ratios R (forward = R x backward; issue 14). Output: one row per algorithm with its
+ratios R (forward = R x backward). Output: one row per algorithm with its
 iteration time and rank at every ratio, so a reader sees at which ratio the order changes.
 """
 

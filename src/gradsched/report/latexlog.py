@@ -1,4 +1,4 @@
-"""Problems in a LaTeX log that must fail the paper build (issue 17).
+"""Problems in a LaTeX log that must fail the paper build.
 
 LaTeX finishes with exit 0 when a float is taller than its page (the float and what
 follows it silently fall off the PDF) or when a reference or citation is undefined

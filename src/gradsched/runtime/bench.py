@@ -21,6 +21,7 @@ Baseline: PyTorch DDP (Li et al., VLDB 2020) with ``bucket_cap_mb`` as given. Pl
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import os
 import statistics
@@ -29,7 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import torch
+import torch.distributed as dist
+
+from gradsched.distributed import LaunchSpec, launch
+from gradsched.distributed.cluster import EmulatedCluster
 from gradsched.errors import ConfigError
+from gradsched.plan import Plan
+from gradsched.runtime.executor import PlanExecutor
+from gradsched.runtime.ps import PSClient, PSLayout, bench_server, partition_schedule, workers_group
+from gradsched.workloads import build_model
 
 SUMMARY_COLUMNS = ("model", "batch_size", "world_size", "backend", "bandwidth", "algorithm",
                    "plan", "iterations", "median_s", "p10_s", "p90_s", "mean_s", "min_s",
@@ -72,11 +83,6 @@ def summarize(times: list[float]) -> dict[str, float]:
 # ---------------------------------------------------------------------- rank side
 def run_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Every run of ``payload['runs']`` on this rank; per-iteration times."""
-    import torch
-    import torch.distributed as dist
-
-    from gradsched.workloads import build_model
-
     backend = dist.get_backend()
     device = "cpu"
     if backend == "nccl":
@@ -106,10 +112,6 @@ def _ps_setup(world: int, payload: dict[str, Any]) -> tuple[Any, Any] | None:
     servers = int(payload.get("ps_servers") or 0)
     if not servers:
         return None
-    import datetime as dt
-
-    from gradsched.runtime.ps import PSLayout, workers_group
-
     layout = PSLayout(world - servers, servers)
     return layout, workers_group(layout, dt.timedelta(seconds=float(payload["timeout_s"])))
 
@@ -119,11 +121,6 @@ def _numel(model: Any) -> dict[str, int]:
 
 
 def _serve_run(layout: Any, model: Any, item: RunItem, payload: dict[str, Any]) -> None:
-    import datetime as dt
-
-    from gradsched.plan import Plan
-    from gradsched.runtime.ps import bench_server
-
     bench_server(layout, Plan.from_dict(item.plan or {}), _numel(model), int(payload["warmup"]),
                  int(payload["iters"]), dt.timedelta(seconds=float(payload["timeout_s"])))
 
@@ -133,8 +130,6 @@ def _ps_client(plan: Any, model: Any, payload: dict[str, Any]) -> dict[str, Any]
     ps = payload.get("_ps")
     if ps is None:
         return {"ranks_per_node": payload.get("ranks_per_node")}
-    from gradsched.runtime.ps import PSClient, partition_schedule
-
     layout, group = ps
     schedule = partition_schedule(plan, _numel(model), layout.servers)
     return {"process_group": group, "ps_client": PSClient(layout, schedule)}
@@ -142,11 +137,6 @@ def _ps_client(plan: Any, model: Any, payload: dict[str, Any]) -> dict[str, Any]
 
 def _timed(rank: int, spec: Any, batches: list[Any], item: RunItem, payload: dict[str, Any],
            device: str, name: str) -> tuple[list[float], int | None]:
-    import torch
-
-    from gradsched.plan import Plan
-    from gradsched.runtime.executor import PlanExecutor
-
     model = spec.model
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01,
                           momentum=0.9)
@@ -198,8 +188,6 @@ def timed_iterations(one: Any, warmup: int, iters: int, settle: Any) -> list[flo
     (flush pending work, synchronise the device) after each phase, ranks aligned by a
     barrier before the timed ones. Returns the periods between iteration starts, the last
     one ending after ``settle()``."""
-    import torch.distributed as dist
-
     for i in range(warmup):
         one(i)
     settle()
@@ -243,10 +231,6 @@ def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: 
     """Launch the ranks and time every item; return (per-iteration frame, summary frame).
     ``world_size`` counts the workers; ``ps_servers`` server ranks are launched after them
     (each in its own namespace on the emulated cluster)."""
-    import pandas as pd
-
-    from gradsched.distributed import LaunchSpec, launch
-
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
     if iters < 1 or warmup < 0:
@@ -266,10 +250,6 @@ def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: 
     common = {"backend": backend, "threads_per_rank": threads, "op_timeout_s": timeout_s,
               "deadline_s": deadline}
     if cluster is not None:
-        try:
-            from gradsched.distributed.cluster import EmulatedCluster
-        except ImportError as exc:  # pragma: no cover - the module is part of the package
-            raise ConfigError("--cluster needs gradsched.distributed.cluster") from exc
         with EmulatedCluster(world_size + ps_servers, cluster,
                              ranks_per_node=ranks_per_node or 1) as emu:
             results = launch("gradsched.runtime.tasks:timed_runs", payload,

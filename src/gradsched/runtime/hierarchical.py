@@ -30,7 +30,7 @@ import math
 import os
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -227,8 +227,6 @@ class HierarchicalReducer(BackgroundReducer):
 def as_hierarchical_plan(plan: Any) -> Any:
     """The same buckets reduced by the hierarchical all-reduce (``all_reduce`` buckets
     only; an ``rs_ag`` bucket is refused)."""
-    from dataclasses import replace
-
     for k, b in enumerate(plan.buckets):
         if b.collective != "all_reduce":
             raise ConfigError(f"plan '{plan.algorithm}': bucket {k} is {b.collective}; only "

@@ -1,4 +1,4 @@
-"""Parameter-server execution of a plan: buckets with ``algorithm: ps`` (issue 18, item 3).
+"""Parameter-server execution of a plan: buckets with ``algorithm: ps``.
 
 A reconstruction of BytePS-style synchronous push/pull (Jiang et al., "A Unified
 Architecture for Accelerating Distributed DNN Training in Heterogeneous GPU/CPU
@@ -36,7 +36,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -212,7 +212,5 @@ def as_ps_plan(plan: Plan) -> Plan:
     planners (planners/wfbp_ps.py, bsp_ps.py, bytescheduler_ps.py) write buckets for the
     PS cost model (``all_reduce`` = push + pull, ``rs_ag`` = push now, pull later); on the
     executor both are a push and a pull."""
-    from dataclasses import replace
-
     buckets = tuple(replace(b, collective="all_reduce", algorithm="ps") for b in plan.buckets)
     return replace(plan, buckets=buckets, info={**plan.info, "executed_as": "ps"})

@@ -28,6 +28,7 @@ from torch import nn
 
 from gradsched.errors import ConfigError
 from gradsched.plan import Bucket, Plan
+from gradsched.planners.ddp import bucket_limits_bytes
 
 MB = 1024 * 1024
 
@@ -188,8 +189,6 @@ def ddp_bucket_plan(model: nn.Module, order: list[str], bucket_cap_mb: float | N
     limits ``[first, cap]`` (``Reducer::rebuild_buckets``).
     """
     import torch.distributed as dist
-
-    from gradsched.planners.ddp import bucket_limits_bytes
 
     if bucket_cap_mb is not None and not bucket_cap_mb > 0:
         raise ConfigError(f"bucket_cap_mb must be > 0, got {bucket_cap_mb}")

@@ -9,8 +9,26 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import time
 from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from gradsched.compression import make_compressor
+from gradsched.plan import Plan
+from gradsched.runtime.bench import run_rank
+from gradsched.runtime.executor import PlanExecutor
+from gradsched.runtime.ps import PSClient, PSLayout, partition_schedule, serve, workers_group
+from gradsched.runtime.reference import (
+    loss_of,
+    make_optimizer,
+    make_shard,
+    make_test_model,
+    train_ddp,
+)
 
 
 def _flat(params: dict[str, Any]) -> dict[str, list[float]]:
@@ -22,16 +40,6 @@ def exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict
     find_unused) with the executor and ``payload['ddp']`` (each: id, model, optimizer,
     steps, batch, bucket_cap_mb) with DDP. Fault injection for the tests:
     ``payload['die'] = [rank, step]`` makes that rank exit abruptly at that step."""
-    from gradsched.plan import Plan
-    from gradsched.runtime.executor import PlanExecutor
-    from gradsched.runtime.reference import (
-        loss_of,
-        make_optimizer,
-        make_shard,
-        make_test_model,
-        train_ddp,
-    )
-
     out: dict[str, Any] = {"cases": {}, "ddp": {}}
     for case in payload.get("cases", []):
         seed = int(case.get("seed", 0))
@@ -40,8 +48,6 @@ def exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict
         plan = Plan.from_dict(case["plan"])
         compressor = None
         if case.get("compressor"):
-            from gradsched.compression import make_compressor
-
             compressor = make_compressor(**case["compressor"])
         ex = PlanExecutor(model, plan, opt, find_unused_parameters=bool(case["find_unused"]),
                           timeout_s=float(payload.get("timeout_s", 60)), compressor=compressor,
@@ -68,8 +74,6 @@ def exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict
 
 def timed_runs(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
     """The timed runs of ``gradsched run`` (one entry per plan or DDP bucket cap)."""
-    from gradsched.runtime.bench import run_rank
-
     return run_rank(rank, world_size, payload)
 
 
@@ -79,13 +83,6 @@ def ps_exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> d
 
     Fault injection for the tests: ``payload['die'] = [rank, step]`` makes that rank exit
     abruptly (``os._exit``) at the start of that step of the first case."""
-    import datetime as dt
-
-    from gradsched.plan import Plan
-    from gradsched.runtime.executor import PlanExecutor
-    from gradsched.runtime.ps import PSClient, PSLayout, partition_schedule, serve, workers_group
-    from gradsched.runtime.reference import loss_of, make_optimizer, make_shard, make_test_model
-
     layout = PSLayout(int(payload["workers"]), world_size - int(payload["workers"]))
     timeout = dt.timedelta(seconds=float(payload.get("timeout_s", 60)))
     group = workers_group(layout, timeout)
@@ -126,11 +123,6 @@ def p2p_link_times(rank: int, world_size: int, payload: dict[str, Any]) -> dict[
     """Rank 0 sends ``payload['bytes']`` to each rank in ``payload['peers']`` in turn,
     ``payload['iters']`` times, and times each round trip's send (the peer answers with
     one byte); for the emulated cluster's node tests (which links are shaped)."""
-    import time
-
-    import torch
-    import torch.distributed as dist
-
     data = torch.zeros(int(payload["bytes"]) // 4)
     ack = torch.zeros(1)
     times: dict[str, list[float]] = {}

@@ -4,10 +4,10 @@ The MG-WFBP authors' B-Caffe logs hold backward times only (their importer write
 ``forward_s = 0`` with ``forward_measured: false``). A replay of such a trace with no
 forward pass gives DeAR's all-gathers and ByteScheduler's per-layer updates nothing to
 overlap, so their ranking against MG-WFBP depends on an assumption the trace cannot
-settle (issue 14). The replay therefore states one: ``forward = ratio x backward`` per
+settle. The replay therefore states one: ``forward = ratio x backward`` per
 tensor row, with the default :data:`DEFAULT_FORWARD_RATIO` = 0.5, what the MG-WFBP
-authors' own simulator assumes (as the review of issue 14 quotes it; the simulator's code
-is not in B-Caffe's repository, which we searched, so the figure is not re-verified here),
+authors' own simulator assumes (a second-hand figure: the simulator's code is not in
+B-Caffe's repository, which we searched, so it is not re-verified here),
 and ``0`` (the source as written) as a sensitivity case.
 A trace whose forward was measured is never changed.
 """

@@ -24,8 +24,8 @@ _INT_LIMIT = 2**62
 UNIT_MAXIMUM: dict[str, float] = {"s": MAX_SECONDS, "bytes": MAX_BYTES,
                                   "elements": MAX_BYTES, "ranks": MAX_RANKS,
                                   "nodes": MAX_RANKS}
-"""Upper bound of a number by its column's unit (issue 17: a 1e300 s layer or an
-8e18-byte tensor passed validation and overflowed the sums of the replay)."""
+"""Upper bound of a number by its column's unit (without it a 1e300 s layer or an
+8e18-byte tensor would pass validation and overflow the sums of the replay)."""
 
 _TRUE = {"1", "true", "True", "TRUE"}
 _FALSE = {"0", "false", "False", "FALSE"}

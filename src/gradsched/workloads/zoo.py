@@ -37,6 +37,7 @@ parameters, activations and gradients in that type; integer inputs stay integer)
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -165,8 +166,6 @@ def _torchvision(name: str, batch_size: int) -> ModelSpec:
 
 
 def _transformers(name: str, batch_size: int, seq_len: int) -> ModelSpec:
-    import os
-
     import torch
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
