@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
+from gradsched.names import plain_name
 
 Validate = Callable[[Any, str], Any]
 
@@ -56,3 +57,22 @@ def load_checked(path: str | Path, schema: str, validate: Validate) -> dict[str,
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping, got {type(data).__name__}")
     return check_mapping(data, path, schema, validate)
+
+
+NAMED_MAPPINGS: tuple[str, ...] = ("compute", "networks", "topologies")
+"""Mappings of ``config/config.yaml`` whose keys become file and folder names of the
+results (``results/replay/<compute>/<network>/...``, the topology CSVs)."""
+
+
+def check_names(data: Any, path: str | Path, keys: tuple[str, ...] = NAMED_MAPPINGS) -> Any:
+    """``data`` when every key of its mappings ``keys`` is a plain name
+    (:func:`gradsched.names.plain_name`); a ConfigError naming the file and the key
+    otherwise (a ``../`` would write outside the results folder)."""
+    for key in keys:
+        mapping = data.get(key) if isinstance(data, dict) else None
+        for name in (mapping or {}) if isinstance(mapping, dict) else ():
+            try:
+                plain_name(name, path=path, field=f"{key}.{name}")
+            except InputError as exc:
+                raise ConfigError(str(exc)) from None
+    return data
