@@ -15,7 +15,7 @@ from tests.layering import TORCH_LIBRARIES, Edge, cycles, edges, graph, modules,
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 COMMON = frozenset({"errors", "io", "staging", "limits", "networks", "units", "provenance", "plan",
-                    "names"})
+                    "names", "intermediates"})
 """The common ground every unit may import."""
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -26,6 +26,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "units": frozenset({"errors", "limits"}),
     "networks": frozenset({"errors"}),
     "names": frozenset({"errors"}),
+    "intermediates": frozenset({"errors", "io"}),
     "provenance": frozenset({"errors", "io"}),
     "plan": frozenset({"errors", "io", "limits"}),
     "traces": COMMON,
