@@ -143,6 +143,16 @@ def check_shape(path: str | Path, text: str, *, comment: str | None = None) -> N
                              "(a row cut short or a stray comma)", path=path, row=row)
 
 
+def _show(value: Any) -> str:
+    """A cell as the file holds it: text quoted, numbers plain (no numpy repr)."""
+    if isinstance(value, str):
+        return repr(value)
+    try:
+        return f"{float(value):.10g}"
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _bad(path: str | Path, row: int, field: str, message: str) -> InputError:
     return InputError(message, path=path, row=row, field=field)
 
@@ -163,21 +173,21 @@ def _check_column(frame: pd.DataFrame, column: Column, path: str | Path,
         for index, value in values[~missing].items():
             if str(value).strip().lower() not in ("true", "false", "1", "0"):
                 raise _bad(path, int(index) + 1, column.name,
-                           f"{value!r} is not True or False")
+                           f"{_show(value)} is not True or False")
         return None
     numbers = pd.to_numeric(values, errors="coerce")
     for index in values.index[~missing]:
         value, number = values[index], numbers[index]
         row = int(index) + 1
         if isinstance(value, bool) or number != number:
-            raise _bad(path, row, column.name, f"{value!r} is not a {column.kind}")
+            raise _bad(path, row, column.name, f"{_show(value)} is not a {column.kind}")
         if not math.isfinite(number):
-            raise _bad(path, row, column.name, f"{value!r} is not finite")
+            raise _bad(path, row, column.name, f"{_show(value)} is not finite")
         if column.kind == INT and number != int(number):
-            raise _bad(path, row, column.name, f"{value!r} is not an integer")
+            raise _bad(path, row, column.name, f"{_show(value)} is not an integer")
         if column.minimum is not None and number < column.minimum:
             raise _bad(path, row, column.name,
-                       f"{value!r} is below {column.minimum:g}, impossible in a {what}")
+                       f"{_show(value)} is below {column.minimum:g}, impossible in a {what}")
     return numbers
 
 
@@ -190,8 +200,8 @@ def _check_spec(frame: pd.DataFrame, spec: Spec, path: str | Path) -> None:
         short = (a < b - REL_TOL * b.abs()) & a.notna() & b.notna()
         for index in a.index[short]:
             raise _bad(path, int(index) + 1, big,
-                       f"{frame.at[index, big]!r} is below {small} = "
-                       f"{frame.at[index, small]!r} in the same row: impossible in a "
+                       f"{_show(frame.at[index, big])} is below {small} = "
+                       f"{_show(frame.at[index, small])} in the same row: impossible in a "
                        f"{spec.what} (edited or corrupted?)")
 
 
