@@ -228,11 +228,16 @@ def check_frame(frame: pd.DataFrame, path: str | Path,
 
 
 def read_intermediate(path: str | Path, specs: Sequence[Spec] | None = None, *,
-                      empty_ok: bool = False, **read_csv: Any) -> pd.DataFrame:
+                      empty_ok: bool = False, named_errors: bool = False,
+                      **read_csv: Any) -> pd.DataFrame:
     """``pandas.read_csv(path, **read_csv)``, its shape and cells checked
     (:func:`check_shape`, :func:`check_frame`). ``empty_ok``: an empty file is an empty
-    frame (a concatenation of nothing) instead of an error."""
-    text = read_text(path)
+    frame (a concatenation of nothing) instead of an error. ``named_errors``: an unreadable
+    or non-UTF-8 file is an InputError (:func:`gradsched.io.read_text`), not the OS or
+    decoding error."""
+    # without named_errors a missing, unreadable or non-UTF-8 file fails as pandas fails
+    # on it (the CLI names the file and exits 2)
+    text = read_text(path) if named_errors else Path(path).read_bytes().decode("utf-8")
     if not text.strip():
         if empty_ok:
             return pd.DataFrame()

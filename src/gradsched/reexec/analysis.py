@@ -81,7 +81,7 @@ def load(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
-    frame = read_intermediate(path, (MEASURED,))
+    frame = read_intermediate(path, (MEASURED,), named_errors=True)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s) {missing}", path=path)
@@ -288,7 +288,7 @@ def load_iterations(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
-    frame = read_intermediate(path, (ITERATIONS,))
+    frame = read_intermediate(path, (ITERATIONS,), named_errors=True)
     missing = [c for c in ("case", "item", "round", "iteration_s") if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s) {missing}", path=path)
