@@ -226,6 +226,11 @@ def test_workflow_config_keys_are_plain(key: str) -> None:
     assert check_names({key: {"ok-name": {}}}, "config/config.yaml")
 
 
+def test_workflow_case_families_are_plain() -> None:
+    with pytest.raises(ConfigError, match=r"field 'cases\[1\].family'"):
+        check_names({"cases": [{"family": "cpu"}, {"family": "../../paper"}]}, "config.yaml")
+
+
 def test_the_committed_configs_pass() -> None:
     import yaml
 

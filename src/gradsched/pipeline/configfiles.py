@@ -65,14 +65,21 @@ results (``results/replay/<compute>/<network>/...``, the topology CSVs)."""
 
 
 def check_names(data: Any, path: str | Path, keys: tuple[str, ...] = NAMED_MAPPINGS) -> Any:
-    """``data`` when every key of its mappings ``keys`` is a plain name
-    (:func:`gradsched.names.plain_name`); a ConfigError naming the file and the key
+    """``data`` when every key of its mappings ``keys`` and every case's ``family`` is a
+    plain name (:func:`gradsched.names.plain_name`); a ConfigError naming the file and the key
     otherwise (a ``../`` would write outside the results folder)."""
+    named: list[tuple[object, str]] = []
     for key in keys:
         mapping = data.get(key) if isinstance(data, dict) else None
-        for name in (mapping or {}) if isinstance(mapping, dict) else ():
-            try:
-                plain_name(name, path=path, field=f"{key}.{name}")
-            except InputError as exc:
-                raise ConfigError(str(exc)) from None
+        named += [(name, f"{key}.{name}")
+                  for name in ((mapping or {}) if isinstance(mapping, dict) else ())]
+    cases = data.get("cases") if isinstance(data, dict) else None
+    for i, case in enumerate(cases if isinstance(cases, list) else []):
+        if isinstance(case, dict) and "family" in case:  # a figure and a table per family
+            named.append((case["family"], f"cases[{i}].family"))
+    for name, field in named:
+        try:
+            plain_name(name, path=path, field=field)
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
     return data
