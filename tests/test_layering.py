@@ -14,7 +14,8 @@ from tests.layering import TORCH_LIBRARIES, Edge, cycles, edges, graph, modules,
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-COMMON = frozenset({"errors", "io", "staging", "limits", "networks", "units", "provenance", "plan"})
+COMMON = frozenset({"errors", "io", "staging", "limits", "networks", "units", "provenance", "plan",
+                    "names", "intermediates"})
 """The common ground every unit may import."""
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -24,6 +25,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "staging": frozenset({"errors", "io"}),
     "units": frozenset({"errors", "limits"}),
     "networks": frozenset({"errors"}),
+    "names": frozenset({"errors"}),
+    "intermediates": frozenset({"errors", "io"}),
     "provenance": frozenset({"errors", "io"}),
     "plan": frozenset({"errors", "io", "limits"}),
     "traces": COMMON,

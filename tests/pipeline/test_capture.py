@@ -27,7 +27,7 @@ def test_compute_entries_merge_the_defaults_and_name_the_stem() -> None:
             {"model": "resnet18", "batch_size": 16},
             {"model": "bert-base", "batch_size": 2, "seq_len": 128, "device": "cuda:1",
              "dtype": "bf16"},
-            {"model": "a:b.c", "batch_size": 1, "stem": "custom"},
+            {"model": "tiny-mlp", "batch_size": 1, "stem": "custom"},
         ],
     }
     entries = stage.compute_entries(spec)
@@ -35,8 +35,11 @@ def test_compute_entries_merge_the_defaults_and_name_the_stem() -> None:
                              "cpu/custom"]
     assert entries["cpu/resnet18-b16-cpu-fp32"] == {"warmup": 2, "dtype": "fp32",
                                                      "model": "resnet18", "batch_size": 16}
-    assert stage.compute_entries({"compute": [{"model": "a:b.c", "batch_size": 1}]}) == {
-        "cpu/a-b-c-b1-cpu-fp32": {"model": "a:b.c", "batch_size": 1}}
+    assert stage.compute_entries({"compute": [{"model": "a.b", "batch_size": 1}]}) == {
+        "cpu/a-b-b1-cpu-fp32": {"model": "a.b", "batch_size": 1}}
+    # a config file names zoo models only: package.module:attr is refused
+    with pytest.raises(ConfigError, match=r"capture.compute\[0\].model.*names code"):
+        stage.compute_entries({"compute": [{"model": "a:b.c", "batch_size": 1}]})
 
 
 @pytest.mark.parametrize("spec, needle", [

@@ -16,12 +16,13 @@ from snakemake.utils import validate
 from gradsched.errors import ConfigError
 from gradsched.pipeline import capture as capture_stage
 from gradsched.pipeline import reexec as reexec_stage
-from gradsched.pipeline.configfiles import load_checked
+from gradsched.pipeline.configfiles import check_names, load_checked
 
 validate(config, "../schemas/config.schema.yaml")
 
-# The CLI of the package, run with the interpreter that runs Snakemake (the .venv one).
-GS = f"{shlex.quote(sys.executable)} -m gradsched"
+# The CLI of the package, run with the interpreter that runs Snakemake (the .venv one);
+# -P: the working folder is not put on the import path (docs/errors.md).
+GS = f"{shlex.quote(sys.executable)} -P -m gradsched"
 RESULTS = config["results_dir"]
 LOGS = "logs" if RESULTS == "results" else f"{RESULTS}/logs"
 PAPER_DIR = config["paper_dir"]
@@ -71,6 +72,7 @@ SCALING_SPEC = config.get("scaling_check", "config/published-scaling.yaml")
 CAPTURE_FILE = _config_file(CAPTURE_CONFIG, "../schemas/capture.schema.yaml")
 REEXEC_FILE = _config_file(REEXEC_CONFIG, "../schemas/reexec.schema.yaml")
 SCALING = _config_file(SCALING_SPEC, "../schemas/published-scaling.schema.yaml")
+checked(check_names, config, "the workflow config (config/config.yaml)")
 for _topology in (config.get("topologies") or {}).values():
     _config_file(_topology["file"], "../schemas/topology.schema.yaml")
 

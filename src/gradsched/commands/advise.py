@@ -36,8 +36,9 @@ from gradsched.experiments.recommend import (
     resolve_world_size,
 )
 from gradsched.io import write_json_atomic
+from gradsched.names import registry_model
 from gradsched.reexec.config import load_interference
-from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.bundle import ComputeTrace, meta_path
 from gradsched.traces.forward import with_forward
 
 COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsched fit -o), "
@@ -99,8 +100,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "local ranks and print the measured speedup with a bootstrap 95 %% "
                           "interval")
     val.add_argument("--model", default=None,
-                     help="model to run (default: the trace's meta 'model'; "
-                          "gradsched.workloads names)")
+                     help="model to run: a gradsched.workloads name, or package.module:attr "
+                          "of an installed module or one on PYTHONPATH (never the working "
+                          "folder) (default: the trace's meta 'model', a zoo name only)")
     val.add_argument("--batch-size", type=positive_int, default=None,
                      help="samples per rank (default: the trace's meta 'batch_size')")
     val.add_argument("--seq-len", type=positive_int, default=None,
@@ -150,6 +152,10 @@ def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
 
 def _run(args: argparse.Namespace) -> int:
     trace, model, world, interference = _load(args)
+    if args.validate and args.model is None and trace.meta.get("model"):
+        # the sidecar's model: a zoo name only (data never selects code), checked before
+        # any work
+        registry_model(trace.meta["model"], path=meta_path(args.compute), field="model")
     topology = args.topology is not None
     rec = advise(trace, model, world, compute=str(args.compute),  # type: ignore[arg-type]
                  comm=str(args.topology) if topology else args.comm,

@@ -105,7 +105,7 @@ def _run_command(command: list[str], args: argparse.Namespace) -> int:
                             "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
                             "GROUP_RANK": str(rank), "MASTER_ADDR": cluster.master_addr,
                             "MASTER_PORT": str(args.master_port)})
-                cmd = [*cluster.prefix_for(rank), sys.executable, "-m",
+                cmd = [*cluster.prefix_for(rank), sys.executable, "-P", "-m",
                        "gradsched.distributed.orphan_guard", "--parent-pid", str(os.getpid()),
                        "--", *(part.replace("{rank}", str(rank)) for part in command)]
                 try:

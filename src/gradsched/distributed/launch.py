@@ -41,6 +41,7 @@ from typing import Any
 
 from gradsched.distributed.lifeline import exit_on_signals, hold_signals, release_signals
 from gradsched.errors import GradschedError
+from gradsched.names import package_task
 
 
 class DistributedError(GradschedError, RuntimeError):
@@ -87,7 +88,9 @@ class LaunchSpec:
 
 
 def launch(task: str, payload: dict[str, Any], spec: LaunchSpec) -> list[Any]:
-    """Run ``task`` on ``spec.world_size`` ranks; return each rank's result, rank order."""
+    """Run ``task`` on ``spec.world_size`` ranks; return each rank's result, rank order.
+    ``task`` is ``gradsched.<module>:<function>`` (anything else is refused)."""
+    package_task(task)
     port = spec.master_port or free_port(spec.master_addr if spec.prefixes is None
                                          else "127.0.0.1")
     with exit_on_signals():
@@ -131,7 +134,7 @@ def _start_rank(rank: int, task: str, port: int, spec: LaunchSpec, workdir: Path
                 "PYTHONUNBUFFERED": "1"})
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-m", "gradsched.distributed.worker",
+    cmd = [sys.executable, "-P", "-m", "gradsched.distributed.worker",
            "--task", task, "--rank", str(rank), "--world-size", str(spec.world_size),
            "--master", f"{spec.master_addr}:{port}", "--backend", spec.backend,
            "--init-timeout-s", str(spec.init_timeout_s),

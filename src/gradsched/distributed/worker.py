@@ -6,6 +6,10 @@ Started by the launcher (``--lifeline-fd``), a rank watches its launcher from it
 line on (:func:`gradsched.distributed.lifeline.watch_parent`): if the launcher dies
 without cleaning up (SIGKILL), the rank removes the launcher's temporary directory
 (``--workdir``) and exits with code 129 within about a second.
+
+The task is a function of this package only (:func:`gradsched.names.package_task`); the
+launcher starts the worker with ``python -P``, and the worker removes the working folder
+from the import path when started without it (``torchrun``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from gradsched.distributed.lifeline import watch_parent
+from gradsched.errors import ConfigError
+from gradsched.names import drop_implicit_cwd, package_task
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -42,10 +48,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def load_task(name: str) -> Any:
-    """``package.module:function`` -> the function."""
+    """``gradsched.module:function`` -> the function; anything outside the package is
+    refused (SystemExit with the reason)."""
+    try:
+        package_task(name)
+    except ConfigError as exc:
+        raise SystemExit(f"gradsched.distributed.worker: {exc}") from None
     module_name, _, attr = name.partition(":")
-    if not attr:
-        raise SystemExit(f"task {name!r} must look like package.module:function")
     return getattr(importlib.import_module(module_name), attr)
 
 
@@ -79,7 +88,9 @@ def init_group(args: argparse.Namespace) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    drop_implicit_cwd()
     args = _parse(argv)
+    task = load_task(args.task)
     if args.lifeline_fd is not None:
         workdir = args.workdir
         watch_parent(lambda: shutil.rmtree(workdir, ignore_errors=True),
@@ -92,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     payload = json.loads((args.workdir / "payload.json").read_text(encoding="utf-8"))
     try:
-        result = load_task(args.task)(rank, world, payload)
+        result = task(rank, world, payload)
     except Exception:
         print(f"rank {rank}: task {args.task} failed:\n{traceback.format_exc()}", file=sys.stderr)
         return 4

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
+from gradsched.names import plain_name, registry_model
 
 TIERS = ("cpu", "cluster", "gpu")
 """Capture tiers: CPU (compute, loopback sweeps, CPU DDP), emulated cluster (root), GPU."""
@@ -71,6 +72,15 @@ ITERATION_OPTIONS: dict[str, str] = {
 ITERATION_OTHER_KEYS = ("name", "nproc_per_node")
 
 
+def checked_name(value: Any, field: str, *, model: bool = False) -> str:
+    """``value`` if it is a plain name (a zoo name for ``model``): it becomes a file or
+    folder name of the results; a ConfigError naming the field otherwise."""
+    try:
+        return (registry_model if model else plain_name)(value, field=field)
+    except InputError as exc:
+        raise ConfigError(f"capture config: {exc}") from None
+
+
 def select_spec(from_config: Any, from_file: Any) -> dict[str, Any]:
     """The capture mapping: the main config's ``capture:`` when present, else the file's."""
     spec = from_config
@@ -121,12 +131,15 @@ def compute_entries(capture: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         for key in ("model", "batch_size"):
             if key not in entry:
                 raise ConfigError(f"capture.compute[{i}]: missing {key}")
-        device = str(entry.get("device", "cpu")).split(":")[0]
+        where = f"capture.compute[{i}]"
+        model = checked_name(entry["model"], f"{where}.model", model=True)
+        device = checked_name(str(entry.get("device", "cpu")).split(":")[0],
+                              f"{where}.device")
         seq = f"-s{entry['seq_len']}" if entry.get("seq_len") else ""
-        model = str(entry["model"]).replace(":", "-").replace(".", "-")
-        stem = entry.get("stem") or (
-            f"{model}{seq}-b{entry['batch_size']}-{device}-{entry.get('dtype', 'fp32')}"
-        )
+        stem = checked_name(entry.get("stem") or (
+            f"{model.replace('.', '-')}{seq}-b{entry['batch_size']}-{device}-"
+            f"{entry.get('dtype', 'fp32')}"
+        ), f"{where}.stem")
         key = f"{device}/{stem}"
         if key in out:
             raise ConfigError(f"capture.compute[{i}]: a second entry for {key}")
@@ -170,7 +183,7 @@ def comm_entries(capture: Mapping[str, Any], kind: str) -> dict[str, dict[str, A
             raise ConfigError(f"capture.comm.cluster[{i}]: missing rate (e.g. 1gbit)")
         if kind == "torchrun" and "nproc_per_node" not in entry:
             raise ConfigError(f"capture.comm.torchrun[{i}]: missing nproc_per_node")
-        out[entry["name"]] = entry
+        out[checked_name(entry["name"], f"capture.comm.{kind}[{i}].name")] = entry
     return out
 
 
@@ -201,6 +214,8 @@ def iteration_entries(capture: Mapping[str, Any], gpu: bool) -> dict[str, dict[s
         for key in ("name", "model", "batch_size"):
             if key not in entry:
                 raise ConfigError(f"capture.iteration[{i}]: missing {key}")
+        checked_name(entry["name"], f"capture.iteration[{i}].name")
+        checked_name(entry["model"], f"capture.iteration[{i}].model", model=True)
         if ("nproc_per_node" in entry) == gpu:
             out[entry["name"]] = entry
     return out

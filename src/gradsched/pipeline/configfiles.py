@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
+from gradsched.names import plain_name
 
 Validate = Callable[[Any, str], Any]
 
@@ -56,3 +57,29 @@ def load_checked(path: str | Path, schema: str, validate: Validate) -> dict[str,
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping, got {type(data).__name__}")
     return check_mapping(data, path, schema, validate)
+
+
+NAMED_MAPPINGS: tuple[str, ...] = ("compute", "networks", "topologies")
+"""Mappings of ``config/config.yaml`` whose keys become file and folder names of the
+results (``results/replay/<compute>/<network>/...``, the topology CSVs)."""
+
+
+def check_names(data: Any, path: str | Path, keys: tuple[str, ...] = NAMED_MAPPINGS) -> Any:
+    """``data`` when every key of its mappings ``keys`` and every case's ``family`` is a
+    plain name (:func:`gradsched.names.plain_name`); a ConfigError naming the file and the key
+    otherwise (a ``../`` would write outside the results folder)."""
+    named: list[tuple[object, str]] = []
+    for key in keys:
+        mapping = data.get(key) if isinstance(data, dict) else None
+        named += [(name, f"{key}.{name}")
+                  for name in ((mapping or {}) if isinstance(mapping, dict) else ())]
+    cases = data.get("cases") if isinstance(data, dict) else None
+    for i, case in enumerate(cases if isinstance(cases, list) else []):
+        if isinstance(case, dict) and "family" in case:  # a figure and a table per family
+            named.append((case["family"], f"cases[{i}].family"))
+    for name, field in named:
+        try:
+            plain_name(name, path=path, field=field)
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
+    return data

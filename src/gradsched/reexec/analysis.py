@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import read_csv_checked
+from gradsched.intermediates import ITERATIONS, MEASURED, read_intermediate
 from gradsched.reexec.uncertainty import case_uncertainty
 
 PREDICTIONS = {"": "predicted_s", "_int": "predicted_interference_s", "_raw": "predicted_raw_s",
@@ -82,7 +82,7 @@ def load(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
-    frame = read_csv_checked(path)
+    frame = read_intermediate(path, (MEASURED,), named_errors=True)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s) {missing}", path=path)
@@ -287,7 +287,7 @@ def load_iterations(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
-    frame = read_csv_checked(path)
+    frame = read_intermediate(path, (ITERATIONS,), named_errors=True)
     missing = [c for c in ("case", "item", "round", "iteration_s") if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s) {missing}", path=path)

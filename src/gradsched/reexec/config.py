@@ -17,6 +17,7 @@ from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.grid import expand_algorithms
 from gradsched.io import read_json, read_text
 from gradsched.limits import MAX_SECONDS, in_range
+from gradsched.names import plain_name, registry_model
 from gradsched.networks import NETWORKS, tc_rate
 from gradsched.replay.engine import MAX_SLOWDOWN
 
@@ -151,12 +152,14 @@ def parse_cases(raw: Sequence[Mapping[str, Any]], where: str | Path = "<config>"
         if world < 2:
             raise InputError(f"cases[{i}]: world_size must be >= 2", path=where)
         comm = str(entry.get("comm") or f"traces/comm/cpu/gloo-{network}-p{world}.csv")
-        name = str(entry.get("name") or
-                   f"{entry['model']}-b{entry['batch_size']}-p{world}-{network}")
+        model = registry_model(entry["model"], path=where, field=f"cases[{i}].model")
+        name = plain_name(entry.get("name") or
+                          f"{model}-b{entry['batch_size']}-p{world}-{network}",
+                          path=where, field=f"cases[{i}].name")
         if name in names:
             raise InputError(f"cases[{i}]: a second case named {name!r}", path=where)
         names.add(name)
-        cases.append(Case(name=name, model=str(entry["model"]),
+        cases.append(Case(name=name, model=model,
                           batch_size=int(entry["batch_size"]), world_size=world,
                           network=network, compute=str(entry["compute"]), comm=comm,
                           seq_len=entry.get("seq_len")))

@@ -16,6 +16,7 @@ import pandas as pd
 
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.errors import ConfigError, InputError
+from gradsched.intermediates import ITERATIONS, read_intermediate
 from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.plan import Plan
 from gradsched.reexec.config import (
@@ -88,7 +89,7 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
     meta = json.loads(meta_file.read_text(encoding="utf-8"))
     case = Case(**meta["case"])
     settings = parse_settings(meta["settings"], meta_file)
-    frame = pd.read_csv(folder / "iterations.csv")
+    frame = read_intermediate(folder / "iterations.csv", (ITERATIONS,))
     control = frame.loc[frame["item"] == CONTROL, "iteration_s"].tolist()
     if not control:
         raise InputError("no compute-only control iterations", path=folder / "iterations.csv")
@@ -157,7 +158,8 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
     table = pd.concat(frames, ignore_index=True)
     write_csv_atomic(output, table)
     if iterations_output is not None:
-        its = pd.concat([pd.read_csv(Path(f) / "iterations.csv") for f in folders],
+        its = pd.concat([read_intermediate(Path(f) / "iterations.csv", (ITERATIONS,))
+                         for f in folders],
                         ignore_index=True)
         write_csv_atomic(iterations_output, its)
     if settings_output is not None:

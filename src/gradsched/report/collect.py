@@ -18,11 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import ConfigError, InputError
+from gradsched.intermediates import REPLAY, read_intermediate
 
-REPLAY_RESULT_COLUMNS = (
-    "algorithm", "world_size", "iteration_s", "compute_s", "exposed_comm_s", "n_collectives",
-    "n_buckets", "comm_busy_s", "lower_bound_s", "gap_to_lb_pct", "knobs",
-)
+REPLAY_RESULT_COLUMNS = REPLAY.names
 CASE_COLUMNS = ("trace", "network", "comm_file", "nodes", "family", "pairing", "extrapolated")
 PAIRINGS = {
     "real": "real: compute and comm measured on the same system",
@@ -83,20 +81,16 @@ def extrapolated_mask(frame: pd.DataFrame) -> pd.Series:
 
 
 def read_csv_or_empty(path: str | Path) -> pd.DataFrame:
-    """A CSV as a frame; an empty file (e.g. a concatenation of nothing) -> empty frame."""
-    try:
-        return pd.read_csv(path, keep_default_na=False, na_values=[""])
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
+    """A CSV as a frame; an empty file (e.g. a concatenation of nothing) -> empty frame.
+    The frame is checked as the intermediate its columns say it is
+    (:func:`gradsched.intermediates.read_intermediate`)."""
+    return read_intermediate(path, empty_ok=True, keep_default_na=False, na_values=[""])
 
 
 def read_result(path: str | Path) -> pd.DataFrame:
-    """Read one per-case replay CSV and check its columns."""
-    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    missing = [c for c in REPLAY_RESULT_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(f"missing result column(s) {', '.join(missing)}", path=path)
-    return frame
+    """Read one per-case replay CSV and check its columns, cells and physics
+    (:data:`gradsched.intermediates.REPLAY`)."""
+    return read_intermediate(path, (REPLAY,), keep_default_na=False, na_values=[""])
 
 
 def collect_cases(cases: Iterable[Case]) -> pd.DataFrame:

@@ -22,6 +22,7 @@ import pandas as pd
 import seaborn as sns
 
 from gradsched.costmodel.base import load_comm_spec
+from gradsched.intermediates import read_intermediate
 from gradsched.io import atomic_open
 from gradsched.report.collect import extrapolated_mask
 from gradsched.report.macros import mgwfbp_gaps
@@ -113,7 +114,7 @@ def fit_curves(comm_csvs: Sequence[str | Path], model_jsons: Sequence[str | Path
         placeholder(out_pdf, out_png, "Measured vs fitted collective time",
                     "no comm trace selected (config: figures.fit_curves)")
         return
-    fits = pd.read_csv(fits_csv) if fits_csv else pd.DataFrame()
+    fits = read_intermediate(fits_csv) if fits_csv else pd.DataFrame()
     models: dict[str, dict[str, Path]] = {}
     for path in map(Path, model_jsons):
         stem, _, kind = path.name[: -len(".json")].rpartition(".")
@@ -151,7 +152,7 @@ def fit_curves(comm_csvs: Sequence[str | Path], model_jsons: Sequence[str | Path
 
 def fit_mape(fits_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> None:
     """(b) Held-out MAPE per comm trace (rows) and model (colour), log scale."""
-    fits = pd.read_csv(fits_csv)
+    fits = read_intermediate(fits_csv)
     fits = fits.dropna(subset=["heldout_mape_pct"])
     if fits.empty:
         placeholder(out_pdf, out_png, "Held-out MAPE per comm trace",
@@ -221,7 +222,7 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
     ``report collect --label``), so that each family is a figure that fits its page; every
     panel title names the case's pairing (real, matched GPU type, what-if).
     """
-    collected = pd.read_csv(collected_csv)
+    collected = read_intermediate(collected_csv)
     title = "Iteration time vs world size" + (f" ({family})" if family else "")
     if family is not None and not collected.empty:
         if "family" not in collected:
@@ -353,7 +354,7 @@ def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) ->
     case; right: every algorithm's gap to the
     lower bound (one point per case). Points replayed beyond the sweeps (extrapolated) are
     left out, as in the prose's macros."""
-    collected = pd.read_csv(collected_csv)
+    collected = read_intermediate(collected_csv)
     collected = collected[~extrapolated_mask(collected)]
     if collected.empty:
         placeholder(out_pdf, out_png, "Gaps", "no replay results")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.intermediates import REPLAY, read_intermediate
 from gradsched.report.tables import algorithm_label, algorithm_sort_key, fmt, write_table
 
 
@@ -21,7 +22,7 @@ def read_runs(runs: list[tuple[float, Path]]) -> pd.DataFrame:
     for ratio, path in runs:
         if not Path(path).is_file():
             raise InputError("replay result not found", path=path)
-        frame = pd.read_csv(path)
+        frame = read_intermediate(path, (REPLAY,))
         missing = {"algorithm", "iteration_s"} - set(frame.columns)
         if missing:
             raise InputError(f"not a replay result (missing {', '.join(sorted(missing))})",

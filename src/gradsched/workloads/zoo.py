@@ -23,7 +23,10 @@ Names:
   ``gpt2-large`` (LM head tied to the token embeddings); ``seq_len`` tokens per sample
   (default 128); loss = the model's own LM loss with the inputs as labels.
 * tiny models for tests and smoke runs: ``tiny-mlp``, ``tiny-cnn``.
-* ``package.module:attr`` -- a user model: ``attr`` is a callable
+* ``package.module:attr`` -- a user model, accepted only from a command-line option (a
+  model named by a configuration file or a trace sidecar must be a zoo name:
+  :func:`gradsched.names.registry_model`); the module is imported from an installed package
+  or a folder on ``PYTHONPATH``, never from the working folder. ``attr`` is a callable
   ``attr(batch_size=..., seq_len=...)`` returning ``(model, make_batch)`` or
   ``(model, make_batch, loss_fn)``. ``make_batch()`` returns ``(inputs, target)``;
   ``inputs`` is a tensor or a tuple of positional tensors. Without ``loss_fn`` the loss is
@@ -38,11 +41,13 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gradsched.errors import ConfigError
+from gradsched.names import user_import_path
 
 DTYPES: tuple[str, ...] = ("fp32", "bf16")
 
@@ -223,14 +228,34 @@ def _tiny(name: str, batch_size: int) -> ModelSpec:
                      notes="a tiny sequential model for tests and smoke runs")
 
 
+def load_user_factory(name: str) -> Callable[..., Any]:
+    """The factory of user model ``package.module:attr``, imported without the working
+    folder on the import path (:func:`gradsched.names.user_import_path`)."""
+    module_name, _, attr = name.partition(":")
+    if not attr.isidentifier() or not all(p.isidentifier() for p in module_name.split(".")):
+        raise ConfigError(f"model {name!r}: a user model is package.module:attr (dotted "
+                          "identifiers)")
+    saved = sys.path[:]
+    sys.path[:] = user_import_path()
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot load model {name!r}: {exc} (the working folder is never "
+                          "searched: install the module, or put its folder on PYTHONPATH)"
+                          ) from exc
+    finally:
+        sys.path[:] = saved
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ConfigError(f"cannot load model {name!r}: module {module_name!r} has no "
+                          f"callable {attr!r}")
+    return factory
+
+
 def _user(name: str, batch_size: int, seq_len: int | None) -> ModelSpec:
     import torch.nn.functional as F
 
-    module_name, _, attr = name.partition(":")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load model {name!r}: {exc}") from exc
+    factory = load_user_factory(name)
     kwargs: dict[str, Any] = {"batch_size": batch_size}
     if seq_len is not None:
         kwargs["seq_len"] = seq_len
