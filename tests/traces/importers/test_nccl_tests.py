@@ -1,23 +1,16 @@
 # ruff: noqa: E501  (the embedded logs keep their real column widths)
-"""Importers of public measurements: real files (numbers checked against them) and bad input."""
+"""The nccl-tests importer: real files (numbers checked against them) and bad input."""
 
 from __future__ import annotations
 
-import filecmp
-import re
-import statistics
 from pathlib import Path
 
 import pytest
 
 from gradsched.cli import main
 from gradsched.errors import InputError
-from gradsched.traces import CommTrace, ComputeTrace
-from gradsched.traces.importers import bcaffe, nccl_tests, osu
-from gradsched.traces.importers.manifest import load_manifest, run_manifest
-
-REPO = Path(__file__).resolve().parents[3]
-MANIFEST = REPO / "traces" / "manifest.yaml"
+from gradsched.traces import CommTrace
+from gradsched.traces.importers import nccl_tests
 
 # A small log in the newer nccl-tests layout (root + #wrong), written for the error tests.
 NEW_LAYOUT = """\
@@ -259,151 +252,7 @@ def test_unsupported_collective(tmp_path: Path) -> None:
         _nccl(path)
 
 
-# ------------------------------------------------------------------------------------- osu
-
-
-def test_osu_abci_numbers(external_dir: Path) -> None:
-    comm = osu.import_osu(external_dir / "osu/abci-inter-anode-2-cpu.txt",
-                          osu.Options(world_size=16, nodes=2)).comm
-    frame = comm.frame
-    assert len(frame) == 24 and set(frame["backend"]) == {"mpi"}
-    first = frame.iloc[0]
-    assert first["bytes"] == 4 and first["time_s"] == pytest.approx(3.35e-6)
-    assert first["time_min_s"] == pytest.approx(3.01e-6)
-    assert first["time_max_s"] == pytest.approx(3.70e-6)
-    assert not frame["in_place"].any()
-    assert comm.meta["software"]["version"] == "5.7"
-
-
-def test_osu_requires_world_size_and_nodes(external_dir: Path) -> None:
-    with pytest.raises(InputError, match="pass --world-size") as err:
-        osu.import_osu(external_dir / "osu/abci-inter-anode-2-cpu.txt", osu.Options(nodes=2))
-    assert err.value.field == "world-size"
-    with pytest.raises(InputError, match="pass --nodes"):
-        osu.import_osu(external_dir / "osu/abci-inter-anode-2-cpu.txt",
-                       osu.Options(world_size=16))
-
-
-def test_osu_noisy_file_warns(external_dir: Path) -> None:
-    result = osu.import_osu(external_dir / "osu/oci-4x36-cpu-roce-noisy.txt",
-                            osu.Options(world_size=144, nodes=4))
-    assert len(result.comm.frame) == 27
-    assert 20 in [w.line for w in result.warnings]
-    assert len(result.comm.meta["warnings"]) == len(result.warnings)
-    assert "time_min_s" not in result.comm.frame.columns
-
-
-def test_bcaffe_osu_logs_with_node_prefix(external_dir: Path) -> None:
-    path = external_dir / "bcaffe-googlenet/allreduce2.log"
-    result = osu.import_osu(path, osu.Options(world_size=2, nodes=2, **PROV))
-    frame = result.comm.frame
-    assert len(frame) == 266 and frame["bytes"].iloc[-1] == 1048576
-    assert frame["time_s"].iloc[0] == pytest.approx(31.92e-6)
-    with pytest.raises(InputError, match="node count 2") as err:
-        osu.import_osu(path, osu.Options(world_size=4, nodes=4, **PROV))
-    assert (err.value.line, err.value.field) == (4, "size")
-
-
-OSU_LOG = """\
-# OSU MPI Allreduce Latency Test v5.7
-# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations
-4                       3.35              3.01              3.70        1000
-8                       3.35              3.15              3.56        1000
-16                      3.36              2.87              3.85        1000
-"""
-
-
-@pytest.mark.parametrize(
-    ("old", "new", "line", "field", "match"),
-    [
-        ("3.36 ", "-3.36 ", 5, "avg", "greater than zero"),
-        ("16  ", "8   ", 5, "size", "does not increase"),
-        ("3.85        1000", "3.85", 5, "iterations", "expected 5 fields"),
-        ("3.15", "abc!", 4, "min", "not a number"),
-        ("3.56", "3.00", 4, "max", "smaller than avg"),
-    ],
-)
-def test_osu_malformed(tmp_path: Path, old: str, new: str, line: int, field: str,
-                       match: str) -> None:
-    path = _write(tmp_path, OSU_LOG.replace(old, new, 1))
-    with pytest.raises(InputError, match=match) as err:
-        osu.import_osu(path, osu.Options(world_size=2, nodes=1, **PROV))
-    assert (err.value.line, err.value.field) == (line, field)
-    assert str(path) in str(err.value)
-
-
-def test_osu_several_runs_keeps_last(tmp_path: Path) -> None:
-    path = _write(tmp_path, OSU_LOG + "\n" + OSU_LOG.replace("3.35  ", "3.50  ", 1))
-    result = osu.import_osu(path, osu.Options(world_size=2, nodes=1, **PROV))
-    assert result.comm.frame["time_s"].iloc[0] == pytest.approx(3.50e-6)
-    assert any("2 runs" in w.message for w in result.warnings)
-
-
-# ---------------------------------------------------------------------------------- bcaffe
-
-
-def _bcaffe_dump(path: Path) -> list[list[float]]:
-    rows = [[float(x) for x in re.search(r"\[(.*)\]", line).group(1).split(",")]
-            for line in path.read_text().splitlines()]
-    return rows[-128:]
-
-
-def test_bcaffe_tmp2comm(external_dir: Path) -> None:
-    path = external_dir / "bcaffe-googlenet/tmp2comm.log"
-    result = bcaffe.import_bcaffe(path, bcaffe.Options(world_size=2, nodes=2))
-    compute, comm = result.compute, result.comm
-    assert isinstance(compute, ComputeTrace) and isinstance(comm, CommTrace)
-    frame = compute.frame
-    assert len(frame) == 128 and frame["layer"].max() == 63
-    dump = _bcaffe_dump(path)  # the second dump (the first is all zeros)
-    assert frame.loc[0, "name"] == "layer00.weight" and frame.loc[0, "numel"] == 9408
-    assert frame.loc[0, "bytes"] == 4 * 9408 and frame.loc[0, "backward_s"] == 0
-    assert frame.loc[1, "backward_s"] == pytest.approx(14690.2e-6)
-    assert frame.loc[127, "ready_order"] == 0 and frame.loc[0, "ready_order"] == 127
-    assert compute.backward_total_s == pytest.approx(sum(r[2] for r in dump[1::2]) * 1e-6)
-    assert compute.forward_total_s == 0 and compute.meta["forward_measured"] is False
-    assert "Dump 2 of 2 (lines 129-256)" in compute.meta["notes"]
-    sizes = {int(r[1]) * 4 for r in dump}
-    assert len(comm.frame) == len(sizes)
-    row = comm.frame[comm.frame["bytes"] == 256].iloc[0]
-    times = [r[3] * 1e-6 for r in dump if r[1] == 64]
-    assert row["time_s"] == pytest.approx(statistics.median(times))
-    assert row["time_min_s"] == pytest.approx(min(times))
-    assert comm.meta["statistic"] == "median"
-
-
-def test_bcaffe_zero_comm_rows_warned(external_dir: Path) -> None:
-    result = bcaffe.import_bcaffe(external_dir / "bcaffe-googlenet/tmp8ocomm.log",
-                                  bcaffe.Options(world_size=8, nodes=8))
-    assert any("63 of 128 blobs have comm_us = 0" in w.message for w in result.warnings)
-    assert "0 all-zero and 1 with the same size/compute_us" in result.compute.meta["notes"]
-
-
-def test_bcaffe_pair_mismatch(external_dir: Path, tmp_path: Path) -> None:
-    lines = (external_dir / "bcaffe-googlenet/tmpcomm.log").read_text().splitlines()
-    lines[5] = lines[5].replace("20400", "20401")  # bias of layer 2 (param 5)
-    path = _write(tmp_path, "\n".join(lines) + "\n", "tmpx.log")
-    with pytest.raises(InputError, match="compute_us differ") as err:
-        bcaffe.import_bcaffe(path, bcaffe.Options(world_size=1, nodes=1))
-    assert (err.value.line, err.value.field) == (6, "compute_us")
-
-
-def test_bcaffe_bad_lines(tmp_path: Path) -> None:
-    good = "I0207 16:23:08.165047 35803 distributed.cpp:112] [0, 9408, 14744.1, 408]"
-    bad = "I0207 16:23:08.165074 35803 distributed.cpp:112] [1, 64, -3, 139]"
-    path = _write(tmp_path, good + "\n" + bad + "\n", "tmpy.log")
-    with pytest.raises(InputError, match="finite number >= 0") as err:
-        bcaffe.import_bcaffe(path, bcaffe.Options(world_size=1, nodes=1))
-    assert (err.value.line, err.value.field) == (2, "compute_us")
-    path = _write(tmp_path, good + "\nsomething else\n", "tmpz.log")
-    with pytest.raises(InputError, match="not a B-Caffe") as err:
-        bcaffe.import_bcaffe(path, bcaffe.Options(world_size=1, nodes=1))
-    assert err.value.line == 2
-    with pytest.raises(InputError, match="pass --world-size"):
-        bcaffe.import_bcaffe(path, bcaffe.Options(nodes=1))
-
-
-# -------------------------------------------------------------------------- CLI + manifest
+# ------------------------------------------------------------------------------------- CLI
 
 
 def test_cli_nccl_writes_and_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -414,59 +263,3 @@ def test_cli_nccl_writes_and_warns(tmp_path: Path, capsys: pytest.CaptureFixture
     assert CommTrace.load(out).frame.shape[0] == 48
     err = capsys.readouterr().err
     assert f"warning: {log} line 156: " in err
-
-
-def test_cli_error_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _write(tmp_path, NEW_LAYOUT)
-    code = main(["import", "osu", str(path), "-o", str(tmp_path / "o.csv"),
-                 "--world-size", "2", "--nodes", "1"])
-    assert code == 2
-    assert "no OSU header" in capsys.readouterr().err
-
-
-def test_manifest_rejects_absolute_and_unknown(tmp_path: Path) -> None:
-    bad = tmp_path / "m.yaml"
-    bad.write_text("version: 1\nfiles:\n  - file: /abs/x.txt\n    importer: osu\n"
-                   "    out: comm/x.csv\n")
-    with pytest.raises(InputError, match="relative") as err:
-        load_manifest(bad)
-    assert err.value.field == "files[0].file"
-    bad.write_text("version: 1\nfiles:\n  - file: x.txt\n    importer: osu\n"
-                   "    out: comm/x.csv\n    args: {bogus: 1}\n")
-    with pytest.raises(InputError, match="unknown option 'bogus'"):
-        load_manifest(bad)
-
-
-_NOT_DATA = {"README.md", "LICENSE", "LICENSE.txt", "LICENSE-NOTE"}
-
-
-def test_manifest_files_are_shipped(external_dir: Path) -> None:
-    listed = {e.file for e in load_manifest(MANIFEST)}
-    shipped = {str(p.relative_to(external_dir)) for p in external_dir.rglob("*")
-               if p.is_file() and p.name not in _NOT_DATA}
-    assert listed <= shipped, sorted(listed - shipped)
-
-
-def test_external_readme_lists_every_shipped_file() -> None:
-    """data/external/README.md has one table row per shipped data file, and no other."""
-    root = REPO / "data" / "external"
-    rows = re.findall(r"^\| `([^`]+)` \|", (root / "README.md").read_text(), flags=re.M)
-    shipped = {str(p.relative_to(root)) for p in root.rglob("*")
-               if p.is_file() and p.name not in _NOT_DATA}
-    assert len(rows) == len(set(rows))
-    assert set(rows) == shipped
-    for folder in {Path(f).parts[0] for f in shipped}:
-        assert any((root / folder / name).is_file() for name in _NOT_DATA - {"README.md"}), folder
-
-
-def test_manifest_reimport_is_byte_identical(external_dir: Path, tmp_path: Path) -> None:
-    written = []
-    for _entry, _result, paths in run_manifest(MANIFEST, external_dir, tmp_path):
-        written.extend(paths)
-    assert len(written) == sum(1 + bool(e.comm_out) for e in load_manifest(MANIFEST))
-    for path in written:
-        rel = path.relative_to(tmp_path)
-        committed = REPO / "traces" / rel
-        assert filecmp.cmp(path, committed, shallow=False), rel
-        sidecar = rel.with_name(rel.stem + ".meta.json")
-        assert filecmp.cmp(tmp_path / sidecar, REPO / "traces" / sidecar, shallow=False), sidecar
