@@ -1,4 +1,5 @@
-"""Exactness of the point-to-point collective algorithms (gradsched.collectives).
+"""The point-to-point collective algorithms (gradsched.collectives): their registry, and
+their exactness.
 
 One launch per world size P = 2..5 (gloo on loopback) runs every algorithm over many
 sizes (1 element, primes 13 and 97, 1000, P-1, P, P+1: sizes not divisible by P or by
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import pytest
 
+from gradsched.collectives import algorithms, get, get_allreduce, lp
 from gradsched.distributed.launch import LaunchSpec, launch
+from gradsched.errors import ConfigError
 
 SIZES = [1, 13, 97, 1000]
 INT_SIZES = [1, 1000]
@@ -39,3 +42,13 @@ def test_all_algorithms_match_reference(world_size: int) -> None:
     # The errors were measured (the bound was not vacuous): some family is above 10 %.
     worst = {k: v for r in results for k, v in r["worst"].items()}
     assert any(v > 0.1 for v in worst.values())
+
+
+def test_registry() -> None:
+    assert algorithms("all_reduce") == ["default", "lp", "ring", "mst", "rd", "rhd"]
+    assert callable(get_allreduce("rhd"))
+    assert get("broadcast", "lp") is lp.broadcast
+    with pytest.raises(ConfigError):
+        get_allreduce("dbt")
+    with pytest.raises(ConfigError):
+        algorithms("alltoall")

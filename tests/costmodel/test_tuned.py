@@ -1,20 +1,17 @@
-"""Formula fits, the ``tuned`` model, LP chunking and the bench/report plumbing."""
+"""Formula fits and the ``tuned`` model (measured, formulas or both; JSON round trip)."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from gradsched.collectives import algorithms, get, get_allreduce, lp
-from gradsched.collectives.common import block_bounds, fold_rank, unfold_rank
+from gradsched.collectives import lp
 from gradsched.costmodel import load_comm_spec
-from gradsched.costmodel.formulas import best_cost, cost, optimal_chunk
+from gradsched.costmodel.formulas import best_cost, cost
 from gradsched.costmodel.interp import InterpCurve
 from gradsched.costmodel.tuned import (
     TunedModel,
@@ -139,84 +136,3 @@ def test_several_networks_need_a_choice(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--network"):
         build_tuned([a, b])
     assert build_tuned([a, b], network="1gbit").meta["network"] == "1gbit"
-
-
-def test_lp_chunking_follows_the_formula() -> None:
-    link = lp.DEFAULT_LINK
-    m = 1 << 22
-    b = lp.optimal_chunk_bytes("all_reduce", m, 4, link)
-    assert b == pytest.approx(float(optimal_chunk("all_reduce", "lp", np.array([m]), 4,
-                                                  link.alpha_s, link.beta_s_per_byte,
-                                                  link.gamma_s_per_byte)[0]))
-    elems = lp.chunk_elements(m // 4, 4, "all_reduce", 4, None, link)
-    assert elems == int(b // 4)
-    # At least one element, at most MAX_CHUNKS chunks, never more than the vector.
-    assert lp.chunk_elements(10, 4, "all_reduce", 4, chunk_bytes=1) == 1
-    assert lp.chunk_elements(10**6, 4, "all_reduce", 4, chunk_bytes=4) == math.ceil(
-        10**6 / lp.MAX_CHUNKS)
-    assert lp.chunk_elements(5, 4, "broadcast", 3, chunk_bytes=1 << 20) == 5
-
-
-def test_partition_and_folding() -> None:
-    for n in (0, 1, 5, 7, 100):
-        for k in (1, 2, 3, 4, 5, 8):
-            bounds = block_bounds(n, k)
-            assert bounds[0][0] == 0 and bounds[-1][1] == n
-            assert all(b[1] == c[0] for b, c in itertools.pairwise(bounds))
-            sizes = [b - a for a, b in bounds]
-            assert max(sizes) - min(sizes) <= 1
-    for p in range(1, 12):
-        active = [fold_rank(r, p) for r in range(p)]
-        pof2 = active[0][1]
-        news = sorted(n for n, _, _ in active if n >= 0)
-        assert news == list(range(pof2))
-        for r, (new, _, rem) in enumerate(active):
-            if new >= 0:
-                assert unfold_rank(new, rem) == r
-
-
-def test_registry() -> None:
-    assert algorithms("all_reduce") == ["default", "lp", "ring", "mst", "rd", "rhd"]
-    assert callable(get_allreduce("rhd"))
-    assert get("broadcast", "lp") is lp.broadcast
-    with pytest.raises(ConfigError):
-        get_allreduce("dbt")
-    with pytest.raises(ConfigError):
-        algorithms("alltoall")
-
-
-def test_report_writes_figures_and_tables(tmp_path: Path) -> None:
-    from gradsched.io import write_csv_atomic, write_json_atomic
-    from gradsched.report.collectives import summary_rows, write_all
-
-    b = synthetic_trace(tmp_path / "b.csv", params=(1e-4, 8e-9, 2e-10), network="1gbit",
-                        world_sizes=(2, 4), sizes=SIZES[::2])
-    fits, errors = fit_formulas(load_samples([b]))
-    fit_json, err_csv = tmp_path / "fit.json", tmp_path / "err.csv"
-    write_json_atomic(fit_json, fits_to_json(fits, ["b"]))
-    write_csv_atomic(err_csv, errors)
-    written = write_all([b], fit_json, err_csv, tmp_path / "fig", tmp_path / "tab")
-    assert all(p.is_file() and p.stat().st_size > 0 for p in written)
-    rows = summary_rows(load_samples([b]), {f.network: f for f in fits})
-    # On formula data the measured LP/RHD ratio equals the formula's.
-    assert np.allclose(rows["lp_rhd_bw_measured"], rows["lp_rhd_bw_model"], rtol=0.05)
-    md = (tmp_path / "tab" / "collectives-summary.md").read_text()
-    assert "LP/RHD bw measured" in md and "1gbit" in md
-
-
-def test_bench_command_end_to_end(tmp_path: Path) -> None:
-    """A tiny real sweep (P=2, gloo on loopback) through the CLI, with --tuned-out."""
-    from gradsched.cli import main
-
-    out, tuned = tmp_path / "b.csv", tmp_path / "t.json"
-    code = main(["bench", "collectives", "--algorithms", "default,lp,rhd", "--world-size", "2",
-                 "--min-bytes", "4", "--max-bytes", "16", "--min-iters", "1", "--max-iters",
-                 "2", "--target-s", "0.001", "--deadline-s", "100", "-o", str(out),
-                 "--tuned-out", str(tuned)])
-    assert code == 0
-    trace = CommTrace.load(out)
-    assert set(trace.frame["algorithm"]) == {"default", "lp", "rhd"}
-    assert sorted(trace.frame["bytes"].unique()) == [4, 8, 16]
-    assert trace.meta["lp_chunk_bytes"]["2"]
-    model = load_comm_spec(str(tuned))
-    assert model.choose("all_reduce", 16, 2) in ("default", "lp", "rhd")
