@@ -1,5 +1,5 @@
 """Gradient compressors (gradsched.compression): exactness on real gloo ranks, byte
-formulas, single-process semantics, and the replay integration.
+formulas, single-process semantics and the registry.
 
 The multi-rank checks run in :func:`gradsched.compression.train.check_task` (one launch per
 world size): density 1 equals a dense all-reduce of the raw gradients (top-k with k = n,
@@ -13,10 +13,7 @@ collectives, counted per call, equal ``Compressor.bytes_sent`` at every step.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
@@ -27,18 +24,8 @@ from gradsched.compression import (
     parse_density,
     step_root,
 )
-from gradsched.compression.pricing import (
-    CompressedCommModel,
-    ComputeCost,
-    compute_cost_from_profile,
-)
-from gradsched.compression.profile import profile_compressors
-from gradsched.costmodel import AlphaBetaModel
 from gradsched.distributed.launch import LaunchSpec, launch
 from gradsched.errors import ConfigError
-from gradsched.experiments.compression import compressed_replay
-from gradsched.plan import Bucket, Plan
-from tests.conftest import synthetic_compute_trace
 
 CHECK = {"densities": [1.0, 1 / 16], "sizes": [13, 1000], "steps": 3, "seed": 3,
          "momenta": [0.0, 0.9]}
@@ -136,94 +123,3 @@ def test_registry_and_density_parsing() -> None:
             parse_density(bad)
     with pytest.raises(ConfigError):
         make_compressor("nope")
-
-
-# ------------------------------------------------------------------------ replay
-
-
-def _trace_and_plan() -> tuple[object, Plan]:
-    trace = synthetic_compute_trace(n=6, seed=1, forward_s=1e-3, bytes_scale=1 << 16)
-    names = list(trace.frame["name"])[::-1]
-    return trace, Plan("wfbp", tuple(Bucket((n,)) for n in names))
-
-
-def test_compressed_model_prices_messages_and_compute() -> None:
-    base = AlphaBetaModel(alpha=1e-4, beta=1e-9)
-    comp = make_compressor("importance", "1/64")
-    model = CompressedCommModel(base, comp, ComputeCost(2e-5, 3e-9))
-    n = 64_000
-    k = 1000
-    want = (2e-5 + 3e-9 * n) + base.time("broadcast", 4 * k, 4) + base.time("all_reduce", 4 * k, 4)
-    assert model.time("all_reduce", 4 * n, 4) == pytest.approx(want)
-    topk = CompressedCommModel(base, make_compressor("topk", "1/64"))
-    assert topk.time("all_reduce", 4 * n, 4) == pytest.approx(base.time("all_gather",
-                                                                        4 * 8 * k, 4))
-    with pytest.raises(ConfigError):
-        model.time("reduce_scatter", 100, 4)
-    again = CompressedCommModel.from_dict(model.to_dict())
-    assert again.time("all_reduce", 4 * n, 4) == pytest.approx(want)
-
-
-def test_compression_pays_on_slow_network_not_on_fast() -> None:
-    """A compressed plan is predicted faster on a slow network (bandwidth dominates) and
-    slower on a fast one, where its own compute time dominates."""
-    trace, plan = _trace_and_plan()
-    comp = make_compressor("importance", "1/64")
-    compute = ComputeCost(50e-6, 2e-9)  # selection cost per element (order of profile)
-    slow = AlphaBetaModel(alpha=50e-6, beta=1 / 125e6)  # ~1 Gbit/s
-    fast = AlphaBetaModel(alpha=5e-6, beta=1 / 100e9)  # ~800 Gbit/s
-    on_slow = compressed_replay(trace, plan, slow, comp, 8, compute)
-    on_fast = compressed_replay(trace, plan, fast, comp, 8, compute)
-    assert on_slow["compressed"].iteration_s < on_slow["dense"].iteration_s
-    assert on_slow["speedup"] > 1.5
-    assert on_fast["compressed"].iteration_s > on_fast["dense"].iteration_s
-    # without the compute cost, compression never loses on this plan
-    free = compressed_replay(trace, plan, fast, comp, 8, ComputeCost())
-    assert free["compressed"].iteration_s <= free["dense"].iteration_s + 1e-12
-
-
-def test_profile_and_fit() -> None:
-    frame = profile_compressors(["dense", "topk"], [1 / 64], [1 << 10, 1 << 14], world_size=2,
-                                reps=2)
-    assert list(frame["method"]) == ["dense", "dense", "topk", "topk"]
-    assert (frame["compute_s"] > 0).all()
-    cost = compute_cost_from_profile(frame, "topk", 1 / 64)
-    assert cost.intercept_s >= 0 and cost.s_per_element >= 0
-    synthetic = pd.DataFrame({"method": "topk", "density": 1 / 64, "world_size": 4,
-                              "numel": [1e3, 1e4, 1e5], "compute_s": [1e-5 + 2e-9 * x
-                                                                       for x in (1e3, 1e4, 1e5)]})
-    fit = compute_cost_from_profile(synthetic, "topk", 1 / 64)
-    assert fit.intercept_s == pytest.approx(1e-5, rel=1e-6)
-    assert fit.s_per_element == pytest.approx(2e-9, rel=1e-6)
-
-
-def test_measured_profile_crossover() -> None:
-    """With the compute cost MEASURED on this machine (committed ``profile.csv``,
-    ``gradsched compress profile``): importance-weighted pruning at density 1/64 is predicted
-    faster than dense on a 1 Gbit/s alpha-beta network and slower on a 100 Gbit/s one, where
-    its selection time per element exceeds the all-reduce's transfer time per element."""
-    profile = Path(__file__).resolve().parents[2] / "paper/data/compression/profile.csv"
-    if not profile.is_file():
-        pytest.skip("no committed compressor profile")
-    cost = compute_cost_from_profile(profile, "importance", 1 / 64, column="compute_s_min")
-    assert cost.s_per_element > 0
-    trace, plan = _trace_and_plan()
-    comp = make_compressor("importance", "1/64")
-    slow = AlphaBetaModel(alpha=50e-6, beta=1 / 125e6)  # 1 Gbit/s
-    fast = AlphaBetaModel(alpha=5e-6, beta=1 / 12.5e9)  # 100 Gbit/s
-    on_slow = compressed_replay(trace, plan, slow, comp, 8, cost)
-    on_fast = compressed_replay(trace, plan, fast, comp, 8, cost)
-    assert on_slow["speedup"] > 1.0
-    assert on_fast["speedup"] < 1.0
-
-
-def test_profile_cli(tmp_path: Path) -> None:
-    from gradsched.cli import main
-
-    out = tmp_path / "profile.csv"
-    assert main(["compress", "profile", "--methods", "dense,importance", "--densities",
-                 "1/16", "--sizes", "1K,4K", "--reps", "1", "--world-size", "2",
-                 "-o", str(out)]) == 0
-    frame = pd.read_csv(out)
-    assert len(frame) == 4 and (frame["compute_s"] > 0).all()
-    assert (tmp_path / "profile.meta.json").is_file()
