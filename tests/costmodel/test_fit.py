@@ -1,4 +1,5 @@
-"""``gradsched fit``: held-out error, the fit table, cross-world-size prediction.
+"""Fitting comm models: the alpha-beta fit (relative error), ``gradsched fit``: held-out
+error, the fit table, cross-world-size prediction.
 
 Unit tests use SYNTHETIC traces; the real-data tests read the imported public logs
 (traces/comm/external, or import them from the shared external folder on the fly).
@@ -20,6 +21,8 @@ from gradsched.costmodel.fit import (
     FIT_TABLE_COLUMNS,
     cross_validate,
     cross_world_size,
+    fit_alpha_beta,
+    fit_alpha_beta_model,
     fit_file,
     fold_indices,
     series_name,
@@ -239,3 +242,20 @@ def test_real_abci_a100_cross_world_size(real_trace) -> None:
     assert [r["predict_world_size"] for r in dbt.rows] == [64, 128]
     assert max(r["mape_pct"] for r in dbt.rows) < 30
     assert min(r["mape_pct"] for r in ring.rows) > max(r["mape_pct"] for r in dbt.rows)
+
+
+def test_alpha_beta_fit_recovers_known_parameters() -> None:
+    alpha, beta = 12e-6, 7.5e-11
+    curve = fit_alpha_beta(SIZES, alpha + beta * SIZES)
+    assert curve.alpha_s == pytest.approx(alpha, rel=1e-9)
+    assert curve.beta_s_per_byte == pytest.approx(beta, rel=1e-9)
+    model = fit_alpha_beta_model(SIZES, alpha + beta * SIZES)
+    assert model.time("all_reduce", 1e6, 8) == pytest.approx(alpha + beta * 1e6, rel=1e-9)
+
+
+def test_alpha_beta_fit_minimises_relative_not_absolute_error() -> None:
+    # one wild point at the largest size must not wreck the small-message latency
+    t = 10e-6 + 1e-10 * SIZES
+    t[-1] *= 3
+    curve = fit_alpha_beta(SIZES, t)
+    assert curve.alpha_s == pytest.approx(10e-6, rel=0.05)

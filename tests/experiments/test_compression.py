@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gradsched.compression import (
-    make_compressor,
-)
+from gradsched.compression import make_compressor
 from gradsched.compression.pricing import (
     ComputeCost,
     compute_cost_from_profile,
