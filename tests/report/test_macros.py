@@ -4,6 +4,7 @@ Inputs are small SYNTHETIC result tables made here (never committed as measureme
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +57,7 @@ def test_macros_match_the_csvs(tmp_path: Path) -> None:
 
 
 def test_reexec_macros_from_measured(tmp_path: Path) -> None:
-    from tests.reexec.test_reexec import _synthetic_measured
+    from tests.reexec.test_analysis import _synthetic_measured
 
     frame = _synthetic_measured().assign(collective_cpu_s=4e-4)
     path, out = tmp_path / "measured.csv", tmp_path / "m.tex"
@@ -91,3 +92,25 @@ def test_macro_names_are_tex_control_words() -> None:
             name = line.split("}", 1)[0][len(r"\newcommand{\\") - 1:]
             assert name.isalpha(), name
     assert macros.camel("alpha-beta") == "AlphaBeta"
+
+
+def test_boot_macros_count_cases_against_the_targets():
+    from gradsched.report.macros import reexec_boot_macros
+
+    def row(case, net, default, tuned_hi, sep):
+        return {"case": case, "bandwidth": net, "n_separated_pairs": sep, "n_pairs": 10,
+                "order_ok_separated_pct": 100.0, "tau_separated": 1.0, "tau_int_lo": 0.5,
+                "spread_to_noise": 5.0, "best_vs_ddp_default_speedup": default,
+                "best_vs_ddp_tuned_speedup": 1.0, "best_vs_ddp_tuned_speedup_hi": tuned_hi,
+                "n_flagged_runs": 1, "foreign_cpu_cores_max": 0.3}
+
+    stats = pd.DataFrame([row("a", "tbf1gbit", 1.12, 1.01, 4),
+                          row("b", "tbf100mbit", 1.05, 0.97, 6),
+                          row("c", "loopback", 1.20, 0.90, 0),
+                          row("all", "x", math.nan, math.nan, math.nan)])
+    m = reexec_boot_macros(stats)
+    assert m["ReexecSepPairs"] == "10" and m["ReexecAllPairs"] == "30"
+    assert m["ReexecBestTenPctCases"] == "2"  # loopback counts for the 1.10x target too
+    assert m["ReexecCommCases"] == "2" and m["ReexecBestNotSlowerTunedCases"] == "1"
+    assert m["ReexecFlaggedRuns"] == "3"
+    assert reexec_boot_macros(None)["ReexecSepPairs"] == "n/a"
