@@ -226,23 +226,6 @@ def test_cli_replay_and_plan_with_a_topology(tmp_path: Path) -> None:
     assert not (tmp_path / "q.json").exists()
 
 
-@pytest.mark.parametrize("kind", ["hierarchical", "flat"])
-def test_identify_inter_level_recovers_synthetic_parameters(kind: str) -> None:
-    from gradsched.costmodel.formulas import AnalyticModel
-    from gradsched.costmodel.topology_fit import identify_inter_level
-
-    # synthetic: a 2 x 8 sweep generated from known levels must give back the inter level
-    intra = AlphaBetaModel(A_INTRA, B_INTRA)
-    truth = AnalyticModel(8e-6, 3e-10, 0.0, "ring")
-    sizes = np.geomspace(4, 2**25, 24)
-    sweep = Topology(2, 8, intra, truth).collective_model(kind).times("all_reduce", sizes, 16)
-    got = identify_inter_level(intra, sizes, sweep, 2, 8, kind)
-    assert got.alpha == pytest.approx(truth.alpha, rel=1e-6)
-    assert got.beta == pytest.approx(truth.beta, rel=1e-6)
-    with pytest.raises(ConfigError, match=">= 2 nodes"):
-        identify_inter_level(intra, sizes, sweep, 1, 16, kind)
-
-
 @given(intra=levels, inter=levels, shape=st.sampled_from([(2, 4), (4, 2), (3, 8)]),
        nbytes=st.floats(1.0, 2.0**30))
 def test_hierarchical_reduce_scatter_plus_all_gather_is_the_all_reduce(
@@ -255,26 +238,3 @@ def test_hierarchical_reduce_scatter_plus_all_gather_is_the_all_reduce(
     world = nodes * ranks
     halves = model.time("reduce_scatter", nbytes, world) + model.time("all_gather", nbytes, world)
     assert halves == pytest.approx(model.time("all_reduce", nbytes, world), rel=1e-9, abs=1e-15)
-
-
-def test_topology_check_on_the_shipped_abci_sweeps(tmp_path) -> None:
-    """The pipeline's check: the 2-node sweep identifies the inter level (in sample), the
-    larger sweeps are predicted; the hierarchical model with a log-depth inter level beats a
-    ring-only one out of sample (the paper's table)."""
-    from pathlib import Path
-
-    from gradsched.cli import main
-    from gradsched.report.topology import topology_check
-
-    ext = Path(__file__).resolve().parents[2] / "traces/comm/external"
-    sweeps = [ext / f"nccl-abci-inter-anode-{n}.csv" for n in (2, 4, 8, 16)]
-    frame = topology_check(ext / "nccl-abci-intra-anode-8.csv", sweeps)
-    assert len(frame) == 12 and frame["in_sample"].sum() == 3
-    out = frame[~frame["in_sample"]].set_index(["collective_model", "inter_algorithm",
-                                                "nodes"])["mape_pct"]
-    for nodes in (8, 16):
-        assert out[("hierarchical", "best", nodes)] < out[("hierarchical", "ring", nodes)]
-        assert out[("hierarchical", "best", nodes)] < out[("flat", "ring", nodes)]
-    assert main(["report", "topology-check", "--intra", str(ext / "missing.csv"), "--sweep",
-                 str(sweeps[0]), "-o", str(tmp_path / "c.csv")]) == 2
-    assert not (tmp_path / "c.csv").exists()

@@ -20,7 +20,6 @@ from gradsched.costmodel.ps import ParameterServer, PSModel
 from gradsched.errors import ConfigError
 from gradsched.experiments import make_plan
 from gradsched.planners import PS_ALGORITHMS
-from gradsched.planners.bytescheduler_ps import CREDIT_SPACE_PARAMS
 from gradsched.replay import ReplayOptions, replay
 from tests.conftest import synthetic_compute_trace
 
@@ -66,16 +65,6 @@ def test_plan_shapes() -> None:
         assert bucket.priority == int(name.removeprefix("layer").split(".")[0])
         assert bucket.chunks == -(-int(numel[name]) // 5000)
     assert bs.credit_bytes == pytest.approx(8000 * 4)
-
-
-def test_bytescheduler_ps_tunes_the_credit_in_the_ps_range() -> None:
-    trace = synthetic_compute_trace(n=8, bytes_scale=1 << 16)
-    plan = make_plan("bytescheduler-ps", trace, ps_model(), 4, {"tune_iters": 4})
-    credits = [e["credit_params"] for e in plan.info["evaluated"]]
-    assert len(credits) == 4
-    assert all(CREDIT_SPACE_PARAMS[0] <= c <= CREDIT_SPACE_PARAMS[1] for c in credits)
-    with pytest.raises(ConfigError, match="search"):
-        make_plan("bytescheduler-ps", trace, ps_model(), 4, {"search": "partition"})
 
 
 @SETTINGS
