@@ -198,7 +198,7 @@ def test_torchrun_mode_rank0_writes_the_trace(tmp_path):
 
 
 def test_p2p_summary_is_half_of_rank0_round_trip():
-    """p2p (issue 18, item 2): one-way time = half of rank 0's median round trip; rank 1's
+    """p2p (point-to-point ping-pong): one-way time = half of rank 0's median round trip; rank 1's
     times (receive then send back) do not enter. Synthetic per-rank times."""
     per_rank = [
         {"rank": 1, "results": [{"collective": "p2p", "bytes": 1000, "warmup": 1,

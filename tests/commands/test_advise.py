@@ -1,4 +1,5 @@
-"""``gradsched advise --topology FILE [--topology-collective flat|hierarchical]`` (issue 18).
+"""``gradsched advise --topology FILE [--topology-collective flat|hierarchical]``:
+advice on a two-level (intra-node, inter-node) topology.
 
 Committed inputs: the ResNet-18 CPU compute trace and the committed 2-rank gloo loopback
 sweep as the intra-node level. The inter-node levels written inline below

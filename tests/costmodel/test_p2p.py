@@ -1,4 +1,4 @@
-"""``p2p`` as a comm-trace collective (issue 18, item 2): validation, formulas, fits, the
+"""``p2p`` (point-to-point, one message) as a comm-trace collective: validation, formulas, fits, the
 wire floor and the model loaders. All traces here are synthetic (labelled in their meta)."""
 
 from __future__ import annotations

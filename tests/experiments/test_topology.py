@@ -1,4 +1,5 @@
-"""``gradsched report topology-replay`` / ``topology-replay-table`` (issue 18).
+"""``gradsched report topology-replay`` / ``topology-replay-table``: replay
+on a two-level (intra-node, inter-node) topology, flat and hierarchical.
 
 The replay tests use the committed ResNet-18 CPU compute trace with SYNTHETIC topology
 levels (inline alpha-beta models, labelled below): they check the wiring (each row is the

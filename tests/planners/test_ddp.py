@@ -160,7 +160,7 @@ def test_ddp_equals_real_ddp_buckets(torch_mod: Any, gloo: None, name: str) -> N
         planned = make_plan("ddp", trace, model, 4, knobs)
         assert plan_sets(planned) == real, f"{name} bucket_cap_mb={cap}"
         counts[cap] = len(real)
-    if name == "resnet18":  # the observation: explicit 25 -> 2 buckets, default 3
+    if name == "resnet18":  # as real DDP does: explicit 25 -> 2 buckets, default 3
         assert counts[25.0] == 2 and counts[None] == 3
 
 

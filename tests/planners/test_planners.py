@@ -413,7 +413,8 @@ def test_optimal_is_no_slower_than_any_planner(alpha, beta):
 
 
 def test_best_is_never_slower_than_tuned_ddp(example_b: ComputeTrace) -> None:
-    """``best`` holds DDP at every swept cap among its candidates (issue 16)."""
+    """``best`` holds DDP at every swept cap among its candidates, so it is never slower than
+    the tuned DDP."""
     from gradsched.planners.search import DDP_CAPS_MB
 
     model = AlphaBetaModel(1e-3, 1e-6)

@@ -1,4 +1,4 @@
-"""The lower bound holds for every plan, every ready order and every model kind (issue 14).
+"""The lower bound holds for every plan, every ready order and every model kind.
 
 All traces and sweeps here are SYNTHETIC (random or hand-made); nothing is a measurement.
 """
@@ -138,9 +138,10 @@ def test_burst_region_is_clipped_to_the_line_rate() -> None:
 
 
 def test_last_ready_gradient_need_not_be_the_input_side_one() -> None:
-    """The counterexample of issue 14: when the gradient ready last is an output-side layer
-    (forward last), a per-layer plan hides its communication behind the next forward; a
-    bound that charges its bytes after the whole compute exceeds a real plan."""
+    """The counterexample to a bound that assumed the input-side gradient is ready last: when
+    the gradient ready last is an output-side layer (forward last), a per-layer plan hides
+    its communication behind the next forward; a bound that charges its bytes after the
+    whole compute exceeds a real plan."""
     frame = pd.DataFrame({
         "name": ["in", "out"], "layer": [0, 1], "numel": [250, 1_000_000],
         "bytes": [1000, 4_000_000], "forward_s": [8 * MS, 1 * MS],

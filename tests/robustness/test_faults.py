@@ -1,4 +1,4 @@
-"""Fault tests (issue 17 item 5): a killed rank, a launcher that gets SIGTERM or SIGKILL,
+"""Fault tests: a killed rank, a launcher that gets SIGTERM or SIGKILL,
 an interrupted or killed ``gradsched cluster``, and two clusters side by side with
 overlapping prefixes. Each must leave no process, namespace, record or temporary file
 behind, and a cluster must never touch what it did not create.
@@ -29,7 +29,7 @@ from tests.netns_support import needs_netns
 
 REPO_SRC = str(Path(cl.__file__).resolve().parents[2])
 START_S = 120.0  # generous: torch imports slowly on a loaded 2-core machine
-ORPHAN_BOUND_S = 30.0  # issue 17: ranks of a SIGKILLed launcher exit within 30 s
+ORPHAN_BOUND_S = 30.0  # ranks of a SIGKILLed launcher must exit within 30 s
 
 
 needs_proc = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(),

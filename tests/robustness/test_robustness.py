@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (the embedded log keeps the real column widths)
-"""Every malformed input gets a clear error (issue 17, items 3, 4 and 6).
+"""Every malformed input gets a clear error: one line, exit status 2, nothing left behind.
 
 Table-driven: each row is a command line of one ``gradsched`` entry point with one bad
 input, the class of defect it probes, and a piece of the message it must print. Each call
@@ -536,7 +536,7 @@ def test_malformed_input_is_a_clear_error(case: Case, work: Path, alarm: None,
 
 
 def test_table_covers_every_entry_point_and_enough_inputs() -> None:
-    """>= 60 malformed inputs (issue 17), across every sub-command family."""
+    """>= 60 malformed inputs, across every sub-command family."""
     assert len(CASES) >= 60
     commands = {c.argv.split()[0] for c in CASES}
     assert commands >= {"replay", "plan", "fit", "import", "traces", "report", "run",
@@ -571,7 +571,7 @@ def test_replay_options_refuse_nan_and_out_of_range(field: str, value: float) ->
 
 def test_plan_memory_bound_is_checked_before_running() -> None:
     """chunks x tensors x ranks, with the executor's padding, against the machine's memory
-    (issue 17: ``chunks: 1e9`` reached the OOM killer)."""
+    (a plan with ``chunks: 1e9`` once reached the OOM killer)."""
     plan = Plan("synthetic", (Bucket(("a",), chunks=1000), Bucket(("b",), "rs_ag", 10)))
     # all_reduce: ceil(1000/1000) x 1000 elements; rs_ag: ceil(1e6/(10 x 4)) x 4 x 10 + shards
     assert plan.buffer_bytes(4, 4, {"a": 1000, "b": 10**6}) == 4 * (1000 + 25_000 * 5 * 10)

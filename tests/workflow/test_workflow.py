@@ -266,7 +266,8 @@ def test_smoke_runs_for_real_then_nothing_to_do(tmp_path: Path) -> None:
 
 
 def test_a_second_configuration_never_writes_the_papers_outputs() -> None:
-    """The smoke configuration writes under its own results directory (issue 17)."""
+    """The smoke configuration writes under its own results directory, never the
+    paper's."""
     proc = run(["-n", "--forceall", "--nolock", "--cores", "2", "all", "--configfile",
                 "config/smoke.yaml"], REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
