@@ -173,7 +173,7 @@ def test_mgwfbp_without_startup_never_merges(example_b: ComputeTrace) -> None:
 # DDP bucket boundaries. Sizes in ready order (MiB): [0.5, 0.75, 10, 10, 10, 30, 1].
 # default (reducer.cpp rebuild_buckets): first cap 1 MiB: 0.5, 1.25 >= 1 -> close {0,1};
 #   cap 25: 10, 20, 30 >= 25 -> close {2,3,4}; 30 >= 25 -> {5}; {6} left over.
-# (torch's real buckets and the explicit-cap rule: tests/test_baselines_ddp_horovod.py)
+# (torch's real buckets and the explicit-cap rule: tests/planners/test_ddp.py)
 # ---------------------------------------------------------------------------------------
 DDP_MB = [0.5, 0.75, 10, 10, 10, 30, 1]
 
@@ -268,7 +268,7 @@ def test_dear_bo_records_thresholds(example_b: ComputeTrace) -> None:
 
 # ---------------------------------------------------------------------------------------
 # ByteScheduler / P3: per-tensor tasks, partition and credit in parameters; the detailed
-# tests against the original's source lines are in tests/test_baselines_dear_bs.py.
+# tests against the original's source lines are in tests/planners/test_bytescheduler.py.
 # ---------------------------------------------------------------------------------------
 def test_bytescheduler_partitions_and_priorities() -> None:
     # ready order: layer 1 (two tensors, 3 + 6 MiB), then layer 0 (1 MiB).

@@ -5,7 +5,7 @@ One gloo loopback launch of 4 ranks as 2 nodes x 2 ranks trains the test models
 ``algorithm: hierarchical`` (several shapes: per tensor, chunked with priorities and a
 per-layer update, one bucket with a length that does not divide by the ranks per node,
 a mix with flat buckets), and the final parameters must equal one process trained on the
-full batch (fp32 tolerance of tests/test_runtime_exactness.py). A second launch, 4 ranks
+full batch (fp32 tolerance of tests/runtime/test_executor.py). A second launch, 4 ranks
 as 1 node x 4 and then as 4 nodes x 1 (the degenerate layouts), checks the same. Error
 paths: a world that is not a multiple of the ranks per node, a missing layout.
 """

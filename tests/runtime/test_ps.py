@@ -4,7 +4,7 @@ gloo loopback launches of 2 workers + 1 server and 2 workers + 2 servers train t
 models (synthetic data from runtime/reference.py) with ``algorithm: ps`` plans of several
 shapes (per tensor, one bucket, chunked with priorities and a per-layer update, unused
 parameters with find_unused); the workers' final parameters must equal one process
-trained on the full batch of the 2 workers (tolerance of tests/test_runtime_exactness.py),
+trained on the full batch of the 2 workers (tolerance of tests/runtime/test_executor.py),
 and each server must serve exactly its round-robin share of the partitions. A dead server
 or a dead worker must end the run with an error naming it, well before the deadline.
 """
