@@ -277,3 +277,23 @@ def test_a_second_configuration_never_writes_the_papers_outputs() -> None:
     assert paths, "the dry run listed no outputs"
     assert [p for p in paths if p.startswith(("paper/", "logs/"))] == []
     assert all(p.startswith("results/smoke-config/") for p in paths), paths[:5]
+
+
+def test_snakemake_advise_target_is_not_in_all() -> None:
+    """``sm advise`` plans the example advice; ``all`` does not include it."""
+    import subprocess
+    import sys
+
+    snakemake = Path(sys.executable).parent / "snakemake"
+    if not snakemake.exists():
+        pytest.skip("snakemake is not in the venv")
+
+    def dry(target: str) -> str:
+        proc = subprocess.run([str(snakemake), "-n", "--forceall", "--nolock", "--cores", "1",
+                               target], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout + proc.stderr
+
+    out = dry("advise")
+    assert "advise_example" in out and "results/advise/example.txt" in out
+    assert "advise_example" not in dry("all")
