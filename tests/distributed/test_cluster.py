@@ -3,7 +3,6 @@ and vanish on every exit path (normal, exception, crashed rank, SIGTERM, SIGKILL
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -14,10 +13,8 @@ import time
 import pytest
 
 from gradsched.distributed import cluster as cl
-from gradsched.distributed import cluster_record, netns
+from gradsched.distributed import cluster_record
 from gradsched.distributed.cluster import ClusterError, EmulatedCluster
-from gradsched.distributed.shaping import parse_rate, rate_label
-from gradsched.errors import ConfigError
 from tests.netns_support import needs_netns, ours
 
 REPO_SRC = str(cl.__file__).rsplit("/gradsched/", 1)[0]
@@ -49,58 +46,10 @@ def prefix(request):
 # ----------------------------------------------------------------------------- no root needed
 
 
-def test_rates_use_tc_units():
-    assert parse_rate("1gbit") == 1e9
-    assert parse_rate("100mbit") == 1e8
-    assert parse_rate("125mbps") == 1e9  # bytes per second
-    assert rate_label(1e9) == "1gbit" and rate_label(1e8) == "100mbit"
-    with pytest.raises(ConfigError, match="rate"):
-        parse_rate("fast")
-
-
-def test_non_root_is_told_clearly(monkeypatch):
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with pytest.raises(ClusterError, match="needs root"):
-        netns.preflight()
-
-
 def test_layout_names_and_addresses():
     lay = cl.ClusterLayout(3, "gsX-")
     assert lay.namespaces == ["gsX-sw", "gsX-r0", "gsX-r1", "gsX-r2"]
     assert [lay.address(r) for r in range(3)] == ["10.77.0.1", "10.77.0.2", "10.77.0.3"]
-
-
-def test_a_prefix_is_claimed_once(tmp_path, monkeypatch):
-    """The record file is the lock: a second claim of the prefix is refused, naming
-    whether its owner runs or was killed (then: how to clean up); never cleaned away."""
-    monkeypatch.setenv("GRADSCHED_RUN_DIR", str(tmp_path))
-    path = cluster_record.record_path("p-")
-    cluster = EmulatedCluster(2, None, prefix="p-")
-    record = cluster._new_record()
-    cluster_record._claim_record(path, record)
-    with pytest.raises(ClusterError, match="in use by a running cluster"):
-        cluster_record._claim_record(path, cluster._new_record())
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
-    record["owner"] = {"pid": int(gone.stdout), "start_time": "0"}
-    path.write_text(json.dumps(record))
-    with pytest.raises(ClusterError, match=f"killed .*gradsched cluster clean {path}"):
-        cluster_record._claim_record(path, cluster._new_record())
-    assert [p.name for p in tmp_path.joinpath("clusters").iterdir()] == ["p-.json"]
-
-
-@pytest.mark.parametrize("content", ["", "[]", '{"version": 1}', "{not json"])
-def test_malformed_record_is_named(tmp_path, content):
-    path = tmp_path / "x.json"
-    path.write_text(content)
-    with pytest.raises(ClusterError, match=str(path)):
-        cluster_record.load_record(path)
-
-
-def test_clean_refuses_names_no_record_lists(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRADSCHED_RUN_DIR", str(tmp_path))
-    with pytest.raises(ClusterError, match="did not create it; nothing was removed"):
-        cluster_record.clean_names(["someone-elses-ns"])
 
 
 # ----------------------------------------------------------------------------- root
