@@ -461,21 +461,6 @@ def test_launch_order():
     assert order.index((1, 1)) < order.index((0, 3))
 
 
-def test_ddp_bucket_plan_follows_ready_order_and_caps():
-    from gradsched.runtime.reference import ddp_bucket_plan, ready_order
-
-    model = make_test_model("mlp")
-    x, y = make_shard(0, 0, 1, BATCH)
-    order = ready_order(model, lambda: loss_of(model, x, y))
-    assert order[0] == "fc3.bias" and set(order) == {n for n, _ in model.named_parameters()}
-    assert all(p.grad is None for p in model.parameters())
-    one = ddp_bucket_plan(model, order, bucket_cap_mb=25)
-    assert [t for b in one.buckets for t in b.tensors] == order
-    # a cap below every tensor's size: one bucket per tensor (the crossing tensor closes it)
-    tiny = ddp_bucket_plan(model, order, bucket_cap_mb=1e-6, first_bucket_mb=1e-6)
-    assert [b.tensors for b in tiny.buckets] == [(n,) for n in order]
-
-
 def test_plan_naming_unknown_collective_algorithm_is_refused(world1):
     model = make_test_model("mlp")
     names = [n for n, p in model.named_parameters()]

@@ -16,7 +16,14 @@ torch = pytest.importorskip("torch")
 dist = torch.distributed
 
 from gradsched.errors import ConfigError  # noqa: E402
-from gradsched.runtime.reference import ddp_bucket_plan, ready_order  # noqa: E402
+from gradsched.runtime.reference import (  # noqa: E402
+    ddp_bucket_plan,
+    loss_of,
+    make_shard,
+    make_test_model,
+    ready_order,
+)
+from tests.runtime.test_executor import BATCH  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -82,3 +89,18 @@ def test_bad_caps_are_refused() -> None:
         ddp_bucket_plan(module, order, 0.0)
     with pytest.raises(ConfigError, match="first_bucket_mb"):
         ddp_bucket_plan(module, order, 1.0, first_bucket_mb=-1.0)
+
+
+def test_ddp_bucket_plan_follows_ready_order_and_caps():
+    from gradsched.runtime.reference import ddp_bucket_plan, ready_order
+
+    model = make_test_model("mlp")
+    x, y = make_shard(0, 0, 1, BATCH)
+    order = ready_order(model, lambda: loss_of(model, x, y))
+    assert order[0] == "fc3.bias" and set(order) == {n for n, _ in model.named_parameters()}
+    assert all(p.grad is None for p in model.parameters())
+    one = ddp_bucket_plan(model, order, bucket_cap_mb=25)
+    assert [t for b in one.buckets for t in b.tensors] == order
+    # a cap below every tensor's size: one bucket per tensor (the crossing tensor closes it)
+    tiny = ddp_bucket_plan(model, order, bucket_cap_mb=1e-6, first_bucket_mb=1e-6)
+    assert [b.tensors for b in tiny.buckets] == [(n,) for n in order]
