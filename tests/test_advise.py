@@ -2,8 +2,8 @@
 
 The advice is tested on committed inputs (ResNet-18 and BERT-base CPU compute traces, the
 committed gloo sweeps); ``--validate`` on the tiny MLP (a compute trace captured in the
-test, 2 gloo ranks on loopback). Synthetic numbers appear only in the unit tests of the
-tie rule and the bootstrap, labelled as such.
+test, 2 gloo ranks on loopback). Synthetic numbers appear only in the unit test of the
+bootstrap, labelled as such.
 """
 
 from __future__ import annotations
@@ -16,13 +16,11 @@ import numpy as np
 import pytest
 
 from gradsched.advise import bootstrap_ratio
-from gradsched.cli import build_parser, main
+from gradsched.cli import main
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.experiments.recommend import (
     DEFAULT_CAPS_MB,
     DEFAULT_MARGIN_PCT,
-    DDPPoint,
-    pick_ddp,
 )
 from gradsched.planners import make_plan
 from gradsched.replay.engine import ReplayOptions, replay
@@ -128,15 +126,6 @@ def test_margin_is_the_fits_heldout_error(tmp_path: Path) -> None:
     assert "states no held-out error" in advice["margin_source"]
 
 
-def test_pick_ddp_ties_go_to_the_default_then_the_smallest_cap() -> None:
-    # synthetic points (labelled): equal times are ties
-    pts = [DDPPoint(None, 1.0, 3, 2.0), DDPPoint(4.0, 4.0, 5, 1.0), DDPPoint(2.0, 2.0, 6, 1.0)]
-    assert pick_ddp(pts).bucket_cap_mb == 2.0
-    pts.append(DDPPoint(None, 1.0, 3, 1.0))
-    assert pick_ddp(pts).bucket_cap_mb is None
-    assert pick_ddp([DDPPoint(8.0, 8.0, 2, 0.5), *pts]).bucket_cap_mb == 8.0
-
-
 def test_bootstrap_ratio() -> None:
     # synthetic samples (labelled): b is clearly faster than a
     rng = np.random.default_rng(1)
@@ -204,13 +193,6 @@ def test_bad_options(capsys) -> None:
     assert "--margin-pct" in capsys.readouterr().err
 
 
-def test_run_takes_torchs_default_cap() -> None:
-    args = build_parser().parse_args(["run", "--baseline", "ddp", "--bucket-cap-mb", "default",
-                                      "--bucket-cap-mb", "2.5", "--model", "tiny-mlp",
-                                      "--batch-size", "4", "--world-size", "2", "-o", "x.csv"])
-    assert args.bucket_cap_mb == [None, 2.5]
-
-
 # --------------------------------------------------------------------------- --validate
 @pytest.fixture(scope="module")
 def tiny_trace(tmp_path_factory) -> Path:
@@ -254,24 +236,3 @@ def test_validate_refuses_another_model(tiny_trace: Path, capsys) -> None:
     pytest.importorskip("torch")
     _fails(capsys, ["advise", "--compute", str(tiny_trace), "--comm", str(LOOP2), "--validate",
                     "--model", "tiny-cnn"], str(tiny_trace), "not model 'tiny-cnn''s parameters")
-
-
-# --------------------------------------------------------------------------- workflow
-def test_snakemake_advise_target_is_not_in_all() -> None:
-    """``sm advise`` plans the example advice; ``all`` does not include it."""
-    import subprocess
-    import sys
-
-    snakemake = Path(sys.executable).parent / "snakemake"
-    if not snakemake.exists():
-        pytest.skip("snakemake is not in the venv")
-
-    def dry(target: str) -> str:
-        proc = subprocess.run([str(snakemake), "-n", "--forceall", "--nolock", "--cores", "1",
-                               target], cwd=REPO, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc.stdout + proc.stderr
-
-    out = dry("advise")
-    assert "advise_example" in out and "results/advise/example.txt" in out
-    assert "advise_example" not in dry("all")

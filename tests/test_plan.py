@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -71,3 +72,26 @@ def test_check_covers():
     twice = Plan("x", (Bucket(("a",)), Bucket(("a", "b"))))
     with pytest.raises(InputError, match="buckets 0 and 1"):
         twice.check_covers(["a", "b"])
+
+
+# ---------------------------------------------------------------------------------------
+# Plan JSON: version 2 carries ag_issue and credit_bytes; version 1 still reads.
+# ---------------------------------------------------------------------------------------
+def test_plan_json_round_trip_and_version_1() -> None:
+    plan = Plan("x", (Bucket(("a",), "rs_ag"),), update="per_layer", ag_issue="lookahead",
+                credit_bytes=16e6)
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["format_version"] == 2
+    assert Plan.from_dict(data) == plan
+    old = {k: v for k, v in data.items() if k not in ("ag_issue", "credit_bytes")}
+    old["format_version"] = 1
+    back = Plan.from_dict(old)
+    assert back.ag_issue == "eager" and back.credit_bytes is None
+    with pytest.raises(InputError, match="version 2"):
+        Plan.from_dict(old | {"ag_issue": "lookahead"})
+    for field, value in (("ag_issue", "later"), ("credit_bytes", 0), ("credit_bytes", True),
+                         ("credit_bytes", float("inf"))):
+        bad = copy.deepcopy(data)
+        bad[field] = value
+        with pytest.raises(InputError, match=field):
+            Plan.from_dict(bad)

@@ -33,7 +33,7 @@ Look-ups: :func:`get` (collective, name), :func:`get_allreduce` (the executor's 
 :mod:`.bench`; formula fits and the ``tuned`` cost model in
 :mod:`gradsched.costmodel.tuned`.
 
-Verified (``tests/test_collectives_exact.py``) with gloo for P = 2..5, fp32 and bf16, any
+Verified (``tests/collectives/test_collectives.py``) with gloo for P = 2..5, fp32 and bf16, any
 length; with NCCL the same code runs on GPU tensors (``dist.isend``/``irecv`` on CUDA)
 but was not run here (no GPU).
 """

@@ -17,7 +17,7 @@ Reduction semantics (documented once for all algorithms): the reduction is a sum
 computed **in the tensor's own dtype** (``torch.add`` of two tensors of that dtype), as
 NCCL does for its built-in algorithms. For bf16 every partial sum is therefore rounded
 to bf16; the exactness tests bound the error accordingly
-(``tests/test_collectives_exact.py``). All algorithms give bit-identical results on
+(``tests/collectives/test_collectives.py``). All algorithms give bit-identical results on
 every rank (each final element is computed once and then copied, or computed
 symmetrically with commutative IEEE additions).
 

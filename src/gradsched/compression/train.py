@@ -5,7 +5,7 @@ Both run on every rank of :func:`gradsched.distributed.launch` (gloo on loopback
 * :func:`check_task` -- exactness of every compressor on random buckets (density 1 equals
   a dense all-reduce; per-rank mass conservation of the residuals; every rank ends with
   the same indices and results; the bytes passed to collectives equal
-  ``Compressor.bytes_sent``). ``tests/test_compression.py`` asserts on its report.
+  ``Compressor.bytes_sent``). ``tests/compression/test_compression.py`` asserts on its report.
 * :func:`train_task` -- trains a small MLP on scikit-learn's bundled digits data set
   (8x8 images, 10 classes, 1,797 samples; a fixed stratified 80/20 split, never
   downloaded) for each configuration (method, density, seed) in turn, in one process

@@ -28,7 +28,7 @@ forward and update times; ``F_j..``: from layer ``j`` on); its ``j = L - 1``, ``
 term contains the pure bandwidth bound ``r_first + s_min + total / b``. The part above
 the compute time is reported as ``tail_s``.
 
-Property tests (``tests/test_bounds.py``) replay random plans of every shape on random
+Property tests (``tests/replay/test_bounds.py``) replay random plans of every shape on random
 traces with random ready orders under every model kind and find no plan below it.
 """
 

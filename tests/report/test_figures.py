@@ -1,0 +1,106 @@
+"""The report's figures: PDF and PNG, deterministic, and a clear page where data is missing.
+
+Inputs are small SYNTHETIC result tables made here (never committed as measurements)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gradsched.cli import main
+from gradsched.report import figures
+from tests.report.test_collect import synthetic_collected, synthetic_fits
+
+
+def _valid_pdf_png(stem: Path) -> None:
+    pdf, png = stem.with_suffix(".pdf"), stem.with_suffix(".png")
+    assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 1000
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
+
+
+def test_replay_and_gap_figures(tmp_path: Path) -> None:
+    data = tmp_path / "replay.csv"
+    synthetic_collected().to_csv(data, index=False)
+    figures.replay_vs_world_size(data, tmp_path / "r.pdf", tmp_path / "r.png")
+    figures.gaps(data, tmp_path / "g.pdf", tmp_path / "g.png")
+    _valid_pdf_png(tmp_path / "r")
+    _valid_pdf_png(tmp_path / "g")
+
+
+def test_replay_figure_draws_one_family_with_its_pairing(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "replay.csv"
+    synthetic_collected().to_csv(data, index=False)
+    titles: list[str] = []
+    real_save = figures.save
+
+    def record(fig, out_pdf, out_png) -> None:
+        titles.extend(ax.get_title() for ax in fig.axes if ax.get_visible())
+        real_save(fig, out_pdf, out_png)
+
+    monkeypatch.setattr(figures, "save", record)
+    figures.replay_vs_world_size(data, tmp_path / "a.pdf", tmp_path / "a.png", family="fam-b")
+    assert titles == ["toy\nx net-b\n[WHAT-IF: unrelated systems]"]
+    _valid_pdf_png(tmp_path / "a")
+    empty: list[str] = []
+    monkeypatch.setattr(figures, "placeholder", lambda *args: empty.append(args[3]))
+    figures.replay_vs_world_size(data, tmp_path / "b.pdf", tmp_path / "b.png", family="none")
+    assert empty == ["no replay results"]
+
+
+def test_figures_are_deterministic(tmp_path: Path) -> None:
+    data = tmp_path / "replay.csv"
+    synthetic_collected().to_csv(data, index=False)
+    figures.gaps(data, tmp_path / "a.pdf", tmp_path / "a.png")
+    figures.gaps(data, tmp_path / "b.pdf", tmp_path / "b.png")
+    assert (tmp_path / "a.pdf").read_bytes() == (tmp_path / "b.pdf").read_bytes()
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+
+
+def test_fit_mape_and_curves(tmp_path: Path) -> None:
+    fits = tmp_path / "fits.csv"
+    synthetic_fits().to_csv(fits, index=False)
+    figures.fit_mape(fits, tmp_path / "m.pdf", tmp_path / "m.png")
+    _valid_pdf_png(tmp_path / "m")
+    comm = tmp_path / "file-0.csv"
+    sizes = np.geomspace(4, 1 << 24, 12).astype(int)
+    pd.DataFrame({"collective": "all_reduce", "backend": "nccl", "world_size": 8, "nodes": 1,
+                  "in_place": 0, "bytes": sizes, "time_s": 1e-5 + sizes * 1e-10}
+                 ).to_csv(comm, index=False)
+    model = tmp_path / "file-0.alpha-beta.json"
+    model.write_text(json.dumps({"kind": "alpha-beta", "alpha_s": 1e-5,
+                                 "beta_s_per_byte": 1e-10}))
+    figures.fit_curves([comm], [model], fits, tmp_path / "c.pdf", tmp_path / "c.png")
+    _valid_pdf_png(tmp_path / "c")
+
+
+def test_timeline_figure(tmp_path: Path) -> None:
+    rows = []
+    for it in range(5):
+        base = it * 1.0
+        rows.append((it, "compute", "backward", "bw", base, base + 0.6, 0))
+        rows.append((it, "comm", "all_reduce", "bucket 0", base + 0.3, base + 0.9, 1000))
+    csv = tmp_path / "wfbp.timeline.csv"
+    pd.DataFrame(rows, columns=["iteration", "lane", "kind", "label", "start_s", "end_s",
+                                "bytes"]).to_csv(csv, index=False)
+    figures.timeline([csv], tmp_path / "t.pdf", tmp_path / "t.png", title="toy")
+    _valid_pdf_png(tmp_path / "t")
+
+
+def test_missing_data_figure_says_so(tmp_path: Path) -> None:
+    data = tmp_path / "replay.csv"
+    synthetic_collected().head(0).to_csv(data, index=False)
+    figures.replay_vs_world_size(data, tmp_path / "e.pdf", tmp_path / "e.png")
+    _valid_pdf_png(tmp_path / "e")
+
+
+def test_figure_cli_writes_pdf_and_png(tmp_path: Path) -> None:
+    data = tmp_path / "replay.csv"
+    synthetic_collected().to_csv(data, index=False)
+    assert main(["report", "figure", "gaps", "--input", str(data), "-o",
+                 str(tmp_path / "x.pdf")]) == 0
+    _valid_pdf_png(tmp_path / "x")

@@ -1,0 +1,116 @@
+"""The report's LaTeX macros: they match the CSVs they come from and are TeX control words.
+
+Inputs are small SYNTHETIC result tables made here (never committed as measurements)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gradsched.cli import main
+from gradsched.report import macros
+from tests.report.test_collect import synthetic_collected, synthetic_fits
+
+
+def test_replay_macros_leave_out_extrapolated_world_sizes() -> None:
+    data = synthetic_collected()
+    beyond = data[data["world_size"] == 16].assign(
+        world_size=512, iteration_s=lambda f: f["iteration_s"] * 5,
+        algorithm=lambda f: f["algorithm"])
+    beyond.loc[beyond["algorithm"] == "wfbp", "iteration_s"] *= 10  # a huge "speedup"
+    both = pd.concat([data.assign(extrapolated=False), beyond.assign(extrapolated=True)])
+    measured = macros.replay_macros(data, macros.Headline())
+    with_beyond = macros.replay_macros(both, macros.Headline())
+    assert with_beyond["NumReplayCases"] == measured["NumReplayCases"] == "4"
+    assert with_beyond["MaxSpeedupOverWfbp"] == measured["MaxSpeedupOverWfbp"]
+
+
+def test_macros_match_the_csvs(tmp_path: Path) -> None:
+    collected, fits = synthetic_collected(), synthetic_fits()
+    cpath, fpath, out = tmp_path / "replay.csv", tmp_path / "fits.csv", tmp_path / "m.tex"
+    collected.to_csv(cpath, index=False)
+    fits.to_csv(fpath, index=False)
+    assert main(["report", "macros", "--replay", str(cpath), "--fits", str(fpath),
+                 "--headline-trace", "toy", "--headline-network", "net-b", "-o", str(out)]) == 0
+    values = macros.parse_macros(out.read_text())
+    # independent recomputation from the CSVs
+    assert values["MedianHeldoutMapePiecewise"] == f"{np.median([2.0, 5.0, 8.0]):.1f}"
+    assert values["MedianHeldoutMapeAlphaBeta"] == "20.0"
+    assert values["MaxHeldoutMapeTracePiecewise"] == "file-2"
+    assert values["NumCommTraces"] == "3"
+    head = collected[(collected["network"] == "net-b") & (collected["world_size"] == 16)]
+    t = dict(zip(head["algorithm"], head["iteration_s"], strict=True))
+    assert values["HeadlineWorldSize"] == "16"
+    assert values["HeadlineFastest"] == "Search"
+    assert values["HeadlineFastestSpeedupOverWfbp"] == f"{t['wfbp'] / t['search']:.2f}"
+    assert values["HeadlineMgwfbpSpeedupOverWfbp"] == f"{t['wfbp'] / t['mgwfbp']:.2f}"
+    assert values["MgwfbpSearchGapMaxPct"] == f"{100 * (1.05 / 1.00 - 1):.1f}"
+    assert values["NumReplayCases"] == "4"
+    assert values["NumCasesSearchFastest"] == "4"
+    assert values["MaxSpeedupOverWfbpAlgorithm"] == "Search"
+    # missing inputs are n/a, never a number
+    assert values["MedianCrossWsMape"] == "n/a"
+    assert values["CompareNumChecked"] == "n/a"
+
+
+def test_reexec_macros_from_measured(tmp_path: Path) -> None:
+    from tests.reexec.test_analysis import _synthetic_measured
+
+    frame = _synthetic_measured().assign(collective_cpu_s=4e-4)
+    path, out = tmp_path / "measured.csv", tmp_path / "m.tex"
+    frame.to_csv(path, index=False)
+    assert main(["report", "macros", "--reexec", str(path), "-o", str(out)]) == 0
+    values = macros.parse_macros(out.read_text())
+    # SYNTHETIC rows: every plan predicted 1/1.1 of its measured time
+    assert values["ReexecMedianErr"] == f"{100 * (1 - 1 / 1.1):.1f}"
+    assert values["ReexecLoopbackMedianErr"] == values["ReexecMedianErr"]
+    assert values["ReexecTau"] == "1.00" and values["ReexecOrderOk"] == "100"
+    assert values["ReexecPairs"] == "10" and values["ReexecNumCases"] == "1"
+    assert values["ReexecBestAsFastCases"] == "1"
+    assert values["ReexecLoopbackPTwoCollectiveCpuMs"] == "0.40"
+    assert values["ReexecLoopbackPThreeCollectiveCpuMs"] == "n/a"  # no 3-rank case
+    assert values["ReexecTbfOnegbitMedianErr"] == "n/a"  # no case on that network
+    assert macros.reexec_macros(None)["ReexecTau"] == "n/a"
+    bench = tmp_path / "bench.json"
+    bench.write_text('{"paired_ratio": 0.97, "model": "resnet18-32", '
+                     '"iterations": {"executor": [0.1, 0.2], "ddp-native": [0.1, 0.2]}}')
+    assert main(["report", "macros", "--executor-bench", str(bench), "-o", str(out)]) == 0
+    values = macros.parse_macros(out.read_text())
+    assert values["ExecVsDdpBenchPct"] == "-3.0" and values["ExecVsDdpBenchIters"] == "2"
+    assert values["ExecVsDdpBenchModel"] == "resnet18-32"
+    bench.write_text("{oops")
+    assert main(["report", "macros", "--executor-bench", str(bench), "-o", str(out)]) == 2
+
+
+def test_macro_names_are_tex_control_words() -> None:
+    text = macros.render(macros.all_macros(synthetic_fits(), None, synthetic_collected()))
+    for line in text.splitlines():
+        if line.startswith(r"\newcommand"):
+            name = line.split("}", 1)[0][len(r"\newcommand{\\") - 1:]
+            assert name.isalpha(), name
+    assert macros.camel("alpha-beta") == "AlphaBeta"
+
+
+def test_boot_macros_count_cases_against_the_targets():
+    from gradsched.report.macros import reexec_boot_macros
+
+    def row(case, net, default, tuned_hi, sep):
+        return {"case": case, "bandwidth": net, "n_separated_pairs": sep, "n_pairs": 10,
+                "order_ok_separated_pct": 100.0, "tau_separated": 1.0, "tau_int_lo": 0.5,
+                "spread_to_noise": 5.0, "best_vs_ddp_default_speedup": default,
+                "best_vs_ddp_tuned_speedup": 1.0, "best_vs_ddp_tuned_speedup_hi": tuned_hi,
+                "n_flagged_runs": 1, "foreign_cpu_cores_max": 0.3}
+
+    stats = pd.DataFrame([row("a", "tbf1gbit", 1.12, 1.01, 4),
+                          row("b", "tbf100mbit", 1.05, 0.97, 6),
+                          row("c", "loopback", 1.20, 0.90, 0),
+                          row("all", "x", math.nan, math.nan, math.nan)])
+    m = reexec_boot_macros(stats)
+    assert m["ReexecSepPairs"] == "10" and m["ReexecAllPairs"] == "30"
+    assert m["ReexecBestTenPctCases"] == "2"  # loopback counts for the 1.10x target too
+    assert m["ReexecCommCases"] == "2" and m["ReexecBestNotSlowerTunedCases"] == "1"
+    assert m["ReexecFlaggedRuns"] == "3"
+    assert reexec_boot_macros(None)["ReexecSepPairs"] == "n/a"
