@@ -158,12 +158,7 @@ class Staging:
 
     def user_path(self, path: str | Path) -> Path:
         """The user's path for ``path`` inside a stand-in (``path`` itself otherwise)."""
-        path = Path(path)
-        for entry in self._entries:
-            with contextlib.suppress(ValueError):
-                rest = path.relative_to(entry.tmp)
-                return entry.through or entry.final_dir / rest
-        return path
+        return _user_path(path, self._entries)
 
     def commit(self) -> None:
         """Move every stand-in's content into place, then remove the stand-ins. If a move
@@ -202,33 +197,45 @@ class Staging:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        entries = list(self._entries)  # to name the user's paths after the stand-ins go
         if exc_type is None:
             try:
                 self.commit()
-            except OSError as error:
-                renamed = self._named(error)
+            except (OSError, InputError) as error:
+                renamed = _named(error, entries)
                 if renamed is error:
                     raise
                 raise renamed from error
             return
         self.abort()
         if isinstance(exc, OSError | InputError):
-            renamed = self._named(exc)
+            renamed = _named(exc, entries)
             if renamed is not exc:
                 raise renamed from exc
 
-    def _named(self, exc: BaseException) -> BaseException:
-        """``exc`` with a stand-in's path replaced by the user's."""
-        if isinstance(exc, InputError) and exc.path is not None:
-            path = self.user_path(exc.path)
-            if str(path) != exc.path:
-                return InputError(exc.reason, path=path, row=exc.row, line=exc.line,
-                                  field=exc.field)
-        if isinstance(exc, OSError) and exc.filename is not None:
-            path = self.user_path(exc.filename)
-            if str(path) != str(exc.filename):
-                return InputError(f"cannot write: {exc.strerror or exc}", path=path)
-        return exc
+
+def _user_path(path: str | Path, entries: list[_Entry]) -> Path:
+    """The user's path for ``path`` inside one of the stand-ins (``path`` otherwise)."""
+    path = Path(path)
+    for entry in entries:
+        with contextlib.suppress(ValueError):
+            rest = path.relative_to(entry.tmp)
+            return entry.through or entry.final_dir / rest
+    return path
+
+
+def _named(exc: BaseException, entries: list[_Entry]) -> BaseException:
+    """``exc`` with a stand-in's path replaced by the user's (``exc`` itself otherwise)."""
+    if isinstance(exc, InputError) and exc.path is not None:
+        path = _user_path(exc.path, entries)
+        if str(path) != exc.path:
+            return InputError(exc.reason, path=path, row=exc.row, line=exc.line,
+                              field=exc.field)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        path = _user_path(exc.filename, entries)
+        if str(path) != str(exc.filename):
+            return InputError(f"cannot write: {exc.strerror or exc}", path=path)
+    return exc
 
 
 def _hold() -> set[int] | None:

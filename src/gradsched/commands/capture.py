@@ -101,6 +101,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=lambda _a, exc=exc: _unavailable(exc))
     else:
         register_cli(csub)
+        for action in csub.choices["comm"]._actions:  # the sweep's CSV, checked up front
+            if action.dest == "output":
+                action.type = output_file
 
 
 def _unavailable(exc: Exception) -> int:
