@@ -68,6 +68,7 @@ def work(tmp_path: Path) -> Path:
     synthetic_compute_trace(8).save(tmp_path / "c.csv")
     _synthetic_comm([2**k for k in range(2, 24, 2)]).save(tmp_path / "m.csv")
     (tmp_path / "nccl.txt").write_text(SYNTHETIC_NCCL, encoding="utf-8")
+    (tmp_path / "run.meta.json").write_text('{"traceEvents": []}', encoding="utf-8")
     return tmp_path
 
 
@@ -238,6 +239,8 @@ def _same_as_input(d: Path) -> list[tuple[str, list[str], str]]:
         ("advise", ["advise", "--compute", c, "--comm", m, "--json", c], "c.csv"),
         ("advise-plan-out", ["advise", "--compute", c, "--comm", m, "--plan-out", m],
          "m.csv"),
+        ("import-kineto-prefix", ["import", "kineto", str(d / "run.meta.json"),
+                                  "-o", str(d / "run")], "run.meta.json"),
         ("hard-link", ["replay", "--compute", c, "--comm", m, "-o", str(d / "hard.csv")],
          "c.csv"),
         ("other-spelling", ["replay", "--compute", c, "--comm", m,

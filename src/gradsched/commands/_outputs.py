@@ -1,7 +1,8 @@
 """Which options name outputs, and the one check of them all before a command runs.
 
 An output option is declared with the argparse type :func:`output_file` or
-:func:`output_folder` (both give a :class:`~pathlib.Path`). :func:`mark_outputs` records,
+:func:`output_folder` (both give a :class:`~pathlib.Path`), or :func:`output_prefix` for a
+prefix of several files. :func:`mark_outputs` records,
 on every sub-command's parser, which of its options those are; :func:`preflight` (called by
 ``gradsched.cli.main`` before the command's function) checks every output given:
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ from gradsched.io import output_target, remove_leftovers
 from gradsched.staging import check_writable
 
 OUTPUTS_KEY = "_gradsched_outputs"
-"""The namespace attribute holding ``[(dest, option, kind)]`` of the parsed sub-command."""
+"""The namespace attribute holding the parsed sub-command's outputs,
+``([(dest, option, kind, suffixes)], {dest: option})``."""
 
 
 def output_file(text: str) -> Path:
@@ -43,6 +45,18 @@ def output_file(text: str) -> Path:
 def output_folder(text: str) -> Path:
     """argparse type of an option naming an output folder."""
     return Path(text)
+
+
+def output_prefix(*suffixes: str) -> Callable[[str], str]:
+    """argparse type factory of an option naming the common prefix of several output
+    files, ``PREFIX<suffix>`` for each of ``suffixes`` (each checked as an output file)."""
+
+    def parse(text: str) -> str:
+        return text
+
+    parse.__name__ = "prefix"
+    parse.output_suffixes = suffixes  # type: ignore[attr-defined]
+    return parse
 
 
 def _option(action: argparse.Action) -> str:
@@ -64,7 +78,10 @@ def mark_outputs(parser: argparse.ArgumentParser) -> None:
         names[action.dest] = _option(action)
         kind = {output_file: "file", output_folder: "folder"}.get(action.type)
         if kind is not None:
-            outputs.append((action.dest, _option(action), kind))
+            outputs.append((action.dest, _option(action), kind, ("",)))
+        suffixes = getattr(action.type, "output_suffixes", None)
+        if suffixes:
+            outputs.append((action.dest, _option(action), "file", tuple(suffixes)))
     parser.set_defaults(**{OUTPUTS_KEY: (outputs, names)})
     for child in _subparsers(parser):
         mark_outputs(child)
@@ -124,12 +141,13 @@ def preflight(args: argparse.Namespace) -> None:
     """Check every output of the parsed command (see the module docstring); raise
     :class:`~gradsched.errors.ConfigError` naming the option(s) at the first problem."""
     declared, names = getattr(args, OUTPUTS_KEY, ([], {}))
-    given = [(option, Path(value), kind) for dest, option, kind in declared
-             for value in _values(getattr(args, dest, None))]
+    given = [(option, Path(f"{value}{suffix}"), kind)
+             for dest, option, kind, suffixes in declared
+             for value in _values(getattr(args, dest, None)) for suffix in suffixes]
     replaced = [(option, path) for option, path, kind in given
                 if _check_one(option, path, kind)]
     for option, path in replaced:
-        for source, other in _inputs(args, {dest for dest, _, _ in declared}, names):
+        for source, other in _inputs(args, {entry[0] for entry in declared}, names):
             if _same(path, other):
                 raise ConfigError(f"{option} {path} is the same file as the input {source} "
                                   f"{other}; refusing to overwrite an input")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from gradsched.commands._args import integer, positive_int, real
-from gradsched.commands._outputs import output_file, output_folder
+from gradsched.commands._outputs import output_file, output_folder, output_prefix
 from gradsched.errors import ConfigError
 from gradsched.staging import Staging
 from gradsched.traces.importers import ImportResult, source_named
@@ -95,6 +95,7 @@ def _add_kineto(isub: argparse._SubParsersAction) -> None:
     p.add_argument("traces", type=Path, nargs="+", help="TRACE.json or TRACE.json.gz, one "
                    "per rank")
     p.add_argument("-o", "--output", metavar="PREFIX",
+                   type=output_prefix(".iterations.csv", ".collectives.csv", ".meta.json"),
                    help="writes PREFIX.iterations.csv, PREFIX.collectives.csv, "
                    "PREFIX.meta.json (required unless --compute-out)")
     p.add_argument("--no-clip", action="store_true",
