@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import re
@@ -28,6 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+import pandas as pd
 
 from gradsched.errors import InputError
 
@@ -302,10 +305,6 @@ def read_text(path: str | Path) -> str:
 def read_csv_checked(path: str | Path, **kwargs: Any) -> Any:
     """``pandas.read_csv`` of ``path`` whose failures name the file: missing, unreadable,
     not UTF-8, empty or malformed CSV raise :class:`~gradsched.errors.InputError`."""
-    import io
-
-    import pandas as pd
-
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
