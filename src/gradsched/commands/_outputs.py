@@ -133,7 +133,8 @@ def _check_one(option: str, path: Path, kind: str) -> bool:
         check_writable(path)
     except InputError as exc:
         raise ConfigError(f"{option} {exc}") from exc
-    remove_leftovers(path.parent if str(path.parent) else Path("."))
+    if not through:  # a device's folder (/dev) is left alone
+        remove_leftovers(path.parent)
     return not through
 
 

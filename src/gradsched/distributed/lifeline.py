@@ -37,7 +37,7 @@ from typing import Any
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ORPHANED_EXIT = 128 + signal.SIGHUP  # a rank whose launcher died exits with this code
 _EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1}
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -72,7 +72,8 @@ def exit_on_signals(signals: tuple[int, ...] = _EXIT_SIGNALS) -> Iterator[None]:
 
 
 def hold_signals() -> set[int] | None:
-    """Block SIGINT/SIGTERM/SIGHUP in this thread; return the previous mask (or None)."""
+    """Block SIGINT/SIGTERM/SIGHUP/SIGUSR1 in this thread; return the previous mask (or
+    None)."""
     if not hasattr(signal, "pthread_sigmask"):
         return None
     return set(signal.pthread_sigmask(signal.SIG_BLOCK, _HELD))
