@@ -10,11 +10,13 @@ import argparse
 import importlib
 import os
 import pkgutil
+import signal
 import sys
 from pathlib import Path
 
 import gradsched
 from gradsched import commands
+from gradsched.commands._outputs import mark_outputs, preflight
 from gradsched.errors import GradschedError
 
 
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.register(sub)
+    mark_outputs(parser)
     return parser
 
 
@@ -73,13 +76,23 @@ def describe_error(exc: BaseException, argv: list[str] | None = None) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _call(args: argparse.Namespace) -> int:
+    """Run the command; SIGTERM, SIGHUP and SIGUSR1 raise ``SystemExit(128 + signum)`` so
+    that its staged outputs and temporary files are removed on the way out."""
+    from gradsched.distributed.lifeline import exit_on_signals
+
+    with exit_on_signals((signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)):
+        return int(args.func(args) or 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        preflight(args)  # every output checked before any work starts
+        return _call(args)
     except GradschedError as exc:
         print(f"gradsched {args.command}: error: {exc}", file=sys.stderr)
         return 2

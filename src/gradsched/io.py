@@ -2,13 +2,28 @@
 
 An interrupted run therefore never leaves a half-written output behind. Also the one
 JSON reader (:func:`read_json`) whose errors name the file and line.
+
+Only a regular file (or a path that does not exist yet) is replaced by a rename. A
+character device (``/dev/null``, a terminal) and the process's own streams
+(``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``) are written *through*: opened and written
+in place, never renamed over or chmod-ed. Any other existing target (a symbolic link, a
+FIFO, a socket, a folder, a block device) is refused (:func:`output_target`).
+
+Temporary names carry the writer's process id and start time
+(``.NAME.PID-START.RANDOM.tmp``, :func:`process_tag`), so that a later run recognises the
+leftovers of a process that was killed and removes them (:func:`remove_leftovers`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import json
 import os
+import re
+import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +33,12 @@ from typing import IO, Any
 import pandas as pd
 
 from gradsched.errors import InputError
+
+STREAM_PATHS = ("/dev/stdout", "/dev/stderr")
+"""Paths that name this process's own output streams: written through, whatever they are."""
+
+_STREAM_PREFIXES = ("/dev/fd/", "/proc/self/fd/")
+_LEFTOVER = re.compile(r"^\..+\.(\d+)-(\d+)\.[^./]+\.(tmp|staging)$")
 
 
 def _umask() -> int:
@@ -34,29 +55,180 @@ def readable_mode(path: str | Path, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
+# ----------------------------------------------------------------------------- targets
+
+
+def _is_stream(path: str | Path) -> bool:
+    text = os.path.normpath(str(path)) if str(path) else ""
+    return text in STREAM_PATHS or text.startswith(_STREAM_PREFIXES)
+
+
+def _kind(mode: int) -> str:
+    """The name of a non-regular file type, for the refusal message."""
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def output_target(path: str | Path) -> str:
+    """How an output file may be written: ``"new"`` (nothing there yet), ``"file"`` (a
+    regular file, replaced by a rename) or ``"through"`` (a character device or one of
+    this process's streams: opened and written in place). Any other existing target
+    raises :class:`~gradsched.errors.InputError` naming it; nothing is touched."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "new"
+    if stat.S_ISREG(info.st_mode):
+        return "file"
+    if stat.S_ISCHR(info.st_mode):
+        return "through"
+    followed = None
+    with contextlib.suppress(OSError):
+        followed = os.stat(path)
+    if stat.S_ISLNK(info.st_mode):
+        if followed is not None and (stat.S_ISCHR(followed.st_mode) or (
+                _is_stream(path) and not stat.S_ISDIR(followed.st_mode))):
+            return "through"
+        raise InputError("output is a symbolic link; gradsched will not replace a link "
+                         "(give the path it points to, or another path)", path=path)
+    raise InputError(f"output is {_kind(info.st_mode)}, not a regular file; gradsched will "
+                     "not replace it (give a file path)", path=path)
+
+
+# ----------------------------------------------------------------------------- leftovers
+
+
+def _start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks since boot (Linux ``/proc``);
+    None where it cannot be read (no such process, or no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_tag() -> str:
+    """``PID-START`` of this process (start 0 where ``/proc`` is missing): part of every
+    temporary name, so that :func:`remove_leftovers` can tell a dead writer's."""
+    return f"{os.getpid()}-{_start_time(os.getpid()) or 0}"
+
+
+def _alive(pid: int, start: int) -> bool:
+    """Whether process ``pid`` that started at ``start`` still runs (a reused pid has
+    another start time)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    now = _start_time(pid)
+    return now is None or start == 0 or now == start
+
+
+def remove_leftovers(folder: str | Path) -> list[Path]:
+    """Remove the temporary files and staging folders (``.NAME.PID-START.RANDOM.tmp`` /
+    ``.staging``) in ``folder`` whose process is gone; return what was removed."""
+    removed: list[Path] = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        match = _LEFTOVER.match(name)
+        if match is None or _alive(int(match.group(1)), int(match.group(2))):
+            continue
+        path = Path(folder) / name
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def temporary(folder: Path, name: str, *, suffix: str, directory: bool = False) -> Path:
+    """A new temporary file or folder ``.NAME.PID-START.RANDOM<suffix>`` in ``folder``
+    (leftovers of dead processes there are removed first)."""
+    remove_leftovers(folder)
+    prefix = f".{name}.{process_tag()}."
+    if directory:
+        return Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=folder))
+    fd, made = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
+    os.close(fd)
+    return Path(made)
+
+
+def move(source: str | Path, dest: str | Path) -> None:
+    """Rename ``source`` to ``dest`` (replacing it); copy and remove only across file
+    systems (any other failure is raised)."""
+    try:
+        os.replace(source, dest)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.move(str(source), str(dest))
+
+
+# ----------------------------------------------------------------------------- writes
+
+
+def _open_kwargs(mode: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    if "b" not in mode:
+        kwargs.setdefault("encoding", "utf-8")
+        kwargs.setdefault("newline", "")
+    return kwargs
+
+
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
-    """Open a temporary sibling of ``path`` for writing; rename it over ``path`` on success."""
+    """Open a temporary sibling of ``path`` for writing; rename it over ``path`` on success.
+
+    A character device or stream (:func:`output_target`) is written through instead; any
+    other existing non-regular target is refused before anything is written. Errors name
+    ``path``, never the temporary file."""
     target = Path(path)
+    if output_target(target) == "through":
+        try:
+            with open(target, mode, **_open_kwargs(mode, kwargs)) as handle:
+                yield handle
+        except OSError as exc:
+            raise InputError(f"cannot write: {exc.strerror or exc}", path=target) from exc
+        return
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
         raise InputError(f"cannot create the output: {exc.filename} is a file, not a folder",
                          path=target) from exc
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
     try:
-        if "b" not in mode:
-            kwargs.setdefault("encoding", "utf-8")
-            kwargs.setdefault("newline", "")
-        with open(tmp_name, mode, **kwargs) as handle:
+        tmp = temporary(target.parent, target.name, suffix=".tmp")
+    except OSError as exc:
+        raise InputError(f"cannot create the output: {exc.strerror or exc}",
+                         path=target) from exc
+    try:
+        with open(tmp, mode, **_open_kwargs(mode, kwargs)) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        readable_mode(tmp_name)
-        os.replace(tmp_name, target)
+        readable_mode(tmp)
+        output_target(target)  # a link or FIFO put there meanwhile is refused, not replaced
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename not in (None, str(tmp)):
+            raise
+        raise InputError(f"cannot write: {exc.strerror or exc}", path=target) from exc
     except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

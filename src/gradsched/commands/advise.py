@@ -25,6 +25,7 @@ from gradsched.commands._args import (
     real,
     world_size,
 )
+from gradsched.commands._outputs import output_file
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.costmodel.topology import load_topology
 from gradsched.errors import ConfigError, InputError
@@ -88,9 +89,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--forward-ratio", type=real(0.0, 10.0), default=None, metavar="R",
                    help="for a trace that did not measure forward: forward = R x backward "
                         "(default 0.5)")
-    p.add_argument("--plan-out", type=Path, default=None, metavar="PLAN.json",
+    p.add_argument("--plan-out", type=output_file, default=None, metavar="PLAN.json",
                    help="also write the gradsched plan here (input of gradsched run)")
-    p.add_argument("--json", type=Path, default=None, metavar="PATH",
+    p.add_argument("--json", type=output_file, default=None, metavar="PATH",
                    help="write the advice (and the validation) as JSON")
     p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
                    help="backend of --validate and of the printed commands")

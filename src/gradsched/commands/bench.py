@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from gradsched.commands._args import count, integer, positive_seconds, real
+from gradsched.commands._outputs import output_file, output_folder
 from gradsched.limits import MAX_RANKS
 
 
@@ -80,9 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--op-timeout-s", type=positive_seconds, default=300.0)
     p.add_argument("--deadline-s", type=positive_seconds, default=1800.0)
     p.add_argument("--note", default=None, help="replace the shared-machine note")
-    p.add_argument("--tuned-out", type=Path, default=None,
+    p.add_argument("--tuned-out", type=output_file, default=None,
                    help="also write a tuned model JSON from this sweep")
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=_collectives)
 
     p = bsub.add_parser("collectives-fit",
@@ -92,8 +93,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gamma", default="auto",
                    help="reduction cost in s/byte (fixed), 'auto' (the bench's measurement "
                         "when every trace has one, else fitted) or 'fit'")
-    p.add_argument("-o", "--output", type=Path, required=True, help="fit JSON")
-    p.add_argument("--errors", type=Path, default=None, help="per-size relative errors (CSV)")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="fit JSON")
+    p.add_argument("--errors", type=output_file, default=None,
+                   help="per-size relative errors (CSV)")
     p.set_defaults(func=_fit)
 
     p = bsub.add_parser("collectives-tune", help="write a tuned model JSON (fastest algorithm)")
@@ -104,15 +106,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", type=_names, default=None,
                    help="algorithms it may choose (default: all measured, default included)")
     p.add_argument("--time-column", default="time_s", choices=("time_s", "time_min_s"))
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=_tune)
 
     p = bsub.add_parser("collectives-report", help="figures and table of the sweeps")
     p.add_argument("traces", nargs="+", type=Path)
     p.add_argument("--fit", type=Path, required=True)
     p.add_argument("--errors", type=Path, required=True)
-    p.add_argument("--figdir", type=Path, required=True)
-    p.add_argument("--tabdir", type=Path, required=True)
+    p.add_argument("--figdir", type=output_folder, required=True)
+    p.add_argument("--tabdir", type=output_folder, required=True)
     p.add_argument("--prefix", default="collectives")
     p.set_defaults(func=_report)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from gradsched.commands._args import non_negative_count, positive_int, positive_seconds
+from gradsched.commands._outputs import output_file, output_folder
 from gradsched.errors import ConfigError
 from gradsched.staging import check_writable
 
@@ -59,7 +59,7 @@ def _add_compute(csub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-update", action="store_true",
                    help="do not time the per-tensor optimizer update (update_s = 0)")
     p.add_argument("--note", default="", help="text appended to the sidecar's source")
-    p.add_argument("-o", "--output", type=Path, required=True,
+    p.add_argument("-o", "--output", type=output_file, required=True,
                    help="output CSV, e.g. traces/compute/cpu/resnet50-b32-cpu-fp32.csv")
     p.set_defaults(func=_run_compute)
 
@@ -83,7 +83,7 @@ def _add_iteration(csub: argparse._SubParsersAction) -> None:
                    help="bound on the whole local run")
     p.add_argument("--torchrun", action="store_true",
                    help="run under torchrun: ranks from the environment; rank 0 writes")
-    p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
+    p.add_argument("-o", "--output", type=output_folder, required=True, help="output folder")
     p.set_defaults(func=_run_iteration)
 
 
@@ -101,6 +101,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=lambda _a, exc=exc: _unavailable(exc))
     else:
         register_cli(csub)
+        for action in csub.choices["comm"]._actions:  # the sweep's CSV, checked up front
+            if action.dest == "output":
+                action.type = output_file
 
 
 def _unavailable(exc: Exception) -> int:

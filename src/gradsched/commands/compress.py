@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from gradsched.commands._args import count, integer, positive_seconds, real
+from gradsched.commands._outputs import output_file, output_folder
 from gradsched.errors import ConfigError, InputError
 from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.limits import MAX_RANKS
@@ -90,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=real(0.0, 1e3, low_open=True), default=0.05)
     p.add_argument("--momentum", type=real(0.0, 1.0), default=0.9)
     p.add_argument("--deadline-s", type=positive_seconds, default=3600.0)
-    p.add_argument("-o", "--output", type=Path, required=True, help="output folder")
+    p.add_argument("-o", "--output", type=output_folder, required=True, help="output folder")
     p.set_defaults(func=_train)
 
     p = csub.add_parser("profile", help="time each compressor's own computation per size")
@@ -104,14 +105,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reps", type=count, default=7, help="timed calls per point (median)")
     p.add_argument("--threads", type=integer(1, 4096), default=1,
                    help="torch intra-op threads")
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=_profile)
 
     p = csub.add_parser("report", help="figures and table from committed results")
     p.add_argument("--input", type=Path, required=True,
                    help="folder with curves.csv and summary.csv")
-    p.add_argument("--figdir", type=Path, required=True)
-    p.add_argument("--tabdir", type=Path, required=True)
+    p.add_argument("--figdir", type=output_folder, required=True)
+    p.add_argument("--tabdir", type=output_folder, required=True)
     p.set_defaults(func=_report)
 
 

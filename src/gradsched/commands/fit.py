@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from gradsched.commands._args import positive_int, real
+from gradsched.commands._outputs import output_file
 from gradsched.errors import ConfigError
 from gradsched.staging import Staging
 
@@ -59,9 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("traces", nargs="+", type=Path, help="comm trace CSV(s)")
     p.add_argument("--model", default="piecewise", choices=[*FIT_MODELS, "all"],
                    help="model to fit (default: piecewise)")
-    p.add_argument("-o", "--output", type=Path,
+    p.add_argument("-o", "--output", type=output_file,
                    help="write the fitted model JSON (usable as --comm)")
-    p.add_argument("--table", type=Path, help="write the fit (or cross-world-size) table CSV")
+    p.add_argument("--table", type=output_file,
+                   help="write the fit (or cross-world-size) table CSV")
     p.add_argument("--folds", type=positive_int, default=5,
                    help="k of the k-fold held-out error by message size (default 5)")
     p.add_argument("--in-place", action="store_true",

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from gradsched.commands._args import integer, positive_int, real
+from gradsched.commands._outputs import output_file, output_folder, output_prefix
 from gradsched.errors import ConfigError
 from gradsched.staging import Staging
 from gradsched.traces.importers import ImportResult, source_named
@@ -25,7 +26,7 @@ def _provenance_flags(parser: argparse.ArgumentParser) -> None:
 def _add_nccl(isub: argparse._SubParsersAction) -> None:
     p = isub.add_parser("nccl-tests", help="nccl-tests / rccl-tests stdout -> comm trace")
     p.add_argument("log", type=Path)
-    p.add_argument("-o", "--output", type=Path, required=True, help="output CSV")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="output CSV")
     p.add_argument("--world-size", type=positive_int,
                    help="rank count (default: the 'Rank N' lines)")
     p.add_argument("--nodes", type=positive_int,
@@ -41,7 +42,7 @@ def _add_nccl(isub: argparse._SubParsersAction) -> None:
 def _add_osu(isub: argparse._SubParsersAction) -> None:
     p = isub.add_parser("osu", help="OSU Micro-Benchmarks latency output -> comm trace")
     p.add_argument("log", type=Path)
-    p.add_argument("-o", "--output", type=Path, required=True, help="output CSV")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="output CSV")
     p.add_argument("--world-size", type=positive_int, required=True, help="rank count")
     p.add_argument("--nodes", type=positive_int, required=True, help="node count")
     p.add_argument("--backend", default="mpi", help="backend (default: mpi)")
@@ -53,8 +54,8 @@ def _add_osu(isub: argparse._SubParsersAction) -> None:
 def _add_bcaffe(isub: argparse._SubParsersAction) -> None:
     p = isub.add_parser("bcaffe", help="B-Caffe per-blob dump -> compute (+ comm) trace")
     p.add_argument("log", type=Path)
-    p.add_argument("-o", "--output", type=Path, required=True, help="output compute CSV")
-    p.add_argument("--comm-out", type=Path, help="also write the per-size comm trace here")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="output compute CSV")
+    p.add_argument("--comm-out", type=output_file, help="also write the per-size comm trace here")
     p.add_argument("--world-size", type=positive_int, required=True,
                    help="MPI rank count (B-Caffe: one rank per node)")
     p.add_argument("--nodes", type=positive_int, required=True, help="node count")
@@ -70,7 +71,7 @@ def _add_manifest(isub: argparse._SubParsersAction) -> None:
     p.add_argument("manifest", type=Path, help="e.g. traces/manifest.yaml")
     p.add_argument("--src", type=Path, required=True,
                    help="the external folder the manifest's paths are relative to")
-    p.add_argument("-o", "--output", type=Path, required=True,
+    p.add_argument("-o", "--output", type=output_folder, required=True,
                    help="output folder the manifest's 'out' paths are relative to")
     p.set_defaults(func=_run_manifest)
 
@@ -94,6 +95,7 @@ def _add_kineto(isub: argparse._SubParsersAction) -> None:
     p.add_argument("traces", type=Path, nargs="+", help="TRACE.json or TRACE.json.gz, one "
                    "per rank")
     p.add_argument("-o", "--output", metavar="PREFIX",
+                   type=output_prefix(".iterations.csv", ".collectives.csv", ".meta.json"),
                    help="writes PREFIX.iterations.csv, PREFIX.collectives.csv, "
                    "PREFIX.meta.json (required unless --compute-out)")
     p.add_argument("--no-clip", action="store_true",
@@ -106,9 +108,10 @@ def _add_kineto(isub: argparse._SubParsersAction) -> None:
 def _kineto_gpu_flags(p: argparse.ArgumentParser) -> None:
     """The GPU path (gradsched.traces.importers.kineto_gpu): one step -> compute trace."""
     g = p.add_argument_group("GPU training trace -> per-gradient compute trace of one step")
-    g.add_argument("--compute-out", type=Path, help="write the compute trace here (GPU path; "
+    g.add_argument("--compute-out", type=output_file,
+                   help="write the compute trace here (GPU path; "
                    "one trace file, or one .tar.gz of per-rank traces)")
-    g.add_argument("--comm-out", type=Path, help="also write the step's NCCL collectives "
+    g.add_argument("--comm-out", type=output_file, help="also write the step's NCCL collectives "
                    "(all ranks, aligned) here")
     g.add_argument("--step", type=integer(0, 2**31),
                    help="ProfilerStep number (default: the lower-median step with a "
@@ -259,7 +262,7 @@ def _add_pipedream(isub: argparse._SubParsersAction) -> None:
     p = isub.add_parser("pipedream", help="PipeDream profiler graph.txt -> compute trace "
                         "(one row per module with parameters, DAG order)")
     p.add_argument("graph", type=Path, help="PipeDream graph.txt")
-    p.add_argument("-o", "--output", type=Path, required=True, help="output compute CSV")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="output compute CSV")
     p.add_argument("--model", help="model name (default: the graph.txt's folder name)")
     p.add_argument("--image-size", type=positive_int, default=224,
                    help="input image side S: batch = Input bytes / (3 S S 4) (default 224)")
@@ -295,7 +298,7 @@ def _add_sailor(isub: argparse._SubParsersAction) -> None:
     p = isub.add_parser("sailor", help="Sailor per-layer profile.json -> compute trace (one "
                         "row per transformer layer, plus embedding and head)")
     p.add_argument("profile", type=Path, help="profiles/<model>/<GPU>/profile.json")
-    p.add_argument("-o", "--output", type=Path, required=True, help="output compute CSV")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="output compute CSV")
     p.add_argument("--model", help="OPT-350 or GPT-Neo-2.7 (default: the model folder)")
     p.add_argument("--micro-batch", type=positive_int, default=1,
                    help="which micro-batch entry of the profile (default 1)")

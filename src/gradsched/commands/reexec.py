@@ -22,6 +22,7 @@ import dataclasses
 from pathlib import Path
 
 from gradsched.commands._args import count, integer, non_negative_count, world_size
+from gradsched.commands._outputs import output_file, output_folder
 from gradsched.reexec.experiment import (
     collect,
     load_config,
@@ -65,7 +66,7 @@ def _add_run(rsub: argparse._SubParsersAction) -> None:
                           "a case is refused when >= 0.25 cores are busy before it starts; "
                           "every item's foreign CPU use is recorded and flagged either way)")
     run.add_argument("--list", action="store_true", help="list the cases and exit")
-    run.add_argument("-o", "--output", type=Path, default=Path("results/reexec"),
+    run.add_argument("-o", "--output", type=output_folder, default=Path("results/reexec"),
                      help="folder of the case folders")
     run.set_defaults(func=_run)
 
@@ -80,11 +81,11 @@ def _add_collect(rsub: argparse._SubParsersAction) -> None:
                           "comm_slowdown), for every "
                           "case or, as NETWORK=JSON, for the cases on that network "
                           "(repeatable)")
-    col.add_argument("--iterations", type=Path, default=None,
+    col.add_argument("--iterations", type=output_file, default=None,
                      help="also write every timed iteration of every case here")
-    col.add_argument("--provenance", type=Path, default=None,
+    col.add_argument("--provenance", type=output_file, default=None,
                      help="also write the settings and provenance JSON here")
-    col.add_argument("-o", "--output", type=Path, required=True, help="measured.csv")
+    col.add_argument("-o", "--output", type=output_file, required=True, help="measured.csv")
     col.set_defaults(func=_collect)
 
 
@@ -112,7 +113,7 @@ def _add_interference(rsub: argparse._SubParsersAction) -> None:
                        help="compute kernel (conv: a ResNet-like 3x3 convolution fwd+bwd)")
     inter.add_argument("--rounds", type=count, default=5, help="alternating measurement rounds")
     inter.add_argument("--reps", type=count, default=20, help="kernel repetitions per phase")
-    inter.add_argument("-o", "--output", type=Path, required=True, help="interference.json")
+    inter.add_argument("-o", "--output", type=output_file, required=True, help="interference.json")
     inter.set_defaults(func=_interference)
 
 
@@ -123,16 +124,16 @@ def _add_analyze(rsub: argparse._SubParsersAction) -> None:
     ana.add_argument("--iterations", type=Path, default=None,
                      help="iterations.csv (from collect): adds 95 %% bootstrap intervals "
                           "(plan times, errors, Kendall tau, best vs DDP)")
-    ana.add_argument("--stats", type=Path, default=None, help="per-case statistics CSV")
-    ana.add_argument("--errors", type=Path, default=None, help="per-plan errors CSV")
-    ana.add_argument("--summary-table", type=Path, default=None,
+    ana.add_argument("--stats", type=output_file, default=None, help="per-case statistics CSV")
+    ana.add_argument("--errors", type=output_file, default=None, help="per-plan errors CSV")
+    ana.add_argument("--summary-table", type=output_file, default=None,
                      help="LaTeX table of the per-case summary (needs --iterations)")
-    ana.add_argument("--summary-md", type=Path, default=None,
+    ana.add_argument("--summary-md", type=output_file, default=None,
                      help="Markdown table of the per-case summary (needs --iterations)")
-    ana.add_argument("--table", type=Path, default=None, help="LaTeX table")
-    ana.add_argument("--md", type=Path, default=None, help="Markdown table")
-    ana.add_argument("--figure", type=Path, default=None, help="figure (PDF)")
-    ana.add_argument("--png", type=Path, default=None, help="figure (PNG)")
+    ana.add_argument("--table", type=output_file, default=None, help="LaTeX table")
+    ana.add_argument("--md", type=output_file, default=None, help="Markdown table")
+    ana.add_argument("--figure", type=output_file, default=None, help="figure (PDF)")
+    ana.add_argument("--png", type=output_file, default=None, help="figure (PNG)")
     ana.set_defaults(func=_analyze)
 
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from gradsched.commands._args import integer, real, seconds, world_size
+from gradsched.commands._outputs import output_file, output_folder
 from gradsched.costmodel.base import CommModel, load_comm_spec
 from gradsched.costmodel.ps import PSModel, load_ps
 from gradsched.costmodel.topology import load_topology
@@ -67,16 +68,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     plan = sub.add_parser("plan", help="make one algorithm's plan (JSON)")
     _common(plan)
     plan.add_argument("--algorithm", required=True, help="planner name (see 'gradsched replay')")
-    plan.add_argument("-o", "--output", required=True, type=Path, help="plan JSON to write")
+    plan.add_argument("-o", "--output", required=True, type=output_file, help="plan JSON to write")
     plan.set_defaults(func=_plan)
 
     rep = sub.add_parser("replay", help="plan and replay algorithms; one result row each")
     _common(rep)
     rep.add_argument("--algorithms", default="all", help="comma-separated names, or 'all'")
-    rep.add_argument("-o", "--output", required=True, type=Path, help="results CSV to write")
-    rep.add_argument("--timeline", type=Path, default=None, metavar="DIR",
+    rep.add_argument("-o", "--output", required=True, type=output_file, help="results CSV to write")
+    rep.add_argument("--timeline", type=output_folder, default=None, metavar="DIR",
                      help="write <algorithm>.trace.json (Perfetto) and .timeline.csv here")
-    rep.add_argument("--plans", type=Path, default=None, metavar="DIR",
+    rep.add_argument("--plans", type=output_folder, default=None, metavar="DIR",
                      help="write each algorithm's plan JSON here")
     rep.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
                      help="iterations simulated (>= 2)")

@@ -18,6 +18,7 @@ from gradsched.commands._args import (
     real,
     world_size,
 )
+from gradsched.commands._outputs import output_file, output_folder
 from gradsched.errors import ConfigError
 from gradsched.io import write_csv_atomic
 from gradsched.plan import Plan
@@ -65,9 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--seed", type=integer(0, 2**62), default=0)
     run.add_argument("--timeout-s", type=positive_seconds, default=300.0,
                      help="limit on every collective wait")
-    run.add_argument("--profile", type=Path, default=None, metavar="DIR",
+    run.add_argument("--profile", type=output_folder, default=None, metavar="DIR",
                      help="also profile 3 extra iterations per run (Chrome traces here)")
-    run.add_argument("-o", "--output", type=Path, required=True, help="per-iteration CSV")
+    run.add_argument("-o", "--output", type=output_file, required=True, help="per-iteration CSV")
     run.set_defaults(func=_run)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._outputs import output_file
 from gradsched.traces import COMM_COLUMNS, COMPUTE_COLUMNS, CommTrace, ComputeTrace
 from gradsched.traces.columns import column_dictionary_markdown
 
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cols.set_defaults(func=_columns)
     inv = tsub.add_parser("inventory", help="one row per trace: what, how, quality checks")
     inv.add_argument("paths", nargs="+", type=Path, help="trace CSVs")
-    inv.add_argument("-o", "--output", required=True, type=Path, help="CSV to write")
+    inv.add_argument("-o", "--output", required=True, type=output_file, help="CSV to write")
     inv.set_defaults(func=_inventory)
 
 

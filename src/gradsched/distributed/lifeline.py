@@ -37,20 +37,21 @@ from typing import Any
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ORPHANED_EXIT = 128 + signal.SIGHUP  # a rank whose launcher died exits with this code
 _EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1}
 
 
 # ----------------------------------------------------------------------------- launcher
 
 
 def _raise_exit(signum: int, frame: FrameType | None) -> None:
-    """Turn SIGTERM/SIGHUP into SystemExit so ``with`` blocks and finally clauses run."""
+    """Turn a terminating signal into SystemExit so ``with`` blocks and finally clauses run."""
     raise SystemExit(128 + signum)
 
 
 @contextlib.contextmanager
-def exit_on_signals() -> Iterator[None]:
-    """While inside, SIGTERM/SIGHUP raise ``SystemExit(128 + signum)`` in the main thread.
+def exit_on_signals(signals: tuple[int, ...] = _EXIT_SIGNALS) -> Iterator[None]:
+    """While inside, ``signals`` (default SIGTERM/SIGHUP) raise ``SystemExit(128 + signum)``
+    in the main thread.
 
     Only signals whose handler is the default (which would kill the process without
     running any ``finally``) are changed; another installed handler is left as it is.
@@ -58,7 +59,7 @@ def exit_on_signals() -> Iterator[None]:
     """
     old: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        for sig in _EXIT_SIGNALS:
+        for sig in signals:
             with contextlib.suppress(ValueError, OSError):
                 if signal.getsignal(sig) == signal.SIG_DFL:
                     old[sig] = signal.signal(sig, _raise_exit)
@@ -71,7 +72,8 @@ def exit_on_signals() -> Iterator[None]:
 
 
 def hold_signals() -> set[int] | None:
-    """Block SIGINT/SIGTERM/SIGHUP in this thread; return the previous mask (or None)."""
+    """Block SIGINT/SIGTERM/SIGHUP/SIGUSR1 in this thread; return the previous mask (or
+    None)."""
     if not hasattr(signal, "pthread_sigmask"):
         return None
     return set(signal.pthread_sigmask(signal.SIG_BLOCK, _HELD))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._outputs import output_file
 from gradsched.commands.report._common import columns_named, table_from_csv
 from gradsched.errors import ConfigError
 
@@ -23,23 +24,23 @@ def register(rsub: argparse._SubParsersAction) -> None:
                    help="server layout: S servers (an integer, or P for as many as "
                         "workers), :colocated with the workers or :separate (repeatable)")
     p.add_argument("--iterations", type=int, default=5, help="replayed iterations (>= 2)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="CSV to write")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_ps_replay)
 
     p = rsub.add_parser("architectures", help="hierarchical all-reduce and parameter-server "
                         "runs on the emulated cluster: measured vs predicted (table)")
     p.add_argument("--input", type=Path, required=True,
                    help="paper/data/reexec/issue18/measured.json")
-    p.add_argument("--tex", type=Path, required=True)
-    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
     p.add_argument("--title", default="")
     p.set_defaults(func=_architectures)
 
     p = rsub.add_parser("ps-replay-table", help="all-reduce vs parameter servers per "
                         "model, network and world size (LaTeX + Markdown)")
     p.add_argument("--input", type=Path, required=True, help="ps-replay CSV")
-    p.add_argument("--tex", type=Path, required=True)
-    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
     p.add_argument("--title", default="")
     p.set_defaults(func=columns_named(_ps_replay_table))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._outputs import output_file
 from gradsched.commands.report._common import columns_named
 from gradsched.errors import ConfigError
 
@@ -24,12 +25,12 @@ def register(rsub: argparse._SubParsersAction) -> None:
                    metavar=("TRACE", "NETWORK", "FAMILY", "PAIRING"),
                    help="compute family and pairing (real, matched-gpu, what-if) of the cases "
                    "of one compute x network pair (default: no family, what-if)")
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=columns_named(_collect))
 
     p = rsub.add_parser("concat", help="concatenate CSVs with the same columns")
     p.add_argument("inputs", nargs="*", type=Path, help="CSVs (none: an empty file)")
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=columns_named(_concat))
 
 

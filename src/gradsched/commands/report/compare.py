@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from gradsched.commands._outputs import output_file
 from gradsched.commands.report._common import columns_named
 
 
@@ -17,7 +17,7 @@ def register(rsub: argparse._SubParsersAction) -> None:
                    metavar=("LOG", "RESULT_CSV", "CASE"))
     p.add_argument("--skip", nargs=3, action="append", default=[],
                    metavar=("CHECK", "CASE", "REASON"))
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=columns_named(_compare))
 
 

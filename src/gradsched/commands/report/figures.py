@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._outputs import output_file
 from gradsched.commands.report._common import columns_named
 
 
@@ -48,8 +49,8 @@ def _png_for(args: argparse.Namespace) -> Path:
 
 
 def _figure_out(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", type=Path, required=True, help="PDF to write")
-    p.add_argument("--png", type=Path, help="PNG to write (default: the PDF's name, .png)")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="PDF to write")
+    p.add_argument("--png", type=output_file, help="PNG to write (default: the PDF's name, .png)")
 
 
 def _done(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._outputs import output_file, output_folder
 from gradsched.commands.report._common import columns_named
 
 
@@ -15,7 +16,8 @@ def register_captions(rsub: argparse._SubParsersAction) -> None:
     p = rsub.add_parser("captions", help="the snakemake report's captions from the paper's "
                         "own (one .rst per figure and table)")
     p.add_argument("main_tex", type=Path, help="paper/main.tex")
-    p.add_argument("-o", "--output", type=Path, required=True, help="folder for the .rst files")
+    p.add_argument("-o", "--output", type=output_folder, required=True,
+                   help="folder for the .rst files")
     p.set_defaults(func=_captions)
 
 
@@ -29,7 +31,7 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p = rsub.add_parser("claims", help="the README's claims with the paper's numbers "
                         "(Markdown from the macros file)")
     p.add_argument("--macros", type=Path, required=True, help="paper/generated/macros.tex")
-    p.add_argument("-o", "--output", type=Path, required=True, help="claims Markdown")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="claims Markdown")
     p.set_defaults(func=_claims)
 
     p = rsub.add_parser("macros", help="\\newcommand for every number quoted in the paper")
@@ -50,7 +52,7 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=int)
-    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=columns_named(_macros))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._outputs import output_file
 from gradsched.errors import ConfigError
 
 
@@ -17,19 +18,19 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--spec", type=Path, required=True,
                    help="YAML of published results (config/published-scaling.yaml)")
     p.add_argument("--iterations", type=int, default=5, help="replayed iterations (>= 2)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="CSV to write")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_scaling_check)
 
     p = rsub.add_parser("scaling-table", help="predicted vs published throughput table")
     p.add_argument("--input", type=Path, required=True, help="scaling-check CSV")
-    p.add_argument("--tex", type=Path, required=True)
-    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
     p.add_argument("--title", default="")
     p.set_defaults(func=_scaling_table)
 
     p = rsub.add_parser("scaling-macros", help="paper macros of the scaling check")
     p.add_argument("--input", type=Path, required=True, help="scaling-check CSV")
-    p.add_argument("-o", "--output", type=Path, required=True, help="macros .tex to write")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="macros .tex to write")
     p.set_defaults(func=_scaling_macros)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._outputs import output_file
 from gradsched.commands.report._common import columns_named
 from gradsched.errors import ConfigError
 from gradsched.report.tables import TABLES
@@ -16,8 +17,8 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p = rsub.add_parser("table", help="write one table as LaTeX (booktabs) and Markdown")
     p.add_argument("name", choices=sorted(TABLES))
     p.add_argument("--input", nargs="+", type=Path, required=True)
-    p.add_argument("--tex", type=Path, required=True)
-    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
     p.add_argument("--title", default="")
     p.add_argument("--family", action="append", default=[],
                    help="replay table: keep only the cases of this compute family (repeatable)")
@@ -27,8 +28,8 @@ def register(rsub: argparse._SubParsersAction) -> None:
                         "trace that did not measure it (replay CSVs at several ratios)")
     p.add_argument("--run", nargs=2, action="append", required=True, metavar=("RATIO", "CSV"),
                    help="forward/backward ratio and the replay CSV made with it (repeatable)")
-    p.add_argument("--tex", type=Path, required=True)
-    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
     p.add_argument("--title", default="")
     p.set_defaults(func=columns_named(_forward))
 

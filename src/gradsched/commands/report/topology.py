@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._outputs import output_file
 from gradsched.commands.report._common import columns_named, table_from_csv
 from gradsched.errors import ConfigError
 
@@ -18,7 +19,7 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--intra", required=True, help="one-node comm trace (the intra level)")
     p.add_argument("--sweep", nargs="+", required=True, type=Path,
                    help="multi-node all-ranks sweeps; the first identifies the inter level")
-    p.add_argument("-o", "--output", type=Path, required=True, help="check CSV")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="check CSV")
     p.set_defaults(func=_topology_check)
 
     p = rsub.add_parser("topology-replay", help="compute traces replayed on two-level "
@@ -36,14 +37,14 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--algorithms", default="wfbp,ddp,mgwfbp",
                    help="comma-separated planners (default wfbp,ddp,mgwfbp)")
     p.add_argument("--iterations", type=int, default=5, help="replayed iterations (>= 2)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="CSV to write")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_topology_replay)
 
     p = rsub.add_parser("topology-replay-table", help="flat vs hierarchical per model, "
                         "cluster shape and algorithm (LaTeX + Markdown)")
     p.add_argument("--input", type=Path, required=True, help="topology-replay CSV")
-    p.add_argument("--tex", type=Path, required=True)
-    p.add_argument("--md", type=Path, required=True)
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
     p.add_argument("--title", default="")
     p.set_defaults(func=columns_named(_topology_replay_table))
 
