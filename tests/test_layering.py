@@ -14,7 +14,8 @@ from tests.layering import TORCH_LIBRARIES, Edge, cycles, edges, graph, modules,
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-COMMON = frozenset({"errors", "io", "staging", "limits", "networks", "units", "provenance", "plan"})
+COMMON = frozenset({"errors", "io", "staging", "limits", "networks", "units", "provenance", "plan",
+                    "admission"})
 """The common ground every unit may import."""
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -26,6 +27,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "networks": frozenset({"errors"}),
     "provenance": frozenset({"errors", "io"}),
     "plan": frozenset({"errors", "io", "limits"}),
+    "admission": frozenset({"errors"}),
     "traces": COMMON,
     "costmodel": COMMON | {"traces"},
     "planners": COMMON | {"traces", "costmodel"},

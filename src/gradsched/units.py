@@ -14,7 +14,7 @@ import re
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_BYTES
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$", re.ASCII)
 _PREFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SIZE_UNITS = {"": 1, "b": 1}
 for _p, _scale in _PREFIXES.items():
@@ -30,7 +30,7 @@ def parse_size(text: str | int, *, minimum: int = 1) -> int:
     Grammar (whitespace around the number and the unit is ignored)::
 
         size   := number [unit]
-        number := digits ["." digits]          (no sign, no exponent)
+        number := digits ["." digits]          (ASCII 0-9; no sign, no exponent)
         unit   := "B" | prefix ["i"] ["B"]     (any letter case)
         prefix := "K" | "M" | "G"              (binary: 1024, 1024**2, 1024**3)
 
