@@ -73,6 +73,8 @@ class ResourceError(ConfigError):
 
 
 def _gib(n: float) -> str:
+    if n >= 1000 << 30:
+        return f"{n / (1 << 30):,.0f} GiB"
     if n >= 1 << 30:
         return f"{n / (1 << 30):.3g} GiB"
     if n >= 1 << 20:
