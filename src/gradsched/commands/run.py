@@ -85,6 +85,8 @@ def _cap(text: str) -> float | None:
 _CAP_MB = real(0.0, 2**30, low_open=True, unit="MiB")
 """A DDP bucket cap: a finite number of MiB > 0 (at most 1 PiB)."""
 
+_cap.__name__ = "number"  # a hardened number (or 'default')
+
 
 def model_parameters(model: str, batch_size: int, seq_len: int | None) -> dict[str, int]:
     """Trainable parameter names -> element counts of ``model``, built on PyTorch's meta
