@@ -11,7 +11,6 @@ import pytest
 
 from gradsched import cli
 from gradsched.capture import sweep, sweep_settings
-from gradsched.commands import capture as capture_cmd
 from gradsched.capture.sweep_settings import (
     SweepConfig,
     bus_factor,
@@ -20,6 +19,7 @@ from gradsched.capture.sweep_settings import (
     round_sizes,
 )
 from gradsched.capture.sweep_trace import summarise
+from gradsched.commands import capture as capture_cmd
 from gradsched.errors import ConfigError
 from gradsched.units import parse_size
 
@@ -254,8 +254,8 @@ def test_p2p_dead_peer_ends_sweep_clearly_without_output(tmp_path, monkeypatch, 
                                                   "bytes": 64}}))
     out = tmp_path / "out" / "p2p.csv"
     start = time.monotonic()
-    rc = cli.main(["capture", "comm", "--world-size", "2", "--collectives", "p2p", "--max-bytes", "4K",
-                     "--iters", "3", "--warmup", "1", "--init-timeout-s", "5",
+    rc = cli.main(["capture", "comm", "--world-size", "2", "--collectives", "p2p",
+                   "--max-bytes", "4K", "--iters", "3", "--warmup", "1", "--init-timeout-s", "5",
                      "--op-timeout-s", "15", "--deadline-s", "60", "-o", str(out)])
     assert rc == 2 and time.monotonic() - start < 45
     assert not out.exists() and not (out.parent.exists() and list(out.parent.iterdir()))

@@ -104,31 +104,42 @@ def positive_int(text: str) -> int:
     return value
 
 
-def int_list(low: int = -_INT_MAX, high: int = _INT_MAX, *, example: str = "2,3,4"
-             ) -> Callable[[str], tuple[int, ...]]:
-    """argparse type factory: comma-separated integers, each in ``[low, high]``."""
+def _each(one: Callable[[str], object], parts: list[str], what: str) -> list[object]:
+    """``one`` applied to every part; a refusal is prefixed with ``what`` (the list's name)."""
+    try:
+        return [one(v) for v in parts]
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{what}: {exc}" if what else str(exc)) from None
+
+
+def int_list(low: int = -_INT_MAX, high: int = _INT_MAX, *, example: str = "2,3,4",
+             what: str = "") -> Callable[[str], tuple[int, ...]]:
+    """argparse type factory: comma-separated integers, each in ``[low, high]``; ``what``
+    names them in errors."""
     one = integer(low, high)
 
     def parse(text: str) -> tuple[int, ...]:
         parts = [v for v in text.split(",") if v.strip()]
         if not parts:
             raise argparse.ArgumentTypeError(f"{text!r}: expected integers like {example}")
-        return tuple(one(v) for v in parts)
+        return tuple(_each(one, parts, what))  # type: ignore[arg-type]
 
     parse.__name__ = "integers"
     return parse
 
 
 def real_list(low: float = -math.inf, high: float = math.inf, *, low_open: bool = False,
-              unit: str = "", example: str = "1,25") -> Callable[[str], list[float]]:
-    """argparse type factory: comma-separated finite numbers, each in range."""
+              unit: str = "", example: str = "1,25", what: str = ""
+              ) -> Callable[[str], list[float]]:
+    """argparse type factory: comma-separated finite numbers, each in range; ``what`` names
+    them in errors."""
     one = real(low, high, low_open=low_open, unit=unit)
 
     def parse(text: str) -> list[float]:
         parts = [v for v in text.split(",") if v.strip()]
         if not parts:
             raise argparse.ArgumentTypeError(f"{text!r}: expected numbers like {example}")
-        return [one(v) for v in parts]
+        return _each(one, parts, what)  # type: ignore[return-value]
 
     parse.__name__ = "numbers"
     return parse

@@ -47,7 +47,8 @@ COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsc
              "or alpha-beta:alpha=<seconds>,beta=<seconds per byte>")
 
 
-_caps = real_list(0.0, 2**30, low_open=True, unit="MiB", example="1,5,25")
+_caps = real_list(0.0, 2**30, low_open=True, unit="MiB", example="1,5,25",
+                  what="bucket caps must be numbers > 0 (MiB)")
 """DDP bucket caps: comma-separated finite numbers of MiB in (0, 2**30]."""
 
 

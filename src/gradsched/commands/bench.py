@@ -36,7 +36,7 @@ from gradsched.commands._args import (
 from gradsched.limits import MAX_RANKS
 
 _sizes = size()
-_ints = int_list(1, MAX_RANKS, example="2,3,4")
+_ints = int_list(1, MAX_RANKS, example="2,3,4", what="world sizes")
 
 
 def _names(text: str) -> tuple[str, ...]:

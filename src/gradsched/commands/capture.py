@@ -33,7 +33,8 @@ from gradsched.commands._args import (
 from gradsched.errors import ConfigError
 from gradsched.staging import check_writable
 
-_caps = real_list(0.0, 2**30, low_open=True, unit="MB", example="1,25")
+_caps = real_list(0.0, 2**30, low_open=True, unit="MB", example="1,25",
+                  what="expected finite positive numbers of MB")
 """DDP bucket caps: comma-separated finite numbers of MB in (0, 2**30]."""
 
 DEFAULT_COLLECTIVES = "all_reduce,reduce_scatter,all_gather,broadcast"

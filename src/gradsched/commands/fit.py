@@ -26,7 +26,7 @@ from gradsched.errors import ConfigError
 from gradsched.limits import MAX_RANKS
 from gradsched.staging import Staging
 
-_world_size_list = int_list(1, MAX_RANKS, example="16,32")
+_world_size_list = int_list(1, MAX_RANKS, example="16,32", what="world sizes")
 
 
 def _world_sizes(text: str) -> list[int]:
