@@ -426,3 +426,13 @@ def test_buffers_beyond_memory_max_are_refused_inside_a_cgroup(cgroup: _Cgroup,
     assert proc.returncode == 2, proc.stderr
     assert "memory cgroup" in proc.stderr and "largest message" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_launch_itself_checks_the_process_limit(monkeypatch: pytest.MonkeyPatch,
+                                                no_spawn: list[str]) -> None:
+    """The last line of defence, for callers of the package that skip the commands."""
+    from gradsched.distributed.launch import LaunchSpec, launch
+
+    monkeypatch.setattr(admission, "process_headroom", lambda: (5, "RLIMIT_NPROC 5"))
+    with pytest.raises(ResourceError, match="room for 5 more tasks"):
+        launch("gradsched.capture.sweep_rank:sweep_task", {}, LaunchSpec(2))
