@@ -220,8 +220,7 @@ def check_ranks(what: str, ranks: int, threads: int = 1, *, oversubscribe: bool 
             what, f"{ranks} local ranks x {threads} threads = {wanted} threads",
             f"{cpus} usable CPUs (at most {OVERSUBSCRIPTION} threads per CPU without "
             f"{option})",
-            f"use fewer ranks or threads, run across nodes (--torchrun), or give {option} "
-            "to run them anyway")
+            f"use fewer ranks or threads per rank, or give {option} to run them anyway")
     tasks = ranks * (threads + PROCESSES_PER_RANK)
     room, source = process_headroom()
     if room is not None and tasks > room:

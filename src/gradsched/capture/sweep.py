@@ -135,6 +135,7 @@ def run_torchrun(config: SweepConfig, out: Path | None) -> Any:
             raise SweepError(f"--torchrun: ${var} is not set; start this command with torchrun")
     config.world_size = int(os.environ["WORLD_SIZE"])
     config.validate()
+    config.admit(local_ranks=int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     sizes, notes = config.plan()
     op_timeout, _ = timeouts(config, sizes)
     rank = int(os.environ["RANK"])

@@ -153,15 +153,16 @@ class SweepConfig:
             raise ConfigError(f"p2p is a ping-pong between two ranks: use --world-size 2 "
                               f"(got {self.world_size})")
 
-    def admit(self) -> None:
-        """Refuse, before any rank starts, more local ranks than this machine runs
-        (:func:`~gradsched.admission.check_ranks`) or buffers beyond its memory: about
-        :data:`BUFFERS_PER_RANK` times the largest message on every rank."""
-        check_ranks("capture comm", self.world_size, self.threads_per_rank,
+    def admit(self, local_ranks: int | None = None) -> None:
+        """Refuse, before any rank starts, more local ranks (default: the world size) than
+        this machine runs (:func:`~gradsched.admission.check_ranks`) or buffers beyond its
+        memory: about :data:`BUFFERS_PER_RANK` times the largest message on every rank."""
+        ranks = self.world_size if local_ranks is None else local_ranks
+        check_ranks("capture comm", ranks, self.threads_per_rank,
                     oversubscribe=self.oversubscribe)
         sizes, _ = self.plan()
         biggest = max(max(v) for v in sizes.values())
-        check_memory("capture comm", BUFFERS_PER_RANK * biggest, self.world_size,
+        check_memory("capture comm", BUFFERS_PER_RANK * biggest, ranks,
                      detail=f"{BUFFERS_PER_RANK} x the largest message, {biggest} bytes, per "
                      "rank", proceed="lower --max-bytes or --world-size")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gradsched.commands._admit import admit_training
 from gradsched.commands._args import (
@@ -32,6 +33,9 @@ from gradsched.commands._args import (
 )
 from gradsched.errors import ConfigError
 from gradsched.staging import check_writable
+
+if TYPE_CHECKING:
+    from gradsched.capture.sweep_settings import SweepConfig
 
 _caps = real_list(0.0, 2**30, low_open=True, unit="MB", example="1,25",
                   what="expected finite positive numbers of MB")
@@ -219,7 +223,7 @@ def _run_iteration(args: argparse.Namespace) -> int:
     return 0
 
 
-def comm_config(args: argparse.Namespace) -> object:
+def comm_config(args: argparse.Namespace) -> SweepConfig:
     """The :class:`~gradsched.capture.sweep_settings.SweepConfig` of parsed ``capture comm``
     arguments, validated (sizes, points, collectives, cluster rate)."""
     from gradsched.capture.sweep_settings import SweepConfig, parse_collectives
@@ -250,11 +254,11 @@ def _run_comm(args: argparse.Namespace) -> int:
     if out.suffix != ".csv":
         raise ConfigError(f"output {out}: expected a .csv path (the sidecar goes beside it)")
     if args.torchrun:
-        trace = sweep.run_torchrun(config, out)  # type: ignore[arg-type]
+        trace = sweep.run_torchrun(config, out)
         if trace is None:
             return 0
     else:
-        trace = sweep.run_sweep(config, log=_progress)  # type: ignore[arg-type]
+        trace = sweep.run_sweep(config, log=_progress)
         trace.save(out)
     frame = trace.frame
     print(f"wrote {out} ({len(frame)} rows, {trace.meta['wall_s']:.1f} s)")

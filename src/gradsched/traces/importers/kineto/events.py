@@ -44,7 +44,7 @@ def _gunzip(raw: bytes, label: str | Path) -> bytes:
     except (OSError, EOFError, zlib.error) as exc:
         inflater = zlib.decompressobj(wbits=47)
         try:
-            done = len(inflater.decompress(raw))
+            done = len(inflater.decompress(raw, input_limit() + 1))  # bounded here too
             where = (f"the stream ends at byte {len(raw)} without its end marker, after "
                      f"{done} decompressed bytes" if not inflater.eof else "")
         except zlib.error:
