@@ -240,3 +240,20 @@ def test_geometric_sizes_skip_duplicates_in_one_step() -> None:
         geometric_sizes(1, 1 << 40, 1.0001)
     with pytest.raises(ConfigError, match="finite"):
         geometric_sizes(4, 64, float("nan"))
+
+
+@pytest.mark.parametrize("value", ["1_6", "１６", "٣"])
+def test_planner_knobs_typed_on_the_command_line_are_ascii(value: str) -> None:
+    """``--knob ALG.NAME=VALUE`` reaches the planners as text: the same grammar applies."""
+    from gradsched.planners import parse_knobs
+
+    with pytest.raises(ConfigError, match="not a valid"):
+        parse_knobs("ddp", {"bucket_cap_mb": value})
+
+
+@pytest.mark.parametrize("rate", ["１gbit", "1_0mbit"])
+def test_cluster_rates_are_ascii(rate: str) -> None:
+    from gradsched.distributed.shaping import parse_rate
+
+    with pytest.raises(ConfigError, match="rate"):
+        parse_rate(rate)

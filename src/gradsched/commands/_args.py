@@ -10,42 +10,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from collections.abc import Callable
 
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_RANKS, MAX_SECONDS
-from gradsched.units import parse_size
+from gradsched.units import parse_int, parse_real, parse_size
 
 _INT_MAX = 2**62  # below int64 overflow in any sum gradsched forms
-
-_INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_REAL_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
-_REAL_WORDS = frozenset({"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity",
-                         "+infinity", "-infinity"})
-
-
-def parse_int(text: str) -> int:
-    """Plain ASCII decimal digits with an optional sign, nothing else: Python's ``int()``
-    also takes ``1_6`` and non-ASCII digits (``１６``), which an option must not.
-    Raises ``ValueError``."""
-    stripped = text.strip()
-    if not _INT_RE.fullmatch(stripped) or len(stripped) > 40:
-        raise ValueError(f"{text!r} is not an integer (ASCII digits only)")
-    return int(stripped)
-
-
-def parse_real(text: str) -> float:
-    """A decimal number in ASCII (``1``, ``0.5``, ``1e-3``); ``nan``/``inf`` are parsed so
-    that the caller can name them, ``1_0`` and non-ASCII digits are refused.
-    Raises ``ValueError``."""
-    stripped = text.strip()
-    if stripped.lower() in _REAL_WORDS:
-        return float(stripped)
-    if not _REAL_RE.fullmatch(stripped) or len(stripped) > 64:
-        raise ValueError(f"{text!r} is not a number (ASCII digits only)")
-    return float(stripped)
-
 
 def _show(value: float) -> str:
     return f"{value:g}"
