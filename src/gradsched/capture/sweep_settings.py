@@ -156,10 +156,13 @@ class SweepConfig:
     def admit(self, local_ranks: int | None = None) -> None:
         """Refuse, before any rank starts, more local ranks (default: the world size) than
         this machine runs (:func:`~gradsched.admission.check_ranks`) or buffers beyond its
-        memory: about :data:`BUFFERS_PER_RANK` times the largest message on every rank."""
+        memory: about :data:`BUFFERS_PER_RANK` times the largest message on every rank
+        (gloo; with nccl the buffers are in device memory and only the ranks are checked)."""
         ranks = self.world_size if local_ranks is None else local_ranks
         check_ranks("capture comm", ranks, self.threads_per_rank,
                     oversubscribe=self.oversubscribe)
+        if self.backend == "nccl":  # the buffers are in device memory
+            return
         sizes, _ = self.plan()
         biggest = max(max(v) for v in sizes.values())
         check_memory("capture comm", BUFFERS_PER_RANK * biggest, ranks,

@@ -432,6 +432,8 @@ class BenchConfig:
         rank) beyond the available memory."""
         ranks = max(self.world_sizes)
         check_ranks("bench collectives", ranks, oversubscribe=self.oversubscribe)
+        if self.backend == "nccl":  # the buffers are in device memory
+            return
         check_memory("bench collectives", BUFFERS_PER_RANK * self.max_bytes, ranks,
                      detail=f"{BUFFERS_PER_RANK} x the largest message, {self.max_bytes} "
                             "bytes, per rank",

@@ -174,7 +174,8 @@ def _run(args: argparse.Namespace) -> int:
         admit_training("advise --validate", model=str(model_name), batch_size=batch,
                        ranks=rec.world_size, threads=args.threads, seq_len=seq_len,
                        oversubscribe=args.oversubscribe,
-                       extra_bytes_per_rank=rec.plan.buffer_bytes(rec.world_size))
+                       extra_bytes_per_rank=rec.plan.buffer_bytes(rec.world_size),
+                       device="cuda" if args.backend == "nccl" else "cpu")
         result = validate(rec, model_name=str(model_name), batch_size=int(batch),
                           backend=args.backend, rounds=args.rounds, iters=args.iters,
                           warmup=args.warmup, threads=args.threads, seq_len=seq_len,

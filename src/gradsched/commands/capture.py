@@ -168,9 +168,10 @@ def _run_compute(args: argparse.Namespace) -> int:
     if args.output.suffix != ".csv":
         raise ConfigError(f"output {args.output}: expected a .csv path (the sidecar goes "
                           "beside it)")
+    # one process: only its memory is checked
     admit_training("capture compute", model=args.model, batch_size=args.batch_size, ranks=1,
                    threads=args.threads or 1, seq_len=args.seq_len, dtype=args.dtype,
-                   oversubscribe=True)  # one process: only its memory is checked
+                   oversubscribe=True, device=args.device)
     check_writable(args.output)  # before the measurement, not after it (issue 17)
     options = CaptureOptions(
         model=args.model, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
@@ -206,7 +207,7 @@ def _run_iteration(args: argparse.Namespace) -> int:
     admit_training("capture iteration", model=args.model, batch_size=args.batch_size,
                    ranks=1 if args.torchrun else args.world_size,
                    threads=args.threads_per_rank, seq_len=args.seq_len, dtype=args.dtype,
-                   oversubscribe=args.oversubscribe)
+                   oversubscribe=args.oversubscribe, device=args.device)
     check_writable(args.output, directory=True)  # before the measurement (issue 17)
     if args.torchrun:
         summary = capture_iterations_torchrun(opts, args.output)

@@ -164,7 +164,8 @@ def _run(args: argparse.Namespace) -> int:
             admit_training(f"reexec run: case {case.name}", model=case.model,
                            batch_size=case.batch_size, ranks=case.world_size,
                            threads=settings.threads, seq_len=case.seq_len,
-                           oversubscribe=args.oversubscribe)
+                           oversubscribe=args.oversubscribe,
+                           device="cuda" if settings.backend == "nccl" else "cpu")
         check_writable(args.output, directory=True)  # before the measurements
     if args.list:
         for c in chosen:
@@ -194,9 +195,10 @@ def _interference(args: argparse.Namespace) -> int:
     comm_bytes, small_bytes = args.comm_bytes, args.small_bytes
     check_ranks("reexec interference", args.world_size, args.threads,
                 oversubscribe=args.oversubscribe)
-    check_memory("reexec interference", INTERFERENCE_BUFFERS * comm_bytes, args.world_size,
-                 detail=f"{INTERFERENCE_BUFFERS} x --comm-bytes per rank",
-                 proceed="lower --comm-bytes or --world-size")
+    if args.backend == "gloo":  # with nccl the buffers are in device memory
+        check_memory("reexec interference", INTERFERENCE_BUFFERS * comm_bytes,
+                     args.world_size, detail=f"{INTERFERENCE_BUFFERS} x --comm-bytes per rank",
+                     proceed="lower --comm-bytes or --world-size")
     check_writable(args.output)  # before the measurement, not after it
     result = calibrate(backend=args.backend, world_size=args.world_size, threads=args.threads,
                        cluster=args.cluster, comm_bytes=comm_bytes,

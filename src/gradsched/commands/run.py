@@ -171,7 +171,8 @@ def _run(args: argparse.Namespace) -> int:
     admit_training("run", model=args.model, batch_size=args.batch_size,
                    ranks=args.world_size + args.ps_servers, threads=args.threads,
                    seq_len=args.seq_len, oversubscribe=args.oversubscribe,
-                   extra_bytes_per_rank=buffers)  # before any rank starts
+                   extra_bytes_per_rank=buffers,
+                   device="cuda" if args.backend == "nccl" else "cpu")  # before any rank starts
     # Outputs are checked writable before the timed run and written all or none after it
     # (issue 17: an unwritable -o lost a whole timed run at the final write).
     with Staging() as stage:
