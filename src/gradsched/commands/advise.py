@@ -168,7 +168,8 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError("--validate needs --model and --batch-size (the trace's meta "
                               "names no model or batch size)")
         seq_len = args.seq_len or rec.seq_len
-        batch = _batch_size(batch, args.compute)
+        if args.batch_size is None:  # the sidecar's: input, not a trusted setting
+            batch = _batch_size(batch, args.compute)
         # the trace's batch size and the world size are requests like any option: admitted
         # before the model is built or a rank starts
         admit_training("advise --validate", model=str(model_name), batch_size=batch,
