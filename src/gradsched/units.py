@@ -1,8 +1,11 @@
 """Units of the command lines and configs: message sizes in bytes.
 
-:func:`parse_size` is the one size grammar of every option and config key that takes a
-size (``capture comm --min-bytes/--max-bytes``, ``bench collectives``, ``cluster check
---bytes``, ``compress --sizes``, ``reexec interference --comm-bytes/--small-bytes``).
+:func:`parse_int` and :func:`parse_real` are the one grammar of integers and numbers
+typed by a person (ASCII decimals: Python's ``int()`` and ``float()`` also take ``1_6`` and
+non-ASCII digits). :func:`parse_size` is the one size grammar of every option and config
+key that takes a size (``capture comm --min-bytes/--max-bytes``, ``bench collectives``,
+``cluster check --bytes``, ``compress --sizes``, ``reexec interference --comm-bytes/
+--small-bytes``).
 ``docs/units.md`` describes it for users.
 """
 
@@ -14,13 +17,41 @@ import re
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_BYTES
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$", re.ASCII)
 _PREFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SIZE_UNITS = {"": 1, "b": 1}
 for _p, _scale in _PREFIXES.items():
     if _p:
         for _tail in ("", "i", "b", "ib"):
             _SIZE_UNITS[_p + _tail] = _scale
+
+
+_INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_REAL_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
+_REAL_WORDS = frozenset({"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity",
+                         "+infinity", "-infinity"})
+
+
+def parse_int(text: str) -> int:
+    """Plain ASCII decimal digits with an optional sign, nothing else: Python's ``int()``
+    also takes ``1_6`` and non-ASCII digits (``１６``), which an option must not.
+    Raises ``ValueError``."""
+    stripped = text.strip()
+    if not _INT_RE.fullmatch(stripped) or len(stripped) > 40:
+        raise ValueError(f"{text!r} is not an integer (ASCII digits only)")
+    return int(stripped)
+
+
+def parse_real(text: str) -> float:
+    """A decimal number in ASCII (``1``, ``0.5``, ``1e-3``); ``nan``/``inf`` are parsed so
+    that the caller can name them, ``1_0`` and non-ASCII digits are refused.
+    Raises ``ValueError``."""
+    stripped = text.strip()
+    if stripped.lower() in _REAL_WORDS:
+        return float(stripped)
+    if not _REAL_RE.fullmatch(stripped) or len(stripped) > 64:
+        raise ValueError(f"{text!r} is not a number (ASCII digits only)")
+    return float(stripped)
 
 
 def parse_size(text: str | int, *, minimum: int = 1) -> int:
@@ -30,7 +61,7 @@ def parse_size(text: str | int, *, minimum: int = 1) -> int:
     Grammar (whitespace around the number and the unit is ignored)::
 
         size   := number [unit]
-        number := digits ["." digits]          (no sign, no exponent)
+        number := digits ["." digits]          (ASCII 0-9; no sign, no exponent)
         unit   := "B" | prefix ["i"] ["B"]     (any letter case)
         prefix := "K" | "M" | "G"              (binary: 1024, 1024**2, 1024**3)
 
@@ -56,4 +87,4 @@ def parse_size(text: str | int, *, minimum: int = 1) -> int:
     return int(value)
 
 
-__all__ = ["parse_size"]
+__all__ = ["parse_int", "parse_real", "parse_size"]

@@ -9,10 +9,12 @@ import time
 
 import pytest
 
+from gradsched import cli
 from gradsched.capture import sweep
 from gradsched.capture.sweep_settings import (
     SweepConfig,
 )
+from gradsched.commands import capture as capture_cmd
 from gradsched.errors import ConfigError
 
 
@@ -22,7 +24,7 @@ def test_two_rank_gloo_sweep_writes_a_valid_comm_trace(tmp_path):
     from gradsched.traces import CommTrace
 
     out = tmp_path / "gloo-loopback-p2.csv"
-    rc = sweep.main(["comm", "--world-size", "2", "--collectives", "all",
+    rc = cli.main(["capture", "comm", "--world-size", "2", "--collectives", "all",
                      "--min-bytes", "4", "--max-bytes", "1M", "--factor", "8",
                      "--iters", "5", "--warmup", "2", "--time-budget-s", "2", "-o", str(out)])
     assert rc == 0
@@ -56,7 +58,7 @@ def _run_cli_expecting_failure(tmp_path, monkeypatch, capsys, **kwargs):
     monkeypatch.setattr(sweep, "run_sweep", functools.partial(sweep.run_sweep, **kwargs))
     out = tmp_path / "out" / "sweep.csv"
     start = time.monotonic()
-    rc = sweep.main(["comm", "--world-size", "2", "--collectives", "all_reduce",
+    rc = cli.main(["capture", "comm", "--world-size", "2", "--collectives", "all_reduce",
                      "--max-bytes", "4K", "--iters", "3", "--warmup", "1",
                      "--init-timeout-s", "5", "--op-timeout-s", "15", "--deadline-s", "60",
                      "-o", str(out)])
@@ -89,15 +91,15 @@ def test_unreachable_peer_ends_sweep_clearly_without_output(tmp_path, monkeypatc
 def test_register_cli_adds_comm():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="cmd")
-    sweep.register_cli(sub)
+    capture_cmd._add_comm(sub)
     args = parser.parse_args(["comm", "--max-bytes", "64K", "--cluster", "100mbit",
                               "-o", "x.csv"])
-    config = sweep.config_from_args(args)
+    config = capture_cmd.comm_config(args)
     assert isinstance(config, SweepConfig)
     assert config.max_bytes == 65536 and config.cluster_rate == "100mbit"
     bad = parser.parse_args(["comm", "--cluster", "fast", "-o", "x.csv"])
     with pytest.raises(ConfigError, match="rate"):
-        sweep.config_from_args(bad)
+        capture_cmd.comm_config(bad)
 
 
 @pytest.mark.slow
@@ -122,7 +124,7 @@ def test_torchrun_mode_rank0_writes_the_trace(tmp_path):
                    LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "gradsched.capture.sweep", "comm", "--torchrun",
+            [sys.executable, "-m", "gradsched", "capture", "comm", "--torchrun",
              "--collectives", "all_reduce", "--max-bytes", "1K", "--iters", "3",
              "--warmup", "1", "--init-timeout-s", "30", "-o", str(out)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
@@ -145,7 +147,7 @@ def test_two_rank_gloo_p2p_pingpong_writes_a_valid_comm_trace(tmp_path):
     from gradsched.traces import CommTrace
 
     out = tmp_path / "p2p.csv"
-    rc = sweep.main(["comm", "--world-size", "2", "--collectives", "p2p",
+    rc = cli.main(["capture", "comm", "--world-size", "2", "--collectives", "p2p",
                      "--min-bytes", "4", "--max-bytes", "256K", "--factor", "64",
                      "--iters", "5", "--warmup", "2", "--time-budget-s", "0.2",
                      "-o", str(out)])
@@ -171,8 +173,8 @@ def test_p2p_dead_peer_ends_sweep_clearly_without_output(tmp_path, monkeypatch, 
                                                   "bytes": 64}}))
     out = tmp_path / "out" / "p2p.csv"
     start = time.monotonic()
-    rc = sweep.main(["comm", "--world-size", "2", "--collectives", "p2p", "--max-bytes", "4K",
-                     "--iters", "3", "--warmup", "1", "--init-timeout-s", "5",
+    rc = cli.main(["capture", "comm", "--world-size", "2", "--collectives", "p2p",
+                   "--max-bytes", "4K", "--iters", "3", "--warmup", "1", "--init-timeout-s", "5",
                      "--op-timeout-s", "15", "--deadline-s", "60", "-o", str(out)])
     assert rc == 2 and time.monotonic() - start < 45
     assert not out.exists() and not (out.parent.exists() and list(out.parent.iterdir()))

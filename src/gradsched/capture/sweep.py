@@ -7,6 +7,7 @@
 
 Measures each collective at message sizes from ``--min-bytes`` to ``--max-bytes`` (growing
 by ``--factor``) and writes a comm trace (``traces/README.md``) plus its sidecar.
+The command line is in :mod:`gradsched.commands.capture`.
 
 Method (per collective and size, on every rank, fp32 tensors):
 
@@ -54,31 +55,19 @@ succeeded; a dead or unreachable rank ends the run with an error naming it.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gradsched.capture.sweep_rank import sweep_task
-from gradsched.capture.sweep_settings import (
-    DEFAULT_COLLECTIVES,
-    SweepConfig,
-    SweepError,
-    parse_collectives,
-    timeouts,
-)
+from gradsched.capture.sweep_settings import SweepConfig, SweepError, timeouts
 from gradsched.capture.sweep_trace import notes_to_warnings, to_trace
 from gradsched.distributed.cluster import EmulatedCluster
 from gradsched.distributed.launch import LaunchSpec, launch
-from gradsched.distributed.shaping import parse_rate
-from gradsched.errors import ConfigError, GradschedError
 from gradsched.provenance import load_average
-from gradsched.traces.columns import COLLECTIVES
-from gradsched.units import parse_size
 
 TASK = "gradsched.capture.sweep_rank:sweep_task"
 
@@ -95,6 +84,7 @@ def run_sweep(config: SweepConfig, *, spec_overrides: dict[str, Any] | None = No
     use it to make a peer unreachable); ``payload_extra`` is merged into the task payload.
     """
     config.validate()
+    config.admit()  # before any rank starts
     sizes, notes = config.plan()
     op_timeout, deadline = timeouts(config, sizes)
     payload = {"backend": config.backend, "collectives": config.collectives, "sizes": sizes,
@@ -145,6 +135,7 @@ def run_torchrun(config: SweepConfig, out: Path | None) -> Any:
             raise SweepError(f"--torchrun: ${var} is not set; start this command with torchrun")
     config.world_size = int(os.environ["WORLD_SIZE"])
     config.validate()
+    config.admit(local_ranks=int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     sizes, notes = config.plan()
     op_timeout, _ = timeouts(config, sizes)
     rank = int(os.environ["RANK"])
@@ -180,108 +171,4 @@ def run_torchrun(config: SweepConfig, out: Path | None) -> Any:
     return trace
 
 
-# ----------------------------------------------------------------------------- CLI
-
-
-def register_cli(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add ``comm`` to the ``capture`` command's sub-parsers; return its parser."""
-    parser = subparsers.add_parser(
-        "comm", help="sweep collectives with torch.distributed and write a comm trace",
-        description=__doc__.split("\n\n", 2)[0] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
-    parser.add_argument("--world-size", type=int, default=2,
-                        help="ranks to start locally (ignored with --torchrun)")
-    parser.add_argument("--collectives", default=",".join(DEFAULT_COLLECTIVES),
-                        help="comma-separated, from: " + ", ".join(COLLECTIVES) + "; or all")
-    parser.add_argument("--min-bytes", default="4", help="smallest message (64K, 1M, ...)")
-    parser.add_argument("--max-bytes", default="1M", help="largest message (binary suffixes)")
-    parser.add_argument("--factor", type=float, default=2.0, help="size growth factor")
-    parser.add_argument("--iters", type=int, default=50,
-                        help="most timed iterations per size (default 50)")
-    parser.add_argument("--warmup", type=int, default=3,
-                        help="most warm-up iterations per size, >= 1 (default 3)")
-    parser.add_argument("--min-iters", type=int, default=3,
-                        help="fewest timed iterations per size (default 3)")
-    parser.add_argument("--time-budget-s", type=float, default=1.0,
-                        help="about this many seconds of timed operations per size (default 1)")
-    parser.add_argument("--in-place", action="store_true",
-                        help="all_gather / reduce_scatter in place (the others always are)")
-    parser.add_argument("--threads-per-rank", type=int, default=1)
-    parser.add_argument("--cluster", metavar="RATE", default=None,
-                        help="run the ranks in an emulated cluster of network namespaces with "
-                        "links shaped to RATE (tc units: 100mbit, 1gbit, 10gbit); needs root")
-    parser.add_argument("--torchrun", action="store_true",
-                        help="run under torchrun (multi-node): take rank and world size from "
-                        "the environment; rank 0 writes the output")
-    parser.add_argument("--init-timeout-s", type=float, default=60.0)
-    parser.add_argument("--op-timeout-s", type=float, default=None,
-                        help="timeout of one collective (default: from the largest size)")
-    parser.add_argument("--deadline-s", type=float, default=None,
-                        help="bound on the whole run (default: estimated from the sizes)")
-    parser.add_argument("--note", default=None, help="text appended to the sidecar's notes")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="output CSV")
-    parser.set_defaults(func=_cli)
-    return parser
-
-
-def config_from_args(args: argparse.Namespace) -> SweepConfig:
-    """The :class:`SweepConfig` of parsed ``capture comm`` arguments."""
-    config = SweepConfig(
-        world_size=args.world_size, backend=args.backend,
-        collectives=parse_collectives(args.collectives),
-        min_bytes=parse_size(args.min_bytes), max_bytes=parse_size(args.max_bytes),
-        factor=args.factor, iters=args.iters, warmup=args.warmup, min_iters=args.min_iters,
-        time_budget_s=args.time_budget_s, in_place=args.in_place,
-        threads_per_rank=args.threads_per_rank, cluster_rate=args.cluster,
-        init_timeout_s=args.init_timeout_s, op_timeout_s=args.op_timeout_s,
-        deadline_s=args.deadline_s, note=args.note)
-    if args.cluster is not None:
-        parse_rate(args.cluster)
-        if args.torchrun:
-            raise ConfigError("--cluster and --torchrun exclude each other")
-    config.validate()
-    return config
-
-
-def _cli(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
-    out: Path = args.output
-    if out.suffix != ".csv":
-        raise ConfigError(f"output {out}: expected a .csv path (the sidecar goes beside it)")
-    if args.torchrun:
-        trace = run_torchrun(config, out)
-        if trace is None:
-            return 0
-    else:
-        trace = run_sweep(config, log=lambda m: print(m, file=sys.stderr))
-        trace.save(out)
-    frame = trace.frame
-    print(f"wrote {out} ({len(frame)} rows, {trace.meta['wall_s']:.1f} s)")
-    for coll, grp in frame.groupby("collective", sort=True):
-        top = grp.iloc[-1]
-        print(f"  {coll}: {int(top['bytes'])} B in {top['time_s'] * 1e3:.3f} ms, busbw "
-              f"{top['busbw_Bps'] / 1e6:.1f} MB/s")
-    for warning in trace.meta["warnings"]:
-        print(f"warning: {out}: {warning}", file=sys.stderr)
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m gradsched.capture.sweep ...`` (the same options as ``capture comm``)."""
-    parser = argparse.ArgumentParser(prog="gradsched capture")
-    sub = parser.add_subparsers(dest="capture_command", required=True)
-    register_cli(sub)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except GradschedError as exc:
-        print(f"gradsched capture comm: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
-
-__all__ = ["TASK", "config_from_args", "main", "register_cli", "run_sweep", "run_torchrun"]
+__all__ = ["TASK", "run_sweep", "run_torchrun"]

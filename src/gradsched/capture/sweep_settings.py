@@ -4,11 +4,14 @@ collective's quantum), the collectives, nccl-tests' bus-bandwidth factors, the s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gradsched.admission import check_memory, check_points, check_ranks
 from gradsched.distributed.shaping import parse_rate
 from gradsched.errors import ConfigError, GradschedError
+from gradsched.limits import MAX_SECONDS
 from gradsched.traces.columns import COLLECTIVES
 
 DEFAULT_COLLECTIVES: tuple[str, ...] = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
@@ -17,6 +20,9 @@ IN_PLACE_ONLY: frozenset[str] = frozenset({"all_reduce", "broadcast", "reduce"})
 P2P = "p2p"
 """Ping-pong between rank 0 and rank 1 (see the module docstring)."""
 SPLIT: frozenset[str] = frozenset({"all_gather", "reduce_scatter"})
+BUFFERS_PER_RANK = 3
+"""Message-sized buffers one rank holds at once (a collective's input, output and the
+checked warm-up's expected values)."""
 
 
 class SweepError(GradschedError, RuntimeError):
@@ -24,18 +30,28 @@ class SweepError(GradschedError, RuntimeError):
 
 
 def geometric_sizes(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
-    """``min_bytes, min_bytes*factor, ...`` up to and including ``max_bytes`` (rounded)."""
+    """``min_bytes, min_bytes*factor, ...`` up to and including ``max_bytes`` (rounded).
+
+    Sizes that round to one already listed are skipped in one step, and more than
+    :data:`~gradsched.admission.MAX_SWEEP_POINTS` sizes are refused before any is formed:
+    a factor just above 1 (``1.0000001``) once took hours to enumerate."""
     if min_bytes < 1 or max_bytes < min_bytes:
         raise ConfigError(f"need 1 <= min-bytes <= max-bytes, got {min_bytes} and {max_bytes}")
-    if factor <= 1:
-        raise ConfigError(f"factor must be > 1, got {factor:g}")
+    if not (math.isfinite(factor) and factor > 1):
+        raise ConfigError(f"factor must be a finite number > 1, got {factor:g}")
+    steps = math.log(max_bytes / min_bytes) / math.log(factor) if max_bytes > min_bytes else 0
+    check_points("the size sweep", int(min(steps + 1, max_bytes - min_bytes + 1)),
+                 proceed="raise --factor or narrow --min-bytes/--max-bytes")
     sizes: list[int] = []
     value = float(min_bytes)
     while value <= max_bytes * (1 + 1e-12):
         size = round(value)
         if not sizes or size > sizes[-1]:
             sizes.append(size)
-        value *= factor
+            value *= factor
+        else:  # jump to the first term that rounds above the last size
+            k = math.ceil(math.log((sizes[-1] + 0.5) / min_bytes) / math.log(factor))
+            value = max(min_bytes * factor ** k, value * factor)
     return sizes
 
 
@@ -110,6 +126,7 @@ class SweepConfig:
     op_timeout_s: float | None = None
     deadline_s: float | None = None
     note: str | None = None
+    oversubscribe: bool = False
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` on an impossible setting."""
@@ -120,15 +137,37 @@ class SweepConfig:
         if self.iters < 1 or self.warmup < 1 or self.min_iters < 1:
             raise ConfigError("iters, warmup and min-iters must be >= 1 (the first warm-up "
                               "operation also checks the result)")
-        if self.time_budget_s <= 0:
-            raise ConfigError("time-budget-s must be positive")
+        if not 0 < self.time_budget_s <= MAX_SECONDS:  # NaN fails too
+            raise ConfigError(f"time-budget-s must be in (0, {MAX_SECONDS:g}] s")
+        for name in ("init_timeout_s", "op_timeout_s", "deadline_s"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value <= MAX_SECONDS:
+                raise ConfigError(f"{name.replace('_', '-')} must be in (0, {MAX_SECONDS:g}] s")
         if self.threads_per_rank < 1:
             raise ConfigError("threads per rank must be >= 1")
-        geometric_sizes(self.min_bytes, self.max_bytes, self.factor)
-        parse_collectives(",".join(self.collectives))
+        sizes = geometric_sizes(self.min_bytes, self.max_bytes, self.factor)
+        names = parse_collectives(",".join(self.collectives))
+        check_points("the collective sweep", len(sizes) * len(names),
+                     proceed="raise --factor, narrow the sizes or measure fewer collectives")
         if P2P in self.collectives and self.world_size != 2:
             raise ConfigError(f"p2p is a ping-pong between two ranks: use --world-size 2 "
                               f"(got {self.world_size})")
+
+    def admit(self, local_ranks: int | None = None) -> None:
+        """Refuse, before any rank starts, more local ranks (default: the world size) than
+        this machine runs (:func:`~gradsched.admission.check_ranks`) or buffers beyond its
+        memory: about :data:`BUFFERS_PER_RANK` times the largest message on every rank
+        (gloo; with nccl the buffers are in device memory and only the ranks are checked)."""
+        ranks = self.world_size if local_ranks is None else local_ranks
+        check_ranks("capture comm", ranks, self.threads_per_rank,
+                    oversubscribe=self.oversubscribe)
+        if self.backend == "nccl":  # the buffers are in device memory
+            return
+        sizes, _ = self.plan()
+        biggest = max(max(v) for v in sizes.values())
+        check_memory("capture comm", BUFFERS_PER_RANK * biggest, ranks,
+                     detail=f"{BUFFERS_PER_RANK} x the largest message, {biggest} bytes, per "
+                     "rank", proceed="lower --max-bytes or --world-size")
 
     def plan(self) -> tuple[dict[str, list[int]], list[str]]:
         """Sizes per collective (rounded to each one's quantum) and the rounding notes."""

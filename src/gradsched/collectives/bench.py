@@ -35,6 +35,7 @@ from typing import Any
 
 import pandas as pd
 
+from gradsched.admission import check_memory, check_points, check_ranks
 from gradsched.collectives import algorithms, get, registry
 from gradsched.distributed.cluster import EmulatedCluster
 from gradsched.distributed.launch import LaunchSpec, launch
@@ -379,6 +380,11 @@ SHARED_MACHINE_NOTE = (
     "of several single calls.")
 
 
+BUFFERS_PER_RANK = 4
+"""Message-sized buffers one rank of the benchmark holds at once (the tensor, the
+algorithms' receive and chunk buffers, the checked result)."""
+
+
 @dataclass
 class BenchConfig:
     """One ``gradsched bench collectives`` run (every world size in ``world_sizes``)."""
@@ -400,6 +406,7 @@ class BenchConfig:
     op_timeout_s: float = 300.0
     deadline_s: float = 1800.0
     note: str = SHARED_MACHINE_NOTE
+    oversubscribe: bool = False
 
     def validate(self) -> None:
         names = algorithms(self.collective)
@@ -413,7 +420,24 @@ class BenchConfig:
             raise ConfigError("--world-size: every world size must be >= 2")
         if not 1 <= self.min_iters <= self.max_iters:
             raise ConfigError("need 1 <= --min-iters <= --max-iters")
-        size_grid(self.min_bytes, self.max_bytes, self.per_octave)
+        sizes = size_grid(self.min_bytes, self.max_bytes, self.per_octave)
+        check_points("bench collectives",
+                     len(sizes) * len(self.algorithms) * len(self.world_sizes),
+                     proceed="narrow the sizes, lower --per-octave or give fewer algorithms "
+                             "or world sizes")
+
+    def admit(self) -> None:
+        """Refuse, before any rank starts, the largest world size when this machine cannot
+        run its ranks, or its buffers (:data:`BUFFERS_PER_RANK` x the largest message per
+        rank) beyond the available memory."""
+        ranks = max(self.world_sizes)
+        check_ranks("bench collectives", ranks, oversubscribe=self.oversubscribe)
+        if self.backend == "nccl":  # the buffers are in device memory
+            return
+        check_memory("bench collectives", BUFFERS_PER_RANK * self.max_bytes, ranks,
+                     detail=f"{BUFFERS_PER_RANK} x the largest message, {self.max_bytes} "
+                            "bytes, per rank",
+                     proceed="lower --max-bytes or the world sizes")
 
 
 def bus_factor(collective: str, world_size: int) -> float:

@@ -13,16 +13,19 @@ The logic is :mod:`gradsched.experiments.recommend` (the advice) and :mod:`grads
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from gradsched.advise import render_validation, validate
+from gradsched.commands._admit import admit_training
 from gradsched.commands._args import (
+    add_oversubscribe,
     integer,
     non_negative_count,
     positive_int,
     positive_seconds,
     real,
+    real_list,
+    threads,
     world_size,
 )
 from gradsched.commands._outputs import output_file
@@ -46,15 +49,9 @@ COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsc
              "or alpha-beta:alpha=<seconds>,beta=<seconds per byte>")
 
 
-def _caps(text: str) -> list[float]:
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected comma-separated bucket caps in MiB, e.g. 1,5,25") from None
-    if not values or not all(math.isfinite(v) and v > 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: bucket caps must be numbers > 0 (MiB)")
-    return values
+_caps = real_list(0.0, 2**30, low_open=True, unit="MiB", example="1,5,25",
+                  what="bucket caps must be numbers > 0 (MiB)")
+"""DDP bucket caps: comma-separated finite numbers of MiB in (0, 2**30]."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -114,12 +111,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="timed iterations per run (>= 2)")
     val.add_argument("--warmup", type=non_negative_count, default=2,
                      help="untimed iterations per run first")
-    val.add_argument("--threads", type=positive_int, default=1, help="intra-op threads per rank")
+    val.add_argument("--threads", type=threads, default=1, help="intra-op threads per rank")
     val.add_argument("--timeout-s", type=positive_seconds, default=300.0,
                      help="limit on every collective wait")
     val.add_argument("--cluster", default=None, metavar="RATE",
                      help="run the ranks in emulated network namespaces shaped to RATE "
                           "(e.g. 1gbit, as gradsched run; needs root)")
+    add_oversubscribe(val)
     p.set_defaults(func=_run)
 
 
@@ -177,6 +175,15 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError("--validate needs --model and --batch-size (the trace's meta "
                               "names no model or batch size)")
         seq_len = args.seq_len or rec.seq_len
+        if args.batch_size is None:  # the sidecar's: input, not a trusted setting
+            batch = _batch_size(batch, args.compute)
+        # the trace's batch size and the world size are requests like any option: admitted
+        # before the model is built or a rank starts
+        admit_training("advise --validate", model=str(model_name), batch_size=batch,
+                       ranks=rec.world_size, threads=args.threads, seq_len=seq_len,
+                       oversubscribe=args.oversubscribe,
+                       extra_bytes_per_rank=rec.plan.buffer_bytes(rec.world_size),
+                       device="cuda" if args.backend == "nccl" else "cpu")
         result = validate(rec, model_name=str(model_name), batch_size=int(batch),
                           backend=args.backend, rounds=args.rounds, iters=args.iters,
                           warmup=args.warmup, threads=args.threads, seq_len=seq_len,
@@ -187,3 +194,13 @@ def _run(args: argparse.Namespace) -> int:
         write_json_atomic(args.json, out)
         print(f"-> {args.json}")
     return 0
+
+
+def _batch_size(value: object, compute: Path) -> int:
+    """The batch size to validate with: ``--batch-size`` or the trace sidecar's, which must
+    be a whole number in ``[1, 2**20]`` (a sidecar is input, not a trusted setting)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) \
+            or not 1 <= value <= 2**20:
+        raise InputError(f"batch_size {value!r} is not a whole number in [1, {2**20}]: give "
+                         "--batch-size", path=compute, field="meta.batch_size")
+    return int(value)

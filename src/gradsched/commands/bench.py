@@ -23,29 +23,21 @@ import argparse
 import sys
 from pathlib import Path
 
-from gradsched.commands._args import count, integer, positive_seconds, real
+from gradsched.commands._args import (
+    add_oversubscribe,
+    count,
+    int_list,
+    integer,
+    parse_real,
+    positive_seconds,
+    real,
+    size,
+)
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.limits import MAX_RANKS
 
-
-def _sizes(text: str) -> int:
-    from gradsched.errors import ConfigError
-    from gradsched.units import parse_size
-
-    try:
-        return parse_size(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers like 2,3,4") from None
-    if not values or any(not 1 <= v <= MAX_RANKS for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: world sizes in [1, {MAX_RANKS}]")
-    return values
+_sizes = size()
+_ints = int_list(1, MAX_RANKS, example="2,3,4", what="world sizes")
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -83,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--note", default=None, help="replace the shared-machine note")
     p.add_argument("--tuned-out", type=output_file, default=None,
                    help="also write a tuned model JSON from this sweep")
+    add_oversubscribe(p)
     p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=_collectives)
 
@@ -125,13 +118,10 @@ def _collectives(args: argparse.Namespace) -> int:
     from gradsched.limits import MAX_SECONDS, in_range
     from gradsched.staging import check_writable
 
-    for out in (args.output, args.tuned_out):  # before the benchmark, not after it
-        if out is not None:
-            check_writable(out)
     link = None
     if args.lp_link:
         try:
-            a, b, g = (float(v) for v in args.lp_link.split(","))
+            a, b, g = (parse_real(v) for v in args.lp_link.split(","))
         except ValueError:
             raise ConfigError(f"--lp-link {args.lp_link!r}: expected alpha,beta,gamma") from None
         if not all(in_range(v, 0.0, MAX_SECONDS) for v in (a, b, g)):
@@ -144,7 +134,13 @@ def _collectives(args: argparse.Namespace) -> int:
         min_iters=args.min_iters, max_iters=args.max_iters, target_s=args.target_s,
         lp_chunk_bytes=args.lp_chunk, lp_link=link, cluster_rate=args.cluster,
         backend=args.backend, op_timeout_s=args.op_timeout_s, deadline_s=args.deadline_s,
-        note=args.note if args.note is not None else SHARED_MACHINE_NOTE)
+        note=args.note if args.note is not None else SHARED_MACHINE_NOTE,
+        oversubscribe=args.oversubscribe)
+    config.validate()
+    config.admit()  # before any rank starts
+    for out in (args.output, args.tuned_out):  # before the benchmark, not after it
+        if out is not None:
+            check_writable(out)
     trace = run_bench(config, log=lambda m: print(m, file=sys.stderr))
     trace.save(args.output)
     print(f"wrote {args.output} ({len(trace.frame)} rows, {trace.meta['wall_s']:.0f} s)")
@@ -164,7 +160,7 @@ def _fit(args: argparse.Namespace) -> int:
     gamma: float | str = args.gamma
     if gamma not in ("auto", "fit"):
         try:
-            gamma = float(gamma)
+            gamma = parse_real(gamma)
         except ValueError:
             raise ConfigError(f"--gamma {args.gamma!r}: a number, auto or fit") from None
         if not 0.0 <= gamma <= 1.0:  # NaN fails too

@@ -5,29 +5,44 @@
 * ``iteration`` -- real DDP iterations under ``torch.profiler`` for several bucket sizes,
   one Kineto trace per rank plus a summary (:mod:`gradsched.capture.iteration`);
 * ``comm`` -- collective sweeps on loopback or an emulated cluster
-  (:mod:`gradsched.capture.sweep`, registered from there).
+  (:mod:`gradsched.capture.sweep`).
+
+Every option goes through the hardened types of :mod:`gradsched.commands._args`, and every
+launch is admitted (:mod:`gradsched.admission`) before a rank starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gradsched.commands._args import non_negative_count, positive_int, positive_seconds
+from gradsched.commands._admit import admit_training
+from gradsched.commands._args import (
+    add_oversubscribe,
+    count,
+    non_negative_count,
+    positive_int,
+    positive_seconds,
+    real,
+    real_list,
+    size,
+    threads,
+    world_size,
+)
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.errors import ConfigError
 from gradsched.staging import check_writable
 
+if TYPE_CHECKING:
+    from gradsched.capture.sweep_settings import SweepConfig
 
-def _caps(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers like 1,25") from None
-    if not values or any(not 0 < v <= 2**30 for v in values):  # NaN and inf fail too
-        raise argparse.ArgumentTypeError(f"{text!r}: expected finite positive numbers of "
-                                         "MB like 1,25")
-    return values
+_caps = real_list(0.0, 2**30, low_open=True, unit="MB", example="1,25",
+                  what="expected finite positive numbers of MB")
+"""DDP bucket caps: comma-separated finite numbers of MB in (0, 2**30]."""
+
+DEFAULT_COLLECTIVES = "all_reduce,reduce_scatter,all_gather,broadcast"
 
 
 def _model_flags(p: argparse.ArgumentParser) -> None:
@@ -50,7 +65,7 @@ def _add_compute(csub: argparse._SubParsersAction) -> None:
                    help="unmeasured iterations (>= 1; the first discovers the layers)")
     p.add_argument("--iters", type=positive_int, default=5,
                    help="measured iterations (each with and without hooks)")
-    p.add_argument("--threads", type=positive_int, default=None,
+    p.add_argument("--threads", type=threads, default=None,
                    help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="CPU timing: wall clock (perf_counter) or the compute thread's CPU "
@@ -69,7 +84,7 @@ def _add_iteration(csub: argparse._SubParsersAction) -> None:
                         description="Run DDP iterations under torch.profiler for each bucket "
                         "cap; write one Kineto trace per rank and a summary.")
     _model_flags(p)
-    p.add_argument("--world-size", type=positive_int, default=2,
+    p.add_argument("--world-size", type=world_size, default=2,
                    help="local ranks (ignored with --torchrun)")
     p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -78,13 +93,60 @@ def _add_iteration(csub: argparse._SubParsersAction) -> None:
     p.add_argument("--iters", type=positive_int, default=3, help="profiled iterations")
     p.add_argument("--warmup", type=non_negative_count, default=2,
                    help="unprofiled iterations first")
-    p.add_argument("--threads-per-rank", type=positive_int, default=1)
+    p.add_argument("--threads-per-rank", type=threads, default=1)
     p.add_argument("--deadline-s", type=positive_seconds, default=1800.0,
                    help="bound on the whole local run")
     p.add_argument("--torchrun", action="store_true",
                    help="run under torchrun: ranks from the environment; rank 0 writes")
+    add_oversubscribe(p)
     p.add_argument("-o", "--output", type=output_folder, required=True, help="output folder")
     p.set_defaults(func=_run_iteration)
+
+
+def _add_comm(csub: argparse._SubParsersAction) -> None:
+    from gradsched.traces.columns import COLLECTIVES
+
+    p = csub.add_parser(
+        "comm", help="sweep collectives with torch.distributed and write a comm trace",
+        description="Measure each collective at message sizes from --min-bytes to "
+        "--max-bytes (growing by --factor) and write a comm trace plus its sidecar "
+        "(method: gradsched.capture.sweep).")
+    p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    p.add_argument("--world-size", type=world_size, default=2,
+                   help="ranks to start locally (ignored with --torchrun)")
+    p.add_argument("--collectives", default=DEFAULT_COLLECTIVES,
+                   help="comma-separated, from: " + ", ".join(COLLECTIVES) + "; or all")
+    p.add_argument("--min-bytes", type=size(), default=4, help="smallest message (64K, 1M, ...)")
+    p.add_argument("--max-bytes", type=size(), default=1 << 20,
+                   help="largest message (binary suffixes)")
+    p.add_argument("--factor", type=real(1.0, 2.0**20, low_open=True), default=2.0,
+                   help="size growth factor (> 1)")
+    p.add_argument("--iters", type=count, default=50,
+                   help="most timed iterations per size (default 50)")
+    p.add_argument("--warmup", type=count, default=3,
+                   help="most warm-up iterations per size, >= 1 (default 3)")
+    p.add_argument("--min-iters", type=count, default=3,
+                   help="fewest timed iterations per size (default 3)")
+    p.add_argument("--time-budget-s", type=positive_seconds, default=1.0,
+                   help="about this many seconds of timed operations per size (default 1)")
+    p.add_argument("--in-place", action="store_true",
+                   help="all_gather / reduce_scatter in place (the others always are)")
+    p.add_argument("--threads-per-rank", type=threads, default=1)
+    p.add_argument("--cluster", metavar="RATE", default=None,
+                   help="run the ranks in an emulated cluster of network namespaces with "
+                   "links shaped to RATE (tc units: 100mbit, 1gbit, 10gbit); needs root")
+    p.add_argument("--torchrun", action="store_true",
+                   help="run under torchrun (multi-node): take rank and world size from "
+                   "the environment; rank 0 writes the output")
+    p.add_argument("--init-timeout-s", type=positive_seconds, default=60.0)
+    p.add_argument("--op-timeout-s", type=positive_seconds, default=None,
+                   help="timeout of one collective (default: from the largest size)")
+    p.add_argument("--deadline-s", type=positive_seconds, default=None,
+                   help="bound on the whole run (default: estimated from the sizes)")
+    p.add_argument("--note", default=None, help="text appended to the sidecar's notes")
+    add_oversubscribe(p)
+    p.add_argument("-o", "--output", type=output_file, required=True, help="output CSV")
+    p.set_defaults(func=_run_comm)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -94,20 +156,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     csub = parser.add_subparsers(dest="capture_command", metavar="WHAT", required=True)
     _add_compute(csub)
     _add_iteration(csub)
-    try:
-        from gradsched.capture.sweep import register_cli
-    except ImportError as exc:  # the sweep module is optional until it exists
-        p = csub.add_parser("comm", help="collective sweeps (unavailable: see --help)")
-        p.set_defaults(func=lambda _a, exc=exc: _unavailable(exc))
-    else:
-        register_cli(csub)
-        for action in csub.choices["comm"]._actions:  # the sweep's CSV, checked up front
-            if action.dest == "output":
-                action.type = output_file
-
-
-def _unavailable(exc: Exception) -> int:
-    raise ConfigError(f"capture comm is unavailable: {exc}")
+    _add_comm(csub)
 
 
 def _progress(message: str) -> None:
@@ -120,6 +169,10 @@ def _run_compute(args: argparse.Namespace) -> int:
     if args.output.suffix != ".csv":
         raise ConfigError(f"output {args.output}: expected a .csv path (the sidecar goes "
                           "beside it)")
+    # one process: only its memory is checked
+    admit_training("capture compute", model=args.model, batch_size=args.batch_size, ranks=1,
+                   threads=args.threads or 1, seq_len=args.seq_len, dtype=args.dtype,
+                   oversubscribe=True, device=args.device)
     check_writable(args.output)  # before the measurement, not after it
     options = CaptureOptions(
         model=args.model, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
@@ -152,6 +205,10 @@ def _run_iteration(args: argparse.Namespace) -> int:
         backend=args.backend, bucket_caps_mb=args.bucket_cap_mb, iters=args.iters,
         warmup=args.warmup, device=args.device, dtype=args.dtype, seq_len=args.seq_len,
         threads_per_rank=args.threads_per_rank, deadline_s=args.deadline_s)
+    admit_training("capture iteration", model=args.model, batch_size=args.batch_size,
+                   ranks=1 if args.torchrun else args.world_size,
+                   threads=args.threads_per_rank, seq_len=args.seq_len, dtype=args.dtype,
+                   oversubscribe=args.oversubscribe, device=args.device)
     check_writable(args.output, directory=True)  # before the measurement
     if args.torchrun:
         summary = capture_iterations_torchrun(opts, args.output)
@@ -165,4 +222,52 @@ def _run_iteration(args: argparse.Namespace) -> int:
         print(f"  bucket {cap:g} MB: iteration {row['iteration_s'] * 1e3:.1f} ms, comm "
               f"{row['comm_s'] * 1e3:.1f} ms, overlap {row['overlap_s'] * 1e3:.1f} ms "
               "(medians)")
+    return 0
+
+
+def comm_config(args: argparse.Namespace) -> SweepConfig:
+    """The :class:`~gradsched.capture.sweep_settings.SweepConfig` of parsed ``capture comm``
+    arguments, validated (sizes, points, collectives, cluster rate)."""
+    from gradsched.capture.sweep_settings import SweepConfig, parse_collectives
+    from gradsched.distributed.shaping import parse_rate
+
+    config = SweepConfig(
+        world_size=args.world_size, backend=args.backend,
+        collectives=parse_collectives(args.collectives),
+        min_bytes=args.min_bytes, max_bytes=args.max_bytes,
+        factor=args.factor, iters=args.iters, warmup=args.warmup, min_iters=args.min_iters,
+        time_budget_s=args.time_budget_s, in_place=args.in_place,
+        threads_per_rank=args.threads_per_rank, cluster_rate=args.cluster,
+        init_timeout_s=args.init_timeout_s, op_timeout_s=args.op_timeout_s,
+        deadline_s=args.deadline_s, note=args.note, oversubscribe=args.oversubscribe)
+    if args.cluster is not None:
+        parse_rate(args.cluster)
+        if args.torchrun:
+            raise ConfigError("--cluster and --torchrun exclude each other")
+    config.validate()
+    return config
+
+
+def _run_comm(args: argparse.Namespace) -> int:
+    from gradsched.capture import sweep
+
+    config = comm_config(args)
+    out: Path = args.output
+    if out.suffix != ".csv":
+        raise ConfigError(f"output {out}: expected a .csv path (the sidecar goes beside it)")
+    if args.torchrun:
+        trace = sweep.run_torchrun(config, out)
+        if trace is None:
+            return 0
+    else:
+        trace = sweep.run_sweep(config, log=_progress)
+        trace.save(out)
+    frame = trace.frame
+    print(f"wrote {out} ({len(frame)} rows, {trace.meta['wall_s']:.1f} s)")
+    for coll, grp in frame.groupby("collective", sort=True):
+        top = grp.iloc[-1]
+        print(f"  {coll}: {int(top['bytes'])} B in {top['time_s'] * 1e3:.3f} ms, busbw "
+              f"{top['busbw_Bps'] / 1e6:.1f} MB/s")
+    for warning in trace.meta["warnings"]:
+        print(f"warning: {out}: {warning}", file=sys.stderr)
     return 0

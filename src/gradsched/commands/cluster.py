@@ -36,6 +36,7 @@ import threading
 import time
 from typing import IO
 
+from gradsched.commands._args import add_oversubscribe, count, port, positive_seconds, world_size
 from gradsched.errors import ConfigError
 
 CHECK_LOW, CHECK_HIGH = 0.5, 1.3
@@ -49,16 +50,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_common(parser)
     parser.add_argument("--keep-going", action="store_true",
                         help="when a rank fails, let the others finish")
-    parser.add_argument("--timeout-s", type=float, default=3600.0,
+    parser.add_argument("--timeout-s", type=positive_seconds, default=3600.0,
                         help="stop every rank after this many seconds (default 3600)")
-    parser.add_argument("--master-port", type=int, default=29500)
+    parser.add_argument("--master-port", type=port, default=29500)
+    add_oversubscribe(parser)
     parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
                         help="the command to run per rank, or 'check' / 'clean'")
     parser.set_defaults(func=_main)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ranks", type=int, default=2, help="number of ranks (namespaces)")
+    parser.add_argument("--ranks", type=world_size, default=2,
+                        help="number of ranks (namespaces)")
     parser.add_argument("--rate", default="1gbit",
                         help="link rate per rank and direction, tc units (100mbit, 1gbit, "
                         "10gbit); 'none' for unshaped veth links")
@@ -87,10 +90,12 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _run_command(command: list[str], args: argparse.Namespace) -> int:
+    from gradsched.admission import check_ranks
     from gradsched.distributed.cluster import EmulatedCluster
 
     if args.timeout_s <= 0:
         raise ConfigError("--timeout-s must be positive")
+    check_ranks("cluster", args.ranks, oversubscribe=args.oversubscribe)  # before any namespace
     with EmulatedCluster(args.ranks, _rate(args.rate), prefix=args.prefix) as cluster:
         print(f"cluster: {cluster.describe()}; rank 0 at {cluster.master_addr}:"
               f"{args.master_port}", file=sys.stderr)
@@ -217,7 +222,9 @@ def _check(argv: list[str], outer: argparse.Namespace) -> int:
     _add_common(parser)
     parser.add_argument("--bytes", default=None,
                         help="all-reduce size (default: about 1 s at the rate)")
-    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--iters", type=count, default=5)
+    parser.add_argument("--oversubscribe", action="store_true", default=outer.oversubscribe,
+                        help=argparse.SUPPRESS)
     parser.set_defaults(ranks=outer.ranks, rate=outer.rate, prefix=outer.prefix)
     args = parser.parse_args(argv)
     rate = _rate(args.rate)
@@ -230,7 +237,8 @@ def _check(argv: list[str], outer: argparse.Namespace) -> int:
     nbytes = parse_size(args.bytes) if args.bytes else default_check_bytes(rate_bits, args.ranks)
     config = SweepConfig(world_size=args.ranks, collectives=["all_reduce"], min_bytes=nbytes,
                          max_bytes=nbytes, iters=args.iters, warmup=2, min_iters=args.iters,
-                         time_budget_s=1.0, cluster_rate=rate, cluster_prefix=prefix)
+                         time_budget_s=1.0, cluster_rate=rate, cluster_prefix=prefix,
+                         oversubscribe=args.oversubscribe)
     print(f"cluster check: {args.ranks} ranks, links "
           f"{rate_label(rate_bits) if rate_bits else 'unshaped'}, all-reduce of {nbytes} bytes "
           f"x {args.iters}", flush=True)

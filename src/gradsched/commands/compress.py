@@ -23,7 +23,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from gradsched.commands._args import count, integer, positive_seconds, real
+from gradsched.admission import check_memory, check_points, check_ranks
+from gradsched.commands._args import (
+    add_oversubscribe,
+    count,
+    int_list,
+    integer,
+    parse_real,
+    positive_seconds,
+    real,
+    size,
+    threads,
+)
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.errors import ConfigError, InputError
 from gradsched.io import write_csv_atomic, write_json_atomic
@@ -37,7 +48,6 @@ from gradsched.provenance import (
 )
 from gradsched.report.compression import write_all
 from gradsched.staging import check_writable
-from gradsched.units import parse_size
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -47,30 +57,41 @@ def _names(text: str) -> tuple[str, ...]:
 def _densities(text: str) -> tuple[float, ...]:
     from gradsched.compression.base import parse_density  # the compressors import torch
 
-    try:
-        return tuple(parse_density(v) for v in _names(text))
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    out = []
+    for token in _names(text):
+        for number in token.removesuffix("x").split("/", 1):  # ASCII digits only
+            try:
+                parse_real(number)
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"density {token!r}: expected a number in (0, 1], 1/64 or 64x") from None
+        try:
+            out.append(parse_density(token))
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    if not out:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected densities like 1/16,1/64")
+    return tuple(out)
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in _names(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers like 0,1,2") from None
-    if not values or any(not 0 <= v <= 2**62 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers in [0, 2**62]")
-    return values
+_densities.__name__ = "numbers"
+
+_ints = int_list(0, 2**62, example="0,1,2")
+_size = size()
 
 
 def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(parse_size(v) for v in _names(text))
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    values = tuple(_size(v) for v in _names(text))
     if not values:
         raise argparse.ArgumentTypeError(f"{text!r}: expected sizes like 1M,16M")
     return values
+
+
+_sizes.__name__ = "size"
+
+PROFILE_BUFFERS = 8
+"""Bucket-sized fp32 buffers ``compress profile`` holds at once (gradient, parameter,
+momentum, residual, the compressor's values, indices and scratch)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -91,6 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=real(0.0, 1e3, low_open=True), default=0.05)
     p.add_argument("--momentum", type=real(0.0, 1.0), default=0.9)
     p.add_argument("--deadline-s", type=positive_seconds, default=3600.0)
+    add_oversubscribe(p)
     p.add_argument("-o", "--output", type=output_folder, required=True, help="output folder")
     p.set_defaults(func=_train)
 
@@ -103,7 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    default=(1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22),
                    help="bucket sizes in elements, e.g. 1K,64K,4M")
     p.add_argument("--reps", type=count, default=7, help="timed calls per point (median)")
-    p.add_argument("--threads", type=integer(1, 4096), default=1,
+    p.add_argument("--threads", type=threads, default=1,
                    help="torch intra-op threads")
     p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=_profile)
@@ -119,6 +141,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _train(args: argparse.Namespace) -> int:
     from gradsched.compression.train import TrainSettings, run_experiment  # imports torch
 
+    check_ranks("compress train", args.world_size, oversubscribe=args.oversubscribe)
+    check_points("compress train", len(args.methods) * len(args.densities) * len(args.seeds),
+                 limit=10_000, proceed="give fewer methods, densities or seeds")
     check_writable(args.output, directory=True)  # before the training, not after it
 
     settings = TrainSettings(world_size=args.world_size, methods=args.methods,
@@ -137,6 +162,12 @@ def _train(args: argparse.Namespace) -> int:
 def _profile(args: argparse.Namespace) -> int:
     from gradsched.compression.profile import profile_compressors  # the compressors import torch
 
+    check_points("compress profile", len(args.methods) * len(args.densities) * len(args.sizes),
+                 proceed="give fewer methods, densities or sizes")
+    check_memory("compress profile", PROFILE_BUFFERS * 4 * max(args.sizes), 1,
+                 detail=f"{PROFILE_BUFFERS} fp32 buffers of the largest bucket, "
+                        f"{max(args.sizes)} elements",
+                 proceed="give smaller --sizes")
     check_writable(args.output)  # before the timing, not after it
     frame = profile_compressors(args.methods, args.densities, args.sizes,
                                 world_size=args.world_size, reps=args.reps,

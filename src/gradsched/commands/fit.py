@@ -21,21 +21,20 @@ import math
 import sys
 from pathlib import Path
 
-from gradsched.commands._args import positive_int, real
+from gradsched.commands._args import int_list, positive_int, real
 from gradsched.commands._outputs import output_file
 from gradsched.errors import ConfigError
+from gradsched.limits import MAX_RANKS
 from gradsched.staging import Staging
+
+_world_size_list = int_list(1, MAX_RANKS, example="16,32", what="world sizes")
 
 
 def _world_sizes(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected comma-separated world sizes, e.g. 16,32") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: world sizes must be integers >= 1")
-    return sorted(set(values))
+    return sorted(set(_world_size_list(text)))
+
+
+_world_sizes.__name__ = "integers"
 
 
 def _algorithms(text: str) -> list[str]:

@@ -21,7 +21,16 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from gradsched.commands._args import count, integer, non_negative_count, world_size
+from gradsched.admission import check_memory, check_ranks
+from gradsched.commands._admit import admit_training
+from gradsched.commands._args import (
+    add_oversubscribe,
+    count,
+    non_negative_count,
+    size,
+    threads,
+    world_size,
+)
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.reexec.experiment import (
     collect,
@@ -33,7 +42,10 @@ from gradsched.reexec.experiment import (
 from gradsched.reexec.interference import calibrate
 from gradsched.report.reexec import analyze_file
 from gradsched.staging import Staging, check_writable
-from gradsched.units import parse_size
+
+INTERFERENCE_BUFFERS = 3
+"""``--comm-bytes``-sized buffers one rank of ``reexec interference`` holds (the
+all-reduce's tensor and the copies its rounds keep)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,6 +78,7 @@ def _add_run(rsub: argparse._SubParsersAction) -> None:
                           "a case is refused when >= 0.25 cores are busy before it starts; "
                           "every item's foreign CPU use is recorded and flagged either way)")
     run.add_argument("--list", action="store_true", help="list the cases and exit")
+    add_oversubscribe(run)
     run.add_argument("-o", "--output", type=output_folder, default=Path("results/reexec"),
                      help="folder of the case folders")
     run.set_defaults(func=_run)
@@ -100,19 +113,20 @@ def _add_interference(rsub: argparse._SubParsersAction) -> None:
                     "comm_slowdown.")
     inter.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
     inter.add_argument("--world-size", type=world_size, default=2)
-    inter.add_argument("--threads", type=integer(1, 4096), default=1,
+    inter.add_argument("--threads", type=threads, default=1,
                        help="intra-op threads per rank")
     inter.add_argument("--cluster", default=None, metavar="RATE",
                        help="run in the emulated cluster shaped to RATE (root)")
-    inter.add_argument("--comm-bytes", default="8M",
+    inter.add_argument("--comm-bytes", type=size(4), default=8 << 20,
                        help="all-reduce size (default 8M; K/M/G suffixes)")
-    inter.add_argument("--small-bytes", default="4K",
+    inter.add_argument("--small-bytes", type=size(4), default=4 << 10,
                        help="size of the small all-reduces that measure the compute cost "
                        "of one collective (default 4K)")
     inter.add_argument("--kernel", choices=["conv", "matmul"], default="conv",
                        help="compute kernel (conv: a ResNet-like 3x3 convolution fwd+bwd)")
     inter.add_argument("--rounds", type=count, default=5, help="alternating measurement rounds")
     inter.add_argument("--reps", type=count, default=20, help="kernel repetitions per phase")
+    add_oversubscribe(inter)
     inter.add_argument("-o", "--output", type=output_file, required=True, help="interference.json")
     inter.set_defaults(func=_interference)
 
@@ -147,6 +161,12 @@ def _run(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(settings, **overrides)
     chosen = select_cases(cases, args.case)
     if not args.list:
+        for case in chosen:  # every case admitted before the first one starts
+            admit_training(f"reexec run: case {case.name}", model=case.model,
+                           batch_size=case.batch_size, ranks=case.world_size,
+                           threads=settings.threads, seq_len=case.seq_len,
+                           oversubscribe=args.oversubscribe,
+                           device="cuda" if settings.backend == "nccl" else "cpu")
         check_writable(args.output, directory=True)  # before the measurements
     if args.list:
         for c in chosen:
@@ -173,8 +193,13 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _interference(args: argparse.Namespace) -> int:
-    comm_bytes = parse_size(args.comm_bytes, minimum=4)
-    small_bytes = parse_size(args.small_bytes, minimum=4)
+    comm_bytes, small_bytes = args.comm_bytes, args.small_bytes
+    check_ranks("reexec interference", args.world_size, args.threads,
+                oversubscribe=args.oversubscribe)
+    if args.backend == "gloo":  # with nccl the buffers are in device memory
+        check_memory("reexec interference", INTERFERENCE_BUFFERS * comm_bytes,
+                     args.world_size, detail=f"{INTERFERENCE_BUFFERS} x --comm-bytes per rank",
+                     proceed="lower --comm-bytes or --world-size")
     check_writable(args.output)  # before the measurement, not after it
     result = calibrate(backend=args.backend, world_size=args.world_size, threads=args.threads,
                        cluster=args.cluster, comm_bytes=comm_bytes,

@@ -9,13 +9,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._admit import admit_training
 from gradsched.commands._args import (
+    add_oversubscribe,
     count,
     integer,
     non_negative_count,
     positive_int,
     positive_seconds,
     real,
+    threads,
     world_size,
 )
 from gradsched.commands._outputs import output_file, output_folder
@@ -61,13 +64,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--iters", type=count, default=20, help="timed iterations")
     run.add_argument("--warmup", type=non_negative_count, default=5,
                      help="untimed iterations first")
-    run.add_argument("--threads", type=integer(1, 4096), default=1,
+    run.add_argument("--threads", type=threads, default=1,
                      help="intra-op threads per rank")
     run.add_argument("--seed", type=integer(0, 2**62), default=0)
     run.add_argument("--timeout-s", type=positive_seconds, default=300.0,
                      help="limit on every collective wait")
     run.add_argument("--profile", type=output_folder, default=None, metavar="DIR",
                      help="also profile 3 extra iterations per run (Chrome traces here)")
+    add_oversubscribe(run)
     run.add_argument("-o", "--output", type=output_file, required=True, help="per-iteration CSV")
     run.set_defaults(func=_run)
 
@@ -81,6 +85,8 @@ def _cap(text: str) -> float | None:
 
 _CAP_MB = real(0.0, 2**30, low_open=True, unit="MiB")
 """A DDP bucket cap: a finite number of MiB > 0 (at most 1 PiB)."""
+
+_cap.__name__ = "number"  # a hardened number (or 'default')
 
 
 def model_parameters(model: str, batch_size: int, seq_len: int | None) -> dict[str, int]:
@@ -161,6 +167,13 @@ def _run(args: argparse.Namespace) -> int:
             items.append(RunItem(label=label, algorithm="ddp-native", bucket_cap_mb=cap))
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
+    buffers = max((plan.buffer_bytes(args.world_size, numel=trainable) for _, plan in plans),
+                  default=0)
+    admit_training("run", model=args.model, batch_size=args.batch_size,
+                   ranks=args.world_size + args.ps_servers, threads=args.threads,
+                   seq_len=args.seq_len, oversubscribe=args.oversubscribe,
+                   extra_bytes_per_rank=buffers,
+                   device="cuda" if args.backend == "nccl" else "cpu")  # before any rank starts
     # Outputs are checked writable before the timed run and written all or none after it
     # (otherwise an unwritable -o would lose a whole timed run at the final write).
     with Staging() as stage:

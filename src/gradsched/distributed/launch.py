@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gradsched.admission import check_ranks
 from gradsched.distributed.lifeline import exit_on_signals, hold_signals, release_signals
 from gradsched.errors import GradschedError
 from gradsched.names import package_task
@@ -89,8 +90,12 @@ class LaunchSpec:
 
 def launch(task: str, payload: dict[str, Any], spec: LaunchSpec) -> list[Any]:
     """Run ``task`` on ``spec.world_size`` ranks; return each rank's result, rank order.
-    ``task`` is ``gradsched.<module>:<function>`` (anything else is refused)."""
+    ``task`` is ``gradsched.<module>:<function>`` (anything else is refused). The process
+    limits are checked first (:func:`gradsched.admission.check_ranks`; the commands have
+    already checked the CPUs and memory, with their ``--oversubscribe``)."""
     package_task(task)
+    check_ranks(f"launch of {task}", spec.world_size, spec.threads_per_rank,
+                oversubscribe=True)
     port = spec.master_port or free_port(spec.master_addr if spec.prefixes is None
                                          else "127.0.0.1")
     with exit_on_signals():

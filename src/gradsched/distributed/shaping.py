@@ -7,7 +7,7 @@ import re
 
 from gradsched.errors import ConfigError
 
-_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$", re.ASCII)
 _RATE_UNITS = {  # tc's units, decimal: *bit are bits/s, *bps are BYTES/s
     "bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
     "bps": 8.0, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12,

@@ -34,6 +34,7 @@ from gradsched.planners import (
 )
 from gradsched.planners._family import Knob, Scorer, ScorerFactory
 from gradsched.traces.bundle import ComputeTrace
+from gradsched.units import parse_real
 
 PlannerFunc = Callable[..., Plan]
 
@@ -135,7 +136,7 @@ def parse_knob(planner: str, knob: Knob, value: Any) -> Any:
         elif knob.kind is int:
             out = _parse_int(value)
         elif knob.kind is float:
-            out = float(value)
+            out = parse_real(value) if isinstance(value, str) else float(value)
             if isinstance(value, bool):
                 raise ValueError
         else:
@@ -172,7 +173,7 @@ def _parse_int(value: Any) -> int:
         raise ValueError(value)
     if isinstance(value, int):
         return value
-    number = float(value)
+    number = parse_real(value) if isinstance(value, str) else float(value)
     if not number.is_integer():
         raise ValueError(value)
     return int(number)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._args import integer, parse_int
 from gradsched.commands._outputs import output_file
 from gradsched.commands.report._common import columns_named, table_from_csv
 from gradsched.errors import ConfigError
+from gradsched.limits import MAX_REPLAY_ITERATIONS
 
 
 def register(rsub: argparse._SubParsersAction) -> None:
@@ -23,7 +25,8 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--layout", action="append", required=True, metavar="S[:colocated]",
                    help="server layout: S servers (an integer, or P for as many as "
                         "workers), :colocated with the workers or :separate (repeatable)")
-    p.add_argument("--iterations", type=int, default=5, help="replayed iterations (>= 2)")
+    p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
+                   help="replayed iterations (>= 2)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_ps_replay)
 
@@ -54,7 +57,7 @@ def _ps_replay(args: argparse.Namespace) -> int:
     cases = []
     for name, csv, network, world, allreduce, p2p in args.case:
         try:
-            workers = int(world)
+            workers = parse_int(world)
         except ValueError:
             raise ConfigError(f"--case {name}: P must be an integer, got {world!r}") from None
         if workers < 2:

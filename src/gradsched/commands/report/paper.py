@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._args import world_size
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.commands.report._common import columns_named
 
@@ -51,7 +52,7 @@ def register(rsub: argparse._SubParsersAction) -> None:
                    help="benchmarks/bench_executor_vs_ddp.py JSON")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
-    p.add_argument("--headline-world-size", type=int)
+    p.add_argument("--headline-world-size", type=world_size)
     p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=columns_named(_macros))
 

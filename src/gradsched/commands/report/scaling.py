@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._args import integer
 from gradsched.commands._outputs import output_file
 from gradsched.errors import ConfigError
+from gradsched.limits import MAX_REPLAY_ITERATIONS
 
 
 def register(rsub: argparse._SubParsersAction) -> None:
@@ -17,7 +19,8 @@ def register(rsub: argparse._SubParsersAction) -> None:
                         "(DDP replay of a GPU trace) and compare")
     p.add_argument("--spec", type=Path, required=True,
                    help="YAML of published results (config/published-scaling.yaml)")
-    p.add_argument("--iterations", type=int, default=5, help="replayed iterations (>= 2)")
+    p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
+                   help="replayed iterations (>= 2)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_scaling_check)
 

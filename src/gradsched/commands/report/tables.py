@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._args import parse_real
 from gradsched.commands._outputs import output_file
 from gradsched.commands.report._common import columns_named
 from gradsched.errors import ConfigError
@@ -52,7 +53,7 @@ def _forward(args: argparse.Namespace) -> int:
     runs = []
     for ratio, path in args.run:
         try:
-            value = float(ratio)
+            value = parse_real(ratio)
         except ValueError:
             raise ConfigError(f"--run {ratio!r}: the ratio must be a number") from None
         runs.append((check_ratio(value), Path(path)))

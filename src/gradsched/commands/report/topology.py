@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._args import integer
 from gradsched.commands._outputs import output_file
 from gradsched.commands.report._common import columns_named, table_from_csv
 from gradsched.errors import ConfigError
+from gradsched.limits import MAX_REPLAY_ITERATIONS
 
 
 def register(rsub: argparse._SubParsersAction) -> None:
@@ -36,7 +38,8 @@ def register(rsub: argparse._SubParsersAction) -> None:
                         "size, replayed as the reference (repeatable)")
     p.add_argument("--algorithms", default="wfbp,ddp,mgwfbp",
                    help="comma-separated planners (default wfbp,ddp,mgwfbp)")
-    p.add_argument("--iterations", type=int, default=5, help="replayed iterations (>= 2)")
+    p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
+                   help="replayed iterations (>= 2)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_topology_replay)
 

@@ -7,7 +7,7 @@ A file may be gzipped; a ``.tar``/``.tar.gz`` archive holds one trace per rank
 
 from __future__ import annotations
 
-import gzip
+import io
 import json
 import re
 import tarfile
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from gradsched.admission import ResourceError, check_input_size, gunzip_bounded, input_limit
 from gradsched.errors import InputError
 from gradsched.io import read_bytes
 
@@ -30,17 +31,20 @@ def read_trace_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
+    check_input_size(path)  # before reading it
     return decode_trace_bytes(read_bytes(path), path)
 
 
 def _gunzip(raw: bytes, label: str | Path) -> bytes:
-    """Decompress gzip data; a truncated or corrupt stream names the byte where it fails."""
+    """Decompress gzip data, at most :func:`~gradsched.admission.input_limit` bytes of it (a
+    small file that inflates to gigabytes is refused at the bound); a truncated or corrupt
+    stream names the byte where it fails."""
     try:
-        return gzip.decompress(raw)
+        return gunzip_bounded(raw, label)
     except (OSError, EOFError, zlib.error) as exc:
         inflater = zlib.decompressobj(wbits=47)
         try:
-            done = len(inflater.decompress(raw))
+            done = len(inflater.decompress(raw, input_limit() + 1))  # bounded here too
             where = (f"the stream ends at byte {len(raw)} without its end marker, after "
                      f"{done} decompressed bytes" if not inflater.eof else "")
         except zlib.error:
@@ -78,12 +82,21 @@ def read_documents(path: str | Path) -> list[tuple[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
+    check_input_size(path)  # before reading it
     if not (path.name.endswith((".tar.gz", ".tgz", ".tar"))):
         return [(str(path), decode_trace_bytes(read_bytes(path), path))]
+    data = read_bytes(path)
+    if data[:2] == b"\x1f\x8b":  # the archive decompressed within the bound, in memory
+        data = _gunzip(data, path)
     try:
-        with tarfile.open(path) as archive:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
             members = sorted((m for m in archive.getmembers() if m.isfile()),
                              key=lambda m: m.name)
+            limit = input_limit()
+            if sum(m.size for m in members) > limit:  # sparse members claim any size
+                raise ResourceError(str(path), f"{sum(m.size for m in members)} bytes of "
+                                    "members", f"a bound of {limit} bytes per input",
+                                    "split the archive")
             raw = [(m.name, archive.extractfile(m).read()) for m in members]  # type: ignore[union-attr]
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise InputError(f"corrupt or truncated tar archive: {exc}", path=path) from None
