@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from pathlib import Path
 from types import TracebackType
 
@@ -238,16 +239,45 @@ def _named(exc: BaseException, entries: list[_Entry]) -> BaseException:
     return exc
 
 
-def _hold() -> set[int] | None:
-    """Block the terminating signals while the outputs move (previous mask, or None)."""
-    if not hasattr(signal, "pthread_sigmask"):
-        return None
-    return set(signal.pthread_sigmask(signal.SIG_BLOCK, _HELD))
+class _Held:
+    """The terminating signals held while the outputs move, delivered after the last move.
+
+    In the main thread the Python-level handlers are swapped for one that records the
+    signal, then restored and each recorded signal raised again: a Python handler always
+    runs in the main thread, whichever OS thread the kernel gave the signal to (a process
+    with torch or pytest-xdist has several), so a thread mask alone would not hold it. In
+    another thread, where handlers cannot be set, the thread's mask blocks them."""
+
+    def __init__(self) -> None:
+        self.pending: list[int] = []
+        self.previous: dict[int, object] = {}
+        self.mask: set[int] | None = None
+        if threading.current_thread() is threading.main_thread():
+            for signum in _HELD:
+                self.previous[signum] = signal.signal(signum, self._record)
+        elif hasattr(signal, "pthread_sigmask"):
+            self.mask = set(signal.pthread_sigmask(signal.SIG_BLOCK, _HELD))
+
+    def _record(self, signum: int, _frame: object) -> None:
+        if self.previous.get(signum) is not signal.SIG_IGN:
+            self.pending.append(signum)
+
+    def release(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        if self.mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        for signum in self.pending:
+            signal.raise_signal(signum)
 
 
-def _release(previous: set[int] | None) -> None:
-    if previous is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+def _hold() -> _Held:
+    """Hold the terminating signals while the outputs move (see :class:`_Held`)."""
+    return _Held()
+
+
+def _release(held: _Held) -> None:
+    held.release()
 
 
 def _write_through(source: Path, device: Path) -> None:
