@@ -293,6 +293,7 @@ def _check_comm_rows(frame: pd.DataFrame, path: str | Path) -> None:
             "rows are not sorted by (collective, backend, algorithm, world_size, nodes, "
             "in_place, bytes)", path=path, row=row, line=row + 1, field="bytes",
         )
+    _check_comm_trend(frame, path)
     bad = np.flatnonzero((frame["nodes"] > frame["world_size"]).to_numpy())
     if bad.size:
         row = int(bad[0]) + 1
@@ -316,3 +317,30 @@ def _check_comm_rows(frame: pd.DataFrame, path: str | Path) -> None:
             row = int(bad[0]) + 1
             raise InputError("time_max_s is smaller than time_s", path=path, row=row,
                              line=row + 1, field="time_max_s")
+
+
+FALLING_SPAN = 16
+"""Smallest ratio of a series' largest to smallest message for which a time that falls
+over the whole range is refused (a short range may fall within measurement noise)."""
+
+
+def _check_comm_trend(frame: pd.DataFrame, path: str | Path) -> None:
+    """Refuse a series whose time at its largest message is below the time at its smallest
+    one, over a range of at least :data:`FALLING_SPAN` x: no collective gets faster with
+    more data (noise makes neighbouring sizes disagree, never the whole range; swapped
+    columns or mislabelled sizes do)."""
+    positions = np.arange(len(frame))
+    for _, group in frame.groupby(list(COMM_SERIES), sort=False):
+        if len(group) < 2:
+            continue
+        nbytes = group["bytes"].to_numpy()
+        times = group["time_s"].to_numpy()
+        first, last = int(np.argmin(nbytes)), int(np.argmax(nbytes))
+        if nbytes[last] >= FALLING_SPAN * nbytes[first] and times[last] < times[first]:
+            row = int(positions[group.index[last]]) + 1
+            raise InputError(
+                f"time falls as the message grows over the whole series: "
+                f"{times[first]:.6g} s at {nbytes[first]} bytes, {times[last]:.6g} s at "
+                f"{nbytes[last]} bytes (a collective does not get faster with more data: "
+                "are the columns swapped or the sizes mislabelled?)",
+                path=path, row=row, line=row + 1, field="time_s")

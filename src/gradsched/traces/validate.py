@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +27,14 @@ UNIT_MAXIMUM: dict[str, float] = {"s": MAX_SECONDS, "bytes": MAX_BYTES,
                                   "nodes": MAX_RANKS}
 """Upper bound of a number by its column's unit (issue 17: a 1e300 s layer or an
 8e18-byte tensor passed validation and overflowed the sums of the replay)."""
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
+                         r"|[+-]?(nan|inf|infinity)", re.ASCII | re.IGNORECASE)
+"""The only spellings of numbers a cell may hold: ASCII digits, no ``_`` separators
+(``int``/``float`` would read ``1_6`` as 16 and full-width digits as ASCII ones: text that
+another CSV reader takes for a string). ``nan``/``inf`` match so that they are refused as
+not finite, by name."""
 
 _TRUE = {"1", "true", "True", "TRUE"}
 _FALSE = {"0", "false", "False", "FALSE"}
@@ -85,15 +94,14 @@ def _parse_cell(text: str, col: Column, path: str | Path, row: int) -> object:
             return False
         raise InputError(f"{raw!r} is not a boolean (use 0 or 1)", **where)
     if col.kind == "int":
-        try:
-            number: float = int(raw)
-        except ValueError:
-            raise InputError(f"{raw!r} is not an integer", **where) from None
+        if not _INT_TEXT.fullmatch(raw):
+            raise InputError(f"{raw!r} is not an integer (ASCII digits only, no '_')",
+                             **where)
+        number: float = int(raw)
     else:
-        try:
-            number = float(raw)
-        except ValueError:
-            raise InputError(f"{raw!r} is not a number", **where) from None
+        if not _FLOAT_TEXT.fullmatch(raw):
+            raise InputError(f"{raw!r} is not a number (ASCII digits only, no '_')", **where)
+        number = float(raw)
         if not math.isfinite(number):
             raise InputError(f"{raw!r} is not a finite number", **where)
     maximum = UNIT_MAXIMUM.get(col.unit)
