@@ -502,6 +502,11 @@ def load_ps(spec: str | Path, world_size: int | None = None) -> ParameterServer:
     text = str(spec)
     path = Path(text)
     if path.suffix not in (".json", ".yaml", ".yml"):
+        if "=" not in text:  # meant as a file: say so, not "expected key=value"
+            what = ("a folder" if path.is_dir() else "a file without .json/.yaml/.yml"
+                    if path.exists() else "neither a file nor an inline spec")
+            raise InputError(f"{what}: --ps takes a parameter-server .json/.yaml/.yml "
+                             "file or servers=S,colocated=0|1,p2p=<comm spec>", path=path)
         return ps_from_dict(parse_inline(text), "--ps", world_size)
     if path.suffix == ".json":
         from gradsched.io import read_json
