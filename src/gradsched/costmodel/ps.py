@@ -95,6 +95,7 @@ from gradsched.costmodel.base import (
 )
 from gradsched.costmodel.wire import LARGE_REGION, sustained_algbw
 from gradsched.errors import ConfigError, GradschedError, InputError
+from gradsched.io import read_yaml
 from gradsched.limits import MAX_BYTES, MAX_RANKS
 
 DEFAULT_PARTITION_BYTES = 4_096_000
@@ -518,18 +519,7 @@ def load_ps(spec: str | Path, world_size: int | None = None) -> ParameterServer:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
-    from gradsched.io import read_text
-
-    if not path.is_file():
-        raise InputError("parameter-server file not found", path=path)
-    try:
-        data = yaml.safe_load(read_text(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+    data = read_yaml(path, missing="parameter-server file not found")
     if not isinstance(data, dict):
         raise InputError("expected a mapping with servers, colocated, p2p", path=path)
     return data

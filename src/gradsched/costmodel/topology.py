@@ -67,7 +67,7 @@ from gradsched.costmodel.base import (
     register_model,
 )
 from gradsched.errors import ConfigError, GradschedError, InputError
-from gradsched.io import read_text
+from gradsched.io import read_yaml
 
 LEVELS = ("intra", "inter")
 TOPOLOGY_COLLECTIVES = ("flat", "hierarchical")
@@ -153,16 +153,7 @@ def _read_description(path: Path) -> dict[str, Any]:
         from gradsched.io import read_json
 
         return read_json(path, missing="topology file not found")
-    import yaml
-
-    if not path.is_file():
-        raise InputError("topology file not found", path=path)
-    try:
-        data = yaml.safe_load(read_text(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+    data = read_yaml(path, missing="topology file not found")
     if not isinstance(data, dict):
         raise InputError("expected a mapping with nodes, ranks_per_node, intra and inter",
                          path=path)

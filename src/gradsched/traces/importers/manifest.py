@@ -27,10 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from gradsched.errors import InputError
-from gradsched.io import read_text
+from gradsched.io import read_yaml
 from gradsched.traces.importers import (
     ImportResult,
     bcaffe,
@@ -127,14 +125,7 @@ def _entry(raw: Any, path: Path, index: int) -> Entry:
 def load_manifest(path: str | Path) -> list[Entry]:
     """Read and check a manifest; errors name the manifest, the entry and the key."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError("file not found", path=path)
-    try:
-        doc = yaml.safe_load(read_text(path))  # unreadable or not UTF-8: named
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+    doc = read_yaml(path)  # missing, unreadable, not UTF-8 or not YAML: named
     if not isinstance(doc, dict) or doc.get("version") != 1 or "files" not in doc:
         raise InputError("expected a mapping with 'version: 1' and 'files:'", path=path)
     if not isinstance(doc["files"], list) or not doc["files"]:
