@@ -2,6 +2,10 @@
 
 import sys
 
-from gradsched.cli import main
+try:
+    from gradsched.cli import main
+except KeyboardInterrupt:  # Ctrl-C while the entry point itself loads: no traceback
+    print("gradsched: interrupted", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())

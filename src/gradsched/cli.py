@@ -74,10 +74,22 @@ def describe_error(exc: BaseException, argv: list[str] | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script."""
-    parser = build_parser()
+    """Entry point of the console script. Ctrl-C at any point (while the command modules
+    load, while ranks start, while they run) ends with one line and exit status 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    command = ""
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = f" {args.command}"
+        return _run(args, argv)
+    except KeyboardInterrupt:
+        print(f"gradsched{command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    """Run the parsed command; every failure is one line on stderr (issue 17)."""
     try:
         return int(args.func(args) or 0)
     except GradschedError as exc:
@@ -89,9 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gradsched {args.command}: error: {describe_error(exc, argv)}",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"gradsched {args.command}: interrupted", file=sys.stderr)
-        return 130
     except Exception as exc:  # the last resort: one line, not a traceback (issue 17)
         if os.environ.get("GRADSCHED_TRACEBACK"):
             raise

@@ -51,3 +51,8 @@ class InputError(GradschedError, ValueError):
 
 class ConfigError(GradschedError, ValueError):
     """A bad command-line option, knob or configuration value."""
+
+
+class ConfigFileError(InputError, ConfigError):
+    """A bad value in a configuration file (YAML/JSON settings): a configuration error
+    that names the file and the field, like an :class:`InputError`."""

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradsched.errors import ConfigError, InputError
+from gradsched.errors import ConfigError, ConfigFileError, InputError
 from gradsched.experiments.grid import expand_algorithms
 from gradsched.io import read_json, read_yaml
 from gradsched.limits import MAX_RANKS, MAX_REPLAY_ITERATIONS, MAX_SECONDS, in_range, is_real
@@ -90,10 +90,10 @@ def load_config(path: str | Path) -> tuple[list[Case], Settings]:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise InputError("expected a mapping 'reexec'", path=path)
+        raise ConfigFileError("expected a mapping 'reexec'", path=path)
     spec = data.get("reexec", data)
     if not isinstance(spec, dict):
-        raise InputError("expected a mapping 'reexec'", path=path)
+        raise ConfigFileError("expected a mapping 'reexec'", path=path)
     cases = spec.get("cases")
     settings = spec.get("settings")
     return (parse_cases([] if cases is None else cases, path),
@@ -105,7 +105,7 @@ def _cap(value: Any, where: str | Path) -> float | None:
     if value is None or value == "default":
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(f"ddp_bucket_cap_mb entries are MiB or 'default', got {value!r}",
+        raise ConfigFileError(f"ddp_bucket_cap_mb entries are MiB or 'default', got {value!r}",
                          path=where, field="settings.ddp_bucket_cap_mb")
     return float(value)
 
@@ -120,7 +120,7 @@ _SETTING_INTS: dict[str, tuple[int, int]] = {
 def _integer(value: Any, low: int, high: int, where: str | Path, name: str) -> int:
     """``value`` as an integer in ``[low, high]`` (not a bool, a float or a string)."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InputError(f"needs an integer in [{low}, {high}], got {value!r}", path=where,
+        raise ConfigFileError(f"needs an integer in [{low}, {high}], got {value!r}", path=where,
                          field=name)
     return value
 
@@ -128,14 +128,14 @@ def _integer(value: Any, low: int, high: int, where: str | Path, name: str) -> i
 def _text(value: Any, where: str | Path, name: str) -> str:
     """``value`` as a non-empty string."""
     if not isinstance(value, str) or not value:
-        raise InputError(f"needs a non-empty string, got {value!r}", path=where, field=name)
+        raise ConfigFileError(f"needs a non-empty string, got {value!r}", path=where, field=name)
     return value
 
 
 def _string_list(value: Any, where: str | Path, name: str) -> tuple[str, ...]:
     """``value`` as a list of strings."""
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputError(f"needs a list of names, got {value!r}", path=where, field=name)
+        raise ConfigFileError(f"needs a list of names, got {value!r}", path=where, field=name)
     return tuple(value)
 
 
@@ -143,10 +143,10 @@ def parse_settings(raw: Mapping[str, Any], where: str | Path = "<config>") -> Se
     """``settings:`` mapping -> :class:`Settings`; unknown keys and values of the wrong
     type or range are refused naming the file and ``settings.<key>``."""
     if not isinstance(raw, Mapping):
-        raise InputError(f"needs a mapping, got {raw!r}", path=where, field="settings")
+        raise ConfigFileError(f"needs a mapping, got {raw!r}", path=where, field="settings")
     unknown = set(raw) - _SETTING_KEYS
     if unknown:
-        raise InputError(f"unknown settings key(s) {sorted(unknown)}; known: "
+        raise ConfigFileError(f"unknown settings key(s) {sorted(unknown)}; known: "
                          f"{sorted(_SETTING_KEYS)}", path=where, field="settings")
     values = dict(raw)
     for key, (low, high) in _SETTING_INTS.items():
@@ -158,51 +158,51 @@ def parse_settings(raw: Mapping[str, Any], where: str | Path = "<config>") -> Se
         try:
             expand_algorithms(list(values["algorithms"]))
         except ConfigError as exc:
-            raise InputError(str(exc), path=where, field="settings.algorithms") from None
+            raise ConfigFileError(str(exc), path=where, field="settings.algorithms") from None
     if "ddp_bucket_cap_mb" in values:
         caps = values["ddp_bucket_cap_mb"]
         if not isinstance(caps, list):
-            raise InputError(f"needs a list of MiB or 'default', got {caps!r}", path=where,
+            raise ConfigFileError(f"needs a list of MiB or 'default', got {caps!r}", path=where,
                              field="settings.ddp_bucket_cap_mb")
         values["ddp_bucket_cap_mb"] = tuple(_cap(v, where) for v in caps)
     if "knobs" in values and not (isinstance(values["knobs"], Mapping) and all(
             isinstance(v, Mapping) for v in values["knobs"].values())):
-        raise InputError("needs a mapping planner -> {knob: value}, got "
+        raise ConfigFileError("needs a mapping planner -> {knob: value}, got "
                          f"{values['knobs']!r}", path=where, field="settings.knobs")
     if "backend" in values:
         values["backend"] = _text(values["backend"], where, "settings.backend")
     timeout = values.get("timeout_s", 1.0)
     if not is_real(timeout) or not in_range(timeout, 0.0, MAX_SECONDS, low_open=True):
-        raise InputError(f"needs a number of seconds in (0, {MAX_SECONDS:g}], got "
+        raise ConfigFileError(f"needs a number of seconds in (0, {MAX_SECONDS:g}], got "
                          f"{timeout!r}", path=where, field="settings.timeout_s")
     if not isinstance(values.get("allow_load", False), bool):
-        raise InputError(f"needs true or false, got {values['allow_load']!r}", path=where,
+        raise ConfigFileError(f"needs true or false, got {values['allow_load']!r}", path=where,
                          field="settings.allow_load")
     try:
         return Settings(**values)
     except ConfigError as exc:
-        raise InputError(str(exc), path=where, field="settings") from None
+        raise ConfigFileError(str(exc), path=where, field="settings") from None
 
 
 def parse_cases(raw: Sequence[Mapping[str, Any]], where: str | Path = "<config>") -> list[Case]:
     """``cases:`` list -> :class:`Case` objects; ``comm`` defaults to the committed sweep."""
     if not isinstance(raw, list):
-        raise InputError(f"needs a list of cases, got {raw!r}", path=where, field="cases")
+        raise ConfigFileError(f"needs a list of cases, got {raw!r}", path=where, field="cases")
     cases = []
     names: set[str] = set()
     for i, entry in enumerate(raw):
         at = f"cases[{i}]"
         if not isinstance(entry, Mapping):
-            raise InputError(f"a case is a mapping, got {entry!r}", path=where, field=at)
+            raise ConfigFileError(f"a case is a mapping, got {entry!r}", path=where, field=at)
         unknown = set(entry) - _CASE_KEYS
         if unknown:
-            raise InputError(f"unknown key(s) {sorted(unknown)}", path=where, field=at)
+            raise ConfigFileError(f"unknown key(s) {sorted(unknown)}", path=where, field=at)
         for key in ("model", "batch_size", "world_size", "network", "compute"):
             if key not in entry:
-                raise InputError(f"missing {key!r}", path=where, field=at)
+                raise ConfigFileError(f"missing {key!r}", path=where, field=at)
         network = _text(entry["network"], where, f"{at}.network")
         if network not in NETWORKS:
-            raise InputError(f"network must be one of {sorted(NETWORKS)}, not {network!r}",
+            raise ConfigFileError(f"network must be one of {sorted(NETWORKS)}, not {network!r}",
                              path=where, field=f"{at}.network")
         world = _integer(entry["world_size"], 2, MAX_RANKS, where, f"{at}.world_size")
         batch = _integer(entry["batch_size"], 1, 2**31 - 1, where, f"{at}.batch_size")
@@ -216,7 +216,7 @@ def parse_cases(raw: Sequence[Mapping[str, Any]], where: str | Path = "<config>"
         if seq_len is not None:
             seq_len = _integer(seq_len, 1, 2**31 - 1, where, f"{at}.seq_len")
         if name in names:
-            raise InputError(f"a second case named {name!r}", path=where, field=f"{at}.name")
+            raise ConfigFileError(f"a second case named {name!r}", path=where, field=f"{at}.name")
         names.add(name)
         cases.append(Case(name=name, model=model, batch_size=batch, world_size=world,
                           network=network, compute=compute, comm=comm, seq_len=seq_len))
