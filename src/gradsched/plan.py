@@ -46,6 +46,12 @@ FORMAT = "gradsched.plan"
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
 BUCKET_COLLECTIVES = ("all_reduce", "rs_ag")
+PLAN_KEYS = frozenset({"format", "format_version", "algorithm", "knobs", "update", "channels",
+                       "ag_issue", "credit_bytes", "info", "buckets"})
+"""The keys of a plan JSON (:meth:`Plan.to_dict`); any other is refused when loaded."""
+BUCKET_KEYS = frozenset({"tensors", "collective", "chunks", "priority", "release_s",
+                         "algorithm"})
+"""The keys of one bucket (:meth:`Bucket.to_dict`)."""
 BUCKET_ALGORITHMS = ("default", "lp", "ring", "mst", "rd", "rhd", "hierarchical", "ps")
 """What a bucket's ``algorithm`` may name: the library's own collective (``default``),
 one of gradsched's all-reduce algorithms (:mod:`gradsched.collectives`) or a reducer of
@@ -197,6 +203,10 @@ class Plan:
         if data.get("format") != FORMAT:
             raise InputError(f"not a gradsched plan (format={data.get('format')!r})",
                              path=source, field="format")
+        unknown = sorted(set(data) - PLAN_KEYS)
+        if unknown:  # a misspelt key ("bukets") must not read as an empty plan
+            raise InputError(f"unknown key {unknown[0]!r}; a plan has "
+                             f"{', '.join(sorted(PLAN_KEYS))}", path=source, field=unknown[0])
         version = data.get("format_version")
         if version not in READ_VERSIONS:
             raise InputError(f"plan format version {version!r} is not supported (this "
@@ -261,6 +271,11 @@ def _bucket_from_dict(raw: dict[str, Any], source: str, index: int) -> Bucket:
     where = f"buckets[{index}]"
     if not isinstance(raw, dict):
         raise InputError("a bucket is a JSON object", path=source, field=where)
+    unknown = sorted(set(raw) - BUCKET_KEYS)
+    if unknown:
+        raise InputError(f"unknown key {unknown[0]!r}; a bucket has "
+                         f"{', '.join(sorted(BUCKET_KEYS))}", path=source,
+                         field=f"{where}.{unknown[0]}")
     tensors = raw.get("tensors")
     if not isinstance(tensors, list) or not all(isinstance(t, str) for t in tensors):
         raise InputError("tensors must be a list of names", path=source, field=f"{where}.tensors")
