@@ -175,13 +175,17 @@ class SeriesModel(CommModel):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SeriesModel:
+        curves: dict[SeriesKey, Any] = {}
         try:
-            curves = {
-                (str(item["collective"]), _world_size(item["world_size"])):
-                    cls.curve_from_dict(item)
-                for item in data["series"]
-            }
+            for index, item in enumerate(data["series"]):
+                key = (str(item["collective"]), _world_size(item["world_size"]))
+                if key in curves:  # the later one would silently replace the first
+                    raise InputError(f"a second {key[0]} series at world size {key[1]}",
+                                     field=f"series[{index}]")
+                curves[key] = cls.curve_from_dict(item)
         except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, InputError):
+                raise
             raise InputError(f"malformed {cls.kind} model: {type(exc).__name__}: {exc}",
                              field="series") from None
         return cls(curves, data.get("meta"))
