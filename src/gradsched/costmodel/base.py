@@ -325,6 +325,9 @@ def load_comm_spec(spec: str) -> CommModel:
         if not _TRACE_LOADER:
             raise ConfigError("no comm-trace loader is registered")
         return _TRACE_LOADER[0](path)
+    if path.is_dir():
+        raise InputError("a folder: --comm takes a comm trace (.csv), a model (.json) or "
+                         "alpha-beta:alpha=<seconds>,beta=<seconds per byte>", path=path)
     raise ConfigError(
         f"--comm {spec!r}: expected a comm trace (.csv), a model (.json) or "
         "alpha-beta:alpha=<seconds>,beta=<seconds per byte>"

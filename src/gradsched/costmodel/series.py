@@ -176,6 +176,7 @@ class SeriesModel(CommModel):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SeriesModel:
         curves: dict[SeriesKey, Any] = {}
+        index = 0
         try:
             for index, item in enumerate(data["series"]):
                 key = (str(item["collective"]), _world_size(item["world_size"]))
@@ -186,6 +187,10 @@ class SeriesModel(CommModel):
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
                 raise
+            if isinstance(exc, KeyError) and isinstance(data.get("series"), list):
+                raise InputError(f"malformed {cls.kind} model: series[{index}] has no key "
+                                 f"{exc} ({type(exc).__name__}: {exc})",
+                                 field=f"series[{index}]") from None
             raise InputError(f"malformed {cls.kind} model: {type(exc).__name__}: {exc}",
                              field="series") from None
         return cls(curves, data.get("meta"))

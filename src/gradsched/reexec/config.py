@@ -95,6 +95,9 @@ def load_config(path: str | Path) -> tuple[list[Case], Settings]:
     if not isinstance(spec, dict):
         raise ConfigFileError("expected a mapping 'reexec'", path=path)
     cases = spec.get("cases")
+    if not cases:  # an empty file or a misspelt key: nothing would run, silently
+        raise ConfigFileError("no cases: expected reexec: {settings: ..., cases: [...]}",
+                              path=path, field="reexec.cases")
     settings = spec.get("settings")
     return (parse_cases([] if cases is None else cases, path),
             parse_settings({} if settings is None else settings, path))

@@ -7,6 +7,7 @@ and column.
 
 from __future__ import annotations
 
+import csv
 import io
 import math
 import re
@@ -46,6 +47,7 @@ def read_csv_text(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise InputError("file not found", path=path)
     text = read_text(path)  # unreadable or not UTF-8: an InputError naming the file
+    _check_cell_counts(text, path)
     try:
         frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False,
                             skipinitialspace=False)
@@ -56,6 +58,20 @@ def read_csv_text(path: str | Path) -> pd.DataFrame:
     if frame.empty:
         raise InputError("no data rows", path=path)
     return frame
+
+
+def _check_cell_counts(text: str, path: Path) -> None:
+    """Every row has as many cells as the header: pandas would read a first row with one
+    cell more as an index column and shift every field by one (a misleading error)."""
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, None)
+    if header is None:
+        return
+    for number, row in enumerate(rows, start=1):
+        if row and len(row) != len(header):
+            line = rows.line_num
+            raise InputError(f"{len(row)} cells, but the header has {len(header)}",
+                             path=path, line=line, row=number)
 
 
 def check_header(frame: pd.DataFrame, columns: tuple[Column, ...], path: str | Path) -> None:
