@@ -94,13 +94,13 @@ def load_config(path: str | Path) -> tuple[list[Case], Settings]:
     spec = data.get("reexec", data)
     if not isinstance(spec, dict):
         raise ConfigFileError("expected a mapping 'reexec'", path=path)
+    raw_settings = spec.get("settings")
+    settings = parse_settings({} if raw_settings is None else raw_settings, path)
     cases = spec.get("cases")
-    if not cases:  # an empty file or a misspelt key: nothing would run, silently
+    if cases is None or cases == []:  # an empty file or a misspelt key: nothing would run
         raise ConfigFileError("no cases: expected reexec: {settings: ..., cases: [...]}",
                               path=path, field="reexec.cases")
-    settings = spec.get("settings")
-    return (parse_cases([] if cases is None else cases, path),
-            parse_settings({} if settings is None else settings, path))
+    return parse_cases(cases, path), settings
 
 
 def _cap(value: Any, where: str | Path) -> float | None:
