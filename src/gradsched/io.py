@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+import yaml
+
+from gradsched.errors import InputError
 
 
 def _umask() -> int:
@@ -105,10 +110,6 @@ def _strict_yaml_loader() -> type:
     rules read ``1_6`` as 16, ``012`` as 10 (octal), ``1:30`` as 90 (base 60) and ``on``/
     ``yes`` as true: values a user did not write. Those stay strings, which the reader
     then refuses by field."""
-    import re
-
-    import yaml
-
     loader = type("StrictSafeLoader", (yaml.SafeLoader,), {})
     dropped = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}
     loader.yaml_implicit_resolvers = {
@@ -132,10 +133,6 @@ def parse_yaml(text: str, path: str | Path) -> Any:
     """The YAML document ``text`` (read from ``path``) with the strict number and boolean
     spellings of :func:`_strict_yaml_loader`; invalid YAML raises
     :class:`~gradsched.errors.InputError` naming the file and line."""
-    import yaml
-
-    from gradsched.errors import InputError
-
     try:
         return yaml.load(text, Loader=_strict_yaml_loader())
     except yaml.YAMLError as exc:
@@ -149,8 +146,6 @@ def parse_yaml(text: str, path: str | Path) -> Any:
 def read_yaml(path: str | Path, missing: str = "file not found") -> Any:
     """Parse the YAML file ``path`` (:func:`parse_yaml`); a missing or unreadable file or
     bytes that are not UTF-8 raise :class:`~gradsched.errors.InputError` naming it."""
-    from gradsched.errors import InputError
-
     path = Path(path)
     if not path.is_file():
         raise InputError(missing, path=path)

@@ -63,6 +63,11 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     compute_variant("underscore", "numel", "55_296")
     compute_variant("fullwidth", "numel", "\uff15\uff15\uff12\uff19\uff16")
     compute_variant("underscore_float", "forward_s", "1_0e-3")
+    for name, field, value in [("sidecar_ranks", "world_size", 2**80),
+                               ("sidecar_batch", "batch_size", 1e300),
+                               ("sidecar_iteration", "iteration_s", 1e300)]:
+        _write(d / f"{name}.csv", "\n".join(good) + "\n")
+        _write(d / f"{name}.meta.json", json.dumps({**meta, field: value}))
     _write(d / "extra_cell.csv", "\n".join([good[0], good[1] + ",5", *good[2:]]) + "\n")
     _write(d / "extra_cell.meta.json", json.dumps(meta))
     # a comm series whose time falls over its whole range (columns swapped, say)
@@ -193,6 +198,12 @@ CASES: list[Case] = [
          "field 'algorithm': algorithm must be a string"),
     Case("silent", "replay --compute {d}/c.csv --comm {d}/ab_twice.json -o {d}/out.csv",
          "ab_twice.json, field 'series[1]': a second all_reduce series at world size 4"),
+    Case("silent", "traces validate {d}/sidecar_ranks.csv",
+         "sidecar_ranks.meta.json, field 'world_size': 1208925819614629174706176 is greater"),
+    Case("silent", "traces validate {d}/sidecar_batch.csv",
+         "sidecar_batch.meta.json, field 'batch_size'"),
+    Case("silent", "replay --compute {d}/sidecar_iteration.csv --comm {d}/m.csv "
+         "-o {d}/out.csv", "sidecar_iteration.meta.json, field 'iteration_s'"),
     Case("silent", "report concat {d}/c.csv {d}/m.csv -o {d}/cat.csv",
          "m.csv: not the columns of"),
     # --- unclear errors before ---
@@ -233,7 +244,7 @@ def test_table_counts() -> None:
     """The defects of this family, by class (tracebacks, silent accepts, unclear)."""
     kinds = [c.kind for c in CASES]
     assert (kinds.count("traceback"), kinds.count("silent"), kinds.count("unclear")) == \
-        (7, 21, 8)
+        (7, 24, 8)
     assert len({c.argv for c in CASES}) == len(CASES)
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import read_json, write_csv_atomic, write_json_atomic
+from gradsched.limits import MAX_RANKS, MAX_SECONDS
 from gradsched.traces.columns import (
     COMM_COLUMNS,
     COMM_KEY,
@@ -37,17 +38,19 @@ COMPUTE_META_SCHEMA: dict[str, Any] = {
     "properties": {
         "kind": {"const": "compute"},
         "model": {"type": "string", "minLength": 1},
-        "batch_size": {"type": "integer", "minimum": 1},
+        "batch_size": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
         "device": {"type": "string", "minLength": 1},
         "dtype": {"type": "string", "minLength": 1},
-        "world_size": {"type": "integer", "minimum": 1},
+        "world_size": {"type": "integer", "minimum": 1, "maximum": MAX_RANKS},
         "software": {"type": "object"},
         "capture_method": {"type": "string", "minLength": 1},
-        "iterations": {"type": ["integer", "null"], "minimum": 1},
+        "iterations": {"type": ["integer", "null"], "minimum": 1, "maximum": 2**62},
         "date": {"type": "string"},
         "source": {"type": "string", "minLength": 1},
-        "iteration_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
-        "forward_backward_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "iteration_s": {"type": ["number", "null"], "exclusiveMinimum": 0,
+                        "maximum": MAX_SECONDS},
+        "forward_backward_s": {"type": ["number", "null"], "exclusiveMinimum": 0,
+                               "maximum": MAX_SECONDS},
         "notes": {"type": "string"},
     },
 }
