@@ -10,8 +10,11 @@ import argparse
 import importlib
 import os
 import pkgutil
+import signal
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import gradsched
 from gradsched import commands
@@ -73,26 +76,63 @@ def describe_error(exc: BaseException, argv: list[str] | None = None) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+class _Interrupts:
+    """Notes every SIGINT while :func:`main` runs (then raises KeyboardInterrupt as
+    Python's own handler does): a Ctrl-C that lands inside a C extension's import (numpy
+    turns it into an ImportError) or that a library swallows still ends as interrupted."""
+
+    def __init__(self) -> None:
+        self.hit = False
+        self.previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.hit = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script. Ctrl-C at any point (while the command modules
     load, while ranks start, while they run) ends with one line and exit status 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command = ""
-    try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        command = f" {args.command}"
-        return _run(args, argv)
-    except KeyboardInterrupt:
-        print(f"gradsched{command}: interrupted", file=sys.stderr)
-        return 130
+    with _Interrupts() as interrupts:
+        try:
+            try:
+                parser = build_parser()
+                args = parser.parse_args(argv)
+            except (Exception, SystemExit):
+                if interrupts.hit:  # an import failed because of the Ctrl-C
+                    raise KeyboardInterrupt from None
+                raise
+            command = f" {args.command}"
+            if interrupts.hit:
+                raise KeyboardInterrupt
+            return _run(args, argv, interrupts)
+        except KeyboardInterrupt:
+            print(f"gradsched{command}: interrupted", file=sys.stderr)
+            return 130
 
 
-def _run(args: argparse.Namespace, argv: list[str]) -> int:
+def _run(args: argparse.Namespace, argv: list[str], interrupts: _Interrupts) -> int:
     """Run the parsed command; every failure is one line on stderr (issue 17)."""
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        if interrupts.hit:  # a library caught the KeyboardInterrupt
+            raise KeyboardInterrupt
+        return code
     except GradschedError as exc:
+        if interrupts.hit:
+            raise KeyboardInterrupt from None
         print(f"gradsched {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except (OSError, UnicodeError, OverflowError, MemoryError) as exc:
@@ -102,6 +142,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     except Exception as exc:  # the last resort: one line, not a traceback (issue 17)
+        if interrupts.hit:  # e.g. an ImportError made of a Ctrl-C
+            raise KeyboardInterrupt from None
         if os.environ.get("GRADSCHED_TRACEBACK"):
             raise
         if type(exc).__name__ in ("EmptyDataError", "ParserError") \
