@@ -125,6 +125,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
         series, {**series, "alpha_s": 1.0}]}))
     _write(d / "ab_no_beta.json", json.dumps({"kind": "alpha-beta-series", "series": [
         {k: v for k, v in series.items() if k != "beta_s_per_byte"}]}))
+    _write(d / "analytic_no_beta.json", json.dumps({"kind": "analytic", "alpha_s": 1e-5}))
+    _write(d / "interp_series_object.json", json.dumps({"kind": "interp", "series": {"a": 1}}))
     (d / "folder").mkdir()
     return d
 
@@ -221,6 +223,11 @@ CASES: list[Case] = [
     Case("unclear", "replay --compute {d}/c.csv --comm {d}/ab_no_beta.json -o {d}/out.csv",
          "field 'series[0]': malformed alpha-beta-series model: series[0] has no key "
          "'beta_s_per_byte'"),
+    Case("unclear", "replay --compute {d}/c.csv --comm {d}/analytic_no_beta.json "
+         "--world-size 4 -o {d}/out.csv",
+         "analytic_no_beta.json, field 'beta_s_per_byte': malformed analytic model: no key"),
+    Case("unclear", "replay --compute {d}/c.csv --comm {d}/interp_series_object.json "
+         "-o {d}/out.csv", "field 'series': malformed interp model: series must be a list"),
 ]
 
 
@@ -244,7 +251,7 @@ def test_table_counts() -> None:
     """The defects of this family, by class (tracebacks, silent accepts, unclear)."""
     kinds = [c.kind for c in CASES]
     assert (kinds.count("traceback"), kinds.count("silent"), kinds.count("unclear")) == \
-        (7, 24, 8)
+        (7, 24, 10)
     assert len({c.argv for c in CASES}) == len(CASES)
 
 

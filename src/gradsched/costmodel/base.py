@@ -190,7 +190,10 @@ def model_from_dict(data: dict[str, Any], source: str = "<dict>") -> CommModel:
         if exc.path is not None:
             raise
         raise InputError(exc.reason, path=source, field=exc.field) from None
-    except (ConfigError, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except KeyError as exc:  # name the key that is missing, not just "KeyError"
+        raise InputError(f"malformed {kind} model: no key {exc} (KeyError: {exc})",
+                         path=source, field=str(exc.args[0]) if exc.args else None) from None
+    except (ConfigError, TypeError, ValueError, AttributeError) as exc:
         # a missing key, a string or null where a number belongs: one line naming the file
         raise InputError(f"malformed {kind} model: {type(exc).__name__}: {exc}",
                          path=source) from None

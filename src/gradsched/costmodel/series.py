@@ -175,6 +175,10 @@ class SeriesModel(CommModel):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SeriesModel:
+        items = data.get("series")
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise InputError(f"malformed {cls.kind} model: series must be a list of objects",
+                             field="series")
         curves: dict[SeriesKey, Any] = {}
         index = 0
         try:
@@ -187,7 +191,7 @@ class SeriesModel(CommModel):
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
                 raise
-            if isinstance(exc, KeyError) and isinstance(data.get("series"), list):
+            if isinstance(exc, KeyError):
                 raise InputError(f"malformed {cls.kind} model: series[{index}] has no key "
                                  f"{exc} ({type(exc).__name__}: {exc})",
                                  field=f"series[{index}]") from None
