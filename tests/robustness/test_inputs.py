@@ -127,6 +127,9 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
         {k: v for k, v in series.items() if k != "beta_s_per_byte"}]}))
     _write(d / "analytic_no_beta.json", json.dumps({"kind": "analytic", "alpha_s": 1e-5}))
     _write(d / "interp_series_object.json", json.dumps({"kind": "interp", "series": {"a": 1}}))
+    _write(d / "bcaffe_underscore.log", "".join(
+        f"I0101 00:00:00.000000  1 distributed.cpp:112] [{i}, {size}, 10.0, 5.0]\n"
+        for i, size in enumerate(["1_00", "10"])))
     (d / "folder").mkdir()
     return d
 
@@ -180,6 +183,8 @@ CASES: list[Case] = [
          "fullwidth.csv, line 2, row 1, field 'numel'"),
     Case("silent", "traces validate {d}/underscore_float.csv",
          "field 'forward_s': '1_0e-3' is not a number"),
+    Case("silent", "import bcaffe {d}/bcaffe_underscore.log --world-size 2 --nodes 2 "
+         "-o {d}/bc.csv", "bcaffe_underscore.log, line 1, field 'size': '1_00' is not a number"),
     Case("silent", f"{REEXEC} {{d}}/reexec_timeout_underscore.yaml",
          "field 'settings.timeout_s': needs a number of seconds"),
     Case("silent", f"{REEXEC} {{d}}/reexec_world_octal.yaml",
@@ -251,7 +256,7 @@ def test_table_counts() -> None:
     """The defects of this family, by class (tracebacks, silent accepts, unclear)."""
     kinds = [c.kind for c in CASES]
     assert (kinds.count("traceback"), kinds.count("silent"), kinds.count("unclear")) == \
-        (7, 24, 10)
+        (7, 25, 10)
     assert len({c.argv for c in CASES}) == len(CASES)
 
 

@@ -37,6 +37,16 @@ _FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
 another CSV reader takes for a string). ``nan``/``inf`` match so that they are refused as
 not finite, by name."""
 
+
+
+def strict_float(text: str) -> float:
+    """``float(text)`` for the spellings of :data:`_FLOAT_TEXT` only (``ValueError`` for
+    ``1_0``, full-width digits, surrounding spaces): the number parser of the importers."""
+    if not _FLOAT_TEXT.fullmatch(text):
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
+
+
 _TRUE = {"1", "true", "True", "TRUE"}
 _FALSE = {"0", "false", "False", "FALSE"}
 
