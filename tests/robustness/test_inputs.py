@@ -130,6 +130,13 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _write(d / "bcaffe_underscore.log", "".join(
         f"I0101 00:00:00.000000  1 distributed.cpp:112] [{i}, {size}, 10.0, 5.0]\n"
         for i, size in enumerate(["1_00", "10"])))
+    row = {"trace": "synth", "network": "net", "comm_file": "m", "nodes": 4, "family": "",
+           "pairing": "what-if", "extrapolated": False, "algorithm": "wfbp", "world_size": 4,
+           "iteration_s": 0.015, "compute_s": 0.014, "exposed_comm_s": 0.001,
+           "n_collectives": 8, "n_buckets": 8, "comm_busy_s": 0.002, "lower_bound_s": 0.014,
+           "gap_to_lb_pct": 0.4, "knobs": "{}"}
+    pd.DataFrame([{**row, "iteration_s": "abc"}]).to_csv(d / "collected_text.csv", index=False)
+    pd.DataFrame([{**row, "iteration_s": ""}]).to_csv(d / "collected_empty.csv", index=False)
     (d / "folder").mkdir()
     return d
 
@@ -165,7 +172,14 @@ CASES: list[Case] = [
          "field 'cases[0]': a case is a mapping"),
     Case("traceback", f"{REEXEC} {{d}}/reexec_algorithms_text.yaml",
          "field 'settings.algorithms': needs a list of names"),
+    Case("traceback", "report table replay --input {d}/collected_text.csv --tex {d}/t.tex "
+         "--md {d}/t.md", "collected_text.csv, line 2, row 1, field 'iteration_s': 'abc' is "
+         "not a number"),
+    Case("traceback", "report figure replay-vs-world-size --input {d}/collected_text.csv "
+         "-o {d}/f.pdf", "collected_text.csv, line 2, row 1, field 'iteration_s'"),
     # --- silent accepts before ---
+    Case("silent", "report table replay --input {d}/collected_empty.csv --tex {d}/t.tex "
+         "--md {d}/t.md", "collected_empty.csv, line 2, row 1, field 'iteration_s': empty"),
     Case("silent", f"{PLAN} --algorithm wfbp --world-size 16",
          "m.csv, field 'world_size': the comm model holds world sizes 4, not --world-size 16"),
     Case("silent", f"{REPLAY} --algorithms wfbp --knob dear.bo_iters=3",
@@ -256,7 +270,7 @@ def test_table_counts() -> None:
     """The defects of this family, by class (tracebacks, silent accepts, unclear)."""
     kinds = [c.kind for c in CASES]
     assert (kinds.count("traceback"), kinds.count("silent"), kinds.count("unclear")) == \
-        (7, 25, 10)
+        (9, 26, 10)
     assert len({c.argv for c in CASES}) == len(CASES)
 
 

@@ -23,7 +23,7 @@ import seaborn as sns
 
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.io import atomic_open
-from gradsched.report.collect import extrapolated_mask
+from gradsched.report.collect import check_result_values, extrapolated_mask
 from gradsched.report.macros import mgwfbp_gaps
 from gradsched.report.tables import (
     ALGORITHM_ORDER,
@@ -221,7 +221,7 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
     ``report collect --label``), so that each family is a figure that fits its page; every
     panel title names the case's pairing (real, matched GPU type, what-if).
     """
-    collected = pd.read_csv(collected_csv)
+    collected = check_result_values(pd.read_csv(collected_csv), collected_csv)
     title = "Iteration time vs world size" + (f" ({family})" if family else "")
     if family is not None and not collected.empty:
         if "family" not in collected:
@@ -353,7 +353,7 @@ def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) ->
     case; right: every algorithm's gap to the
     lower bound (one point per case). Points replayed beyond the sweeps (extrapolated) are
     left out, as in the prose's macros."""
-    collected = pd.read_csv(collected_csv)
+    collected = check_result_values(pd.read_csv(collected_csv), collected_csv)
     collected = collected[~extrapolated_mask(collected)]
     if collected.empty:
         placeholder(out_pdf, out_png, "Gaps", "no replay results")
