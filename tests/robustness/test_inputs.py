@@ -177,7 +177,11 @@ CASES: list[Case] = [
          "not a number"),
     Case("traceback", "report figure replay-vs-world-size --input {d}/collected_text.csv "
          "-o {d}/f.pdf", "collected_text.csv, line 2, row 1, field 'iteration_s'"),
+    Case("traceback", "bench collectives --min-bytes 1M --max-bytes 1K -o {d}/b.csv",
+         "need 4 <= --min-bytes <= --max-bytes, got 1048576 and 1024"),
     # --- silent accepts before ---
+    Case("silent", "bench collectives --world-size 2,2 --max-bytes 1K -o {d}/b.csv",
+         "--world-size: a world size is named twice"),
     Case("silent", "report table replay --input {d}/collected_empty.csv --tex {d}/t.tex "
          "--md {d}/t.md", "collected_empty.csv, line 2, row 1, field 'iteration_s': empty"),
     Case("silent", f"{PLAN} --algorithm wfbp --world-size 16",
@@ -237,6 +241,8 @@ CASES: list[Case] = [
          "folder: file not found (it is a folder"),
     Case("unclear", f"{RUN} {{d}}/folder", "folder: plan file not found (it is a folder"),
     Case("unclear", "fit {d}/folder", "folder: file not found (it is a folder"),
+    Case("unclear", "bench collectives --algorithms ring,ring --world-size 2 --max-bytes 1K "
+         "-o {d}/b.csv", "--algorithms: 'ring' is named twice"),
     Case("unclear", "traces validate {d}/extra_cell.csv",
          "extra_cell.csv, line 2, row 1: 9 cells, but the header has 8"),
     Case("unclear", "replay --compute {d}/c.csv --comm {d}/ab_no_beta.json -o {d}/out.csv",
@@ -270,7 +276,7 @@ def test_table_counts() -> None:
     """The defects of this family, by class (tracebacks, silent accepts, unclear)."""
     kinds = [c.kind for c in CASES]
     assert (kinds.count("traceback"), kinds.count("silent"), kinds.count("unclear")) == \
-        (9, 26, 10)
+        (10, 27, 11)
     assert len({c.argv for c in CASES}) == len(CASES)
 
 
