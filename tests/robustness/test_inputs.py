@@ -137,6 +137,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
            "gap_to_lb_pct": 0.4, "knobs": "{}"}
     pd.DataFrame([{**row, "iteration_s": "abc"}]).to_csv(d / "collected_text.csv", index=False)
     pd.DataFrame([{**row, "iteration_s": ""}]).to_csv(d / "collected_empty.csv", index=False)
+    _write(d / "sailor_by_model.json", json.dumps({"OPT-350": {"1": {}}}))
     (d / "folder").mkdir()
     return d
 
@@ -179,6 +180,8 @@ CASES: list[Case] = [
          "-o {d}/f.pdf", "collected_text.csv, line 2, row 1, field 'iteration_s'"),
     Case("traceback", "bench collectives --min-bytes 1M --max-bytes 1K -o {d}/b.csv",
          "need 4 <= --min-bytes <= --max-bytes, got 1048576 and 1024"),
+    Case("traceback", "import sailor {d}/sailor_by_model.json --model OPT-350 -o {d}/s.csv",
+         "sailor_by_model.json, field '1': no micro-batch 1 (the file has OPT-350"),
     # --- silent accepts before ---
     Case("silent", "bench collectives --world-size 2,2 --max-bytes 1K -o {d}/b.csv",
          "--world-size: a world size is named twice"),
@@ -276,7 +279,7 @@ def test_table_counts() -> None:
     """The defects of this family, by class (tracebacks, silent accepts, unclear)."""
     kinds = [c.kind for c in CASES]
     assert (kinds.count("traceback"), kinds.count("silent"), kinds.count("unclear")) == \
-        (10, 27, 11)
+        (11, 27, 11)
     assert len({c.argv for c in CASES}) == len(CASES)
 
 
