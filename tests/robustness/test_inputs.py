@@ -138,6 +138,18 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pd.DataFrame([{**row, "iteration_s": "abc"}]).to_csv(d / "collected_text.csv", index=False)
     pd.DataFrame([{**row, "iteration_s": ""}]).to_csv(d / "collected_empty.csv", index=False)
     _write(d / "sailor_by_model.json", json.dumps({"OPT-350": {"1": {}}}))
+    measured = (REPO / "paper" / "data" / "reexec" / "measured.csv").read_text(
+        encoding="utf-8").splitlines()  # committed, real; only one cell is changed below
+    header = measured[0].split(",")
+
+    def measured_variant(name: str, field: str, value: str) -> None:
+        cells = measured[1].split(",")
+        cells[header.index(field)] = value
+        _write(d / f"{name}.csv", "\n".join([measured[0], ",".join(cells), *measured[2:]]))
+
+    measured_variant("measured_text", "measured_s", "abc")
+    measured_variant("measured_empty", "measured_s", "")
+    measured_variant("measured_underscore", "world_size", "1_6")
     (d / "folder").mkdir()
     return d
 
@@ -182,7 +194,13 @@ CASES: list[Case] = [
          "need 4 <= --min-bytes <= --max-bytes, got 1048576 and 1024"),
     Case("traceback", "import sailor {d}/sailor_by_model.json --model OPT-350 -o {d}/s.csv",
          "sailor_by_model.json, field '1': no micro-batch 1 (the file has OPT-350"),
+    Case("traceback", "reexec analyze --input {d}/measured_text.csv --stats {d}/st.csv",
+         "measured_text.csv, line 2, row 1, field 'measured_s': 'abc' is not a number"),
     # --- silent accepts before ---
+    Case("silent", "reexec analyze --input {d}/measured_empty.csv --stats {d}/st.csv",
+         "measured_empty.csv, line 2, row 1, field 'measured_s': empty"),
+    Case("silent", "reexec analyze --input {d}/measured_underscore.csv --stats {d}/st.csv",
+         "field 'world_size': '1_6' is not a number"),
     Case("silent", "bench collectives --world-size 2,2 --max-bytes 1K -o {d}/b.csv",
          "--world-size: a world size is named twice"),
     Case("silent", "report table replay --input {d}/collected_empty.csv --tex {d}/t.tex "
@@ -279,7 +297,7 @@ def test_table_counts() -> None:
     """The defects of this family, by class (tracebacks, silent accepts, unclear)."""
     kinds = [c.kind for c in CASES]
     assert (kinds.count("traceback"), kinds.count("silent"), kinds.count("unclear")) == \
-        (11, 27, 11)
+        (12, 29, 11)
     assert len({c.argv for c in CASES}) == len(CASES)
 
 
