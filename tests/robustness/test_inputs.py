@@ -150,6 +150,11 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     measured_variant("measured_text", "measured_s", "abc")
     measured_variant("measured_empty", "measured_s", "")
     measured_variant("measured_underscore", "world_size", "1_6")
+    for name, arg in [("manifest_text_ranks", "world_size: two"),
+                      ("manifest_underscore", "error_tolerance: 1_0")]:
+        _write(d / f"{name}.yaml", "version: 1\nfiles:\n  - file: nccl.txt\n"
+               "    importer: nccl-tests\n    out: comm/x.csv\n"
+               f"    args: {{source: SYNTHETIC, hardware: none, {arg}}}\n")
     (d / "folder").mkdir()
     return d
 
@@ -196,7 +201,13 @@ CASES: list[Case] = [
          "sailor_by_model.json, field '1': no micro-batch 1 (the file has OPT-350"),
     Case("traceback", "reexec analyze --input {d}/measured_text.csv --stats {d}/st.csv",
          "measured_text.csv, line 2, row 1, field 'measured_s': 'abc' is not a number"),
+    Case("traceback", "import manifest {d}/manifest_text_ranks.yaml --src {d} -o {d}/mo",
+         "manifest_text_ranks.yaml, row 1, field 'files[0].args.world_size': option "
+         "'world_size' needs int | None, got 'two'"),
     # --- silent accepts before ---
+    Case("silent", "import manifest {d}/manifest_underscore.yaml --src {d} -o {d}/mo",
+         "field 'files[0].args.error_tolerance': option 'error_tolerance' needs float, "
+         "got '1_0'"),
     Case("silent", "reexec analyze --input {d}/measured_empty.csv --stats {d}/st.csv",
          "measured_empty.csv, line 2, row 1, field 'measured_s': empty"),
     Case("silent", "reexec analyze --input {d}/measured_underscore.csv --stats {d}/st.csv",
@@ -297,7 +308,7 @@ def test_table_counts() -> None:
     """The defects of this family, by class (tracebacks, silent accepts, unclear)."""
     kinds = [c.kind for c in CASES]
     assert (kinds.count("traceback"), kinds.count("silent"), kinds.count("unclear")) == \
-        (12, 29, 11)
+        (13, 30, 11)
     assert len({c.argv for c in CASES}) == len(CASES)
 
 

@@ -22,6 +22,7 @@ relative to the output folder::
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -89,11 +90,37 @@ def _options(importer: str, args: Any, path: Path, index: int) -> dict[str, Any]
         if key not in known:
             raise InputError(f"unknown option {key!r} for importer {importer} (known: "
                              f"{', '.join(sorted(known))})", **where)
+    types = {f.name: str(f.type) for f in dataclasses.fields(options_cls)}
+    for key, value in args.items():
+        expected = _OPTION_TYPES.get(types[key].replace(" ", ""))
+        if expected is not None and not _is_a(value, expected):
+            raise InputError(f"option {key!r} needs {types[key]}, got {value!r}",
+                             path=path, row=index + 1, field=f"files[{index}].args.{key}")
     try:
         options_cls(**args)
     except TypeError as exc:
         raise InputError(str(exc), **where) from None
     return dict(args)
+
+
+_OPTION_TYPES: dict[str, tuple[str, ...]] = {
+    "int": ("int",), "int|None": ("int", "None"), "float": ("float",),
+    "float|None": ("float", "None"), "str": ("str",), "str|None": ("str", "None"),
+    "bool": ("bool",)}
+"""The importer option annotations checked (others are left to the importer)."""
+
+
+def _is_a(value: Any, kinds: tuple[str, ...]) -> bool:
+    """``value`` is one of ``kinds`` (a bool is no number; an int is a float)."""
+    if value is None:
+        return "None" in kinds
+    if isinstance(value, bool):
+        return "bool" in kinds
+    if isinstance(value, int):
+        return "int" in kinds or "float" in kinds
+    if isinstance(value, float):
+        return "float" in kinds and math.isfinite(value)
+    return isinstance(value, str) and "str" in kinds
 
 
 def _entry(raw: Any, path: Path, index: int) -> Entry:
