@@ -390,8 +390,6 @@ def _check_cross_options(method: str, algorithm: str, source: str, scale_by: str
         raise ConfigError(f"--scale-by {scale_by!r}: use world_size or nodes")
     if not fit_on:
         raise ConfigError("--fit-on needs at least one world size")
-    if len(set(fit_on)) != len(fit_on):
-        raise ConfigError(f"--fit-on {','.join(map(str, fit_on))}: a world size is named twice")
 
 
 _Series = tuple[dict[str, Any], np.ndarray, np.ndarray]  # (info, sizes, times)
