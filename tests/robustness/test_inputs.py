@@ -155,6 +155,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _write(d / f"{name}.yaml", "version: 1\nfiles:\n  - file: nccl.txt\n"
                "    importer: nccl-tests\n    out: comm/x.csv\n"
                f"    args: {{source: SYNTHETIC, hardware: none, {arg}}}\n")
+    _write(d / "interference.json", json.dumps({"compute_slowdown": 1.5, "comm_slowdown": 1.2,
+                                                "collective_cpu_s": 1e-4}))
     (d / "folder").mkdir()
     return d
 
@@ -223,6 +225,8 @@ CASES: list[Case] = [
     Case("silent", f"{PLAN} --algorithm wfbp --knob ddp.bucket_cap_mb=5",
          "planner 'ddp' is not run"),
     Case("silent", f"{REPLAY} --algorithms wfbp,ddp,wfbp", "'wfbp' is named twice"),
+    Case("silent", f"{REPLAY} --algorithms wfbp --compute-slowdown 2 --interference "
+         "{d}/interference.json", "give --compute-slowdown or --interference, not both"),
     Case("silent", "traces validate {d}/falling.csv",
          "falling.csv, line 12, row 11, field 'time_s': time falls as the message grows"),
     Case("silent", "replay --compute {d}/c.csv --comm {d}/falling.csv -o {d}/out.csv",
@@ -308,7 +312,7 @@ def test_table_counts() -> None:
     """The defects of this family, by class (tracebacks, silent accepts, unclear)."""
     kinds = [c.kind for c in CASES]
     assert (kinds.count("traceback"), kinds.count("silent"), kinds.count("unclear")) == \
-        (13, 30, 11)
+        (13, 31, 11)
     assert len({c.argv for c in CASES}) == len(CASES)
 
 

@@ -22,7 +22,7 @@ from gradsched.experiments import (
 )
 from gradsched.io import write_csv_atomic
 from gradsched.limits import MAX_REPLAY_ITERATIONS
-from gradsched.reexec.config import load_interference
+from gradsched.reexec.config import NO_INTERFERENCE, load_interference
 from gradsched.replay.engine import (
     MAX_CHANNELS,
     MAX_FORWARD_RATIO,
@@ -156,6 +156,11 @@ def _replay(args: argparse.Namespace) -> int:
                     "comm_slowdown": args.comm_slowdown,
                     "collective_cpu_s": args.collective_cpu_s}
     if args.interference is not None:
+        given = [f"--{k.replace('_', '-')}" for k, v in interference.items()
+                 if v != NO_INTERFERENCE[k]]
+        if given:  # the file would silently override them
+            raise ConfigError(f"give {given[0]} or --interference, not both (the JSON sets "
+                              "all three interference parameters)")
         interference = load_interference(args.interference)[0]
     options = ReplayOptions(iterations=args.iterations, channels=args.channels,
                             pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,
