@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, argv: list[str], interrupts: _Interrupts) -> int:
-    """Run the parsed command; every failure is one line on stderr (issue 17)."""
+    """Run the parsed command; every failure is one line on stderr."""
     try:
         code = int(args.func(args) or 0)
         if interrupts.hit:  # a library caught the KeyboardInterrupt
