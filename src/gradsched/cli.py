@@ -12,7 +12,9 @@ import os
 import pkgutil
 import signal
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import gradsched
 from gradsched import commands
@@ -85,15 +87,64 @@ def _call(args: argparse.Namespace) -> int:
         return int(args.func(args) or 0)
 
 
+class _Interrupts:
+    """Notes every SIGINT while :func:`main` runs (then raises KeyboardInterrupt as
+    Python's own handler does): a Ctrl-C that lands inside a C extension's import (numpy
+    turns it into an ImportError) or that a library swallows still ends as interrupted."""
+
+    def __init__(self) -> None:
+        self.hit = False
+        self.previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.hit = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script."""
-    parser = build_parser()
+    """Entry point of the console script. Ctrl-C at any point (while the command modules
+    load, while ranks start, while they run) ends with one line and exit status 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    command = ""
+    with _Interrupts() as interrupts:
+        try:
+            try:
+                parser = build_parser()
+                args = parser.parse_args(argv)
+            except (Exception, SystemExit):
+                if interrupts.hit:  # an import failed because of the Ctrl-C
+                    raise KeyboardInterrupt from None
+                raise
+            command = f" {args.command}"
+            if interrupts.hit:
+                raise KeyboardInterrupt
+            return _run(args, argv, interrupts)
+        except KeyboardInterrupt:
+            print(f"gradsched{command}: interrupted", file=sys.stderr)
+            return 130
+
+
+def _run(args: argparse.Namespace, argv: list[str], interrupts: _Interrupts) -> int:
+    """Run the parsed command; every failure is one line on stderr."""
     try:
         preflight(args)  # every output checked before any work starts
-        return _call(args)
+        code = _call(args)
+        if interrupts.hit:  # a library caught the KeyboardInterrupt
+            raise KeyboardInterrupt
+        return code
     except GradschedError as exc:
+        if interrupts.hit:
+            raise KeyboardInterrupt from None
         print(f"gradsched {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except (OSError, UnicodeError, OverflowError, MemoryError) as exc:
@@ -102,10 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gradsched {args.command}: error: {describe_error(exc, argv)}",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"gradsched {args.command}: interrupted", file=sys.stderr)
-        return 130
     except Exception as exc:  # the last resort: one line, not a traceback
+        if interrupts.hit:  # e.g. an ImportError made of a Ctrl-C
+            raise KeyboardInterrupt from None
         if os.environ.get("GRADSCHED_TRACEBACK"):
             raise
         if type(exc).__name__ in ("EmptyDataError", "ParserError") \

@@ -30,6 +30,8 @@ class InputError(GradschedError, ValueError):
         self.row = row
         self.line = line
         self.field = field
+        if self.path is not None and "not found" in message and Path(self.path).is_dir():
+            message += " (it is a folder; a file is expected here)"
         self.reason = message
         super().__init__(self._render())
 
@@ -49,3 +51,8 @@ class InputError(GradschedError, ValueError):
 
 class ConfigError(GradschedError, ValueError):
     """A bad command-line option, knob or configuration value."""
+
+
+class ConfigFileError(InputError, ConfigError):
+    """A bad value in a configuration file (YAML/JSON settings): a configuration error
+    that names the file and the field, like an :class:`InputError`."""

@@ -180,7 +180,8 @@ def _check_column(frame: pd.DataFrame, column: Column, path: str | Path,
         value, number = values[index], numbers[index]
         row = int(index) + 1
         if isinstance(value, bool) or number != number:
-            raise _bad(path, row, column.name, f"{_show(value)} is not a {column.kind}")
+            article = "an" if column.kind[0] in "aeiou" else "a"
+            raise _bad(path, row, column.name, f"{_show(value)} is not {article} {column.kind}")
         if not math.isfinite(number):
             raise _bad(path, row, column.name, f"{_show(value)} is not finite")
         if column.kind == INT and number != int(number):

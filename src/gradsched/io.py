@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pandas as pd
+import yaml
 
 from gradsched.errors import InputError
 
@@ -39,6 +40,7 @@ STREAM_PATHS = ("/dev/stdout", "/dev/stderr")
 
 _STREAM_PREFIXES = ("/dev/fd/", "/proc/self/fd/")
 _LEFTOVER = re.compile(r"^\..+\.(\d+)-(\d+)\.[^./]+\.(tmp|staging)$")
+
 
 
 def _umask() -> int:
@@ -270,6 +272,54 @@ def read_json(path: str | Path, missing: str = "file not found", *,
         raise InputError(f"the JSON top level must be {want}, not {_json_type(data)}",
                          path=path)
     return data
+
+
+def _strict_yaml_loader() -> type:
+    """A safe YAML loader whose plain scalars become numbers and booleans only when spelt
+    as in YAML 1.2 and JSON: ``16``, ``-3``, ``2.5``, ``1e-3``, ``true``. PyYAML's YAML 1.1
+    rules read ``1_6`` as 16, ``012`` as 10 (octal), ``1:30`` as 90 (base 60) and ``on``/
+    ``yes`` as true: values a user did not write. Those stay strings, which the reader
+    then refuses by field."""
+    loader = type("StrictSafeLoader", (yaml.SafeLoader,), {})
+    dropped = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}
+    loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in dropped]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    loader.add_implicit_resolver("tag:yaml.org,2002:bool",
+                                 re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                 list("tTfF"))
+    loader.add_implicit_resolver("tag:yaml.org,2002:int",
+                                 re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"),
+                                 list("-+0123456789"))
+    loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+                   r"|[0-9]+[eE][-+]?[0-9]+)$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
+        list("-+0123456789."))
+    return loader
+
+
+def parse_yaml(text: str, path: str | Path) -> Any:
+    """The YAML document ``text`` (read from ``path``) with the strict number and boolean
+    spellings of :func:`_strict_yaml_loader`; invalid YAML raises
+    :class:`~gradsched.errors.InputError` naming the file and line."""
+    try:
+        return yaml.load(text, Loader=_strict_yaml_loader())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
+                         path=path, line=mark.line + 1 if mark else None) from None
+    except RecursionError as exc:
+        raise InputError("YAML nested too deeply", path=path) from exc
+
+
+def read_yaml(path: str | Path, missing: str = "file not found") -> Any:
+    """Parse the YAML file ``path`` (:func:`parse_yaml`); a missing or unreadable file or
+    bytes that are not UTF-8 raise :class:`~gradsched.errors.InputError` naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(missing, path=path)
+    return parse_yaml(read_text(path), path)
 
 
 def _json_type(value: Any) -> str:

@@ -46,6 +46,17 @@ FORMAT = "gradsched.plan"
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
 BUCKET_COLLECTIVES = ("all_reduce", "rs_ag")
+PLAN_KEYS = frozenset({"format", "format_version", "algorithm", "knobs", "update", "channels",
+                       "ag_issue", "credit_bytes", "info", "buckets"})
+"""The keys of a plan JSON (:meth:`Plan.to_dict`); any other is refused when loaded."""
+BUCKET_KEYS = frozenset({"tensors", "collective", "chunks", "priority", "release_s",
+                         "algorithm"})
+"""The keys of one bucket (:meth:`Bucket.to_dict`)."""
+BUCKET_ALGORITHMS = ("default", "lp", "ring", "mst", "rd", "rhd", "hierarchical", "ps")
+"""What a bucket's ``algorithm`` may name: the library's own collective (``default``),
+one of gradsched's all-reduce algorithms (:mod:`gradsched.collectives`) or a reducer of
+the runtime (two-level ``hierarchical``, parameter-server ``ps``); any but ``default``
+needs an ``all_reduce`` bucket. Checked when a plan is loaded, before any rank starts."""
 UPDATE_MODES = ("global", "per_layer")
 AG_ISSUE_MODES = ("eager", "lookahead")
 
@@ -192,6 +203,10 @@ class Plan:
         if data.get("format") != FORMAT:
             raise InputError(f"not a gradsched plan (format={data.get('format')!r})",
                              path=source, field="format")
+        unknown = sorted(set(data) - PLAN_KEYS)
+        if unknown:  # a misspelt key ("bukets") must not read as an empty plan
+            raise InputError(f"unknown key {unknown[0]!r}; a plan has "
+                             f"{', '.join(sorted(PLAN_KEYS))}", path=source, field=unknown[0])
         version = data.get("format_version")
         if version not in READ_VERSIONS:
             raise InputError(f"plan format version {version!r} is not supported (this "
@@ -215,7 +230,11 @@ class Plan:
         buckets = []
         for index, raw in enumerate(raw_buckets):
             buckets.append(_bucket_from_dict(raw, source, index))
-        plan = cls(algorithm=str(data.get("algorithm", "")), buckets=tuple(buckets),
+        name = data.get("algorithm", "")
+        if not isinstance(name, str):
+            raise InputError("algorithm must be a string (the planner's name)", path=source,
+                             field="algorithm")
+        plan = cls(algorithm=name, buckets=tuple(buckets),
                    knobs=dict(data.get("knobs", {})), update=update, channels=channels,
                    info=dict(data.get("info", {})), ag_issue=ag_issue, credit_bytes=credit)
         plan.check_resources(source=source)
@@ -252,6 +271,11 @@ def _bucket_from_dict(raw: dict[str, Any], source: str, index: int) -> Bucket:
     where = f"buckets[{index}]"
     if not isinstance(raw, dict):
         raise InputError("a bucket is a JSON object", path=source, field=where)
+    unknown = sorted(set(raw) - BUCKET_KEYS)
+    if unknown:
+        raise InputError(f"unknown key {unknown[0]!r}; a bucket has "
+                         f"{', '.join(sorted(BUCKET_KEYS))}", path=source,
+                         field=f"{where}.{unknown[0]}")
     tensors = raw.get("tensors")
     if not isinstance(tensors, list) or not all(isinstance(t, str) for t in tensors):
         raise InputError("tensors must be a list of names", path=source, field=f"{where}.tensors")
@@ -273,8 +297,15 @@ def _bucket_from_dict(raw: dict[str, Any], source: str, index: int) -> Bucket:
     if release is not None and (not is_real(release) or not in_range(release, 0, MAX_SECONDS)):
         raise InputError(f"release_s must be a number in [0, {MAX_SECONDS:g}] seconds",
                          path=source, field=f"{where}.release_s")
-    return Bucket(tuple(tensors), collective, chunks, priority,
-                  str(raw.get("algorithm", "default")),
+    algorithm = raw.get("algorithm", "default")
+    if not isinstance(algorithm, str) or algorithm not in BUCKET_ALGORITHMS:
+        raise InputError(f"unknown bucket algorithm {algorithm!r}; known: "
+                         f"{', '.join(BUCKET_ALGORITHMS)}", path=source,
+                         field=f"{where}.algorithm")
+    if algorithm != "default" and collective != "all_reduce":
+        raise InputError(f"algorithm {algorithm!r} needs an all_reduce bucket, not "
+                         f"{collective!r}", path=source, field=f"{where}.algorithm")
+    return Bucket(tuple(tensors), collective, chunks, priority, algorithm,
                   float(release) if release is not None else None)
 
 

@@ -255,7 +255,8 @@ def size_grid(min_bytes: int, max_bytes: int, per_octave: int = 1) -> list[int]:
     """Message sizes from ``min_bytes`` to ``max_bytes``: powers of two (``per_octave``
     points per doubling), multiples of 4 bytes (fp32 elements), both ends included."""
     if min_bytes < 4 or max_bytes < min_bytes:
-        raise ValueError("need 4 <= min_bytes <= max_bytes")
+        raise ConfigError(f"need 4 <= --min-bytes <= --max-bytes, got {min_bytes} and "
+                          f"{max_bytes}")
     out: set[int] = set()
     lo, hi = math.log2(min_bytes), math.log2(max_bytes)
     steps = max(1, round((hi - lo) * per_octave))
@@ -416,6 +417,11 @@ class BenchConfig:
                               f"{self.collective}; known: {', '.join(names)}")
         if not self.algorithms:
             raise ConfigError("--algorithms: give at least one algorithm")
+        repeated = sorted({a for a in self.algorithms if list(self.algorithms).count(a) > 1})
+        if repeated:  # found only after the whole sweep, as a duplicate measurement key
+            raise ConfigError(f"--algorithms: {repeated[0]!r} is named twice; each runs once")
+        if len(set(self.world_sizes)) != len(self.world_sizes):
+            raise ConfigError("--world-size: a world size is named twice")
         if any(p < 2 for p in self.world_sizes):
             raise ConfigError("--world-size: every world size must be >= 2")
         if not 1 <= self.min_iters <= self.max_iters:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from gradsched.commands._args import integer, real, seconds, world_size
@@ -12,6 +13,7 @@ from gradsched.costmodel.ps import PSModel, load_ps
 from gradsched.costmodel.topology import load_topology
 from gradsched.errors import ConfigError
 from gradsched.experiments import (
+    check_knobs_used,
     compare,
     expand_algorithms,
     knobs_for,
@@ -21,7 +23,7 @@ from gradsched.experiments import (
 )
 from gradsched.io import write_csv_atomic
 from gradsched.limits import MAX_REPLAY_ITERATIONS
-from gradsched.reexec.config import load_interference
+from gradsched.reexec.config import NO_INTERFERENCE, load_interference
 from gradsched.replay.engine import (
     MAX_CHANNELS,
     MAX_FORWARD_RATIO,
@@ -30,7 +32,7 @@ from gradsched.replay.engine import (
     ReplayOptions,
 )
 from gradsched.staging import Staging
-from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.bundle import ComputeTrace, meta_path
 from gradsched.traces.forward import with_forward
 
 COMM_HELP = ("comm trace CSV, fitted model JSON, or alpha-beta:alpha=<seconds>,"
@@ -115,11 +117,27 @@ def _comm_model(args: argparse.Namespace) -> CommModel:
     return load_topology(args.topology).collective_model(args.topology_collective)
 
 
+def _world_size(args: argparse.Namespace, trace: ComputeTrace, model: CommModel) -> int:
+    """The world size (held by the comm model); a compute trace captured in a job of
+    another size is replayed as asked (the pipeline scales traces so), with a warning."""
+    source = next((str(getattr(args, a)) for a in ("comm", "topology", "ps")
+                   if getattr(args, a, None) is not None), None)
+    world = resolve_world_size(model, args.world_size, source)
+    traced = trace.meta.get("world_size")
+    if isinstance(traced, int) and traced > 1 and traced != world:
+        print(f"gradsched {args.command}: warning: {meta_path(args.compute)}, field "
+              f"'world_size': the compute trace was captured in a job of {traced} ranks, "
+              f"replayed at {world} ranks", file=sys.stderr)
+    return world
+
+
 def _plan(args: argparse.Namespace) -> int:
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     model = _comm_model(args)
-    world = resolve_world_size(model, args.world_size)
-    knobs = knobs_for(args.algorithm, parse_knob_args(args.knob))
+    world = _world_size(args, trace, model)
+    knob_args = parse_knob_args(args.knob)
+    check_knobs_used(knob_args, [args.algorithm])
+    knobs = knobs_for(args.algorithm, knob_args)
     plan = make_plan(args.algorithm, trace, model, world, knobs)
     plan.check_covers(trace.names)
     plan.save(args.output)
@@ -131,11 +149,19 @@ def _plan(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     model = _comm_model(args)
-    world = resolve_world_size(model, args.world_size)
+    world = _world_size(args, trace, model)
+    algorithms = expand_algorithms(args.algorithms)
+    knobs = parse_knob_args(args.knob)
+    check_knobs_used(knobs, algorithms)
     interference = {"compute_slowdown": args.compute_slowdown,
                     "comm_slowdown": args.comm_slowdown,
                     "collective_cpu_s": args.collective_cpu_s}
     if args.interference is not None:
+        given = [f"--{k.replace('_', '-')}" for k, v in interference.items()
+                 if v != NO_INTERFERENCE[k]]
+        if given:  # the file would silently override them
+            raise ConfigError(f"give {given[0]} or --interference, not both (the JSON sets "
+                              "all three interference parameters)")
         interference = load_interference(args.interference)[0]
     options = ReplayOptions(iterations=args.iterations, channels=args.channels,
                             pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,
@@ -144,8 +170,7 @@ def _replay(args: argparse.Namespace) -> int:
         output = stage.file(args.output)
         timeline = stage.folder(args.timeline) if args.timeline is not None else None
         plans = stage.folder(args.plans) if args.plans is not None else None
-        results = compare(trace, model, world, expand_algorithms(args.algorithms),
-                          parse_knob_args(args.knob), options, timeline, plans)
+        results = compare(trace, model, world, algorithms, knobs, options, timeline, plans)
         write_csv_atomic(output, results)
     best = results.loc[results["iteration_s"].idxmin()]
     print(results[["algorithm", "iteration_s", "exposed_comm_s", "n_collectives",

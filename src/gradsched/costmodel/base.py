@@ -187,7 +187,10 @@ def model_from_dict(data: dict[str, Any], source: str = "<dict>") -> CommModel:
         if exc.path is not None:
             raise
         raise InputError(exc.reason, path=source, field=exc.field) from None
-    except (ConfigError, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except KeyError as exc:  # name the key that is missing, not just "KeyError"
+        raise InputError(f"malformed {kind} model: no key {exc} (KeyError: {exc})",
+                         path=source, field=str(exc.args[0]) if exc.args else None) from None
+    except (ConfigError, TypeError, ValueError, AttributeError) as exc:
         # a missing key, a string or null where a number belongs: one line naming the file
         raise InputError(f"malformed {kind} model: {type(exc).__name__}: {exc}",
                          path=source) from None
@@ -320,6 +323,9 @@ def load_comm_spec(spec: str) -> CommModel:
         if not _TRACE_LOADER:
             raise ConfigError("no comm-trace loader is registered")
         return _TRACE_LOADER[0](path)
+    if path.is_dir():
+        raise InputError("a folder: --comm takes a comm trace (.csv), a model (.json) or "
+                         "alpha-beta:alpha=<seconds>,beta=<seconds per byte>", path=path)
     raise ConfigError(
         f"--comm {spec!r}: expected a comm trace (.csv), a model (.json) or "
         "alpha-beta:alpha=<seconds>,beta=<seconds per byte>"

@@ -85,7 +85,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import yaml
 
 from gradsched.costmodel.base import (
     CommModel,
@@ -96,7 +95,7 @@ from gradsched.costmodel.base import (
 )
 from gradsched.costmodel.wire import LARGE_REGION, sustained_algbw
 from gradsched.errors import ConfigError, GradschedError, InputError
-from gradsched.io import read_json, read_text
+from gradsched.io import read_json, read_yaml
 from gradsched.limits import MAX_BYTES, MAX_RANKS
 
 DEFAULT_PARTITION_BYTES = 4_096_000
@@ -504,6 +503,11 @@ def load_ps(spec: str | Path, world_size: int | None = None) -> ParameterServer:
     text = str(spec)
     path = Path(text)
     if path.suffix not in (".json", ".yaml", ".yml"):
+        if "=" not in text:  # meant as a file: say so, not "expected key=value"
+            what = ("a folder" if path.is_dir() else "a file without .json/.yaml/.yml"
+                    if path.exists() else "neither a file nor an inline spec")
+            raise InputError(f"{what}: --ps takes a parameter-server .json/.yaml/.yml "
+                             "file or servers=S,colocated=0|1,p2p=<comm spec>", path=path)
         return ps_from_dict(parse_inline(text), "--ps", world_size)
     if path.suffix == ".json":
         data = read_json(path, missing="parameter-server file not found")
@@ -513,14 +517,7 @@ def load_ps(spec: str | Path, world_size: int | None = None) -> ParameterServer:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise InputError("parameter-server file not found", path=path)
-    try:
-        data = yaml.safe_load(read_text(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+    data = read_yaml(path, missing="parameter-server file not found")
     if not isinstance(data, dict):
         raise InputError("expected a mapping with servers, colocated, p2p", path=path)
     return data

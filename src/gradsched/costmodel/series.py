@@ -175,13 +175,26 @@ class SeriesModel(CommModel):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SeriesModel:
+        items = data.get("series")
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise InputError(f"malformed {cls.kind} model: series must be a list of objects",
+                             field="series")
+        curves: dict[SeriesKey, Any] = {}
+        index = 0
         try:
-            curves = {
-                (str(item["collective"]), _world_size(item["world_size"])):
-                    cls.curve_from_dict(item)
-                for item in data["series"]
-            }
+            for index, item in enumerate(data["series"]):
+                key = (str(item["collective"]), _world_size(item["world_size"]))
+                if key in curves:  # the later one would silently replace the first
+                    raise InputError(f"a second {key[0]} series at world size {key[1]}",
+                                     field=f"series[{index}]")
+                curves[key] = cls.curve_from_dict(item)
         except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, InputError):
+                raise
+            if isinstance(exc, KeyError):
+                raise InputError(f"malformed {cls.kind} model: series[{index}] has no key "
+                                 f"{exc} ({type(exc).__name__}: {exc})",
+                                 field=f"series[{index}]") from None
             raise InputError(f"malformed {cls.kind} model: {type(exc).__name__}: {exc}",
                              field="series") from None
         return cls(curves, data.get("meta"))

@@ -58,7 +58,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import yaml
 
 from gradsched.costmodel.base import (
     CommModel,
@@ -68,7 +67,7 @@ from gradsched.costmodel.base import (
     register_model,
 )
 from gradsched.errors import ConfigError, GradschedError, InputError
-from gradsched.io import read_json, read_text
+from gradsched.io import read_json, read_yaml
 
 LEVELS = ("intra", "inter")
 TOPOLOGY_COLLECTIVES = ("flat", "hierarchical")
@@ -152,14 +151,7 @@ def _read_description(path: Path) -> dict[str, Any]:
     """Parse a JSON (``.json``) or YAML (any other suffix) topology file into a mapping."""
     if path.suffix == ".json":
         return read_json(path, missing="topology file not found")
-    if not path.is_file():
-        raise InputError("topology file not found", path=path)
-    try:
-        data = yaml.safe_load(read_text(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+    data = read_yaml(path, missing="topology file not found")
     if not isinstance(data, dict):
         raise InputError("expected a mapping with nodes, ranks_per_node, intra and inter",
                          path=path)

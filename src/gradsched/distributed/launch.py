@@ -99,10 +99,13 @@ def launch(task: str, payload: dict[str, Any], spec: LaunchSpec) -> list[Any]:
     port = spec.master_port or free_port(spec.master_addr if spec.prefixes is None
                                          else "127.0.0.1")
     with exit_on_signals():
-        workdir = Path(tempfile.mkdtemp(prefix="gradsched-launch-"))
-        lifeline_r, lifeline_w = os.pipe()
         procs: list[subprocess.Popen[bytes]] = []
-        try:
+        workdir: Path | None = None
+        fds: tuple[int, ...] = ()
+        try:  # a Ctrl-C at any point below leaves no folder, descriptor or rank behind
+            workdir = Path(tempfile.mkdtemp(prefix="gradsched-launch-"))
+            fds = os.pipe()
+            lifeline_r = fds[0]
             (workdir / "payload.json").write_text(json.dumps(payload), encoding="utf-8")
             for rank in range(spec.world_size):
                 procs.append(_start_rank(rank, task, port, spec, workdir, lifeline_r))
@@ -111,7 +114,8 @@ def launch(task: str, payload: dict[str, Any], spec: LaunchSpec) -> list[Any]:
             _wait(procs, spec, workdir)
             return [_read_result(workdir, rank, procs[rank]) for rank in range(spec.world_size)]
         finally:
-            _cleanup(procs, workdir, (lifeline_r, lifeline_w))
+            if workdir is not None:
+                _cleanup(procs, workdir, fds)
 
 
 def _cleanup(procs: list[subprocess.Popen[bytes]], workdir: Path, fds: Sequence[int]) -> None:

@@ -26,6 +26,7 @@ each other:
 from gradsched.experiments.grid import (
     RESULT_COLUMNS,
     GridCase,
+    check_knobs_used,
     compare,
     expand_algorithms,
     knobs_for,
@@ -38,6 +39,7 @@ from gradsched.experiments.grid import (
 )
 from gradsched.experiments.scoring import ReplayCache, make_plan, replay_iteration_s
 
-__all__ = ["RESULT_COLUMNS", "GridCase", "ReplayCache", "compare", "expand_algorithms", "knobs_for",
+__all__ = ["RESULT_COLUMNS", "GridCase", "ReplayCache", "check_knobs_used",
+           "compare", "expand_algorithms", "knobs_for",
            "make_plan", "parse_knob_args", "plan_case", "replay_iteration_s",
            "resolve_world_size", "run_algorithm", "run_grid", "scoring_knobs"]

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from gradsched.costmodel.base import CommModel
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.scoring import make_plan
 from gradsched.plan import Plan
 from gradsched.planners import ALGORITHMS_ALL, REPLAY_KNOBS, planner_names, replay_knobs
@@ -34,12 +34,21 @@ RESULT_COLUMNS = (
 )
 
 
-def resolve_world_size(model: CommModel, requested: int | None) -> int:
-    """The world size to replay: the requested one, or the single one the model holds."""
+def resolve_world_size(model: CommModel, requested: int | None,
+                       source: str | None = None) -> int:
+    """The world size to replay: the requested one, which the model must hold (a sweep
+    measured at P ranks predicts P only), or the single one the model holds. ``source``
+    (the ``--comm`` file) is named in the error."""
     held = model.world_sizes()
     if requested is not None:
         if requested < 1:
             raise ConfigError(f"--world-size must be >= 1, got {requested}")
+        if held is not None and requested not in held:
+            raise InputError(
+                f"the comm model holds world sizes {', '.join(map(str, held))}, not "
+                f"--world-size {requested}: measure a sweep with {requested} ranks, or fit a "
+                "model that predicts it (gradsched fit --cross-world-size)", path=source,
+                field="world_size")
         return requested
     if held is None:
         raise ConfigError("--world-size is required: the cost model predicts any world size")
@@ -58,6 +67,9 @@ def expand_algorithms(spec: str | Iterable[str]) -> list[str]:
     for name in names:
         if name not in known:
             raise ConfigError(f"unknown algorithm {name!r}; known: {', '.join(sorted(known))}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"algorithm {repeated[0]!r} is named twice; each runs once")
     return names
 
 
@@ -78,6 +90,19 @@ def parse_knob_args(pairs: Iterable[str]) -> dict[str, dict[str, str]]:
                               f"{', '.join(sorted(known))}")
         out.setdefault(algo or "*", {})[knob] = value
     return out
+
+
+def check_knobs_used(knobs: Mapping[str, Mapping[str, str]], algorithms: Iterable[str]) -> None:
+    """Refuse knobs addressed to a planner that is not run (``--knob dear.x=1`` with
+    ``--algorithms wfbp``): they would be silently ignored."""
+    run = set(algorithms)
+    unused = sorted(a for a in knobs if a != "*" and a not in run)
+    if unused:
+        first = unused[0]
+        pairs = ", ".join(f"{first}.{k}={v}" for k, v in knobs[first].items())
+        raise ConfigError(f"--knob {pairs}: planner {first!r} is not run (algorithms: "
+                          f"{', '.join(sorted(run))}); add it to the algorithms or drop "
+                          "the knob")
 
 
 def knobs_for(algorithm: str, knobs: Mapping[str, Mapping[str, str]]) -> dict[str, str]:

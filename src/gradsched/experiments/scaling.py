@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from gradsched.costmodel.base import CommModel, load_comm_spec
 from gradsched.costmodel.fit import cross_world_size
 from gradsched.errors import InputError
 from gradsched.experiments.grid import compare
+from gradsched.io import read_yaml
 from gradsched.replay.engine import ReplayOptions
 from gradsched.traces.bundle import ComputeTrace
 
@@ -117,12 +117,7 @@ def load_spec(path: str | Path, base: str | Path = ".") -> list[ScalingCase]:
     """The cases of a spec file; file paths in it are relative to ``base`` (the repository).
     ``row`` in an error is the 1-based case number."""
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"not YAML: {exc}", path=path) from None
+    doc = read_yaml(path)  # missing, unreadable, not UTF-8 or not YAML: named
     if not isinstance(doc, dict) or not isinstance(doc.get("cases"), list) or not doc["cases"]:
         raise InputError("expected a mapping with a non-empty list 'cases'", path=path,
                          field="cases")

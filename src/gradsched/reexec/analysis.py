@@ -86,7 +86,28 @@ def load(path: str | Path) -> pd.DataFrame:
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s) {missing}", path=path)
+    for name in NUMERIC_REQUIRED:
+        _check_numeric(frame, name, path)
     return frame
+
+
+NUMERIC_REQUIRED = ("world_size", "predicted_s", "predicted_interference_s",
+                    "predicted_raw_s", "measured_s", "measured_p10_s", "measured_p90_s")
+"""Columns of a measured.csv that every row fills with a number."""
+
+
+def _check_numeric(frame: pd.DataFrame, name: str, path: Path) -> None:
+    """Refuse an empty or non-numeric cell of ``name`` (text made the errors fail with an
+    internal TypeError; an empty cell was a silent NaN in every statistic)."""
+    column = frame[name]
+    numeric = pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+    bad = column.isna() if numeric else ~column.astype(str).str.fullmatch(
+        r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0]) + 1
+        cell = column.iloc[row - 1]
+        what = "empty" if pd.isna(cell) else f"{cell!r} is not a number"
+        raise InputError(what, path=path, row=row, line=row + 1, field=name)
 
 
 def plan_errors(frame: pd.DataFrame) -> pd.DataFrame:

@@ -11,12 +11,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gradsched.errors import ConfigError, InputError
+from gradsched.errors import ConfigError, ConfigFileError, InputError
 from gradsched.experiments.grid import expand_algorithms
-from gradsched.io import read_json, read_text
-from gradsched.limits import MAX_SECONDS, in_range
+from gradsched.io import read_json, read_yaml
+from gradsched.limits import MAX_RANKS, MAX_REPLAY_ITERATIONS, MAX_SECONDS, in_range, is_real
 from gradsched.names import plain_name, registry_model
 from gradsched.networks import NETWORKS, tc_rate
 from gradsched.replay.engine import MAX_SLOWDOWN
@@ -89,21 +87,21 @@ _SETTING_KEYS = {f for f in Settings.__dataclass_fields__}
 def load_config(path: str | Path) -> tuple[list[Case], Settings]:
     """Read ``config/reexec.yaml`` (mapping ``reexec`` with ``settings`` and ``cases``)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError("config file not found", path=path)
-    try:
-        data = yaml.safe_load(read_text(path)) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+    data = read_yaml(path, missing="config file not found")
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
-        raise InputError("expected a mapping 'reexec'", path=path)
+        raise ConfigFileError("expected a mapping 'reexec'", path=path)
     spec = data.get("reexec", data)
     if not isinstance(spec, dict):
-        raise InputError("expected a mapping 'reexec'", path=path)
-    return parse_cases(spec.get("cases") or [], path), parse_settings(spec.get("settings") or {},
-                                                                      path)
+        raise ConfigFileError("expected a mapping 'reexec'", path=path)
+    raw_settings = spec.get("settings")
+    settings = parse_settings({} if raw_settings is None else raw_settings, path)
+    cases = spec.get("cases")
+    if cases is None or cases == []:  # an empty file or a misspelt key: nothing would run
+        raise ConfigFileError("no cases: expected reexec: {settings: ..., cases: [...]}",
+                              path=path, field="reexec.cases")
+    return parse_cases(cases, path), settings
 
 
 def _cap(value: Any, where: str | Path) -> float | None:
@@ -111,58 +109,122 @@ def _cap(value: Any, where: str | Path) -> float | None:
     if value is None or value == "default":
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(f"ddp_bucket_cap_mb entries are MiB or 'default', got {value!r}",
+        raise ConfigFileError(f"ddp_bucket_cap_mb entries are MiB or 'default', got {value!r}",
                          path=where, field="settings.ddp_bucket_cap_mb")
     return float(value)
 
 
+_SETTING_INTS: dict[str, tuple[int, int]] = {
+    "warmup": (0, MAX_REPLAY_ITERATIONS), "iters": (1, MAX_REPLAY_ITERATIONS),
+    "rounds": (1, MAX_REPLAY_ITERATIONS), "threads": (1, 4096), "seed": (0, 2**32 - 1),
+    "replay_iterations": (2, MAX_REPLAY_ITERATIONS)}
+"""Integer settings and their accepted ranges."""
+
+
+def _integer(value: Any, low: int, high: int, where: str | Path, name: str) -> int:
+    """``value`` as an integer in ``[low, high]`` (not a bool, a float or a string)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigFileError(f"needs an integer in [{low}, {high}], got {value!r}", path=where,
+                         field=name)
+    return value
+
+
+def _text(value: Any, where: str | Path, name: str) -> str:
+    """``value`` as a non-empty string."""
+    if not isinstance(value, str) or not value:
+        raise ConfigFileError(f"needs a non-empty string, got {value!r}", path=where, field=name)
+    return value
+
+
+def _string_list(value: Any, where: str | Path, name: str) -> tuple[str, ...]:
+    """``value`` as a list of strings."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigFileError(f"needs a list of names, got {value!r}", path=where, field=name)
+    return tuple(value)
+
+
 def parse_settings(raw: Mapping[str, Any], where: str | Path = "<config>") -> Settings:
-    """``settings:`` mapping -> :class:`Settings` (unknown keys are refused)."""
+    """``settings:`` mapping -> :class:`Settings`; unknown keys and values of the wrong
+    type or range are refused naming the file and ``settings.<key>``."""
+    if not isinstance(raw, Mapping):
+        raise ConfigFileError(f"needs a mapping, got {raw!r}", path=where, field="settings")
     unknown = set(raw) - _SETTING_KEYS
     if unknown:
-        raise InputError(f"unknown settings key(s) {sorted(unknown)}; known: "
+        raise ConfigFileError(f"unknown settings key(s) {sorted(unknown)}; known: "
                          f"{sorted(_SETTING_KEYS)}", path=where, field="settings")
     values = dict(raw)
-    for key in ("algorithms", "ddp_bucket_cap_mb"):
+    for key, (low, high) in _SETTING_INTS.items():
         if key in values:
-            values[key] = tuple(values[key])
+            values[key] = _integer(values[key], low, high, where, f"settings.{key}")
+    if "algorithms" in values:
+        values["algorithms"] = _string_list(values["algorithms"], where,
+                                            "settings.algorithms")
+        try:
+            expand_algorithms(list(values["algorithms"]))
+        except ConfigError as exc:
+            raise ConfigFileError(str(exc), path=where, field="settings.algorithms") from None
     if "ddp_bucket_cap_mb" in values:
-        values["ddp_bucket_cap_mb"] = tuple(_cap(v, where) for v in values["ddp_bucket_cap_mb"])
-    settings = Settings(**values)
-    expand_algorithms(list(settings.algorithms))
-    return settings
+        caps = values["ddp_bucket_cap_mb"]
+        if not isinstance(caps, list):
+            raise ConfigFileError(f"needs a list of MiB or 'default', got {caps!r}", path=where,
+                             field="settings.ddp_bucket_cap_mb")
+        values["ddp_bucket_cap_mb"] = tuple(_cap(v, where) for v in caps)
+    if "knobs" in values and not (isinstance(values["knobs"], Mapping) and all(
+            isinstance(v, Mapping) for v in values["knobs"].values())):
+        raise ConfigFileError("needs a mapping planner -> {knob: value}, got "
+                         f"{values['knobs']!r}", path=where, field="settings.knobs")
+    if "backend" in values:
+        values["backend"] = _text(values["backend"], where, "settings.backend")
+    timeout = values.get("timeout_s", 1.0)
+    if not is_real(timeout) or not in_range(timeout, 0.0, MAX_SECONDS, low_open=True):
+        raise ConfigFileError(f"needs a number of seconds in (0, {MAX_SECONDS:g}], got "
+                         f"{timeout!r}", path=where, field="settings.timeout_s")
+    if not isinstance(values.get("allow_load", False), bool):
+        raise ConfigFileError(f"needs true or false, got {values['allow_load']!r}", path=where,
+                         field="settings.allow_load")
+    try:
+        return Settings(**values)
+    except ConfigError as exc:
+        raise ConfigFileError(str(exc), path=where, field="settings") from None
 
 
 def parse_cases(raw: Sequence[Mapping[str, Any]], where: str | Path = "<config>") -> list[Case]:
     """``cases:`` list -> :class:`Case` objects; ``comm`` defaults to the committed sweep."""
+    if not isinstance(raw, list):
+        raise ConfigFileError(f"needs a list of cases, got {raw!r}", path=where, field="cases")
     cases = []
     names: set[str] = set()
     for i, entry in enumerate(raw):
+        at = f"cases[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigFileError(f"a case is a mapping, got {entry!r}", path=where, field=at)
         unknown = set(entry) - _CASE_KEYS
         if unknown:
-            raise InputError(f"cases[{i}]: unknown key(s) {sorted(unknown)}", path=where)
+            raise ConfigFileError(f"unknown key(s) {sorted(unknown)}", path=where, field=at)
         for key in ("model", "batch_size", "world_size", "network", "compute"):
             if key not in entry:
-                raise InputError(f"cases[{i}]: missing {key!r}", path=where)
-        network = str(entry["network"])
+                raise ConfigFileError(f"missing {key!r}", path=where, field=at)
+        network = _text(entry["network"], where, f"{at}.network")
         if network not in NETWORKS:
-            raise InputError(f"cases[{i}]: network must be one of {sorted(NETWORKS)}, not "
-                             f"{network!r}", path=where)
-        world = int(entry["world_size"])
-        if world < 2:
-            raise InputError(f"cases[{i}]: world_size must be >= 2", path=where)
-        comm = str(entry.get("comm") or f"traces/comm/cpu/gloo-{network}-p{world}.csv")
-        model = registry_model(entry["model"], path=where, field=f"cases[{i}].model")
-        name = plain_name(entry.get("name") or
-                          f"{model}-b{entry['batch_size']}-p{world}-{network}",
-                          path=where, field=f"cases[{i}].name")
+            raise ConfigFileError(f"network must be one of {sorted(NETWORKS)}, not {network!r}",
+                             path=where, field=f"{at}.network")
+        world = _integer(entry["world_size"], 2, MAX_RANKS, where, f"{at}.world_size")
+        batch = _integer(entry["batch_size"], 1, 2**31 - 1, where, f"{at}.batch_size")
+        model = registry_model(_text(entry["model"], where, f"{at}.model"), path=where,
+                               field=f"{at}.model")
+        compute = _text(entry["compute"], where, f"{at}.compute")
+        comm = entry.get("comm") or f"traces/comm/cpu/gloo-{network}-p{world}.csv"
+        comm = _text(comm, where, f"{at}.comm")
+        name = plain_name(_text(entry.get("name") or f"{model}-b{batch}-p{world}-{network}",
+                                where, f"{at}.name"), path=where, field=f"{at}.name")
+        seq_len = entry.get("seq_len")
+        if seq_len is not None:
+            seq_len = _integer(seq_len, 1, 2**31 - 1, where, f"{at}.seq_len")
         if name in names:
-            raise InputError(f"cases[{i}]: a second case named {name!r}", path=where)
+            raise ConfigFileError(f"a second case named {name!r}", path=where, field=f"{at}.name")
         names.add(name)
-        cases.append(Case(name=name, model=model,
-                          batch_size=int(entry["batch_size"]), world_size=world,
-                          network=network, compute=str(entry["compute"]), comm=comm,
-                          seq_len=entry.get("seq_len")))
+        cases.append(Case(name=name, model=model, batch_size=batch, world_size=world,
+                          network=network, compute=compute, comm=comm, seq_len=seq_len))
     return cases
 
 

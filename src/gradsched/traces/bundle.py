@@ -20,6 +20,7 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import read_json, write_csv_atomic, write_json_atomic
+from gradsched.limits import MAX_RANKS, MAX_SECONDS
 from gradsched.traces.columns import (
     COMM_COLUMNS,
     COMM_KEY,
@@ -37,17 +38,19 @@ COMPUTE_META_SCHEMA: dict[str, Any] = {
     "properties": {
         "kind": {"const": "compute"},
         "model": {"type": "string", "minLength": 1},
-        "batch_size": {"type": "integer", "minimum": 1},
+        "batch_size": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
         "device": {"type": "string", "minLength": 1},
         "dtype": {"type": "string", "minLength": 1},
-        "world_size": {"type": "integer", "minimum": 1},
+        "world_size": {"type": "integer", "minimum": 1, "maximum": MAX_RANKS},
         "software": {"type": "object"},
         "capture_method": {"type": "string", "minLength": 1},
-        "iterations": {"type": ["integer", "null"], "minimum": 1},
+        "iterations": {"type": ["integer", "null"], "minimum": 1, "maximum": 2**62},
         "date": {"type": "string"},
         "source": {"type": "string", "minLength": 1},
-        "iteration_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
-        "forward_backward_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "iteration_s": {"type": ["number", "null"], "exclusiveMinimum": 0,
+                        "maximum": MAX_SECONDS},
+        "forward_backward_s": {"type": ["number", "null"], "exclusiveMinimum": 0,
+                               "maximum": MAX_SECONDS},
         "notes": {"type": "string"},
     },
 }
@@ -293,6 +296,7 @@ def _check_comm_rows(frame: pd.DataFrame, path: str | Path) -> None:
             "rows are not sorted by (collective, backend, algorithm, world_size, nodes, "
             "in_place, bytes)", path=path, row=row, line=row + 1, field="bytes",
         )
+    _check_comm_trend(frame, path)
     bad = np.flatnonzero((frame["nodes"] > frame["world_size"]).to_numpy())
     if bad.size:
         row = int(bad[0]) + 1
@@ -316,3 +320,30 @@ def _check_comm_rows(frame: pd.DataFrame, path: str | Path) -> None:
             row = int(bad[0]) + 1
             raise InputError("time_max_s is smaller than time_s", path=path, row=row,
                              line=row + 1, field="time_max_s")
+
+
+FALLING_SPAN = 16
+"""Smallest ratio of a series' largest to smallest message for which a time that falls
+over the whole range is refused (a short range may fall within measurement noise)."""
+
+
+def _check_comm_trend(frame: pd.DataFrame, path: str | Path) -> None:
+    """Refuse a series whose time at its largest message is below the time at its smallest
+    one, over a range of at least :data:`FALLING_SPAN` x: no collective gets faster with
+    more data (noise makes neighbouring sizes disagree, never the whole range; swapped
+    columns or mislabelled sizes do)."""
+    positions = np.arange(len(frame))
+    for _, group in frame.groupby(list(COMM_SERIES), sort=False):
+        if len(group) < 2:
+            continue
+        nbytes = group["bytes"].to_numpy()
+        times = group["time_s"].to_numpy()
+        first, last = int(np.argmin(nbytes)), int(np.argmax(nbytes))
+        if nbytes[last] >= FALLING_SPAN * nbytes[first] and times[last] < times[first]:
+            row = int(positions[group.index[last]]) + 1
+            raise InputError(
+                f"time falls as the message grows over the whole series: "
+                f"{times[first]:.6g} s at {nbytes[first]} bytes, {times[last]:.6g} s at "
+                f"{nbytes[last]} bytes (a collective does not get faster with more data: "
+                "are the columns swapped or the sizes mislabelled?)",
+                path=path, row=row, line=row + 1, field="time_s")

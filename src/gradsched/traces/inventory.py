@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gradsched.errors import InputError
 from gradsched.io import read_json
 from gradsched.traces.bundle import CommTrace, ComputeTrace, meta_path
 
@@ -69,6 +70,8 @@ def inventory(paths: Iterable[str | Path]) -> pd.DataFrame:
     """One row per trace (kind read from its sidecar), sorted by kind then name."""
     rows = []
     for path in map(Path, paths):
+        if not path.is_file():  # a folder or a typo: name it, not "<name>.meta.json"
+            raise InputError("file not found", path=path)
         kind = read_json(meta_path(path), missing="metadata sidecar is missing").get("kind")
         rows.append(_compute_row(path) if kind == "compute" else _comm_row(path))
     frame = pd.DataFrame(rows, columns=list(INVENTORY_COLUMNS))

@@ -7,8 +7,10 @@ and column.
 
 from __future__ import annotations
 
+import csv
 import io
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +29,24 @@ UNIT_MAXIMUM: dict[str, float] = {"s": MAX_SECONDS, "bytes": MAX_BYTES,
 """Upper bound of a number by its column's unit (without it a 1e300 s layer or an
 8e18-byte tensor would pass validation and overflow the sums of the replay)."""
 
+_INT_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_FLOAT_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
+                         r"|[+-]?(nan|inf|infinity)", re.ASCII | re.IGNORECASE)
+"""The only spellings of numbers a cell may hold: ASCII digits, no ``_`` separators
+(``int``/``float`` would read ``1_6`` as 16 and full-width digits as ASCII ones: text that
+another CSV reader takes for a string). ``nan``/``inf`` match so that they are refused as
+not finite, by name."""
+
+
+
+def strict_float(text: str) -> float:
+    """``float(text)`` for the spellings of :data:`_FLOAT_TEXT` only (``ValueError`` for
+    ``1_0``, full-width digits, surrounding spaces): the number parser of the importers."""
+    if not _FLOAT_TEXT.fullmatch(text):
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
+
+
 _TRUE = {"1", "true", "True", "TRUE"}
 _FALSE = {"0", "false", "False", "FALSE"}
 
@@ -37,6 +57,7 @@ def read_csv_text(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise InputError("file not found", path=path)
     text = read_text(path)  # unreadable or not UTF-8: an InputError naming the file
+    _check_cell_counts(text, path)
     try:
         frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False,
                             skipinitialspace=False)
@@ -47,6 +68,20 @@ def read_csv_text(path: str | Path) -> pd.DataFrame:
     if frame.empty:
         raise InputError("no data rows", path=path)
     return frame
+
+
+def _check_cell_counts(text: str, path: Path) -> None:
+    """Every row has as many cells as the header: pandas would read a first row with one
+    cell more as an index column and shift every field by one (a misleading error)."""
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, None)
+    if header is None:
+        return
+    for number, row in enumerate(rows, start=1):
+        if row and len(row) != len(header):
+            line = rows.line_num
+            raise InputError(f"{len(row)} cells, but the header has {len(header)}",
+                             path=path, line=line, row=number)
 
 
 def check_header(frame: pd.DataFrame, columns: tuple[Column, ...], path: str | Path) -> None:
@@ -85,15 +120,14 @@ def _parse_cell(text: str, col: Column, path: str | Path, row: int) -> object:
             return False
         raise InputError(f"{raw!r} is not a boolean (use 0 or 1)", **where)
     if col.kind == "int":
-        try:
-            number: float = int(raw)
-        except ValueError:
-            raise InputError(f"{raw!r} is not an integer", **where) from None
+        if not _INT_TEXT.fullmatch(raw):
+            raise InputError(f"{raw!r} is not an integer (ASCII digits only, no '_')",
+                             **where)
+        number: float = int(raw)
     else:
-        try:
-            number = float(raw)
-        except ValueError:
-            raise InputError(f"{raw!r} is not a number", **where) from None
+        if not _FLOAT_TEXT.fullmatch(raw):
+            raise InputError(f"{raw!r} is not a number (ASCII digits only, no '_')", **where)
+        number = float(raw)
         if not math.isfinite(number):
             raise InputError(f"{raw!r} is not a finite number", **where)
     maximum = UNIT_MAXIMUM.get(col.unit)

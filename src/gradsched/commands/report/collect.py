@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gradsched.commands._outputs import output_file
 from gradsched.commands.report._common import columns_named
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
 
 
 def register(rsub: argparse._SubParsersAction) -> None:
@@ -63,7 +63,17 @@ def _concat(args: argparse.Namespace) -> int:
     from gradsched.io import write_csv_atomic
     from gradsched.report.collect import read_csv_or_empty
 
-    frames = [f for f in (read_csv_or_empty(p) for p in args.inputs) if not f.empty]
+    read = [(p, read_csv_or_empty(p)) for p in args.inputs]
+    frames = [f for _, f in read if not f.empty]
+    if frames:  # the same columns, or rows of different tables would be mixed silently
+        first, columns = next((p, list(f.columns)) for p, f in read if not f.empty)
+        for path, frame in read:
+            if not frame.empty and list(frame.columns) != columns:
+                extra = sorted(set(frame.columns) ^ set(columns))
+                what = (f"columns {extra[:3]} are in one but not the other" if extra
+                        else "the same columns in another order")
+                raise InputError(f"not the columns of {first}: {what}; concat joins CSVs "
+                                 "of one table", path=path)
     if not frames:
         write_csv_atomic(args.output, pd.DataFrame())
         print(f"wrote {args.output} (no rows)")

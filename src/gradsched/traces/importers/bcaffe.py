@@ -47,6 +47,7 @@ from gradsched.traces.importers import (
     comm_meta,
     read_lines,
 )
+from gradsched.traces.validate import strict_float
 
 NAME = "bcaffe"
 _LINE_RE = re.compile(
@@ -109,7 +110,7 @@ def _parse_line(raw: str, number: int, path: Path, width: list[int]) -> Blob:
     for name, text in zip(_FIELDS, parts, strict=False):
         where = {"path": path, "line": number, "field": name}
         try:
-            value = float(text)
+            value = strict_float(text)
         except ValueError:
             raise InputError(f"{text!r} is not a number", **where) from None
         if not math.isfinite(value) or value < 0:

@@ -22,15 +22,14 @@ relative to the output folder::
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from gradsched.errors import InputError
-from gradsched.io import read_text
+from gradsched.io import read_yaml
 from gradsched.traces.importers import (
     ImportResult,
     bcaffe,
@@ -91,11 +90,37 @@ def _options(importer: str, args: Any, path: Path, index: int) -> dict[str, Any]
         if key not in known:
             raise InputError(f"unknown option {key!r} for importer {importer} (known: "
                              f"{', '.join(sorted(known))})", **where)
+    types = {f.name: str(f.type) for f in dataclasses.fields(options_cls)}
+    for key, value in args.items():
+        expected = _OPTION_TYPES.get(types[key].replace(" ", ""))
+        if expected is not None and not _is_a(value, expected):
+            raise InputError(f"option {key!r} needs {types[key]}, got {value!r}",
+                             path=path, row=index + 1, field=f"files[{index}].args.{key}")
     try:
         options_cls(**args)
     except TypeError as exc:
         raise InputError(str(exc), **where) from None
     return dict(args)
+
+
+_OPTION_TYPES: dict[str, tuple[str, ...]] = {
+    "int": ("int",), "int|None": ("int", "None"), "float": ("float",),
+    "float|None": ("float", "None"), "str": ("str",), "str|None": ("str", "None"),
+    "bool": ("bool",)}
+"""The importer option annotations checked (others are left to the importer)."""
+
+
+def _is_a(value: Any, kinds: tuple[str, ...]) -> bool:
+    """``value`` is one of ``kinds`` (a bool is no number; an int is a float)."""
+    if value is None:
+        return "None" in kinds
+    if isinstance(value, bool):
+        return "bool" in kinds
+    if isinstance(value, int):
+        return "int" in kinds or "float" in kinds
+    if isinstance(value, float):
+        return "float" in kinds and math.isfinite(value)
+    return isinstance(value, str) and "str" in kinds
 
 
 def _entry(raw: Any, path: Path, index: int) -> Entry:
@@ -127,14 +152,7 @@ def _entry(raw: Any, path: Path, index: int) -> Entry:
 def load_manifest(path: str | Path) -> list[Entry]:
     """Read and check a manifest; errors name the manifest, the entry and the key."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError("file not found", path=path)
-    try:
-        doc = yaml.safe_load(read_text(path))  # unreadable or not UTF-8: named
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+    doc = read_yaml(path)  # missing, unreadable, not UTF-8 or not YAML: named
     if not isinstance(doc, dict) or doc.get("version") != 1 or "files" not in doc:
         raise InputError("expected a mapping with 'version: 1' and 'files:'", path=path)
     if not isinstance(doc["files"], list) or not doc["files"]:

@@ -35,6 +35,7 @@ from gradsched.traces.importers import (
     read_lines,
     read_provenance,
 )
+from gradsched.traces.validate import strict_float
 
 NAME = "osu"
 
@@ -108,7 +109,7 @@ def _parse_header(text: str, number: int, path: Path) -> list[str]:
 def _float(token: str, name: str, number: int, path: Path) -> float:
     where = {"path": path, "line": number, "field": name}
     try:
-        value = float(token)
+        value = strict_float(token)
     except ValueError:
         raise InputError(f"{token!r} is not a number", **where) from None
     if not math.isfinite(value):

@@ -57,6 +57,7 @@ import pandas as pd
 from gradsched.errors import InputError
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.importers import IMPORTER_VERSION, ImportResult, WarningSink, read_lines
+from gradsched.traces.validate import strict_float
 
 NAME = "pipedream"
 FIELDS = ("forward_compute_time", "backward_compute_time", "activation_size", "parameter_size")
@@ -109,7 +110,7 @@ class Module:
 
 def _number(text: str, name: str, path: Path, line: int) -> float:
     try:
-        value = float(text)
+        value = strict_float(text)
     except ValueError:
         raise InputError(f"{text!r} is not a number", path=path, line=line, field=name) from None
     if not math.isfinite(value) or value < 0:

@@ -173,14 +173,22 @@ def find_duplicates(path: Path, doc: dict[str, Any]) -> list[str]:
     return same
 
 
+def _key_list(mapping: dict[str, Any]) -> str:
+    """The keys of ``mapping`` for a message: numeric order, text keys (a file of another
+    shape) after them, never an error of its own."""
+    return ", ".join(sorted(map(str, mapping), key=lambda k: (not k.isdigit(),
+                                                               int(k) if k.isdigit() else 0, k)))
+
+
 def _case(doc: dict[str, Any], options: Options, path: Path) -> dict[str, Any]:
     mbs, tp = str(options.micro_batch), str(options.tensor_parallel)
     if mbs not in doc or not isinstance(doc[mbs], dict):
-        raise InputError(f"no micro-batch {mbs} (the file has {', '.join(sorted(doc, key=int))})",
+        raise InputError(f"no micro-batch {mbs} (the file has {_key_list(doc)}; expected "
+                         "{micro_batch: {tensor_parallel: {layer: [f, b, u]}}})",
                          path=path, field=mbs)
     if tp not in doc[mbs] or not isinstance(doc[mbs][tp], dict):
         raise InputError(f"no tensor-parallel degree {tp} for micro-batch {mbs} (has "
-                         f"{', '.join(sorted(doc[mbs], key=int))})", path=path,
+                         f"{_key_list(doc[mbs])})", path=path,
                          field=f"{mbs}.{tp}")
     return doc[mbs][tp]
 
