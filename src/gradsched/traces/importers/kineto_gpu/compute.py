@@ -43,8 +43,9 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
     cpu_bound = share < options.cpu_bound_share
     if cpu_bound:
         sink.warn(f"ProfilerStep#{gstep.step} is CPU-bound: the GPU is busy "
-                  f"{totals['gpu_busy_s'] * 1e3:.1f} ms of the step's "
-                  f"{gstep.step_s * 1e3:.1f} ms ({share:.0%} < {options.cpu_bound_share:.0%}); "
+                  f"{totals['gpu_busy_s'] * 1e3:.1f} ms of the step's GPU period "
+                  f"{totals['gpu_period_s'] * 1e3:.1f} ms "
+                  f"({share:.0%} < {options.cpu_bound_share:.0%}); "
                   "the rows are GPU kernel times, but the run's iteration time was set by the "
                   "CPU (cpu_bound in the sidecar)")
     for message in gstep.warnings:
@@ -59,7 +60,11 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
         "world_size": int(options.world_size or gstep.world_size or 1),
         "software": _software(gstep.header),
         "capture_method": ("PyTorch profiler (Kineto) GPU trace; per-gradient GPU kernel time "
-                           "of one ProfilerStep (gradsched kineto-gpu importer)"),
+                           "of one ProfilerStep (gradsched kineto-gpu importer)"
+                           if options.step_range is None else
+                           "PyTorch profiler (Kineto) GPU trace; per-gradient GPU kernel time "
+                           f"of one {options.step_range}N range (gradsched kineto-gpu "
+                           "importer)"),
         "iterations": 1, "date": options.date, "source": provenance(options, gstep.label),
         "iteration_s": gstep.step_s,
         "forward_backward_s": round(totals["forward_s"] + totals["backward_s"], 9),
@@ -71,6 +76,7 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
         "backward_total_s": totals["backward_s"], "forward_tail_s": totals["forward_tail_s"],
         "backward_tail_s": totals["backward_tail_s"],
         "other_kernel_s": totals["other_kernel_s"], "gpu_busy_s": totals["gpu_busy_s"],
+        "gpu_period_s": totals["gpu_period_s"],
         "gpu_busy_share": share, "cpu_bound": cpu_bound,
         "cpu_bound_share": options.cpu_bound_share, "parameter_sizes": sizes_from,
         "forward_measured": True, "original_file": Path(path).name,

@@ -10,7 +10,6 @@ import pandas as pd
 from gradsched.errors import InputError
 from gradsched.traces.importers.kineto.comm_meta import meta_from_args
 from gradsched.traces.importers.kineto.events import Event, complete_events
-from gradsched.traces.importers.kineto.intervals import union
 from gradsched.traces.importers.kineto_gpu.attribution import (
     backward_grads,
     batch_from_shapes,
@@ -19,6 +18,7 @@ from gradsched.traces.importers.kineto_gpu.attribution import (
     forward_times,
     grad_rows,
 )
+from gradsched.traces.importers.kineto_gpu.busy import gpu_busy
 from gradsched.traces.importers.kineto_gpu.collectives import Collective, to_collective
 from gradsched.traces.importers.kineto_gpu.nesting import (
     GPU_CATS,
@@ -29,7 +29,7 @@ from gradsched.traces.importers.kineto_gpu.nesting import (
     nest,
 )
 from gradsched.traces.importers.kineto_gpu.options import Options
-from gradsched.traces.importers.kineto_gpu.steps import choose_step
+from gradsched.traces.importers.kineto_gpu.steps import choose_step, next_step
 
 
 @dataclass
@@ -87,7 +87,8 @@ def _totals(frame: pd.DataFrame, ops: list[Op], fwd_tail: float, bw_tail: float,
         "forward_s": float(frame["forward_s"].sum()),
         "backward_s": float(frame["backward_s"].sum()),
         "forward_tail_s": fwd_tail, "backward_tail_s": bw_tail,
-        "gpu_busy_s": busy_us * 1e-6, "gpu_busy_share": busy_us / step_us if step_us else 0.0,
+        "gpu_busy_s": busy_us * 1e-6, "gpu_period_s": step_us * 1e-6,
+        "gpu_busy_share": min(1.0, busy_us / step_us) if step_us else 0.0,
         "other_kernel_s": sum(op.kernel_s() for op in ops) - float(
             frame["forward_s"].sum()) - float(frame["backward_s"].sum()) - bw_tail,
     }
@@ -97,7 +98,7 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
     """Read one rank's trace (see the module docstring); nothing is written."""
     events, header = complete_events(doc, label)
     warnings: list[str] = []
-    number, step, numbers = choose_step(events, label, options.step)
+    number, step, numbers = choose_step(events, label, options.step, options.step_range)
     ops, launches = nest(events, step.ts, step.end, label)
     gpu = [ev for ev in events if ev.cat in GPU_CATS]
     unlinked = _link_kernels(gpu, launches, label)
@@ -128,14 +129,14 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
                    for k in gpu if is_nccl(k) and correlation(k, label) in launches]
     collectives.sort(key=lambda c: (c.launch.event.ts, c.kernel.ts))
     step_kernels = [k for op in ops for k in op.kernels]
-    busy_us = sum(e - s for s, e in union((k.ts, k.end) for k in step_kernels
-                                          if not is_nccl(k)))
+    busy_us, period_us, _ = gpu_busy(events, step_kernels,
+                                              next_step(events, step, options.step_range))
     bw_kernels = [k.ts for op in bw_ops for k in op.kernels if not is_nccl(k)]
     rank, world, device = _header_facts(header, step_kernels)
     if unlinked:
         warnings.append(f"{unlinked} GPU activities were launched outside every CPU op of "
                         "the step: not attributed")
-    totals = _totals(frame, ops, fwd_tail, bw_tail, busy_us, step.dur)
+    totals = _totals(frame, ops, fwd_tail, bw_tail, busy_us, period_us)
     batch = batch_from_shapes(fwd_ops)
     dtype = next((str(op.param_type) for op in bw_ops if op.param_type), None)
     return GpuStep(label=label, rank=rank, world_size=world, device=device, step=number,
