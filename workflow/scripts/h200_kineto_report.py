@@ -10,8 +10,8 @@ Writes data/h200/kineto-import-report.csv and .md (one row per trace):
 * the per-layer split against the hook capture of the same model
   (traces/compute/h200/<stem>.csv), rows matched on ready_order (parameter sizes from the
   profiler's recorded shapes, checked against the capture's): total variation distance
-  between the two shares of forward (and of backward) time per layer of the hook capture (its ``layer``
-  column), 0 = same split, 1 = disjoint.
+  between the two shares of forward (and of backward) time per layer of the hook capture
+  (its ``layer`` column), 0 = same split, 1 = disjoint.
 
 Run from the repository root: ``python workflow/scripts/h200_kineto_report.py``.
 """
