@@ -50,3 +50,24 @@ def test_overhead_rule_without_busy_and_bad_inputs() -> None:
         correct(raw, CorrectionInputs(gpu_busy=3.77))
     with pytest.raises(InputError, match="forward_nohooks_s"):
         correct(_trace([1e-3], [1e-3]))
+
+
+def test_cli_corrects_a_committed_h200_capture(tmp_path, capsys) -> None:
+    """`gradsched traces correct` on the H200 bert-large bf16 capture (hooks +38 %)."""
+    from pathlib import Path
+
+    from gradsched.cli import main
+
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "c.csv"
+    rc = main(["traces", "correct", str(repo / "traces/compute/h200/"
+                                        "bert-large-s128-b16-cuda-bf16.csv"), "-o", str(out),
+               "--hook-free-summary",
+               str(repo / "data/h200/kineto-steps/kineto-steps-summary.json"),
+               "--gpu-busy", "0.32"])
+    assert rc == 0, capsys.readouterr().err
+    rec = ComputeTrace.load(out).meta["correction"]
+    assert rec["host_bound"] and rec["within_tolerance"]
+    assert rec["raw_backward_rel_error"] > 0.3
+    assert rec["spread"]["max_over_min"] == pytest.approx(1.55, abs=0.01)
+    assert len(rec["spread"]["samples"]) == 3

@@ -11,7 +11,11 @@ Writes data/h200/kineto-import-report.csv and .md (one row per trace):
   (traces/compute/h200/<stem>.csv), rows matched on ready_order (parameter sizes from the
   profiler's recorded shapes, checked against the capture's): total variation distance
   between the two shares of forward (and of backward) time per layer of the hook capture
-  (its ``layer`` column), 0 = same split, 1 = disjoint.
+  (its ``layer`` column), 0 = same split, 1 = disjoint;
+* ``gpu_busy``: the importer's busy share of the profiled step (its GPU period);
+  ``busy_over_unprofiled``: the step's kernel-busy time over the unprofiled iteration
+  (CUDA-event medians of zero_grad + forward + backward + step): the profiler slows the
+  host, so this is the better measure of how much of a real iteration the GPU works.
 
 Run from the repository root: ``python workflow/scripts/h200_kineto_report.py``.
 """
@@ -66,6 +70,8 @@ def row(folder: str, step_range: str | None, trace: Path, truth: dict) -> dict:
         "fwd_linked": meta["forward_linked_share"],
         "bwd_kernel_ms": bwd_k * 1e3, "bwd_attributed": meta["backward_attributed_share"],
         "gpu_busy": meta["gpu_busy_share"],
+        "busy_over_unprofiled": meta["gpu_busy_s"] / sum(
+            med[k] for k in ("zero_grad", "forward", "backward", "step")),
         "fwd_cuda_event_ms": med["forward"] * 1e3, "bwd_cuda_event_ms": med["backward"] * 1e3,
         "fwd_kernel_over_event": fwd_k / med["forward"],
         "bwd_kernel_over_event": bwd_k / med["backward"],

@@ -28,9 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     cor.add_argument("trace", type=Path, help="compute trace CSV written by capture compute")
     cor.add_argument("-o", "--output", required=True, type=output_file,
                      help="corrected trace CSV (sidecar beside it)")
-    cor.add_argument("--hook-free-summary", type=Path, default=None,
-                     help="JSON {stem: {cuda_event_medians_s: {label: {forward, backward}}}} "
-                          "of other processes' hook-free medians (spread)")
+    cor.add_argument("--hook-free-summary", type=Path, action="append", default=[],
+                     help="JSON {stem: {cuda_event_medians_s: {forward, backward} or "
+                          "{label: {forward, backward}}}}: other processes' hook-free medians "
+                          "(the spread); repeatable")
     cor.add_argument("--gpu-busy", type=float, default=None,
                      help="GPU busy fraction of a hook-free profiled iteration, in [0, 1]")
     cor.add_argument("--gpu-busy-source", default=None, help="where --gpu-busy comes from")
@@ -71,11 +72,12 @@ def _correct(args: argparse.Namespace) -> int:
 
     trace = ComputeTrace.load(args.trace)
     samples = []
-    if args.hook_free_summary is not None:
-        entry = read_json(args.hook_free_summary).get(args.trace.stem) or {}
-        for label, med in sorted((entry.get("cuda_event_medians_s") or {}).items()):
+    for summary in args.hook_free_summary:
+        meds = (read_json(summary).get(args.trace.stem) or {}).get("cuda_event_medians_s")
+        meds = {"": meds} if isinstance(meds, dict) and "forward" in meds else meds or {}
+        for label, med in sorted(meds.items()):
             if isinstance(med, dict) and "forward" in med and "backward" in med:
-                samples.append(HookFree(f"{args.hook_free_summary.name} {label}",
+                samples.append(HookFree(f"{summary.name} {label}".strip(),
                                         float(med["forward"]), float(med["backward"])))
     inputs = CorrectionInputs(samples=samples, gpu_busy=args.gpu_busy,
                               gpu_busy_source=args.gpu_busy_source,
