@@ -9,13 +9,16 @@ fraction of the hook-free profiled iteration of the same configuration
 (data/h200/kineto-import-report.csv, ``busy_over_unprofiled`` of the kineto-steps trace:
 kernel-busy time over the unprofiled iteration; written by h200_kineto_report.py).
 
-Run from the repository root: ``python workflow/scripts/h200_correct.py``.
+Also writes data/h200/correction-report.csv (one row per corrected bundle, for the paper's
+macros). Run from the repository root: ``python workflow/scripts/h200_correct.py``.
 """
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
+
+import pandas as pd
 
 from gradsched.cli import main as cli
 from gradsched.traces.bundle import ComputeTrace
@@ -24,6 +27,7 @@ TRACES = Path("traces/compute/h200")
 REPORT = Path("data/h200/kineto-import-report.csv")
 SUMMARIES = ("data/h200/kineto-steps/kineto-steps-summary.json",
              "data/h200/kineto/kineto-truth-summary.json")
+CORRECTIONS = Path("data/h200/correction-report.csv")
 TOLERANCE = 0.03
 
 
@@ -47,6 +51,18 @@ def main() -> None:
                      f"{REPORT} (busy_over_unprofiled of kineto-steps/{path.stem})"]
         if cli(args) != 0:
             raise SystemExit(f"correcting {path} failed")
+    rows = []
+    for path in sorted(TRACES.glob("*-corrected.csv")):
+        rec = ComputeTrace.load(path).meta["correction"]
+        rows.append({"trace": path.stem.removesuffix("-corrected"),
+                     "raw_forward_rel_error": rec["raw_forward_rel_error"],
+                     "raw_backward_rel_error": rec["raw_backward_rel_error"],
+                     "forward_rel_error": rec["forward_rel_error"],
+                     "backward_rel_error": rec["backward_rel_error"],
+                     "gpu_busy_fraction": rec["gpu_busy_fraction"],
+                     "host_bound": rec["host_bound"],
+                     "spread_max_over_min": rec["spread"]["max_over_min"]})
+    pd.DataFrame(rows).to_csv(CORRECTIONS, index=False, float_format="%.6g")
 
 
 if __name__ == "__main__":
