@@ -75,7 +75,8 @@ ends at the same moment on every rank, so a rank's clock offset is the median di
 its collectives' end times from those of the lowest rank.
 
 Modules: :mod:`.options`, :mod:`.steps` (item 1), :mod:`.nesting` (item 2),
-:mod:`.attribution` (items 3-6), :mod:`.modules` (item 5), :mod:`.busy` (item 9), :mod:`.params` (item 7), :mod:`.collectives` (item 8),
+:mod:`.attribution` (items 3-6), :mod:`.modules` (item 5), :mod:`.busy` (item 9),
+:mod:`.params` (item 7), :mod:`.collectives` (item 8),
 :mod:`.step` (one rank's step), :mod:`.compute` (items 9-10), :mod:`.comm_record` (several
 ranks) and :mod:`.importer`. Reading files (tar archives too) is
 :mod:`gradsched.traces.importers.kineto.events`.
