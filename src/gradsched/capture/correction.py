@@ -9,9 +9,10 @@ no hooks). The correction keeps the rows' split and scales it so that each pass 
 hook-free median:
 
 * ``forward_s`` (and its percentiles) x ``forward_nohooks_s / sum(forward_s)``;
-* ``backward_s`` (and its percentiles) x ``backward_nohooks_s / sum(backward_s)``
-  (``backward_tail_s``, the work after the last gradient, is scaled with them);
-* ``ready_order``, names and sizes are unchanged.
+* ``backward_s`` (and its percentiles) x ``backward_nohooks_s / sum(backward_s)``;
+* ``ready_order``, names and sizes are unchanged, and so are the sidecar's keys about the
+  hooked measurement (``*_rows_sum_s``, ``backward_rows_rel_error``, ...): the corrected
+  sums and errors are in ``correction``.
 
 What the correction cannot know: whether the hooks slowed every layer alike (the split is the
 hooked one), and where the model is host-bound, which hook-free iteration is "the" one: two
@@ -133,16 +134,12 @@ def correct(trace: ComputeTrace, inputs: CorrectionInputs | None = None
     if inputs.derived_from:
         record["derived_from"] = inputs.derived_from
     new_fwd, new_bwd = float(frame["forward_s"].sum()), float(frame["backward_s"].sum())
+    record["rows_forward_s"], record["rows_backward_s"] = new_fwd, new_bwd
     record["forward_rel_error"] = new_fwd / fwd_ref - 1.0
     record["backward_rel_error"] = new_bwd / bwd_ref - 1.0
     record["within_tolerance"] = (abs(record["forward_rel_error"]) <= inputs.tolerance
                                   and abs(record["backward_rel_error"]) <= inputs.tolerance)
     meta["correction"] = record
-    meta["forward_rows_sum_s"] = new_fwd
-    meta["backward_rows_sum_s"] = new_bwd
-    if isinstance(meta.get("backward_tail_s"), (int, float)):
-        meta["backward_tail_s"] = float(meta["backward_tail_s"]) * b_fac
-    meta["forward_backward_s"] = new_fwd + new_bwd
     meta["notes"] = (f"{meta.get('notes', '')} Rows rescaled to the hook-free iteration of "
                      f"the same run (correction: forward x {f_fac:.4g}, backward x "
                      f"{b_fac:.4g}; the per-row split is the hooked capture's).").strip()
