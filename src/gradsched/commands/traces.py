@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from gradsched.commands._outputs import output_file
+from gradsched.staging import Staging
 from gradsched.traces import COMM_COLUMNS, COMPUTE_COLUMNS, CommTrace, ComputeTrace
 from gradsched.traces.columns import column_dictionary_markdown
 
@@ -83,7 +84,8 @@ def _correct(args: argparse.Namespace) -> int:
                               gpu_busy_source=args.gpu_busy_source,
                               derived_from=args.trace.as_posix())
     fixed, rec = correct(trace, inputs)
-    fixed.save(args.output)
+    with Staging() as stage:  # the CSV and its sidecar: both or neither
+        fixed.save(stage.file(args.output))
     print(f"{args.trace} -> {args.output}: forward x {rec['forward_factor']:.4f} "
           f"(raw {rec['raw_forward_rel_error']:+.1%}), backward x {rec['backward_factor']:.4f} "
           f"(raw {rec['raw_backward_rel_error']:+.1%}); host_bound {rec['host_bound']}; "

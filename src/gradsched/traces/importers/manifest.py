@@ -17,6 +17,10 @@ relative to the output folder::
         args: {world_size: 2, nodes: 2}
 
 ``gradsched import manifest traces/manifest.yaml --src DIR -o traces`` re-imports them all.
+
+A second list, ``captured``, names the traces we measured ourselves (``gradsched capture``),
+committed as written and never re-imported, with their provenance (machine, software, code
+commit, date, command, raw folder); :func:`load_captured` checks it.
 """
 
 from __future__ import annotations
