@@ -63,6 +63,8 @@ rule macros:
         reexec_stats=f"{RESULTS}/reexec-committed/stats.csv",
         architectures="paper/data/reexec/issue18/measured.json",
         executor_bench="paper/data/reexec/bench-executor-vs-ddp.json",
+        gpu_kineto="data/h200/kineto-import-report.csv",
+        gpu_corrections="data/h200/correction-report.csv",
     output:
         f"{GEN}/macros.tex",
     log:
@@ -88,6 +90,7 @@ rule macros:
         "--replay {input.replay} --compare {input.compare} --reexec {input.reexec} "
         "--reexec-stats {input.reexec_stats} --architectures {input.architectures} "
         "--executor-bench {input.executor_bench} {params.headline} "
+        "--gpu-kineto {input.gpu_kineto} --gpu-corrections {input.gpu_corrections} "
         "-o {output} > {log} 2>&1"
 
 

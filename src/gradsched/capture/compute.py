@@ -74,6 +74,7 @@ from gradsched.capture.compute_timing import (
     Sample,
     update_times,
 )
+from gradsched.capture.correction import CorrectionInputs, HookFree, correct
 from gradsched.errors import ConfigError
 from gradsched.provenance import load_average, machine_info, software_versions
 from gradsched.traces.bundle import ComputeTrace
@@ -162,7 +163,17 @@ def capture_compute(options: CaptureOptions,
                         "gradient); see excluded_parameters")
     meta = _sidecar(options, run, back, warnings, rows_bwd=float(bwd_med.sum()),
                     rows_fwd=float(fwd_med.sum()))
-    return ComputeTrace.from_frame(frame, _rounded(meta))
+    trace = ComputeTrace.from_frame(frame, _rounded(meta))
+    if not options.device.startswith("cuda"):
+        return trace
+    # CUDA: the hooks can slow a launch-bound iteration; rescale the rows to the hook-free
+    # iterations of this run (gradsched.capture.correction), recording the factor and spread.
+    plain_fwd = [p.forward_s for p in run.plains]
+    plain_bwd = [p.backward_s for p in run.plains]
+    spread = [HookFree("this run, fastest hook-free iteration", min(plain_fwd), min(plain_bwd)),
+              HookFree("this run, slowest hook-free iteration", max(plain_fwd), max(plain_bwd))]
+    corrected, _ = correct(trace, CorrectionInputs(samples=spread))
+    return ComputeTrace.from_frame(corrected.frame, _rounded(corrected.meta))
 
 
 @dataclass

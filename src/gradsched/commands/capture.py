@@ -190,6 +190,10 @@ def _run_compute(args: argparse.Namespace) -> int:
           f"(overhead {m['capture_overhead'] * 100:+.1f}%)")
     print(f"  backward: rows sum {m['backward_rows_sum_s'] * 1e3:.2f} ms vs measured "
           f"{m['backward_measured_s'] * 1e3:.2f} ms ({m['backward_rows_rel_error'] * 100:+.1f}%)")
+    if "correction" in m:  # CUDA: rows rescaled to the hook-free iteration
+        c = m["correction"]
+        print(f"  rows rescaled to the hook-free iteration: forward x {c['forward_factor']:.3f}"
+              f", backward x {c['backward_factor']:.3f} (host_bound {c['host_bound']})")
     return 0
 
 

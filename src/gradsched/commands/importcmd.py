@@ -116,6 +116,9 @@ def _kineto_gpu_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--step", type=integer(0, 2**31),
                    help="ProfilerStep number (default: the lower-median step with a "
                    "backward, the first left out when there are 3 or more)")
+    g.add_argument("--step-range", metavar="NAME",
+                   help="steps are the record_function ranges NAME<N> / NAME#N (e.g. "
+                   "gs:iteration) instead of ProfilerStep#N")
     g.add_argument("--rank", type=integer(0, 2**20),
                    help="rank of the compute trace (default: lowest)")
     g.add_argument("--params", help="parameter table CSV (name, numel[, bytes]) in forward "
@@ -133,7 +136,8 @@ def _run_kineto_gpu(args: argparse.Namespace) -> int:
 
     if len(args.traces) != 1:
         raise ConfigError("--compute-out takes one trace file (or one .tar.gz of ranks)")
-    options = Options(model=args.model, step=args.step, rank=args.rank, params=args.params,
+    options = Options(model=args.model, step=args.step, step_range=args.step_range,
+                      rank=args.rank, params=args.params,
                       batch_size=args.batch_size, world_size=args.world_size,
                       device=args.device, source=args.source)
     with Staging() as stage:  # the compute trace and the comm record: both or neither
@@ -147,7 +151,8 @@ def _run_kineto_gpu(args: argparse.Namespace) -> int:
         if comm_out is not None and result.comm_record is not None:
             result.comm_record.save(comm_out)
     meta = result.compute.meta
-    print(f"wrote {args.compute_out} (ProfilerStep#{meta['step']}, {result.compute.n_tensors} "
+    step = f"{args.step_range}{meta['step']}" if args.step_range else f"ProfilerStep#{meta['step']}"
+    print(f"wrote {args.compute_out} ({step}, {result.compute.n_tensors} "
           f"gradients, forward {meta['forward_total_s'] * 1e3:.3f} ms, backward "
           f"{meta['backward_total_s'] * 1e3:.3f} ms, GPU busy {meta['gpu_busy_share']:.0%})")
     if args.comm_out is not None and result.comm_record is not None:

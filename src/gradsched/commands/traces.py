@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from gradsched.commands._outputs import output_file
+from gradsched.staging import Staging
 from gradsched.traces import COMM_COLUMNS, COMPUTE_COLUMNS, CommTrace, ComputeTrace
 from gradsched.traces.columns import column_dictionary_markdown
 
@@ -23,6 +24,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     inv.add_argument("paths", nargs="+", type=Path, help="trace CSVs")
     inv.add_argument("-o", "--output", required=True, type=output_file, help="CSV to write")
     inv.set_defaults(func=_inventory)
+    cor = tsub.add_parser("correct", help="rescale a hooked GPU capture's rows to the "
+                          "hook-free iteration of its run (gradsched.capture.correction)")
+    cor.add_argument("trace", type=Path, help="compute trace CSV written by capture compute")
+    cor.add_argument("-o", "--output", required=True, type=output_file,
+                     help="corrected trace CSV (sidecar beside it)")
+    cor.add_argument("--hook-free-summary", type=Path, action="append", default=[],
+                     help="JSON {stem: {cuda_event_medians_s: {forward, backward} or "
+                          "{label: {forward, backward}}}}: other processes' hook-free medians "
+                          "(the spread); repeatable")
+    cor.add_argument("--gpu-busy", type=float, default=None,
+                     help="GPU busy fraction of a hook-free profiled iteration, in [0, 1]")
+    cor.add_argument("--gpu-busy-source", default=None, help="where --gpu-busy comes from")
+    cor.set_defaults(func=_correct)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -50,6 +64,32 @@ def _inventory(args: argparse.Namespace) -> int:
     frame = inventory(args.paths)
     write_csv_atomic(args.output, frame)
     print(f"{len(frame)} traces -> {args.output}")
+    return 0
+
+
+def _correct(args: argparse.Namespace) -> int:
+    from gradsched.capture.correction import CorrectionInputs, HookFree, correct
+    from gradsched.io import read_json
+
+    trace = ComputeTrace.load(args.trace)
+    samples = []
+    for summary in args.hook_free_summary:
+        meds = (read_json(summary).get(args.trace.stem) or {}).get("cuda_event_medians_s")
+        meds = {"": meds} if isinstance(meds, dict) and "forward" in meds else meds or {}
+        for label, med in sorted(meds.items()):
+            if isinstance(med, dict) and "forward" in med and "backward" in med:
+                samples.append(HookFree(f"{summary.name} {label}".strip(),
+                                        float(med["forward"]), float(med["backward"])))
+    inputs = CorrectionInputs(samples=samples, gpu_busy=args.gpu_busy,
+                              gpu_busy_source=args.gpu_busy_source,
+                              derived_from=args.trace.as_posix())
+    fixed, rec = correct(trace, inputs)
+    with Staging() as stage:  # the CSV and its sidecar: both or neither
+        fixed.save(stage.file(args.output))
+    print(f"{args.trace} -> {args.output}: forward x {rec['forward_factor']:.4f} "
+          f"(raw {rec['raw_forward_rel_error']:+.1%}), backward x {rec['backward_factor']:.4f} "
+          f"(raw {rec['raw_backward_rel_error']:+.1%}); host_bound {rec['host_bound']}; "
+          f"spread {rec['spread']['max_over_min']:.2f}x")
     return 0
 
 

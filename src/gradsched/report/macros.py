@@ -349,13 +349,55 @@ def executor_bench_macros(bench: dict | None) -> dict[str, str]:
     return out
 
 
+_GPU_KEYS = ("GpuImportTraces", "GpuImportFwdMinPct", "GpuImportBwdMinPct",
+             "GpuImportFwdLinkedMinPct",
+             "GpuKernelOverEventMinPct", "GpuKernelOverEventMaxPct", "GpuBusyMin", "GpuBusyMax",
+             "GpuBwdSplitTvdMax", "GpuCorrected", "GpuCorrectedHostBound", "GpuRawErrMaxPct",
+             "GpuCorrectedErrMaxPct", "GpuSpreadMax")
+
+
+def gpu_validation_macros(kineto: pd.DataFrame | None, corrections: pd.DataFrame | None
+                          ) -> dict[str, str]:
+    """Our own H200 measurements: the Kineto import of the hook-free profiler traces
+    (data/h200/kineto-import-report.csv, workflow/scripts/h200_kineto_report.py) and the
+    corrected captures (data/h200/correction-report.csv, workflow/scripts/h200_correct.py)."""
+    out = dict.fromkeys(_GPU_KEYS, NA)
+    if kineto is not None and len(kineto):
+        ratio = pd.concat([kineto["fwd_kernel_over_event"], kineto["bwd_kernel_over_event"]])
+        steps = kineto[kineto["trace"].str.startswith("kineto-steps/")]
+        out.update({
+            "GpuImportTraces": str(len(kineto)),
+            "GpuImportFwdMinPct": number(100 * kineto["fwd_attributed"].min(), 1),
+            "GpuImportBwdMinPct": number(100 * kineto["bwd_attributed"].min(), 1),
+            "GpuImportFwdLinkedMinPct": number(100 * kineto["fwd_linked"].min(), 0),
+            "GpuKernelOverEventMinPct": number(100 * ratio.min(), 0),
+            "GpuKernelOverEventMaxPct": number(100 * ratio.max(), 0),
+            "GpuBusyMin": number(steps["busy_over_unprofiled"].min(), 2),
+            "GpuBusyMax": number(steps["busy_over_unprofiled"].max(), 2),
+            "GpuBwdSplitTvdMax": number(kineto["bwd_split_tvd_vs_hooks"].max(), 2),
+        })
+    if corrections is not None and len(corrections):
+        raw = corrections[["raw_forward_rel_error", "raw_backward_rel_error"]].abs().to_numpy()
+        fixed = corrections[["forward_rel_error", "backward_rel_error"]].abs().to_numpy()
+        out.update({
+            "GpuCorrected": str(len(corrections)),
+            "GpuCorrectedHostBound": str(int(corrections["host_bound"].astype(bool).sum())),
+            "GpuRawErrMaxPct": number(100 * raw.max(), 0),
+            "GpuCorrectedErrMaxPct": number(100 * fixed.max(), 1),
+            "GpuSpreadMax": number(corrections["spread_max_over_min"].max(), 2),
+        })
+    return out
+
+
 def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = None,
                collected: pd.DataFrame | None = None, compare: pd.DataFrame | None = None,
                headline: Headline | None = None,
                reexec: pd.DataFrame | None = None,
                executor_bench: dict | None = None,
                reexec_stats: pd.DataFrame | None = None,
-               architectures: list[dict] | None = None) -> dict[str, str]:
+               architectures: list[dict] | None = None,
+               gpu_kineto: pd.DataFrame | None = None,
+               gpu_corrections: pd.DataFrame | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
@@ -366,6 +408,7 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(reexec_boot_macros(reexec_stats))
     out.update(architecture_macros(architectures))
     out.update(executor_bench_macros(executor_bench))
+    out.update(gpu_validation_macros(gpu_kineto, gpu_corrections))
     return out
 
 

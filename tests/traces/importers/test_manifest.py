@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gradsched.errors import InputError
-from gradsched.traces.importers.manifest import load_manifest, run_manifest
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.importers.manifest import load_captured, load_manifest, run_manifest
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -63,3 +64,16 @@ def test_manifest_reimport_is_byte_identical(external_dir: Path, tmp_path: Path)
         assert filecmp.cmp(path, committed, shallow=False), rel
         sidecar = rel.with_name(rel.stem + ".meta.json")
         assert filecmp.cmp(tmp_path / sidecar, REPO / "traces" / sidecar, shallow=False), sidecar
+
+
+def test_captured_traces_are_listed_and_valid() -> None:
+    """Every trace we measured ourselves (traces/compute/h200) is listed under `captured`
+    with its provenance, exists, and validates."""
+    entries = load_captured(MANIFEST, REPO / "traces")
+    h200 = [e for e in entries if e["trace"].startswith("compute/h200/")]
+    assert len(h200) == 18
+    for entry in h200:
+        assert "77ec4d7" in entry["code"] and "H200" in entry["machine"]
+        assert (REPO / entry["raw"]).is_file()
+        trace = ComputeTrace.load(REPO / "traces" / entry["trace"])
+        assert "NVIDIA H200" in trace.meta["device"]

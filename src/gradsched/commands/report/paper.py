@@ -50,6 +50,11 @@ def register(rsub: argparse._SubParsersAction) -> None:
                         "--iterations ... --stats)")
     p.add_argument("--executor-bench", type=Path,
                    help="benchmarks/bench_executor_vs_ddp.py JSON")
+    p.add_argument("--gpu-kineto", type=Path,
+                   help="Kineto import of our GPU profiler traces "
+                        "(data/h200/kineto-import-report.csv)")
+    p.add_argument("--gpu-corrections", type=Path,
+                   help="corrected GPU captures (data/h200/correction-report.csv)")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=world_size)
@@ -115,7 +120,8 @@ def _macros(args: argparse.Namespace) -> int:
                         Headline(args.headline_trace, args.headline_network,
                                  args.headline_world_size), _read(args.reexec),
                         _read_json(args.executor_bench), _read(args.reexec_stats),
-                        _architecture_runs(args.architectures))
+                        _architecture_runs(args.architectures), _read(args.gpu_kineto),
+                        _read(args.gpu_corrections))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")

@@ -17,6 +17,10 @@ relative to the output folder::
         args: {world_size: 2, nodes: 2}
 
 ``gradsched import manifest traces/manifest.yaml --src DIR -o traces`` re-imports them all.
+
+A second list, ``captured``, names the traces we measured ourselves (``gradsched capture``),
+committed as written and never re-imported, with their provenance (machine, software, code
+commit, date, command, raw folder); :func:`load_captured` checks it.
 """
 
 from __future__ import annotations
@@ -210,3 +214,38 @@ def run_manifest(
         with source_named(src / entry.file):
             result = run_entry(entry, src)
         yield entry, result, save_result(entry, result, out_dir)
+
+
+_CAPTURED_KEYS = {"trace", "method", "machine", "software", "code", "date", "command", "raw"}
+
+
+def load_captured(path: str | Path, traces_dir: str | Path) -> list[dict[str, str]]:
+    """The manifest's ``captured`` list: bundles we measured ourselves (committed as written,
+    never re-imported). Each entry names an existing bundle under ``traces_dir`` and gives
+    every key of ``_CAPTURED_KEYS``; every bundle in a folder holding a listed one must be
+    listed (except derived ``-corrected`` bundles, whose sidecars name their raw capture)."""
+    path = Path(path)
+    doc = yaml.safe_load(read_text(path))
+    raw = doc.get("captured") if isinstance(doc, dict) else None
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InputError("'captured' must be a list", path=path, field="captured")
+    out: list[dict[str, str]] = []
+    for i, item in enumerate(raw):
+        where = {"path": path, "row": i + 1, "field": f"captured[{i}]"}
+        if not isinstance(item, dict) or set(item) != _CAPTURED_KEYS:
+            raise InputError(f"each entry needs exactly the keys {sorted(_CAPTURED_KEYS)}",
+                             **where)
+        trace = _relative(item["trace"], path, i, "trace")
+        if not (Path(traces_dir) / trace).is_file():
+            raise InputError(f"{trace!r} is not a committed trace", **where)
+        out.append({k: str(v) for k, v in item.items()})
+    listed = {e["trace"] for e in out}
+    for folder in {str(PurePosixPath(t).parent) for t in listed}:
+        for csv in sorted((Path(traces_dir) / folder).glob("*.csv")):
+            rel = f"{folder}/{csv.name}"
+            if rel not in listed and not csv.stem.endswith("-corrected"):
+                raise InputError(f"{rel!r} is not listed under 'captured'", path=path,
+                                 field="captured")
+    return out

@@ -14,7 +14,9 @@ How the trace is read (the links PyTorch's profiler records, see kineto's
 
 1. One ``ProfilerStep#N`` span is used (``step`` picks it; by default the lower-median-length
    step among those with a backward, leaving out the first profiled step when there are three
-   or more: it often holds warm-up work).
+   or more: it often holds warm-up work). With ``step_range`` R, the steps are the
+   ``record_function`` ranges ``R<N>`` / ``R#N`` instead (e.g. ``gs:iteration3``). Only host
+   spans count: the profiler's GPU-timeline copies (``gpu_user_annotation``) are not steps.
 2. On every CPU thread, CPU ops nest by time; a *top-level op* is one not inside another CPU
    op (annotations such as ``ProfilerStep#N``, ``## forward ##`` or
    ``DistributedDataParallel.forward`` do not count as enclosing ops). Each GPU activity is
@@ -37,7 +39,11 @@ How the trace is read (the links PyTorch's profiler records, see kineto's
    the backward nodes' range (the autograd-recorded forward: data copies and ``zero_grad``
    are not) are walked in order; the kernel time since the previous parameter-owning op goes
    to the first row of the next op owning parameters. Kernel time after the last such op
-   (the loss) goes to the last owning op and is stated as ``forward_tail_s``.
+   (the loss) goes to the last owning op and is stated as ``forward_tail_s``. Where the
+   trace has ``nn.Module`` python_function events (``with_stack=True``), the ops inside a
+   layer's own module call go to that layer (:mod:`.modules`). The sidecar states the
+   method and the shares of each pass's kernel time on a layer (``forward_attributed_share``,
+   ``forward_linked_share`` without the tail, ``backward_attributed_share``).
 6. Rows (one per gradient) are in forward order: by the forward op owning them, and within
    one op in the reverse of their accumulation order (autograd accumulates a linear layer's
    bias before its weight). ``layer`` numbers the owning forward ops.
@@ -51,7 +57,9 @@ How the trace is read (the links PyTorch's profiler records, see kineto's
    ``External id``, else from the ``nccl:<op>`` annotation enclosing the launch
    (``Input Dims`` x ``Input type``). ``bytes`` = max(in, out) elements x dtype size, as in
    :mod:`~gradsched.traces.importers.kineto`.
-9. GPU busy share = union of the step's non-NCCL GPU activity / the step's wall time. Below
+9. GPU busy share = union of the step's non-NCCL GPU activity / the step's GPU period (its
+   first activity to the next step's first, :mod:`.busy`; the host span is not the GPU's
+   when the host runs ahead), a fraction in [0, 1]. Below
    ``cpu_bound_share`` (0.8) the step is CPU-bound: the kernels' durations are still GPU
    times, but the step's length was set by the CPU; the sidecar says so and a warning is
    raised. Below 0.8 the GPU waits more than a fifth of the step; a GPU-bound step is at
@@ -67,7 +75,8 @@ ends at the same moment on every rank, so a rank's clock offset is the median di
 its collectives' end times from those of the lowest rank.
 
 Modules: :mod:`.options`, :mod:`.steps` (item 1), :mod:`.nesting` (item 2),
-:mod:`.attribution` (items 3-6), :mod:`.params` (item 7), :mod:`.collectives` (item 8),
+:mod:`.attribution` (items 3-6), :mod:`.modules` (item 5), :mod:`.busy` (item 9),
+:mod:`.params` (item 7), :mod:`.collectives` (item 8),
 :mod:`.step` (one rank's step), :mod:`.compute` (items 9-10), :mod:`.comm_record` (several
 ranks) and :mod:`.importer`. Reading files (tar archives too) is
 :mod:`gradsched.traces.importers.kineto.events`.

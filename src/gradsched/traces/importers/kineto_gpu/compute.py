@@ -38,13 +38,15 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
     if batch is None:
         raise InputError("batch size not recorded (no shapes on a leading convolution): "
                          "pass batch_size", path=gstep.label, field="batch_size")
-    totals = {k: round(v, 9) for k, v in gstep.totals.items()}  # ns resolution
+    totals = {k: round(v, 9) if isinstance(v, float) else v  # ns resolution
+              for k, v in gstep.totals.items()}
     share = totals["gpu_busy_share"]
     cpu_bound = share < options.cpu_bound_share
     if cpu_bound:
-        sink.warn(f"ProfilerStep#{gstep.step} is CPU-bound: the GPU is busy "
-                  f"{totals['gpu_busy_s'] * 1e3:.1f} ms of the step's "
-                  f"{gstep.step_s * 1e3:.1f} ms ({share:.0%} < {options.cpu_bound_share:.0%}); "
+        sink.warn(f"{_step_name(options, gstep)} is CPU-bound: the GPU is busy "
+                  f"{totals['gpu_busy_s'] * 1e3:.1f} ms of the step's GPU period "
+                  f"{totals['gpu_period_s'] * 1e3:.1f} ms "
+                  f"({share:.0%} < {options.cpu_bound_share:.0%}); "
                   "the rows are GPU kernel times, but the run's iteration time was set by the "
                   "CPU (cpu_bound in the sidecar)")
     for message in gstep.warnings:
@@ -59,7 +61,11 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
         "world_size": int(options.world_size or gstep.world_size or 1),
         "software": _software(gstep.header),
         "capture_method": ("PyTorch profiler (Kineto) GPU trace; per-gradient GPU kernel time "
-                           "of one ProfilerStep (gradsched kineto-gpu importer)"),
+                           "of one ProfilerStep (gradsched kineto-gpu importer)"
+                           if options.step_range is None else
+                           "PyTorch profiler (Kineto) GPU trace; per-gradient GPU kernel time "
+                           f"of one {options.step_range}N range (gradsched kineto-gpu "
+                           "importer)"),
         "iterations": 1, "date": options.date, "source": provenance(options, gstep.label),
         "iteration_s": gstep.step_s,
         "forward_backward_s": round(totals["forward_s"] + totals["backward_s"], 9),
@@ -71,6 +77,8 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
         "backward_total_s": totals["backward_s"], "forward_tail_s": totals["forward_tail_s"],
         "backward_tail_s": totals["backward_tail_s"],
         "other_kernel_s": totals["other_kernel_s"], "gpu_busy_s": totals["gpu_busy_s"],
+        "gpu_period_s": totals["gpu_period_s"],
+        **_attribution(totals),
         "gpu_busy_share": share, "cpu_bound": cpu_bound,
         "cpu_bound_share": options.cpu_bound_share, "parameter_sizes": sizes_from,
         "forward_measured": True, "original_file": Path(path).name,
@@ -85,6 +93,28 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
     if gstep.label.startswith(f"{path}:"):
         meta["archive_member"] = gstep.label[len(str(path)) + 1:]
     return ComputeTrace.from_frame(frame, meta)
+
+
+def _attribution(totals: dict[str, Any]) -> dict[str, Any]:
+    """How much of each pass's kernel time sits on a layer. Forward: the rows over the
+    forward window's kernels (``forward_attributed_share``), and the part placed by the
+    trace's own links, i.e. less the tail after the last parameter-owning op (the loss, a
+    tied output head) that the rule puts on the last layer (``forward_linked_share``).
+    Backward: the rows over the rows plus the tail after the last gradient."""
+    fwd_window, bwd_all = totals["forward_window_s"], totals["backward_s"] + totals[
+        "backward_tail_s"]
+
+    def share(part: float, whole: float) -> float:
+        return round(part / whole, 9) if whole else 0.0
+
+    return {
+        "forward_method": totals["forward_method"],
+        "forward_window_s": fwd_window, "forward_in_layer_s": totals["forward_in_layer_s"],
+        "forward_attributed_share": share(totals["forward_s"], fwd_window),
+        "forward_linked_share": share(totals["forward_s"] - totals["forward_tail_s"],
+                                      fwd_window),
+        "backward_attributed_share": share(totals["backward_s"], bwd_all),
+    }
 
 
 def _bucket_check(gstep: GpuStep, frame: pd.DataFrame, sink: WarningSink
@@ -125,8 +155,13 @@ def _software(header: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _step_name(options: Options, gstep: GpuStep) -> str:
+    return (f"ProfilerStep#{gstep.step}" if options.step_range is None
+            else f"{options.step_range}{gstep.step}")
+
+
 def _notes(options: Options, gstep: GpuStep) -> str:
-    text = (f"Rows: one per gradient (AccumulateGrad) of ProfilerStep#{gstep.step}, forward "
+    text = (f"Rows: one per gradient (AccumulateGrad) of {_step_name(options, gstep)}, forward "
             "order. backward_s = GPU kernel time (kernels, memcpy, memset; NCCL excluded) of "
             "the backward ops launched after the previous AccumulateGrad up to this one; "
             "forward_s = forward kernel time since the previous parameter-owning forward op "

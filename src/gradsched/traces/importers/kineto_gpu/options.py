@@ -15,6 +15,7 @@ class Options:
 
     model: str = "unknown"
     step: int | None = None
+    step_range: str | None = None
     rank: int | None = None
     params: str | None = None
     batch_size: int | None = None

@@ -10,7 +10,6 @@ import pandas as pd
 from gradsched.errors import InputError
 from gradsched.traces.importers.kineto.comm_meta import meta_from_args
 from gradsched.traces.importers.kineto.events import Event, complete_events
-from gradsched.traces.importers.kineto.intervals import union
 from gradsched.traces.importers.kineto_gpu.attribution import (
     backward_grads,
     batch_from_shapes,
@@ -19,7 +18,13 @@ from gradsched.traces.importers.kineto_gpu.attribution import (
     forward_times,
     grad_rows,
 )
+from gradsched.traces.importers.kineto_gpu.busy import gpu_busy
 from gradsched.traces.importers.kineto_gpu.collectives import Collective, to_collective
+from gradsched.traces.importers.kineto_gpu.modules import (
+    forward_times_by_module,
+    innermost,
+    module_spans,
+)
 from gradsched.traces.importers.kineto_gpu.nesting import (
     GPU_CATS,
     Launch,
@@ -29,7 +34,7 @@ from gradsched.traces.importers.kineto_gpu.nesting import (
     nest,
 )
 from gradsched.traces.importers.kineto_gpu.options import Options
-from gradsched.traces.importers.kineto_gpu.steps import choose_step
+from gradsched.traces.importers.kineto_gpu.steps import choose_step, next_step
 
 
 @dataclass
@@ -47,7 +52,7 @@ class GpuStep:
     frame: pd.DataFrame
     collectives: list[Collective]
     backward_start_us: float | None
-    totals: dict[str, float]
+    totals: dict[str, Any]
     batch_size: int | None
     dtype: str | None
     header: dict[str, Any]
@@ -87,17 +92,41 @@ def _totals(frame: pd.DataFrame, ops: list[Op], fwd_tail: float, bw_tail: float,
         "forward_s": float(frame["forward_s"].sum()),
         "backward_s": float(frame["backward_s"].sum()),
         "forward_tail_s": fwd_tail, "backward_tail_s": bw_tail,
-        "gpu_busy_s": busy_us * 1e-6, "gpu_busy_share": busy_us / step_us if step_us else 0.0,
+        "gpu_busy_s": busy_us * 1e-6, "gpu_period_s": step_us * 1e-6,
+        "gpu_busy_share": min(1.0, busy_us / step_us) if step_us else 0.0,
         "other_kernel_s": sum(op.kernel_s() for op in ops) - float(
             frame["forward_s"].sum()) - float(frame["backward_s"].sum()) - bw_tail,
     }
+
+
+def _forward(events: list[Event], ops: list[Op], fwd_ops: list[Op], owner: dict[int, int],
+             step: Event, first_bw: float) -> tuple[dict[int, float], float, dict[str, Any]]:
+    """Forward time per owning op: by ``nn.Module`` calls where the trace has them
+    (:mod:`.modules`), else since the previous owning op. Also the forward window's kernel
+    time (every forward-thread op from the first forward op to the first backward node) and
+    the method used."""
+    owners = list(owner.values())
+    lo = fwd_ops[0].span.ts if fwd_ops else first_bw
+    window = sum(op.kernel_s() for op in ops if (op.span.pid, op.span.tid) ==
+                 (step.pid, step.tid) and lo <= op.span.ts < first_bw and not op.backward)
+    spans = module_spans(events, step.pid, step.tid, lo, first_bw)
+    if spans:
+        times, tail, inside = forward_times_by_module(fwd_ops, owners,
+                                                      innermost(fwd_ops, spans))
+        method = "nn.Module calls (python_function events)"
+    else:
+        times, tail = forward_times(fwd_ops, owners)
+        inside = sum(fwd_ops[i].kernel_s() for i in set(owners))
+        method = "since the previous parameter-owning op"
+    return times, tail, {"forward_window_s": window, "forward_in_layer_s": inside,
+                         "forward_method": method}
 
 
 def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
     """Read one rank's trace (see the module docstring); nothing is written."""
     events, header = complete_events(doc, label)
     warnings: list[str] = []
-    number, step, numbers = choose_step(events, label, options.step)
+    number, step, numbers = choose_step(events, label, options.step, options.step_range)
     ops, launches = nest(events, step.ts, step.end, label)
     gpu = [ev for ev in events if ev.cat in GPU_CATS]
     unlinked = _link_kernels(gpu, launches, label)
@@ -122,20 +151,25 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
                         "(no backward node before them there): not rows")
     grads, bw_tail = backward_grads(bw_ops, label)
     owner = forward_owner(grads, fwd_ops, label)
-    fwd_time, fwd_tail = forward_times(fwd_ops, list(owner.values()))
+    fwd_time, fwd_tail, fwd_facts = _forward(events, ops, fwd_ops, owner, step, first_bw)
     frame = grad_rows(grads, owner, fwd_time)
     collectives = [to_collective(k, launches[correlation(k, label)], by_extid, label)
                    for k in gpu if is_nccl(k) and correlation(k, label) in launches]
     collectives.sort(key=lambda c: (c.launch.event.ts, c.kernel.ts))
     step_kernels = [k for op in ops for k in op.kernels]
-    busy_us = sum(e - s for s, e in union((k.ts, k.end) for k in step_kernels
-                                          if not is_nccl(k)))
+    if not any(not is_nccl(k) for k in step_kernels):
+        raise InputError(f"step {number} launched no GPU kernel, memcpy or memset that the "
+                         "trace links to a CPU op (args.correlation of a cuda_runtime call): "
+                         "profile with ProfilerActivity.CUDA as well as CPU", path=label,
+                         field=f"traceEvents[{step.index}]")
+    busy_us, period_us, _ = gpu_busy(events, step_kernels,
+                                              next_step(events, step, options.step_range))
     bw_kernels = [k.ts for op in bw_ops for k in op.kernels if not is_nccl(k)]
     rank, world, device = _header_facts(header, step_kernels)
     if unlinked:
         warnings.append(f"{unlinked} GPU activities were launched outside every CPU op of "
                         "the step: not attributed")
-    totals = _totals(frame, ops, fwd_tail, bw_tail, busy_us, step.dur)
+    totals = {**_totals(frame, ops, fwd_tail, bw_tail, busy_us, period_us), **fwd_facts}
     batch = batch_from_shapes(fwd_ops)
     dtype = next((str(op.param_type) for op in bw_ops if op.param_type), None)
     return GpuStep(label=label, rank=rank, world_size=world, device=device, step=number,

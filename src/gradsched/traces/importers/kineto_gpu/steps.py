@@ -1,17 +1,42 @@
-"""Which ``ProfilerStep#N`` of a trace is imported (package docstring, item 1)."""
+"""Which ``ProfilerStep#N`` of a trace is imported (package docstring, item 1).
+
+Steps are the host-side spans ``ProfilerStep#N`` that ``prof.step()`` records, or, with a
+step range name ``R`` (``--step-range``), the ``record_function`` ranges ``R<N>`` / ``R#N``
+a training loop opened around each iteration (e.g. ``gs:iteration3``). The profiler mirrors
+such ranges on the GPU timeline (``cat`` ``gpu_user_annotation``: the span of the GPU work
+the range launched); those copies are not steps (their start is the first kernel's, not the
+iteration's).
+"""
 
 from __future__ import annotations
+
+import re
 
 from gradsched.errors import InputError
 from gradsched.traces.importers.kineto.events import STEP_RE, Event
 
+_GPU_COPY = "gpu_user_annotation"
 
-def _steps(events: list[Event], label: str) -> list[tuple[int, Event]]:
+
+def step_pattern(step_range: str | None) -> re.Pattern[str]:
+    """``ProfilerStep#N``, or ``R<N>`` / ``R#N`` for a named range ``R``."""
+    if step_range is None:
+        return STEP_RE
+    return re.compile(rf"^{re.escape(step_range)}#?(\d+)$")
+
+
+def _steps(events: list[Event], label: str, step_range: str | None = None
+           ) -> list[tuple[int, Event]]:
+    pattern = step_pattern(step_range)
     steps = sorted(((int(m.group(1)), ev) for ev in events
-                    if (m := STEP_RE.match(ev.name))), key=lambda s: s[1].ts)
+                    if ev.cat != _GPU_COPY and (m := pattern.match(ev.name))),
+                   key=lambda s: s[1].ts)
     if not steps:
-        raise InputError("no ProfilerStep#N spans: the GPU import needs one training step "
-                         "(profile with a schedule and call prof.step())", path=label,
+        what = (f"no {step_range}N ranges" if step_range is not None
+                else "no ProfilerStep#N spans")
+        raise InputError(f"{what}: the GPU import needs one training step (profile with a "
+                         "schedule and call prof.step(), or name the record_function range "
+                         "around each iteration with --step-range)", path=label,
                          field="traceEvents")
     return steps
 
@@ -21,17 +46,18 @@ def _has_backward(events: list[Event], step: Event) -> bool:
                for ev in events)
 
 
-def choose_step(events: list[Event], label: str, wanted: int | None) -> tuple[int, Event,
-                                                                                list[int]]:
+def choose_step(events: list[Event], label: str, wanted: int | None,
+                step_range: str | None = None) -> tuple[int, Event, list[int]]:
     """The step to import: ``wanted``, else the lower-median-length step with a backward
     (the first profiled step left out when three or more have one)."""
-    steps = _steps(events, label)
+    steps = _steps(events, label, step_range)
     numbers = [n for n, _ in steps]
     if wanted is not None:
         for number, ev in steps:
             if number == wanted:
                 return number, ev, numbers
-        raise InputError(f"no ProfilerStep#{wanted} (the trace has steps "
+        name = f"ProfilerStep#{wanted}" if step_range is None else f"{step_range}{wanted}"
+        raise InputError(f"no {name} (the trace has steps "
                          f"{', '.join(map(str, numbers))})", path=label, field="step")
     with_bwd = [(n, ev) for n, ev in steps if _has_backward(events, ev)]
     if not with_bwd:
@@ -43,3 +69,10 @@ def choose_step(events: list[Event], label: str, wanted: int | None) -> tuple[in
     ranked = sorted(with_bwd, key=lambda s: (s[1].dur, s[1].ts))
     number, ev = ranked[(len(ranked) - 1) // 2]
     return number, ev, numbers
+
+
+def next_step(events: list[Event], step: Event, step_range: str | None = None
+              ) -> Event | None:
+    """The step span that follows ``step`` on the host, if any."""
+    later = [ev for _, ev in _steps(events, "", step_range) if ev.ts > step.ts]
+    return later[0] if later else None

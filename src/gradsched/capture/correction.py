@@ -1,0 +1,146 @@
+"""Rows that do not distort: rescale a hooked capture to the hook-free iteration of its run.
+
+Per-layer hooks add host work to every layer. Where the GPU outruns the host (many small
+kernels: bf16 transformers, deep CNNs at small batch) that work lengthens the iteration, and
+the hook-delimited rows overstate compute (on one H200: bert-large bf16 +38 %, resnet101
++30 %; ``data/h200/README.md``). The same run also times hook-free iterations
+(``forward_nohooks_s``, ``backward_nohooks_s``: CUDA events around forward and backward with
+no hooks). The correction keeps the rows' split and scales it so that each pass sums to the
+hook-free median:
+
+* ``forward_s`` (and its percentiles) x ``forward_nohooks_s / sum(forward_s)``;
+* ``backward_s`` (and its percentiles) x ``backward_nohooks_s / sum(backward_s)``;
+* ``ready_order``, names and sizes are unchanged, and so are the sidecar's keys about the
+  hooked measurement (``*_rows_sum_s``, ``backward_rows_rel_error``, ...): the corrected
+  sums and errors are in ``correction``.
+
+What the correction cannot know: whether the hooks slowed every layer alike (the split is the
+hooked one), and where the model is host-bound, which hook-free iteration is "the" one: two
+processes of the same launch-bound model differ by up to 1.6x. So the sidecar's
+``correction`` records the hook-free samples it was given (the run's own median and range,
+and other processes' medians), their spread (max/min of fwd+bwd, as an interval the replay
+can carry), the GPU busy fraction where a profiled iteration measured it, and ``host_bound``
+with its rule: busy fraction below ``busy_threshold`` when the busy fraction is known, else
+a hook overhead above ``overhead_threshold`` (hooks only slow an iteration whose length the
+host sets).
+
+Pure (no torch): used by ``capture compute`` on CUDA and by ``gradsched traces correct``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradsched.errors import InputError
+from gradsched.traces.bundle import ComputeTrace
+
+METHOD = "rescale-to-hook-free"
+TOLERANCE = 0.03
+BUSY_THRESHOLD = 0.9
+OVERHEAD_THRESHOLD = 0.03
+
+
+@dataclass
+class HookFree:
+    """Hook-free forward and backward medians (s) of one set of iterations."""
+
+    label: str
+    forward_s: float
+    backward_s: float
+
+
+@dataclass
+class CorrectionInputs:
+    """What the correction is given besides the trace."""
+
+    samples: list[HookFree] = field(default_factory=list)
+    gpu_busy: float | None = None
+    gpu_busy_source: str | None = None
+    busy_threshold: float = BUSY_THRESHOLD
+    overhead_threshold: float = OVERHEAD_THRESHOLD
+    tolerance: float = TOLERANCE
+    derived_from: str | None = None
+
+
+def _need(meta: dict[str, Any], key: str) -> float:
+    value = meta.get(key)
+    if not isinstance(value, (int, float)) or value <= 0:
+        raise InputError(f"the sidecar has no positive {key!r}: not a capture that timed "
+                         "hook-free iterations (gradsched capture compute)", field=key)
+    return float(value)
+
+
+def _spread(samples: list[HookFree]) -> dict[str, Any]:
+    totals = [s.forward_s + s.backward_s for s in samples]
+    return {
+        "samples": [{"label": s.label, "forward_s": s.forward_s, "backward_s": s.backward_s}
+                    for s in samples],
+        "forward_backward_min_s": min(totals), "forward_backward_max_s": max(totals),
+        "max_over_min": max(totals) / min(totals),
+    }
+
+
+def host_bound(meta: dict[str, Any], inputs: CorrectionInputs) -> dict[str, Any]:
+    """``host_bound`` and the rule that decided it."""
+    overhead = meta.get("capture_overhead")
+    if inputs.gpu_busy is not None:
+        if not 0.0 <= inputs.gpu_busy <= 1.0:
+            raise InputError(f"GPU busy fraction {inputs.gpu_busy} is not in [0, 1]",
+                             field="gpu_busy")
+        return {"host_bound": inputs.gpu_busy < inputs.busy_threshold,
+                "host_bound_rule": f"GPU busy fraction < {inputs.busy_threshold}",
+                "gpu_busy_fraction": inputs.gpu_busy,
+                "gpu_busy_source": inputs.gpu_busy_source or "given"}
+    return {"host_bound": bool(overhead is not None and overhead > inputs.overhead_threshold),
+            "host_bound_rule": (f"hook overhead (capture_overhead) > "
+                                f"{inputs.overhead_threshold} (no GPU busy fraction measured)"),
+            "gpu_busy_fraction": None, "gpu_busy_source": None}
+
+
+def correct(trace: ComputeTrace, inputs: CorrectionInputs | None = None
+            ) -> tuple[ComputeTrace, dict[str, Any]]:
+    """The rescaled trace and its ``correction`` record (also in the new sidecar)."""
+    inputs = inputs or CorrectionInputs()
+    meta = dict(trace.meta)
+    frame = trace.frame.copy()
+    fwd_ref = _need(meta, "forward_nohooks_s")
+    bwd_ref = _need(meta, "backward_nohooks_s")
+    rows_fwd, rows_bwd = float(frame["forward_s"].sum()), float(frame["backward_s"].sum())
+    if rows_fwd <= 0 or rows_bwd <= 0:
+        raise InputError("the rows have no forward or no backward time to rescale",
+                         field="forward_s/backward_s")
+    f_fac, b_fac = fwd_ref / rows_fwd, bwd_ref / rows_bwd
+    for col in ("forward_s", "forward_p10_s", "forward_p90_s"):
+        if col in frame:
+            frame[col] = frame[col] * f_fac
+    for col in ("backward_s", "backward_p10_s", "backward_p90_s"):
+        if col in frame:
+            frame[col] = frame[col] * b_fac
+    own = HookFree("this run (median of its hook-free iterations)", fwd_ref, bwd_ref)
+    samples = [own, *inputs.samples]
+    record: dict[str, Any] = {
+        "method": METHOD,
+        "hook_free_forward_s": fwd_ref, "hook_free_backward_s": bwd_ref,
+        "forward_factor": f_fac, "backward_factor": b_fac,
+        "raw_rows_forward_s": rows_fwd, "raw_rows_backward_s": rows_bwd,
+        "raw_forward_rel_error": rows_fwd / fwd_ref - 1.0,
+        "raw_backward_rel_error": rows_bwd / bwd_ref - 1.0,
+        "tolerance": inputs.tolerance,
+        "capture_overhead": meta.get("capture_overhead"),
+        **host_bound(meta, inputs),
+        "spread": _spread(samples),
+    }
+    if inputs.derived_from:
+        record["derived_from"] = inputs.derived_from
+    new_fwd, new_bwd = float(frame["forward_s"].sum()), float(frame["backward_s"].sum())
+    record["rows_forward_s"], record["rows_backward_s"] = new_fwd, new_bwd
+    record["forward_rel_error"] = new_fwd / fwd_ref - 1.0
+    record["backward_rel_error"] = new_bwd / bwd_ref - 1.0
+    record["within_tolerance"] = (abs(record["forward_rel_error"]) <= inputs.tolerance
+                                  and abs(record["backward_rel_error"]) <= inputs.tolerance)
+    meta["correction"] = record
+    meta["notes"] = (f"{meta.get('notes', '')} Rows rescaled to the hook-free iteration of "
+                     f"the same run (correction: forward x {f_fac:.4g}, backward x "
+                     f"{b_fac:.4g}; the per-row split is the hooked capture's).").strip()
+    return ComputeTrace.from_frame(frame, meta), record
