@@ -186,6 +186,7 @@ def _cases(collected: pd.DataFrame) -> list[tuple[str, str]]:
 PAIRING_TITLES = {
     "real": "real system",
     "matched-gpu": "matched GPU type, other cluster",
+    "matched-generation": "same GPU generation, other cluster",
     "what-if": "WHAT-IF: unrelated systems",
 }
 """How a panel title names a case's pairing (:data:`gradsched.report.collect.PAIRINGS`)."""
