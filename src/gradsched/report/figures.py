@@ -25,7 +25,7 @@ from gradsched.costmodel.base import load_comm_spec
 from gradsched.intermediates import read_intermediate
 from gradsched.io import atomic_open
 from gradsched.report.collect import extrapolated_mask
-from gradsched.report.macros import mgwfbp_gaps
+from gradsched.report.macros import GPU_FAMILIES, gpu_case_table, mgwfbp_gaps
 from gradsched.report.tables import (
     ALGORITHM_ORDER,
     algorithm_label,
@@ -348,6 +348,61 @@ def _period_ms(frame: pd.DataFrame) -> float:
 
 
 # --------------------------------------------------------------------------- (e) gaps
+
+
+GENERATION_LABELS = {"k80": "K80\n(real system)", "v100": "V100", "a100-gh200": "A100 / GH200",
+                     "h200": "H200 on Hopper\nsweeps (H100, GH200)"}
+"""x-axis labels of :func:`gpu_generations` per GPU family (config ``cases: family``)."""
+
+
+def gpu_generations(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path,
+                    families: Sequence[str] = GPU_FAMILIES) -> None:
+    """Per GPU generation (oldest left), one point per measured case and world size: the
+    share of PyTorch DDP's default iteration that is exposed communication (left) and the
+    gain of the best plan found over it (right); colour = network, open triangles = bf16
+    compute. Extrapolated points are left out, as in the prose's macros."""
+    collected = read_intermediate(collected_csv)
+    title = "Exposed communication and best plan vs DDP, per GPU generation"
+    table = gpu_case_table(collected, tuple(families))
+    if table.empty:
+        placeholder(out_pdf, out_png, title, "no GPU replay results (families "
+                    + ", ".join(families) + ")")
+        return
+    setup_style()
+    present = [f for f in families if (table["family"] == f).any()]
+    networks = list(dict.fromkeys(table.sort_values("family", key=lambda s: s.map(
+        present.index))["network"]))
+    palette = dict(zip(networks, sns.color_palette("colorblind", len(networks)), strict=True))
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.0))
+    rng = np.random.default_rng(0)  # jitter within a generation: deterministic
+    for ax, column, label in ((axes[0], "ddp_exposed_pct",
+                               "DDP default: exposed comm. [% of iteration]"),
+                              (axes[1], "best_gain_pct", "best plan over DDP default [%]")):
+        for network in networks:
+            part = table[table["network"] == network]
+            x = part["family"].map(present.index).to_numpy(float)
+            x = x + rng.uniform(-0.18, 0.18, len(x))
+            bf16 = part["trace"].str.contains("bf16").to_numpy()
+            ax.scatter(x[~bf16], part[column].to_numpy()[~bf16], s=16, color=palette[network],
+                       edgecolor="none", label=network)
+            if bf16.any():
+                ax.scatter(x[bf16], part[column].to_numpy()[bf16], s=22, marker="^",
+                           facecolor="none", edgecolor=palette[network], linewidth=1.0)
+        ax.set_xticks(range(len(present)), [GENERATION_LABELS.get(f, f) for f in present],
+                      fontsize=7)
+        ax.set_xlim(-0.5, len(present) - 0.5)
+        ax.set_ylabel(label, fontsize=8)
+        ax.set_ylim(bottom=0)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.grid(axis="y", lw=0.4, alpha=0.5)
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(matplotlib.lines.Line2D([], [], ls="", marker="^", mfc="none", mec="0.3",
+                                           label="bf16 compute (else fp32)"))
+    labels.append("bf16 compute (else fp32)")
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    save(fig, out_pdf, out_png)
 
 
 def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> None:
