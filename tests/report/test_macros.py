@@ -145,3 +145,14 @@ def test_gpu_generation_macros_per_family_and_case() -> None:
     assert out["GenGptTwoHTwoZeroZeroFpThreeTwoAThreemegaComputeMs"] == "50.0"
     assert out["GenKEightZeroNumCases"] == macros.NA  # a family without cases: n/a
     assert all(name.isalpha() for name in out)
+
+
+def test_gpu_capture_macros_from_the_sidecars() -> None:
+    out = macros.gpu_capture_macros({"a-b8-cuda-bf16": {"capture_overhead": 0.379},
+                                     "c-b4-cuda-fp32": {"capture_overhead": 0.002},
+                                     "d-b2-cuda-fp32": None})
+    assert out["CaptureNumGpuTraces"] == "2" and out["CaptureNumGpuTracesOverThreePct"] == "1"
+    assert out["CaptureHookOverheadMaxPct"] == "37.9"
+    assert out["CaptureHookOverheadMaxTrace"] == "a-b8-cuda-bf16"
+    assert out["CaptureHookOverheadCBFourCudaFpThreeTwoPct"] == "0.2"
+    assert macros.gpu_capture_macros({})["CaptureHookOverheadMaxPct"] == macros.NA

@@ -63,11 +63,20 @@ rule macros:
         reexec_stats=f"{RESULTS}/reexec-committed/stats.csv",
         architectures="paper/data/reexec/issue18/measured.json",
         executor_bench="paper/data/reexec/bench-executor-vs-ddp.json",
+        # the GPU captures as measured (their hooks' overhead; not the corrected bundles)
+        gpu_captures=sorted(
+            path
+            for path in glob.glob("traces/compute/h200/*.meta.json")
+            if not path.endswith("-corrected.meta.json")
+        ),
     output:
         f"{GEN}/macros.tex",
     log:
         f"{LOGS}/paper/macros.log",
     params:
+        gpu_captures=lambda wc, input: " ".join(
+            f"--gpu-capture {shlex.quote(path)}" for path in input.gpu_captures
+        ),
         headline=" ".join(
             f"--headline-{key.replace('_', '-')} {shlex.quote(str(value))}"
             for key, value in (
@@ -87,7 +96,7 @@ rule macros:
         "{GS} report macros --fits {input.fits} --crossws {input.crossws} "
         "--replay {input.replay} --compare {input.compare} --reexec {input.reexec} "
         "--reexec-stats {input.reexec_stats} --architectures {input.architectures} "
-        "--executor-bench {input.executor_bench} {params.headline} "
+        "--executor-bench {input.executor_bench} {params.gpu_captures} {params.headline} "
         "-o {output} > {log} 2>&1"
 
 

@@ -253,6 +253,27 @@ def gpu_generation_macros(collected: pd.DataFrame | None,
     return out
 
 
+def gpu_capture_macros(sidecars: dict[str, dict | None]) -> dict[str, str]:
+    """The GPU captures' own record of what the per-layer hooks cost (``capture_overhead``
+    of each sidecar: the iteration with hooks over the same run's iteration without, minus
+    one): the number of traces, the largest overhead and its trace, and the overhead of each
+    (``CaptureHookOverhead<Stem>Pct``; stem = trace file name without ``.csv``)."""
+    out = {"CaptureNumGpuTraces": NA, "CaptureHookOverheadMaxPct": NA,
+           "CaptureHookOverheadMaxTrace": NA, "CaptureNumGpuTracesOverThreePct": NA}
+    overheads = {stem: float(meta["capture_overhead"]) for stem, meta in sidecars.items()
+                 if meta and meta.get("capture_overhead") is not None}
+    if not overheads:
+        return out
+    top = max(sorted(overheads), key=lambda stem: overheads[stem])
+    out["CaptureNumGpuTraces"] = str(len(overheads))
+    out["CaptureHookOverheadMaxPct"] = number(100.0 * overheads[top])
+    out["CaptureHookOverheadMaxTrace"] = latex_escape(top)
+    out["CaptureNumGpuTracesOverThreePct"] = str(sum(v > 0.03 for v in overheads.values()))
+    for stem, value in overheads.items():
+        out[f"CaptureHookOverhead{camel(stem)}Pct"] = number(100.0 * value)
+    return out
+
+
 def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
     if compare is None or compare.empty:
         return {"CompareNumChecked": NA, "CompareNumWithin": NA, "CompareNumSkipped": NA}

@@ -49,6 +49,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
                         "--iterations ... --stats)")
     p.add_argument("--executor-bench", type=Path,
                    help="benchmarks/bench_executor_vs_ddp.py JSON")
+    p.add_argument("--gpu-capture", type=Path, action="append", default=[],
+                   help="sidecar (.meta.json) of a GPU compute trace captured here (repeatable): "
+                        "the hooks' overhead per trace")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=int)
@@ -107,7 +110,7 @@ def _architecture_runs(path: Path | None) -> list[dict] | None:
 
 
 def _macros(args: argparse.Namespace) -> int:
-    from gradsched.report.macros import Headline, all_macros, write_macros
+    from gradsched.report.macros import Headline, all_macros, gpu_capture_macros, write_macros
 
     macros = all_macros(_read(args.fits), _read(args.crossws), _read(args.replay),
                         _read(args.compare),
@@ -115,6 +118,8 @@ def _macros(args: argparse.Namespace) -> int:
                                  args.headline_world_size), _read(args.reexec),
                         _read_json(args.executor_bench), _read(args.reexec_stats),
                         _architecture_runs(args.architectures))
+    macros.update(gpu_capture_macros({path.name.removesuffix(".meta.json"): _read_json(path)
+                                      for path in args.gpu_capture}))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")
