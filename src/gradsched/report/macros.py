@@ -253,12 +253,19 @@ def gpu_generation_macros(collected: pd.DataFrame | None,
     return out
 
 
+OVERHEAD_THRESHOLD = 0.03
+"""Hook overhead above which a GPU capture's rows are counted as distorted (the tolerance the
+capture holds its backward rows to)."""
+
+
 def gpu_capture_macros(sidecars: dict[str, dict | None]) -> dict[str, str]:
     """The GPU captures' own record of what the per-layer hooks cost (``capture_overhead``
     of each sidecar: the iteration with hooks over the same run's iteration without, minus
     one): the number of traces, the largest overhead and its trace, and the overhead of each
     (``CaptureHookOverhead<Stem>Pct``; stem = trace file name without ``.csv``)."""
-    out = {"CaptureNumGpuTraces": NA, "CaptureHookOverheadMaxPct": NA,
+    out = {"CaptureOverheadThresholdPct": number(100 * OVERHEAD_THRESHOLD, 0),
+           "CaptureNumGpuTraces": NA,
+           "CaptureHookOverheadMaxPct": NA,
            "CaptureHookOverheadMaxTrace": NA, "CaptureNumGpuTracesOverThreePct": NA}
     overheads = {stem: float(meta["capture_overhead"]) for stem, meta in sidecars.items()
                  if meta and meta.get("capture_overhead") is not None}
@@ -268,7 +275,8 @@ def gpu_capture_macros(sidecars: dict[str, dict | None]) -> dict[str, str]:
     out["CaptureNumGpuTraces"] = str(len(overheads))
     out["CaptureHookOverheadMaxPct"] = number(100.0 * overheads[top])
     out["CaptureHookOverheadMaxTrace"] = latex_escape(top)
-    out["CaptureNumGpuTracesOverThreePct"] = str(sum(v > 0.03 for v in overheads.values()))
+    out["CaptureNumGpuTracesOverThreePct"] = str(sum(v > OVERHEAD_THRESHOLD
+                                                    for v in overheads.values()))
     for stem, value in overheads.items():
         out[f"CaptureHookOverhead{camel(stem)}Pct"] = number(100.0 * value)
     return out
