@@ -311,7 +311,7 @@ def check(args: argparse.Namespace) -> int:
             "threads": args.threads, "command": " ".join(sys.argv),
             "steps": steps, "n_steps": len(steps), "n_not_ok": len(failed),
             "compare_with": {"compute": "traces/compute/h200/ (H200, 2026-11-26)",
-                             "readme": "the H200 measurements' README (data/)"},
+                             "readme": "data/h200/README.md (the H200 run, 2026-11-26)"},
         }
         (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
         args.out.mkdir(parents=True, exist_ok=True)
