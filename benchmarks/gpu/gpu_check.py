@@ -25,7 +25,7 @@ It writes ONE archive, ``<out>/gpu-check-<host>-<UTC time>.tar.gz``, holding eve
 every step's log, ``machine.txt`` (``nvidia-smi``, ``nvidia-smi -q``, Python, torch, CUDA,
 cuDNN, torchvision and transformers versions, the git commit) and ``manifest.json`` (per step:
 the command, exit status, seconds, outputs; skipped steps and why). Compare it with the
-committed H200 measurements (``traces/compute/h200/``, and ``data/`` for the ground truth and
+committed H200 measurements (``traces/compute/h200/``, and ``data/h200/`` for the ground truth and
 the executor runs).
 
 Exit status: 0 when every step ran and succeeded, 1 when a step failed or was cut by the
