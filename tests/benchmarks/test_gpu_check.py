@@ -50,3 +50,42 @@ def test_stems_are_the_committed_h200_trace_names() -> None:
                  if not p.stem.endswith("-corrected")}
     assert stems == committed and len(stems) == 18
     assert {(m, b, d) for m, b, _, d in module.ALL_CONFIGS} >= module.QUICK
+
+
+def test_one_archive_with_manifest_and_budget_cuts(tmp_path: Path, monkeypatch) -> None:
+    """The orchestration without a GPU: every step faked (rc 0, no time), then one archive
+    whose manifest lists every step; a budget too small for the rest marks it skipped."""
+    import json
+    import tarfile
+
+    module = _module()
+    monkeypatch.setattr(module, "gpu_problem", lambda: None)
+    monkeypatch.setattr(module, "machine_text", lambda: "nvidia-smi: (faked in the test)\n")
+    calls: list[list[str]] = []
+
+    def fake_run(cmd, log, timeout, env):
+        calls.append(cmd)
+        log.write_text("faked\n")
+        return 0, 0.0
+
+    monkeypatch.setattr(module, "_run", fake_run)
+    assert module.main(["--out", str(tmp_path), "--budget-s", "300"]) == 0
+    archives = list(tmp_path.glob("gpu-check-*.tar.gz"))
+    assert len(archives) == 1 and not list(tmp_path.glob("*.part"))
+    with tarfile.open(archives[0]) as tar:
+        names = tar.getnames()
+        root = names[0].split("/")[0]
+        manifest = json.loads(tar.extractfile(f"{root}/manifest.json").read())
+        assert f"{root}/machine.txt" in names
+    kinds = [s["step"] for s in manifest["steps"]]
+    assert kinds.count("capture") == kinds.count("truth") == len(module.QUICK)
+    assert kinds[-4:] == ["plan", "plan", "plan", "run"] and manifest["n_not_ok"] == 0
+    run = calls[-1]
+    assert run[run.index("--backend") + 1] == "nccl" and run.count("--plan") == 3
+    # a budget that leaves nothing after the reserve: captures are skipped, exit status 1
+    calls.clear()
+    assert module.main(["--out", str(tmp_path / "small"), "--budget-s", "60"]) == 1
+    with tarfile.open(next((tmp_path / "small").glob("*.tar.gz"))) as tar:
+        root = tar.getnames()[0].split("/")[0]
+        small = json.loads(tar.extractfile(f"{root}/manifest.json").read())
+    assert {s["status"] for s in small["steps"] if s["step"] == "capture"} == {"skipped"}
