@@ -446,7 +446,8 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                reexec: pd.DataFrame | None = None,
                executor_bench: dict | None = None,
                reexec_stats: pd.DataFrame | None = None,
-               architectures: list[dict] | None = None) -> dict[str, str]:
+               architectures: list[dict] | None = None,
+               gpu_captures: dict[str, dict | None] | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
@@ -458,6 +459,7 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(reexec_boot_macros(reexec_stats))
     out.update(architecture_macros(architectures))
     out.update(executor_bench_macros(executor_bench))
+    out.update(gpu_capture_macros(gpu_captures or {}))
     return out
 
 

@@ -110,16 +110,16 @@ def _architecture_runs(path: Path | None) -> list[dict] | None:
 
 
 def _macros(args: argparse.Namespace) -> int:
-    from gradsched.report.macros import Headline, all_macros, gpu_capture_macros, write_macros
+    from gradsched.report.macros import Headline, all_macros, write_macros
 
     macros = all_macros(_read(args.fits), _read(args.crossws), _read(args.replay),
                         _read(args.compare),
                         Headline(args.headline_trace, args.headline_network,
                                  args.headline_world_size), _read(args.reexec),
                         _read_json(args.executor_bench), _read(args.reexec_stats),
-                        _architecture_runs(args.architectures))
-    macros.update(gpu_capture_macros({path.name.removesuffix(".meta.json"): _read_json(path)
-                                      for path in args.gpu_capture}))
+                        _architecture_runs(args.architectures),
+                        {path.name.removesuffix(".meta.json"): _read_json(path)
+                         for path in args.gpu_capture})
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")
