@@ -104,3 +104,20 @@ def test_figure_cli_writes_pdf_and_png(tmp_path: Path) -> None:
     assert main(["report", "figure", "gaps", "--input", str(data), "-o",
                  str(tmp_path / "x.pdf")]) == 0
     _valid_pdf_png(tmp_path / "x")
+
+
+def test_gpu_generations_figure_and_its_empty_page(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    data = synthetic_collected()
+    gpu = data.assign(family=data["family"].map({"fam-a": "v100", "fam-b": "h200"}),
+                      algorithm=data["algorithm"].replace({"wfbp": "ddp"}))
+    path = tmp_path / "gpu.csv"
+    gpu.to_csv(path, index=False)
+    figures.gpu_generations(path, tmp_path / "g.pdf", tmp_path / "g.png")
+    _valid_pdf_png(tmp_path / "g")
+    other = tmp_path / "other.csv"
+    data.to_csv(other, index=False)  # no GPU family: a page that says so
+    empty: list[str] = []
+    monkeypatch.setattr(figures, "placeholder", lambda *args: empty.append(args[3]))
+    figures.gpu_generations(other, tmp_path / "e.pdf", tmp_path / "e.png")
+    assert empty and empty[0].startswith("no GPU replay results")

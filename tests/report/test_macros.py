@@ -114,3 +114,45 @@ def test_boot_macros_count_cases_against_the_targets():
     assert m["ReexecCommCases"] == "2" and m["ReexecBestNotSlowerTunedCases"] == "1"
     assert m["ReexecFlaggedRuns"] == "3"
     assert reexec_boot_macros(None)["ReexecSepPairs"] == "n/a"
+
+
+def _gpu_case(family: str, trace: str, network: str, ddp: tuple[float, float],
+              best: float, extrapolated: bool = False, world_size: int = 16) -> pd.DataFrame:
+    """Two algorithms of one synthetic case: DDP (iteration, exposed) and best (iteration)."""
+    rows = [("ddp", ddp[0], ddp[1]), ("best", best, 0.0)]
+    return pd.DataFrame([{"trace": trace, "network": network, "world_size": world_size,
+                          "nodes": 2, "family": family, "pairing": "matched-generation",
+                          "extrapolated": extrapolated, "algorithm": alg,
+                          "iteration_s": it, "compute_s": 0.050, "exposed_comm_s": exposed}
+                         for alg, it, exposed in rows])
+
+
+def test_gpu_generation_macros_per_family_and_case() -> None:
+    data = pd.concat([
+        _gpu_case("v100", "a", "abci", (0.100, 0.010), 0.095),
+        _gpu_case("v100", "a", "abci", (0.500, 0.400), 0.100, extrapolated=True,
+                  world_size=512),  # beyond the sweeps: never counted
+        _gpu_case("h200", "gpt2-h200-fp32", "a3mega", (0.060, 0.010), 0.050),
+        _gpu_case("h200", "gpt2-h200-bf16", "a3mega", (0.080, 0.030), 0.064),
+    ])
+    out = macros.gpu_generation_macros(data)
+    assert out["GenVOneZeroZeroNumCases"] == "1"
+    assert out["GenVOneZeroZeroDdpExposedMedianPct"] == "10.0"
+    assert out["GenVOneZeroZeroBestGainMaxPct"] == "5.3"
+    assert out["GenHTwoZeroZeroNumCases"] == "2"
+    assert out["GenHTwoZeroZeroBestGainMaxPct"] == "25.0"
+    assert out["GenGptTwoHTwoZeroZeroBfOneSixAThreemegaDdpExposedPct"] == "37.5"
+    assert out["GenGptTwoHTwoZeroZeroFpThreeTwoAThreemegaComputeMs"] == "50.0"
+    assert out["GenKEightZeroNumCases"] == macros.NA  # a family without cases: n/a
+    assert all(name.isalpha() for name in out)
+
+
+def test_gpu_capture_macros_from_the_sidecars() -> None:
+    out = macros.gpu_capture_macros({"a-b8-cuda-bf16": {"capture_overhead": 0.379},
+                                     "c-b4-cuda-fp32": {"capture_overhead": 0.002},
+                                     "d-b2-cuda-fp32": None})
+    assert out["CaptureNumGpuTraces"] == "2" and out["CaptureNumGpuTracesOverThreePct"] == "1"
+    assert out["CaptureHookOverheadMaxPct"] == "37.9"
+    assert out["CaptureHookOverheadMaxTrace"] == "a-b8-cuda-bf16"
+    assert out["CaptureHookOverheadCBFourCudaFpThreeTwoPct"] == "0.2"
+    assert macros.gpu_capture_macros({})["CaptureHookOverheadMaxPct"] == macros.NA

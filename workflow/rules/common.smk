@@ -327,7 +327,14 @@ def latex_available():
 
 # One replay-vs-world-size figure per compute family (config `cases: family`).
 REPLAY_FIGURES = [f"replay-vs-world-size-{family}" for family in case_families()]
-FIGURES = ["fit-curves", "fit-mape", *REPLAY_FIGURES, "timeline", "gaps"]
+FIGURES = [
+    "fit-curves",
+    "fit-mape",
+    *REPLAY_FIGURES,
+    "gpu-generations",
+    "timeline",
+    "gaps",
+]
 TABLES = [
     "captured-compute",
     "captured-comm",

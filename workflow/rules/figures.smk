@@ -64,6 +64,20 @@ rule figure_replay:
         "-o {output.pdf} --png {output.png} > {log} 2>&1"
 
 
+rule figure_gpu_generations:
+    """DDP's exposed communication and the best plan's gain over it, per GPU generation."""
+    input:
+        f"{RESULTS}/replay/main/replay.csv",
+    output:
+        pdf=f"{FIG}/gpu-generations.pdf",
+        png=reported(f"{FIG}/gpu-generations.png", "gpu-generations", "Replay"),
+    log:
+        f"{LOGS}/figures/gpu-generations.log",
+    shell:
+        "{GS} report figure gpu-generations --input {input} -o {output.pdf} "
+        "--png {output.png} > {log} 2>&1"
+
+
 rule figure_timeline:
     """(d) replay timelines of a few algorithms on one case."""
     input:

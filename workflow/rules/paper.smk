@@ -65,11 +65,20 @@ rule macros:
         executor_bench="paper/data/reexec/bench-executor-vs-ddp.json",
         gpu_kineto="data/h200/kineto-import-report.csv",
         gpu_corrections="data/h200/correction-report.csv",
+        # the GPU captures as measured (their hooks' overhead; not the corrected bundles)
+        gpu_captures=sorted(
+            path
+            for path in glob.glob("traces/compute/h200/*.meta.json")
+            if not path.endswith("-corrected.meta.json")
+        ),
     output:
         f"{GEN}/macros.tex",
     log:
         f"{LOGS}/paper/macros.log",
     params:
+        gpu_captures=lambda wc, input: " ".join(
+            f"--gpu-capture {shlex.quote(path)}" for path in input.gpu_captures
+        ),
         headline=" ".join(
             f"--headline-{key.replace('_', '-')} {shlex.quote(str(value))}"
             for key, value in (
@@ -89,7 +98,7 @@ rule macros:
         "{GS} report macros --fits {input.fits} --crossws {input.crossws} "
         "--replay {input.replay} --compare {input.compare} --reexec {input.reexec} "
         "--reexec-stats {input.reexec_stats} --architectures {input.architectures} "
-        "--executor-bench {input.executor_bench} {params.headline} "
+        "--executor-bench {input.executor_bench} {params.gpu_captures} {params.headline} "
         "--gpu-kineto {input.gpu_kineto} --gpu-corrections {input.gpu_corrections} "
         "-o {output} > {log} 2>&1"
 

@@ -50,6 +50,18 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    took {ArchPsFlatOnegbitMeas} (predicted {ArchPsFlatOnegbitPred}) and
    {ArchPsFlatOneZeroZerombitMeas} (predicted {ArchPsFlatOneZeroZerombitPred}) of the flat
    all-reduce.
+7. **GPU generations.** PyTorch DDP's default plan leaves a median
+   {GenKEightZeroDdpExposedMedianPct} % of the iteration as exposed communication on the real
+   K80 cluster, {GenVOneZeroZeroDdpExposedMedianPct} % on the V100 cases,
+   {GenAOneZeroZeroGhTwoZeroZeroDdpExposedMedianPct} % on A100/GH200 and
+   {GenHTwoZeroZeroDdpExposedMedianPct} % (up to {GenHTwoZeroZeroDdpExposedMaxPct} %) with
+   our own H200 compute on the Hopper sweeps (A3-Mega H100, Alps GH200; same GPU generation,
+   other cluster); the best plan found gains a median {GenKEightZeroBestGainMedianPct} % (K80),
+   {GenVOneZeroZeroBestGainMedianPct} % (V100), {GenAOneZeroZeroGhTwoZeroZeroBestGainMedianPct} %
+   (A100/GH200) and {GenHTwoZeroZeroBestGainMedianPct} % (H200, up to
+   {GenHTwoZeroZeroBestGainMaxPct} %) over DDP's default. The H200 captures'
+   per-layer hooks slowed host-bound models by up to {CaptureHookOverheadMaxPct} %
+   ({CaptureHookOverheadMaxTrace}), so those rows overstate compute.
 """
 
 _FIELD = re.compile(r"\{([A-Za-z]+)\}")

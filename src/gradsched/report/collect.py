@@ -26,6 +26,9 @@ PAIRINGS = {
     "real": "real: compute and comm measured on the same system",
     "matched-gpu": "matched GPU type, different cluster: the compute trace ran on the same "
                    "GPU model as the network's nodes, but on another machine",
+    "matched-generation": "same GPU generation, other cluster: the compute trace ran on a GPU "
+                          "of the network nodes' generation (e.g. H200 compute on H100 or "
+                          "GH200 nodes), but on another machine",
     "what-if": "what-if: compute and network from unrelated systems",
 }
 """Allowed ``pairing`` labels of a case and what each means (config ``cases: pairing``)."""

@@ -25,7 +25,7 @@ from gradsched.costmodel.base import load_comm_spec
 from gradsched.intermediates import read_intermediate
 from gradsched.io import atomic_open
 from gradsched.report.collect import extrapolated_mask
-from gradsched.report.macros import mgwfbp_gaps
+from gradsched.report.macros import GPU_FAMILIES, gpu_case_table, mgwfbp_gaps
 from gradsched.report.tables import (
     ALGORITHM_ORDER,
     algorithm_label,
@@ -186,6 +186,7 @@ def _cases(collected: pd.DataFrame) -> list[tuple[str, str]]:
 PAIRING_TITLES = {
     "real": "real system",
     "matched-gpu": "matched GPU type, other cluster",
+    "matched-generation": "same GPU generation, other cluster",
     "what-if": "WHAT-IF: unrelated systems",
 }
 """How a panel title names a case's pairing (:data:`gradsched.report.collect.PAIRINGS`)."""
@@ -246,6 +247,8 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
         bound = part.groupby("world_size")["lower_bound_s"].first().sort_index()
         ax.plot(bound.index, bound.to_numpy() * 1e3, color="black", ls="--", lw=1,
                 label="lower bound")
+        if len(bound) == 1:  # one world size (one sweep): the bound as a visible level
+            ax.axhline(float(bound.iloc[0]) * 1e3, color="black", ls="--", lw=1)
         _shade_extrapolated(ax, part)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(part["world_size"].unique()))
@@ -347,6 +350,69 @@ def _period_ms(frame: pd.DataFrame) -> float:
 
 
 # --------------------------------------------------------------------------- (e) gaps
+
+
+GENERATION_LABELS = {"k80": "K80\n(real)", "v100": "V100", "a100-gh200": "A100,\nGH200",
+                     "h200": "H200\n(Hopper nets)"}
+"""x-axis labels of :func:`gpu_generations` per GPU family (config ``cases: family``)."""
+
+
+def gpu_generations(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path,
+                    families: Sequence[str] = GPU_FAMILIES) -> None:
+    """Per GPU generation (oldest left), one point per measured case and world size: the
+    share of PyTorch DDP's default iteration that is exposed communication (left) and the
+    gain of the best plan found over it (right), on a symmetric-log axis; colour and marker
+    = network, open = bf16 compute. Extrapolated points are left out, as in the prose's macros."""
+    collected = read_intermediate(collected_csv)
+    title = "Exposed communication and best plan vs DDP, per GPU generation"
+    table = gpu_case_table(collected, tuple(families))
+    if table.empty:
+        placeholder(out_pdf, out_png, title, "no GPU replay results (families "
+                    + ", ".join(families) + ")")
+        return
+    setup_style()
+    present = [f for f in families if (table["family"] == f).any()]
+    networks = list(dict.fromkeys(table.sort_values("family", key=lambda s: s.map(
+        present.index))["network"]))
+    colors = sns.color_palette("colorblind", 10)
+    # colour AND marker per network (vermillion and orange, say, stay apart in grey print)
+    styles = {network: (colors[(0, 1, 2, 3, 4, 7, 9, 5)[i % 8]], "osD^vPXh"[i % 8])
+              for i, network in enumerate(networks)}
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.1))
+    rng = np.random.default_rng(0)  # jitter within a generation: deterministic
+    for ax, column, label in ((axes[0], "ddp_exposed_pct",
+                               "DDP default: exposed comm. [% of iteration]"),
+                              (axes[1], "best_gain_pct", "best plan over DDP default [%]")):
+        for network in networks:
+            color, marker = styles[network]
+            part = table[table["network"] == network]
+            x = part["family"].map(present.index).to_numpy(float)
+            x = x + rng.uniform(-0.2, 0.2, len(x))
+            bf16 = part["trace"].str.contains("bf16").to_numpy()
+            y = part[column].to_numpy()
+            ax.scatter(x[~bf16], y[~bf16], s=18, marker=marker, color=color,
+                       edgecolor="none", label=network)
+            if bf16.any():
+                ax.scatter(x[bf16], y[bf16], s=20, marker=marker, facecolor="none",
+                           edgecolor=color, linewidth=1.0)
+        ax.set_xticks(range(len(present)), [GENERATION_LABELS.get(f, f) for f in present],
+                      fontsize=7)
+        ax.set_xlim(-0.5, len(present) - 0.5)
+        # symmetric log: the few-percent Hopper and V100 values stay apart, 0 stays drawable
+        ax.set_yscale("symlog", linthresh=1.0, linscale=0.6)
+        ax.set_ylim(0, max(100.0, float(table[column].max()) * 1.3))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_ylabel(label, fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.grid(axis="y", lw=0.4, alpha=0.5)
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(matplotlib.lines.Line2D([], [], ls="", marker="o", mfc="none", mec="0.3",
+                                           label="open: bf16 compute (filled: fp32)"))
+    labels.append("open: bf16 compute (filled: fp32)")
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    save(fig, out_pdf, out_png)
 
 
 def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> None:

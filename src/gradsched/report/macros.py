@@ -191,6 +191,97 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
     return out
 
 
+GPU_FAMILIES = ("k80", "v100", "a100-gh200", "h200")
+"""The GPU case families (config ``cases: family``), oldest GPU first: the paper compares how
+exposed communication and the gain of the best plan change from one generation to the next."""
+
+
+def gpu_case_table(collected: pd.DataFrame | None,
+                   families: tuple[str, ...] = GPU_FAMILIES) -> pd.DataFrame:
+    """One row per measured (not extrapolated) case of the GPU families: PyTorch DDP's
+    default plan (``ddp``) against the best plan found (``best``, the oracle over every
+    planner). ``ddp_exposed_pct`` = 100 exposed communication / iteration time of DDP's
+    plan; ``best_gain_pct`` = 100 (T_ddp / T_best - 1); ``compute_ms`` = the trace's compute
+    per iteration."""
+    columns = ["family", "trace", "network", "world_size", "compute_ms", "ddp_ms", "best_ms",
+               "ddp_exposed_pct", "best_gain_pct"]
+    if collected is None or collected.empty or "family" not in collected:
+        return pd.DataFrame(columns=columns)
+    part = collected[~extrapolated_mask(collected) & collected["family"].isin(families)]
+    rows = []
+    for (family, trace, network, ws), case in part.groupby(
+            ["family", "trace", "network", "world_size"], sort=True):
+        by_alg = case.set_index("algorithm")
+        if "ddp" not in by_alg.index or "best" not in by_alg.index:
+            continue
+        ddp, best = by_alg.loc["ddp"], by_alg.loc["best"]
+        rows.append({
+            "family": family, "trace": trace, "network": network, "world_size": int(ws),
+            "compute_ms": 1e3 * float(ddp["compute_s"]),
+            "ddp_ms": 1e3 * float(ddp["iteration_s"]),
+            "best_ms": 1e3 * float(best["iteration_s"]),
+            "ddp_exposed_pct": 100.0 * float(ddp["exposed_comm_s"]) / float(ddp["iteration_s"]),
+            "best_gain_pct": 100.0 * (float(ddp["iteration_s"]) / float(best["iteration_s"])
+                                      - 1.0),
+        })
+    return pd.DataFrame(rows, columns=columns)
+
+
+def gpu_generation_macros(collected: pd.DataFrame | None,
+                          families: tuple[str, ...] = GPU_FAMILIES) -> dict[str, str]:
+    """Per GPU family: the number of measured cases and the median and largest DDP exposed
+    share and gain of the best plan over DDP's default (``Gen<Family>...``); per case of the
+    newest family (the H200 traces captured here): its compute, exposed share and gain
+    (``Gen<Trace><Network>...``)."""
+    table = gpu_case_table(collected, families)
+    out: dict[str, str] = {}
+    for family in families:
+        key = "Gen" + camel(family)
+        rows = table[table["family"] == family]
+        out[key + "NumCases"] = str(len(rows)) if len(rows) else NA
+        for column, name in (("ddp_exposed_pct", "DdpExposed"), ("best_gain_pct", "BestGain")):
+            values = rows[column]
+            out[f"{key}{name}MedianPct"] = number(float(values.median())) if len(rows) else NA
+            out[f"{key}{name}MinPct"] = number(float(values.min())) if len(rows) else NA
+            out[f"{key}{name}MaxPct"] = number(float(values.max())) if len(rows) else NA
+    newest = table[table["family"] == families[-1]]
+    for _, row in newest.iterrows():
+        key = "Gen" + camel(row["trace"]) + camel(row["network"])
+        out[key + "ComputeMs"] = number(float(row["compute_ms"]))
+        out[key + "DdpExposedPct"] = number(float(row["ddp_exposed_pct"]))
+        out[key + "BestGainPct"] = number(float(row["best_gain_pct"]))
+    return out
+
+
+OVERHEAD_THRESHOLD = 0.03
+"""Hook overhead above which a GPU capture's rows are counted as distorted (the tolerance the
+capture holds its backward rows to)."""
+
+
+def gpu_capture_macros(sidecars: dict[str, dict | None]) -> dict[str, str]:
+    """The GPU captures' own record of what the per-layer hooks cost (``capture_overhead``
+    of each sidecar: the iteration with hooks over the same run's iteration without, minus
+    one): the number of traces, the largest overhead and its trace, and the overhead of each
+    (``CaptureHookOverhead<Stem>Pct``; stem = trace file name without ``.csv``)."""
+    out = {"CaptureOverheadThresholdPct": number(100 * OVERHEAD_THRESHOLD, 0),
+           "CaptureNumGpuTraces": NA,
+           "CaptureHookOverheadMaxPct": NA,
+           "CaptureHookOverheadMaxTrace": NA, "CaptureNumGpuTracesOverThreePct": NA}
+    overheads = {stem: float(meta["capture_overhead"]) for stem, meta in sidecars.items()
+                 if meta and meta.get("capture_overhead") is not None}
+    if not overheads:
+        return out
+    top = max(sorted(overheads), key=lambda stem: overheads[stem])
+    out["CaptureNumGpuTraces"] = str(len(overheads))
+    out["CaptureHookOverheadMaxPct"] = number(100.0 * overheads[top])
+    out["CaptureHookOverheadMaxTrace"] = latex_escape(top)
+    out["CaptureNumGpuTracesOverThreePct"] = str(sum(v > OVERHEAD_THRESHOLD
+                                                    for v in overheads.values()))
+    for stem, value in overheads.items():
+        out[f"CaptureHookOverhead{camel(stem)}Pct"] = number(100.0 * value)
+    return out
+
+
 def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
     if compare is None or compare.empty:
         return {"CompareNumChecked": NA, "CompareNumWithin": NA, "CompareNumSkipped": NA}
@@ -397,18 +488,21 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                reexec_stats: pd.DataFrame | None = None,
                architectures: list[dict] | None = None,
                gpu_kineto: pd.DataFrame | None = None,
-               gpu_corrections: pd.DataFrame | None = None) -> dict[str, str]:
+               gpu_corrections: pd.DataFrame | None = None,
+               gpu_captures: dict[str, dict | None] | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
     out.update(crossws_macros(cross))
     out.update(replay_macros(collected, headline or Headline()))
+    out.update(gpu_generation_macros(collected))
     out.update(compare_macros(compare))
     out.update(reexec_macros(reexec))
     out.update(reexec_boot_macros(reexec_stats))
     out.update(architecture_macros(architectures))
     out.update(executor_bench_macros(executor_bench))
     out.update(gpu_validation_macros(gpu_kineto, gpu_corrections))
+    out.update(gpu_capture_macros(gpu_captures or {}))
     return out
 
 

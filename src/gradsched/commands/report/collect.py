@@ -23,8 +23,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
                    "the reference sweep gives the ranks per node")
     p.add_argument("--label", nargs=4, action="append", default=[],
                    metavar=("TRACE", "NETWORK", "FAMILY", "PAIRING"),
-                   help="compute family and pairing (real, matched-gpu, what-if) of the cases "
-                   "of one compute x network pair (default: no family, what-if)")
+                   help="compute family and pairing (real, matched-gpu, matched-generation, "
+                   "what-if) of the cases of one compute x network pair (default: no family, "
+                   "what-if)")
     p.add_argument("-o", "--output", type=output_file, required=True)
     p.set_defaults(func=columns_named(_collect))
 

@@ -37,6 +37,11 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", default="")
     _figure_out(p)
     p.set_defaults(func=columns_named(_fig_timeline))
+    p = fsub.add_parser("gpu-generations", help="DDP's exposed communication and the best "
+                        "plan's gain over it per GPU generation")
+    p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
+    _figure_out(p)
+    p.set_defaults(func=columns_named(_fig_generations))
     p = fsub.add_parser("gaps", help="(e) MG-WFBP vs the contiguous optimum; gaps to the "
                         "lower bound")
     p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
@@ -83,6 +88,13 @@ def _fig_timeline(args: argparse.Namespace) -> int:
     from gradsched.report.figures import timeline
 
     timeline(args.input, args.output, _png_for(args), title=args.title)
+    return _done(args)
+
+
+def _fig_generations(args: argparse.Namespace) -> int:
+    from gradsched.report.figures import gpu_generations
+
+    gpu_generations(args.input, args.output, _png_for(args))
     return _done(args)
 
 

@@ -55,6 +55,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
                         "(data/h200/kineto-import-report.csv)")
     p.add_argument("--gpu-corrections", type=Path,
                    help="corrected GPU captures (data/h200/correction-report.csv)")
+    p.add_argument("--gpu-capture", type=Path, action="append", default=[],
+                   help="sidecar (.meta.json) of a GPU compute trace captured here (repeatable): "
+                        "the hooks' overhead per trace")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=world_size)
@@ -121,7 +124,9 @@ def _macros(args: argparse.Namespace) -> int:
                                  args.headline_world_size), _read(args.reexec),
                         _read_json(args.executor_bench), _read(args.reexec_stats),
                         _architecture_runs(args.architectures), _read(args.gpu_kineto),
-                        _read(args.gpu_corrections))
+                        _read(args.gpu_corrections),
+                        {path.name.removesuffix(".meta.json"): _read_json(path)
+                         for path in args.gpu_capture})
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")

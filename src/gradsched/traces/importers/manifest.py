@@ -225,7 +225,7 @@ def load_captured(path: str | Path, traces_dir: str | Path) -> list[dict[str, st
     every key of ``_CAPTURED_KEYS``; every bundle in a folder holding a listed one must be
     listed (except derived ``-corrected`` bundles, whose sidecars name their raw capture)."""
     path = Path(path)
-    doc = yaml.safe_load(read_text(path))
+    doc = read_yaml(path)
     raw = doc.get("captured") if isinstance(doc, dict) else None
     if raw is None:
         return []

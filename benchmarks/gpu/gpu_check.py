@@ -1,0 +1,330 @@
+"""Everything the project measures on one GPU, in one run of at most about 5 minutes.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/gpu/gpu_check.py [--out DIR] [--budget-s 300]
+        [--configs quick|all] [--threads 8]
+
+On one CUDA GPU (an H100 or H200 takes about 3-4 minutes with the default ``quick`` set) it
+runs, each step in its own process with a time limit taken from what is left of the budget:
+
+1. ``gradsched capture compute --device cuda`` for the zoo configurations (``quick``: 8 of
+   the 18 that were measured on an H200, chosen to cover both regimes -- GPU-bound CNNs and
+   host-bound bf16 transformers; ``all``: the 18, which may not fit 5 minutes and are then
+   cut where the budget ends), with the settings of the committed H200 traces (warm-up 5,
+   20 iterations, 8 threads, wall clock);
+2. the hook-free ground truth of each of those configurations: 20 iterations timed by CUDA
+   events around forward (with the loss), ``backward()`` and the optimizer step with no hooks
+   and no profiler, then one ``torch.profiler`` iteration (CPU + CUDA, ``ProfilerStep#N``)
+   whose Chrome trace ``gradsched import kineto`` reads; the GPU kernel time of that
+   iteration over the unprofiled iteration is the GPU's busy fraction;
+3. the executor check: ``gradsched plan`` (DDP's, MG-WFBP's and DeAR's plans of ResNet-50
+   from the committed CPU trace) and ``gradsched run --backend nccl --world-size 1`` with the
+   executor and PyTorch DDP's default, i.e. the host-side cost of each way of running the same
+   iteration (one rank: no communication).
+
+It writes ONE archive, ``<out>/gpu-check-<host>-<UTC time>.tar.gz``, holding every output,
+every step's log, ``machine.txt`` (``nvidia-smi``, ``nvidia-smi -q``, Python, torch, CUDA,
+cuDNN, torchvision and transformers versions, the git commit) and ``manifest.json`` (per step:
+the command, exit status, seconds, outputs; skipped steps and why). Compare it with the
+committed H200 measurements (``traces/compute/h200/``, and ``data/h200/`` for the ground truth and
+the executor runs).
+
+Exit status: 0 when every step ran and succeeded, 1 when a step failed or was cut by the
+budget (the archive is still written), 2 when there is no usable CUDA GPU (nothing runs,
+nothing is written). Steps of the pipeline's own GPU tier (``snakemake --profile
+profiles/slurm capture_gpu``, config/capture.yaml) cover the multi-GPU sweeps; this script
+is the one-GPU check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+NO_GPU_EXIT = 2
+
+# (model, batch, seq_len or None, dtype) as in traces/compute/h200/ (names as captured there)
+ALL_CONFIGS: list[tuple[str, int, int | None, str]] = [
+    ("resnet50", 64, None, "fp32"), ("resnet50", 128, None, "fp32"),
+    ("resnet50", 128, None, "bf16"), ("resnet101", 64, None, "fp32"),
+    ("densenet121", 64, None, "fp32"), ("inception_v3", 64, None, "fp32"),
+    ("googlenet", 128, None, "fp32"), ("vgg16", 64, None, "fp32"),
+    ("alexnet", 256, None, "fp32"), ("mobilenet_v2", 128, None, "fp32"),
+    ("vit_b_16", 64, None, "bf16"), ("bert-base", 32, 128, "fp32"),
+    ("bert-base", 32, 128, "bf16"), ("bert-large", 16, 128, "bf16"),
+    ("gpt2", 8, 1024, "fp32"), ("gpt2", 8, 1024, "bf16"),
+    ("gpt2-medium", 8, 1024, "bf16"), ("gpt2-large", 4, 1024, "bf16"),
+]
+QUICK = {("resnet50", 64, "fp32"), ("resnet50", 128, "bf16"), ("resnet101", 64, "fp32"),
+         ("densenet121", 64, "fp32"), ("vit_b_16", 64, "bf16"), ("bert-base", 32, "fp32"),
+         ("bert-base", 32, "bf16"), ("bert-large", 16, "bf16")}
+EXECUTOR_TRACE = REPO / "traces/compute/cpu/resnet50-b16-cpu-fp32.csv"
+EXECUTOR_COMM = "alpha-beta:alpha=20e-6,beta=20e-12"  # as the committed H200 executor runs
+
+
+def stem(model: str, batch: int, seq: int | None, dtype: str) -> str:
+    """The capture's file stem (``bert-base-s128-b32-cuda-bf16``)."""
+    return f"{model}{f'-s{seq}' if seq else ''}-b{batch}-cuda-{dtype}"
+
+
+def gpu_problem() -> str | None:
+    """Why this machine cannot run the check (None: one CUDA GPU is usable)."""
+    try:
+        import torch
+    except ImportError as exc:
+        return (f"torch is not installed ({exc}); install the CUDA build (README, "
+                "'torch and the GPU')")
+    if not torch.cuda.is_available():
+        build = torch.version.cuda or "none (a CPU-only torch build)"
+        return (f"no CUDA GPU is visible to torch {torch.__version__} (CUDA build: {build}; "
+                f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')})")
+    return None
+
+
+def _run(cmd: list[str], log: Path, timeout: float, env: dict[str, str]) -> tuple[int, float]:
+    """Run ``cmd`` with its output in ``log``; (exit status, seconds); 124 on time-out."""
+    start = time.monotonic()
+    with log.open("w") as out:
+        out.write("$ " + " ".join(cmd) + "\n")
+        out.flush()
+        try:
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                  cwd=REPO, timeout=max(timeout, 1.0), check=False)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            out.write(f"\n[gpu_check] killed after {timeout:.0f} s (budget)\n")
+            rc = 124
+    return rc, time.monotonic() - start
+
+
+def machine_text() -> str:
+    """nvidia-smi, versions and the commit, as one text."""
+    parts = []
+    for cmd in (["nvidia-smi"], ["nvidia-smi", "-q"], ["git", "-C", str(REPO), "rev-parse", "HEAD"],
+                ["git", "-C", str(REPO), "status", "--short"]):
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+            parts.append(f"$ {' '.join(cmd)}\n{out.stdout}{out.stderr}")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            parts.append(f"$ {' '.join(cmd)}\n(not run: {exc})")
+    import torch
+
+    lines = [f"python {sys.version.split()[0]} ({platform.platform()})",
+             f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
+             f"cuDNN {torch.backends.cudnn.version()}",
+             f"device 0: {torch.cuda.get_device_name(0)}", f"cpu cores: {os.cpu_count()}"]
+    for name in ("torchvision", "transformers", "numpy"):
+        try:
+            lines.append(f"{name} {__import__(name).__version__}")
+        except ImportError:
+            lines.append(f"{name}: not installed")
+    return "\n".join(lines) + "\n\n" + "\n".join(parts)
+
+
+def kernel_busy_ms(chrome: dict[str, Any]) -> float:
+    """The union of the GPU kernel intervals (``cat`` kernel) of a Chrome trace, in ms."""
+    spans = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)))
+                   for e in chrome.get("traceEvents", [])
+                   if isinstance(e, dict) and e.get("cat") == "kernel" and "ts" in e)
+    busy, end = 0.0, float("-inf")
+    for lo, hi in spans:
+        if hi > end:
+            busy += hi - max(lo, end)
+            end = hi
+    return busy / 1e3
+
+
+def truth(args: argparse.Namespace) -> int:
+    """Hook-free iterations of one configuration: CUDA-event medians and one profiled step."""
+    import torch
+
+    from gradsched.workloads.zoo import build_model
+
+    torch.set_num_threads(args.threads)
+    spec = build_model(args.model, args.batch_size, device="cuda", dtype=args.dtype,
+                       seq_len=args.seq_len, seed=0)
+    opt = torch.optim.SGD(spec.model.parameters(), lr=1e-3, momentum=0.9)
+    batch = spec.make_batch()
+
+    def step(events: list[Any] | None = None) -> None:
+        mark = (lambda i: events[i].record()) if events else (lambda i: None)
+        mark(0)
+        opt.zero_grad(set_to_none=True)
+        loss = spec.loss(spec.model, batch)
+        mark(1)
+        loss.backward()
+        mark(2)
+        opt.step()
+        mark(3)
+
+    for _ in range(args.warmup):
+        step()
+    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {"forward_ms": [], "backward_ms": [], "update_ms": [],
+                                     "iteration_ms": []}
+    for _ in range(args.iters):
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        step(events)
+        torch.cuda.synchronize()
+        times["forward_ms"].append(events[0].elapsed_time(events[1]))
+        times["backward_ms"].append(events[1].elapsed_time(events[2]))
+        times["update_ms"].append(events[2].elapsed_time(events[3]))
+        times["iteration_ms"].append(events[0].elapsed_time(events[3]))
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 schedule=schedule(wait=1, warmup=1, active=1)) as prof:
+        for _ in range(3):
+            step()
+            prof.step()
+    torch.cuda.synchronize()
+    prof.export_chrome_trace(str(args.trace))
+    kernel_ms = kernel_busy_ms(json.loads(Path(args.trace).read_text()))
+    med = {k: float(sorted(v)[len(v) // 2]) for k, v in times.items()}
+    summary = {"model": args.model, "batch_size": args.batch_size, "seq_len": args.seq_len,
+               "dtype": args.dtype, "threads": args.threads, "warmup": args.warmup,
+               "iters": args.iters, "median": med, "samples": times,
+               "profiled_kernel_ms": kernel_ms,
+               "busy_fraction": kernel_ms / med["iteration_ms"] if kernel_ms else None,
+               "note": "profiled_kernel_ms: the union of the kernel intervals of the one "
+                       "profiled iteration (the profiler slows the host, not the kernels); "
+                       "busy_fraction: that over the median unprofiled iteration"}
+    Path(args.summary).write_text(json.dumps(summary, indent=1) + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd")
+    t = sub.add_parser("truth", help="(internal) hook-free iterations of one configuration")
+    t.add_argument("--model", required=True)
+    t.add_argument("--batch-size", type=int, required=True)
+    t.add_argument("--seq-len", type=int)
+    t.add_argument("--dtype", default="fp32")
+    t.add_argument("--threads", type=int, default=8)
+    t.add_argument("--warmup", type=int, default=5)
+    t.add_argument("--iters", type=int, default=20)
+    t.add_argument("--trace", type=Path, required=True)
+    t.add_argument("--summary", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=REPO / "results/gpu-check",
+                        help="folder of the archive (default results/gpu-check)")
+    parser.add_argument("--budget-s", type=float, default=300.0,
+                        help="wall-clock budget of all steps (default 300)")
+    parser.add_argument("--configs", choices=("quick", "all"), default="quick")
+    parser.add_argument("--threads", type=int, default=8)
+    args = parser.parse_args(argv)
+
+    problem = gpu_problem()
+    if problem is not None:
+        print(f"gpu_check: cannot run: {problem}. This script needs one CUDA GPU; "
+              "nothing was run or written.", file=sys.stderr)
+        return NO_GPU_EXIT
+    if args.cmd == "truth":
+        return truth(args)
+    return check(args)
+
+
+def check(args: argparse.Namespace) -> int:
+    """The three steps within the budget, then the archive."""
+    start = time.monotonic()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = f"gpu-check-{socket.gethostname().split('.')[0]}-{stamp}"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO / "src"), env.get("PYTHONPATH", "")) if p)
+    gs = [sys.executable, "-m", "gradsched"]
+    configs = [c for c in ALL_CONFIGS
+               if args.configs == "all" or (c[0], c[1], c[3]) in QUICK]
+    steps: list[dict[str, Any]] = []
+
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+        root = Path(tmp) / name
+        for folder in ("compute", "truth", "executor", "logs"):
+            (root / folder).mkdir(parents=True)
+        (root / "machine.txt").write_text(machine_text())
+
+        def step(kind: str, label: str, cmd: list[str], outputs: list[Path],
+                 reserve_s: float = 0.0) -> int:
+            left = args.budget_s - (time.monotonic() - start) - reserve_s
+            record: dict[str, Any] = {"step": kind, "name": label,
+                                      "command": " ".join(cmd).replace(str(root) + "/", "")}
+            if left < 5.0:
+                record.update(status="skipped", reason="budget spent", rc=None, seconds=0.0)
+                steps.append(record)
+                print(f"gpu_check: {kind} {label}: skipped (budget spent)", flush=True)
+                return 124
+            rc, secs = _run(cmd, root / "logs" / f"{kind}-{label}.log", left, env)
+            record.update(status="ok" if rc == 0 else ("timeout" if rc == 124 else "failed"),
+                          rc=rc, seconds=round(secs, 2), time_limit_s=round(left, 1),
+                          outputs=[str(p.relative_to(root)) for p in outputs if p.exists()])
+            steps.append(record)
+            print(f"gpu_check: {kind} {label}: {record['status']} in {secs:.1f} s", flush=True)
+            return rc
+
+        # the executor check is reserved ~60 s so that the captures cannot starve it
+        for model, batch, seq, dtype in configs:
+            s = stem(model, batch, seq, dtype)
+            csv = root / "compute" / f"{s}.csv"
+            cmd = [*gs, "capture", "compute", "--model", model, "--batch-size", str(batch),
+                   *(["--seq-len", str(seq)] if seq else []), "--dtype", dtype,
+                   "--device", "cuda", "--warmup", "5", "--iters", "20",
+                   "--threads", str(args.threads), "--clock", "wall", "-o", str(csv)]
+            step("capture", s, cmd, [csv, csv.with_suffix(".meta.json")], reserve_s=90.0)
+            trace, summary = root / "truth" / f"{s}.pt.trace.json", root / "truth" / f"{s}.json"
+            cmd = [sys.executable, str(Path(__file__).resolve()), "truth", "--model", model,
+                   "--batch-size", str(batch), *(["--seq-len", str(seq)] if seq else []),
+                   "--dtype", dtype, "--threads", str(args.threads), "--trace", str(trace),
+                   "--summary", str(summary)]
+            step("truth", s, cmd, [trace, summary], reserve_s=60.0)
+
+        plans = []
+        for alg in ("ddp", "mgwfbp", "dear"):
+            plan = root / "executor" / f"resnet50-{alg}.plan.json"
+            rc = step("plan", alg, [*gs, "plan", "--compute", str(EXECUTOR_TRACE), "--comm",
+                                    EXECUTOR_COMM, "--world-size", "8", "--algorithm", alg,
+                                    "-o", str(plan)], [plan])
+            if rc == 0:
+                plans.append(plan)
+        out = root / "executor" / "resnet50-b64-nccl-1.csv"
+        step("run", "executor-vs-ddp",
+             [*gs, "run", *[a for p in plans for a in ("--plan", str(p))], "--baseline", "ddp",
+              "--bucket-cap-mb", "default", "--model", "resnet50", "--batch-size", "64",
+              "--world-size", "1", "--backend", "nccl", "--iters", "20", "--warmup", "5",
+              "--threads", str(args.threads), "-o", str(out)],
+             [out, out.with_suffix(".summary.csv")])
+
+        failed = [s for s in steps if s["status"] != "ok"]
+        manifest = {
+            "name": name, "created_utc": stamp, "budget_s": args.budget_s,
+            "seconds": round(time.monotonic() - start, 1), "configs": args.configs,
+            "threads": args.threads, "command": " ".join(sys.argv),
+            "steps": steps, "n_steps": len(steps), "n_not_ok": len(failed),
+            "compare_with": {"compute": "traces/compute/h200/ (H200, 2026-11-26)",
+                             "readme": "data/h200/README.md (the H200 run, 2026-11-26)"},
+        }
+        (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        args.out.mkdir(parents=True, exist_ok=True)
+        archive = args.out / f"{name}.tar.gz"
+        partial = archive.with_name(archive.name + ".part")
+        with tarfile.open(partial, "w:gz") as tar:
+            tar.add(root, arcname=name)
+        os.replace(partial, archive)
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"gpu_check: {len(steps) - len(failed)}/{len(steps)} steps ok in "
+          f"{manifest['seconds']:.0f} s -> {archive}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
