@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._args import real
 from gradsched.commands._outputs import output_file
 from gradsched.staging import Staging
 from gradsched.traces import COMM_COLUMNS, COMPUTE_COLUMNS, CommTrace, ComputeTrace
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="JSON {stem: {cuda_event_medians_s: {forward, backward} or "
                           "{label: {forward, backward}}}}: other processes' hook-free medians "
                           "(the spread); repeatable")
-    cor.add_argument("--gpu-busy", type=float, default=None,
+    cor.add_argument("--gpu-busy", type=real(0.0, 1.0), default=None,
                      help="GPU busy fraction of a hook-free profiled iteration, in [0, 1]")
     cor.add_argument("--gpu-busy-source", default=None, help="where --gpu-busy comes from")
     cor.set_defaults(func=_correct)

@@ -326,12 +326,23 @@ FALLING_SPAN = 16
 """Smallest ratio of a series' largest to smallest message for which a time that falls
 over the whole range is refused (a short range may fall within measurement noise)."""
 
+FALLING_MIN_BYTES = 2**20
+"""A series is judged only if its largest message reaches this size (1 MiB): below it every
+network we know is latency-bound, its times flat and at the mercy of noise."""
+
+FALLING_FACTOR = 2.0
+"""How much faster the largest message must be than the smallest before the series is
+refused: a latency-bound range (4 B to 1 KiB on loopback) is flat, and on a loaded machine
+its first sizes can measure slower than its last; swapped columns or mislabelled sizes
+fall by orders of magnitude."""
+
 
 def _check_comm_trend(frame: pd.DataFrame, path: str | Path) -> None:
     """Refuse a series whose time at its largest message is below the time at its smallest
-    one, over a range of at least :data:`FALLING_SPAN` x: no collective gets faster with
-    more data (noise makes neighbouring sizes disagree, never the whole range; swapped
-    columns or mislabelled sizes do)."""
+    one by more than :data:`FALLING_FACTOR` x, over a range of at least
+    :data:`FALLING_SPAN` x reaching :data:`FALLING_MIN_BYTES`: no collective gets that much
+    faster with more data (noise moves a flat, latency-bound range by less; mislabelled
+    sizes do not)."""
     positions = np.arange(len(frame))
     for _, group in frame.groupby(list(COMM_SERIES), sort=False):
         if len(group) < 2:
@@ -339,7 +350,8 @@ def _check_comm_trend(frame: pd.DataFrame, path: str | Path) -> None:
         nbytes = group["bytes"].to_numpy()
         times = group["time_s"].to_numpy()
         first, last = int(np.argmin(nbytes)), int(np.argmax(nbytes))
-        if nbytes[last] >= FALLING_SPAN * nbytes[first] and times[last] < times[first]:
+        if (nbytes[last] >= max(FALLING_SPAN * nbytes[first], FALLING_MIN_BYTES)
+                and times[last] * FALLING_FACTOR < times[first]):
             row = int(positions[group.index[last]]) + 1
             raise InputError(
                 f"time falls as the message grows over the whole series: "
