@@ -1,5 +1,6 @@
 # ruff: noqa: E501  (the embedded log keeps the real column widths)
-"""Every malformed input gets a clear error: one line, exit status 2, nothing left behind.
+"""Every malformed input gets a clear error: one line, exit status 2, nothing left behind
+(the "inputs" family of the robustness suite: one bad input per entry point; README.md).
 
 Table-driven: each row is a command line of one ``gradsched`` entry point with one bad
 input, the class of defect it probes, and a piece of the message it must print. Each call
