@@ -156,8 +156,8 @@ def test_a_dead_node_ends_every_rank_with_a_clear_message(cluster, tmp_path):
     assert codes[0] != 0 and codes[1] == -signal.SIGKILL
     text = logs[0].read_text()
     assert "ChildFailedError" in text or "failed" in text.lower(), text[-2000:]
-    assert any(w in text for w in ("Connection closed", "Connection reset", "timed out",
-                                   "Timed out", "peer")), text[-3000:]
+    assert "a collective failed, most likely a peer rank or its node died" in text, text[-3000:]
+    assert "internal error" not in text, text[-3000:]
     assert time.monotonic() - t0 < 60
     assert not (tmp_path / "never.csv").exists()
 
