@@ -11,7 +11,8 @@ MASTER_ADDR). ``read_timeout`` and ``join_timeout`` bound the rendezvous (torch'
 ``c10d_rendezvous_backend`` and ``dynamic_rendezvous``), so a wrong endpoint or a missing
 peer fails within seconds instead of torchrun's 60 s / 600 s defaults.
 
-Checked: ``capture comm --torchrun`` gives a sweep of the local launcher's shape;
+Checked: the plan executor run by the worker module under torchrun trains exactly as under
+the local launcher; ``capture comm --torchrun`` gives a sweep of the local launcher's shape;
 ``capture iteration --torchrun`` writes a summary of the local launcher's shape; a node killed
 mid-run, a peer that never starts and a wrong endpoint end every node with a non-zero status
 and a message naming the cause, within the timeouts.
@@ -20,6 +21,7 @@ and a message naming the cause, within the timeouts.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -41,6 +43,7 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 SWEEP = ["capture", "comm", "--collectives", "all_reduce,broadcast", "--min-bytes", "4",
          "--max-bytes", "4K", "--factor", "16", "--iters", "5", "--warmup", "1",
          "--min-iters", "2", "--time-budget-s", "0.2"]
+WORKER = "gradsched.distributed.worker"
 ITERATION = ["capture", "iteration", "--model", "tiny-mlp", "--batch-size", "4",
              "--iters", "2", "--warmup", "1", "--bucket-cap-mb", "1"]
 
@@ -60,7 +63,7 @@ def _env() -> dict[str, str]:
 
 def start_node(c: EmulatedCluster, node: int, args: list[str], log: Path, *,
                endpoint: str | None = None, join_timeout: int = 30,
-               is_host: bool | None = None) -> subprocess.Popen:
+               is_host: bool | None = None, module: str = "gradsched") -> subprocess.Popen:
     """torchrun for node ``node`` in its namespace (its own session, so that the test can
     kill the whole node); output to ``log``."""
     endpoint = endpoint or f"{c.layout.address(0)}:{PORT}"
@@ -70,7 +73,7 @@ def start_node(c: EmulatedCluster, node: int, args: list[str], log: Path, *,
            sys.executable, "-P", "-m", "torch.distributed.run", "--nnodes", "2",
            "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
            "--rdzv-id", "gradsched-test", "--rdzv-conf", rdzv, "--max-restarts", "0",
-           "--local-addr", c.layout.address(node), "-m", "gradsched", *args]
+           "--local-addr", c.layout.address(node), "-m", module, *args]
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(),
                                 start_new_session=True)
@@ -127,6 +130,33 @@ def test_capture_iteration_across_two_nodes_has_the_local_summarys_shape(cluster
     for name in (n for n in here if n.endswith(".csv")):
         a, b = pd.read_csv(out / name), pd.read_csv(tmp_path / "local" / name)
         assert list(a.columns) == list(b.columns) and len(a) == len(b), name
+
+
+def test_executor_under_torchrun_equals_the_local_launcher_exactly(cluster, tmp_path):
+    """The plan executor's exactness cases (tests/runtime/test_executor.py) through the
+    worker module under torchrun (``env://``) and through the local launcher: the same
+    parameters after training, bit for bit, on every rank."""
+    from gradsched.distributed import LaunchSpec, launch
+    from tests.runtime.test_executor import BATCH, CASES, STEPS
+
+    payload = {"cases": CASES[:3], "timeout_s": 60,
+               "ddp": [{"id": "ddp", "model": CASES[0]["model"],
+                        "optimizer": CASES[0]["optimizer"], "steps": STEPS, "batch": BATCH}]}
+    (tmp_path / "payload.json").write_text(json.dumps(payload))
+    args = ["--task", "gradsched.runtime.tasks:exactness_cases", "--workdir", str(tmp_path),
+            "--op-timeout-s", "60"]
+    procs = [start_node(cluster, n, args, tmp_path / f"node{n}.log", module=WORKER)
+             for n in range(2)]
+    assert wait_all(procs, 180) == [0, 0], [(tmp_path / f"node{n}.log").read_text()[-2000:]
+                                            for n in range(2)]
+    there = [json.loads((tmp_path / f"rank{r}.result.json").read_text()) for r in range(2)]
+    here = launch("gradsched.runtime.tasks:exactness_cases", payload,
+                  LaunchSpec(2, op_timeout_s=60, deadline_s=300))
+    assert [sorted(r["cases"]) for r in there] == [sorted(r["cases"]) for r in here]
+    for r in range(2):
+        for case in there[r]["cases"]:
+            assert there[r]["cases"][case]["params"] == here[r]["cases"][case]["params"], case
+        assert there[r]["ddp"] == here[r]["ddp"]
 
 
 def test_a_dead_node_ends_every_rank_with_a_clear_message(cluster, tmp_path):
