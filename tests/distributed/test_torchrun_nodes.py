@@ -11,7 +11,8 @@ MASTER_ADDR). ``read_timeout`` and ``join_timeout`` bound the rendezvous (torch'
 ``c10d_rendezvous_backend`` and ``dynamic_rendezvous``), so a wrong endpoint or a missing
 peer fails within seconds instead of torchrun's 60 s / 600 s defaults.
 
-Checked: the plan executor run by the worker module under torchrun trains exactly as under
+Checked: ``gradsched run --torchrun`` gives the local run's rows and collectives; the plan
+executor run by the worker module under torchrun trains exactly as under
 the local launcher; ``capture comm --torchrun`` gives a sweep of the local launcher's shape;
 ``capture iteration --torchrun`` writes a summary of the local launcher's shape; a node killed
 mid-run, a peer that never starts and a wrong endpoint end every node with a non-zero status
@@ -130,6 +131,30 @@ def test_capture_iteration_across_two_nodes_has_the_local_summarys_shape(cluster
     for name in (n for n in here if n.endswith(".csv")):
         a, b = pd.read_csv(out / name), pd.read_csv(tmp_path / "local" / name)
         assert list(a.columns) == list(b.columns) and len(a) == len(b), name
+
+
+def test_gradsched_run_across_two_nodes_has_the_local_runs_shape(cluster, tmp_path):
+    from gradsched.plan import Bucket, Plan
+    from gradsched.workloads import build_model
+
+    ready = [n for n, _ in build_model("tiny-mlp", 4).model.named_parameters()][::-1]
+    Plan("wfbp", tuple(Bucket((n,)) for n in ready)).save(tmp_path / "wfbp.json")
+    run = ["run", "--plan", str(tmp_path / "wfbp.json"), "--baseline", "ddp", "--model",
+           "tiny-mlp", "--batch-size", "4", "--world-size", "2", "--iters", "3", "--warmup",
+           "1", "--timeout-s", "60"]
+    procs = [start_node(cluster, n, [*run, "--torchrun", "-o", str(tmp_path / "t.csv")],
+                        tmp_path / f"node{n}.log") for n in range(2)]
+    assert wait_all(procs, 180) == [0, 0], [(tmp_path / f"node{n}.log").read_text()[-2000:]
+                                            for n in range(2)]
+    local([*run, "-o", str(tmp_path / "l.csv")])
+    for name in ("t.csv", "t.summary.csv"):
+        there = pd.read_csv(tmp_path / name)
+        here = pd.read_csv(tmp_path / name.replace("t.", "l.", 1))
+        assert list(there.columns) == list(here.columns)
+        keys = [c for c in ("algorithm", "plan", "iteration", "world_size", "n_collectives")
+                if c in here.columns]
+        pd.testing.assert_frame_equal(there[keys], here[keys])
+        assert set(there["bandwidth"]) == {"torchrun"}
 
 
 def test_executor_under_torchrun_equals_the_local_launcher_exactly(cluster, tmp_path):
