@@ -45,10 +45,10 @@ def ensure_slurm_installed(timeout_s: float = 600.0) -> str | None:
     """None when slurmctld, slurmd, munged and the clients are here (installed with apt
     when missing and root), else the reason they are not."""
     needed = ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "scontrol")
-    if all(shutil.which(b) for b in needed):
-        return None
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return "needs root (installs slurm-wlm with apt and starts its daemons)"
+    if all(shutil.which(b) for b in needed):
+        return None
     if shutil.which("apt-get") is None:
         return "slurm-wlm is not installed and there is no apt-get to install it"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
