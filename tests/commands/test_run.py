@@ -113,3 +113,17 @@ def test_percentile_matches_numpy():
     values = [0.3, 0.1, 0.7, 0.2, 0.9, 0.4]
     for q in (0, 10, 50, 90, 100):
         assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+
+
+def test_torchrun_mode_needs_torchruns_environment(tmp_path, monkeypatch, capsys):
+    """--torchrun outside torchrun, or with another world size than torchrun's: one line."""
+    base = ["run", "--baseline", "ddp", "--model", MODEL, "--batch-size", "4",
+            "--world-size", "2", "--torchrun", "-o", str(tmp_path / "m.csv")]
+    for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(base) != 0
+    assert "start this command with torchrun" in capsys.readouterr().err
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    assert main(base) != 0
+    assert "WORLD_SIZE=3" in capsys.readouterr().err
+    assert not (tmp_path / "m.csv").exists()

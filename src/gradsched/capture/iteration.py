@@ -42,7 +42,7 @@ from typing import Any
 
 import pandas as pd
 
-from gradsched.distributed import LaunchSpec, launch
+from gradsched.distributed import DistributedError, LaunchSpec, launch
 from gradsched.distributed.worker import init_group
 from gradsched.errors import ConfigError
 from gradsched.io import readable_mode, write_csv_atomic, write_json_atomic
@@ -301,6 +301,11 @@ def capture_iterations_torchrun(opts: IterationOptions, out_dir: str | Path) -> 
         mine = profile_task(rank, world, {"options": asdict(opts), "staging": str(staging)})
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, mine)
+    except RuntimeError as exc:  # gloo/NCCL errors (DistBackendError is one), not a bug
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DistributedError(f"rank {rank} of {world}: a collective failed, most likely a "
+                               "peer rank or its node died or the network between them "
+                               f"failed (check the other nodes' logs): {first[:300]}") from None
     finally:
         dist.destroy_process_group()
     if rank != 0:

@@ -156,6 +156,11 @@ def run_torchrun(config: SweepConfig, out: Path | None) -> Any:
         mine = sweep_task(rank, config.world_size, payload)
         gathered: list[Any] = [None] * config.world_size
         dist.all_gather_object(gathered, mine)
+    except RuntimeError as exc:  # gloo/NCCL errors (DistBackendError is one), not a bug
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SweepError(f"rank {rank} of {config.world_size}: a collective failed, most "
+                         f"likely a peer rank or its node died or the network between "
+                         f"them failed (check the other nodes' logs): {first[:300]}") from None
     finally:
         dist.destroy_process_group()
     if rank != 0:

@@ -7,7 +7,9 @@ Writes one row per timed iteration (``-o``) and a summary beside it
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+from typing import Any
 
 from gradsched.commands._admit import admit_training
 from gradsched.commands._args import (
@@ -72,6 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--profile", type=output_folder, default=None, metavar="DIR",
                      help="also profile 3 extra iterations per run (Chrome traces here)")
     add_oversubscribe(run)
+    run.add_argument("--torchrun", action="store_true",
+                     help="run under torchrun (multi-node): ranks from the environment "
+                     "(RANK, WORLD_SIZE = --world-size); rank 0 writes the outputs")
     run.add_argument("-o", "--output", type=output_file, required=True, help="per-iteration CSV")
     run.set_defaults(func=_run)
 
@@ -170,10 +175,13 @@ def _run(args: argparse.Namespace) -> int:
     buffers = max((plan.buffer_bytes(args.world_size, numel=trainable) for _, plan in plans),
                   default=0)
     admit_training("run", model=args.model, batch_size=args.batch_size,
-                   ranks=args.world_size + args.ps_servers, threads=args.threads,
+                   ranks=1 if args.torchrun else args.world_size + args.ps_servers,
+                   threads=args.threads,
                    seq_len=args.seq_len, oversubscribe=args.oversubscribe,
                    extra_bytes_per_rank=buffers,
                    device="cuda" if args.backend == "nccl" else "cpu")  # before any rank starts
+    if args.torchrun:
+        return _run_torchrun(args, items)
     # Outputs are checked writable before the timed run and written all or none after it
     # (otherwise an unwritable -o would lose a whole timed run at the final write).
     with Staging() as stage:
@@ -190,7 +198,40 @@ def _run(args: argparse.Namespace) -> int:
                                    ps_servers=args.ps_servers)
         write_csv_atomic(output, frame)
         write_csv_atomic(summary_out, summary)
+    _print(args, summary)
+    return 0
+
+
+def _print(args: argparse.Namespace, summary: Any) -> None:
     print(summary[["algorithm", "plan", "median_s", "p10_s", "p90_s"]].to_string(
         index=False, float_format=lambda v: f"{v:.6g}"))
     print(f"-> {args.output} and {summary_path(args.output)}")
+
+
+def _run_torchrun(args: argparse.Namespace, items: list[Any]) -> int:
+    """Under torchrun: every rank times its share; rank 0 writes -o and the summary (the
+    outputs were checked writable before the run, by every rank)."""
+    from gradsched.runtime.bench import run_items_torchrun
+
+    for flag, given in (("--cluster", args.cluster), ("--ps-servers", args.ps_servers),
+                        ("--profile", args.profile)):
+        if given:
+            raise ConfigError(f"{flag} cannot be combined with --torchrun")
+    env_world = os.environ.get("WORLD_SIZE")
+    if env_world is not None and env_world != str(args.world_size):
+        raise ConfigError(f"--world-size {args.world_size} but torchrun started "
+                          f"WORLD_SIZE={env_world} ranks (nnodes x nproc-per-node)")
+    frames = run_items_torchrun(items, model=args.model, batch_size=args.batch_size,
+                                backend=args.backend, iters=args.iters, warmup=args.warmup,
+                                threads=args.threads, seq_len=args.seq_len, seed=args.seed,
+                                timeout_s=args.timeout_s, ranks_per_node=args.ranks_per_node)
+    if frames is None:  # not rank 0
+        return 0
+    frame, summary = frames
+    with Staging() as stage:
+        output = stage.file(args.output)
+        summary_out = stage.file(summary_path(args.output))
+        write_csv_atomic(output, frame)
+        write_csv_atomic(summary_out, summary)
+    _print(args, summary)
     return 0

@@ -21,6 +21,7 @@ Baseline: PyTorch DDP (Li et al., VLDB 2020) with ``bucket_cap_mb`` as given. Pl
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import itertools
 import os
@@ -34,8 +35,9 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 
-from gradsched.distributed import LaunchSpec, launch
+from gradsched.distributed import DistributedError, LaunchSpec, launch
 from gradsched.distributed.cluster import EmulatedCluster
+from gradsched.distributed.worker import init_group
 from gradsched.errors import ConfigError
 from gradsched.plan import Plan
 from gradsched.runtime.executor import PlanExecutor
@@ -259,6 +261,57 @@ def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: 
         results = launch("gradsched.runtime.tasks:timed_runs", payload,
                          LaunchSpec(world_size + ps_servers, **common))
         bandwidth = "loopback"
+    return _frames(items, results, model=model, batch_size=batch_size,
+                   world_size=world_size, backend=backend, bandwidth=bandwidth)
+
+
+def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
+                       backend: str = "gloo", iters: int = 20, warmup: int = 5,
+                       threads: int = 1, seq_len: int | None = None, seed: int = 0,
+                       timeout_s: float = 300.0,
+                       ranks_per_node: int | None = None) -> tuple[Any, Any] | None:
+    """As :func:`run_items`, in a process that ``torchrun`` started: join the group from
+    the environment (``env://``: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), run this
+    rank's share, gather every rank's times; rank 0 returns the frames (column
+    ``bandwidth`` = ``torchrun``), the other ranks None. A failed collective (a peer rank or
+    its node died) raises :class:`~gradsched.distributed.DistributedError` naming the rank.
+    """
+    for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        if var not in os.environ:
+            raise ConfigError(f"--torchrun: ${var} is not set; start this command with "
+                              "torchrun")
+    if not items:
+        raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
+    if iters < 1 or warmup < 0:
+        raise ConfigError("--iters must be >= 1 and --warmup >= 0")
+    payload = {"model": model, "batch_size": batch_size, "runs": [i.to_dict() for i in items],
+               "iters": iters, "warmup": warmup, "seq_len": seq_len, "seed": seed,
+               "timeout_s": timeout_s, "ranks_per_node": ranks_per_node, "ps_servers": 0,
+               "profile_dir": None}
+    ns = argparse.Namespace(rank=None, backend=backend, op_timeout_s=timeout_s,
+                            threads=threads, master=None, init_timeout_s=60.0)
+    rank, world = init_group(ns)
+    try:
+        mine = run_rank(rank, world, payload)
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, mine)
+    except RuntimeError as exc:  # gloo/NCCL errors (DistBackendError is one), not a bug
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DistributedError(f"rank {rank} of {world}: a collective failed, most likely a "
+                               "peer rank or its node died or the network between them "
+                               f"failed (check the other nodes' logs): {first[:300]}") from None
+    finally:
+        dist.destroy_process_group()
+    if rank != 0:
+        return None
+    return _frames(items, gathered, model=model, batch_size=batch_size, world_size=world,
+                   backend=backend, bandwidth="torchrun")
+
+
+def _frames(items: list[RunItem], results: list[Any], *, model: str, batch_size: int,
+            world_size: int, backend: str, bandwidth: str) -> tuple[Any, Any]:
+    """Per-iteration and summary frames from every rank's results (the slowest rank's time
+    per iteration)."""
     rows, summary = [], []
     base = {"model": model, "batch_size": batch_size, "world_size": world_size,
             "backend": backend, "bandwidth": bandwidth}
