@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from hypothesis import settings
 
-from gradsched.traces import ComputeTrace
+from gradsched.traces import CommTrace, ComputeTrace
 
 # CI runs property tests with a fixed seed so that a run is reproducible.
 settings.register_profile("ci", derandomize=True, deadline=None)
@@ -95,3 +95,17 @@ def synthetic_compute_trace(
 @pytest.fixture
 def toy_trace() -> ComputeTrace:
     return synthetic_compute_trace()
+
+
+def synthetic_comm_trace(sizes: list[int], world_size: int = 4) -> CommTrace:
+    """A SYNTHETIC all-reduce comm trace (alpha-beta times: 100 us + 1 ns per byte),
+    labelled as such in its metadata."""
+    nbytes = np.asarray(sizes, dtype=np.int64)
+    frame = pd.DataFrame({
+        "collective": "all_reduce", "backend": "gloo", "algorithm": "default",
+        "world_size": world_size, "nodes": world_size, "in_place": True, "bytes": nbytes,
+        "time_s": 1e-4 + nbytes * 1e-9,
+    })
+    meta = {"kind": "comm", "source": "SYNTHETIC test fixture, not measured",
+            "hardware": "none", "statistic": "median"}
+    return CommTrace.from_frame(frame, meta)

@@ -22,34 +22,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from gradsched.cli import main
 from gradsched.errors import ConfigError, InputError
 from gradsched.plan import Bucket, Plan
 from gradsched.replay.engine import ReplayOptions
-from gradsched.traces import CommTrace
-from tests.conftest import synthetic_compute_trace
+from tests.conftest import synthetic_comm_trace, synthetic_compute_trace
 
 HANG_LIMIT_S = 30  # one call; the whole file runs in well under a minute
 
 
 # ------------------------------------------------------------------------------- fixtures
-def _synthetic_comm(sizes: list[int]) -> CommTrace:
-    """A SYNTHETIC all-reduce comm trace (alpha-beta times), labelled as such."""
-    nbytes = np.asarray(sizes, dtype=np.int64)
-    frame = pd.DataFrame({
-        "collective": "all_reduce", "backend": "gloo", "algorithm": "default",
-        "world_size": 4, "nodes": 4, "in_place": True, "bytes": nbytes,
-        "time_s": 1e-4 + nbytes * 1e-9,
-    })
-    meta = {"kind": "comm", "source": "SYNTHETIC test fixture, not measured",
-            "hardware": "none", "statistic": "median"}
-    return CommTrace.from_frame(frame, meta)
-
-
 SYNTHETIC_NCCL = """\
 # SYNTHETIC nccl-tests log written for the robustness tests (not measured)
 # source: SYNTHETIC test fixture
@@ -77,8 +61,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of SYNTHETIC inputs, good and bad."""
     d = tmp_path_factory.mktemp("robust")
     synthetic_compute_trace(8).save(d / "c.csv")
-    _synthetic_comm([2**k for k in range(2, 24, 2)]).save(d / "m.csv")
-    _synthetic_comm([4096]).save(d / "one.csv")  # one message size: too small to fit
+    synthetic_comm_trace([2**k for k in range(2, 24, 2)]).save(d / "m.csv")
+    synthetic_comm_trace([4096]).save(d / "one.csv")  # one message size: too small to fit
     good = (d / "c.csv").read_text(encoding="utf-8").splitlines()
     meta = (d / "c.meta.json").read_text(encoding="utf-8")
 

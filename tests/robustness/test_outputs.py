@@ -22,8 +22,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 import gradsched.commands.advise as advise_command
@@ -31,8 +29,7 @@ from gradsched import io as gio
 from gradsched.cli import main
 from gradsched.errors import InputError
 from gradsched.staging import Staging
-from gradsched.traces import CommTrace
-from tests.conftest import synthetic_compute_trace
+from tests.conftest import synthetic_comm_trace, synthetic_compute_trace
 from tests.robustness.mountns import needs_mountns, run_with_private_dev
 
 SYNTHETIC_NCCL = """\
@@ -49,24 +46,11 @@ SYNTHETIC_NCCL = """\
 """  # noqa: E501
 
 
-def _synthetic_comm(sizes: list[int]) -> CommTrace:
-    """A SYNTHETIC all-reduce comm trace (alpha-beta times), labelled as such."""
-    nbytes = np.asarray(sizes, dtype=np.int64)
-    frame = pd.DataFrame({
-        "collective": "all_reduce", "backend": "gloo", "algorithm": "default",
-        "world_size": 4, "nodes": 4, "in_place": True, "bytes": nbytes,
-        "time_s": 1e-4 + nbytes * 1e-9,
-    })
-    meta = {"kind": "comm", "source": "SYNTHETIC test fixture, not measured",
-            "hardware": "none", "statistic": "median"}
-    return CommTrace.from_frame(frame, meta)
-
-
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     """A folder of SYNTHETIC inputs: compute trace c.csv, comm trace m.csv, nccl log."""
     synthetic_compute_trace(8).save(tmp_path / "c.csv")
-    _synthetic_comm([2**k for k in range(2, 24, 2)]).save(tmp_path / "m.csv")
+    synthetic_comm_trace([2**k for k in range(2, 24, 2)]).save(tmp_path / "m.csv")
     (tmp_path / "nccl.txt").write_text(SYNTHETIC_NCCL, encoding="utf-8")
     (tmp_path / "run.meta.json").write_text('{"traceEvents": []}', encoding="utf-8")
     return tmp_path

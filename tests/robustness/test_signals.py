@@ -19,37 +19,21 @@ import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 import gradsched.staging as staging_module
 from gradsched import io as gio
 from gradsched.cli import main
 from gradsched.staging import Staging
-from gradsched.traces import CommTrace
-from tests.conftest import synthetic_compute_trace
+from tests.conftest import synthetic_comm_trace, synthetic_compute_trace
 
 WAIT_S = 60  # longest wait for a child to reach its pause or to exit
-
-
-def _synthetic_comm(sizes: list[int]) -> CommTrace:
-    """A SYNTHETIC all-reduce comm trace (alpha-beta times), labelled as such."""
-    nbytes = np.asarray(sizes, dtype=np.int64)
-    frame = pd.DataFrame({
-        "collective": "all_reduce", "backend": "gloo", "algorithm": "default",
-        "world_size": 4, "nodes": 4, "in_place": True, "bytes": nbytes,
-        "time_s": 1e-4 + nbytes * 1e-9,
-    })
-    meta = {"kind": "comm", "source": "SYNTHETIC test fixture, not measured",
-            "hardware": "none", "statistic": "median"}
-    return CommTrace.from_frame(frame, meta)
 
 
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     synthetic_compute_trace(8).save(tmp_path / "c.csv")
-    _synthetic_comm([2**k for k in range(2, 24, 2)]).save(tmp_path / "m.csv")
+    synthetic_comm_trace([2**k for k in range(2, 24, 2)]).save(tmp_path / "m.csv")
     return tmp_path
 
 

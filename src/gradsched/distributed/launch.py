@@ -49,6 +49,17 @@ class DistributedError(GradschedError, RuntimeError):
     """A rank failed, timed out, or could not start."""
 
 
+def collective_failed(rank: int, world: int, exc: BaseException) -> DistributedError:
+    """The error a rank started by torchrun raises when a collective fails (gloo's and NCCL's
+    errors, ``DistBackendError`` among them, are RuntimeErrors): most likely a peer rank or
+    its node died, which the rank itself cannot tell apart from a network failure."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return DistributedError(f"rank {rank} of {world}: a collective failed, most likely a "
+                            "peer rank or its node died or the network between them "
+                            f"failed (check the other nodes' logs): {first[:300]}")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on ``host`` right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

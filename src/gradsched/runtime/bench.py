@@ -35,8 +35,9 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 
-from gradsched.distributed import DistributedError, LaunchSpec, launch
+from gradsched.distributed import LaunchSpec, launch
 from gradsched.distributed.cluster import EmulatedCluster
+from gradsched.distributed.launch import collective_failed
 from gradsched.distributed.worker import init_group
 from gradsched.errors import ConfigError
 from gradsched.plan import Plan
@@ -296,10 +297,7 @@ def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, mine)
     except RuntimeError as exc:  # gloo/NCCL errors (DistBackendError is one), not a bug
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DistributedError(f"rank {rank} of {world}: a collective failed, most likely a "
-                               "peer rank or its node died or the network between them "
-                               f"failed (check the other nodes' logs): {first[:300]}") from None
+        raise collective_failed(rank, world, exc) from None
     finally:
         dist.destroy_process_group()
     if rank != 0:
