@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from gradsched.commands._outputs import output_file
 from gradsched.errors import InputError
 
 
@@ -41,3 +43,15 @@ def table_from_csv(args: argparse.Namespace, name: str, make_table: Any) -> int:
     write_table(table, args.tex, args.md, align=align, title=args.title or name)
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
     return 0
+
+
+def add_table_parser(sub: Any, name: str, *, help: str, input_help: str
+                     ) -> argparse.ArgumentParser:
+    """A table verb: ``--input`` (the file it formats), ``--tex`` and ``--md`` (the table,
+    LaTeX and Markdown) and ``--title``; the caller sets ``func``."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("--input", type=Path, required=True, help=input_help)
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--title", default="")
+    return p

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gradsched.commands._args import integer, parse_int
 from gradsched.commands._outputs import output_file
-from gradsched.commands.report._common import columns_named, table_from_csv
+from gradsched.commands.report._common import add_table_parser, columns_named, table_from_csv
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_REPLAY_ITERATIONS
 
@@ -30,21 +30,16 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_ps_replay)
 
-    p = rsub.add_parser("architectures", help="hierarchical all-reduce and parameter-server "
-                        "runs on the emulated cluster: measured vs predicted (table)")
-    p.add_argument("--input", type=Path, required=True,
-                   help="paper/data/reexec/issue18/measured.json")
-    p.add_argument("--tex", type=output_file, required=True)
-    p.add_argument("--md", type=output_file, required=True)
-    p.add_argument("--title", default="")
+    p = add_table_parser(rsub, "architectures",
+                         help="hierarchical all-reduce and parameter-server "
+                              "runs on the emulated cluster: measured vs predicted (table)",
+                         input_help="paper/data/reexec/issue18/measured.json")
     p.set_defaults(func=_architectures)
 
-    p = rsub.add_parser("ps-replay-table", help="all-reduce vs parameter servers per "
-                        "model, network and world size (LaTeX + Markdown)")
-    p.add_argument("--input", type=Path, required=True, help="ps-replay CSV")
-    p.add_argument("--tex", type=output_file, required=True)
-    p.add_argument("--md", type=output_file, required=True)
-    p.add_argument("--title", default="")
+    p = add_table_parser(rsub, "ps-replay-table",
+                         help="all-reduce vs parameter servers per "
+                              "model, network and world size (LaTeX + Markdown)",
+                         input_help="ps-replay CSV")
     p.set_defaults(func=columns_named(_ps_replay_table))
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gradsched.commands._args import integer
 from gradsched.commands._outputs import output_file
+from gradsched.commands.report._common import add_table_parser
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_REPLAY_ITERATIONS
 
@@ -24,11 +25,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_scaling_check)
 
-    p = rsub.add_parser("scaling-table", help="predicted vs published throughput table")
-    p.add_argument("--input", type=Path, required=True, help="scaling-check CSV")
-    p.add_argument("--tex", type=output_file, required=True)
-    p.add_argument("--md", type=output_file, required=True)
-    p.add_argument("--title", default="")
+    p = add_table_parser(rsub, "scaling-table",
+                         help="predicted vs published throughput table",
+                         input_help="scaling-check CSV")
     p.set_defaults(func=_scaling_table)
 
     p = rsub.add_parser("scaling-macros", help="paper macros of the scaling check")

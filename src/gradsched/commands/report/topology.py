@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gradsched.commands._args import integer
 from gradsched.commands._outputs import output_file
-from gradsched.commands.report._common import columns_named, table_from_csv
+from gradsched.commands.report._common import add_table_parser, columns_named, table_from_csv
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_REPLAY_ITERATIONS
 
@@ -43,12 +43,10 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_topology_replay)
 
-    p = rsub.add_parser("topology-replay-table", help="flat vs hierarchical per model, "
-                        "cluster shape and algorithm (LaTeX + Markdown)")
-    p.add_argument("--input", type=Path, required=True, help="topology-replay CSV")
-    p.add_argument("--tex", type=output_file, required=True)
-    p.add_argument("--md", type=output_file, required=True)
-    p.add_argument("--title", default="")
+    p = add_table_parser(rsub, "topology-replay-table",
+                         help="flat vs hierarchical per model, "
+                              "cluster shape and algorithm (LaTeX + Markdown)",
+                         input_help="topology-replay CSV")
     p.set_defaults(func=columns_named(_topology_replay_table))
 
 
