@@ -54,16 +54,21 @@ ITER_COLUMNS = ("model", "batch_size", "world_size", "backend", "bandwidth", "al
 
 @dataclass(frozen=True)
 class RunItem:
-    """One timed run: a plan (JSON dict) or DDP with a bucket cap."""
+    """One timed run: a plan (JSON dict) through the executor, or stock PyTorch DDP with
+    one ``bucket_cap_mb`` or a per-bucket ``bucket_cap_mb_list`` (MiB, torch >= 2.14)."""
 
     label: str
     algorithm: str
     plan: dict[str, Any] | None = None
     bucket_cap_mb: float | None = None
+    bucket_cap_mb_list: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "algorithm": self.algorithm, "plan": self.plan,
-                "bucket_cap_mb": self.bucket_cap_mb}
+        out = {"label": self.label, "algorithm": self.algorithm, "plan": self.plan,
+               "bucket_cap_mb": self.bucket_cap_mb}
+        if self.bucket_cap_mb_list is not None:
+            out["bucket_cap_mb_list"] = list(self.bucket_cap_mb_list)
+        return out
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -155,7 +160,9 @@ def _timed(rank: int, spec: Any, batches: list[Any], item: RunItem, payload: dic
     else:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        runner = DDP(model, bucket_cap_mb=item.bucket_cap_mb,
+        caps = {"bucket_cap_mb_list": list(item.bucket_cap_mb_list)} \
+            if item.bucket_cap_mb_list else {}
+        runner = DDP(model, bucket_cap_mb=item.bucket_cap_mb, **caps,
                      device_ids=[torch.device(device).index] if device != "cpu" else None)
 
         def finish() -> None:
