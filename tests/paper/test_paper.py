@@ -24,10 +24,13 @@ SECTION_RE = re.compile(r"\\input\{(sections/[^}]+?)(?:\.tex)?\}")
 
 
 def paper_text() -> str:
-    """main.tex with each ``\\input{sections/...}`` replaced by that file's text."""
-    return SECTION_RE.sub(
-        lambda m: (REPO / "paper" / f"{m.group(1)}.tex").read_text(),
-        MAIN.read_text())
+    """main.tex with each ``\\input{sections/...}`` replaced by that file's text, nested
+    inputs included."""
+    text = MAIN.read_text()
+    while SECTION_RE.search(text):
+        text = SECTION_RE.sub(
+            lambda m: (REPO / "paper" / f"{m.group(1)}.tex").read_text(), text)
+    return text
 
 
 def included() -> tuple[set[str], set[str]]:

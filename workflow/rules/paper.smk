@@ -116,15 +116,17 @@ rule claims:
 
 
 def paper_includes():
-    """Every figure and table file paper/main.tex includes (from the .tex itself, so that
-    the PDF waits for the rules of every stage that draws one, whichever .smk has them).
+    """Every figure and table file paper/main.tex and its sections include (from the .tex
+    itself, so that the PDF waits for the rules of every stage that draws one, whichever
+    .smk has them).
     """
     import re
 
     source = Path("paper/main.tex")
     if not source.is_file():  # a working copy without the paper (e.g. the smoke test)
         return []
-    text = source.read_text(encoding="utf-8")
+    text = "\n".join(p.read_text(encoding="utf-8")
+                     for p in [source, *sorted(Path("paper/sections").glob("*.tex"))])
     figures = re.findall(r"\\includegraphics(?:\[[^\]]*\])?\{(figures/[^}]+)\}", text)
     tables = re.findall(r"\\input\{(tables/[^}]+)\}", text)
     return sorted(
@@ -135,7 +137,7 @@ def paper_includes():
 
 PAPER_INPUTS = (
     ["paper/main.tex", "paper/references.bib", f"{GEN}/macros.tex"]
-    + ["paper/sections/gpu.tex", f"{GEN}/scaling-macros.tex"]
+    + sorted(glob.glob("paper/sections/*.tex")) + [f"{GEN}/scaling-macros.tex"]
     + figure_files()
     + table_files()
     + [f for f in paper_includes() if f not in figure_files() + table_files()]

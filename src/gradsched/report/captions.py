@@ -53,8 +53,12 @@ def to_plain(tex: str) -> str:
 _SECTION = re.compile(r"\\input\{(sections/[^}]+)\}")
 
 
+MAX_INPUT_DEPTH = 8
+
+
 def paper_source(main_tex: str | Path) -> str:
-    """``main.tex`` with every ``\\input{sections/...}`` replaced by that file's text."""
+    """``main.tex`` with every ``\\input{sections/...}`` replaced by that file's text,
+    nested inputs included."""
     path = Path(main_tex)
     if not path.is_file():
         raise InputError("paper source not found", path=path)
@@ -66,7 +70,12 @@ def paper_source(main_tex: str | Path) -> str:
             raise InputError(f"\\input{{{name}}}: file not found", path=path)
         return part.read_text(encoding="utf-8")
 
-    return _SECTION.sub(inline, path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    for _ in range(MAX_INPUT_DEPTH):
+        if not _SECTION.search(text):
+            return text
+        text = _SECTION.sub(inline, text)
+    raise InputError(f"\\input nesting deeper than {MAX_INPUT_DEPTH}", path=path)
 
 
 def paper_captions(main_tex: str | Path) -> dict[str, str]:
