@@ -131,6 +131,12 @@ def paper_includes():
     )
     figures = re.findall(r"\\includegraphics(?:\[[^\]]*\])?\{(figures/[^}]+)\}", text)
     tables = re.findall(r"\\input\{(tables/[^}]+)\}", text)
+    # a replay-<family> table exists only for the families this configuration replays
+    tables = [
+        t
+        for t in tables
+        if not t.startswith("tables/replay-") or t[len("tables/") :] in TABLES
+    ]
     return sorted(
         {f"{FIG}/{name[len('figures/'):]}" for name in figures}
         | {f"{TAB}/{name[len('tables/'):]}" for name in tables}
