@@ -399,3 +399,37 @@ def test_non_contiguous_bucket_is_refused() -> None:
         ddp_caps(plan, trace)
     assert info.value.field == "buckets"
     assert "layer1.weight" in str(info.value)
+
+
+def test_each_dtype_key_restarts_the_list(torch_mod: Any, gloo: None) -> None:
+    """Mixed fp32/bf16 parameters: DDP fills one bucket sequence per (dtype, device) key,
+    and each key starts again at the list's first cap (observed on the installed torch):
+    one list cannot place a mixed model's buckets independently, which is why ``ddp_caps``
+    takes a one-dtype trace."""
+    torch = torch_mod
+    torch.manual_seed(0)
+    nn = torch.nn
+
+    class Mixed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(256, 256)
+            self.b = nn.Linear(256, 256).bfloat16()
+            self.c = nn.Linear(256, 256)
+            self.d = nn.Linear(256, 256).bfloat16()
+
+        def forward(self, x: Any) -> Any:
+            x = self.b(self.a(x).bfloat16()).float()
+            return self.d(self.c(x).bfloat16()).float()
+
+    module = Mixed()
+    x = torch.randn(3, 256, generator=torch.Generator().manual_seed(4))
+
+    def step(net: Any) -> Any:
+        return net(x).sum()
+
+    # cap 0 (260 fp32 rows of 256) closes each key's pair of layers; cap 1 would split bf16
+    caps = [256 * 260 * 4 / MB, 256 * 257 * 2 / MB]
+    real = real_rebuilt(torch, module, step, caps)
+    assert sorted(real) == [["c.bias", "c.weight", "a.bias", "a.weight"],
+                            ["d.bias", "d.weight", "b.bias", "b.weight"]]
