@@ -116,3 +116,21 @@ def _column(path: str, name: str) -> list[str]:
     lines = Path(path).read_text().splitlines()
     index = lines[0].split(",").index(name)
     return [line.split(",")[index] for line in lines[1:]]
+
+
+def test_replay_runs_ddp_list_and_the_ddp_knob(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture) -> None:
+    """``replay --algorithms ddp,ddp-list`` with ddp's knob set to ddp-list's caps: the
+    same iteration time (the caps rebuild the same buckets)."""
+    caps_path = tmp_path / "caps.json"
+    assert main([*BASE, "--comm", COMM, "--algorithm", "ddp-list", "--emit", "ddp",
+                 "-o", str(caps_path)]) == 0
+    caps = json.loads(caps_path.read_text())["bucket_cap_mb_list"]
+    out = tmp_path / "r.csv"
+    assert main(["replay", "--compute", COMPUTE, "--comm", COMM, "--algorithms", "ddp,ddp-list",
+                 "--knob", "ddp.bucket_cap_mb_list=" + ",".join(map(str, caps)),
+                 "-o", str(out)]) == 0
+    rows = dict(zip(_column(str(out), "algorithm"), _column(str(out), "iteration_s"),
+                    strict=True))
+    assert rows["ddp"] == rows["ddp-list"]
+    assert _column(str(out), "n_collectives") == [str(len(caps))] * 2

@@ -433,3 +433,11 @@ def test_each_dtype_key_restarts_the_list(torch_mod: Any, gloo: None) -> None:
     real = real_rebuilt(torch, module, step, caps)
     assert sorted(real) == [["c.bias", "c.weight", "a.bias", "a.weight"],
                             ["d.bias", "d.weight", "b.bias", "b.weight"]]
+
+
+@pytest.mark.parametrize("text", ["1.5,0.25", "[1.5, 0.25]", " 1.5 , 0.25 "])
+def test_cap_list_knob_parses(text: str) -> None:
+    trace = synthetic_compute_trace(6)
+    plan = make_plan("ddp", trace, load_comm_spec(str(COMM)), 2, {"bucket_cap_mb_list": text})
+    assert plan.knobs["bucket_cap_mb_list"] == [1.5, 0.25]
+    assert plan.info["bucket_cap_bytes_list"] == [int(1.5 * MB), int(0.25 * MB)]

@@ -182,10 +182,11 @@ def _parse_float(value: Any) -> float:
 
 
 def _parse_floats(value: Any) -> tuple[float, ...]:
-    """A list knob (``tuple`` kind): ``"1.0,27,16"`` or a sequence of numbers -> floats;
-    an empty list is refused."""
+    """A list knob (``tuple`` kind): ``"1.0,27,16"`` (brackets allowed: a YAML list in the
+    workflow config reaches the CLI as ``[1.0, 27, 16]``) or a sequence of numbers ->
+    floats; an empty list is refused."""
     if isinstance(value, str):
-        items: list[Any] = value.split(",")
+        items: list[Any] = value.strip().removeprefix("[").removesuffix("]").split(",")
     elif isinstance(value, (int, float)):
         items = [value]
     else:
