@@ -91,7 +91,8 @@ from gradsched.traces.bundle import ComputeTrace
 
 NAME = "ddp"
 SUMMARY = ("PyTorch DDP buckets as torch 2.14 builds them: default 25 MiB with a 1 MiB first "
-           "bucket, an explicit bucket_cap_mb for every bucket (Li et al. 2020)")
+           "bucket, an explicit bucket_cap_mb for every bucket, or per-bucket caps "
+           "(bucket_cap_mb_list) (Li et al. 2020)")
 DEFAULT_BUCKET_CAP_MB = 25.0  # torch/nn/parallel/distributed.py L31
 DEFAULT_FIRST_BUCKET_BYTES = 1024 * 1024  # dist._DEFAULT_FIRST_BUCKET_BYTES
 KNOBS: tuple[Knob, ...] = (
