@@ -273,10 +273,11 @@ def test_planted_off_by_one_cap_changes_real_buckets(torch_mod: Any, gloo: None,
     trace = committed("resnet18-b4-cpu-fp32")
     seq = ready_seq(trace)
     plan = plan_from_ends("planted", seq, np.asarray([4, 9, 20, seq.n]), knobs={})
-    caps = list(ddp_caps(plan, trace).exact_mb)
-    k = 1
-    total, last = ddp_caps(plan, trace).bucket_bytes[k], ddp_caps(plan, trace).last_member_bytes[k]
-    caps[k] = (total + int(seq.nbytes[9])) / MB if planted == "up" else (total - last) / MB
+    exact = ddp_caps(plan, trace)
+    caps = list(exact.exact_mb)
+    total, last = exact.bucket_bytes[1], exact.last_member_bytes[1]  # bucket 1: tensors 4..8
+    caps[1] = (total + int(seq.nbytes[9])) / MB if planted == "up" else (total - last) / MB
+    assert real_rebuilt(torch, module, step, list(exact.exact_mb)) == plan_groups(plan)
     real = real_rebuilt(torch, module, step, caps)
     assert real != plan_groups(plan)
     ends = rebuilt_groups(seq.nbytes.tolist(), caps)
