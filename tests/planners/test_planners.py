@@ -18,6 +18,7 @@ from gradsched.errors import ConfigError
 from gradsched.experiments import make_plan
 from gradsched.planners import (
     ALGORITHMS_ALL,
+    EXTRA_ALGORITHMS,
     PLANNERS,
     PS_ALGORITHMS,
     WFBP_FAMILY,
@@ -340,7 +341,8 @@ def test_best_scores_with_interference(example_b: ComputeTrace) -> None:
 # Registry and knobs.
 # ---------------------------------------------------------------------------------------
 def test_registry_lists_every_planner() -> None:
-    assert planner_names() == list(ALGORITHMS_ALL) + list(PS_ALGORITHMS) == list(PLANNERS)
+    assert planner_names() == [*ALGORITHMS_ALL, *PS_ALGORITHMS, *EXTRA_ALGORITHMS] \
+        == list(PLANNERS)
     assert set(WFBP_FAMILY) <= set(PLANNERS)
     for name in PLANNERS:
         spec = get_planner(name)

@@ -1,4 +1,8 @@
-"""``gradsched plan`` and ``gradsched replay``: make one plan; replay several algorithms."""
+"""``gradsched plan`` and ``gradsched replay``: make one plan; replay several algorithms.
+
+``gradsched plan --emit ddp`` prints a plan as stock PyTorch DDP's ``bucket_cap_mb_list``
+(:mod:`gradsched.planners.ddp_caps`, ``docs/ddp-caps.md``) and, with ``-o``, writes the caps
+JSON; ``--from PLAN.json`` converts a plan written before instead of planning one."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from gradsched.commands._outputs import output_file, output_folder
 from gradsched.costmodel.base import CommModel, load_comm_spec
 from gradsched.costmodel.ps import PSModel, load_ps
 from gradsched.costmodel.topology import load_topology
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
 from gradsched.experiments import (
     check_knobs_used,
     compare,
@@ -21,8 +25,11 @@ from gradsched.experiments import (
     parse_knob_args,
     resolve_world_size,
 )
-from gradsched.io import write_csv_atomic
+from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.limits import MAX_REPLAY_ITERATIONS
+from gradsched.plan import Plan
+from gradsched.planners import ALGORITHMS_ALL, planner_names
+from gradsched.planners.ddp_caps import DdpCaps, ddp_caps
 from gradsched.reexec.config import NO_INTERFERENCE, load_interference
 from gradsched.replay.engine import (
     MAX_CHANNELS,
@@ -35,6 +42,7 @@ from gradsched.staging import Staging
 from gradsched.traces.bundle import ComputeTrace, meta_path
 from gradsched.traces.forward import with_forward
 
+CAPS_FORMAT = "gradsched.ddp_caps"
 COMM_HELP = ("comm trace CSV, fitted model JSON, or alpha-beta:alpha=<seconds>,"
              "beta=<seconds per byte>")
 
@@ -67,15 +75,30 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    plan = sub.add_parser("plan", help="make one algorithm's plan (JSON)")
+    plan = sub.add_parser("plan", help="make one algorithm's plan (JSON), or a plan's DDP "
+                          "bucket_cap_mb_list (--emit ddp)")
     _common(plan)
-    plan.add_argument("--algorithm", required=True, help="planner name (see 'gradsched replay')")
-    plan.add_argument("-o", "--output", required=True, type=output_file, help="plan JSON to write")
+    plan.add_argument("--algorithm", default=None,
+                      help=f"planner name, one of: {', '.join(planner_names())}")
+    plan.add_argument("--from", dest="source", type=Path, default=None, metavar="PLAN.json",
+                      help="convert this plan (written by 'gradsched plan' or 'replay --plans') "
+                      "instead of planning one; needs --emit ddp")
+    plan.add_argument("--emit", choices=["plan", "ddp"], default="plan",
+                      help="plan: the plan JSON (default); ddp: print the "
+                      "DistributedDataParallel(bucket_cap_mb_list=[...]) line that rebuilds "
+                      "the plan's buckets in stock torch >= 2.14, and with -o write the caps "
+                      "JSON (exact and paste caps, bucket bytes); a plan DDP cannot run is "
+                      "refused naming the property (docs/ddp-caps.md)")
+    plan.add_argument("-o", "--output", type=output_file, default=None,
+                      help="plan JSON (or, with --emit ddp, caps JSON) to write; required "
+                      "unless --emit ddp")
     plan.set_defaults(func=_plan)
 
     rep = sub.add_parser("replay", help="plan and replay algorithms; one result row each")
     _common(rep)
-    rep.add_argument("--algorithms", default="all", help="comma-separated names, or 'all'")
+    rep.add_argument("--algorithms", default="all",
+                     help=f"comma-separated names, or 'all' ({', '.join(ALGORITHMS_ALL)}); "
+                     f"known: {', '.join(planner_names())}")
     rep.add_argument("-o", "--output", required=True, type=output_file, help="results CSV to write")
     rep.add_argument("--timeline", type=output_folder, default=None, metavar="DIR",
                      help="write <algorithm>.trace.json (Perfetto) and .timeline.csv here")
@@ -132,7 +155,12 @@ def _world_size(args: argparse.Namespace, trace: ComputeTrace, model: CommModel)
 
 
 def _plan(args: argparse.Namespace) -> int:
+    _check_plan_args(args)
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
+    if args.source is not None:
+        plan = Plan.load(args.source)
+        plan.check_covers(trace.names)
+        return _emit_ddp(plan, trace, args)
     model = _comm_model(args)
     world = _world_size(args, trace, model)
     knob_args = parse_knob_args(args.knob)
@@ -140,10 +168,57 @@ def _plan(args: argparse.Namespace) -> int:
     knobs = knobs_for(args.algorithm, knob_args)
     plan = make_plan(args.algorithm, trace, model, world, knobs)
     plan.check_covers(trace.names)
+    if args.emit == "ddp":
+        return _emit_ddp(plan, trace, args)
     plan.save(args.output)
     print(f"{args.algorithm}: {plan.n_buckets} buckets for {trace.n_tensors} tensors "
           f"-> {args.output}")
     return 0
+
+
+def _check_plan_args(args: argparse.Namespace) -> None:
+    """One of --algorithm and --from; --from converts (--emit ddp) and plans nothing."""
+    if (args.algorithm is None) == (args.source is None):
+        raise ConfigError("give exactly one of --algorithm (make a plan) and --from "
+                          "(convert a plan JSON)")
+    if args.output is None and args.emit != "ddp":
+        raise ConfigError("--output is required (or --emit ddp to print the DDP caps)")
+    if args.source is None:
+        return
+    if args.emit != "ddp":
+        raise ConfigError("--from converts a plan: give --emit ddp")
+    given = [f"--{a}" for a in ("comm", "topology", "ps", "knob", "world_size")
+             if getattr(args, a, None) not in (None, [])]
+    if given:
+        raise ConfigError(f"{given[0].replace('_', '-')} plans; --from converts a plan "
+                          "written before (drop one of them)")
+
+
+def _emit_ddp(plan: Plan, trace: ComputeTrace, args: argparse.Namespace) -> int:
+    """Print the paste line; with ``-o`` write the caps JSON."""
+    try:
+        caps = ddp_caps(plan, trace)
+    except InputError as exc:  # name the plan file when there is one
+        if args.source is None:
+            raise
+        raise InputError(exc.reason, path=args.source, field=exc.field) from None
+    print(caps.paste_line())
+    if args.output is not None:
+        write_json_atomic(args.output, caps_json(plan, trace, caps))
+        print(f"{plan.algorithm}: {caps.n_buckets} caps for {trace.n_tensors} tensors "
+              f"-> {args.output}")
+    return 0
+
+
+def caps_json(plan: Plan, trace: ComputeTrace, caps: DdpCaps) -> dict[str, object]:
+    """The caps file: paste and exact caps (MiB), bucket and last-member bytes."""
+    return {"format": CAPS_FORMAT, "format_version": 1, "algorithm": plan.algorithm,
+            "trace": trace.stem, "n_tensors": trace.n_tensors,
+            "bucket_cap_mb_list": list(caps.paste_mb),
+            "bucket_cap_mb_list_exact": list(caps.exact_mb),
+            "bucket_bytes": list(caps.bucket_bytes),
+            "last_member_bytes": list(caps.last_member_bytes),
+            "paste_line": caps.paste_line()}
 
 
 def _replay(args: argparse.Namespace) -> int:

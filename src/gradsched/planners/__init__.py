@@ -23,6 +23,7 @@ from gradsched.planners import (
     bytescheduler_ps,
     contiguous,
     ddp,
+    ddp_list,
     dear,
     horovod,
     mgwfbp,
@@ -46,9 +47,13 @@ ALGORITHMS_ALL: tuple[str, ...] = (
 # Planners for a parameter server only (costmodel/ps.py; they refuse other models), not in
 # "all": every planner above also prices a PS plan through the PS model's collectives.
 PS_ALGORITHMS: tuple[str, ...] = ("bsp-ps", "wfbp-ps", "bytescheduler-ps")
+# Planners usable by name (plan, replay, the workflow's algorithm lists) but not in "all":
+# ``ddp-list`` plans the contiguous optimum's buckets again, as DDP caps (adding it to "all"
+# would add a row to every replay without a new schedule).
+EXTRA_ALGORITHMS: tuple[str, ...] = ("ddp-list",)
 # Planners whose plans are contiguous all-reduce groupings with a global update.
 WFBP_FAMILY: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "mgwfbp", "oasr",
-                                 "contiguous_optimum")
+                                 "contiguous_optimum", "ddp-list")
 
 
 @dataclass(frozen=True)
@@ -78,21 +83,23 @@ class PlannerSpec:
         lines = [f"{self.name}: {self.summary}"]
         for k in self.knobs:
             choices = f" one of {'|'.join(k.choices)};" if k.choices else ""
-            lines.append(f"  {k.name} ({k.kind.__name__},{choices} default {k.default}): {k.help}")
+            lines.append(f"  {k.name} ({kind_name(k.kind)},{choices} default {k.default}): "
+                         f"{k.help}")
         return "\n".join(lines)
 
 
 PLANNERS: dict[str, PlannerSpec] = {
     m.NAME: PlannerSpec(m.NAME, m.plan, m.SUMMARY, m.KNOBS, getattr(m, "SCORED", False))
     for m in (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, contiguous,
-              search, best, bsp_ps, wfbp_ps, bytescheduler_ps)
+              search, best, bsp_ps, wfbp_ps, bytescheduler_ps, ddp_list)
 }
-assert tuple(PLANNERS) == ALGORITHMS_ALL + PS_ALGORITHMS
+assert tuple(PLANNERS) == ALGORITHMS_ALL + PS_ALGORITHMS + EXTRA_ALGORITHMS
 assert (*(m.NAME for m in best.RIVALS), best.NAME) == ALGORITHMS_ALL
 
 
 def planner_names() -> list[str]:
-    """Registered planner names: those of "all", then the parameter-server ones."""
+    """Registered planner names: those of "all", the parameter-server ones, then the
+    extra ones (:data:`EXTRA_ALGORITHMS`)."""
     return list(PLANNERS)
 
 
@@ -136,16 +143,17 @@ def parse_knob(planner: str, knob: Knob, value: Any) -> Any:
         elif knob.kind is int:
             out = _parse_int(value)
         elif knob.kind is float:
-            out = parse_real(value) if isinstance(value, str) else float(value)
-            if isinstance(value, bool):
-                raise ValueError
+            out = _parse_float(value)
+        elif knob.kind is tuple:
+            out = _parse_floats(value)
         else:
             out = str(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{where}: {value!r} is not a valid {knob.kind.__name__}") from None
+        raise ConfigError(f"{where}: {value!r} is not a valid {kind_name(knob.kind)}") from None
     if knob.choices is not None and out not in knob.choices:
         raise ConfigError(f"{where}: {out!r} is not one of {', '.join(knob.choices)}")
-    if ((knob.kind is float and not (math.isfinite(out) and abs(out) <= KNOB_MAGNITUDE))
+    if ((knob.kind is float and not _finite(out))
+            or (knob.kind is tuple and not all(_finite(v) for v in out))
             or (knob.kind is int and abs(out) > KNOB_MAGNITUDE)):
         # 1e300 MB buckets would pass and overflow the planners' byte sums
         raise ConfigError(f"{where}: {value!r} is not a finite number of magnitude "
@@ -154,6 +162,38 @@ def parse_knob(planner: str, knob: Knob, value: Any) -> Any:
             and not 1 <= out <= MAX_SEARCH_ITERS:
         # bo_iters=1e9 would search for ever: search and replay budgets are bounded
         raise ConfigError(f"{where}: {out} is out of range [1, {MAX_SEARCH_ITERS}]")
+    return out
+
+
+def kind_name(kind: type) -> str:
+    """How a knob's type is named in help and errors (a ``tuple`` knob is a list of
+    numbers)."""
+    return "list of float" if kind is tuple else kind.__name__
+
+
+def _finite(value: float) -> bool:
+    return math.isfinite(value) and abs(value) <= KNOB_MAGNITUDE
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(value)
+    return parse_real(value) if isinstance(value, str) else float(value)
+
+
+def _parse_floats(value: Any) -> tuple[float, ...]:
+    """A list knob (``tuple`` kind): ``"1.0,27,16"`` (brackets allowed: a YAML list in the
+    workflow config reaches the CLI as ``[1.0, 27, 16]``) or a sequence of numbers ->
+    floats; an empty list is refused."""
+    if isinstance(value, str):
+        items: list[Any] = value.strip().removeprefix("[").removesuffix("]").split(",")
+    elif isinstance(value, (int, float)):
+        items = [value]
+    else:
+        items = list(value)
+    out = tuple(_parse_float(v.strip() if isinstance(v, str) else v) for v in items)
+    if not out:
+        raise ValueError(value)
     return out
 
 
@@ -199,6 +239,7 @@ def make_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
     return spec.func(trace, model, world_size, **parse_knobs(name, knobs), **own)
 
 
-__all__ = ["ALGORITHMS_ALL", "PLANNERS", "PS_ALGORITHMS", "WFBP_FAMILY", "Knob", "PlannerSpec",
-           "Scorer", "ScorerFactory", "get_planner", "make_plan", "parse_knobs",
+__all__ = ["ALGORITHMS_ALL", "EXTRA_ALGORITHMS", "PLANNERS", "PS_ALGORITHMS", "WFBP_FAMILY",
+           "Knob", "PlannerSpec", "Scorer", "ScorerFactory", "get_planner", "make_plan",
+           "parse_knobs",
            "planner_names", "replay_knobs"]

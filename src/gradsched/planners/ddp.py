@@ -54,10 +54,20 @@ Remaining differences from torch (known):
   Transformer layer registers ``norm1``/``norm2`` after ``linear2``). With that knob the
   buckets need not be contiguous in ready order, and the replay starts a later bucket
   that is ready before an earlier one, where DDP waits for bucket order.
-* ``bucket_cap_mb_list`` (torch 2.14's per-bucket caps), gradient compression hooks and
-  ``first_bucket_mb`` combined with an explicit ``bucket_cap_mb`` (torch applies
-  ``dist._DEFAULT_FIRST_BUCKET_BYTES`` only with the default cap; here the knob is a
-  what-if with any cap) are not torch behaviours.
+* Gradient compression hooks are not modelled, and ``first_bucket_mb`` combined with an
+  explicit ``bucket_cap_mb`` (torch applies ``dist._DEFAULT_FIRST_BUCKET_BYTES`` only with
+  the default cap; here the knob is a what-if with any cap) is not a torch behaviour.
+
+Per-bucket caps (knob ``bucket_cap_mb_list``, torch 2.14's
+``DistributedDataParallel(bucket_cap_mb_list=[...])``): ``_BucketCapacityConfig.create``
+(distributed.py L93-104) turns each entry into ``int(cap_mb * 1024 * 1024)`` bytes, and
+``compute_bucket_size_limits`` ("Case 1", L146-148) hands that list to the ``Reducer`` for
+the rebuild too, so the steady-state buckets are ``fill_groups`` over the ready order with
+the k-th bucket capped by the k-th entry (the last repeats). The list replaces
+``bucket_cap_mb`` and the first-bucket rule, and it is refused with
+``find_unused_parameters`` (no rebuild: the constructor's reversed assignment would need the
+list reversed too, which is not modelled). :mod:`gradsched.planners.ddp_caps` goes the other
+way (a plan -> the list); ``ddp-list`` is the contiguous optimum expressed so.
 """
 
 from __future__ import annotations
@@ -65,6 +75,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradsched.costmodel.base import CommModel
+from gradsched.errors import ConfigError
 from gradsched.plan import Bucket, Plan
 from gradsched.planners._family import (
     MB,
@@ -80,7 +91,8 @@ from gradsched.traces.bundle import ComputeTrace
 
 NAME = "ddp"
 SUMMARY = ("PyTorch DDP buckets as torch 2.14 builds them: default 25 MiB with a 1 MiB first "
-           "bucket, an explicit bucket_cap_mb for every bucket (Li et al. 2020)")
+           "bucket, an explicit bucket_cap_mb for every bucket, or per-bucket caps "
+           "(bucket_cap_mb_list) (Li et al. 2020)")
 DEFAULT_BUCKET_CAP_MB = 25.0  # torch/nn/parallel/distributed.py L31
 DEFAULT_FIRST_BUCKET_BYTES = 1024 * 1024  # dist._DEFAULT_FIRST_BUCKET_BYTES
 KNOBS: tuple[Knob, ...] = (
@@ -94,7 +106,11 @@ KNOBS: tuple[Knob, ...] = (
          "rebuild; buckets over the trace's row (registration) order, reduced in reverse"),
     Knob("set_last_bucket_cap", bool, False, "torch's DDP_SET_LAST_BUCKET_CAP=1: the small "
          "bucket is the last-ready one"),
+    Knob("bucket_cap_mb_list", tuple, None, "DDP's bucket_cap_mb_list: comma-separated caps "
+         "in MiB, the k-th for the k-th rebuilt bucket (the last repeats); excludes "
+         "bucket_cap_mb, first_bucket_mb and find_unused_parameters"),
 )
+EXCLUSIVE_WITH_LIST = ("bucket_cap_mb", "first_bucket_mb", "find_unused_parameters")
 
 
 def bucket_limits_bytes(bucket_cap_mb: float | None,
@@ -107,6 +123,29 @@ def bucket_limits_bytes(bucket_cap_mb: float | None,
     else:
         first = DEFAULT_FIRST_BUCKET_BYTES if bucket_cap_mb is None else cap
     return first, cap
+
+
+def cap_list_limits_bytes(caps_mb: tuple[float, ...]) -> list[int]:
+    """Per-bucket limits in bytes as ``_BucketCapacityConfig.create`` computes them
+    (distributed.py L98-100: ``int(cap_mb * _MB_TO_BYTES)``)."""
+    if not caps_mb:
+        raise ConfigError("knob bucket_cap_mb_list needs at least one cap")
+    for cap in caps_mb:
+        check_positive("bucket_cap_mb_list", cap)
+    return [int(cap * MB) for cap in caps_mb]
+
+
+def check_list_alone(bucket_cap_mb: float | None, first_bucket_mb: float | None,
+                     find_unused_parameters: bool) -> None:
+    """``bucket_cap_mb_list`` replaces the single cap and the first-bucket rule, and is
+    modelled for the rebuilt (steady-state) buckets only."""
+    given = {"bucket_cap_mb": bucket_cap_mb is not None,
+             "first_bucket_mb": first_bucket_mb is not None,
+             "find_unused_parameters": find_unused_parameters}
+    clash = [name for name in EXCLUSIVE_WITH_LIST if given[name]]
+    if clash:
+        raise ConfigError(f"planner 'ddp': knob bucket_cap_mb_list excludes knob {clash[0]} "
+                          "(the list sets every bucket's cap; give one or the other)")
 
 
 def rebuilt_ends(sizes: np.ndarray, first: int, cap: int, *,
@@ -144,8 +183,12 @@ def _ordered_plan(seq: ReadySeq, groups: list[list[str]], knobs: dict[str, objec
 
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
          bucket_cap_mb: float | None = None, first_bucket_mb: float | None = None,
-         find_unused_parameters: bool = False, set_last_bucket_cap: bool = False) -> Plan:
+         find_unused_parameters: bool = False, set_last_bucket_cap: bool = False,
+         bucket_cap_mb_list: tuple[float, ...] | None = None) -> Plan:
     """DDP's steady-state buckets (see the module docstring for the source lines)."""
+    if bucket_cap_mb_list is not None:
+        check_list_alone(bucket_cap_mb, first_bucket_mb, find_unused_parameters)
+        return _list_plan(trace, world_size, tuple(bucket_cap_mb_list), set_last_bucket_cap)
     if bucket_cap_mb is not None:
         check_positive("bucket_cap_mb", bucket_cap_mb)
     if first_bucket_mb is not None:
@@ -161,4 +204,21 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
         return _ordered_plan(seq, constructor_buckets(trace, first, cap), knobs, info)
     info["order"] = "ready order (Reducer::rebuild_buckets)"
     ends = rebuilt_ends(seq.nbytes, first, cap, last_small=set_last_bucket_cap)
+    return plan_from_ends(NAME, seq, ends, knobs=knobs, info=info)
+
+
+def _list_plan(trace: ComputeTrace, world_size: int, caps_mb: tuple[float, ...],
+               set_last_bucket_cap: bool) -> Plan:
+    """The buckets ``Reducer::rebuild_buckets`` forms with per-bucket limits."""
+    if set_last_bucket_cap:
+        raise ConfigError("planner 'ddp': knob bucket_cap_mb_list excludes knob "
+                          "set_last_bucket_cap (the reversed fill with a list is not "
+                          "modelled)")
+    limits = cap_list_limits_bytes(caps_mb)
+    seq = ready_seq(trace)
+    knobs = {"bucket_cap_mb_list": list(caps_mb)}
+    info = base_info(trace, world_size) | {
+        "bucket_cap_bytes_list": limits,
+        "order": "ready order (Reducer::rebuild_buckets, per-bucket limits)"}
+    ends = fill_groups(seq.nbytes, limits, overflow=True)
     return plan_from_ends(NAME, seq, ends, knobs=knobs, info=info)
