@@ -1,7 +1,10 @@
 """``gradsched run``: re-execute plans for real (or PyTorch DDP itself) and time them.
 
 Writes one row per timed iteration (``-o``) and a summary beside it
-(``<stem>.summary.csv``: median, p10, p90 per run). See ``docs/executor.md``.
+(``<stem>.summary.csv``: median, p10, p90 per run; for stock DDP with a per-bucket
+``bucket_cap_mb_list`` also the number of buckets DDP rebuilt, ``ddp_buckets``, and for
+``--ddp-caps-from`` whether they are the plan's, ``ddp_buckets_match``: if not, the
+command fails after writing its outputs). See ``docs/executor.md``.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run", help="time plans through the executor (or PyTorch DDP) on real ranks",
         description="Run K timed iterations (after W warm-up ones) of a model on P ranks, "
                     "executing each --plan with gradsched's executor and/or PyTorch DDP "
-                    "itself (--baseline ddp, one run per --bucket-cap-mb).")
+                    "itself (--baseline ddp, one run per --bucket-cap-mb, per "
+                    "--bucket-cap-mb-list and per --ddp-caps-from plan).")
     run.add_argument("--plan", action="append", type=Path, default=[], metavar="PLAN.json",
                      help="plan JSON (repeatable); tensor names must be the model's "
                           "parameter names")
