@@ -122,3 +122,20 @@ def test_bucket_indices_parsing_and_match():
     assert buckets_match([["d", "c", "b"], ["a"]], [["c", "d"], ["a", "b"]]) is False
     assert buckets_match(None, [["a"]]) is None
     json.dumps(parse_bucket_indices("0", names))  # plain lists: recorded in JSON as is
+
+
+def test_a_mismatch_fails_the_command():
+    """SYNTHETIC summary rows: a plan's caps that DDP did not rebuild as planned."""
+    from gradsched.commands.run import check_rebuilt
+    from gradsched.errors import InputError
+    from gradsched.runtime.bench import RunItem
+
+    ok = pd.DataFrame({"plan": ["a", "b"], "ddp_buckets": [2, 3],
+                       "ddp_buckets_match": [True, None]})
+    check_rebuilt(ok)
+    bad = ok.assign(ddp_buckets_match=[True, False])
+    with pytest.raises(InputError, match="differ from the plan's") as exc:
+        check_rebuilt(bad)
+    assert "'b'" in str(exc.value)
+    item = RunItem("x", "ddp-list", bucket_cap_mb_list=[1.0, 2.0], expected_buckets=[["a"]])
+    assert RunItem(**item.to_dict()) == item  # what the ranks rebuild from the payload
