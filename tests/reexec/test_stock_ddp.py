@@ -98,7 +98,12 @@ def test_table_says_not_measured_and_the_analyze_outputs(tmp_path):
     frame.to_csv(measured, index=False)
     its.to_csv(iterations, index=False)
     analyze_file(measured, iterations=iterations, stock_ddp_tex=tmp_path / "s.tex",
-                 stock_ddp_md=tmp_path / "s.md")
+                 stock_ddp_md=tmp_path / "s.md", md=tmp_path / "errors.md")
+    # the per-plan error table names the list row after its plan, between plans and DDP
+    lines = [line.split(" | ")[0] for line in
+             (tmp_path / "errors.md").read_text().splitlines() if line.startswith("| ")]
+    listed = lines.index("| PyTorch DDP, Contig-opt buckets")
+    assert lines.index("| Best") < listed < lines.index("| PyTorch DDP default")
     md = (tmp_path / "s.md").read_text()
     assert "| ResNet-18 b4, P=2, 1 Gbit/s | Contig-opt | yes | 1.10 [" in md
     assert NOT_MEASURED in md and "\\begin{tabular}" in (tmp_path / "s.tex").read_text()

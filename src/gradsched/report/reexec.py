@@ -42,16 +42,20 @@ def _cap_mb(name: str) -> float:
 def _label(name: str) -> str:
     if name == "ddp-native-default":
         return "PyTorch DDP default"
+    if name.startswith("ddp-list-"):
+        return f"PyTorch DDP, {algorithm_label(name.removeprefix('ddp-list-'))} buckets"
     if name.startswith("ddp-native-"):
         return f"PyTorch DDP {name.removeprefix('ddp-native-')} MB"
     return algorithm_label(name)
 
 
 def _order(names: list[str]) -> list[str]:
-    plans = sorted((n for n in names if not n.startswith("ddp-native")), key=algorithm_sort_key)
+    plans = sorted((n for n in names if not n.startswith(("ddp-native", "ddp-list-"))),
+                   key=algorithm_sort_key)
     native = sorted((n for n in names if n.startswith("ddp-native")),
                     key=lambda n: (n != "ddp-native-default", -_cap_mb(n)))
-    return plans + native
+    listed = sorted(n for n in names if n.startswith("ddp-list-"))
+    return plans + listed + native
 
 
 def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
