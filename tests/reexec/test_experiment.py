@@ -208,6 +208,7 @@ def test_end_to_end_tiny(tmp_path):
     config.write_text(
         "reexec:\n"
         "  settings: {algorithms: [wfbp, best], ddp_bucket_cap_mb: [25], warmup: 1,\n"
+        "             ddp_bucket_cap_mb_list_from: [contiguous_optimum],\n"
         "             iters: 2, rounds: 1, timeout_s: 60}\n"
         "  cases:\n"
         f"    - {{model: tiny-mlp, batch_size: 4, world_size: 2, network: loopback,\n"
@@ -225,6 +226,11 @@ def test_end_to_end_tiny(tmp_path):
     assert np.isfinite(foreign).all() and (foreign >= 0).all()
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["machine"]["logical_cpus"] >= 1 and len(meta["load_average_before"]) == 3
+    # stock DDP with the contiguous optimum's caps rebuilt that plan's buckets, every rank
+    rebuilt = meta["ddp_rebuilt_buckets"]["ddp-list-contiguous_optimum"]
+    assert rebuilt["buckets_match_plan"] and rebuilt["same_every_rank_and_round"]
+    plan = Plan.load(folder / "plans" / "ddp-list-contiguous_optimum.plan.json")
+    assert rebuilt["n_buckets"] == len(plan.buckets) == rebuilt["n_plan_buckets"]
     inter = tmp_path / "inter.json"
     inter.write_text(json.dumps({"compute_slowdown": 1.5, "comm_slowdown": 2.0}))
     measured = tmp_path / "measured.csv"
@@ -236,7 +242,10 @@ def test_end_to_end_tiny(tmp_path):
                 "measured_p90_s", "iters",
                 "load_avg"):
         assert col in table.columns
-    assert set(table["algorithm"]) == {"wfbp", "best", "ddp-native-25", "compute-only"}
+    assert set(table["algorithm"]) == {"wfbp", "best", "ddp-native-25", "compute-only",
+                                       "ddp-list-contiguous_optimum"}
+    listed = table.loc[table["algorithm"] == "ddp-list-contiguous_optimum"].iloc[0]
+    assert listed["kind"] == "ddp-list" and listed["item"] == "ddp-list-contiguous_optimum"
     ctrl = table.loc[table["algorithm"] == "compute-only"].iloc[0]
     # equal up to the CSV's 9 significant digits (each rounded on its own)
     assert math.isclose(ctrl["predicted_s"], ctrl["measured_s"], rel_tol=1e-8)

@@ -144,6 +144,12 @@ def _add_analyze(rsub: argparse._SubParsersAction) -> None:
                      help="LaTeX table of the per-case summary (needs --iterations)")
     ana.add_argument("--summary-md", type=output_file, default=None,
                      help="Markdown table of the per-case summary (needs --iterations)")
+    ana.add_argument("--stock-ddp-tex", type=output_file, default=None,
+                     help="LaTeX table: stock PyTorch DDP with a planner's buckets "
+                          "(ddp-list items) vs DDP default, the tuned cap and best; best "
+                          "split into implementation and schedule (needs --iterations)")
+    ana.add_argument("--stock-ddp-md", type=output_file, default=None,
+                     help="the same table in Markdown (needs --iterations)")
     ana.add_argument("--table", type=output_file, default=None, help="LaTeX table")
     ana.add_argument("--md", type=output_file, default=None, help="Markdown table")
     ana.add_argument("--figure", type=output_file, default=None, help="figure (PDF)")
@@ -212,7 +218,8 @@ def _interference(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    names = ("stats", "summary_table", "summary_md", "errors", "table", "md", "figure", "png")
+    names = ("stats", "summary_table", "summary_md", "errors", "table", "md", "figure", "png",
+             "stock_ddp_tex", "stock_ddp_md")
     with Staging() as stage:  # every requested output, or none
         outputs = {name: stage.file(getattr(args, name)) if getattr(args, name) else None
                    for name in names}

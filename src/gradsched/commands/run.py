@@ -1,7 +1,10 @@
 """``gradsched run``: re-execute plans for real (or PyTorch DDP itself) and time them.
 
 Writes one row per timed iteration (``-o``) and a summary beside it
-(``<stem>.summary.csv``: median, p10, p90 per run). See ``docs/executor.md``.
+(``<stem>.summary.csv``: median, p10, p90 per run; for stock DDP with a per-bucket
+``bucket_cap_mb_list`` also the number of buckets DDP rebuilt, ``ddp_buckets``, and for
+``--ddp-caps-from`` whether they are the plan's, ``ddp_buckets_match``: if not, the
+command fails after writing its outputs). See ``docs/executor.md``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from gradsched.commands._args import (
     positive_int,
     positive_seconds,
     real,
+    real_list,
     threads,
     world_size,
 )
@@ -35,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run", help="time plans through the executor (or PyTorch DDP) on real ranks",
         description="Run K timed iterations (after W warm-up ones) of a model on P ranks, "
                     "executing each --plan with gradsched's executor and/or PyTorch DDP "
-                    "itself (--baseline ddp, one run per --bucket-cap-mb).")
+                    "itself (--baseline ddp, one run per --bucket-cap-mb, per "
+                    "--bucket-cap-mb-list and per --ddp-caps-from plan).")
     run.add_argument("--plan", action="append", type=Path, default=[], metavar="PLAN.json",
                      help="plan JSON (repeatable); tensor names must be the model's "
                           "parameter names")
@@ -46,6 +51,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "or 'default' for torch's default (bucket_cap_mb=None: 25 MiB "
                           "with a 1 MiB first bucket; an explicit cap is also the first "
                           "bucket's)")
+    run.add_argument("--bucket-cap-mb-list", action="append", type=_CAP_LIST, default=[],
+                     metavar="MB,MB,...",
+                     help="one stock DDP run with bucket_cap_mb_list (MiB per bucket, the "
+                          "last repeated; torch >= 2.14) for --baseline ddp (repeatable: one "
+                          "run per list); needs --warmup >= 1 (DDP rebuilds its buckets "
+                          "after the first iteration)")
+    run.add_argument("--ddp-caps-from", action="append", type=Path, default=[],
+                     metavar="PLAN.json",
+                     help="one stock DDP run with the bucket_cap_mb_list that rebuilds this "
+                          "contiguous plan's buckets (gradsched.planners.ddp_caps; needs "
+                          "--compute and --baseline ddp; repeatable); the rebuilt buckets "
+                          "are checked against the plan's (ddp_buckets_match)")
+    run.add_argument("--compute", type=Path, default=None, metavar="TRACE.csv",
+                     help="the compute trace the --ddp-caps-from plans were made for "
+                          "(its gradient-ready order and tensor sizes)")
     run.add_argument("--model", required=True,
                      help="model name (gradsched.workloads: tiny-mlp, resnet50, gpt2, "
                           "..., or package.module:attr)")
@@ -92,6 +112,10 @@ _CAP_MB = real(0.0, 2**30, low_open=True, unit="MiB")
 """A DDP bucket cap: a finite number of MiB > 0 (at most 1 PiB)."""
 
 _cap.__name__ = "number"  # a hardened number (or 'default')
+
+_CAP_LIST = real_list(0.0, 2**30, low_open=True, unit="MiB", example="1,27,16",
+                      what="bucket caps")
+"""A ``bucket_cap_mb_list``: comma-separated finite numbers of MiB, each > 0."""
 
 
 def model_parameters(model: str, batch_size: int, seq_len: int | None) -> dict[str, int]:
@@ -145,6 +169,59 @@ def _check_architecture(args: argparse.Namespace, plans: list[tuple[Path, Plan]]
                           f"--ranks-per-node {args.ranks_per_node}")
 
 
+def list_items(args: argparse.Namespace, trainable: dict[str, int] | None) -> list[Any]:
+    """The stock-DDP runs with a per-bucket ``bucket_cap_mb_list``: one per
+    ``--bucket-cap-mb-list`` and one per ``--ddp-caps-from`` plan (its caps from
+    :func:`gradsched.planners.ddp_caps.ddp_caps`, which refuses a plan DDP cannot run)."""
+    from gradsched.runtime.bench import RunItem
+
+    if (args.bucket_cap_mb_list or args.ddp_caps_from) and args.baseline != "ddp":
+        raise ConfigError("--bucket-cap-mb-list and --ddp-caps-from need --baseline ddp")
+    if args.ddp_caps_from and args.compute is None:
+        raise ConfigError("--ddp-caps-from needs --compute TRACE.csv (the trace the plan "
+                          "was made for)")
+    if args.compute is not None and not args.ddp_caps_from:
+        raise ConfigError("--compute is used only with --ddp-caps-from")
+    items = [RunItem(label="bucket_cap_mb_list=" + ",".join(f"{c:g}" for c in caps),
+                     algorithm="ddp-list", bucket_cap_mb_list=list(caps))
+             for caps in args.bucket_cap_mb_list]
+    if not args.ddp_caps_from:
+        return items
+    from gradsched.errors import InputError
+    from gradsched.planners.ddp_caps import ddp_caps
+    from gradsched.traces.bundle import ComputeTrace
+
+    trace = ComputeTrace.load(args.compute)
+    if trainable is None:
+        trainable = model_parameters(args.model, args.batch_size, args.seq_len)
+    for path in args.ddp_caps_from:
+        plan = Plan.load(path)
+        check_plan_fits_model(plan, trainable, str(path))
+        try:
+            caps = ddp_caps(plan, trace)
+        except InputError as exc:  # the refusal, naming the plan file
+            raise InputError(exc.reason, path=str(path), field=exc.field) from None
+        items.append(RunItem(label=f"ddp-caps-from={path}", algorithm="ddp-list",
+                             bucket_cap_mb_list=list(caps.exact_mb),
+                             expected_buckets=[list(b.tensors) for b in plan.buckets]))
+    return items
+
+
+def check_rebuilt(summary: Any) -> None:
+    """A ``--ddp-caps-from`` run whose rebuilt buckets differ from its plan's is an error
+    (exit code of :class:`~gradsched.errors.InputError`), raised after the outputs were
+    written so that the timed run is kept; its summary row says ``ddp_buckets_match``
+    False."""
+    from gradsched.errors import InputError
+
+    bad = summary.loc[summary["ddp_buckets_match"].map(lambda v: str(v) == "False")]
+    if not bad.empty:
+        row = bad.iloc[0]
+        raise InputError(f"PyTorch DDP rebuilt {row['ddp_buckets']} buckets that differ "
+                         f"from the plan's (run {row['plan']!r}): the measured run is not "
+                         "the plan's schedule", field="ddp_buckets_match")
+
+
 def summary_path(output: Path) -> Path:
     """``measured.csv`` -> ``measured.summary.csv``."""
     return output.with_name(output.stem + ".summary.csv")
@@ -164,12 +241,14 @@ def _run(args: argparse.Namespace) -> int:
     _check_architecture(args, plans)
     if args.bucket_cap_mb and args.baseline != "ddp":
         raise ConfigError("--bucket-cap-mb needs --baseline ddp")
+    lists = list_items(args, trainable if plans else None)
     if args.baseline == "ddp":
-        for cap in args.bucket_cap_mb or [25.0]:
+        for cap in args.bucket_cap_mb or ([] if lists else [25.0]):
             if cap is not None and not cap > 0:
                 raise ConfigError(f"--bucket-cap-mb must be > 0, got {cap}")
             label = "bucket_cap_mb=default" if cap is None else f"bucket_cap_mb={cap:g}"
             items.append(RunItem(label=label, algorithm="ddp-native", bucket_cap_mb=cap))
+        items.extend(lists)
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
     buffers = max((plan.buffer_bytes(args.world_size, numel=trainable) for _, plan in plans),
@@ -199,6 +278,7 @@ def _run(args: argparse.Namespace) -> int:
         write_csv_atomic(output, frame)
         write_csv_atomic(summary_out, summary)
     _print(args, summary)
+    check_rebuilt(summary)
     return 0
 
 
@@ -234,4 +314,5 @@ def _run_torchrun(args: argparse.Namespace, items: list[Any]) -> int:
         write_csv_atomic(output, frame)
         write_csv_atomic(summary_out, summary)
     _print(args, summary)
+    check_rebuilt(summary)
     return 0

@@ -139,5 +139,7 @@ def committed_files(fig: str, tab: str, results: str) -> list[str]:
         f"{tab}/reexec.md",
         f"{tab}/reexec-summary.tex",
         f"{tab}/reexec-summary.md",
+        f"{tab}/reexec-stock-ddp.tex",
+        f"{tab}/reexec-stock-ddp.md",
         f"{results}/reexec-committed/stats.csv",
     ]

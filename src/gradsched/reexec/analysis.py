@@ -42,6 +42,7 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.intermediates import ITERATIONS, MEASURED, read_intermediate
+from gradsched.reexec.stock_ddp import stock_ddp_comparison
 from gradsched.reexec.uncertainty import case_uncertainty
 
 PREDICTIONS = {"": "predicted_s", "_int": "predicted_interference_s", "_raw": "predicted_raw_s",
@@ -331,6 +332,9 @@ class Analysis:
     """:func:`case_stats`: one row per case, per network and overall."""
     intervals: pd.DataFrame | None
     """Per-plan 95 % intervals (:func:`case_intervals`); None without the per-iteration data."""
+    stock_ddp: pd.DataFrame
+    """Stock DDP with a planner's buckets against the baselines, and ``best`` split into
+    implementation and schedule (:func:`gradsched.reexec.stock_ddp.stock_ddp_comparison`)."""
 
     def errors(self) -> pd.DataFrame:
         """:func:`plan_errors`, with the per-plan intervals when there are some."""
@@ -346,4 +350,4 @@ def analyze(path: str | Path, iterations: str | Path | None = None) -> Analysis:
     its = load_iterations(iterations) if iterations is not None else None
     summary = case_stats(frame, its)
     intervals = case_intervals(frame, its)[0] if its is not None else None
-    return Analysis(frame, summary, intervals)
+    return Analysis(frame, summary, intervals, stock_ddp_comparison(frame, its))

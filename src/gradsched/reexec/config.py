@@ -17,6 +17,7 @@ from gradsched.io import read_json, read_yaml
 from gradsched.limits import MAX_RANKS, MAX_REPLAY_ITERATIONS, MAX_SECONDS, in_range, is_real
 from gradsched.names import plain_name, registry_model
 from gradsched.networks import NETWORKS, tc_rate
+from gradsched.planners import WFBP_FAMILY
 from gradsched.replay.engine import MAX_SLOWDOWN
 
 # --------------------------------------------------------------------------- cases
@@ -50,6 +51,9 @@ class Settings:
     algorithms: tuple[str, ...] = ALGORITHMS
     # None: DDP constructed without bucket_cap_mb (what a user gets: 25 MiB, 1 MiB first)
     ddp_bucket_cap_mb: tuple[float | None, ...] = (None, 25.0, 1.0)
+    # planners whose plan stock DDP also runs, with bucket_cap_mb_list set to that plan's
+    # buckets (gradsched.planners.ddp_caps; item ddp-list-<planner>)
+    ddp_bucket_cap_mb_list_from: tuple[str, ...] = ()
     knobs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     warmup: int = 1
     iters: int = 3
@@ -69,11 +73,20 @@ class Settings:
         for cap in self.ddp_bucket_cap_mb:
             if cap is not None and not 0 < cap < math.inf:
                 raise ConfigError(f"reexec: ddp_bucket_cap_mb must be > 0, got {cap}")
+        for name in self.ddp_bucket_cap_mb_list_from:
+            if name not in WFBP_FAMILY:
+                raise ConfigError(f"reexec: ddp_bucket_cap_mb_list_from: {name!r} does not "
+                                  "make contiguous all-reduce plans that stock DDP can run; "
+                                  f"one of {', '.join(WFBP_FAMILY)}")
+        if self.ddp_bucket_cap_mb_list_from and self.warmup < 1:
+            raise ConfigError("reexec: ddp_bucket_cap_mb_list_from needs warmup >= 1 (DDP "
+                              "rebuilds its buckets after the first iteration)")
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["algorithms"] = list(self.algorithms)
         out["ddp_bucket_cap_mb"] = list(self.ddp_bucket_cap_mb)
+        out["ddp_bucket_cap_mb_list_from"] = list(self.ddp_bucket_cap_mb_list_from)
         out["knobs"] = {k: dict(v) for k, v in self.knobs.items()}
         return out
 
@@ -163,6 +176,14 @@ def parse_settings(raw: Mapping[str, Any], where: str | Path = "<config>") -> Se
             expand_algorithms(list(values["algorithms"]))
         except ConfigError as exc:
             raise ConfigFileError(str(exc), path=where, field="settings.algorithms") from None
+    if "ddp_bucket_cap_mb_list_from" in values:
+        values["ddp_bucket_cap_mb_list_from"] = _string_list(
+            values["ddp_bucket_cap_mb_list_from"], where, "settings.ddp_bucket_cap_mb_list_from")
+        try:
+            Settings(ddp_bucket_cap_mb_list_from=values["ddp_bucket_cap_mb_list_from"])
+        except ConfigError as exc:
+            raise ConfigFileError(str(exc), path=where,
+                                  field="settings.ddp_bucket_cap_mb_list_from") from None
     if "ddp_bucket_cap_mb" in values:
         caps = values["ddp_bucket_cap_mb"]
         if not isinstance(caps, list):

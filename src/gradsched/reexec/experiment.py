@@ -37,7 +37,12 @@ For every *case* (model x batch size x world size x network):
    the replay of the committed trace as it is (scale 1), for reference.
 
 PyTorch DDP itself (``ddp-native-<cap>``) is predicted with the ``ddp`` planner at the
-same cap (DDP's 1 MiB first bucket and its bucket-closing rule).
+same cap (DDP's 1 MiB first bucket and its bucket-closing rule). With
+``ddp_bucket_cap_mb_list_from: [<planner>]`` every case also runs stock DDP with the
+per-bucket ``bucket_cap_mb_list`` that rebuilds that planner's (contiguous) plan
+(``ddp-list-<planner>``, :func:`gradsched.planners.ddp_caps.ddp_caps`), interleaved with
+the other items; it is predicted by the replay of that plan (the same buckets) and the
+buckets DDP rebuilt are recorded in the case's ``meta.json`` (``ddp_rebuilt_buckets``).
 
 This module is the experiment's facade: the configuration is :mod:`gradsched.reexec.config`,
 steps 1 and 2 (plans, measurement) :mod:`gradsched.reexec.run`, step 3 (predictions)
@@ -74,6 +79,8 @@ from gradsched.reexec.run import (
     CasePlans,
     MachineBusyError,
     ddp_label,
+    ddp_list_item,
+    ddp_list_label,
     executor_key,
     make_case_plans,
     measure_case,
@@ -85,7 +92,8 @@ from gradsched.reexec.run import (
 __all__ = [
     "ALGORITHMS", "CONTROL", "INTERFERENCE_FIELDS", "ITERATION_COLUMNS", "MEASURED_COLUMNS",
     "NO_INTERFERENCE", "Case", "CasePlans", "InterferenceSpec", "MachineBusyError",
-    "Settings", "collect", "collect_case", "ddp_label", "executor_key", "interference_for",
+    "Settings", "collect", "collect_case", "ddp_label", "ddp_list_item", "ddp_list_label",
+    "executor_key", "interference_for",
     "load_config", "load_interference", "make_case_plans", "measure_case",
     "parse_cases", "parse_interference_args", "parse_settings", "round_order", "rounds_task",
     "run_case", "scaled_trace", "select_cases", "trace_compute_s",

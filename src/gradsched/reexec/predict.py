@@ -39,7 +39,7 @@ MEASURED_COLUMNS = (
     "comm_slowdown", "collective_cpu_s",
     "measured_s", "measured_p10_s", "measured_p90_s", "measured_mean_s", "iters", "rounds",
     "load_avg", "load_avg_min", "load_avg_max", "foreign_cpu_cores_max", "n_flagged_runs",
-    "bound_s",
+    "bound_s", "ddp_buckets_match",
 )
 
 
@@ -80,6 +80,22 @@ def _stats(values: list[float]) -> dict[str, float]:
             "measured_mean_s": statistics.fmean(values)}
 
 
+def row_kind(label: str) -> str:
+    """``ddp-native`` (stock DDP, one cap), ``ddp-list`` (stock DDP, a planner's buckets as
+    ``bucket_cap_mb_list``) or ``plan`` (gradsched's executor)."""
+    for kind in ("ddp-native", "ddp-list"):
+        if label.startswith(f"{kind}-"):
+            return kind
+    return "plan"
+
+
+def rebuilt_match(meta: dict[str, Any], label: str) -> bool | None:
+    """For a ``ddp-list`` row: whether stock DDP rebuilt the plan's buckets on every rank
+    in every round (``meta.json``'s ``ddp_rebuilt_buckets``); None for other rows."""
+    record = (meta.get("ddp_rebuilt_buckets") or {}).get(label)
+    return None if record is None else bool(record["buckets_match_plan"])
+
+
 def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> pd.DataFrame:
     """One row per algorithm (and DDP cap, and the control) of a measured case folder."""
     folder = Path(folder)
@@ -116,8 +132,8 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
                              path=folder / "iterations.csv")
         raw = replay(trace, plan, model, case.world_size, plain)
         rows.append(base | {
-            "algorithm": label, "kind": "ddp-native" if label.startswith("ddp-native")
-            else "plan", "item": item, "n_buckets": raw.n_buckets,
+            "algorithm": label, "kind": row_kind(label), "item": item,
+            "n_buckets": raw.n_buckets,
             "n_collectives": raw.n_collectives, "update": plan.update,
             "predicted_raw_s": raw.iteration_s, "compute_scale": scale,
             "predicted_s": replay(scaled, plan, model, case.world_size, plain).iteration_s,
@@ -130,7 +146,7 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
             "load_avg": float(times.groupby("round")["load_avg_1m"].first().mean()),
             "load_avg_min": float(times["load_avg_1m"].min()),
             "load_avg_max": float(times["load_avg_1m"].max()), **_foreign_stats(times),
-            "bound_s": bound})
+            "bound_s": bound, "ddp_buckets_match": rebuilt_match(meta, label)})
     ctrl = frame.loc[frame["item"] == CONTROL]
     rows.append(base | {
         "algorithm": CONTROL, "kind": "control", "item": CONTROL, "n_buckets": 0,
@@ -193,6 +209,9 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
                 "predicted_dynamic_s": "with interference, but the algorithms' dynamic "
                                        "issue order (what a scheduler free to reorder "
                                        "collectives would do)",
+                "ddp_buckets_match": "ddp-list rows (stock PyTorch DDP with a planner's "
+                                     "buckets as bucket_cap_mb_list): whether DDP rebuilt "
+                                     "exactly the plan's buckets on every rank and round",
                 "measured_s": "median iteration over all rounds (period between starts "
                               "of iterations, max over ranks)",
                 "load_avg": "mean over rounds of the 1-minute load average read before the "

@@ -28,6 +28,7 @@ from gradsched.distributed.cluster import EmulatedCluster
 from gradsched.errors import ConfigError
 from gradsched.experiments.grid import plan_case, scoring_knobs
 from gradsched.io import write_csv_atomic, write_json_atomic
+from gradsched.planners.ddp_caps import ddp_caps
 from gradsched.provenance import machine_versions
 from gradsched.reexec import load as cpu_load
 from gradsched.reexec.config import (
@@ -67,6 +68,22 @@ class CasePlans:
     items: list[dict[str, Any]]  # what the ranks run
 
 
+def ddp_list_label(planner: str) -> str:
+    """``contiguous_optimum`` -> ``ddp-list-contiguous_optimum``: stock DDP running that
+    planner's plan through ``bucket_cap_mb_list``."""
+    return f"ddp-list-{planner}"
+
+
+def ddp_list_item(planner: str, plan: Any, trace: ComputeTrace) -> dict[str, Any]:
+    """The item that runs ``plan`` on stock PyTorch DDP: the per-bucket caps of
+    :func:`gradsched.planners.ddp_caps.ddp_caps` (exact MiB, which rebuild the plan's
+    buckets) and the plan's buckets, which the ranks compare with DDP's rebuilt ones."""
+    caps = ddp_caps(plan, trace)
+    return {"key": ddp_list_label(planner), "kind": "ddp-list", "plan": None,
+            "bucket_cap_mb": None, "bucket_cap_mb_list": list(caps.exact_mb),
+            "expected_buckets": [list(b.tensors) for b in plan.buckets]}
+
+
 def ddp_label(cap: float | None) -> str:
     """``25.0`` -> ``ddp-native-25``; None (no ``bucket_cap_mb``) -> ``ddp-native-default``."""
     return "ddp-native-default" if cap is None else f"ddp-native-{cap:g}"
@@ -98,6 +115,16 @@ def make_case_plans(case: Case, settings: Settings,
             items.append({"key": f"plan-{algorithm}", "kind": "plan", "plan": data,
                           "bucket_cap_mb": None})
         item_of[algorithm] = seen[key]
+    for planner in settings.ddp_bucket_cap_mb_list_from:
+        plan = plans.get(planner)
+        if plan is None:  # not measured through the executor: planned as the others are
+            knobs = scoring_knobs(planner, {"issue": "executor", **(interference or {})},
+                                  settings.knobs.get(planner, {}))
+            plan = plan_case(planner, trace, model, case.world_size, knobs)
+        label = ddp_list_label(planner)
+        plans[label] = plan  # its prediction: the replay of the plan (the same buckets)
+        items.append(ddp_list_item(planner, plan, trace))
+        item_of[label] = label
     for cap in settings.ddp_bucket_cap_mb:
         label = ddp_label(cap)
         plans[label] = plan_case("ddp", trace, model, case.world_size, {"bucket_cap_mb": cap})
@@ -140,14 +167,19 @@ def rounds_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
             spec = build_model(payload["model"], int(payload["batch_size"]), device=device,
                                seq_len=payload.get("seq_len"), seed=int(payload["seed"]))
             batches = [spec.make_batch() for _ in range(2)]
+            rebuilt = None
             if raw["kind"] == "control":
                 times = _control(spec, batches, payload, device)
             else:
                 item = RunItem(label=raw["key"], algorithm=raw["key"], plan=raw["plan"],
-                               bucket_cap_mb=raw["bucket_cap_mb"])
-                times, _ = _timed(rank, spec, batches, item, payload, device, raw["key"])
+                               bucket_cap_mb=raw["bucket_cap_mb"],
+                               bucket_cap_mb_list=raw.get("bucket_cap_mb_list"),
+                               expected_buckets=raw.get("expected_buckets"))
+                timed = _timed(rank, spec, batches, item, payload, device, raw["key"])
+                times, rebuilt = timed.times, timed.rebuilt_buckets
             after = cpu_load.sample()
             out.append({"round": r, "position": position, "item": index, "times": times,
+                        "rebuilt_buckets": rebuilt,
                         "load": load, "started_at": started,
                         "cpu_s": after.own_cpu_s - before.own_cpu_s,
                         "busy": [before.machine_busy_s, after.machine_busy_s],
@@ -189,8 +221,10 @@ def _control(spec: Any, batches: list[Any], payload: dict[str, Any], device: str
 
 
 # --------------------------------------------------------------------------- launcher side
-def measure_case(case: Case, settings: Settings, case_plans: CasePlans) -> pd.DataFrame:
-    """Launch the ranks for ``case`` and return one row per timed iteration."""
+def measure_case(case: Case, settings: Settings, case_plans: CasePlans
+                 ) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Launch the ranks for ``case``; return one row per timed iteration and the buckets
+    stock DDP rebuilt for each ``ddp-list`` item (:func:`rebuilt_record`)."""
     payload = {"model": case.model, "batch_size": case.batch_size, "seq_len": case.seq_len,
                "seed": settings.seed, "items": case_plans.items, "rounds": settings.rounds,
                "warmup": settings.warmup, "iters": settings.iters,
@@ -218,7 +252,32 @@ def measure_case(case: Case, settings: Settings, case_plans: CasePlans) -> pd.Da
                          "position": run["position"], "iteration": i, "iteration_s": t,
                          "load_avg_1m": run["load"], "foreign_cpu_cores": foreign,
                          "started_at": run["started_at"]})
-    return pd.DataFrame(rows, columns=list(ITERATION_COLUMNS))
+    return (pd.DataFrame(rows, columns=list(ITERATION_COLUMNS)),
+            rebuilt_record(case_plans.items, results))
+
+
+def rebuilt_record(items: Sequence[Mapping[str, Any]],
+                   results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per ``ddp-list`` item: the buckets DDP rebuilt (rank 0, first round: tensor names per
+    bucket), their number, whether every rank in every round rebuilt the same ones, and
+    whether they are the plan's (``buckets_match_plan``; else the item did not run the
+    plan's schedule and its row must not be read as the plan's)."""
+    from gradsched.runtime.bench import buckets_match  # the runtime imports torch
+
+    out: dict[str, Any] = {}
+    for index, item in enumerate(items):
+        if item["kind"] != "ddp-list":
+            continue
+        seen = [run["rebuilt_buckets"] for result in results for run in result["runs"]
+                if run["item"] == index]
+        first = seen[0]
+        out[item["key"]] = {
+            "n_buckets": len(first), "n_plan_buckets": len(item["expected_buckets"]),
+            "same_every_rank_and_round": all(buckets_match(s, first) for s in seen),
+            "buckets_match_plan": all(buckets_match(s, item["expected_buckets"])
+                                      for s in seen),
+            "buckets": first}
+    return out
 
 
 def run_case(case: Case, settings: Settings, out_dir: str | Path,
@@ -236,7 +295,7 @@ def run_case(case: Case, settings: Settings, out_dir: str | Path,
     load_before = os.getloadavg()
     start = time.monotonic()
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    frame = measure_case(case, settings, case_plans)
+    frame, rebuilt = measure_case(case, settings, case_plans)
     wall = time.monotonic() - start
     write_csv_atomic(folder / "iterations.csv", frame)
     meta = {"case": asdict(case), "settings": settings.to_dict(), "started_at": started,
@@ -246,7 +305,9 @@ def run_case(case: Case, settings: Settings, out_dir: str | Path,
             "item_of": case_plans.item_of,
             "planning_interference": ({"file": str(inter_path)} | params
                                       if inter_path else None),
-            "items": [{k: v for k, v in it.items() if k != "plan"} for it in case_plans.items],
+            "items": [{k: v for k, v in it.items() if k not in ("plan", "expected_buckets")}
+                      for it in case_plans.items],
+            "ddp_rebuilt_buckets": rebuilt,
             "method": "gradsched reexec run: one launch per case; rounds x items (a seeded "
                       "random order per round); each item builds the model (seed fixed), "
                       "runs warmup untimed + iters timed iterations; iteration = period "

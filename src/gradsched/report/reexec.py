@@ -3,6 +3,9 @@
 * :func:`figure_reexec` -- predicted vs measured iteration time, one panel without and one
   with the calibrated interference, the y = x line, the measured p10-p90 as error bars;
   colour = algorithm, marker = case.
+* :func:`stock_ddp_table` / :func:`write_stock_ddp_table` -- stock PyTorch DDP running a
+  planner's buckets (``bucket_cap_mb_list``) against DDP's default, the tuned uniform cap
+  and ``best``; ``best``'s gain split into implementation and schedule.
 * :func:`reexec_table` / :func:`write_reexec_table` -- per-plan errors (%) per case, without
   / with interference, then median |error|, worst error and Kendall's tau per case, and
   the best plan vs PyTorch DDP (25 MiB).
@@ -39,16 +42,20 @@ def _cap_mb(name: str) -> float:
 def _label(name: str) -> str:
     if name == "ddp-native-default":
         return "PyTorch DDP default"
+    if name.startswith("ddp-list-"):
+        return f"PyTorch DDP, {algorithm_label(name.removeprefix('ddp-list-'))} buckets"
     if name.startswith("ddp-native-"):
         return f"PyTorch DDP {name.removeprefix('ddp-native-')} MB"
     return algorithm_label(name)
 
 
 def _order(names: list[str]) -> list[str]:
-    plans = sorted((n for n in names if not n.startswith("ddp-native")), key=algorithm_sort_key)
+    plans = sorted((n for n in names if not n.startswith(("ddp-native", "ddp-list-"))),
+                   key=algorithm_sort_key)
     native = sorted((n for n in names if n.startswith("ddp-native")),
                     key=lambda n: (n != "ddp-native-default", -_cap_mb(n)))
-    return plans + native
+    listed = sorted(n for n in names if n.startswith("ddp-list-"))
+    return plans + listed + native
 
 
 def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
@@ -267,12 +274,64 @@ def write_reexec_summary(stats: pd.DataFrame, *, tex: str | Path | None,
         write_text_atomic(md, to_markdown(table, title))
 
 
+NOT_MEASURED = "not measured"
+
+
+def _ratio_cell(row: pd.Series, name: str) -> str:
+    return _with_interval(row.get(name), row.get(f"{name}_lo"), row.get(f"{name}_hi"), 2)
+
+
+def stock_ddp_table(comparison: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One row per case (and ``ddp-list`` item): time ratios (> 1: the item after "/" is
+    faster) with their 95 % bootstrap intervals, from
+    :func:`gradsched.reexec.stock_ddp.stock_ddp_comparison`. A case without a ``ddp-list``
+    item says "not measured" in the list's columns."""
+    rows = []
+    for _, r in comparison.iterrows():
+        tuned = str(r.get("tuned_ddp") or "").removeprefix("ddp-native-")
+        listed = bool(r.get("list_algorithm"))
+        match = r.get("ddp_buckets_match")
+        cells = [f"{_case_label(str(r['case']))}, P={r['world_size']}, "
+                 f"{_network_label(str(r['bandwidth']))}"]
+        if listed:
+            cells += [algorithm_label(str(r["list_algorithm"]).removeprefix("ddp-list-")),
+                      MISSING if match is None or pd.isna(match) else
+                      ("yes" if bool(match) else "NO"),
+                      _ratio_cell(r, "default_over_list"),
+                      _ratio_cell(r, "tuned_over_list") + (f" ({tuned} MB)" if tuned else ""),
+                      _ratio_cell(r, "best_over_list")]
+        else:
+            cells += [NOT_MEASURED] * 5
+        cells += [_ratio_cell(r, "default_over_best"), _ratio_cell(r, "executor_ddp_over_best"),
+                  _ratio_cell(r, "default_over_executor_ddp")]
+        rows.append(cells)
+    cols = ["case", "stock DDP list: plan of", "rebuilt as planned", "DDP default / list",
+            "tuned cap / list (cap)", "best / list", "DDP default / best",
+            "executor DDP plan / best (schedule)",
+            "DDP default / executor DDP plan (implementation)"]
+    return pd.DataFrame(rows, columns=cols), "ll" + "r" * (len(cols) - 2)
+
+
+def write_stock_ddp_table(comparison: pd.DataFrame, *, tex: str | Path | None,
+                          md: str | Path | None) -> None:
+    """Write :func:`stock_ddp_table` as LaTeX and/or Markdown (atomically)."""
+    table, align = stock_ddp_table(comparison)
+    title = ("re-execution: stock PyTorch DDP with a plan's buckets (bucket_cap_mb_list) and "
+             "best's gain split into implementation and schedule (time ratios, > 1: the "
+             "second is faster; [bootstrap 95% CI])")
+    if tex is not None:
+        write_text_atomic(tex, to_latex(table, align, title))
+    if md is not None:
+        write_text_atomic(md, to_markdown(table, title))
+
+
 def analyze_file(path: str | Path, *, iterations: str | Path | None = None,
                  stats: str | Path | None = None, summary_table: str | Path | None = None,
                  summary_md: str | Path | None = None,
                  errors: str | Path | None = None, table: str | Path | None = None,
                  md: str | Path | None = None, figure: str | Path | None = None,
-                 png: str | Path | None = None) -> pd.DataFrame:
+                 png: str | Path | None = None, stock_ddp_tex: str | Path | None = None,
+                 stock_ddp_md: str | Path | None = None) -> pd.DataFrame:
     """``gradsched reexec analyze``: the statistics of ``path`` (measured.csv; with
     ``iterations``, bootstrap intervals too, :func:`gradsched.reexec.analysis.analyze`);
     write the outputs asked for and return the per-case statistics."""
@@ -285,6 +344,10 @@ def analyze_file(path: str | Path, *, iterations: str | Path | None = None,
         if result.intervals is None:
             raise InputError("the summary table needs the per-iteration data (--iterations)")
         write_reexec_summary(result.summary, tex=summary_table, md=summary_md)
+    if stock_ddp_tex is not None or stock_ddp_md is not None:
+        if result.intervals is None:
+            raise InputError("the stock-DDP table needs the per-iteration data (--iterations)")
+        write_stock_ddp_table(result.stock_ddp, tex=stock_ddp_tex, md=stock_ddp_md)
     if table is not None or md is not None:
         write_reexec_table(result.frame, result.summary, tex=table, md=md)
     if figure is not None or png is not None:

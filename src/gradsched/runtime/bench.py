@@ -14,7 +14,16 @@ Parameter servers (``ps_servers`` S > 0, runtime/ps.py): ranks ``P .. P+S-1`` ar
 that time nothing; the workers' times are the run's. Hierarchical buckets take the node
 layout from ``ranks_per_node`` (runtime/hierarchical.py).
 
-Baseline: PyTorch DDP (Li et al., VLDB 2020) with ``bucket_cap_mb`` as given. Plans
+Baseline: PyTorch DDP (Li et al., VLDB 2020) with ``bucket_cap_mb`` as given, or with a
+per-bucket ``bucket_cap_mb_list`` (torch >= 2.14; caps from a contiguous plan by
+:func:`gradsched.planners.ddp_caps.ddp_caps`). DDP rebuilds its buckets in the gradient
+order of the first iteration, in the second forward (``torch/nn/parallel/distributed.py``,
+``_pre_forward``: ``reducer._rebuild_buckets()``), so a list run needs ``warmup >= 1``;
+after the timed iterations the rank reads the rebuilt buckets
+(``_get_ddp_logging_data()["rebuilt_per_bucket_param_indices"]``, indices into the
+trainable parameters) and the summary records their number (``ddp_buckets``) and, when the
+item carries the plan's buckets, whether they are the same (``ddp_buckets_match``: a
+mismatch is not an error here; ``gradsched run`` reports it loudly). Plans
 (ByteScheduler, Peng et al. SOSP 2019; DeAR, Zhang, Shi et al.; ...) run through
 :class:`~gradsched.runtime.executor.PlanExecutor`.
 """
@@ -47,7 +56,7 @@ from gradsched.workloads import build_model
 
 SUMMARY_COLUMNS = ("model", "batch_size", "world_size", "backend", "bandwidth", "algorithm",
                    "plan", "iterations", "median_s", "p10_s", "p90_s", "mean_s", "min_s",
-                   "max_s", "n_collectives")
+                   "max_s", "n_collectives", "ddp_buckets", "ddp_buckets_match")
 ITER_COLUMNS = ("model", "batch_size", "world_size", "backend", "bandwidth", "algorithm",
                 "plan", "iteration", "iteration_s")
 
@@ -55,20 +64,64 @@ ITER_COLUMNS = ("model", "batch_size", "world_size", "backend", "bandwidth", "al
 @dataclass(frozen=True)
 class RunItem:
     """One timed run: a plan (JSON dict) through the executor, or stock PyTorch DDP with
-    one ``bucket_cap_mb`` or a per-bucket ``bucket_cap_mb_list`` (MiB, torch >= 2.14)."""
+    one ``bucket_cap_mb`` or a per-bucket ``bucket_cap_mb_list`` (MiB, torch >= 2.14).
+    ``expected_buckets``: the tensor names of each bucket DDP should rebuild (a list run
+    whose caps came from a plan), checked against the rebuilt ones."""
 
     label: str
     algorithm: str
     plan: dict[str, Any] | None = None
     bucket_cap_mb: float | None = None
     bucket_cap_mb_list: list[float] | None = None
+    expected_buckets: list[list[str]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"label": self.label, "algorithm": self.algorithm, "plan": self.plan,
                "bucket_cap_mb": self.bucket_cap_mb}
         if self.bucket_cap_mb_list is not None:
             out["bucket_cap_mb_list"] = list(self.bucket_cap_mb_list)
+        if self.expected_buckets is not None:
+            out["expected_buckets"] = [list(b) for b in self.expected_buckets]
         return out
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What one rank measured of one item: the iteration times, the executor's collective
+    count (plans) and DDP's rebuilt buckets (list runs: tensor names per bucket)."""
+
+    times: list[float]
+    n_collectives: int | None = None
+    rebuilt_buckets: list[list[str]] | None = None
+
+
+def buckets_match(rebuilt: list[list[str]] | None,
+                  expected: list[list[str]] | None) -> bool | None:
+    """Whether DDP rebuilt the expected buckets (same buckets in the same order; the order
+    of tensors inside a bucket is DDP's own); None when either is unknown."""
+    if rebuilt is None or expected is None:
+        return None
+    return [sorted(b) for b in rebuilt] == [sorted(b) for b in expected]
+
+
+def parse_bucket_indices(text: str, names: list[str]) -> list[list[str]]:
+    """``"3 2, 1 0"`` (DDP's ``rebuilt_per_bucket_param_indices``: buckets separated by
+    commas, indices into the trainable parameters by spaces) -> names per bucket."""
+    return [[names[int(i)] for i in part.split()] for part in text.split(",") if part.strip()]
+
+
+def rebuilt_buckets(runner: Any, model: Any) -> list[list[str]]:
+    """The buckets stock DDP rebuilt after the first iteration, as parameter names. The
+    logger records them at the forward *after* the rebuild, so it is refreshed here first
+    (outside any timing)."""
+    runner.logger.set_runtime_stats_and_log()
+    data = runner._get_ddp_logging_data()
+    text = data.get("rebuilt_per_bucket_param_indices")
+    if not runner._has_rebuilt_buckets or text is None:
+        raise ConfigError("PyTorch DDP did not rebuild its buckets (a bucket_cap_mb_list "
+                          "run needs --warmup >= 1)")
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    return parse_bucket_indices(str(text), names)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -108,9 +161,11 @@ def run_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]:
         payload = payload | {"_ps": ps}
         batches = [spec.make_batch() for _ in range(int(payload.get("n_batches", 2)))]
         stem = Path(item.label).stem if item.label.endswith(".json") else item.label
-        times, n_coll = _timed(rank, spec, batches, item, payload, device,
-                               f"{index:02d}-{item.algorithm}-{stem}")
-        results.append({"label": item.label, "times": times, "n_collectives": n_coll})
+        timed = _timed(rank, spec, batches, item, payload, device,
+                       f"{index:02d}-{item.algorithm}-{stem}")
+        results.append({"label": item.label, "times": timed.times,
+                        "n_collectives": timed.n_collectives,
+                        "rebuilt_buckets": timed.rebuilt_buckets})
         del spec, batches
     return {"rank": rank, "runs": results}
 
@@ -144,7 +199,7 @@ def _ps_client(plan: Any, model: Any, payload: dict[str, Any]) -> dict[str, Any]
 
 
 def _timed(rank: int, spec: Any, batches: list[Any], item: RunItem, payload: dict[str, Any],
-           device: str, name: str) -> tuple[list[float], int | None]:
+           device: str, name: str) -> Timed:
     model = spec.model
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01,
                           momentum=0.9)
@@ -183,14 +238,18 @@ def _timed(rank: int, spec: Any, batches: list[Any], item: RunItem, payload: dic
         sync()
 
     warmup, iters = int(payload["warmup"]), int(payload["iters"])
+    if item.bucket_cap_mb_list and warmup < 1:
+        raise ConfigError("a bucket_cap_mb_list run needs warmup >= 1: DDP rebuilds its "
+                          "buckets after the first iteration")
     times = timed_iterations(one, warmup, iters, settle)
     n_coll = sum(ex.stats.collectives.values()) if ex is not None else None
+    rebuilt = rebuilt_buckets(runner, model) if item.bucket_cap_mb_list else None
     profile_dir = payload.get("profile_dir")
     if profile_dir:
         _profile(rank, one, warmup + iters, Path(profile_dir), name, device, ex)
     if ex is not None:
         ex.close()
-    return times, n_coll
+    return Timed(times, n_coll, rebuilt)
 
 
 def timed_iterations(one: Any, warmup: int, iters: int, settle: Any) -> list[float]:
@@ -233,6 +292,16 @@ def _profile(rank: int, one: Any, start: int, folder: Path, label: str, device: 
 
 
 # ---------------------------------------------------------------------- launcher side
+def check_counts(items: list[RunItem], iters: int, warmup: int) -> None:
+    """Refuse iteration counts the items cannot run with, before any rank starts."""
+    if iters < 1 or warmup < 0:
+        raise ConfigError("--iters must be >= 1 and --warmup >= 0")
+    if warmup < 1 and any(item.bucket_cap_mb_list for item in items):
+        raise ConfigError("--warmup 0 with a per-bucket DDP list (--bucket-cap-mb-list / "
+                          "--ddp-caps-from): DDP rebuilds its buckets only after the first "
+                          "iteration, so give --warmup >= 1")
+
+
 def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: int,
               backend: str = "gloo", iters: int = 20, warmup: int = 5, threads: int = 1,
               cluster: str | None = None, profile_dir: str | Path | None = None,
@@ -243,8 +312,7 @@ def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: 
     (each in its own namespace on the emulated cluster)."""
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
-    if iters < 1 or warmup < 0:
-        raise ConfigError("--iters must be >= 1 and --warmup >= 0")
+    check_counts(items, iters, warmup)
     if world_size < 1:
         raise ConfigError("--world-size must be >= 1")
     if backend not in ("gloo", "nccl"):
@@ -290,8 +358,7 @@ def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
                               "torchrun")
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
-    if iters < 1 or warmup < 0:
-        raise ConfigError("--iters must be >= 1 and --warmup >= 0")
+    check_counts(items, iters, warmup)
     payload = {"model": model, "batch_size": batch_size, "runs": [i.to_dict() for i in items],
                "iters": iters, "warmup": warmup, "seq_len": seq_len, "seed": seed,
                "timeout_s": timeout_s, "ranks_per_node": ranks_per_node, "ps_servers": 0,
@@ -326,8 +393,13 @@ def _frames(items: list[RunItem], results: list[Any], *, model: str, batch_size:
         for i, t in enumerate(times):
             rows.append(base | {"algorithm": item.algorithm, "plan": item.label,
                                 "iteration": i, "iteration_s": t})
+        first = results[0]["runs"][k]
+        rebuilt = first.get("rebuilt_buckets")
         summary.append(base | {"algorithm": item.algorithm, "plan": item.label,
                                "iterations": len(times), **summarize(times),
-                               "n_collectives": results[0]["runs"][k]["n_collectives"]})
+                               "n_collectives": first["n_collectives"],
+                               "ddp_buckets": None if rebuilt is None else len(rebuilt),
+                               "ddp_buckets_match": buckets_match(rebuilt,
+                                                                  item.expected_buckets)})
     return (pd.DataFrame(rows, columns=list(ITER_COLUMNS)),
             pd.DataFrame(summary, columns=list(SUMMARY_COLUMNS)))
