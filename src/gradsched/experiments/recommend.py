@@ -521,13 +521,12 @@ def _comm_label(rec: Recommendation) -> str:
 
 
 def sig(value: float, digits: int = 2) -> str:
-    """``value`` to ``digits`` significant digits, never in exponent form (``0.44``,
-    ``3.1``, ``120``)."""
+    """``value`` to ``digits`` significant digits, trailing zeros kept, never in exponent
+    form (``0.44``, ``3.1``, ``120``, ``38.0`` for 3 digits)."""
     if value == 0 or not math.isfinite(value):
         return f"{value:g}"
     decimals = digits - 1 - math.floor(math.log10(abs(value)))
-    text = f"{round(value, decimals):.{max(decimals, 0)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{round(value, decimals):.{max(decimals, 0)}f}"
 
 
 def seconds(value: float) -> str:
@@ -536,7 +535,10 @@ def seconds(value: float) -> str:
 
 
 def gain_text(rec: Recommendation, gain: float) -> str:
-    """``+3.1 % (band -1.9 to +8.1 %)``: the gain and the gain +- margin."""
+    """``+3.1 % (band -1.9 to +8.1 %)``: the gain and the gain +- margin (a gain within
+    :data:`TIE_REL` is a tie, printed as 0)."""
+    gain = 0.0 if abs(gain) < 100 * TIE_REL else gain
+
     def signed(v: float) -> str:
         return ("+" if v >= 0 else "-") + sig(abs(v))
     return (f"{signed(gain)} % (band {signed(gain - rec.margin.pct)} to "
@@ -568,7 +570,7 @@ def _rows(rec: Recommendation) -> list[tuple[str, float, str, str]]:
 
 def _decision(rec: Recommendation, plan_out: str | None, backend: str) -> list[str]:
     """The RECOMMENDATION lines for :attr:`Recommendation.choice`."""
-    margin = f"the {sig(rec.margin.pct, 3)} % margin"
+    margin = f"the {rec.margin.pct:.3g} % margin"
     current_s = rec.ddp_current.iteration_s
     if rec.choice == "keep":
         fastest = min(rec.ddp_tuned_s, rec.plan_s)
@@ -620,7 +622,7 @@ def render(rec: Recommendation, *, plan_out: str | None = None, backend: str = "
     sweep = ", ".join(f"{'default' if p.bucket_cap_mb is None else f'{p.bucket_cap_mb:g}'}:"
                       f"{sig(p.iteration_s, 3)}" for p in rec.ddp_sweep)
     lines.append(f"  DDP sweep (bucket_cap_mb: seconds): {sweep}")
-    lines.append(f"margin: {sig(rec.margin.pct, 3)} % ({rec.margin.source}); each band is the "
+    lines.append(f"margin: {rec.margin.pct:.3g} % ({rec.margin.source}); each band is the "
                  "gain +- this margin, the model's (held-out) error band, not a statistical "
                  "confidence interval")
     lines += _decision(rec, plan_out, backend)
