@@ -2,8 +2,9 @@
 
 The advice is tested on committed inputs (ResNet-18 and BERT-base CPU compute traces, the
 committed gloo sweeps); ``--validate`` on the tiny MLP (a compute trace captured in the
-test, 2 gloo ranks on loopback). Synthetic numbers appear only in the unit test of the
-bootstrap, labelled as such.
+test, 2 gloo ranks on loopback). Synthetic numbers are labelled as such: the unit test of
+the bootstrap, and the slowed-down tiny-MLP trace with an inline alpha-beta network on
+which the per-bucket caps are predicted to win (the measured times are real).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from gradsched.costmodel.base import load_comm_spec
 from gradsched.experiments.recommend import (
     DEFAULT_CAPS_MB,
     DEFAULT_MARGIN_PCT,
+    RECOMMENDATION_NAMES,
+    decide,
 )
 from gradsched.planners import make_plan
 from gradsched.replay.engine import ReplayOptions, replay
@@ -65,18 +68,46 @@ def test_resnet18_loopback_tunes_ddp_by_replay(tmp_path: Path, capsys) -> None:
     assert all(p["first_bucket_mb"] == p["bucket_cap_mb"] for p in sweep[1:])
     best = advice["ddp"]["best"]
     assert best["iteration_s"] == min(p["iteration_s"] for p in sweep)
-    assert advice["ddp"]["default"] == sweep[0]
-    plan = advice["plan"]
-    gain = 100 * (best["iteration_s"] / plan["iteration_s"] - 1)
+    assert advice["ddp"]["current"] == sweep[0]
+    plan, listed = advice["plan"], advice["ddp"]["list"]
+    tuned = min(best["iteration_s"], listed["iteration_s"])
+    gain = 100 * (tuned / plan["iteration_s"] - 1)
     assert plan["gain_over_tuned_ddp_pct"] == pytest.approx(gain)
+    assert plan["gain_band_pct"]["low"] == pytest.approx(gain - DEFAULT_MARGIN_PCT)
     assert advice["margin_pct"] == DEFAULT_MARGIN_PCT
     assert "measured sweep" in advice["margin_source"]
-    assert advice["recommendation"] == ("gradsched-plan" if gain > DEFAULT_MARGIN_PCT
-                                        else "pytorch-ddp")
+    choice = decide(sweep[0]["iteration_s"], best["iteration_s"], listed["iteration_s"],
+                    plan["iteration_s"], DEFAULT_MARGIN_PCT)
+    assert advice["recommendation"] == RECOMMENDATION_NAMES[choice]
     assert advice["world_size"] == 2 and advice["model"] == "resnet18"
-    cap = best["bucket_cap_mb"]
-    assert (f"bucket_cap_mb={cap:g}" if cap is not None else "DistributedDataParallel(model)"
-            ) in text
+    # the list is the contiguous optimum's buckets, in ready order
+    assert listed["n_buckets"] == len(listed["bucket_cap_mb_list"])
+    assert "bucket_cap_mb_list=" in listed["paste_line"]
+
+
+def test_keep_your_setting_below_the_margin(tmp_path: Path, capsys) -> None:
+    """ResNet-18 over loopback: the best uniform cap is predicted within the 5 % margin of
+    torch's default, so the advice is to keep it (never a change for a +0.x % gain)."""
+    advice = _advise(tmp_path)
+    text = capsys.readouterr().out
+    gain = advice["ddp"]["tuned_gain_pct"]
+    assert 0 <= gain < DEFAULT_MARGIN_PCT
+    assert advice["recommendation"] == "keep-current"
+    assert "RECOMMENDATION: keep your setting: DistributedDataParallel(model)" in text
+    assert "band" in text and "not a statistical confidence interval" in text
+
+
+def test_current_setting_is_the_baseline(tmp_path: Path, capsys) -> None:
+    """--current-bucket-cap-mb: the user's cap (added to the sweep) is what a change must
+    beat by more than the margin."""
+    advice = _advise(tmp_path, "--current-bucket-cap-mb", "300", "--margin-pct", "0.1")
+    text = capsys.readouterr().out
+    current = advice["ddp"]["current"]
+    assert current["bucket_cap_mb"] == 300.0
+    assert current in advice["ddp"]["sweep"]
+    assert advice["ddp"]["tuned_gain_pct"] == pytest.approx(
+        100 * (current["iteration_s"] / advice["ddp"]["best"]["iteration_s"] - 1))
+    assert "your setting: bucket_cap_mb=300" in text
 
 
 def test_recommended_plan_and_its_command(tmp_path: Path, capsys) -> None:
@@ -89,6 +120,9 @@ def test_recommended_plan_and_its_command(tmp_path: Path, capsys) -> None:
     assert advice["margin_source"] == "--margin-pct" and advice["margin_pct"] == 1.0
     assert advice["plan"]["gain_over_tuned_ddp_pct"] > 1.0
     assert advice["recommendation"] == "gradsched-plan"
+    # the plan beats the better of the uniform cap and the per-bucket list
+    tuned = min(advice["ddp"]["best"]["iteration_s"], advice["ddp"]["list"]["iteration_s"])
+    assert advice["plan"]["iteration_s"] * 1.01 < tuned
     assert "RECOMMENDATION: run the gradsched plan" in text
     line = next(ln for ln in text.splitlines() if "make the plan:" in ln)
     argv = line.split("make the plan:")[1].split("(already written")[0].split()
@@ -205,27 +239,61 @@ def tiny_trace(tmp_path_factory) -> Path:
     return out
 
 
-def test_validate_runs_plan_and_ddp_for_real(tiny_trace: Path, tmp_path: Path, capsys) -> None:
+@pytest.fixture(scope="module")
+def slow_tiny_trace(tiny_trace: Path, tmp_path_factory) -> Path:
+    """SYNTHETIC (labelled): the tiny MLP's trace with every time x 1000, so that on the
+    inline alpha-beta network :data:`SLOW_NET` overlap matters and the per-bucket caps
+    (5 buckets) are predicted to beat every uniform cap (one bucket: the model is 100 kB)."""
+    out = tmp_path_factory.mktemp("slow") / "tiny-mlp-slow.csv"
+    lines = tiny_trace.read_text().splitlines()
+    header = lines[0].split(",")
+    timed = [i for i, c in enumerate(header) if c.endswith("_s")]
+    rows = []
+    for line in lines[1:]:
+        cells = line.split(",")
+        for i in timed:
+            cells[i] = repr(float(cells[i]) * 1000)
+        rows.append(",".join(cells))
+    out.write_text("\n".join([lines[0], *rows]) + "\n")
+    meta = json.loads(tiny_trace.with_suffix(".meta.json").read_text())
+    meta.update({k: v * 1000 for k, v in meta.items()
+                 if k.endswith("_s") and isinstance(v, int | float)})
+    out.with_suffix(".meta.json").write_text(json.dumps(meta))
+    return out
+
+
+SLOW_NET = "alpha-beta:alpha=1e-3,beta=3e-7"  # synthetic network (labelled)
+
+
+def test_validate_runs_the_list_for_real(slow_tiny_trace: Path, tmp_path: Path,
+                                         capsys) -> None:
     out = tmp_path / "advice.json"
-    code = main(["advise", "--compute", str(tiny_trace), "--comm", str(LOOP2), "--json",
-                 str(out), "--validate", "--rounds", "2", "--iters", "4", "--warmup", "1",
-                 "--timeout-s", "60"])
+    code = main(["advise", "--compute", str(slow_tiny_trace), "--comm", SLOW_NET,
+                 "--world-size", "2", "--margin-pct", "1", "--json", str(out), "--validate",
+                 "--rounds", "1", "--iters", "3", "--warmup", "1", "--timeout-s", "60"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     advice = json.loads(out.read_text())
     text = captured.out
+    listed = advice["ddp"]["list"]
+    assert advice["recommendation"] == "ddp-bucket-cap-mb-list"
+    assert listed["gain_over_best_uniform_pct"]["point"] > 1.0
+    assert "RECOMMENDATION: per-bucket caps, " + str(listed["n_buckets"]) + " buckets" in text
+    assert listed["paste_line"] in text
+    assert "DistributedDataParallel(model, bucket_cap_mb_list=[" in listed["paste_line"]
     val = advice["validation"]
     assert val["model"] == "tiny-mlp" and val["batch_size"] == 4
     times = val["iteration_s"]
-    expected = {"plan", "ddp"} | ({"ddp-default"} if advice["ddp"]["best"]["bucket_cap_mb"]
-                                  is not None else set())
-    assert set(times) == expected
-    assert all(len(v) == 2 * 4 and min(v) > 0 for v in times.values())
-    speed = val["speedup_plan_over_ddp"]
-    assert speed["point"] == pytest.approx(np.median(times["ddp"]) / np.median(times["plan"]))
-    # (a percentile bootstrap interval need not contain the point estimate)
+    # torch's default is also the best uniform cap here (one bucket), so it runs once
+    assert set(times) == {"list", "current"}
+    assert all(len(v) == 3 and min(v) > 0 for v in times.values())
+    assert val["rebuilt_buckets_match"] is True
+    assert f"DDP rebuilt exactly the {listed['n_buckets']} buckets of the caps" in text
+    speed = val["speedups"]["list_over_current"]
+    assert speed["point"] == pytest.approx(np.median(times["current"])
+                                           / np.median(times["list"]))
     assert 0 < speed["low"] <= speed["high"]
-    assert "measured speedup of the plan over DDP" in text and "95 % bootstrap" in text
+    assert "95 % bootstrap interval" in text
     # the machine's load is recorded and a loaded machine is flagged
     assert val["cpus"] >= 1 and val["load_avg_1m_before"] >= 0
     assert val["loaded"] == (val["load_avg_1m_before"] > val["cpus"])
@@ -236,3 +304,23 @@ def test_validate_refuses_another_model(tiny_trace: Path, capsys) -> None:
     pytest.importorskip("torch")
     _fails(capsys, ["advise", "--compute", str(tiny_trace), "--comm", str(LOOP2), "--validate",
                     "--model", "tiny-cnn"], str(tiny_trace), "not model 'tiny-cnn''s parameters")
+
+
+def test_validate_names_the_first_mismatched_tensor(tiny_trace: Path, tmp_path: Path,
+                                                    capsys) -> None:
+    """A trace whose tensor names are not the model's: refused before any rank starts,
+    naming the first missing and extra name and the trace file."""
+    bad = tmp_path / "renamed.csv"
+    bad.write_text(tiny_trace.read_text().replace("2.weight,", "2.kernel,"))
+    shutil.copy(tiny_trace.with_suffix(".meta.json"), bad.with_suffix(".meta.json"))
+    _fails(capsys, ["advise", "--compute", str(bad), "--comm", str(LOOP2), "--validate"],
+           str(bad), "first: '2.weight'", "first: '2.kernel'")
+
+
+def test_help_is_plain_text(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["advise", "--help"])
+    text = capsys.readouterr().out
+    for markup in (":mod:", ":func:", ":class:", ":data:", "``", "**"):
+        assert markup not in text, markup
+    assert "bucket_cap_mb_list" in text and "keep your setting" in text

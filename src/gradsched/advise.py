@@ -1,10 +1,16 @@
-"""``gradsched advise --validate``: the recommended plan through the executor and PyTorch
-DDP itself at the recommended cap (and at torch's default, if that differs), for real on
-this machine, with a bootstrap 95 % interval of the speedup.
+"""``gradsched advise --validate``: the advice measured for real on this machine.
 
-The recommendation itself (tuned DDP vs the gradsched plan, predicted by replay, and the
-margin) is :mod:`gradsched.experiments.recommend`. No torch import at module level:
-:func:`validate` imports the runtime (and so torch) when it runs.
+Stock PyTorch DDP with the per-bucket caps (``bucket_cap_mb_list``), at the best uniform
+cap and at the user's current setting, and the gradsched plan through the executor when it
+is the recommendation, timed in interleaved rounds, with a bootstrap 95 % interval of each
+speedup (Efron & Tibshirani 1993, ch. 13). Before the timed runs, the ranks check that DDP
+rebuilt exactly the caps' buckets (:func:`rebuilt_buckets`: torch 2.14's
+``_get_ddp_logging_data()['rebuilt_per_bucket_param_indices']``, written when the reducer
+rebuilds its buckets in gradient-ready order after the first iteration).
+
+The recommendation itself is :mod:`gradsched.experiments.recommend`. No torch import at
+module level: :func:`validate` and the rank task import the runtime (and so torch) when
+they run.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from gradsched.distributed.launch import LaunchSpec, launch
 from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.recommend import PLAN_ALGORITHM, Recommendation
 from gradsched.plan import Plan
@@ -24,9 +31,18 @@ from gradsched.workloads import build_model
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
+REBUILD_ITERATIONS = 3
+"""Iterations before reading the rebuilt buckets: torch rebuilds them in the forward after
+the first backward and logs them one iteration later."""
+KIND_LABELS = {"list": "per-bucket caps (bucket_cap_mb_list)", "uniform": "best uniform cap",
+               "current": "your setting", "plan": "gradsched plan (executor)"}
+COMPARISONS = (("uniform", "current"), ("list", "current"), ("list", "uniform"),
+               ("plan", "list"), ("plan", "uniform"))
+"""(faster candidate, what it is compared with) for each bootstrapped speedup, when both
+ran."""
 
 
-# --------------------------------------------------------------------------- validation
+# --------------------------------------------------------------------------- statistics
 def bootstrap_ratio(numerator: Sequence[float], denominator: Sequence[float], *,
                     resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = 0.95,
                     seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
@@ -46,17 +62,26 @@ def bootstrap_ratio(numerator: Sequence[float], denominator: Sequence[float], *,
     return float(np.median(a) / np.median(b)), float(low), float(high)
 
 
+def predicted_s(rec: Recommendation) -> dict[str, float]:
+    """The predicted iteration time of each kind a validation can run."""
+    out = {"current": rec.ddp_current.iteration_s, "uniform": rec.ddp_best.iteration_s,
+           "plan": rec.plan_s}
+    if rec.ddp_list is not None:
+        out["list"] = rec.ddp_list.iteration_s
+    return out
+
+
 @dataclass(frozen=True)
 class Validation:
-    """Measured iteration times (pooled over rounds) and the speedups."""
+    """Measured iteration times (pooled over rounds), the speedups and the rebuild check."""
 
     backend: str
     rounds: int
     iters: int
     warmup: int
-    times: dict[str, list[float]]  # "plan", "ddp" (recommended cap), maybe "ddp-default"
-    speedup: tuple[float, float, float]  # t_ddp / t_plan: point, low, high
-    tuned: tuple[float, float, float] | None  # t_ddp_default / t_ddp: point, low, high
+    times: dict[str, list[float]]  # kind -> seconds; kinds of :func:`validation_kinds`
+    speedups: dict[str, tuple[float, float, float]]  # "new_over_old" -> t_old/t_new, CI
+    rebuilt_match: bool | None  # the list's rebuilt buckets are the caps' (None: no list)
     load_avg_1m: tuple[float, float] = (math.nan, math.nan)  # before, after the runs
     cpus: int = 0
 
@@ -67,52 +92,56 @@ class Validation:
         return self.cpus > 0 and self.load_avg_1m[0] > self.cpus
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        return {
             "backend": self.backend, "rounds": self.rounds, "iters": self.iters,
             "warmup": self.warmup, "load_avg_1m_before": self.load_avg_1m[0],
             "load_avg_1m_after": self.load_avg_1m[1], "cpus": self.cpus,
-            "loaded": self.loaded, "confidence": 0.95, "bootstrap_resamples":
-            BOOTSTRAP_RESAMPLES, "iteration_s": {k: list(v) for k, v in self.times.items()},
+            "loaded": self.loaded, "confidence": 0.95,
+            "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+            "iteration_s": {k: list(v) for k, v in self.times.items()},
             "median_s": {k: float(np.median(v)) for k, v in self.times.items()},
-            "speedup_plan_over_ddp": dict(zip(("point", "low", "high"), self.speedup,
-                                              strict=True))}
-        if self.tuned is not None:
-            out["speedup_tuned_over_default_ddp"] = dict(
-                zip(("point", "low", "high"), self.tuned, strict=True))
-        return out
+            "speedups": {k: dict(zip(("point", "low", "high"), v, strict=True))
+                         for k, v in self.speedups.items()},
+            "rebuilt_buckets_match": self.rebuilt_match}
 
 
-def _verdict(low: float, high: float, faster: str, slower: str) -> str:
+def speedups(times: dict[str, list[float]]) -> dict[str, tuple[float, float, float]]:
+    """``new_over_old``: t_old / t_new with its bootstrap interval, for every pair of
+    :data:`COMPARISONS` that ran."""
+    return {f"{new}_over_{old}": bootstrap_ratio(times[old], times[new])
+            for new, old in COMPARISONS if new in times and old in times}
+
+
+# --------------------------------------------------------------------------- rendering
+def _verdict(low: float, high: float) -> str:
     if low > 1.0:
-        return f"{faster} is faster (the interval excludes 1)"
+        return "faster (the interval excludes 1)"
     if high < 1.0:
-        return f"{slower} is faster (the interval excludes 1)"
+        return "slower (the interval excludes 1)"
     return "no difference this measurement can resolve (the interval includes 1)"
 
 
 def render_validation(rec: Recommendation, val: Validation) -> str:
     """The human text of a validation."""
-    med = {k: float(np.median(v)) for k, v in val.times.items()}
     n = {k: len(v) for k, v in val.times.items()}
-    cap = rec.ddp_best.label
-    point, low, high = val.speedup
-    predicted = rec.ddp_best.iteration_s / rec.plan_s
     lines = [f"validation ({val.backend}, {rec.world_size} ranks on this machine, "
              f"{val.rounds} rounds x {val.iters} timed iterations after {val.warmup} "
-             "warm-up, median of the slowest rank's iteration times):",
-             f"  gradsched plan (executor):  {med['plan']:.6g} s  (n={n['plan']})",
-             f"  PyTorch DDP, {cap}:  {med['ddp']:.6g} s  (n={n['ddp']})"]
-    if "ddp-default" in med:
-        lines.append(f"  PyTorch DDP, torch default:  {med['ddp-default']:.6g} s  "
-                     f"(n={n['ddp-default']})")
-    lines.append(f"measured speedup of the plan over DDP ({cap}): {point:.3f}x, 95 % "
-                 f"bootstrap interval [{low:.3f}, {high:.3f}] (predicted {predicted:.3f}x): "
-                 + _verdict(low, high, "the plan", "DDP"))
-    if val.tuned is not None:
-        tp, tl, th = val.tuned
-        lines.append(f"measured speedup of DDP {cap} over torch's default: {tp:.3f}x, 95 % "
-                     f"interval [{tl:.3f}, {th:.3f}] (predicted "
-                     f"{rec.ddp_default.iteration_s / rec.ddp_best.iteration_s:.3f}x)")
+             "warm-up, median of the slowest rank's iteration times):"]
+    for kind, values in val.times.items():
+        lines.append(f"  {KIND_LABELS[kind]}:  {float(np.median(values)):.3g} s  "
+                     f"(n={n[kind]})")
+    if val.rebuilt_match is not None:
+        lines.append("  rebuilt buckets: " + (
+            f"DDP rebuilt exactly the {rec.ddp_list.n_buckets} buckets of the caps"
+            if val.rebuilt_match and rec.ddp_list is not None
+            else "DDP did NOT rebuild the caps' buckets on this torch: the list does not "
+            "reproduce the planned buckets"))
+    pred = predicted_s(rec)
+    for key, (point, low, high) in val.speedups.items():
+        new, old = key.split("_over_")
+        lines.append(f"measured speedup of {KIND_LABELS[new]} over {KIND_LABELS[old]}: "
+                     f"{point:.3f}x, 95 % bootstrap interval [{low:.3f}, {high:.3f}] "
+                     f"(predicted {pred[old] / pred[new]:.3f}x): {_verdict(low, high)}")
     if val.loaded:
         lines.append(f"warning: the machine was loaded before the runs (1-minute load "
                      f"average {val.load_avg_1m[0]:.2f} on {val.cpus} CPUs): other jobs "
@@ -121,41 +150,57 @@ def render_validation(rec: Recommendation, val: Validation) -> str:
     return "\n".join(lines) + "\n"
 
 
-def validation_items(rec: Recommendation, rounds: int) -> list[tuple[str, Any]]:
-    """(kind, RunItem) per timed run: every round runs the plan and DDP at the
-    recommended cap (and at torch's default when the cap is not the default), in an
-    order reversed every other round so that a drift of the machine's load biases
-    neither."""
+# --------------------------------------------------------------------------- the runs
+def validation_kinds(rec: Recommendation) -> list[str]:
+    """What a validation runs: the list (if any), your setting, the best uniform cap (when
+    it is not your setting), the plan (when it is the recommendation)."""
+    kinds = ["list"] if rec.ddp_list is not None else []
+    kinds.append("current")
+    if rec.ddp_best.bucket_cap_mb != rec.ddp_current.bucket_cap_mb:
+        kinds.append("uniform")
+    if rec.use_plan:
+        kinds.append("plan")
+    return kinds
+
+
+def _item(rec: Recommendation, kind: str, label: str) -> Any:
     from gradsched.runtime.bench import RunItem  # the runtime imports torch
 
-    kinds = ["plan", "ddp"]
-    if rec.ddp_best.bucket_cap_mb is not None:
-        kinds.append("ddp-default")
-    items = []
-    for r in range(rounds):
-        for kind in (kinds if r % 2 == 0 else kinds[::-1]):
-            label = f"{kind}#round{r}"
-            if kind == "plan":
-                item = RunItem(label, PLAN_ALGORITHM, plan=rec.plan.to_dict())
-            elif kind == "ddp":
-                item = RunItem(label, "ddp-native", bucket_cap_mb=rec.ddp_best.bucket_cap_mb)
-            else:
-                item = RunItem(label, "ddp-native", bucket_cap_mb=None)
-            items.append((kind, item))
-    return items
+    if kind == "plan":
+        return RunItem(label, PLAN_ALGORITHM, plan=rec.plan.to_dict())
+    if kind == "list":
+        assert rec.ddp_list is not None
+        return RunItem(label, "ddp-native", bucket_cap_mb_list=list(rec.ddp_list.caps.paste_mb))
+    cap = rec.ddp_best if kind == "uniform" else rec.ddp_current
+    return RunItem(label, "ddp-native", bucket_cap_mb=cap.bucket_cap_mb)
+
+
+def validation_items(rec: Recommendation, rounds: int) -> list[tuple[str, Any]]:
+    """(kind, RunItem) per timed run: every round runs each of :func:`validation_kinds`,
+    in an order reversed every other round so that a drift of the machine's load biases
+    none."""
+    kinds = validation_kinds(rec)
+    return [(kind, _item(rec, kind, f"{kind}#round{r}"))
+            for r in range(rounds) for kind in (kinds if r % 2 == 0 else kinds[::-1])]
 
 
 def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: str = "gloo",
              rounds: int = 3, iters: int = 10, warmup: int = 2, threads: int = 1,
              seq_len: int | None = None, timeout_s: float = 300.0,
              cluster: str | None = None) -> Validation:
-    """Run the plan and DDP for real (:func:`gradsched.runtime.bench.run_items`) and
-    bootstrap the speedups."""
+    """Check the rebuilt buckets, run every kind for real
+    (:func:`gradsched.runtime.bench.run_items`) and bootstrap the speedups."""
     from gradsched.runtime.bench import run_items  # the runtime imports torch
 
     if rounds < 1 or iters < 2 or warmup < 0:
         raise ConfigError("--rounds must be >= 1, --iters >= 2 and --warmup >= 0")
     check_model_names(rec.plan, model_name, batch_size, seq_len, rec.compute)
+    match = None
+    if rec.ddp_list is not None:
+        check_model_names(rec.ddp_list.plan, model_name, batch_size, seq_len, rec.compute)
+        match = check_rebuilt(rec, model_name=model_name, batch_size=batch_size,
+                              backend=backend, threads=threads, seq_len=seq_len,
+                              timeout_s=timeout_s)
     pairs = validation_items(rec, rounds)
     before = os.getloadavg()[0]
     frame, _ = run_items([item for _, item in pairs], model=model_name, batch_size=batch_size,
@@ -166,24 +211,69 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
     for kind, item in pairs:
         values = frame.loc[frame["plan"] == item.label, "iteration_s"].tolist()
         times.setdefault(kind, []).extend(float(v) for v in values)
-    speedup = bootstrap_ratio(times["ddp"], times["plan"])
-    tuned = (bootstrap_ratio(times["ddp-default"], times["ddp"])
-             if "ddp-default" in times else None)
-    return Validation(backend, rounds, iters, warmup, times, speedup, tuned,
+    return Validation(backend, rounds, iters, warmup, times, speedups(times), match,
                       (before, os.getloadavg()[0]), os.cpu_count() or 0)
 
 
+# --------------------------------------------------------------------------- checks
 def check_model_names(plan: Plan, model_name: str, batch_size: int, seq_len: int | None,
                       compute: str) -> None:
-    """The plan's tensors must be the model's trainable parameters (same names)."""
+    """The plan's tensors (the trace's) must be the model's trainable parameters, same
+    names; the error names the first name missing on each side and the trace file."""
     spec = build_model(model_name, batch_size, seq_len=seq_len)
     names = {n for n, p in spec.model.named_parameters() if p.requires_grad}
     planned = {t for b in plan.buckets for t in b.tensors}
     if names != planned:
-        missing = sorted(names - planned)[:3]
-        extra = sorted(planned - names)[:3]
+        missing = sorted(names - planned)
+        extra = sorted(planned - names)
         raise InputError(
-            f"the trace's tensors are not model {model_name!r}'s parameters (in the model, "
-            f"not the trace: {missing or 'none'}; in the trace, not the model: "
-            f"{extra or 'none'}): give --model the model the trace was captured from",
-            path=compute)
+            f"the trace's tensors are not model {model_name!r}'s parameters: "
+            f"{len(missing)} in the model, not the trace (first: "
+            f"{missing[0] if missing else 'none'!r}); {len(extra)} in the trace, not the "
+            f"model (first: {extra[0] if extra else 'none'!r}): give --model the model the "
+            "trace was captured from", path=compute, field="tensor")
+
+
+def expected_buckets(rec: Recommendation) -> list[list[str]]:
+    """The caps' buckets as tensor names, ready order (sorted names within a bucket)."""
+    assert rec.ddp_list is not None
+    return [sorted(b.tensors) for b in rec.ddp_list.plan.buckets]
+
+
+def check_rebuilt(rec: Recommendation, *, model_name: str, batch_size: int, backend: str,
+                  threads: int, seq_len: int | None, timeout_s: float) -> bool:
+    """Launch the ranks once with the caps and compare the buckets DDP rebuilt (every
+    rank's) with :func:`expected_buckets`."""
+    assert rec.ddp_list is not None
+    payload = {"model": model_name, "batch_size": batch_size, "seq_len": seq_len,
+               "caps_mb": list(rec.ddp_list.caps.paste_mb), "iterations": REBUILD_ITERATIONS}
+    spec = LaunchSpec(rec.world_size, backend=backend, threads_per_rank=threads,
+                      op_timeout_s=timeout_s, deadline_s=max(600.0, 2 * timeout_s))
+    results = launch("gradsched.advise:rebuilt_buckets", payload, spec)
+    want = expected_buckets(rec)
+    return all([sorted(b) for b in got] == want for got in results)
+
+
+def rebuilt_buckets(rank: int, world_size: int, payload: dict[str, Any]) -> list[list[str]]:
+    """Rank task: DDP with ``payload['caps_mb']`` as ``bucket_cap_mb_list``, a few
+    iterations, then the rebuilt buckets as parameter names (torch 2.14.1
+    ``Reducer``'s logging: ``rebuilt_per_bucket_param_indices``, buckets separated by
+    ``", "``, indices into the trainable parameters by spaces)."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    device = "cpu"
+    if torch.distributed.get_backend() == "nccl":
+        device = f"cuda:{torch.cuda.current_device()}"
+    spec = build_model(payload["model"], int(payload["batch_size"]), device=device,
+                       seq_len=payload.get("seq_len"))
+    names = [n for n, p in spec.model.named_parameters() if p.requires_grad]
+    ddp = DDP(spec.model, bucket_cap_mb_list=list(payload["caps_mb"]),
+              device_ids=[torch.device(device).index] if device != "cpu" else None)
+    for _ in range(int(payload["iterations"])):
+        spec.loss(ddp, spec.make_batch()).backward()
+    text = ddp._get_ddp_logging_data().get("rebuilt_per_bucket_param_indices")
+    if not isinstance(text, str) or not text.strip():
+        raise RuntimeError(f"rank {rank}: DDP logged no rebuilt buckets after "
+                           f"{payload['iterations']} iterations")
+    return [[names[int(i)] for i in bucket.split()] for bucket in text.split(",")]

@@ -1,13 +1,23 @@
-"""``gradsched advise``: the DDP settings to use, and the gradsched plan if it is worth it.
+"""gradsched advise: keep your DDP setting, or the one change worth making.
 
     gradsched advise --compute TRACE.csv --comm SWEEP.csv|MODEL.json|alpha-beta:...
                      (or --topology FILE [--topology-collective flat|hierarchical])
-                     [--world-size P] [--caps 1,2,4,...] [--margin-pct M]
-                     [--interference JSON] [--plan-out plan.json] [--json advice.json]
+                     [--world-size P] [--caps 1,2,4,...] [--current-bucket-cap-mb MIB]
+                     [--margin-pct M] [--interference JSON] [--plan-out plan.json]
+                     [--json advice.json]
                      [--validate [--model NAME] [--batch-size B] [--rounds 3] [--iters 10]]
 
-The logic is :mod:`gradsched.experiments.recommend` (the advice) and :mod:`gradsched.advise`
-(its validation); this module parses, loads, prints and writes.
+Predicted by replay, in this order, each recommended only when it beats what it is
+compared with by more than the comm model's error margin (its held-out MAPE, or 5 %):
+  1. the best uniform bucket_cap_mb, against your current setting (torch's default
+     unless --current-bucket-cap-mb);
+  2. per-bucket caps, DistributedDataParallel(model, bucket_cap_mb_list=[...]) (stock
+     PyTorch >= 2.14), against the best uniform cap;
+  3. the gradsched plan through its executor, against the better of 1 and 2.
+Otherwise it says: keep your setting. Every predicted gain is printed with its band,
+gain +- margin: the model's error band, not a statistical confidence interval.
+--validate runs the candidates for real with stock DDP on this machine and prints
+bootstrap 95 % intervals of the measured speedups.
 """
 
 from __future__ import annotations
@@ -52,12 +62,14 @@ COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsc
 _caps = real_list(0.0, 2**30, low_open=True, unit="MiB", example="1,5,25",
                   what="bucket caps must be numbers > 0 (MiB)")
 """DDP bucket caps: comma-separated finite numbers of MiB in (0, 2**30]."""
+_cap = real(0.0, 2**30, low_open=True, unit="MiB")
+"""One DDP bucket cap: a finite number of MiB in (0, 2**30]."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "advise", help="recommend PyTorch DDP's bucket_cap_mb, or a gradsched plan if it is "
-                       "predicted to beat tuned DDP by more than the model's error",
+        "advise", help="recommend DDP's bucket caps (uniform or per bucket), or a gradsched "
+                       "plan, only where predicted to win by more than the model's error",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--compute", required=True, type=Path,
                    help="compute trace CSV (gradsched capture compute, gradsched import "
@@ -74,8 +86,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--caps", type=_caps, default=list(DEFAULT_CAPS_MB), metavar="MIB,...",
                    help="DDP bucket_cap_mb grid swept besides torch's default (default "
                         + ",".join(f"{c:g}" for c in DEFAULT_CAPS_MB) + ")")
+    p.add_argument("--current-bucket-cap-mb", type=_cap, default=None, metavar="MIB",
+                   help="the bucket_cap_mb you run now (default: torch's default buckets)")
     p.add_argument("--margin-pct", type=real(0.0, 1e6), default=None,
-                   help="gain over tuned DDP (percent) a plan needs to be recommended "
+                   help="predicted gain (percent) every change needs to be recommended "
                         "(default: the fitted model's held-out MAPE, else "
                         f"{DEFAULT_MARGIN_PCT:g})")
     p.add_argument("--interference", type=Path, default=None, metavar="JSON",
@@ -92,11 +106,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write the advice (and the validation) as JSON")
     p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
                    help="backend of --validate and of the printed commands")
-    val = p.add_argument_group("validation (--validate: run the plan and DDP for real)")
+    val = p.add_argument_group("validation (--validate: run the candidates for real)")
     val.add_argument("--validate", action="store_true",
-                     help="run the plan and DDP at the recommended cap on --world-size "
-                          "local ranks and print the measured speedup with a bootstrap 95 %% "
-                          "interval")
+                     help="run stock DDP with the per-bucket caps, the best uniform cap and "
+                          "your setting (and the plan, if recommended) on --world-size local "
+                          "ranks; print the measured speedups with bootstrap 95 %% intervals")
     val.add_argument("--model", default=None,
                      help="model to run: a gradsched.workloads name, or package.module:attr "
                           "of an installed module or one on PYTHONPATH (never the working "
@@ -106,7 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     val.add_argument("--seq-len", type=positive_int, default=None,
                      help="tokens per sample (default: the trace's meta 'seq_len')")
     val.add_argument("--rounds", type=positive_int, default=3,
-                     help="rounds; each runs the plan and DDP once, order alternating")
+                     help="rounds; each runs every candidate once, order alternating")
     val.add_argument("--iters", type=positive_int, default=10,
                      help="timed iterations per run (>= 2)")
     val.add_argument("--warmup", type=non_negative_count, default=2,
@@ -161,7 +175,7 @@ def _run(args: argparse.Namespace) -> int:
                  caps_mb=args.caps, interference=interference, iterations=args.iterations,
                  margin_pct=args.margin_pct, forward_ratio=args.forward_ratio,
                  topology_collective=(args.topology_collective or "hierarchical")
-                 if topology else None)
+                 if topology else None, current_cap_mb=args.current_bucket_cap_mb)
     if args.plan_out is not None:
         rec.plan.save(args.plan_out)
     hint = None if args.validate else "to measure it here: add --validate"

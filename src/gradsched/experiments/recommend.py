@@ -12,15 +12,25 @@ with the replay engine (:mod:`gradsched.replay.engine`):
    cap of a grid (:data:`DEFAULT_CAPS_MB`, 1 to 256 MiB); the fastest is the DDP setting to
    use. Ties (equal predicted times, e.g. caps that build the same buckets) go to torch's
    default, then to the smallest cap.
-2. **The gradsched plan.** The ``best`` planner (every planner with its knob search,
+2. **Per-bucket caps.** The ``contiguous_optimum`` planner (the fastest contiguous
+   grouping of the gradient-ready order, :mod:`gradsched.planners.contiguous`) expressed
+   as stock DDP's ``bucket_cap_mb_list`` (torch >= 2.14, :mod:`gradsched.planners.ddp_caps`:
+   DDP applies the list when it rebuilds its buckets in ready order after the first
+   iteration).
+3. **The gradsched plan.** The ``best`` planner (every planner with its knob search,
    :mod:`gradsched.planners.best`), scoring with the executor's issue order
    (``issue=executor``: one fixed launch sequence, what
    :class:`~gradsched.runtime.PlanExecutor` runs) and the given interference.
-3. **The decision.** The plan is recommended only if its predicted gain over tuned DDP,
-   ``100 * (t_ddp / t_plan - 1)`` percent, exceeds the *margin*: the model's own error.
-   For a fitted model JSON that carries its held-out error (``gradsched fit -o`` writes
+4. **The decision** (:func:`decide`), each step against the *margin*, the model's own
+   error: the best uniform cap only if it beats the user's current setting (torch's
+   default unless ``current_cap_mb`` says otherwise), the per-bucket list only if it beats
+   the best uniform cap, the gradsched plan only if it beats the better of those two, each
+   by more than the margin (predicted gain ``100 * (t_before / t_after - 1)`` percent);
+   otherwise: keep the current setting. Every gain is reported with the band gain +- margin,
+   the model's held-out error band (not a statistical confidence interval). For a fitted
+   model JSON that carries its held-out error (``gradsched fit -o`` writes
    ``meta.heldout_mape_pct`` per collective), the margin is the largest held-out MAPE of
-   the collectives the two plans use (all-reduce; reduce-scatter and all-gather for DeAR's
+   the collectives the candidates use (all-reduce; reduce-scatter and all-gather for DeAR's
    ``rs_ag`` buckets). Otherwise (a measured sweep, which is interpolated and has no
    held-out error; an inline alpha-beta; an older model JSON) it is
    :data:`DEFAULT_MARGIN_PCT`. The margin applies a per-message relative error to the
@@ -31,10 +41,10 @@ with the replay engine (:mod:`gradsched.replay.engine`):
 Every predicted time replays the trace as written (its compute times are those of the
 machine it was captured on); the executor's own overhead against DDP on the same buckets
 (measured by ``benchmarks/bench_executor_vs_ddp.py``) is not in the prediction, which is
-what ``--validate`` (:func:`gradsched.advise.validate`) measures: the recommended plan
-through the executor and PyTorch DDP itself at the recommended cap (and at torch's
-default, if that differs), for real on this machine, with a bootstrap 95 % interval of
-the speedup.
+what ``--validate`` (:func:`gradsched.advise.validate`) measures: stock DDP with the
+per-bucket list, at the best uniform cap and at the current setting (and the plan through
+the executor, when it is recommended), for real on this machine, with bootstrap 95 %
+intervals of the speedups.
 
 **Two-level clusters.** Instead of one comm model, the advice can take a two-level
 topology (:mod:`gradsched.costmodel.topology`: nodes x ranks per node, an intra-node and an
@@ -62,6 +72,7 @@ from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.grid import run_algorithm, scoring_knobs
 from gradsched.plan import Plan
 from gradsched.planners.ddp import bucket_limits_bytes
+from gradsched.planners.ddp_caps import DdpCaps, ddp_caps
 from gradsched.replay.engine import ReplayOptions
 from gradsched.traces.bundle import ComputeTrace, meta_path
 
@@ -70,6 +81,8 @@ DEFAULT_CAPS_MB: tuple[float, ...] = (1, 2, 4, 8, 16, 25, 32, 64, 128, 256)
 DEFAULT_MARGIN_PCT = 5.0
 """Margin (percent) when the comm model states no held-out error of its own."""
 PLAN_ALGORITHM = "best"
+LIST_ALGORITHM = "contiguous_optimum"
+"""The planner whose buckets become the per-bucket caps (``bucket_cap_mb_list``)."""
 TIE_REL = 1e-9
 """Predicted times within this relative difference are a tie."""
 # the collectives each bucket kind of a plan runs (plan.py: all_reduce, or rs_ag)
@@ -263,9 +276,73 @@ def plan_collectives(plan: Plan) -> set[str]:
     return {c for b in plan.buckets for c in COLLECTIVES_OF.get(b.collective, (b.collective,))}
 
 
+@dataclass(frozen=True)
+class ListPoint:
+    """Stock DDP with per-bucket caps (``bucket_cap_mb_list``): the contiguous optimum's
+    buckets (:data:`LIST_ALGORITHM`) as caps (:func:`gradsched.planners.ddp_caps.ddp_caps`),
+    predicted."""
+
+    caps: DdpCaps
+    plan: Plan
+    iteration_s: float
+
+    @property
+    def n_buckets(self) -> int:
+        return self.caps.n_buckets
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"algorithm": LIST_ALGORITHM, "bucket_cap_mb_list": list(self.caps.paste_mb),
+                "exact_mb": list(self.caps.exact_mb), "n_buckets": self.n_buckets,
+                "iteration_s": self.iteration_s, "paste_line": self.caps.paste_line()}
+
+
+def predict_list(trace: ComputeTrace, model: CommModel, world_size: int,
+                 options: ReplayOptions, replay_settings: Mapping[str, Any]
+                 ) -> tuple[ListPoint | None, str | None]:
+    """The per-bucket caps and their predicted time, or (None, why) when the contiguous
+    optimum cannot be written as DDP caps (:func:`~gradsched.planners.ddp_caps.ddp_caps`
+    names the property)."""
+    knobs = scoring_knobs(LIST_ALGORITHM, replay_settings, {})
+    plan, result = run_algorithm(LIST_ALGORITHM, trace, model, world_size, knobs, options)
+    try:
+        caps = ddp_caps(plan, trace)
+    except InputError as exc:
+        return None, f"no per-bucket caps: {exc}"
+    return ListPoint(caps, plan, result.iteration_s), None
+
+
+# --------------------------------------------------------------------------- decision
+CHOICES = ("keep", "uniform", "list", "plan")
+"""What :func:`decide` can recommend: the current setting, the best uniform
+``bucket_cap_mb``, the per-bucket ``bucket_cap_mb_list``, the gradsched plan."""
+
+
+def gain_pct(before_s: float, after_s: float) -> float:
+    """Predicted gain of ``after`` over ``before``: ``100 * (before / after - 1)``."""
+    return 100.0 * (before_s / after_s - 1.0)
+
+
+def decide(current_s: float, uniform_s: float, list_s: float | None, plan_s: float,
+           margin_pct: float) -> str:
+    """One of :data:`CHOICES`: the best uniform cap if it beats the current setting, the
+    per-bucket list if it beats the best uniform cap, the plan if it beats the better of
+    those two, each by more than ``margin_pct``; else ``keep``. A later step wins over an
+    earlier one (each is harder to adopt than the one before)."""
+    choice = "keep"
+    if gain_pct(current_s, uniform_s) > margin_pct:
+        choice = "uniform"
+    if list_s is not None and gain_pct(uniform_s, list_s) > margin_pct:
+        choice = "list"
+    ddp_s = uniform_s if list_s is None else min(uniform_s, list_s)
+    if gain_pct(ddp_s, plan_s) > margin_pct:
+        choice = "plan"
+    return choice
+
+
 @dataclass
 class Recommendation:
-    """The advice: tuned DDP, the gradsched plan, and which to run."""
+    """The advice: the current DDP setting, tuned DDP (uniform and per-bucket caps), the
+    gradsched plan, and which to run (:attr:`choice`)."""
 
     compute: str
     comm: str
@@ -274,14 +351,14 @@ class Recommendation:
     batch_size: int | None
     seq_len: int | None
     ddp_sweep: list[DDPPoint]
-    ddp_default: DDPPoint
+    ddp_current: DDPPoint
     ddp_best: DDPPoint
+    ddp_list: ListPoint | None
     plan: Plan
     plan_s: float
     plan_collectives_per_iter: int
-    gain_pct: float
     margin: Margin
-    use_plan: bool
+    choice: str
     options: dict[str, Any]
     forward_ratio: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -296,48 +373,93 @@ class Recommendation:
         return ["--topology", self.comm, "--topology-collective", self.topology_collective]
 
     @property
+    def use_plan(self) -> bool:
+        return self.choice == "plan"
+
+    @property
+    def ddp_tuned_s(self) -> float:
+        """The better of the best uniform cap and the per-bucket list, predicted."""
+        if self.ddp_list is None:
+            return self.ddp_best.iteration_s
+        return min(self.ddp_best.iteration_s, self.ddp_list.iteration_s)
+
+    @property
     def tuned_gain_pct(self) -> float:
-        """Predicted gain of tuned DDP over torch's default, percent."""
-        return 100.0 * (self.ddp_default.iteration_s / self.ddp_best.iteration_s - 1.0)
+        """Predicted gain of the best uniform cap over the current setting, percent."""
+        return gain_pct(self.ddp_current.iteration_s, self.ddp_best.iteration_s)
+
+    @property
+    def list_gain_pct(self) -> float | None:
+        """Predicted gain of the per-bucket list over the best uniform cap, percent."""
+        if self.ddp_list is None:
+            return None
+        return gain_pct(self.ddp_best.iteration_s, self.ddp_list.iteration_s)
+
+    @property
+    def gain_pct(self) -> float:
+        """Predicted gain of the plan over the better of the two tuned DDP settings."""
+        return gain_pct(self.ddp_tuned_s, self.plan_s)
+
+    def band(self, gain: float) -> dict[str, float]:
+        """A gain and its band (+- the margin: the model's error, not a statistical CI)."""
+        return {"point": gain, "low": gain - self.margin.pct, "high": gain + self.margin.pct}
 
     def to_dict(self) -> dict[str, Any]:
         """Everything a machine needs (the plan itself under ``plan``)."""
+        listed = None
+        if self.ddp_list is not None:
+            listed = self.ddp_list.to_dict() | {
+                "gain_over_best_uniform_pct": self.band(self.list_gain_pct or 0.0)}
         return {
             "compute": self.compute, "comm": self.comm,
             "topology_collective": self.topology_collective, "world_size": self.world_size,
             "model": self.model_name, "batch_size": self.batch_size, "seq_len": self.seq_len,
             "replay": dict(self.options), "forward_ratio": self.forward_ratio,
-            "ddp": {"default": self.ddp_default.to_dict(), "best": self.ddp_best.to_dict(),
+            "ddp": {"current": self.ddp_current.to_dict(), "best": self.ddp_best.to_dict(),
                     "tuned_gain_pct": self.tuned_gain_pct,
-                    "sweep": [p.to_dict() for p in self.ddp_sweep]},
+                    "tuned_gain_band_pct": self.band(self.tuned_gain_pct),
+                    "sweep": [p.to_dict() for p in self.ddp_sweep], "list": listed},
             "plan": {"algorithm": PLAN_ALGORITHM, "winner": self.plan.info.get("winner"),
                      "iteration_s": self.plan_s, "n_buckets": self.plan.n_buckets,
                      "n_collectives": self.plan_collectives_per_iter,
-                     "gain_over_tuned_ddp_pct": self.gain_pct, "plan": self.plan.to_dict()},
+                     "gain_over_tuned_ddp_pct": self.gain_pct,
+                     "gain_band_pct": self.band(self.gain_pct), "plan": self.plan.to_dict()},
             "margin_pct": self.margin.pct, "margin_source": self.margin.source,
-            "recommendation": "gradsched-plan" if self.use_plan else "pytorch-ddp",
+            "recommendation": RECOMMENDATION_NAMES[self.choice],
             "notes": list(self.notes),
         }
+
+
+RECOMMENDATION_NAMES = {"keep": "keep-current", "uniform": "ddp-bucket-cap-mb",
+                        "list": "ddp-bucket-cap-mb-list", "plan": "gradsched-plan"}
+"""The JSON's ``recommendation`` for each of :data:`CHOICES`."""
 
 
 def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: str,
            comm: str, caps_mb: Sequence[float] = DEFAULT_CAPS_MB,
            interference: Mapping[str, float] | None = None, iterations: int = 5,
            margin_pct: float | None = None, forward_ratio: float | None = None,
-           topology_collective: str | None = None) -> Recommendation:
-    """Tuned DDP vs the gradsched plan on one (trace, comm model, world size);
-    ``topology_collective`` says that ``comm`` is a topology file and ``model`` its
-    ``flat``/``hierarchical`` collective model."""
+           topology_collective: str | None = None,
+           current_cap_mb: float | None = None) -> Recommendation:
+    """The current DDP setting (torch's default, or ``current_cap_mb``) vs the best
+    uniform cap vs the per-bucket list vs the gradsched plan on one (trace, comm model,
+    world size); ``topology_collective`` says that ``comm`` is a topology file and
+    ``model`` its ``flat``/``hierarchical`` collective model."""
     inter = dict(interference or {})
-    options = ReplayOptions(iterations=iterations, issue="executor", **inter)
-    sweep = sweep_ddp(trace, model, world_size, caps_mb, options)
+    settings = {"issue": "executor", **inter}
+    options = ReplayOptions(iterations=iterations, **settings)
+    grid = list(caps_mb) + ([current_cap_mb] if current_cap_mb is not None else [])
+    sweep = sweep_ddp(trace, model, world_size, grid, options)
+    current = next(p for p in sweep if p.bucket_cap_mb == current_cap_mb)
     best_ddp = pick_ddp(sweep)
-    knobs = scoring_knobs(PLAN_ALGORITHM, {"issue": "executor", **inter},
-                          {"replay_iterations": iterations})
+    listed, why_not = predict_list(trace, model, world_size, options, settings)
+    knobs = scoring_knobs(PLAN_ALGORITHM, settings, {"replay_iterations": iterations})
     plan, result = run_algorithm(PLAN_ALGORITHM, trace, model, world_size, knobs, options)
-    gain = 100.0 * (best_ddp.iteration_s / result.iteration_s - 1.0)
     margin = model_margin(model, comm, {"all_reduce", *plan_collectives(plan)}, margin_pct)
-    notes = []
+    choice = decide(current.iteration_s, best_ddp.iteration_s,
+                    None if listed is None else listed.iteration_s, result.iteration_s,
+                    margin.pct)
+    notes = [] if why_not is None else [why_not]
     if not inter:
         notes.append("no interference calibration: the per-collective CPU cost and the "
                      "compute/communication slowdowns of the ranks sharing a machine are not "
@@ -349,11 +471,10 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
     return Recommendation(
         compute=compute, comm=comm, world_size=world_size,
         model_name=trace.meta.get("model"), batch_size=trace.meta.get("batch_size"),
-        seq_len=trace.meta.get("seq_len"), ddp_sweep=sweep, ddp_default=sweep[0],
-        ddp_best=best_ddp, plan=plan, plan_s=result.iteration_s,
-        plan_collectives_per_iter=result.n_collectives, gain_pct=gain, margin=margin,
-        use_plan=gain > margin.pct,
-        options={"iterations": iterations, "issue": "executor", **inter},
+        seq_len=trace.meta.get("seq_len"), ddp_sweep=sweep, ddp_current=current,
+        ddp_best=best_ddp, ddp_list=listed, plan=plan, plan_s=result.iteration_s,
+        plan_collectives_per_iter=result.n_collectives, margin=margin, choice=choice,
+        options={"iterations": iterations, **settings},
         forward_ratio=forward_ratio, notes=notes, topology_collective=topology_collective)
 
 
@@ -399,13 +520,90 @@ def _comm_label(rec: Recommendation) -> str:
     return f"topology {rec.comm} ({rec.topology_collective} collectives)"
 
 
-def _faster(gain_pct: float) -> str:
-    """``2.0`` -> ``2.00 % faster``; ``-1.0`` -> ``1.00 % slower``."""
-    return f"{abs(gain_pct):.2f} % {'faster' if gain_pct >= 0 else 'slower'}"
+def sig(value: float, digits: int = 2) -> str:
+    """``value`` to ``digits`` significant digits, trailing zeros kept, never in exponent
+    form (``0.44``, ``3.1``, ``120``, ``38.0`` for 3 digits)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = digits - 1 - math.floor(math.log10(abs(value)))
+    return f"{round(value, decimals):.{max(decimals, 0)}f}"
 
 
-def _pct(value: float) -> str:
-    return f"{value:+.2f} %"
+def seconds(value: float) -> str:
+    """A predicted time at the precision the model deserves: 3 significant digits."""
+    return f"{sig(value, 3)} s"
+
+
+def gain_text(rec: Recommendation, gain: float) -> str:
+    """``+3.1 % (band -1.9 to +8.1 %)``: the gain and the gain +- margin (a gain within
+    :data:`TIE_REL` is a tie, printed as 0)."""
+    gain = 0.0 if abs(gain) < 100 * TIE_REL else gain
+
+    def signed(v: float) -> str:
+        return ("+" if v >= 0 else "-") + sig(abs(v))
+    return (f"{signed(gain)} % (band {signed(gain - rec.margin.pct)} to "
+            f"{signed(gain + rec.margin.pct)} %)")
+
+
+def _buckets(n: int) -> str:
+    return f"{n} bucket{'' if n == 1 else 's'}"
+
+
+def _rows(rec: Recommendation) -> list[tuple[str, float, str, str]]:
+    """(name, seconds, size, gain) of each predicted setting."""
+    cur = rec.ddp_current
+    rows = [(f"PyTorch DDP, your setting: {cur.label}", cur.iteration_s,
+             _buckets(cur.n_buckets), "")]
+    rows.append((f"PyTorch DDP, best uniform cap: {rec.ddp_best.label}",
+                 rec.ddp_best.iteration_s, _buckets(rec.ddp_best.n_buckets),
+                 f"{gain_text(rec, rec.tuned_gain_pct)} vs your setting"))
+    if rec.ddp_list is not None:
+        rows.append(("PyTorch DDP, per-bucket caps (bucket_cap_mb_list)",
+                     rec.ddp_list.iteration_s, _buckets(rec.ddp_list.n_buckets),
+                     f"{gain_text(rec, rec.list_gain_pct or 0.0)} vs best uniform cap"))
+    winner = rec.plan.info.get("winner", PLAN_ALGORITHM)
+    rows.append((f"gradsched plan ({PLAN_ALGORITHM}: {winner})", rec.plan_s,
+                 f"{_buckets(rec.plan.n_buckets)}, {rec.plan_collectives_per_iter} collectives",
+                 f"{gain_text(rec, rec.gain_pct)} vs tuned DDP"))
+    return rows
+
+
+def _decision(rec: Recommendation, plan_out: str | None, backend: str) -> list[str]:
+    """The RECOMMENDATION lines for :attr:`Recommendation.choice`."""
+    margin = f"the {rec.margin.pct:.3g} % margin"
+    current_s = rec.ddp_current.iteration_s
+    if rec.choice == "keep":
+        fastest = min(rec.ddp_tuned_s, rec.plan_s)
+        return [f"RECOMMENDATION: keep your setting: {ddp_code(rec.ddp_current)}",
+                f"  nothing is predicted faster by more than {margin}: the best uniform cap "
+                f"{gain_text(rec, rec.tuned_gain_pct)}, the fastest candidate "
+                f"{gain_text(rec, gain_pct(current_s, fastest))} vs your setting."]
+    if rec.choice == "uniform":
+        return [f"RECOMMENDATION: use {ddp_code(rec.ddp_best)}",
+                f"  predicted {gain_text(rec, rec.tuned_gain_pct)} vs your setting, more than "
+                f"{margin}; per-bucket caps and the gradsched plan do not beat it by more."]
+    if rec.choice == "list":
+        assert rec.ddp_list is not None
+        return [f"RECOMMENDATION: per-bucket caps, {rec.ddp_list.n_buckets} buckets "
+                "(stock PyTorch >= 2.14; DDP rebuilds its buckets with them after the first "
+                "iteration):",
+                f"  {rec.ddp_list.caps.paste_line()}",
+                f"  predicted {gain_text(rec, rec.list_gain_pct or 0.0)} vs the best uniform "
+                f"cap, more than {margin}; "
+                f"{gain_text(rec, gain_pct(current_s, rec.ddp_list.iteration_s))} vs your "
+                "setting.",
+                f"  otherwise use {ddp_code(rec.ddp_best)}"]
+    out = plan_out or "plan.json"
+    return [
+        f"RECOMMENDATION: run the gradsched plan: predicted {gain_text(rec, rec.gain_pct)} vs "
+        f"tuned DDP, more than {margin}.",
+        f"  1. make the plan:  {shlex.join(plan_command(rec, out))}"
+        + (f"  (already written: {plan_out})" if plan_out else ""),
+        f"  2. time it against tuned DDP:  {shlex.join(run_command(rec, out, backend))}",
+        f"  3. in your script: ex = PlanExecutor(model, Plan.load({out!r}), optimizer); "
+        "loss.backward(); ex.step()  (instead of DDP; see docs/executor.md)",
+        f"  otherwise use {ddp_code(rec.ddp_best)}",
+    ]
 
 
 def render(rec: Recommendation, *, plan_out: str | None = None, backend: str = "gloo",
@@ -417,41 +615,17 @@ def render(rec: Recommendation, *, plan_out: str | None = None, backend: str = "
              f"  compute trace {rec.compute}; {_comm_label(rec)}",
              f"predicted iteration time (replay, executor issue order, "
              f"{rec.options['iterations']} iterations):"]
-    rows = [(f"PyTorch DDP, {rec.ddp_default.label}", rec.ddp_default.iteration_s,
-             f"{rec.ddp_default.n_buckets} buckets", "")]
-    rows.append((f"PyTorch DDP, tuned: {rec.ddp_best.label}", rec.ddp_best.iteration_s,
-                 f"{rec.ddp_best.n_buckets} buckets", f"{_pct(rec.tuned_gain_pct)} vs default"))
-    winner = rec.plan.info.get("winner", PLAN_ALGORITHM)
-    rows.append((f"gradsched plan ({PLAN_ALGORITHM}: {winner})", rec.plan_s,
-                 f"{rec.plan.n_buckets} buckets, {rec.plan_collectives_per_iter} collectives",
-                 f"{_pct(rec.gain_pct)} vs tuned DDP"))
+    rows = _rows(rec)
     width = max(len(r[0]) for r in rows)
-    for name, seconds, size, gain in rows:
-        lines.append(f"  {name:<{width}}  {seconds:10.6g} s  {size:<30} {gain}".rstrip())
+    for name, secs, size, gain in rows:
+        lines.append(f"  {name:<{width}}  {seconds(secs):>10}  {size:<28} {gain}".rstrip())
     sweep = ", ".join(f"{'default' if p.bucket_cap_mb is None else f'{p.bucket_cap_mb:g}'}:"
-                      f"{p.iteration_s:.6g}" for p in rec.ddp_sweep)
+                      f"{sig(p.iteration_s, 3)}" for p in rec.ddp_sweep)
     lines.append(f"  DDP sweep (bucket_cap_mb: seconds): {sweep}")
-    lines.append(f"margin: {rec.margin.pct:.3g} % ({rec.margin.source})")
-    ddp_line = ddp_code(rec.ddp_best)
-    if rec.use_plan:
-        out = plan_out or "plan.json"
-        lines += [
-            f"RECOMMENDATION: run the gradsched plan: predicted {rec.gain_pct:.2f} % faster "
-            f"than tuned DDP, more than the {rec.margin.pct:.3g} % margin.",
-            f"  1. make the plan:  {shlex.join(plan_command(rec, out))}"
-            + (f"  (already written: {plan_out})" if plan_out else ""),
-            f"  2. time it against tuned DDP:  "
-            f"{shlex.join(run_command(rec, out, backend))}",
-            f"  3. in your script: ex = PlanExecutor(model, Plan.load({out!r}), optimizer); "
-            "loss.backward(); ex.step()  (instead of DDP; see docs/executor.md)",
-            f"  otherwise use {ddp_line}",
-        ]
-    else:
-        lines += [
-            f"RECOMMENDATION: use PyTorch DDP: {ddp_line}",
-            f"  the gradsched plan is predicted {_faster(rec.gain_pct)} than tuned DDP, "
-            f"not more than the {rec.margin.pct:.3g} % margin: not worth switching.",
-        ]
+    lines.append(f"margin: {rec.margin.pct:.3g} % ({rec.margin.source}); each band is the "
+                 "gain +- this margin, the model's (held-out) error band, not a statistical "
+                 "confidence interval")
+    lines += _decision(rec, plan_out, backend)
     lines += [f"note: {n}" for n in rec.notes]
     if validate_hint:
         lines.append(validate_hint)
