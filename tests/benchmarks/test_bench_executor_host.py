@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "bench_executor_host.py"
 
 
+@pytest.mark.slow
 def test_one_iteration_per_variant_writes_the_json(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
