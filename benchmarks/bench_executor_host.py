@@ -28,7 +28,9 @@ One GPU (ResNet-50, batch 64, 224x224, as the H200 data)::
 
 Timing: the period between iteration starts (the host's pace; a per-layer update runs in
 the next forward), the last period ending after ``flush()`` and a device synchronisation,
-as :func:`gradsched.runtime.bench.timed_iterations`. SGD, momentum 0.9, lr 0.01.
+as :func:`gradsched.runtime.bench.timed_iterations`; beside it the process's CPU seconds per
+iteration (all threads), less exposed to foreign load on a shared machine. SGD, momentum
+0.9, lr 0.01.
 """
 
 from __future__ import annotations
@@ -93,9 +95,10 @@ def make_plans(names: list[str], model: str, trace: str | None, plan_dir: Path |
 
 
 def run_variant(plan: Any, base: Any, batch: Any, device: str, warmup: int, iters: int
-                ) -> list[float]:
+                ) -> tuple[list[float], float]:
     """Periods between iteration starts of ``iters`` timed iterations of one variant
-    (``plan`` None: PyTorch DDP) on a fresh copy of ``base``."""
+    (``plan`` None: PyTorch DDP) on a fresh copy of ``base``, and the process's CPU
+    seconds per timed iteration (all its threads; less sensitive to foreign load)."""
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
@@ -130,14 +133,16 @@ def run_variant(plan: Any, base: Any, batch: Any, device: str, warmup: int, iter
         one()
     settle()
     starts = []
+    cpu0 = time.process_time()
     for _ in range(iters):
         starts.append(time.perf_counter())
         one()
     settle()
     starts.append(time.perf_counter())
+    cpu = (time.process_time() - cpu0) / iters
     if ex is not None:
         ex.close()
-    return [b - a for a, b in itertools.pairwise(starts)]
+    return [b - a for a, b in itertools.pairwise(starts)], cpu
 
 
 def _free_port() -> int:
@@ -146,8 +151,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def summarize(times: dict[str, list[list[float]]]) -> dict[str, Any]:
-    """Median iteration per variant (pooled rounds) and its median per-round ratio to DDP."""
+def summarize(times: dict[str, list[list[float]]], cpu: dict[str, list[float]]
+              ) -> dict[str, Any]:
+    """Median iteration per variant (pooled rounds) and its median per-round ratio to DDP;
+    the same for the CPU seconds per iteration."""
     out: dict[str, Any] = {}
     for name, rounds in times.items():
         pooled = [t for r in rounds for t in r]
@@ -155,7 +162,10 @@ def summarize(times: dict[str, list[list[float]]]) -> dict[str, Any]:
                   for r, d in zip(rounds, times[DDP], strict=True)]
         out[name] = {"median_s": statistics.median(pooled),
                      "ratio_to_ddp": statistics.median(ratios),
-                     "round_ratios": ratios}
+                     "round_ratios": ratios,
+                     "cpu_s": statistics.median(cpu[name]),
+                     "cpu_ratio_to_ddp": statistics.median(
+                         c / d for c, d in zip(cpu[name], cpu[DDP], strict=True))}
     return out
 
 
@@ -193,15 +203,19 @@ def main(argv: list[str] | None = None) -> int:
     base, batch = build(args.model, args.batch_size, args.device)
     load_before = load_average()
     times: dict[str, list[list[float]]] = {DDP: [], **{n: [] for n in plans}}
+    cpu: dict[str, list[float]] = {name: [] for name in times}
     for _ in range(args.rounds):
         for name in times:
-            times[name].append(run_variant(plans.get(name), base, batch, args.device,
-                                           args.warmup, args.iters))
+            periods, cpu_s = run_variant(plans.get(name), base, batch, args.device,
+                                         args.warmup, args.iters)
+            times[name].append(periods)
+            cpu[name].append(cpu_s)
     load_after = load_average()
     dist.destroy_process_group()
-    result = summarize(times)
+    result = summarize(times, cpu)
     for name, r in result.items():
-        print(f"{name:>14}: {r['median_s'] * 1e3:8.2f} ms  x{r['ratio_to_ddp']:.3f} DDP")
+        print(f"{name:>14}: {r['median_s'] * 1e3:8.2f} ms  x{r['ratio_to_ddp']:.3f} DDP;  "
+              f"CPU {r['cpu_s'] * 1e3:8.2f} ms  x{r['cpu_ratio_to_ddp']:.3f} DDP")
     print(f"{args.model} b{args.batch_size} on {args.device} ({args.backend}, 1 rank), "
           f"{args.rounds} rounds x {args.iters} iterations, load average "
           f"{load_before} -> {load_after}")
@@ -211,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             "backend": args.backend, "world_size": 1, "threads": args.threads,
             "iters": args.iters, "warmup": args.warmup, "rounds": args.rounds,
             "plans": {n: p.to_dict() for n, p in plans.items()}, "results": result,
-            "iteration_s": times, "load_average_before": load_before,
+            "iteration_s": times, "cpu_s_per_iteration": cpu, "load_average_before": load_before,
             "load_average_after": load_after, "machine": machine_info(args.device)})
     return 0
 

@@ -181,6 +181,10 @@ class _Bucket:
         self.flat = torch.zeros(self.chunk_numel * chunks, dtype=self.dtype, device=self.device)
         self.views = [self.flat[o:o + n].view(p.shape)
                       for o, n, p in zip(self.offsets, self.numels, params, strict=True)]
+        # the collectives' partitions of ``flat``, made once (not per launch)
+        self.chunk_views = [self.flat[c * self.chunk_numel:(c + 1) * self.chunk_numel]
+                            for c in range(chunks)]
+        self.chunk_bytes = self.chunk_numel * self.flat.element_size()
         self.shards = (torch.zeros(chunks, self.chunk_numel // world, dtype=self.dtype,
                                    device=self.device) if self.decoupled else None)
         self.world = world
@@ -197,7 +201,7 @@ class _Bucket:
         self.stream_wait = False
 
     def chunk(self, c: int) -> torch.Tensor:
-        return self.flat[c * self.chunk_numel:(c + 1) * self.chunk_numel]
+        return self.chunk_views[c]
 
     def reset(self) -> None:
         seen = self.seen
@@ -594,8 +598,8 @@ class PlanExecutor:
             b = self._buckets[k]
             if not b.complete:
                 return
-            chunk = b.chunk(c)
-            nbytes = chunk.numel() * chunk.element_size()
+            chunk = b.chunk_views[c]
+            nbytes = b.chunk_bytes
             if b.decoupled:
                 work = _reduce_scatter(b.shards[c], chunk, group=self.group, async_op=True)
                 kind = RS
@@ -650,11 +654,11 @@ class PlanExecutor:
             b = self._buckets[k]
             self._wait(b, b.works, "reduce-scatter")
             for c in range(b.spec.chunks):
-                chunk = b.chunk(c)
-                work = _all_gather(chunk, b.shards[c], group=self.group, async_op=True)
+                work = _all_gather(b.chunk_views[c], b.shards[c], group=self.group,
+                                   async_op=True)
                 b.gather_works.append(work)
                 self.stats.collectives[AG] += 1
-                self.stats.bytes[AG] += chunk.numel() * chunk.element_size()
+                self.stats.bytes[AG] += b.chunk_bytes
                 self.stats.bucket_gathers[k] += 1
                 self.stats.issue_sequence.append((AG, k, c))
         self._in_backward = False
