@@ -75,7 +75,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +87,7 @@ from gradsched.collectives import algorithms, get_allreduce
 from gradsched.compression import DistComm
 from gradsched.errors import ConfigError, GradschedError
 from gradsched.plan import Bucket, Plan, launch_order
+from gradsched.runtime.bucket_state import BucketState
 from gradsched.runtime.hierarchical import HierarchicalReducer
 from gradsched.runtime.layer_steps import LayerSteps
 
@@ -151,77 +151,6 @@ class StepStats:
                 "bucket_launches": list(self.bucket_launches),
                 "bucket_gathers": list(self.bucket_gathers), "unused": list(self.unused),
                 "issue_sequence": [list(x) for x in self.issue_sequence]}
-
-
-class _Bucket:
-    """Layout and per-iteration state of one plan bucket."""
-
-    def __init__(self, index: int, spec: Bucket, params: list[nn.Parameter], names: list[str],
-                 world: int, with_flags: bool) -> None:
-        self.index = index
-        self.spec = spec
-        self.params = params
-        self.names = names
-        self.decoupled = spec.collective == "rs_ag"
-        self.numels = [p.numel() for p in params]
-        self.offsets = [0]
-        for n in self.numels[:-1]:
-            self.offsets.append(self.offsets[-1] + n)
-        self.numel = sum(self.numels)
-        self.flag_offset = self.numel  # used flags (one per member) follow the gradients
-        payload = self.numel + (len(params) if with_flags else 0)
-        chunks = spec.chunks
-        if self.decoupled:
-            self.chunk_numel = math.ceil(payload / (chunks * world)) * world
-        else:
-            self.chunk_numel = math.ceil(payload / chunks)
-        first = params[0]
-        self.dtype = first.dtype
-        self.device = first.device
-        self.flat = torch.zeros(self.chunk_numel * chunks, dtype=self.dtype, device=self.device)
-        self.views = [self.flat[o:o + n].view(p.shape)
-                      for o, n, p in zip(self.offsets, self.numels, params, strict=True)]
-        # the collectives' partitions of ``flat``, made once (not per launch)
-        self.chunk_views = [self.flat[c * self.chunk_numel:(c + 1) * self.chunk_numel]
-                            for c in range(chunks)]
-        self.chunk_bytes = self.chunk_numel * self.flat.element_size()
-        self.shards = (torch.zeros(chunks, self.chunk_numel // world, dtype=self.dtype,
-                                   device=self.device) if self.decoupled else None)
-        self.world = world
-        self.with_flags = with_flags
-        # per-iteration state
-        self.seen = [False] * len(params)
-        self.missing = len(params)
-        self.complete = False
-        self.works: list[Any] = []  # AR or RS works
-        self.gather_works: list[Any] = []
-        self.arrived = False  # every collective finished and the result is in ``flat``
-        self.used = [True] * len(params)  # globally used members (read from the flags)
-        # NCCL on a GPU: wait on the stream, not on the host (set by the executor).
-        self.stream_wait = False
-
-    def chunk(self, c: int) -> torch.Tensor:
-        return self.chunk_views[c]
-
-    def reset(self) -> None:
-        seen = self.seen
-        for m in range(len(seen)):
-            seen[m] = False
-        self.missing = len(seen)
-        self.complete = False
-        self.works.clear()
-        self.gather_works.clear()
-        self.arrived = False
-
-    def read_flags(self) -> None:
-        """After the reduction: which members some rank produced a gradient for (one
-        device-to-host read per bucket)."""
-        if self.with_flags:
-            flags = self.flat[self.flag_offset:self.flag_offset + len(self.params)]
-            self.used = (flags > 0).tolist()
-
-    def globally_used(self, member: int) -> bool:
-        return self.used[member]
 
 
 class PlanExecutor:
@@ -338,7 +267,7 @@ class PlanExecutor:
             names.append(name)
         return params, names
 
-    def _layout(self, model: nn.Module, plan: Plan) -> list[_Bucket]:
+    def _layout(self, model: nn.Module, plan: Plan) -> list[BucketState]:
         named = dict(model.named_parameters())
         trainable = {n for n, p in named.items() if p.requires_grad}
         seen: dict[str, int] = {}
@@ -356,7 +285,7 @@ class PlanExecutor:
             if any(p.is_sparse for p in params):
                 raise ConfigError(f"plan '{plan.algorithm}': bucket {k}: sparse parameters "
                                   "are not supported")
-            buckets.append(_Bucket(k, spec, params, names, self.world, self.find_unused))
+            buckets.append(BucketState(k, spec, params, names, self.world, self.find_unused))
         missing = [n for n in named if n in trainable and n not in seen]
         if missing:
             raise ConfigError(f"plan '{plan.algorithm}': {len(missing)} trainable parameters "
@@ -399,11 +328,11 @@ class PlanExecutor:
                 layer_of[p] = module_index[mid]
         return owner, layer_of
 
-    def _layer_index(self) -> tuple[list[list[tuple[_Bucket, int]]], dict[int, int]]:
+    def _layer_index(self) -> tuple[list[list[tuple[BucketState, int]]], dict[int, int]]:
         """(bucket, member) of every parameter of each layer (layers in forward order,
         parameters in ``named_parameters`` order), and the layer of each owning module (by
         ``id``): the per-layer update's index, built once."""
-        layers: list[list[tuple[_Bucket, int]]] = [[] for _ in set(self._layer_of.values())]
+        layers: list[list[tuple[BucketState, int]]] = [[] for _ in set(self._layer_of.values())]
         for p, layer in self._layer_of.items():
             k, m = self._slot[p]
             layers[layer].append((self._buckets[k], m))
@@ -586,7 +515,7 @@ class PlanExecutor:
             self._complete(b)
             self._issue_ready()
 
-    def _complete(self, b: _Bucket) -> None:
+    def _complete(self, b: BucketState) -> None:
         if b.with_flags:  # pre-divided like the gradients: the sum is the used fraction
             flags = torch.tensor(b.seen, dtype=b.dtype) / self.world
             b.flat[b.flag_offset:b.flag_offset + len(b.seen)].copy_(flags)
@@ -626,7 +555,7 @@ class PlanExecutor:
             self.stats.issue_sequence.append((kind, k, c))
             self._next += 1
 
-    def _compress_bucket(self, b: _Bucket) -> None:
+    def _compress_bucket(self, b: BucketState) -> None:
         """Compress this rank's bucket gradient, reduce it with the compressor's own
         collectives and put the averaged result where the all-reduce would have."""
         grad = b.flat[:b.numel] * self.world  # the hook pre-divided by the world size
@@ -667,7 +596,7 @@ class PlanExecutor:
             self._stale_watch = set()
 
     # ------------------------------------------------------------------ update side
-    def _wait(self, b: _Bucket, works: list[Any], what: str) -> None:
+    def _wait(self, b: BucketState, works: list[Any], what: str) -> None:
         """Wait for ``works`` of bucket ``b``: on the CUDA stream for NCCL (see
         :meth:`_set_stream_wait`), else on the host with the executor's timeout."""
         for work in works:
@@ -682,7 +611,7 @@ class PlanExecutor:
                                     f"complete within {self.timeout.total_seconds():g} s")
         works.clear()
 
-    def _arrive(self, b: _Bucket) -> None:
+    def _arrive(self, b: BucketState) -> None:
         if b.arrived:
             return
         self._wait(b, b.works, "all-reduce")
@@ -695,7 +624,7 @@ class PlanExecutor:
             self._arrive(b)
 
     @staticmethod
-    def _set_grads(b: _Bucket) -> None:
+    def _set_grads(b: BucketState) -> None:
         used = b.used
         for m, p in enumerate(b.params):
             p.grad = b.views[m] if used[m] else None
