@@ -408,6 +408,42 @@ def test_lr_change_after_step_applies_from_next_iteration(world1):
         torch.testing.assert_close(p.detach(), q.detach(), atol=ATOL, rtol=RTOL, msg=n)
 
 
+def _two_group_adam(model):
+    """Adam with two groups cutting across modules (weights and biases, different lr)."""
+    named = list(model.named_parameters())
+    return torch.optim.Adam([{"params": [p for n, p in named if n.endswith("weight")]},
+                             {"params": [p for n, p in named if n.endswith("bias")],
+                              "lr": 0.002}], lr=0.01)
+
+
+@pytest.mark.parametrize("shape", ["dear", "bytescheduler"])
+def test_per_layer_views_match_a_global_step_with_several_groups(world1, shape):
+    """The per-layer update through views built once (runtime/layer_steps.py) gives what
+    one global optimizer.step() gives, with groups that cut across modules."""
+    model, ref = make_test_model("mlp"), make_test_model("mlp")
+    ex = PlanExecutor(model, make_shape_plan(shape, "mlp"), _two_group_adam(model))
+    ref_opt = _two_group_adam(ref)
+    for step in range(STEPS):
+        x, y = make_shard(step, 0, 1, BATCH)
+        loss_of(model, x, y).backward()
+        ex.step()
+        loss_of(ref, x, y).backward()
+        ref_opt.step()
+        ref_opt.zero_grad(set_to_none=True)
+    ex.flush()
+    for (n, p), q in zip(model.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.detach(), q.detach(), atol=ATOL, rtol=RTOL, msg=n)
+    ex.close()
+
+
+def test_gloo_waits_on_the_host(world1):
+    """Only NCCL buckets on a GPU wait on the stream; gloo keeps the timed host wait."""
+    model = make_test_model("mlp")
+    ex = PlanExecutor(model, make_shape_plan("dear", "mlp"), _sgd(model))
+    assert ex._buckets and not any(b.stream_wait for b in ex._buckets)
+    ex.close()
+
+
 def test_second_backward_before_step_is_refused(world1):
     model = make_test_model("mlp")
     ex = PlanExecutor(model, make_shape_plan("wfbp", "mlp"), _sgd(model))

@@ -37,11 +37,14 @@ The executor is what the replay (:mod:`gradsched.replay.engine`) models, made re
   a forward pre-hook on every module that owns parameters waits for that module's
   buckets and runs the optimizer on the module's parameters just before its forward
   (ByteScheduler, DeAR). Any per-parameter ``torch.optim`` optimizer works (SGD with
-  momentum, Adam, AdamW, ...): the update of a subset is ``optimizer.step()`` with only
-  that subset's ``.grad`` set, so momentum and Adam state are exactly what one global step
-  would produce; the optimizer's hyper-parameters (learning rate, ...) are those it had
-  when :meth:`step` was called, so an LR scheduler stepped after :meth:`step` takes
-  effect from the next iteration, as with a global update.
+  momentum, Adam, AdamW, ...): the update of a module is the optimizer's own step run on
+  a view of the optimizer that holds only that module's parameters and shares its state
+  (built once, :mod:`gradsched.runtime.layer_steps`), so momentum and Adam state are
+  exactly what one global step would produce; the optimizer's hyper-parameters (learning
+  rate, ...) are those it had when :meth:`step` was called, so an LR scheduler stepped
+  after :meth:`step` takes effect from the next iteration, as with a global update. The
+  layers, their buckets and members are indexed once at construction: an iteration's
+  host work grows with the modules updated, not with modules x parameters.
 * **No lost update, no stale weights.** Pending per-layer updates are applied by
   :meth:`flush` (call it before saving or evaluating by other means than a forward, and at
   the end), by ``model.eval()`` / ``model.train()`` (the executor wraps them), inside
@@ -61,13 +64,17 @@ The executor is what the replay (:mod:`gradsched.replay.engine`) models, made re
 
 Works with gloo and NCCL (buffers live on the parameters' device). Every wait has a
 timeout; a peer that never issues a collective ends the run with an error, not a hang.
+With NCCL on a GPU a wait is a stream-side wait (``work.wait()``: the compute stream waits
+for the collective, the host goes on issuing work) and the timeout is the process group's
+(``init_process_group(timeout=...)``, NCCL's watchdog); a host-side wait with a timeout
+would block the host, polling, until the collective ends, leaving the GPU idle while the
+host catches up (PyTorch's ``ProcessGroupNCCL::WorkNCCL::wait``). Gloo waits on the host.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +87,9 @@ from gradsched.collectives import algorithms, get_allreduce
 from gradsched.compression import DistComm
 from gradsched.errors import ConfigError, GradschedError
 from gradsched.plan import Bucket, Plan, launch_order
+from gradsched.runtime.bucket_state import BucketState
 from gradsched.runtime.hierarchical import HierarchicalReducer
+from gradsched.runtime.layer_steps import LayerSteps
 
 AR, RS, AG = "all_reduce", "reduce_scatter", "all_gather"
 # torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
@@ -144,69 +153,6 @@ class StepStats:
                 "issue_sequence": [list(x) for x in self.issue_sequence]}
 
 
-class _Bucket:
-    """Layout and per-iteration state of one plan bucket."""
-
-    def __init__(self, index: int, spec: Bucket, params: list[nn.Parameter], names: list[str],
-                 world: int, with_flags: bool) -> None:
-        self.index = index
-        self.spec = spec
-        self.params = params
-        self.names = names
-        self.decoupled = spec.collective == "rs_ag"
-        self.numels = [p.numel() for p in params]
-        self.offsets = [0]
-        for n in self.numels[:-1]:
-            self.offsets.append(self.offsets[-1] + n)
-        self.numel = sum(self.numels)
-        self.flag_offset = self.numel  # used flags (one per member) follow the gradients
-        payload = self.numel + (len(params) if with_flags else 0)
-        chunks = spec.chunks
-        if self.decoupled:
-            self.chunk_numel = math.ceil(payload / (chunks * world)) * world
-        else:
-            self.chunk_numel = math.ceil(payload / chunks)
-        first = params[0]
-        self.dtype = first.dtype
-        self.device = first.device
-        self.flat = torch.zeros(self.chunk_numel * chunks, dtype=self.dtype, device=self.device)
-        self.views = [self.flat[o:o + n].view(p.shape)
-                      for o, n, p in zip(self.offsets, self.numels, params, strict=True)]
-        self.shards = (torch.zeros(chunks, self.chunk_numel // world, dtype=self.dtype,
-                                   device=self.device) if self.decoupled else None)
-        self.world = world
-        self.with_flags = with_flags
-        # per-iteration state
-        self.seen = [False] * len(params)
-        self.missing = len(params)
-        self.complete = False
-        self.works: list[Any] = []  # AR or RS works
-        self.gather_works: list[Any] = []
-        self.arrived = False  # every collective finished and the result is in ``flat``
-        self.used = [True] * len(params)  # globally used members (read from the flags)
-
-    def chunk(self, c: int) -> torch.Tensor:
-        return self.flat[c * self.chunk_numel:(c + 1) * self.chunk_numel]
-
-    def reset(self) -> None:
-        self.seen = [False] * len(self.params)
-        self.missing = len(self.params)
-        self.complete = False
-        self.works = []
-        self.gather_works = []
-        self.arrived = False
-
-    def read_flags(self) -> None:
-        """After the reduction: which members some rank produced a gradient for (one
-        device-to-host read per bucket)."""
-        if self.with_flags:
-            flags = self.flat[self.flag_offset:self.flag_offset + len(self.params)]
-            self.used = (flags > 0).tolist()
-
-    def globally_used(self, member: int) -> bool:
-        return self.used[member]
-
-
 class PlanExecutor:
     """Run ``plan`` for ``model`` with ``optimizer`` in the default (or given) process group.
 
@@ -254,6 +200,11 @@ class PlanExecutor:
         self._compress_state = self._compression_states(compressor)
         self.compressed_bytes_sent = 0
         self._owner, self._layer_of = self._owners(model)
+        self._layers, self._module_layer = self._layer_index()
+        self._layer_steps = (LayerSteps(optimizer, [[b.params[m] for b, m in members]
+                                                    for members in self._layers])
+                             if self.per_layer else None)
+        self._set_stream_wait()
         self._gather_order = self._all_gather_order()
         self._handles = self._register_hooks()
         self._wrapped_train: Callable[..., Any] | None = None
@@ -263,9 +214,9 @@ class PlanExecutor:
         self._in_backward = False
         self._backward_done = False
         self._next = 0
-        self._pending: set[nn.Parameter] = set()  # per-layer updates not yet applied
+        self._due = [False] * len(self._layers)  # per-layer updates not yet applied
+        self._n_due = 0
         self._stale_watch: set[nn.Parameter] = set()
-        self._hyper: list[dict[str, Any]] | None = None
         self.stats = StepStats()
         self.steps = 0
         self._reset_stats()
@@ -316,7 +267,7 @@ class PlanExecutor:
             names.append(name)
         return params, names
 
-    def _layout(self, model: nn.Module, plan: Plan) -> list[_Bucket]:
+    def _layout(self, model: nn.Module, plan: Plan) -> list[BucketState]:
         named = dict(model.named_parameters())
         trainable = {n for n, p in named.items() if p.requires_grad}
         seen: dict[str, int] = {}
@@ -334,7 +285,7 @@ class PlanExecutor:
             if any(p.is_sparse for p in params):
                 raise ConfigError(f"plan '{plan.algorithm}': bucket {k}: sparse parameters "
                                   "are not supported")
-            buckets.append(_Bucket(k, spec, params, names, self.world, self.find_unused))
+            buckets.append(BucketState(k, spec, params, names, self.world, self.find_unused))
         missing = [n for n in named if n in trainable and n not in seen]
         if missing:
             raise ConfigError(f"plan '{plan.algorithm}': {len(missing)} trainable parameters "
@@ -376,6 +327,29 @@ class PlanExecutor:
                 module_index.setdefault(mid, len(module_index))
                 layer_of[p] = module_index[mid]
         return owner, layer_of
+
+    def _layer_index(self) -> tuple[list[list[tuple[BucketState, int]]], dict[int, int]]:
+        """(bucket, member) of every parameter of each layer (layers in forward order,
+        parameters in ``named_parameters`` order), and the layer of each owning module (by
+        ``id``): the per-layer update's index, built once."""
+        layers: list[list[tuple[BucketState, int]]] = [[] for _ in set(self._layer_of.values())]
+        for p, layer in self._layer_of.items():
+            k, m = self._slot[p]
+            layers[layer].append((self._buckets[k], m))
+        module_layer = {id(self._owner[p]): layer for p, layer in self._layer_of.items()}
+        return layers, module_layer
+
+    def _set_stream_wait(self) -> None:
+        """NCCL buckets on a GPU wait on the CUDA stream (``work.wait()`` without a timeout
+        orders the current stream after the collective; with one, NCCL also blocks the host
+        until the collective ends, polling). Their timeout is the process group's own
+        (``init_process_group(timeout=...)``, enforced by NCCL's watchdog)."""
+        try:
+            nccl = "nccl" in str(dist.get_backend(self.group)).lower()
+        except (RuntimeError, ValueError):  # pragma: no cover - a group without a backend
+            nccl = False
+        for b in self._buckets:
+            b.stream_wait = nccl and b.device.type == "cuda" and b.spec.algorithm == "default"
 
     def _all_gather_order(self) -> list[int]:
         """rs_ag buckets in the order their all-gathers are issued: priority if set, else
@@ -430,13 +404,15 @@ class PlanExecutor:
         self._backward_done = False
         self.steps += 1
         if self.per_layer:
-            self._hyper = [{k: v for k, v in g.items() if k != "params"}
-                           for g in self.optimizer.param_groups]
-            self._pending = set(self._slot)
+            self._layer_steps.record()  # type: ignore[union-attr]
+            due = self._due
+            for layer in range(len(due)):
+                due[layer] = True
+            self._n_due = len(due)
             return
         self._wait_all()
         for b in self._buckets:
-            self._set_grads(b, b.params)
+            self._set_grads(b)
         self.optimizer.step()
         self._release_grads(self._slot)
 
@@ -452,7 +428,7 @@ class PlanExecutor:
             self._end_backward()
         self._wait_all()
         for b in self._buckets:
-            self._set_grads(b, b.params)
+            self._set_grads(b)
 
     def finish_manual_step(self) -> None:
         """After :meth:`synchronize_grads` and your own ``optimizer.step()``."""
@@ -462,15 +438,13 @@ class PlanExecutor:
 
     def flush(self) -> None:
         """Apply every pending per-layer update now (waits for its communication)."""
-        if not self._pending:
+        if not self._n_due:
             return
         if self._in_backward:
             raise ExecutorError("flush() during backward")
-        by_owner: dict[int, list[nn.Parameter]] = {}
-        for p in self._pending:
-            by_owner.setdefault(self._layer_of.get(p, 0), []).append(p)
-        for layer in sorted(by_owner):
-            self._update(by_owner[layer])
+        for layer, due in enumerate(self._due):
+            if due:
+                self._update(layer)
 
     @contextlib.contextmanager
     def synchronized(self) -> Iterator[nn.Module]:
@@ -500,10 +474,11 @@ class PlanExecutor:
         if self._backward_done:
             raise ExecutorError("a second backward before step(): gradient accumulation "
                                 "over several backward passes is not supported")
-        if self._pending:
-            self._stale_watch = set(self._pending)
+        if self._n_due:
+            self._stale_watch = {b.params[m] for layer, due in enumerate(self._due) if due
+                                 for b, m in self._layers[layer]}
             self.flush()
-        else:
+        elif self._stale_watch:
             self._stale_watch = set()
         for b in self._buckets:
             b.reset()
@@ -540,7 +515,7 @@ class PlanExecutor:
             self._complete(b)
             self._issue_ready()
 
-    def _complete(self, b: _Bucket) -> None:
+    def _complete(self, b: BucketState) -> None:
         if b.with_flags:  # pre-divided like the gradients: the sum is the used fraction
             flags = torch.tensor(b.seen, dtype=b.dtype) / self.world
             b.flat[b.flag_offset:b.flag_offset + len(b.seen)].copy_(flags)
@@ -552,8 +527,8 @@ class PlanExecutor:
             b = self._buckets[k]
             if not b.complete:
                 return
-            chunk = b.chunk(c)
-            nbytes = chunk.numel() * chunk.element_size()
+            chunk = b.chunk_views[c]
+            nbytes = b.chunk_bytes
             if b.decoupled:
                 work = _reduce_scatter(b.shards[c], chunk, group=self.group, async_op=True)
                 kind = RS
@@ -580,7 +555,7 @@ class PlanExecutor:
             self.stats.issue_sequence.append((kind, k, c))
             self._next += 1
 
-    def _compress_bucket(self, b: _Bucket) -> None:
+    def _compress_bucket(self, b: BucketState) -> None:
         """Compress this rank's bucket gradient, reduce it with the compressor's own
         collectives and put the averaged result where the all-reduce would have."""
         grad = b.flat[:b.numel] * self.world  # the hook pre-divided by the world size
@@ -606,37 +581,41 @@ class PlanExecutor:
         self._issue_ready()
         for k in self._gather_order:
             b = self._buckets[k]
-            self._wait(b.works, f"reduce-scatter of bucket {k}")
+            self._wait(b, b.works, "reduce-scatter")
             for c in range(b.spec.chunks):
-                chunk = b.chunk(c)
-                work = _all_gather(chunk, b.shards[c], group=self.group, async_op=True)
+                work = _all_gather(b.chunk_views[c], b.shards[c], group=self.group,
+                                   async_op=True)
                 b.gather_works.append(work)
                 self.stats.collectives[AG] += 1
-                self.stats.bytes[AG] += chunk.numel() * chunk.element_size()
+                self.stats.bytes[AG] += b.chunk_bytes
                 self.stats.bucket_gathers[k] += 1
                 self.stats.issue_sequence.append((AG, k, c))
         self._in_backward = False
         self._backward_done = True
-        self._stale_watch = set()
+        if self._stale_watch:
+            self._stale_watch = set()
 
     # ------------------------------------------------------------------ update side
-    def _wait(self, works: list[Any], what: str) -> None:
+    def _wait(self, b: BucketState, works: list[Any], what: str) -> None:
+        """Wait for ``works`` of bucket ``b``: on the CUDA stream for NCCL (see
+        :meth:`_set_stream_wait`), else on the host with the executor's timeout."""
         for work in works:
             try:
-                ok = work.wait(timeout=self.timeout)
+                ok = work.wait() if b.stream_wait else work.wait(timeout=self.timeout)
             except RuntimeError as exc:
-                raise ExecutorError(f"rank {self.rank}: {what} failed or timed out after "
-                                    f"{self.timeout.total_seconds():g} s: {exc}") from exc
+                raise ExecutorError(f"rank {self.rank}: {what} of bucket {b.index} failed or "
+                                    f"timed out after {self.timeout.total_seconds():g} s: "
+                                    f"{exc}") from exc
             if ok is False:
-                raise ExecutorError(f"rank {self.rank}: {what} did not complete within "
-                                    f"{self.timeout.total_seconds():g} s")
+                raise ExecutorError(f"rank {self.rank}: {what} of bucket {b.index} did not "
+                                    f"complete within {self.timeout.total_seconds():g} s")
         works.clear()
 
-    def _arrive(self, b: _Bucket) -> None:
+    def _arrive(self, b: BucketState) -> None:
         if b.arrived:
             return
-        self._wait(b.works, f"all-reduce of bucket {b.index}")
-        self._wait(b.gather_works, f"all-gather of bucket {b.index}")
+        self._wait(b, b.works, "all-reduce")
+        self._wait(b, b.gather_works, "all-gather")
         b.read_flags()
         b.arrived = True
 
@@ -644,10 +623,11 @@ class PlanExecutor:
         for b in self._buckets:
             self._arrive(b)
 
-    def _set_grads(self, b: _Bucket, members: list[nn.Parameter]) -> None:
-        for p in members:
-            m = self._slot[p][1]
-            p.grad = b.views[m] if b.globally_used(m) else None
+    @staticmethod
+    def _set_grads(b: BucketState) -> None:
+        used = b.used
+        for m, p in enumerate(b.params):
+            p.grad = b.views[m] if used[m] else None
 
     @staticmethod
     def _release_grads(params: Any) -> None:
@@ -655,29 +635,23 @@ class PlanExecutor:
             p.grad = None
 
     def _pre_forward(self, module: nn.Module, args: Any) -> None:
-        if not self._pending:
-            return
-        own = [p for p in module.parameters(recurse=False) if p in self._pending]
-        if own:
-            self._update(own)
+        if self._n_due:
+            layer = self._module_layer[id(module)]
+            if self._due[layer]:
+                self._update(layer)
 
-    def _update(self, params: list[nn.Parameter]) -> None:
-        """Per-layer update of ``params`` with the hyper-parameters recorded at step()."""
-        for p in params:
-            b = self._buckets[self._slot[p][0]]
-            self._arrive(b)
-            self._set_grads(b, [p])
-        groups = self.optimizer.param_groups
-        current = None
-        if self._hyper is not None:
-            current = [{k: v for k, v in g.items() if k != "params"} for g in groups]
-            for g, h in zip(groups, self._hyper, strict=True):
-                g.update(h)
+    def _update(self, layer: int) -> None:
+        """Per-layer update of ``layer`` with the hyper-parameters recorded at step(),
+        through its optimizer view (:mod:`gradsched.runtime.layer_steps`)."""
+        members = self._layers[layer]
+        for b, m in members:
+            if not b.arrived:
+                self._arrive(b)
+            b.params[m].grad = b.views[m] if b.used[m] else None
         try:
-            self.optimizer.step()
+            self._layer_steps.step(layer)  # type: ignore[union-attr]
         finally:
-            if current is not None:
-                for g, h in zip(groups, current, strict=True):
-                    g.update(h)
-            self._release_grads(params)
-            self._pending.difference_update(params)
+            for b, m in members:
+                b.params[m].grad = None
+            self._due[layer] = False
+            self._n_due -= 1
