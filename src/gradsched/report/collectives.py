@@ -197,7 +197,7 @@ def lp_rhd_ratio(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str
     if fits:  # one entry for every dotted line: its colour is its P's
         handles.append(Line2D([], [], ls=":", color="0.3", lw=1.2))
         labels.append("joint formula fit (dotted, colour = P)")
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)),
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(5, len(labels)),
                frameon=False)
     fig.suptitle("all-reduce: LP bandwidth relative to recursive halving/doubling\n"
                  "(points: measured; dotted: joint formula fit)")

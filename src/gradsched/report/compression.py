@@ -160,8 +160,7 @@ def bytes_per_step(summary_csv: str | Path, out_pdf: str | Path, out_png: str | 
     for x, (b, r) in enumerate(zip(rows["bytes_per_step"], rows["compression_ratio"],
                                    strict=True)):
         text = f"{r:.0f}x" if math.isfinite(r) and r >= 10 else f"{r:.1f}x"
-        ax.text(x - width / 2, b * 1.15, text, ha="center", va="bottom", fontsize=7,
-                rotation=90 if len(rows) > 8 else 0)
+        ax.text(x - width / 2, b * 1.15, text, ha="center", va="bottom", fontsize=7)
     ax.set_yscale("log")
     ax.set_xticks(xs, labels)
     ax.set_ylabel("bytes per rank and step")
@@ -169,7 +168,14 @@ def bytes_per_step(summary_csv: str | Path, out_pdf: str | Path, out_png: str | 
     if has_recv:
         top = max(top, float(rows["bytes_received_per_step"].max()))
     ax.set_ylim(top=top * 4)
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside right center", frameon=False)
+    from matplotlib.patches import Patch
+
+    # grey keys: the bar colours are the methods', the fill says sent or received
+    keys = [Patch(facecolor="0.35", label="sent")]
+    if has_recv:
+        keys.append(Patch(facecolor="0.35", alpha=0.45, hatch="//", edgecolor="white",
+                          label="received"))
+    fig.legend(handles=keys, loc="outside right center", frameon=False)
     ax.set_title(title + ";\nratio = dense bytes sent / bytes sent")
     save(fig, out_pdf, out_png)
 

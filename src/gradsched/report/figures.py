@@ -548,22 +548,21 @@ def _mgwfbp_panel(ax: plt.Axes, wide: pd.DataFrame) -> None:
 
 
 def _lower_bound_panel(ax: plt.Axes, collected: pd.DataFrame) -> None:
-    """Each algorithm's gap to the lower bound: a box and one point per case."""
+    """Each algorithm's gap to the lower bound: a box and one point per case, one row per
+    algorithm (horizontal labels: no rotated text)."""
     data = collected.assign(label=collected["algorithm"].map(algorithm_label))
     order = [algorithm_label(a) for a in sorted(collected["algorithm"].unique(),
                                                 key=algorithm_sort_key)]
     boxes = [data.loc[data["label"] == label, "gap_to_lb_pct"].to_numpy() for label in order]
     ax.boxplot(boxes, positions=range(len(order)), widths=0.6, showfliers=False,
-               patch_artist=True, boxprops={"facecolor": "0.9", "linewidth": 0.8},
+               orientation="horizontal", patch_artist=True,
+               boxprops={"facecolor": "0.9", "linewidth": 0.8},
                medianprops={"color": "0.3"}, zorder=1)
     np.random.seed(0)  # seaborn's jitter draws from numpy's global generator: deterministic
-    sns.stripplot(data=data, x="label", y="gap_to_lb_pct", order=order, ax=ax, size=2.5,
-                  color="0.2", jitter=0.2)
-    ax.set_xticks(range(len(order)), order)
-    ax.set_xlabel("")
-    ax.set_ylabel("gap to lower bound [%]")
-    ax.tick_params(axis="x", rotation=45)
-    for tick in ax.get_xticklabels():
-        tick.set_ha("right")
-        tick.set_rotation_mode("anchor")
+    sns.stripplot(data=data, y="label", x="gap_to_lb_pct", order=order, ax=ax, size=2.5,
+                  color="0.2", jitter=0.2, orient="h")
+    ax.set_yticks(range(len(order)), order)
+    ax.set_ylim(len(order) - 0.5, -0.5)
+    ax.set_ylabel("")
+    ax.set_xlabel("gap to lower bound [%]")
     ax.set_title("every algorithm's gap to the lower bound\n(one point per case)")
