@@ -35,6 +35,7 @@ from gradsched.report.figures import (
     _grid,
     _legend_union,
     placeholder,
+    plain_log_ticks,
     save,
     series_style,
     setup_style,
@@ -104,6 +105,7 @@ def time_vs_size(traces: Sequence[str | Path], fit_json: str | Path, out_pdf: st
                         lw=1.0, color=colors[alg])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        plain_log_ticks(ax)
         ax.set_title(f"{net}, P={p}")
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("time (ms)")
@@ -190,6 +192,7 @@ def lp_rhd_ratio(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str
         ax.axhline(1.0, color="0.4", lw=0.8)
         ax.axhline(2.0, color="0.6", lw=0.8, ls="--", label="Wang et al.: up to 2x")
         ax.set_xscale("log", base=2)
+        plain_log_ticks(ax)
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("bandwidth LP / RHD")
         ax.set_title(net)

@@ -30,6 +30,7 @@ import pandas as pd
 from gradsched.report.figures import (
     _legend_union,
     placeholder,
+    plain_log_ticks,
     save,
     series_style,
     setup_style,
@@ -162,6 +163,7 @@ def bytes_per_step(summary_csv: str | Path, out_pdf: str | Path, out_png: str | 
         text = f"{r:.0f}x" if math.isfinite(r) and r >= 10 else f"{r:.1f}x"
         ax.text(x - width / 2, b * 1.15, text, ha="center", va="bottom", fontsize=7)
     ax.set_yscale("log")
+    plain_log_ticks(ax)
     ax.set_xticks(xs, labels)
     ax.set_ylabel("bytes per rank and step")
     top = float(rows["bytes_per_step"].max())

@@ -65,6 +65,34 @@ def series_style(i: int) -> dict[str, object]:
             "marker": MARKER_CYCLE[(i + i // n) % len(MARKER_CYCLE)]}
 
 
+class PlainLogFormatter(matplotlib.ticker.LogFormatter):
+    """Log-axis tick labels as plain numbers with a unit prefix (``100``, ``10k``, ``1M``;
+    base 2: ``128``, ``8Ki``, ``32Mi``) instead of ``10^3``, whose exponent would print at
+    70 % of the tick size, under 6 pt. Which ticks get a label is matplotlib's choice."""
+
+    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+        return plain_number(x, binary=self._base == 2)
+
+
+def plain_number(x: float, binary: bool = False) -> str:
+    """``x`` with a decimal (k, M, G) or binary (Ki, Mi, Gi) prefix, 3 significant digits."""
+    step, prefixes = (1024.0, ("", "Ki", "Mi", "Gi", "Ti")) if binary else \
+        (1000.0, ("", "k", "M", "G", "T"))
+    i = 0
+    while abs(x) >= step and i < len(prefixes) - 1:
+        x, i = x / step, i + 1
+    return f"{x:.3g}{prefixes[i]}"
+
+
+def plain_log_ticks(ax: plt.Axes) -> None:
+    """:class:`PlainLogFormatter` on every log-scaled axis of ``ax``."""
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":
+            base = axis.get_transform().base
+            axis.set_major_formatter(PlainLogFormatter(base=base))
+            axis.set_minor_formatter(PlainLogFormatter(base=base, labelOnlyBase=False))
+
+
 def setup_style() -> None:
     """The one style every figure uses: seaborn's white grid, text at :data:`FONT_PT`."""
     sns.set_theme(context="paper", style="whitegrid")
@@ -194,6 +222,7 @@ def fit_curves(comm_csvs: Sequence[str | Path], model_jsons: Sequence[str | Path
             mapes.append(f"{kind} {_heldout(fits, comm.stem, kind)}")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        plain_log_ticks(ax)
         # the held-out errors in the title, not in a legend over the curves
         ax.set_title(f"{comm.stem}\n{collective}, P={world}\n" + ", ".join(mapes),
                      fontsize=FONT_PT - 1)
@@ -238,6 +267,7 @@ def fit_mape(fits_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> 
     sns.barplot(data=fits, y="trace", x="heldout_mape_pct", hue="model", order=order,
                 hue_order=kinds, orient="h", palette=palette, ax=ax, errorbar=None)
     ax.set_xscale("log")
+    plain_log_ticks(ax)
     ax.set_xlabel("held-out MAPE [%] (5-fold by message size, log scale)")
     ax.set_ylabel("comm trace")
     # the legend below the axes: inside, it hid the bars of the last traces
