@@ -10,6 +10,7 @@ from pathlib import Path
 
 import matplotlib.colors
 import numpy as np
+import pandas as pd
 import pytest
 
 from gradsched.report import figures
@@ -80,3 +81,26 @@ def test_algorithm_colors_keep_extra_series_apart() -> None:
     distance = np.linalg.norm(rgb[:, None, :] - rgb[None, :, :], axis=-1)
     np.fill_diagonal(distance, np.inf)
     assert distance.min() >= 0.15, distance.min()
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
+def test_compression_figures_print_at_6pt_or_more(tmp_path: Path) -> None:
+    from gradsched.report import compression
+
+    rows = [{"method": m, "density": d, "step": s, "seed": seed, "wallclock_s": 0.1 * s,
+             "test_accuracy": 0.5 + 0.004 * s * d ** 0.1}
+            for m, ds in (("dense", (1.0,)), ("topk", (1 / 16, 1 / 64)),
+                          ("importance", (1 / 16, 1 / 64)))
+            for d in ds for s in range(0, 101, 20) for seed in (0, 1)]
+    curves = tmp_path / "curves.csv"
+    pd.DataFrame(rows).to_csv(curves, index=False)
+    summary = tmp_path / "summary.csv"
+    pd.DataFrame({"method": ["dense", "topk", "topk", "importance", "importance"],
+                  "density": [1.0, 1 / 16, 1 / 64, 1 / 16, 1 / 64],
+                  "bytes_per_step": [64000, 8000, 2000, 8000, 2000],
+                  "bytes_received_per_step": [64000, 32000, 8000, 8000, 2000],
+                  "compression_ratio": [1.0, 8.0, 32.0, 8.0, 32.0]}).to_csv(summary, index=False)
+    compression.accuracy_vs_step(curves, tmp_path / "s.pdf", tmp_path / "s.png")
+    compression.bytes_per_step(summary, tmp_path / "b.pdf", tmp_path / "b.png")
+    assert printed_small_words(tmp_path / "s.pdf", "compression-accuracy-vs-step") == []
+    assert printed_small_words(tmp_path / "b.pdf", "compression-bytes") == []
