@@ -26,11 +26,21 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from gradsched.costmodel.formulas import cost
 from gradsched.costmodel.tuned import FormulaFit, fits_from_json, load_samples, predict
 from gradsched.io import read_json
-from gradsched.report.figures import _grid, placeholder, save, setup_style
+from gradsched.report.figures import (
+    _grid,
+    _legend_union,
+    placeholder,
+    plain_log_ticks,
+    save,
+    series_style,
+    setup_style,
+    width_in,
+)
 from gradsched.report.tables import fmt, write_table
 
 ALG_ORDER = ("lp", "ring", "mst", "rd", "rhd", "default")
@@ -39,11 +49,9 @@ ALG_LABELS = {"lp": "LP", "ring": "ring", "mst": "MST", "rd": "RD", "rhd": "RHD"
 LARGE_SIZES = 3
 
 
-def _colors() -> dict[str, tuple]:
-    import seaborn as sns
-
-    palette = sns.color_palette("tab10", 10)
-    return {a: palette[i] for i, a in enumerate(ALG_ORDER)}
+def _colors() -> dict[str, str]:
+    """One distinct colour per algorithm (:func:`gradsched.report.figures.series_style`)."""
+    return {a: str(series_style(i)["color"]) for i, a in enumerate(ALG_ORDER)}
 
 
 def _load(traces: Sequence[str | Path], collective: str = "all_reduce") -> pd.DataFrame:
@@ -82,7 +90,7 @@ def time_vs_size(traces: Sequence[str | Path], fit_json: str | Path, out_pdf: st
         return
     setup_style()
     colors = _colors()
-    fig, axes = _grid(len(panels), 3, 3.3, 2.7)
+    fig, axes = _grid(len(panels), 3, width_in(1.0), 2.0)
     for ax, (net, p) in zip(axes, panels, strict=True):
         sel = samples[(samples["network"] == net) & (samples["world_size"] == p)]
         for alg in ALG_ORDER:
@@ -97,13 +105,13 @@ def time_vs_size(traces: Sequence[str | Path], fit_json: str | Path, out_pdf: st
                         lw=1.0, color=colors[alg])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_title(f"{net}, P={p}", fontsize=9)
+        plain_log_ticks(ax)
+        ax.set_title(f"{net}, P={p}")
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("time (ms)")
-    axes[0].legend(fontsize=6, ncol=2, loc="upper left")
-    fig.suptitle("all-reduce: measured (points) and fitted alpha-beta-gamma formula (lines)",
-                 fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.legend(*_legend_union(axes), loc="outside lower center", ncol=len(ALG_ORDER),
+               frameon=False)
+    fig.suptitle("all-reduce: measured (points) and fitted alpha-beta-gamma formula (lines)")
     save(fig, out_pdf, out_png)
 
 
@@ -123,12 +131,12 @@ def lp_invariance(traces: Sequence[str | Path], out_pdf: str | Path, out_png: st
         return
     setup_style()
     colors = _colors()
-    fig, axes = _grid(len(nets), 3, 3.3, 2.7)
+    fig, axes = _grid(len(nets), 3, width_in(0.8), 2.1)
     for ax, net in zip(axes, nets, strict=True):
         sub = samples[samples["network"] == net]
         sizes = large_sizes(sub)
         if not sizes:
-            ax.set_title(f"{net}: no common sizes", fontsize=9)
+            ax.set_title(f"{net}: no common sizes")
             continue
         table = _at_large(sub, sizes)
         for alg in ALG_ORDER:
@@ -139,11 +147,10 @@ def lp_invariance(traces: Sequence[str | Path], out_pdf: str | Path, out_png: st
         ax.set_xticks(sorted(table.columns))
         ax.set_xlabel("world size P")
         ax.set_ylabel("time (ms)")
-        ax.set_title(f"{net}: median over {_mib(sizes[0])}-{_mib(sizes[-1])} MiB", fontsize=9)
-    axes[0].legend(fontsize=6, ncol=2)
-    fig.suptitle("all-reduce time at large messages vs P (Wang et al.: LP nearly P-invariant)",
-                 fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+        ax.set_title(f"{net}:\nmedian over {_mib(sizes[0])}-{_mib(sizes[-1])} MiB")
+    fig.legend(*_legend_union(axes), loc="outside lower center", ncol=len(ALG_ORDER),
+               frameon=False)
+    fig.suptitle("all-reduce time at large messages vs P\n(Wang et al.: LP nearly P-invariant)")
     save(fig, out_pdf, out_png)
 
 
@@ -163,17 +170,16 @@ def lp_rhd_ratio(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str
         placeholder(out_pdf, out_png, "LP / RHD bandwidth", "no all_reduce sweeps")
         return
     setup_style()
-    fig, axes = _grid(len(nets), 3, 3.3, 2.7)
-    import seaborn as sns
-
-    palette = sns.color_palette("viridis", 4)
+    fig, axes = _grid(len(nets), 3, width_in(0.8), 2.0)
+    worlds = sorted(samples["world_size"].unique())
+    palette = {p: series_style(i)["color"] for i, p in enumerate(worlds)}
     for ax, net in zip(axes, nets, strict=True):
         sub = samples[(samples["network"] == net) & (samples["bytes"] >= min_bytes)]
-        for i, (p, g) in enumerate(sub.groupby("world_size")):
+        for p, g in sub.groupby("world_size"):
             wide = g.pivot_table(index="bytes", columns="algorithm", values="time")
             if {"lp", "rhd"} <= set(wide.columns):
                 ratio = (wide["rhd"] / wide["lp"]).dropna()
-                ax.plot(ratio.index, ratio.to_numpy(), "o-", ms=3, color=palette[i % 4],
+                ax.plot(ratio.index, ratio.to_numpy(), "o-", ms=3, color=palette[p],
                         label=f"P={p}")
                 fit = fits.get(net)
                 if fit is not None:
@@ -182,19 +188,22 @@ def lp_rhd_ratio(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str
                     if lp_rows["bytes"].tolist() == rhd_rows["bytes"].tolist():
                         model = (predict(rhd_rows, "rhd", *fit.joint)
                                  / predict(lp_rows, "lp", *fit.joint))
-                        ax.plot(lp_rows["bytes"], model, ":", color=palette[i % 4], lw=1.2,
-                                label=f"P={p} formula")
+                        ax.plot(lp_rows["bytes"], model, ":", color=palette[p], lw=1.2)
         ax.axhline(1.0, color="0.4", lw=0.8)
         ax.axhline(2.0, color="0.6", lw=0.8, ls="--", label="Wang et al.: up to 2x")
         ax.set_xscale("log", base=2)
+        plain_log_ticks(ax)
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("bandwidth LP / RHD")
-        ax.set_title(net, fontsize=9)
-        ax.legend(fontsize=5, ncol=2)
-    fig.suptitle("all-reduce: LP bandwidth relative to recursive halving/doubling "
-                 "(points: measured; dotted: joint formula fit)",
-                 fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
+        ax.set_title(net)
+    handles, labels = _legend_union(axes)
+    if fits:  # one entry for every dotted line: its colour is its P's
+        handles.append(Line2D([], [], ls=":", color="0.3", lw=1.2))
+        labels.append("joint formula fit (dotted, colour = P)")
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(5, len(labels)),
+               frameon=False)
+    fig.suptitle("all-reduce: LP bandwidth relative to recursive halving/doubling\n"
+                 "(points: measured; dotted: joint formula fit)")
     save(fig, out_pdf, out_png)
 
 

@@ -27,7 +27,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradsched.report.figures import placeholder, save, setup_style
+from gradsched.report.figures import (
+    _legend_union,
+    placeholder,
+    plain_log_ticks,
+    save,
+    series_style,
+    setup_style,
+    width_in,
+)
 from gradsched.report.tables import fmt, write_table
 
 METHOD_ORDER = ("dense", "topk", "importance", "gtopk")
@@ -74,18 +82,16 @@ def _accuracy(curves_csv: str | Path, out_pdf: str | Path, out_png: str | Path, 
         placeholder(out_pdf, out_png, title, f"{curves_csv} is missing or empty "
                     "(run: gradsched compress train)")
         return
-    import seaborn as sns
-
     setup_style()
     import matplotlib.pyplot as plt
 
     data = _bands(curves, x)
     methods = [m for m in _methods(data) if m != "dense"] or ["dense"]
     densities = sorted({d for d in data["density"] if d < 1}, reverse=True)
-    palette = dict(zip(densities, sns.color_palette("viridis", max(len(densities), 1)),
-                       strict=False))
-    fig, axes = plt.subplots(1, len(methods), figsize=(3.4 * len(methods), 2.8), sharey=True,
-                             squeeze=False)
+    # series 0 is black-ish blue; dense is black: the densities take the next colours
+    palette = {d: series_style(i)["color"] for i, d in enumerate(densities)}
+    fig, axes = plt.subplots(1, len(methods), figsize=(width_in(1.0), 2.5), sharey=True,
+                             squeeze=False, layout="constrained")
     dense = data[data["method"] == "dense"].sort_values("step")
     lo = max(0.0, float((data["acc_mean"] - data["acc_std"]).quantile(0.02)) - 0.02)
     for ax, method in zip(axes[0], methods, strict=True):
@@ -104,13 +110,13 @@ def _accuracy(curves_csv: str | Path, out_pdf: str | Path, out_png: str | Path, 
                             sub["acc_mean"] + sub["acc_std"], color=palette[d], alpha=0.2,
                             lw=0)
         n_seeds = int(data.loc[data["method"] == method, "n"].max())
-        ax.set_title(f"{METHOD_LABELS.get(method, method)}\n(mean ± std, {n_seeds} seeds)",
-                     fontsize=8)
+        ax.set_title(f"{METHOD_LABELS.get(method, method)}\n(mean ± std, {n_seeds} seeds)")
         ax.set_xlabel(xlabel)
         ax.set_ylim(lo, 1.0)
-        ax.legend(fontsize=6.5, loc="lower right")
     axes[0][0].set_ylabel("test accuracy")
-    fig.suptitle(title, fontsize=9, y=1.06)
+    fig.legend(*_legend_union(list(axes[0])), loc="outside lower center",
+               ncol=len(densities) + 1, frameon=False)
+    fig.suptitle(title)
     save(fig, out_pdf, out_png)
 
 
@@ -135,7 +141,6 @@ def bytes_per_step(summary_csv: str | Path, out_pdf: str | Path, out_png: str | 
         placeholder(out_pdf, out_png, title, f"{summary_csv} is missing or empty")
         return
     import matplotlib.pyplot as plt
-    import seaborn as sns
 
     setup_style()
     rows = summary.reset_index(drop=True)
@@ -143,8 +148,8 @@ def bytes_per_step(summary_csv: str | Path, out_pdf: str | Path, out_png: str | 
     labels = [short.get(m, m) if m == "dense" else f"{short.get(m, m)}\n{density_label(d)}"
               for m, d in zip(rows["method"], rows["density"], strict=True)]
     methods = _methods(rows)
-    colors = dict(zip(methods, sns.color_palette("tab10", len(methods)), strict=True))
-    fig, ax = plt.subplots(figsize=(max(3.8, 0.62 * len(rows) + 1.2), 2.9))
+    colors = {m: series_style(i)["color"] for i, m in enumerate(methods)}
+    fig, ax = plt.subplots(figsize=(width_in(0.8), 2.6), layout="constrained")
     xs = np.arange(len(rows))
     width = 0.4
     color = [colors[m] for m in rows["method"]]
@@ -156,16 +161,24 @@ def bytes_per_step(summary_csv: str | Path, out_pdf: str | Path, out_png: str | 
     for x, (b, r) in enumerate(zip(rows["bytes_per_step"], rows["compression_ratio"],
                                    strict=True)):
         text = f"{r:.0f}x" if math.isfinite(r) and r >= 10 else f"{r:.1f}x"
-        ax.text(x - width / 2, b * 1.15, text, ha="center", va="bottom", fontsize=6)
+        ax.text(x - width / 2, b * 1.15, text, ha="center", va="bottom", fontsize=7)
     ax.set_yscale("log")
-    ax.set_xticks(xs, labels, fontsize=6.5)
+    plain_log_ticks(ax)
+    ax.set_xticks(xs, labels)
     ax.set_ylabel("bytes per rank and step")
     top = float(rows["bytes_per_step"].max())
     if has_recv:
         top = max(top, float(rows["bytes_received_per_step"].max()))
     ax.set_ylim(top=top * 4)
-    ax.legend(fontsize=6.5, loc="upper right")
-    ax.set_title(title + "; ratio = dense bytes sent / bytes sent", fontsize=8.5)
+    from matplotlib.patches import Patch
+
+    # grey keys: the bar colours are the methods', the fill says sent or received
+    keys = [Patch(facecolor="0.35", label="sent")]
+    if has_recv:
+        keys.append(Patch(facecolor="0.35", alpha=0.45, hatch="//", edgecolor="white",
+                          label="received"))
+    fig.legend(handles=keys, loc="outside right center", frameon=False)
+    ax.set_title(title + ";\nratio = dense bytes sent / bytes sent")
     save(fig, out_pdf, out_png)
 
 

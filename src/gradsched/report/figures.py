@@ -36,24 +36,103 @@ from gradsched.report.tables import (
 PNG_DPI = 150
 MODEL_ORDER = ("alpha-beta", "piecewise", "interp", "analytic")
 KIND_COLORS = {"forward": "#4c72b0", "backward": "#55a868", "update": "#8172b2"}
+TEXT_WIDTH_IN = 6.69
+"""The paper's \\textwidth in inches: US letter (8.5 in) less two 2.3 cm margins
+(``\\usepackage[margin=2.3cm]{geometry}`` in paper/main.tex). A figure drawn this wide and
+included at ``width=\\textwidth`` prints its text at the size it was drawn."""
+FONT_PT = 8.0
+"""Axis labels, titles and legends at print size; tick labels one point smaller. Each
+figure is drawn at the width it is included at, so these are the printed sizes."""
+QUALITATIVE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000",
+               "#882255", "#332288", "#999933", "#44AA99", "#F0E442")
+"""Distinct colours for series: Okabe & Ito's colour-blind safe set (Nature Methods 8, 441,
+2011), then Tol's wine, indigo, olive and teal (SRON/EPS/TN/09-002, "muted")."""
+LINESTYLES = ("-", "--", "-.", ":")
+MARKER_CYCLE = ("o", "s", "^", "D", "v", "P", "X", "h")
+
+
+def width_in(fraction: float = 1.0) -> float:
+    """Figure width in inches for ``\\includegraphics[width=<fraction>\\textwidth]``."""
+    return TEXT_WIDTH_IN * fraction
+
+
+def series_style(i: int) -> dict[str, object]:
+    """Colour, line style and marker of the ``i``-th series: a new colour for each of the
+    first :data:`QUALITATIVE` series, then the colours again with another line style and
+    marker, so that no two series of a figure look alike."""
+    n = len(QUALITATIVE)
+    return {"color": QUALITATIVE[i % n], "ls": LINESTYLES[(i // n) % len(LINESTYLES)],
+            "marker": MARKER_CYCLE[(i + i // n) % len(MARKER_CYCLE)]}
+
+
+class PlainLogFormatter(matplotlib.ticker.LogFormatter):
+    """Log-axis tick labels as plain numbers with a unit prefix (``100``, ``10k``, ``1M``;
+    base 2: ``128``, ``8Ki``, ``32Mi``) instead of ``10^3``, whose exponent would print at
+    70 % of the tick size, under 6 pt. Which ticks get a label is matplotlib's choice."""
+
+    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+        return plain_number(x, binary=self._base == 2)
+
+
+def plain_number(x: float, binary: bool = False) -> str:
+    """``x`` with a decimal (k, M, G) or binary (Ki, Mi, Gi) prefix, 3 significant digits."""
+    step, prefixes = (1024.0, ("", "Ki", "Mi", "Gi", "Ti")) if binary else \
+        (1000.0, ("", "k", "M", "G", "T"))
+    i = 0
+    while abs(x) >= step and i < len(prefixes) - 1:
+        x, i = x / step, i + 1
+    return f"{x:.3g}{prefixes[i]}"
+
+
+def plain_log_ticks(ax: plt.Axes) -> None:
+    """:class:`PlainLogFormatter` on every log-scaled axis of ``ax``."""
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":
+            base = axis.get_transform().base
+            axis.set_major_formatter(PlainLogFormatter(base=base))
+            axis.set_minor_formatter(PlainLogFormatter(base=base, labelOnlyBase=False))
 
 
 def setup_style() -> None:
-    """The one style every figure uses."""
-    sns.set_theme(context="paper", style="whitegrid", font_scale=0.95)
+    """The one style every figure uses: seaborn's white grid, text at :data:`FONT_PT`."""
+    sns.set_theme(context="paper", style="whitegrid")
+    small = FONT_PT - 1
     plt.rcParams.update({"pdf.fonttype": 42, "ps.fonttype": 42, "svg.hashsalt": "gradsched",
-                         "figure.dpi": 100, "savefig.bbox": "tight"})
+                         "figure.dpi": 100, "savefig.bbox": "tight", "savefig.pad_inches": 0.02,
+                         "font.size": FONT_PT, "axes.titlesize": FONT_PT,
+                         "axes.labelsize": FONT_PT, "legend.fontsize": small,
+                         "legend.title_fontsize": small, "xtick.labelsize": small,
+                         "ytick.labelsize": small, "figure.titlesize": FONT_PT + 1})
 
 
 def algorithm_colors(names: Sequence[str] = ALGORITHM_ORDER) -> dict[str, tuple]:
     """One colour per algorithm: tab10 in :data:`ALGORITHM_ORDER`, then gold for the
-    eleventh (``best``; tab10 would repeat the first colour, SyncSGD's)."""
+    eleventh (``best``; tab10 would repeat the first colour, SyncSGD's); names outside that
+    order get colours far from those of the algorithms in ``names`` (:func:`other_colors`)."""
     palette = [*sns.color_palette("tab10", 10), (0.98, 0.78, 0.0)]
     out = {name: palette[i % len(palette)] for i, name in enumerate(ALGORITHM_ORDER)}
     extra = [n for n in names if n not in out]
-    for i, name in enumerate(extra):
-        out[name] = sns.color_palette("husl", len(extra))[i]
-    return out
+    taken = [out[n] for n in names if n in out]
+    return {**out, **dict(zip(extra, other_colors(len(extra), taken), strict=True))}
+
+
+OTHER_POOL = ("#000000", "#882255", "#332288", "#44AA99", "#999933", "#88CCEE", "#117733",
+              "#AA4499", "#DDCC77", "#661100", "#6699CC", "#AA4466")
+"""Candidates of :func:`other_colors`: black and Tol's muted and light qualitative sets."""
+
+
+def other_colors(n: int, taken: Sequence[tuple], min_distance: float = 0.25) -> list[tuple]:
+    """``n`` colours from :data:`OTHER_POOL` at least ``min_distance`` (RGB, 0-1 per channel)
+    from every colour in ``taken`` and from each other where the pool allows; the rest of
+    the pool (in order) when it does not."""
+    pool = [matplotlib.colors.to_rgb(c) for c in OTHER_POOL]
+    chosen: list[tuple] = []
+    for color in pool:
+        if all(np.linalg.norm(np.subtract(color, t)) >= min_distance
+               for t in [*taken, *chosen]):
+            chosen.append(color)
+    chosen += [c for c in pool if c not in chosen]
+    return [chosen[i % len(chosen)] for i in range(n)]
 
 
 def save(fig: plt.Figure, out_pdf: str | Path, out_png: str | Path) -> None:
@@ -68,19 +147,24 @@ def save(fig: plt.Figure, out_pdf: str | Path, out_png: str | Path) -> None:
 def placeholder(out_pdf: str | Path, out_png: str | Path, title: str, message: str) -> None:
     """A figure that states that its data is missing (never a made-up plot)."""
     setup_style()
-    fig, ax = plt.subplots(figsize=(6, 2.2))
+    fig, ax = plt.subplots(figsize=(width_in(0.6), 1.5))
     ax.axis("off")
-    ax.text(0.5, 0.62, title, ha="center", va="center", fontsize=12, weight="bold")
-    ax.text(0.5, 0.32, "NO DATA: " + message, ha="center", va="center", fontsize=9, wrap=True)
+    ax.text(0.5, 0.62, title, ha="center", va="center", fontsize=FONT_PT + 1, weight="bold",
+            wrap=True)
+    ax.text(0.5, 0.32, "NO DATA: " + message, ha="center", va="center", fontsize=FONT_PT,
+            wrap=True)
     save(fig, out_pdf, out_png)
 
 
-def _grid(n: int, ncols: int, width: float = 3.2, height: float = 2.6
+def _grid(n: int, ncols: int, width: float = TEXT_WIDTH_IN, height: float = 2.0
           ) -> tuple[plt.Figure, list[plt.Axes]]:
+    """``n`` panels in rows of ``ncols``: ``width`` is the whole figure's (the width it is
+    included at), ``height`` each row's; constrained layout, so that a legend placed
+    ``outside`` the axes gets its own room."""
     ncols = max(1, min(ncols, n))
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
-                             squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height * nrows), squeeze=False,
+                             layout="constrained")
     flat = list(axes.ravel())
     for ax in flat[n:]:
         ax.set_visible(False)
@@ -120,31 +204,44 @@ def fit_curves(comm_csvs: Sequence[str | Path], model_jsons: Sequence[str | Path
         stem, _, kind = path.name[: -len(".json")].rpartition(".")
         models.setdefault(stem, {})[kind] = path
     setup_style()
-    fig, axes = _grid(len(comm_csvs), ncols)
-    palette = dict(zip(MODEL_ORDER, sns.color_palette("Set1", len(MODEL_ORDER)), strict=True))
+    fig, axes = _grid(len(comm_csvs), ncols, height=2.1)
+    styles = {kind: series_style(i + 1) for i, kind in enumerate(MODEL_ORDER)}
     for ax, comm in zip(axes, comm_csvs, strict=True):
         data, collective, world = _measured(comm)
         x = data["bytes"].to_numpy(float)
-        ax.scatter(x, data["time_s"] * 1e6, s=10, color="black", zorder=3, label="measured")
+        ax.scatter(x, data["time_s"] * 1e6, s=8, color="black", zorder=3, label="measured")
         grid = np.geomspace(x.min(), x.max(), 200)
         kinds = sorted(models.get(comm.stem, {}),
                        key=lambda k: MODEL_ORDER.index(k) if k in MODEL_ORDER else 99)
+        mapes = []
         for kind in kinds:
             model = load_comm_spec(str(models[comm.stem][kind]))
             y = model.times(collective, grid, world) * 1e6
-            row = fits[(fits.get("trace") == comm.stem) & (fits.get("model") == kind)] \
-                if not fits.empty else fits
-            mape = (f"{float(row['heldout_mape_pct'].iloc[0]):.1f}%" if len(row)
-                    and not math.isnan(float(row["heldout_mape_pct"].iloc[0])) else "n/a")
-            ax.plot(grid, y, lw=1.3, color=palette.get(kind), label=f"{kind} (held-out {mape})")
+            style = styles.get(kind, series_style(len(styles) + 1))
+            ax.plot(grid, y, lw=1.2, color=style["color"], ls=style["ls"], label=kind)
+            mapes.append(f"{kind} {_heldout(fits, comm.stem, kind)}")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(f"{comm.stem}\n{collective}, P={world}", fontsize=7.5)
+        plain_log_ticks(ax)
+        # the held-out errors in the title, not in a legend over the curves
+        ax.set_title(f"{comm.stem}\n{collective}, P={world}\n" + ", ".join(mapes),
+                     fontsize=FONT_PT - 1)
         ax.set_xlabel("message size [bytes]")
         ax.set_ylabel("time [us]")
-        ax.legend(fontsize=6, loc="upper left")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False,
+               title="measured and fitted models (title: held-out MAPE, 5-fold by size)")
     save(fig, out_pdf, out_png)
+
+
+def _heldout(fits: pd.DataFrame, trace: str, kind: str) -> str:
+    """The held-out MAPE of ``kind`` on ``trace`` from the fit table, or n/a."""
+    if fits.empty:
+        return "n/a"
+    row = fits[(fits["trace"] == trace) & (fits["model"] == kind)]
+    if not len(row) or math.isnan(float(row["heldout_mape_pct"].iloc[0])):
+        return "n/a"
+    return f"{float(row['heldout_mape_pct'].iloc[0]):.1f}%"
 
 
 # -------------------------------------------------------------------- (b) held-out MAPE
@@ -163,15 +260,21 @@ def fit_mape(fits_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> 
     order = sorted(fits["trace"].unique())
     kinds = sorted(fits["model"].unique(),
                    key=lambda k: MODEL_ORDER.index(k) if k in MODEL_ORDER else 99)
-    fig, ax = plt.subplots(figsize=(6.5, 1.2 + 0.055 * len(order) * max(1, len(kinds))))
+    fig, ax = plt.subplots(figsize=(width_in(0.85), 0.9 + 0.04 * len(order) * max(3, len(kinds))),
+                           layout="constrained")
+    palette = [series_style(MODEL_ORDER.index(k) + 1 if k in MODEL_ORDER else 9)["color"]
+               for k in kinds]
     sns.barplot(data=fits, y="trace", x="heldout_mape_pct", hue="model", order=order,
-                hue_order=kinds, orient="h", palette="Set1", ax=ax, errorbar=None)
+                hue_order=kinds, orient="h", palette=palette, ax=ax, errorbar=None)
     ax.set_xscale("log")
+    plain_log_ticks(ax)
     ax.set_xlabel("held-out MAPE [%] (5-fold by message size, log scale)")
     ax.set_ylabel("comm trace")
-    ax.tick_params(axis="y", labelsize=6)
-    ax.legend(title="model", fontsize=7, title_fontsize=7, loc="lower right")
-    fig.tight_layout()
+    # the legend below the axes: inside, it hid the bars of the last traces
+    handles, labels = ax.get_legend_handles_labels()
+    ax.get_legend().remove()
+    fig.legend(handles, labels, title="model", loc="outside lower center", ncol=len(labels),
+               frameon=False)
     save(fig, out_pdf, out_png)
 
 
@@ -211,8 +314,8 @@ def _shade_extrapolated(ax: plt.Axes, part: pd.DataFrame) -> None:
     first = min(flags.index[flags.to_numpy()])
     start = math.sqrt(max(measured) * first) if len(measured) else first / 1.2
     ax.axvspan(start, max(flags.index) * 1.25, color="0.85", zorder=0, lw=0)
-    ax.text(start, 1.0, " extrapolated", transform=ax.get_xaxis_transform(), fontsize=6,
-            va="top", ha="left", color="0.3")
+    ax.text(start, 1.0, " extrapolated", transform=ax.get_xaxis_transform(),
+            fontsize=FONT_PT - 1, va="top", ha="left", color="0.3")
 
 
 def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path,
@@ -236,7 +339,9 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
     setup_style()
     cases = _cases(collected)
     colors = algorithm_colors(sorted(collected["algorithm"].unique()))
-    fig, axes = _grid(len(cases), ncols, width=2.9, height=2.35)
+    # a third of the text width per panel (one panel: 0.6, with the legend beside it)
+    width = width_in(0.6) if len(cases) == 1 else width_in(min(ncols, len(cases)) / ncols)
+    fig, axes = _grid(len(cases), ncols, width=width, height=2.2)
     for ax, (trace, network) in zip(axes, cases, strict=True):
         part = collected[(collected["trace"] == trace) & (collected["network"] == network)]
         for alg in sorted(part["algorithm"].unique(), key=algorithm_sort_key):
@@ -256,20 +361,25 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         pairing = _pairing_of(part)
         ax.set_title(f"{trace}\nx {network}" + (f"\n[{pairing}]" if pairing else ""),
-                     fontsize=7.5)
+                     fontsize=FONT_PT - 1)
         ax.set_xlabel("world size P [ranks]")
         ax.set_ylabel("iteration time [ms]")
-    handles, labels = axes[0].get_legend_handles_labels()
+    handles, labels = _legend_union(axes)
     if len(cases) == 1:  # one panel: the legend beside it, not wider than it on top
-        fig.tight_layout()
-        fig.legend(handles, labels, loc="center left", ncol=1, fontsize=7,
-                   bbox_to_anchor=(1.0, 0.5), frameon=False)
+        fig.legend(handles, labels, loc="outside right center", ncol=1, frameon=False)
     else:
-        rows = math.ceil(len(cases) / ncols)
-        fig.legend(handles, labels, loc="upper center", ncol=min(7, len(labels)), fontsize=7,
-                   bbox_to_anchor=(0.5, 1.0), frameon=False)
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / (2.35 * rows + 0.5)))
+        fig.legend(handles, labels, loc="outside upper center", ncol=min(6, len(labels)),
+                   frameon=False)
     save(fig, out_pdf, out_png)
+
+
+def _legend_union(axes: Sequence[plt.Axes]) -> tuple[list, list[str]]:
+    """Every label of every panel once, in the order first drawn."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    return list(seen.values()), list(seen)
 
 
 # ---------------------------------------------------------------------- (d) timeline
@@ -304,8 +414,9 @@ def timeline(timeline_csvs: Mapping[str, str | Path] | Sequence[str | Path], out
     lanes_per = {alg: sorted(frames[alg]["lane"].unique(),
                              key=lambda lane: (lane != "compute", lane)) for alg in algs}
     heights = [max(1, len(lanes_per[a])) for a in algs]
-    fig, axes = plt.subplots(len(algs), 1, figsize=(7.0, 0.55 * sum(heights) + 0.6 * len(algs)),
-                             sharex=True, squeeze=False,
+    fig, axes = plt.subplots(len(algs), 1, figsize=(width_in(1.0),
+                                                    0.3 * sum(heights) + 0.45 * len(algs) + 0.5),
+                             sharex=True, squeeze=False, layout="constrained",
                              gridspec_kw={"height_ratios": heights})
     kinds = sorted({k for f in frames.values() for k in f["kind"].unique()})
     comm_palette = sns.color_palette("Oranges_r", max(3, len(kinds)))
@@ -324,19 +435,17 @@ def timeline(timeline_csvs: Mapping[str, str | Path] | Sequence[str | Path], out
                 ax.broken_barh(bars, (y - 0.38, 0.76), facecolors=colors[kind],
                                edgecolors="white", linewidth=0.2)
         ax.set_yticks(range(len(lanes)))
-        ax.set_yticklabels(lanes, fontsize=7)
+        ax.set_yticklabels(lanes)
         ax.set_ylim(len(lanes) - 0.5, -0.5)
         iteration_ms = _period_ms(f)
-        ax.set_title(f"{algorithm_label(alg)}  (iteration {iteration_ms:.1f} ms)", fontsize=8,
-                     loc="left")
+        ax.set_title(f"{algorithm_label(alg)}  (iteration {iteration_ms:.1f} ms)", loc="left")
         ax.grid(axis="y", visible=False)
     axes[-1, 0].set_xlim(0, span * 1e3)
     axes[-1, 0].set_xlabel("time from the start of a steady-state iteration [ms]")
     handles = [matplotlib.patches.Patch(color=colors[k], label=k) for k in kinds]
     if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    fig.legend(handles=handles, loc="lower center", ncol=min(6, len(kinds)), fontsize=7,
+        fig.suptitle(title)
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(6, len(kinds)),
                frameon=False)
     save(fig, out_pdf, out_png)
 
@@ -378,7 +487,7 @@ def gpu_generations(collected_csv: str | Path, out_pdf: str | Path, out_png: str
     # colour AND marker per network (vermillion and orange, say, stay apart in grey print)
     styles = {network: (colors[(0, 1, 2, 3, 4, 7, 9, 5)[i % 8]], "osD^vPXh"[i % 8])
               for i, network in enumerate(networks)}
-    fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.1))
+    fig, axes = plt.subplots(1, 2, figsize=(width_in(1.0), 3.0), layout="constrained")
     rng = np.random.default_rng(0)  # jitter within a generation: deterministic
     for ax, column, label in ((axes[0], "ddp_exposed_pct",
                                "DDP default: exposed comm. [% of iteration]"),
@@ -395,81 +504,95 @@ def gpu_generations(collected_csv: str | Path, out_pdf: str | Path, out_png: str
             if bf16.any():
                 ax.scatter(x[bf16], y[bf16], s=20, marker=marker, facecolor="none",
                            edgecolor=color, linewidth=1.0)
-        ax.set_xticks(range(len(present)), [GENERATION_LABELS.get(f, f) for f in present],
-                      fontsize=7)
+        ax.set_xticks(range(len(present)), [GENERATION_LABELS.get(f, f) for f in present])
         ax.set_xlim(-0.5, len(present) - 0.5)
         # symmetric log: the few-percent Hopper and V100 values stay apart, 0 stays drawable
         ax.set_yscale("symlog", linthresh=1.0, linscale=0.6)
         ax.set_ylim(0, max(100.0, float(table[column].max()) * 1.3))
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_ylabel(label, fontsize=8)
-        ax.tick_params(axis="y", labelsize=7)
+        ax.set_ylabel(label)
         ax.grid(axis="y", lw=0.4, alpha=0.5)
     handles, labels = axes[0].get_legend_handles_labels()
     handles.append(matplotlib.lines.Line2D([], [], ls="", marker="o", mfc="none", mec="0.3",
                                            label="open: bf16 compute (filled: fp32)"))
     labels.append("open: bf16 compute (filled: fp32)")
-    fig.tight_layout(rect=(0, 0.14, 1, 1))
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False,
-               bbox_to_anchor=(0.5, 0.0))
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
     save(fig, out_pdf, out_png)
+
+
+GAP_FLAT_PCT = 0.1
+"""A case whose MG-WFBP gap stays within this many percent of 0 at every world size is drawn
+in the one grey "every other case" line of :func:`gaps` instead of a legend entry of its own
+(their lines coincide at 0)."""
 
 
 def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> None:
     """(e) Left: MG-WFBP's gap to ``contiguous_optimum`` (its family's exact optimum) per
-    case; right: every algorithm's gap to the
-    lower bound (one point per case). Points replayed beyond the sweeps (extrapolated) are
-    left out, as in the prose's macros."""
+    case, the cases that stay within :data:`GAP_FLAT_PCT` of 0 drawn as one grey group;
+    right: every algorithm's gap to the lower bound (one point per case). Points replayed
+    beyond the sweeps (extrapolated) are left out, as in the prose's macros."""
     collected = read_intermediate(collected_csv)
     collected = collected[~extrapolated_mask(collected)]
     if collected.empty:
         placeholder(out_pdf, out_png, "Gaps", "no replay results")
         return
     setup_style()
-    wide = replay_wide(collected)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(width_in(1.0), 3.3), layout="constrained",
+                                      gridspec_kw={"width_ratios": [1, 1.2]})
     gap = mgwfbp_gaps(collected)
-    # the case legend goes below both panels (inside, many cases would hide the lines)
-    legend_rows = math.ceil(len(wide.loc[gap.index, ["trace", "network"]].drop_duplicates())
-                            / 3) if len(gap) else 0
-    legend_in = 0.12 * legend_rows + (0.15 if legend_rows else 0)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.0, 3.2 + legend_in),
-                                      gridspec_kw={"width_ratios": [1, 1.3]})
     if len(gap):
-        wide = wide.loc[gap.index].assign(gap_pct=gap)
-        groups = list(wide.groupby(["trace", "network"]))
-        palette = sns.color_palette("husl", len(groups))  # one colour per case
-        for color, ((trace, network), part) in zip(palette, groups, strict=True):
-            part = part.sort_values("world_size")
-            left.plot(part["world_size"], part["gap_pct"], marker="o", ms=3, color=color,
-                      label=f"{trace} x {network}")
-        left.set_xscale("log", base=2)
-        left.set_xticks(sorted(wide["world_size"].unique()))
-        left.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        left.set_xlabel("world size P [ranks]")
-        left.set_ylabel("MG-WFBP vs contiguous optimum [%]")
+        _mgwfbp_panel(left, replay_wide(collected).loc[gap.index].assign(gap_pct=gap))
     else:
         left.axis("off")
         left.text(0.5, 0.5, "NO DATA: MG-WFBP and contiguous_optimum\nwere not both replayed",
-                  ha="center", va="center", fontsize=8)
-    left.set_title("MG-WFBP over the contiguous optimum", fontsize=8)
+                  ha="center", va="center")
+    left.set_title("MG-WFBP over the contiguous optimum")
+    _lower_bound_panel(right, collected)
+    if len(gap):
+        fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncol=2,
+                   frameon=False, title="left panel: compute x network")
+    save(fig, out_pdf, out_png)
+
+
+def _mgwfbp_panel(ax: plt.Axes, wide: pd.DataFrame) -> None:
+    """One line per case with a gap; the cases flat at 0 as one grey group."""
+    groups = list(wide.groupby(["trace", "network"]))
+    flat = [part for _, part in groups if part["gap_pct"].abs().max() <= GAP_FLAT_PCT]
+    for i, ((trace, network), part) in enumerate(
+            (key, part) for key, part in groups if part["gap_pct"].abs().max() > GAP_FLAT_PCT):
+        style = series_style(i)
+        part = part.sort_values("world_size")
+        ax.plot(part["world_size"], part["gap_pct"], ms=3.5, lw=1.1, color=style["color"],
+                ls=style["ls"], marker=style["marker"], label=f"{trace} x {network}")
+    for j, part in enumerate(flat):
+        part = part.sort_values("world_size")
+        ax.plot(part["world_size"], part["gap_pct"], color="0.6", lw=0.8, marker=".", ms=3,
+                zorder=1, label=(f"{len(flat)} other cases (within {GAP_FLAT_PCT:g}% of 0 "
+                                 "at every P)") if j == 0 else None)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(wide["world_size"].unique()))
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlabel("world size P [ranks]")
+    ax.set_ylabel("MG-WFBP vs contiguous optimum [%]")
+
+
+def _lower_bound_panel(ax: plt.Axes, collected: pd.DataFrame) -> None:
+    """Each algorithm's gap to the lower bound: a box and one point per case, one row per
+    algorithm (horizontal labels: no rotated text)."""
     data = collected.assign(label=collected["algorithm"].map(algorithm_label))
     order = [algorithm_label(a) for a in sorted(collected["algorithm"].unique(),
                                                 key=algorithm_sort_key)]
     boxes = [data.loc[data["label"] == label, "gap_to_lb_pct"].to_numpy() for label in order]
-    right.boxplot(boxes, positions=range(len(order)), widths=0.6, showfliers=False,
-                  patch_artist=True, boxprops={"facecolor": "0.9", "linewidth": 0.8},
-                  medianprops={"color": "0.3"}, zorder=1)
+    ax.boxplot(boxes, positions=range(len(order)), widths=0.6, showfliers=False,
+               orientation="horizontal", patch_artist=True,
+               boxprops={"facecolor": "0.9", "linewidth": 0.8},
+               medianprops={"color": "0.3"}, zorder=1)
     np.random.seed(0)  # seaborn's jitter draws from numpy's global generator: deterministic
-    sns.stripplot(data=data, x="label", y="gap_to_lb_pct", order=order, ax=right, size=3,
-                  color="0.2", jitter=0.2)
-    right.set_xticks(range(len(order)), order)
-    right.set_xlabel("")
-    right.set_ylabel("gap to lower bound [%]")
-    right.tick_params(axis="x", rotation=45, labelsize=7)
-    right.set_title("every algorithm's gap to the lower bound (one point per case)", fontsize=8)
-    fig.tight_layout(rect=(0, legend_in / (3.2 + legend_in), 1, 1))
-    if legend_rows:
-        handles, labels = left.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=6, frameon=False,
-                   title="left panel: compute x network", title_fontsize=6)
-    save(fig, out_pdf, out_png)
+    sns.stripplot(data=data, y="label", x="gap_to_lb_pct", order=order, ax=ax, size=2.5,
+                  color="0.2", jitter=0.2, orient="h")
+    ax.set_yticks(range(len(order)), order)
+    ax.set_ylim(len(order) - 0.5, -0.5)
+    ax.set_ylabel("")
+    ax.set_xlabel("gap to lower bound [%]")
+    ax.set_title("every algorithm's gap to the lower bound\n(one point per case)")

@@ -26,7 +26,13 @@ from gradsched.errors import InputError
 from gradsched.io import write_csv_atomic, write_text_atomic
 from gradsched.networks import NETWORKS
 from gradsched.reexec.analysis import analyze, plan_errors
-from gradsched.report.figures import algorithm_colors, placeholder, save, setup_style
+from gradsched.report.figures import (
+    algorithm_colors,
+    placeholder,
+    save,
+    setup_style,
+    width_in,
+)
 from gradsched.report.formatting import MISSING, fmt
 from gradsched.report.tables import algorithm_label, algorithm_sort_key, to_latex, to_markdown
 
@@ -78,15 +84,11 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
         return
     setup_style()
     names = _order(sorted(rows["algorithm"].unique()))
+    # PyTorch DDP's caps get colours far from every planner's here (figures.other_colors)
     colors = algorithm_colors(names)
-    native = [n for n in names if n.startswith("ddp-native")]
-    import seaborn as sns
-
-    # PyTorch DDP itself: a dark-to-light ramp of one hue no planner uses (DeAR is grey)
-    for name, color in zip(native, sns.color_palette("crest_r", len(native)), strict=True):
-        colors[name] = color
     cases = list(dict.fromkeys(rows["case"]))
-    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.9), sharex=True, sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(width_in(1.0), 4.4), sharex=True, sharey=True,
+                             layout="constrained")
     lo = min(rows["measured_p10_s"].min(), rows["predicted_s"].min(),
              rows["predicted_interference_s"].min())
     hi = max(rows["measured_p90_s"].max(), rows["predicted_s"].max(),
@@ -103,7 +105,7 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
                 ax.errorbar(r[col], r["measured_s"],
                             yerr=[[r["measured_s"] - r["measured_p10_s"]],
                                   [r["measured_p90_s"] - r["measured_s"]]],
-                            fmt=MARKERS[ci % len(MARKERS)], ms=5, color=colors[r["algorithm"]],
+                            fmt=MARKERS[ci % len(MARKERS)], ms=4, color=colors[r["algorithm"]],
                             mec="black", mew=0.4, elinewidth=0.7, capsize=1.5, zorder=3)
         ax.set_xlim(span)
         ax.set_ylim(span)
@@ -113,11 +115,10 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
     axes[0].set_ylabel(f"measured iteration time [s]\n(median, {bar})")
     handles = [plt.Line2D([], [], ls="", marker="o", color=colors[n], mec="black", mew=0.4,
                           label=_label(n)) for n in names]
-    handles += [plt.Line2D([], [], ls="", marker=MARKERS[i % len(MARKERS)], color="0.6",
-                           mec="black", mew=0.4, label=c) for i, c in enumerate(cases)]
-    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7,
-               frameon=False)
-    fig.tight_layout()
+    # a case is a marker shape: drawn hollow in the legend, so no case looks like a plan
+    handles += [plt.Line2D([], [], ls="", marker=MARKERS[i % len(MARKERS)], mfc="white",
+                           mec="black", mew=0.8, label=c) for i, c in enumerate(cases)]
+    fig.legend(handles=handles, loc="outside lower center", frameon=False, ncol=3)
     save(fig, out_pdf, out_png)
 
 
