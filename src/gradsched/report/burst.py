@@ -37,7 +37,7 @@ def burst_macros(sweep: CommTrace | None) -> dict[str, str]:
     ``BurstSize`` (``32\\,KiB``) of :func:`peak_busbw_row`, and ``BurstLinkMBps``: the
     sidecar's ``line_rate_Bps`` in MB/s (one decimal)."""
     out = dict.fromkeys(BURST_KEYS, NA)
-    if sweep is None or sweep.frame.empty:
+    if sweep is None or sweep.frame.empty or "busbw_Bps" not in sweep.frame:
         return out
     row = peak_busbw_row(sweep.frame)
     out["BurstBusbwMBps"] = number(float(row["busbw_Bps"]) / 1e6, 1)
