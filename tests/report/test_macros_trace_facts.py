@@ -8,9 +8,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pandas as pd
+
 from gradsched.cli import main
 from gradsched.report import burst, macros, trace_facts
 from gradsched.report.macro_text import NA
+from gradsched.report.tuned_caps import tuned_cap_macros
 from tests.conftest import synthetic_comm_trace, synthetic_compute_trace
 
 STEM = "resnet50-b2-cpu-fp32"
@@ -98,3 +101,14 @@ def test_cli_writes_the_trace_facts(tmp_path: Path) -> None:
     assert values[f"{KEY}GradMB"] == f"{trace.frame['bytes'].sum() / 1e6:.0f}"
     assert values["BurstBusbwMBps"] == "3.0"
     assert values["BurstCollective"] == "all-gather"
+
+
+def test_tuned_caps_range_over_communication_bound_cases() -> None:
+    stats = pd.DataFrame({
+        "case": ["a-tbf1gbit", "b-tbf100mbit", "c-tbf1gbit", "d-loopback", "all"],
+        "bandwidth": ["tbf1gbit", "tbf100mbit", "tbf1gbit", "loopback", "loopback,tbf1gbit"],
+        "tuned_ddp": ["ddp-native-5", "ddp-native-1", "ddp-native-default", "ddp-native-50",
+                      None],
+    })
+    assert tuned_cap_macros(stats) == {"ReexecTunedCapMinMB": "1", "ReexecTunedCapMaxMB": "25"}
+    assert set(tuned_cap_macros(None).values()) == {NA}

@@ -25,6 +25,7 @@ from gradsched.report.collect import extrapolated_mask
 from gradsched.report.macro_text import NA, camel, number
 from gradsched.report.tables import algorithm_label, latex_escape, replay_wide
 from gradsched.report.trace_facts import trace_fact_macros
+from gradsched.report.tuned_caps import tuned_cap_macros
 from gradsched.traces.bundle import CommTrace, ComputeTrace
 
 PREFIX = "gs"
@@ -495,9 +496,10 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(executor_bench_macros(executor_bench))
     out.update(gpu_validation_macros(gpu_kineto, gpu_corrections))
     out.update(gpu_capture_macros(gpu_captures or {}))
-    # --- facts of committed traces quoted in the prose (trace_facts.py, burst.py) ---
+    # --- facts quoted in the prose (trace_facts.py, burst.py, tuned_caps.py) ---
     out.update(trace_fact_macros(compute_traces or [], sweeps or []))
     out.update(burst_macros(burst_sweep))
+    out.update(tuned_cap_macros(reexec_stats))
     return out
 
 
