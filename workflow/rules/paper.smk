@@ -79,7 +79,10 @@ rule macros:
             "traces/compute/kineto-gpu/resnet50-a100-ddp2-b32.csv",
             "traces/compute/sailor/gpt-neo-2.7b-a100-40-mb1-tp1.csv",
         ],
-        sweeps=["traces/comm/cpu/gloo-tbf1gbit-p2.csv", "traces/comm/cpu/gloo-tbf100mbit-p2.csv"],
+        sweeps=[
+            "traces/comm/cpu/gloo-tbf1gbit-p2.csv",
+            "traces/comm/cpu/gloo-tbf100mbit-p2.csv",
+        ],
         burst_sweep="traces/comm/cpu/gloo-tbf100mbit-p2.csv",
     output:
         f"{GEN}/macros.tex",
