@@ -71,6 +71,19 @@ rule macros:
             for path in glob.glob("traces/compute/h200/*.meta.json")
             if not path.endswith("-corrected.meta.json")
         ),
+        # committed traces whose facts the prose quotes (report/trace_facts.py, burst.py)
+        compute_traces=[
+            "traces/compute/cpu/resnet50-b2-cpu-fp32.csv",
+            "traces/compute/cpu/mobilenet_v2-b8-cpu-fp32.csv",
+            "traces/compute/cpu/resnet18-b4-cpu-fp32.csv",
+            "traces/compute/kineto-gpu/resnet50-a100-ddp2-b32.csv",
+            "traces/compute/sailor/gpt-neo-2.7b-a100-40-mb1-tp1.csv",
+        ],
+        sweeps=[
+            "traces/comm/cpu/gloo-tbf1gbit-p2.csv",
+            "traces/comm/cpu/gloo-tbf100mbit-p2.csv",
+        ],
+        burst_sweep="traces/comm/cpu/gloo-tbf100mbit-p2.csv",
     output:
         f"{GEN}/macros.tex",
     log:
@@ -78,6 +91,10 @@ rule macros:
     params:
         gpu_captures=lambda wc, input: " ".join(
             f"--gpu-capture {shlex.quote(path)}" for path in input.gpu_captures
+        ),
+        traces=lambda wc, input: " ".join(
+            [f"--compute-trace {shlex.quote(path)}" for path in input.compute_traces]
+            + [f"--sweep {shlex.quote(path)}" for path in input.sweeps]
         ),
         headline=" ".join(
             f"--headline-{key.replace('_', '-')} {shlex.quote(str(value))}"
@@ -100,6 +117,7 @@ rule macros:
         "--reexec-stats {input.reexec_stats} --architectures {input.architectures} "
         "--executor-bench {input.executor_bench} {params.gpu_captures} {params.headline} "
         "--gpu-kineto {input.gpu_kineto} --gpu-corrections {input.gpu_corrections} "
+        "{params.traces} --burst-sweep {input.burst_sweep} "
         "-o {output} > {log} 2>&1"
 
 

@@ -8,7 +8,6 @@ back (the tests compare it with the CSVs).
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,28 +20,17 @@ from gradsched.networks import NETWORKS
 from gradsched.reexec.analysis import case_stats
 from gradsched.reexec.uncertainty import LEVEL, N_BOOT
 from gradsched.report.architectures import ratios
+from gradsched.report.burst import burst_macros
 from gradsched.report.collect import extrapolated_mask
+from gradsched.report.macro_text import NA, camel, number
 from gradsched.report.tables import algorithm_label, latex_escape, replay_wide
+from gradsched.report.trace_facts import trace_fact_macros
+from gradsched.report.tuned_caps import tuned_cap_macros
+from gradsched.traces.bundle import CommTrace, ComputeTrace
 
 PREFIX = "gs"
-NA = "n/a"
 _NAME_RE = re.compile(r"^[A-Za-z]+$")
 _MACRO_RE = re.compile(r"^\\newcommand\{\\(?P<name>[A-Za-z]+)\}\{(?P<value>.*)\}\s*(%.*)?$")
-
-
-def camel(text: str) -> str:
-    """``alpha-beta`` -> ``AlphaBeta`` (letters only, as TeX control words need)."""
-    parts = re.split(r"[^A-Za-z0-9]+", text)
-    words = "".join(p[:1].upper() + p[1:] for p in parts if p)
-    digits = {"0": "Zero", "1": "One", "2": "Two", "3": "Three", "4": "Four", "5": "Five",
-              "6": "Six", "7": "Seven", "8": "Eight", "9": "Nine"}
-    return "".join(digits.get(ch, ch) for ch in words)
-
-
-def number(value: float | None, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return NA
-    return f"{value:.{digits}f}"
 
 
 @dataclass(frozen=True)
@@ -489,8 +477,13 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                architectures: list[dict] | None = None,
                gpu_kineto: pd.DataFrame | None = None,
                gpu_corrections: pd.DataFrame | None = None,
-               gpu_captures: dict[str, dict | None] | None = None) -> dict[str, str]:
-    """Every macro (name without prefix -> TeX text)."""
+               gpu_captures: dict[str, dict | None] | None = None,
+               compute_traces: list[ComputeTrace] | None = None,
+               sweeps: list[CommTrace] | None = None,
+               burst_sweep: CommTrace | None = None) -> dict[str, str]:
+    """Every macro (name without prefix -> TeX text). ``compute_traces`` and ``sweeps``:
+    the committed traces whose facts the prose quotes (:mod:`.trace_facts`);
+    ``burst_sweep``: the shaped sweep whose token-bucket burst it quotes (:mod:`.burst`)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
     out.update(crossws_macros(cross))
@@ -503,6 +496,10 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(executor_bench_macros(executor_bench))
     out.update(gpu_validation_macros(gpu_kineto, gpu_corrections))
     out.update(gpu_capture_macros(gpu_captures or {}))
+    # --- facts quoted in the prose (trace_facts.py, burst.py, tuned_caps.py) ---
+    out.update(trace_fact_macros(compute_traces or [], sweeps or []))
+    out.update(burst_macros(burst_sweep))
+    out.update(tuned_cap_macros(reexec_stats))
     return out
 
 

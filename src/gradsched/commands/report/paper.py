@@ -58,6 +58,13 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-capture", type=Path, action="append", default=[],
                    help="sidecar (.meta.json) of a GPU compute trace captured here (repeatable): "
                         "the hooks' overhead per trace")
+    p.add_argument("--compute-trace", type=Path, action="append", default=[],
+                   help="a committed compute trace whose facts the prose quotes (repeatable)")
+    p.add_argument("--sweep", type=Path, action="append", default=[],
+                   help="a committed sweep of the emulated cluster: its sidecar's line rate "
+                        "(repeatable)")
+    p.add_argument("--burst-sweep", type=Path,
+                   help="the shaped sweep whose token-bucket burst the prose quotes")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=world_size)
@@ -117,6 +124,7 @@ def _architecture_runs(path: Path | None) -> list[dict] | None:
 
 def _macros(args: argparse.Namespace) -> int:
     from gradsched.report.macros import Headline, all_macros, write_macros
+    from gradsched.traces.bundle import CommTrace, ComputeTrace
 
     macros = all_macros(_read(args.fits), _read(args.crossws), _read(args.replay),
                         _read(args.compare),
@@ -126,7 +134,10 @@ def _macros(args: argparse.Namespace) -> int:
                         _architecture_runs(args.architectures), _read(args.gpu_kineto),
                         _read(args.gpu_corrections),
                         {path.name.removesuffix(".meta.json"): _read_json(path)
-                         for path in args.gpu_capture})
+                         for path in args.gpu_capture},
+                        [ComputeTrace.load(path) for path in args.compute_trace],
+                        [CommTrace.load(path) for path in args.sweep],
+                        None if args.burst_sweep is None else CommTrace.load(args.burst_sweep))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")
