@@ -61,6 +61,7 @@ rule macros:
         compare=f"{RESULTS}/compare/compare.csv",
         reexec="paper/data/reexec/measured.csv",
         reexec_stats=f"{RESULTS}/reexec-committed/stats.csv",
+        reexec_iterations="paper/data/reexec/iterations.csv",
         architectures="paper/data/reexec/issue18/measured.json",
         executor_bench="paper/data/reexec/bench-executor-vs-ddp.json",
         gpu_kineto="data/h200/kineto-import-report.csv",
@@ -97,7 +98,8 @@ rule macros:
     shell:
         "{GS} report macros --fits {input.fits} --crossws {input.crossws} "
         "--replay {input.replay} --compare {input.compare} --reexec {input.reexec} "
-        "--reexec-stats {input.reexec_stats} --architectures {input.architectures} "
+        "--reexec-stats {input.reexec_stats} --reexec-iterations {input.reexec_iterations} "
+        "--architectures {input.architectures} "
         "--executor-bench {input.executor_bench} {params.gpu_captures} {params.headline} "
         "--gpu-kineto {input.gpu_kineto} --gpu-corrections {input.gpu_corrections} "
         "-o {output} > {log} 2>&1"

@@ -19,7 +19,7 @@ import pandas as pd
 from gradsched.io import write_text_atomic
 from gradsched.networks import NETWORKS
 from gradsched.reexec.analysis import case_stats
-from gradsched.reexec.uncertainty import LEVEL, N_BOOT
+from gradsched.reexec.uncertainty import LEVEL, N_BOOT, bootstrap_medians, percentile_interval
 from gradsched.report.architectures import ratios
 from gradsched.report.collect import extrapolated_mask
 from gradsched.report.tables import algorithm_label, latex_escape, replay_wide
@@ -406,6 +406,90 @@ def reexec_boot_macros(stats: pd.DataFrame | None) -> dict[str, str]:
     return out
 
 
+_VERSUS = {"Default": ("ddp-native-default", "ddp-native-25"), "ExecDdp": ("ddp",)}
+"""What ``best`` is compared with: PyTorch DDP as users get it (no ``bucket_cap_mb``; 25 MB
+in older data) and the executor running DDP's own bucket plan (algorithm ``ddp``)."""
+
+
+def _item(case_rows: pd.DataFrame, algorithms: tuple[str, ...]) -> str | None:
+    items = dict(zip(case_rows["algorithm"].astype(str), case_rows["item"].astype(str),
+                     strict=False))
+    return next((items[a] for a in algorithms if a in items), None)
+
+
+def best_versus_table(measured: pd.DataFrame | None, iterations: pd.DataFrame | None
+                      ) -> pd.DataFrame:
+    """Per re-execution case and reference (``Default``, ``ExecDdp``; :data:`_VERSUS`;
+    ``TunedCap``: PyTorch DDP at the fastest cap measured), and
+    the executor's DDP plan against PyTorch DDP's default (``ExecDdpOverDefault``):
+    ``ratio`` = T_reference / T_compared (above 1: the compared item measured faster) with
+    its bootstrap interval (medians of the iterations resampled within rounds,
+    :func:`gradsched.reexec.uncertainty.bootstrap_medians`, over the case's non-control
+    items, as ``reexec analyze`` draws them)."""
+    columns = ["case", "versus", "ratio", "ratio_lo", "ratio_hi"]
+    if measured is None or measured.empty or iterations is None or iterations.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for case, group in measured.groupby("case", sort=True):
+        plans = group.loc[group["kind"] != "control"]
+        best = _item(plans, ("best",))
+        if best is None:
+            continue
+        reps = bootstrap_medians(iterations, str(case), plans["item"].astype(str).unique())
+        refs = {name: _item(plans, algs) for name, algs in _VERSUS.items()}
+        native = plans.loc[plans["kind"] == "ddp-native", "item"].astype(str).unique()
+        if len(native):  # the tuned baseline: the fastest cap measured
+            refs["TunedCap"] = min(sorted(native), key=lambda item: reps.point[item])
+        pairs = [(name, ref, best) for name, ref in refs.items()]
+        pairs.append(("ExecDdpOverDefault", refs["Default"], refs["ExecDdp"]))
+        for name, ref, mine in pairs:
+            if ref is None or mine is None:
+                continue
+            lo, hi = percentile_interval(reps.medians[ref] / reps.medians[mine])
+            rows.append({"case": str(case), "versus": name,
+                         "ratio": reps.point[ref] / reps.point[mine],
+                         "ratio_lo": lo, "ratio_hi": hi})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _case_label(case: str) -> str:
+    """``resnet50-b2-p2-tbf1gbit`` -> ``resnet50 b2 P=2 1 Gbit/s`` (network label of
+    :data:`gradsched.networks.NETWORKS`)."""
+    *head, net = case.split("-")
+    label = NETWORKS[net].long_label if net in NETWORKS else net
+    parts = [p if not (p.startswith("p") and p[1:].isdigit()) else f"P={p[1:]}" for p in head]
+    return latex_escape(" ".join([*parts, label]))
+
+
+def reexec_versus_macros(measured: pd.DataFrame | None, iterations: pd.DataFrame | None
+                         ) -> dict[str, str]:
+    """``best`` against PyTorch DDP's default (``ReexecBestVsDefault...``) and against the
+    executor running DDP's plan (``ReexecBestVsExecDdp...``) and DDP at its fastest measured
+    cap (``ReexecBestVsTunedCap...``), and the executor's DDP plan
+    against PyTorch DDP (``ReexecExecDdpOverDefault...``): the range of the ratios, the
+    cases whose interval lies above 1 (``FasterCases``: faster beyond the noise) and below 1
+    (``SlowerCases``), and each case as ``ratio [lo, hi]`` (``...List``)."""
+    names = (*_VERSUS, "TunedCap", "ExecDdpOverDefault")
+    prefix = {n: ("Reexec" if n == "ExecDdpOverDefault" else "ReexecBestVs") + n for n in names}
+    out = {prefix[n] + key: NA for n in names
+           for key in ("Min", "Max", "FasterCases", "SlowerCases", "List", "Cases")}
+    table = best_versus_table(measured, iterations)
+    for name in names:
+        rows = table.loc[table["versus"] == name]
+        if rows.empty:
+            continue
+        key = prefix[name]
+        out[key + "Min"] = number(float(rows["ratio"].min()), 2)
+        out[key + "Max"] = number(float(rows["ratio"].max()), 2)
+        out[key + "FasterCases"] = str(int((rows["ratio_lo"] > 1.0).sum()))
+        out[key + "SlowerCases"] = str(int((rows["ratio_hi"] < 1.0).sum()))
+        out[key + "Cases"] = str(len(rows))
+        out[key + "List"] = "; ".join(
+            f"{_case_label(r.case)}: {r.ratio:.2f} [{r.ratio_lo:.2f}, {r.ratio_hi:.2f}]"
+            for r in rows.itertuples(index=False))
+    return out
+
+
 def architecture_macros(runs: list[dict] | None) -> dict[str, str]:
     """Hierarchical and PS runs on the emulated cluster (:mod:`gradsched.report.
     architectures`): measured and predicted ratios per link (``ArchHierFlat<Link>Meas``,
@@ -489,7 +573,8 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                architectures: list[dict] | None = None,
                gpu_kineto: pd.DataFrame | None = None,
                gpu_corrections: pd.DataFrame | None = None,
-               gpu_captures: dict[str, dict | None] | None = None) -> dict[str, str]:
+               gpu_captures: dict[str, dict | None] | None = None,
+               reexec_iterations: pd.DataFrame | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
@@ -499,6 +584,7 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(compare_macros(compare))
     out.update(reexec_macros(reexec))
     out.update(reexec_boot_macros(reexec_stats))
+    out.update(reexec_versus_macros(reexec, reexec_iterations))
     out.update(architecture_macros(architectures))
     out.update(executor_bench_macros(executor_bench))
     out.update(gpu_validation_macros(gpu_kineto, gpu_corrections))

@@ -48,6 +48,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--reexec-stats", type=Path,
                    help="re-execution statistics with bootstrap intervals (reexec analyze "
                         "--iterations ... --stats)")
+    p.add_argument("--reexec-iterations", type=Path,
+                   help="re-execution iterations.csv (paper/data/reexec/iterations.csv): "
+                        "bootstrap intervals of best against DDP and the executor's DDP plan")
     p.add_argument("--executor-bench", type=Path,
                    help="benchmarks/bench_executor_vs_ddp.py JSON")
     p.add_argument("--gpu-kineto", type=Path,
@@ -126,7 +129,8 @@ def _macros(args: argparse.Namespace) -> int:
                         _architecture_runs(args.architectures), _read(args.gpu_kineto),
                         _read(args.gpu_corrections),
                         {path.name.removesuffix(".meta.json"): _read_json(path)
-                         for path in args.gpu_capture})
+                         for path in args.gpu_capture},
+                        _read(args.reexec_iterations))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")
