@@ -283,14 +283,40 @@ def gpu_capture_macros(sidecars: dict[str, dict | None]) -> dict[str, str]:
 
 
 def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
+    """Reproduced vs published (:mod:`gradsched.report.compare`): all checks, then the
+    parser's self-checks (``CompareSelf...``) apart from the reproductions of published
+    measurements (``CompareRepro...``: count, within tolerance, the tolerance, the range of
+    published and reproduced values, and the largest relative difference)."""
+    keys = ["CompareNumChecked", "CompareNumWithin", "CompareNumSkipped"]
+    keys += [f"Compare{scope}{key}" for scope in ("Self", "Repro")
+             for key in ("NumChecked", "NumWithin", "TolerancePct", "MaxAbsDiffPct")]
+    keys += [f"CompareRepro{what}{end}" for what in ("Published", "Reproduced")
+             for end in ("Min", "Max")]
+    out = dict.fromkeys(keys, NA)
     if compare is None or compare.empty:
-        return {"CompareNumChecked": NA, "CompareNumWithin": NA, "CompareNumSkipped": NA}
+        return out
     checked = compare[compare["verdict"].isin(["within", "outside"])]
-    return {
-        "CompareNumChecked": str(len(checked)),
-        "CompareNumWithin": str(int((checked["verdict"] == "within").sum())),
-        "CompareNumSkipped": str(int((compare["verdict"] == "skipped").sum())),
-    }
+    out["CompareNumChecked"] = str(len(checked))
+    out["CompareNumWithin"] = str(int((checked["verdict"] == "within").sum()))
+    out["CompareNumSkipped"] = str(int((compare["verdict"] == "skipped").sum()))
+    if "kind" not in checked:
+        return out
+    for scope, kind in (("Self", "self-check"), ("Repro", "reproduction")):
+        rows = checked[checked["kind"] == kind]
+        if rows.empty:
+            continue
+        out[f"Compare{scope}NumChecked"] = str(len(rows))
+        out[f"Compare{scope}NumWithin"] = str(int((rows["verdict"] == "within").sum()))
+        tolerance = rows["tolerance_pct"].astype(float).unique()
+        out[f"Compare{scope}TolerancePct"] = (number(float(tolerance[0]), 1)
+                                             if len(tolerance) == 1 else NA)
+        diff = rows["rel_diff_pct"].astype(float).abs().max()
+        out[f"Compare{scope}MaxAbsDiffPct"] = number(float(diff), 1 if scope == "Repro" else 3)
+        if scope == "Repro":
+            for what, column in (("Published", "published"), ("Reproduced", "reproduced")):
+                out[f"CompareRepro{what}Min"] = number(float(rows[column].min()), 2)
+                out[f"CompareRepro{what}Max"] = number(float(rows[column].max()), 2)
+    return out
 
 
 REEXEC_WORLD_SIZES = (2, 3)
