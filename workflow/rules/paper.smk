@@ -62,6 +62,9 @@ rule macros:
         reexec="paper/data/reexec/measured.csv",
         reexec_stats=f"{RESULTS}/reexec-committed/stats.csv",
         reexec_iterations="paper/data/reexec/iterations.csv",
+        headline_models=expand(
+            f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS
+        ),
         architectures="paper/data/reexec/issue18/measured.json",
         executor_bench="paper/data/reexec/bench-executor-vs-ddp.json",
         gpu_kineto="data/h200/kineto-import-report.csv",
@@ -77,6 +80,10 @@ rule macros:
     log:
         f"{LOGS}/paper/macros.log",
     params:
+        headline_models=lambda wc, input: " ".join(
+            f"--headline-model {k} {p}"
+            for k, p in zip(HEADLINE_MODEL_KINDS, input.headline_models)
+        ),
         gpu_captures=lambda wc, input: " ".join(
             f"--gpu-capture {shlex.quote(path)}" for path in input.gpu_captures
         ),
@@ -101,6 +108,7 @@ rule macros:
         "--reexec-stats {input.reexec_stats} --reexec-iterations {input.reexec_iterations} "
         "--architectures {input.architectures} "
         "--executor-bench {input.executor_bench} {params.gpu_captures} {params.headline} "
+        "{params.headline_models} --headline-comm {HEADLINE_COMM_STEM} "
         "--gpu-kineto {input.gpu_kineto} --gpu-corrections {input.gpu_corrections} "
         "-o {output} > {log} 2>&1"
 

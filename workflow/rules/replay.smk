@@ -117,3 +117,49 @@ rule table_forward:
         "{GS} report forward {params.runs} --tex {output.tex} --md {output.md} "
         "--title 'Iteration time and rank vs assumed forward time (GoogleNet, K80, 8 nodes)' "
         "> {log} 2>&1"
+
+
+# The headline (the real K80 case, FORWARD_CASE) under each fitted comm model kind: the
+# comm trace's fitted model JSON (rule fit_model) instead of the trace itself.
+HEADLINE_MODEL_KINDS = ["alpha-beta", "piecewise", "interp"]
+HEADLINE_COMM_STEM = Path(FORWARD_CASE["comm"]).stem
+
+
+rule replay_headline_model:
+    """The real K80 case replayed with the fitted comm model of one kind."""
+    input:
+        compute=lambda wc: compute_path(FORWARD_CASE["compute"]),
+        model=f"{RESULTS}/fit/models/{HEADLINE_COMM_STEM}.{{kind}}.json",
+    output:
+        f"{RESULTS}/replay/headline-models/{{kind}}.csv",
+    log:
+        f"{LOGS}/replay/headline-models/{{kind}}.log",
+    wildcard_constraints:
+        kind="|".join(HEADLINE_MODEL_KINDS),
+    params:
+        algorithms=lambda wc: ",".join(set_algorithms("main")),
+        knobs=lambda wc: knob_args(set_algorithms("main")),
+        iterations=config.get("replay", {}).get("iterations", 5),
+    shell:
+        "{GS} replay --compute {input.compute} --comm {input.model} "
+        "--algorithms {params.algorithms} {params.knobs} --iterations {params.iterations} "
+        "-o {output} > {log} 2>&1"
+
+
+rule table_headline_models:
+    """Planner ranking of the real K80 case under each fitted comm model kind."""
+    input:
+        expand(f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS),
+    output:
+        tex=f"{TAB}/headline-models.tex",
+        md=reported(f"{TAB}/headline-models.md", "headline-models", "Tables"),
+    log:
+        f"{LOGS}/tables/headline-models.log",
+    params:
+        runs=lambda wc, input: " ".join(
+            f"--run {k} {p}" for k, p in zip(HEADLINE_MODEL_KINDS, input)
+        ),
+    shell:
+        "{GS} report headline-models {params.runs} --tex {output.tex} --md {output.md} "
+        "--title 'Iteration time and rank per comm model kind (GoogleNet, K80, 8 nodes)' "
+        "> {log} 2>&1"

@@ -22,6 +22,7 @@ from gradsched.reexec.analysis import case_stats
 from gradsched.reexec.uncertainty import LEVEL, N_BOOT, bootstrap_medians, percentile_interval
 from gradsched.report.architectures import ratios
 from gradsched.report.collect import extrapolated_mask
+from gradsched.report.headline import MODEL_KINDS, per_model
 from gradsched.report.tables import algorithm_label, latex_escape, replay_wide
 
 PREFIX = "gs"
@@ -188,6 +189,42 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             best_other = wide[others].min(axis=1)
             out["NumCasesSearchFastest"] = str(int((wide["search"] <= best_other * (1 + 1e-9)
                                                     ).sum()))
+    return out
+
+
+def headline_model_macros(long: pd.DataFrame | None, fits: pd.DataFrame | None = None,
+                          comm_trace: str | None = None) -> dict[str, str]:
+    """The headline case under each fitted comm model kind (:mod:`gradsched.report.
+    headline`): per kind, the fastest schedule, its and MG-WFBP's speed-up over WFBP, MG-WFBP's
+    gap to the contiguous optimum and to ``search``, and the kind's held-out error on the
+    headline's comm trace (``HeadlineModel<Kind>...``); over the kinds, the range of each
+    (``HeadlineModels...Min``/``Max``) and how many kinds agree on the fastest schedule."""
+    fields = {"FastestSpeedupOverWfbp": ("fastest_speedup", 2),
+              "MgwfbpSpeedupOverWfbp": ("mgwfbp_speedup", 2),
+              "MgwfbpContigGapPct": ("mgwfbp_contig_gap_pct", 1),
+              "MgwfbpSearchGapPct": ("mgwfbp_search_gap_pct", 1)}
+    out = {f"HeadlineModel{camel(k)}{f}": NA for k in MODEL_KINDS
+           for f in (*fields, "Fastest", "HeldoutMapePct")}
+    out |= {f"HeadlineModels{f}{end}": NA for f in fields for end in ("Min", "Max")}
+    out["HeadlineModelsNum"] = NA
+    if fits is not None and not fits.empty and comm_trace:
+        mine = fits[fits["trace"].astype(str) == comm_trace]
+        for row in mine.itertuples(index=False):
+            if row.model in MODEL_KINDS:
+                out[f"HeadlineModel{camel(row.model)}HeldoutMapePct"] = number(
+                    float(row.heldout_mape_pct))
+    if long is None or long.empty:
+        return out
+    table = per_model(long)
+    out["HeadlineModelsNum"] = str(len(table))
+    for row in table.itertuples(index=False):
+        key = "HeadlineModel" + camel(row.model)
+        out[key + "Fastest"] = latex_escape(algorithm_label(row.fastest))
+        for name, (column, digits) in fields.items():
+            out[key + name] = number(float(getattr(row, column)), digits)
+    for name, (column, digits) in fields.items():
+        out[f"HeadlineModels{name}Min"] = number(float(table[column].min()), digits)
+        out[f"HeadlineModels{name}Max"] = number(float(table[column].max()), digits)
     return out
 
 
@@ -600,12 +637,15 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                gpu_kineto: pd.DataFrame | None = None,
                gpu_corrections: pd.DataFrame | None = None,
                gpu_captures: dict[str, dict | None] | None = None,
-               reexec_iterations: pd.DataFrame | None = None) -> dict[str, str]:
+               reexec_iterations: pd.DataFrame | None = None,
+               headline_models: pd.DataFrame | None = None,
+               headline_comm: str | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
     out.update(crossws_macros(cross))
     out.update(replay_macros(collected, headline or Headline()))
+    out.update(headline_model_macros(headline_models, fits, headline_comm))
     out.update(gpu_generation_macros(collected))
     out.update(compare_macros(compare))
     out.update(reexec_macros(reexec))

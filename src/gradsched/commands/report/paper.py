@@ -61,6 +61,12 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-capture", type=Path, action="append", default=[],
                    help="sidecar (.meta.json) of a GPU compute trace captured here (repeatable): "
                         "the hooks' overhead per trace")
+    p.add_argument("--headline-model", nargs=2, action="append", default=[],
+                   metavar=("KIND", "REPLAY_CSV"),
+                   help="the headline case replayed with the fitted model of KIND "
+                        "(alpha-beta, piecewise, interp; repeatable)")
+    p.add_argument("--headline-comm", help="the headline's comm trace (file stem): the "
+                   "held-out error of each model kind on it, from --fits")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=world_size)
@@ -118,6 +124,14 @@ def _architecture_runs(path: Path | None) -> list[dict] | None:
     return load_runs(path)
 
 
+def _headline_models(runs: list[list[str]]):
+    if not runs:
+        return None
+    from gradsched.report.headline import read_model_runs
+
+    return read_model_runs([(kind, Path(path)) for kind, path in runs])
+
+
 def _macros(args: argparse.Namespace) -> int:
     from gradsched.report.macros import Headline, all_macros, write_macros
 
@@ -130,7 +144,8 @@ def _macros(args: argparse.Namespace) -> int:
                         _read(args.gpu_corrections),
                         {path.name.removesuffix(".meta.json"): _read_json(path)
                          for path in args.gpu_capture},
-                        _read(args.reexec_iterations))
+                        _read(args.reexec_iterations), _headline_models(args.headline_model),
+                        args.headline_comm)
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")
