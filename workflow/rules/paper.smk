@@ -65,6 +65,10 @@ rule macros:
         headline_models=expand(
             f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS
         ),
+        calibrated=[
+            f"{RESULTS}/replay/calibrated/{c}/{link}-p{w}.csv"
+            for c, link, w in CALIBRATED_CASES
+        ],
         architectures="paper/data/reexec/issue18/measured.json",
         executor_bench="paper/data/reexec/bench-executor-vs-ddp.json",
         gpu_kineto="data/h200/kineto-import-report.csv",
@@ -83,6 +87,9 @@ rule macros:
         headline_models=lambda wc, input: " ".join(
             f"--headline-model {k} {p}"
             for k, p in zip(HEADLINE_MODEL_KINDS, input.headline_models)
+        ),
+        calibrated=lambda wc, input: " ".join(
+            f"--calibrated-replay {p}" for p in input.calibrated
         ),
         gpu_captures=lambda wc, input: " ".join(
             f"--gpu-capture {shlex.quote(path)}" for path in input.gpu_captures
@@ -108,7 +115,7 @@ rule macros:
         "--reexec-stats {input.reexec_stats} --reexec-iterations {input.reexec_iterations} "
         "--architectures {input.architectures} "
         "--executor-bench {input.executor_bench} {params.gpu_captures} {params.headline} "
-        "{params.headline_models} --headline-comm {HEADLINE_COMM_STEM} "
+        "{params.headline_models} --headline-comm {HEADLINE_COMM_STEM} {params.calibrated} "
         "--gpu-kineto {input.gpu_kineto} --gpu-corrections {input.gpu_corrections} "
         "-o {output} > {log} 2>&1"
 

@@ -163,3 +163,39 @@ rule table_headline_models:
         "{GS} report headline-models {params.runs} --tex {output.tex} --md {output.md} "
         "--title 'Iteration time and rank per comm model kind (GoogleNet, K80, 8 nodes)' "
         "> {log} 2>&1"
+
+
+# MG-WFBP against `search` with the per-collective CPU cost the re-execution calibrated
+# (paper/data/reexec/interference-<link>-p<P>.json) and the executor's issue order: the CPU
+# cases on the emulated links at the world sizes a calibration exists for.
+CALIBRATED_LINKS = {"cpu-gloo-1gbit": "tbf1gbit", "cpu-gloo-100mbit": "tbf100mbit"}
+CALIBRATED_CASES = [
+    (compute, CALIBRATED_LINKS[network], world)
+    for compute, network, _, _ in cases()
+    if network in CALIBRATED_LINKS
+    for world in (2, 3)
+    if Path(f"paper/data/reexec/interference-{CALIBRATED_LINKS[network]}-p{world}.json").is_file()
+    and Path(f"traces/comm/cpu/gloo-{CALIBRATED_LINKS[network]}-p{world}.csv").is_file()
+]
+
+
+rule replay_calibrated:
+    """One CPU case with the calibrated per-collective cost (MG-WFBP, the contiguous optimum,
+    search, WFBP)."""
+    input:
+        compute=lambda wc: compute_path(wc.compute),
+        comm="traces/comm/cpu/gloo-{link}-p{world}.csv",
+        interference="paper/data/reexec/interference-{link}-p{world}.json",
+    output:
+        f"{RESULTS}/replay/calibrated/{{compute}}/{{link}}-p{{world}}.csv",
+    log:
+        f"{LOGS}/replay/calibrated/{{compute}}/{{link}}-p{{world}}.log",
+    wildcard_constraints:
+        link="|".join(CALIBRATED_LINKS.values()),
+        world=r"\d+",
+    params:
+        iterations=config.get("replay", {}).get("iterations", 5),
+    shell:
+        "{GS} replay --compute {input.compute} --comm {input.comm} "
+        "--algorithms wfbp,mgwfbp,contiguous_optimum,search --iterations {params.iterations} "
+        "--interference {input.interference} --issue executor -o {output} > {log} 2>&1"

@@ -43,7 +43,8 @@ def camel(text: str) -> str:
 def number(value: float | None, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return NA
-    return f"{value:.{digits}f}"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.0"
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,33 @@ def headline_model_macros(long: pd.DataFrame | None, fits: pd.DataFrame | None =
     for name, (column, digits) in fields.items():
         out[f"HeadlineModels{name}Min"] = number(float(table[column].min()), digits)
         out[f"HeadlineModels{name}Max"] = number(float(table[column].max()), digits)
+    return out
+
+
+def calibrated_gap_macros(runs: pd.DataFrame | None) -> dict[str, str]:
+    """MG-WFBP against ``search`` and the contiguous optimum when the replay charges the
+    per-collective CPU cost the re-execution calibrated, with the executor's issue order
+    (rule ``replay_calibrated``; ``runs``: long frame with ``case``, ``algorithm``,
+    ``iteration_s``). Gaps are 100 (T_mgwfbp / T_ref - 1): negative where the reference
+    replays slower than MG-WFBP."""
+    keys = ["CalibratedNumCases", "CalibratedMgwfbpSearchGapMinPct",
+            "CalibratedMgwfbpSearchGapMaxPct", "CalibratedSearchSlowerCases",
+            "CalibratedMgwfbpContigGapMinPct", "CalibratedMgwfbpContigGapMaxPct"]
+    out = dict.fromkeys(keys, NA)
+    if runs is None or runs.empty:
+        return out
+    wide = runs.pivot_table(index="case", columns="algorithm", values="iteration_s",
+                            aggfunc="first")
+    if not {"mgwfbp", "search", "contiguous_optimum"} <= set(wide.columns):
+        return out
+    search = 100.0 * (wide["mgwfbp"] / wide["search"] - 1.0)
+    contig = 100.0 * (wide["mgwfbp"] / wide["contiguous_optimum"] - 1.0)
+    out["CalibratedNumCases"] = str(len(wide))
+    out["CalibratedMgwfbpSearchGapMinPct"] = number(float(search.min()))
+    out["CalibratedMgwfbpSearchGapMaxPct"] = number(float(search.max()))
+    out["CalibratedSearchSlowerCases"] = str(int((search < 0).sum()))
+    out["CalibratedMgwfbpContigGapMinPct"] = number(float(contig.min()))
+    out["CalibratedMgwfbpContigGapMaxPct"] = number(float(contig.max()))
     return out
 
 
@@ -639,13 +667,15 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                gpu_captures: dict[str, dict | None] | None = None,
                reexec_iterations: pd.DataFrame | None = None,
                headline_models: pd.DataFrame | None = None,
-               headline_comm: str | None = None) -> dict[str, str]:
+               headline_comm: str | None = None,
+               calibrated: pd.DataFrame | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
     out.update(crossws_macros(cross))
     out.update(replay_macros(collected, headline or Headline()))
     out.update(headline_model_macros(headline_models, fits, headline_comm))
+    out.update(calibrated_gap_macros(calibrated))
     out.update(gpu_generation_macros(collected))
     out.update(compare_macros(compare))
     out.update(reexec_macros(reexec))

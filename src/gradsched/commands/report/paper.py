@@ -67,6 +67,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
                         "(alpha-beta, piecewise, interp; repeatable)")
     p.add_argument("--headline-comm", help="the headline's comm trace (file stem): the "
                    "held-out error of each model kind on it, from --fits")
+    p.add_argument("--calibrated-replay", type=Path, action="append", default=[],
+                   help="a replay with the calibrated per-collective cost (rule "
+                        "replay_calibrated; repeatable): MG-WFBP against search under it")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=world_size)
@@ -132,6 +135,19 @@ def _headline_models(runs: list[list[str]]):
     return read_model_runs([(kind, Path(path)) for kind, path in runs])
 
 
+def _calibrated(paths: list[Path]):
+    """Replay results of rule ``replay_calibrated`` as one long frame; case =
+    ``<compute>/<link>-p<P>`` from the path."""
+    if not paths:
+        return None
+    import pandas as pd
+
+    from gradsched.intermediates import REPLAY, read_intermediate
+
+    return pd.concat([read_intermediate(p, (REPLAY,)).assign(case=f"{p.parent.name}/{p.stem}")
+                      for p in paths], ignore_index=True)
+
+
 def _macros(args: argparse.Namespace) -> int:
     from gradsched.report.macros import Headline, all_macros, write_macros
 
@@ -145,7 +161,7 @@ def _macros(args: argparse.Namespace) -> int:
                         {path.name.removesuffix(".meta.json"): _read_json(path)
                          for path in args.gpu_capture},
                         _read(args.reexec_iterations), _headline_models(args.headline_model),
-                        args.headline_comm)
+                        args.headline_comm, _calibrated(args.calibrated_replay))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")
