@@ -65,6 +65,7 @@ rule macros:
         headline_models=expand(
             f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS
         ),
+        captured=f"{RESULTS}/traces/captured.csv",
         calibrated=[
             f"{RESULTS}/replay/calibrated/{c}/{link}-p{w}.csv"
             for c, link, w in CALIBRATED_CASES
@@ -116,6 +117,7 @@ rule macros:
         "--architectures {input.architectures} "
         "--executor-bench {input.executor_bench} {params.gpu_captures} {params.headline} "
         "{params.headline_models} --headline-comm {HEADLINE_COMM_STEM} {params.calibrated} "
+        "--captured {input.captured} "
         "--gpu-kineto {input.gpu_kineto} --gpu-corrections {input.gpu_corrections} "
         "-o {output} > {log} 2>&1"
 

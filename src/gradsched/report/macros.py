@@ -138,6 +138,56 @@ def headline_row(collected: pd.DataFrame, headline: Headline) -> pd.Series | Non
     return wide.iloc[0]
 
 
+def max_speedup_macros(collected: pd.DataFrame | None) -> dict[str, str]:
+    """Where the largest speed-up over WFBP is: the case of the largest one at a world size
+    a sweep measured (``MaxSpeedupOverWfbp{Trace,Network,WorldSize}``) and, separately, the
+    largest one at the world sizes replayed on a cross-world-size model beyond the sweeps
+    (``MaxSpeedupOverWfbpExtrap...``), so that the prose names the scope of each."""
+    keys = [f"MaxSpeedupOverWfbp{scope}{what}" for scope in ("", "Extrap")
+            for what in ("Trace", "Network", "WorldSize")]
+    keys += ["MaxSpeedupOverWfbpExtrap", "MaxSpeedupOverWfbpExtrapAlgorithm"]
+    out = dict.fromkeys(keys, NA)
+    if collected is None or collected.empty:
+        return out
+    mask = extrapolated_mask(collected)
+    for scope, part in (("", collected[~mask]), ("Extrap", collected[mask])):
+        speed = speedups_over_wfbp(part) if not part.empty else pd.DataFrame()
+        if speed.empty:
+            continue
+        top = speed.sort_values(["speedup", "algorithm"], ascending=[False, True],
+                                kind="stable").iloc[0]
+        key = "MaxSpeedupOverWfbp" + scope
+        out[key + "Trace"] = latex_escape(str(top["trace"]))
+        out[key + "Network"] = latex_escape(str(top["network"]))
+        out[key + "WorldSize"] = str(int(top["world_size"]))
+        if scope:
+            out[key] = number(float(top["speedup"]), 2)
+            out[key + "Algorithm"] = latex_escape(algorithm_label(top["algorithm"]))
+    return out
+
+
+def cpu_capture_macros(inventory: pd.DataFrame | None) -> dict[str, str]:
+    """The CPU compute traces captured here (``results/traces/captured.csv``, Table
+    captured-compute): how many, in how many the hook overhead (iteration with hooks over
+    without, minus one) came out negative -- the run-to-run noise is larger than the hooks'
+    cost -- and its range and median, in percent."""
+    keys = ["CaptureCpuNumTraces", "CaptureCpuHookNegativeTraces", "CaptureCpuHookMinPct",
+            "CaptureCpuHookMaxPct", "CaptureCpuHookMedianPct"]
+    out = dict.fromkeys(keys, NA)
+    if inventory is None or inventory.empty or "hook_overhead_pct" not in inventory:
+        return out
+    values = inventory.loc[inventory["kind"] == "compute", "hook_overhead_pct"].astype(
+        float).dropna()
+    if values.empty:
+        return out
+    out["CaptureCpuNumTraces"] = str(len(values))
+    out["CaptureCpuHookNegativeTraces"] = str(int((values < 0).sum()))
+    out["CaptureCpuHookMinPct"] = number(float(values.min()))
+    out["CaptureCpuHookMaxPct"] = number(float(values.max()))
+    out["CaptureCpuHookMedianPct"] = number(float(values.median()))
+    return out
+
+
 def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[str, str]:
     keys = ["NumReplayCases", "NumAlgorithms", "HeadlineTrace", "HeadlineNetwork",
             "HeadlineWorldSize", "HeadlineFastest", "HeadlineFastestSpeedupOverWfbp",
@@ -146,6 +196,7 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             "MgwfbpSearchGapMaxPct", "MaxSpeedupOverWfbp",
             "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest"]
     out = dict.fromkeys(keys, NA)
+    out.update(max_speedup_macros(collected))
     if collected is not None:
         # the prose's claims are about world sizes a sweep measured: the points replayed on
         # a cross-world-size model beyond the sweeps are shown, never counted
@@ -584,10 +635,13 @@ def reexec_versus_macros(measured: pd.DataFrame | None, iterations: pd.DataFrame
 def architecture_macros(runs: list[dict] | None) -> dict[str, str]:
     """Hierarchical and PS runs on the emulated cluster (:mod:`gradsched.report.
     architectures`): measured and predicted ratios per link (``ArchHierFlat<Link>Meas``,
-    ``...Pred``, ``ArchPsFlat<Link>...``) and the range of the absolute errors."""
+    ``...Pred``, ``ArchPsFlat<Link>...``), per ratio the rounds, those measured below 1 and
+    those whose two p10-p90 ranges overlap (``...Rounds``, ``...RoundsBelowOne``,
+    ``...RoundsOverlap``), and the range of the errors."""
     links = ("1gbit", "100mbit")
     out = {f"Arch{name}{camel(link)}{kind}": NA for name in ("HierFlat", "PsFlat")
-           for link in links for kind in ("Meas", "Pred")}
+           for link in links for kind in ("Meas", "Pred", "Rounds", "RoundsBelowOne",
+                                          "RoundsOverlap")}
     out |= {"ArchErrMin": NA, "ArchErrMax": NA, "ArchNumRuns": NA}
     if not runs:
         return out
@@ -595,6 +649,9 @@ def architecture_macros(runs: list[dict] | None) -> dict[str, str]:
         name = "HierFlat" if row.ratio.startswith("hierarchical") else "PsFlat"
         out[f"Arch{name}{camel(row.link)}Meas"] = number(float(row.measured), 2)
         out[f"Arch{name}{camel(row.link)}Pred"] = number(float(row.predicted), 2)
+        out[f"Arch{name}{camel(row.link)}Rounds"] = str(int(row.rounds))
+        out[f"Arch{name}{camel(row.link)}RoundsBelowOne"] = str(int(row.rounds_below_one))
+        out[f"Arch{name}{camel(row.link)}RoundsOverlap"] = str(int(row.rounds_overlapping))
     errors = [100.0 * (float(r["predicted_iteration_s"]) - float(r["median_s"]))
               / float(r["median_s"]) for r in runs]
     out["ArchErrMin"] = number(min(errors), 0)
@@ -668,7 +725,8 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                reexec_iterations: pd.DataFrame | None = None,
                headline_models: pd.DataFrame | None = None,
                headline_comm: str | None = None,
-               calibrated: pd.DataFrame | None = None) -> dict[str, str]:
+               calibrated: pd.DataFrame | None = None,
+               captured: pd.DataFrame | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text)."""
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
@@ -676,6 +734,7 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(replay_macros(collected, headline or Headline()))
     out.update(headline_model_macros(headline_models, fits, headline_comm))
     out.update(calibrated_gap_macros(calibrated))
+    out.update(cpu_capture_macros(captured))
     out.update(gpu_generation_macros(collected))
     out.update(compare_macros(compare))
     out.update(reexec_macros(reexec))

@@ -70,6 +70,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibrated-replay", type=Path, action="append", default=[],
                    help="a replay with the calibrated per-collective cost (rule "
                         "replay_calibrated; repeatable): MG-WFBP against search under it")
+    p.add_argument("--captured", type=Path,
+                   help="inventory of the traces captured here (results/traces/captured.csv): "
+                        "the CPU captures' hook overhead")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=world_size)
@@ -161,7 +164,8 @@ def _macros(args: argparse.Namespace) -> int:
                         {path.name.removesuffix(".meta.json"): _read_json(path)
                          for path in args.gpu_capture},
                         _read(args.reexec_iterations), _headline_models(args.headline_model),
-                        args.headline_comm, _calibrated(args.calibrated_replay))
+                        args.headline_comm, _calibrated(args.calibrated_replay),
+                        _read(args.captured))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")
