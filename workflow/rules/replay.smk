@@ -120,16 +120,30 @@ rule table_forward:
 
 
 # The headline (the real K80 case, FORWARD_CASE) under each fitted comm model kind: the
-# comm trace's fitted model JSON (rule fit_model) instead of the trace itself.
+# comm trace's fitted model JSON instead of the trace itself.
 HEADLINE_MODEL_KINDS = ["alpha-beta", "piecewise", "interp"]
 HEADLINE_COMM_STEM = Path(FORWARD_CASE["comm"]).stem
+
+
+rule fit_headline_model:
+    """The headline's comm trace fitted with one model kind."""
+    input:
+        FORWARD_CASE["comm"],
+    output:
+        f"{RESULTS}/replay/headline-models/{{kind}}.model.json",
+    log:
+        f"{LOGS}/replay/headline-models/{{kind}}.fit.log",
+    wildcard_constraints:
+        kind="|".join(HEADLINE_MODEL_KINDS),
+    shell:
+        "{GS} fit {input} --model {wildcards.kind} -o {output} > {log} 2>&1"
 
 
 rule replay_headline_model:
     """The real K80 case replayed with the fitted comm model of one kind."""
     input:
         compute=lambda wc: compute_path(FORWARD_CASE["compute"]),
-        model=f"{RESULTS}/fit/models/{HEADLINE_COMM_STEM}.{{kind}}.json",
+        model=f"{RESULTS}/replay/headline-models/{{kind}}.model.json",
     output:
         f"{RESULTS}/replay/headline-models/{{kind}}.csv",
     log:
@@ -149,7 +163,9 @@ rule replay_headline_model:
 rule table_headline_models:
     """Planner ranking of the real K80 case under each fitted comm model kind."""
     input:
-        expand(f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS),
+        expand(
+            f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS
+        ),
     output:
         tex=f"{TAB}/headline-models.tex",
         md=reported(f"{TAB}/headline-models.md", "headline-models", "Tables"),
@@ -174,7 +190,9 @@ CALIBRATED_CASES = [
     for compute, network, _, _ in cases()
     if network in CALIBRATED_LINKS
     for world in (2, 3)
-    if Path(f"paper/data/reexec/interference-{CALIBRATED_LINKS[network]}-p{world}.json").is_file()
+    if Path(
+        f"paper/data/reexec/interference-{CALIBRATED_LINKS[network]}-p{world}.json"
+    ).is_file()
     and Path(f"traces/comm/cpu/gloo-{CALIBRATED_LINKS[network]}-p{world}.csv").is_file()
 ]
 
