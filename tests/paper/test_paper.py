@@ -81,6 +81,7 @@ def test_main_tex_includes_every_figure_and_table() -> None:
     assert tabs == {
         "reexec-summary", "topology-replay", "ps-replay", "architectures",
         "captured-compute", "captured-comm", "fits", "crossws", "replay", "compare", "forward",
+        "headline-models",
         "topology",
         "replay-v100", "replay-a100-gh200", "replay-h200", "gpu-scaling",
         "collectives-summary", "collectives-broadcast", "collectives-formula-errors",

@@ -61,6 +61,15 @@ rule macros:
         compare=f"{RESULTS}/compare/compare.csv",
         reexec="paper/data/reexec/measured.csv",
         reexec_stats=f"{RESULTS}/reexec-committed/stats.csv",
+        reexec_iterations="paper/data/reexec/iterations.csv",
+        headline_models=expand(
+            f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS
+        ),
+        captured=f"{RESULTS}/traces/captured.csv",
+        calibrated=[
+            f"{RESULTS}/replay/calibrated/{c}/{link}-p{w}.csv"
+            for c, link, w in CALIBRATED_CASES
+        ],
         architectures="paper/data/reexec/issue18/measured.json",
         executor_bench="paper/data/reexec/bench-executor-vs-ddp.json",
         gpu_kineto="data/h200/kineto-import-report.csv",
@@ -89,6 +98,13 @@ rule macros:
     log:
         f"{LOGS}/paper/macros.log",
     params:
+        headline_models=lambda wc, input: " ".join(
+            f"--headline-model {k} {p}"
+            for k, p in zip(HEADLINE_MODEL_KINDS, input.headline_models)
+        ),
+        calibrated=lambda wc, input: " ".join(
+            f"--calibrated-replay {p}" for p in input.calibrated
+        ),
         gpu_captures=lambda wc, input: " ".join(
             f"--gpu-capture {shlex.quote(path)}" for path in input.gpu_captures
         ),
@@ -114,8 +130,11 @@ rule macros:
     shell:
         "{GS} report macros --fits {input.fits} --crossws {input.crossws} "
         "--replay {input.replay} --compare {input.compare} --reexec {input.reexec} "
-        "--reexec-stats {input.reexec_stats} --architectures {input.architectures} "
+        "--reexec-stats {input.reexec_stats} --reexec-iterations {input.reexec_iterations} "
+        "--architectures {input.architectures} "
         "--executor-bench {input.executor_bench} {params.gpu_captures} {params.headline} "
+        "{params.headline_models} --headline-comm {HEADLINE_COMM_STEM} {params.calibrated} "
+        "--captured {input.captured} "
         "--gpu-kineto {input.gpu_kineto} --gpu-corrections {input.gpu_corrections} "
         "{params.traces} --burst-sweep {input.burst_sweep} "
         "-o {output} > {log} 2>&1"

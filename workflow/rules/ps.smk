@@ -62,7 +62,7 @@ rule table_ps_replay:
         f"{RESULTS}/ps/replay.csv",
     output:
         tex=f"{TAB}/ps-replay.tex",
-        md=f"{TAB}/ps-replay.md",
+        md=reported(f"{TAB}/ps-replay.md", "ps-replay", "Architectures"),
     log:
         f"{LOGS}/tables/ps-replay.log",
     shell:
@@ -77,7 +77,7 @@ rule table_architectures:
         ARCH_DATA,
     output:
         tex=f"{TAB}/architectures.tex",
-        md=f"{TAB}/architectures.md",
+        md=reported(f"{TAB}/architectures.md", "architectures", "Architectures"),
     log:
         f"{LOGS}/tables/architectures.log",
     shell:

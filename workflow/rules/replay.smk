@@ -117,3 +117,103 @@ rule table_forward:
         "{GS} report forward {params.runs} --tex {output.tex} --md {output.md} "
         "--title 'Iteration time and rank vs assumed forward time (GoogleNet, K80, 8 nodes)' "
         "> {log} 2>&1"
+
+
+# The headline (the real K80 case, FORWARD_CASE) under each fitted comm model kind: the
+# comm trace's fitted model JSON instead of the trace itself.
+HEADLINE_MODEL_KINDS = ["alpha-beta", "piecewise", "interp"]
+HEADLINE_COMM_STEM = Path(FORWARD_CASE["comm"]).stem
+
+
+rule fit_headline_model:
+    """The headline's comm trace fitted with one model kind."""
+    input:
+        FORWARD_CASE["comm"],
+    output:
+        f"{RESULTS}/replay/headline-models/{{kind}}.model.json",
+    log:
+        f"{LOGS}/replay/headline-models/{{kind}}.fit.log",
+    wildcard_constraints:
+        kind="|".join(HEADLINE_MODEL_KINDS),
+    shell:
+        "{GS} fit {input} --model {wildcards.kind} -o {output} > {log} 2>&1"
+
+
+rule replay_headline_model:
+    """The real K80 case replayed with the fitted comm model of one kind."""
+    input:
+        compute=lambda wc: compute_path(FORWARD_CASE["compute"]),
+        model=f"{RESULTS}/replay/headline-models/{{kind}}.model.json",
+    output:
+        f"{RESULTS}/replay/headline-models/{{kind}}.csv",
+    log:
+        f"{LOGS}/replay/headline-models/{{kind}}.log",
+    wildcard_constraints:
+        kind="|".join(HEADLINE_MODEL_KINDS),
+    params:
+        algorithms=lambda wc: ",".join(set_algorithms("main")),
+        knobs=lambda wc: knob_args(set_algorithms("main")),
+        iterations=config.get("replay", {}).get("iterations", 5),
+    shell:
+        "{GS} replay --compute {input.compute} --comm {input.model} "
+        "--algorithms {params.algorithms} {params.knobs} --iterations {params.iterations} "
+        "-o {output} > {log} 2>&1"
+
+
+rule table_headline_models:
+    """Planner ranking of the real K80 case under each fitted comm model kind."""
+    input:
+        expand(
+            f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS
+        ),
+    output:
+        tex=f"{TAB}/headline-models.tex",
+        md=reported(f"{TAB}/headline-models.md", "headline-models", "Tables"),
+    log:
+        f"{LOGS}/tables/headline-models.log",
+    params:
+        runs=lambda wc, input: " ".join(
+            f"--run {k} {p}" for k, p in zip(HEADLINE_MODEL_KINDS, input)
+        ),
+    shell:
+        "{GS} report headline-models {params.runs} --tex {output.tex} --md {output.md} "
+        "--title 'Iteration time and rank per comm model kind (GoogleNet, K80, 8 nodes)' "
+        "> {log} 2>&1"
+
+
+# MG-WFBP against `search` with the per-collective CPU cost the re-execution calibrated
+# (paper/data/reexec/interference-<link>-p<P>.json) and the executor's issue order: the CPU
+# cases on the emulated links at the world sizes a calibration exists for.
+CALIBRATED_LINKS = {"cpu-gloo-1gbit": "tbf1gbit", "cpu-gloo-100mbit": "tbf100mbit"}
+CALIBRATED_CASES = [
+    (compute, CALIBRATED_LINKS[network], world)
+    for compute, network, _, _ in cases()
+    if network in CALIBRATED_LINKS
+    for world in (2, 3)
+    if Path(
+        f"paper/data/reexec/interference-{CALIBRATED_LINKS[network]}-p{world}.json"
+    ).is_file()
+    and Path(f"traces/comm/cpu/gloo-{CALIBRATED_LINKS[network]}-p{world}.csv").is_file()
+]
+
+
+rule replay_calibrated:
+    """One CPU case with the calibrated per-collective cost (MG-WFBP, the contiguous optimum,
+    search, WFBP)."""
+    input:
+        compute=lambda wc: compute_path(wc.compute),
+        comm="traces/comm/cpu/gloo-{link}-p{world}.csv",
+        interference="paper/data/reexec/interference-{link}-p{world}.json",
+    output:
+        f"{RESULTS}/replay/calibrated/{{compute}}/{{link}}-p{{world}}.csv",
+    log:
+        f"{LOGS}/replay/calibrated/{{compute}}/{{link}}-p{{world}}.log",
+    wildcard_constraints:
+        link="|".join(CALIBRATED_LINKS.values()),
+        world=r"\d+",
+    params:
+        iterations=config.get("replay", {}).get("iterations", 5),
+    shell:
+        "{GS} replay --compute {input.compute} --comm {input.comm} "
+        "--algorithms wfbp,mgwfbp,contiguous_optimum,search --iterations {params.iterations} "
+        "--interference {input.interference} --issue executor -o {output} > {log} 2>&1"

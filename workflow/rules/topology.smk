@@ -68,7 +68,7 @@ rule table_topology_replay:
         f"{RESULTS}/topology/replay.csv",
     output:
         tex=f"{TAB}/topology-replay.tex",
-        md=f"{TAB}/topology-replay.md",
+        md=reported(f"{TAB}/topology-replay.md", "topology-replay", "Architectures"),
     log:
         f"{LOGS}/tables/topology-replay.log",
     shell:

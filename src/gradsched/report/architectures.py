@@ -74,7 +74,9 @@ def architecture_table(runs: list[dict[str, Any]]) -> tuple[pd.DataFrame, str]:
 
 def ratios(runs: list[dict[str, Any]]) -> pd.DataFrame:
     """Per link rate: measured and predicted hierarchical / flat (2 x 2) and PS / flat
-    (2 workers); several rounds of a pair give the median of the rounds' ratios."""
+    (2 workers); several rounds of a pair give the median of the rounds' ratios. Per pair
+    also the number of rounds, the rounds whose measured ratio is below 1 and the rounds
+    whose two p10-p90 ranges overlap (the measurement does not order that round's pair)."""
     out = []
     for rate in sorted({str(r["bandwidth"]) for r in runs}):
         for name, group, kind in (("hierarchical/flat", "2x2", "hierarchical"),
@@ -86,9 +88,18 @@ def ratios(runs: list[dict[str, Any]]) -> pd.DataFrame:
                 continue
             pairs = list(zip(sorted(num, key=lambda r: r.get("round", 0)),
                              sorted(den, key=lambda r: r.get("round", 0)), strict=False))
+            measured = [float(a["median_s"]) / float(b["median_s"]) for a, b in pairs]
             out.append({"link": rate, "ratio": name,
-                        "measured": statistics.median(float(a["median_s"]) / float(b["median_s"])
-                                                      for a, b in pairs),
+                        "measured": statistics.median(measured),
                         "predicted": float(num[0]["predicted_iteration_s"])
-                        / float(den[0]["predicted_iteration_s"])})
-    return pd.DataFrame(out, columns=["link", "ratio", "measured", "predicted"])
+                        / float(den[0]["predicted_iteration_s"]),
+                        "rounds": len(pairs),
+                        "rounds_below_one": sum(m < 1.0 for m in measured),
+                        "rounds_overlapping": sum(_overlap(a, b) for a, b in pairs)})
+    return pd.DataFrame(out, columns=["link", "ratio", "measured", "predicted", "rounds",
+                                      "rounds_below_one", "rounds_overlapping"])
+
+
+def _overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two runs' p10-p90 ranges overlap."""
+    return float(a["p10_s"]) <= float(b["p90_s"]) and float(b["p10_s"]) <= float(a["p90_s"])

@@ -1,18 +1,22 @@
 """Reproduced vs published numbers, each with a stated tolerance.
 
-Only numbers that can be compared honestly are compared:
+Only numbers that can be compared honestly are compared, and each check says which of two
+kinds it is (column ``kind``): a ``self-check`` recomputes a number the source printed from
+the rows we imported from the same log (it tests our parser, not a result), a
+``reproduction`` compares what our own model computes with what the source measured.
+
 
 * ``nccl-busbw`` -- the "Avg bus bandwidth" that nccl-tests prints at the end of its log
   (the mean bus bandwidth over every out-of-place and in-place row, GB = 1e9) against the
   same mean recomputed from our imported trace rows (``bytes / time_s`` times the
-  collective's bus factor). It checks the importer end to end. Tolerance 0.5 % (the log
-  prints times with 3-4 significant digits).
+  collective's bus factor). A ``self-check``: it checks the importer end to end.
+  Tolerance 0.5 % (the log prints times with 3-4 significant digits).
 * ``bcaffe-merge`` -- the B-Caffe logs of the MG-WFBP authors time every blob's
   all-reduce alone (``comm_us``) and, in MG-WFBP mode, the merged all-reduces
   (``merged_us``). The measured ratio sum(merged) / sum(single) is compared with our
   replay's ratio of communication busy time, MG-WFBP over WFBP, on the same compute and comm
-  traces. A coarse check (tolerance 25 %): B-Caffe's own merge decisions and its
-  per-layer (weight+bias) timing differ from our per-tensor replay.
+  traces. A ``reproduction``, and a coarse one (tolerance 25 %): B-Caffe's own merge
+  decisions and its per-layer (weight+bias) timing differ from our per-tensor replay.
 
 A check whose external log is absent is written as ``skipped`` with the reason; nothing is
 filled in.
@@ -29,10 +33,13 @@ import pandas as pd
 
 from gradsched.errors import InputError
 
-COMPARE_COLUMNS = ("check", "case", "published", "reproduced", "unit", "abs_diff",
+COMPARE_COLUMNS = ("check", "kind", "case", "published", "reproduced", "unit", "abs_diff",
                    "rel_diff_pct", "tolerance_pct", "verdict", "note")
 NCCL_TOLERANCE_PCT = 0.5
 BCAFFE_TOLERANCE_PCT = 25.0
+CHECK_KINDS = {"nccl-busbw": "self-check", "bcaffe-merge": "reproduction"}
+"""What each check tests: our parser (``self-check``) or our model against a published
+measurement (``reproduction``)."""
 BUS_FACTOR = {
     "all_reduce": lambda n: 2.0 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
@@ -58,7 +65,8 @@ class Row:
         diff = self.reproduced - self.published
         rel = 100.0 * diff / self.published if self.published else math.nan
         ok = not math.isnan(rel) and abs(rel) <= self.tolerance_pct
-        return {"check": self.check, "case": self.case, "published": self.published,
+        return {"check": self.check, "kind": CHECK_KINDS[self.check], "case": self.case,
+                "published": self.published,
                 "reproduced": self.reproduced, "unit": self.unit, "abs_diff": diff,
                 "rel_diff_pct": rel, "tolerance_pct": self.tolerance_pct,
                 "verdict": "within" if ok else "outside", "note": self.note}
@@ -126,7 +134,8 @@ def bcaffe_merge_row(log: str | Path, replay_csv: str | Path, case: str) -> dict
 
 
 def skipped_row(check: str, case: str, reason: str) -> dict[str, object]:
-    return {"check": check, "case": case, "published": math.nan, "reproduced": math.nan,
+    return {"check": check, "kind": CHECK_KINDS.get(check, ""), "case": case,
+            "published": math.nan, "reproduced": math.nan,
             "unit": "", "abs_diff": math.nan, "rel_diff_pct": math.nan,
             "tolerance_pct": (NCCL_TOLERANCE_PCT if check == "nccl-busbw"
                               else BCAFFE_TOLERANCE_PCT),
@@ -135,4 +144,4 @@ def skipped_row(check: str, case: str, reason: str) -> dict[str, object]:
 
 def compare_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
-    return frame.sort_values(["check", "case"], kind="stable").reset_index(drop=True)
+    return frame.sort_values(["kind", "check", "case"], kind="stable").reset_index(drop=True)

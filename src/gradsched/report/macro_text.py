@@ -27,4 +27,5 @@ def number(value: float | None, digits: int = 1) -> str:
     """Fixed point with ``digits`` decimals, or :data:`NA` for None/NaN."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return NA
-    return f"{value:.{digits}f}"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.0"

@@ -18,10 +18,11 @@ import pandas as pd
 from gradsched.io import write_text_atomic
 from gradsched.networks import NETWORKS
 from gradsched.reexec.analysis import case_stats
-from gradsched.reexec.uncertainty import LEVEL, N_BOOT
+from gradsched.reexec.uncertainty import LEVEL, N_BOOT, bootstrap_medians, percentile_interval
 from gradsched.report.architectures import ratios
 from gradsched.report.burst import burst_macros
 from gradsched.report.collect import extrapolated_mask
+from gradsched.report.headline import MODEL_KINDS, per_model
 from gradsched.report.macro_text import NA, camel, number
 from gradsched.report.tables import algorithm_label, latex_escape, replay_wide
 from gradsched.report.trace_facts import trace_fact_macros
@@ -124,6 +125,56 @@ def headline_row(collected: pd.DataFrame, headline: Headline) -> pd.Series | Non
     return wide.iloc[0]
 
 
+def max_speedup_macros(collected: pd.DataFrame | None) -> dict[str, str]:
+    """Where the largest speed-up over WFBP is: the case of the largest one at a world size
+    a sweep measured (``MaxSpeedupOverWfbp{Trace,Network,WorldSize}``) and, separately, the
+    largest one at the world sizes replayed on a cross-world-size model beyond the sweeps
+    (``MaxSpeedupOverWfbpExtrap...``), so that the prose names the scope of each."""
+    keys = [f"MaxSpeedupOverWfbp{scope}{what}" for scope in ("", "Extrap")
+            for what in ("Trace", "Network", "WorldSize")]
+    keys += ["MaxSpeedupOverWfbpExtrap", "MaxSpeedupOverWfbpExtrapAlgorithm"]
+    out = dict.fromkeys(keys, NA)
+    if collected is None or collected.empty:
+        return out
+    mask = extrapolated_mask(collected)
+    for scope, part in (("", collected[~mask]), ("Extrap", collected[mask])):
+        speed = speedups_over_wfbp(part) if not part.empty else pd.DataFrame()
+        if speed.empty:
+            continue
+        top = speed.sort_values(["speedup", "algorithm"], ascending=[False, True],
+                                kind="stable").iloc[0]
+        key = "MaxSpeedupOverWfbp" + scope
+        out[key + "Trace"] = latex_escape(str(top["trace"]))
+        out[key + "Network"] = latex_escape(str(top["network"]))
+        out[key + "WorldSize"] = str(int(top["world_size"]))
+        if scope:
+            out[key] = number(float(top["speedup"]), 2)
+            out[key + "Algorithm"] = latex_escape(algorithm_label(top["algorithm"]))
+    return out
+
+
+def cpu_capture_macros(inventory: pd.DataFrame | None) -> dict[str, str]:
+    """The CPU compute traces captured here (``results/traces/captured.csv``, Table
+    captured-compute): how many, in how many the hook overhead (iteration with hooks over
+    without, minus one) came out negative -- the run-to-run noise is larger than the hooks'
+    cost -- and its range and median, in percent."""
+    keys = ["CaptureCpuNumTraces", "CaptureCpuHookNegativeTraces", "CaptureCpuHookMinPct",
+            "CaptureCpuHookMaxPct", "CaptureCpuHookMedianPct"]
+    out = dict.fromkeys(keys, NA)
+    if inventory is None or inventory.empty or "hook_overhead_pct" not in inventory:
+        return out
+    values = inventory.loc[inventory["kind"] == "compute", "hook_overhead_pct"].astype(
+        float).dropna()
+    if values.empty:
+        return out
+    out["CaptureCpuNumTraces"] = str(len(values))
+    out["CaptureCpuHookNegativeTraces"] = str(int((values < 0).sum()))
+    out["CaptureCpuHookMinPct"] = number(float(values.min()))
+    out["CaptureCpuHookMaxPct"] = number(float(values.max()))
+    out["CaptureCpuHookMedianPct"] = number(float(values.median()))
+    return out
+
+
 def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[str, str]:
     keys = ["NumReplayCases", "NumAlgorithms", "HeadlineTrace", "HeadlineNetwork",
             "HeadlineWorldSize", "HeadlineFastest", "HeadlineFastestSpeedupOverWfbp",
@@ -132,6 +183,7 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             "MgwfbpSearchGapMaxPct", "MaxSpeedupOverWfbp",
             "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest"]
     out = dict.fromkeys(keys, NA)
+    out.update(max_speedup_macros(collected))
     if collected is not None:
         # the prose's claims are about world sizes a sweep measured: the points replayed on
         # a cross-world-size model beyond the sweeps are shown, never counted
@@ -176,6 +228,69 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             best_other = wide[others].min(axis=1)
             out["NumCasesSearchFastest"] = str(int((wide["search"] <= best_other * (1 + 1e-9)
                                                     ).sum()))
+    return out
+
+
+def headline_model_macros(long: pd.DataFrame | None, fits: pd.DataFrame | None = None,
+                          comm_trace: str | None = None) -> dict[str, str]:
+    """The headline case under each fitted comm model kind (:mod:`gradsched.report.
+    headline`): per kind, the fastest schedule, its and MG-WFBP's speed-up over WFBP, MG-WFBP's
+    gap to the contiguous optimum and to ``search``, and the kind's held-out error on the
+    headline's comm trace (``HeadlineModel<Kind>...``); over the kinds, the range of each
+    (``HeadlineModels...Min``/``Max``) and how many kinds agree on the fastest schedule."""
+    fields = {"FastestSpeedupOverWfbp": ("fastest_speedup", 2),
+              "MgwfbpSpeedupOverWfbp": ("mgwfbp_speedup", 2),
+              "MgwfbpContigGapPct": ("mgwfbp_contig_gap_pct", 1),
+              "MgwfbpSearchGapPct": ("mgwfbp_search_gap_pct", 1)}
+    out = {f"HeadlineModel{camel(k)}{f}": NA for k in MODEL_KINDS
+           for f in (*fields, "Fastest", "HeldoutMapePct")}
+    out |= {f"HeadlineModels{f}{end}": NA for f in fields for end in ("Min", "Max")}
+    out["HeadlineModelsNum"] = NA
+    if fits is not None and not fits.empty and comm_trace:
+        mine = fits[fits["trace"].astype(str) == comm_trace]
+        for row in mine.itertuples(index=False):
+            if row.model in MODEL_KINDS:
+                out[f"HeadlineModel{camel(row.model)}HeldoutMapePct"] = number(
+                    float(row.heldout_mape_pct))
+    if long is None or long.empty:
+        return out
+    table = per_model(long)
+    out["HeadlineModelsNum"] = str(len(table))
+    for row in table.itertuples(index=False):
+        key = "HeadlineModel" + camel(row.model)
+        out[key + "Fastest"] = latex_escape(algorithm_label(row.fastest))
+        for name, (column, digits) in fields.items():
+            out[key + name] = number(float(getattr(row, column)), digits)
+    for name, (column, digits) in fields.items():
+        out[f"HeadlineModels{name}Min"] = number(float(table[column].min()), digits)
+        out[f"HeadlineModels{name}Max"] = number(float(table[column].max()), digits)
+    return out
+
+
+def calibrated_gap_macros(runs: pd.DataFrame | None) -> dict[str, str]:
+    """MG-WFBP against ``search`` and the contiguous optimum when the replay charges the
+    per-collective CPU cost the re-execution calibrated, with the executor's issue order
+    (rule ``replay_calibrated``; ``runs``: long frame with ``case``, ``algorithm``,
+    ``iteration_s``). Gaps are 100 (T_mgwfbp / T_ref - 1): negative where the reference
+    replays slower than MG-WFBP."""
+    keys = ["CalibratedNumCases", "CalibratedMgwfbpSearchGapMinPct",
+            "CalibratedMgwfbpSearchGapMaxPct", "CalibratedSearchSlowerCases",
+            "CalibratedMgwfbpContigGapMinPct", "CalibratedMgwfbpContigGapMaxPct"]
+    out = dict.fromkeys(keys, NA)
+    if runs is None or runs.empty:
+        return out
+    wide = runs.pivot_table(index="case", columns="algorithm", values="iteration_s",
+                            aggfunc="first")
+    if not {"mgwfbp", "search", "contiguous_optimum"} <= set(wide.columns):
+        return out
+    search = 100.0 * (wide["mgwfbp"] / wide["search"] - 1.0)
+    contig = 100.0 * (wide["mgwfbp"] / wide["contiguous_optimum"] - 1.0)
+    out["CalibratedNumCases"] = str(len(wide))
+    out["CalibratedMgwfbpSearchGapMinPct"] = number(float(search.min()))
+    out["CalibratedMgwfbpSearchGapMaxPct"] = number(float(search.max()))
+    out["CalibratedSearchSlowerCases"] = str(int((search < 0).sum()))
+    out["CalibratedMgwfbpContigGapMinPct"] = number(float(contig.min()))
+    out["CalibratedMgwfbpContigGapMaxPct"] = number(float(contig.max()))
     return out
 
 
@@ -271,14 +386,40 @@ def gpu_capture_macros(sidecars: dict[str, dict | None]) -> dict[str, str]:
 
 
 def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
+    """Reproduced vs published (:mod:`gradsched.report.compare`): all checks, then the
+    parser's self-checks (``CompareSelf...``) apart from the reproductions of published
+    measurements (``CompareRepro...``: count, within tolerance, the tolerance, the range of
+    published and reproduced values, and the largest relative difference)."""
+    keys = ["CompareNumChecked", "CompareNumWithin", "CompareNumSkipped"]
+    keys += [f"Compare{scope}{key}" for scope in ("Self", "Repro")
+             for key in ("NumChecked", "NumWithin", "TolerancePct", "MaxAbsDiffPct")]
+    keys += [f"CompareRepro{what}{end}" for what in ("Published", "Reproduced")
+             for end in ("Min", "Max")]
+    out = dict.fromkeys(keys, NA)
     if compare is None or compare.empty:
-        return {"CompareNumChecked": NA, "CompareNumWithin": NA, "CompareNumSkipped": NA}
+        return out
     checked = compare[compare["verdict"].isin(["within", "outside"])]
-    return {
-        "CompareNumChecked": str(len(checked)),
-        "CompareNumWithin": str(int((checked["verdict"] == "within").sum())),
-        "CompareNumSkipped": str(int((compare["verdict"] == "skipped").sum())),
-    }
+    out["CompareNumChecked"] = str(len(checked))
+    out["CompareNumWithin"] = str(int((checked["verdict"] == "within").sum()))
+    out["CompareNumSkipped"] = str(int((compare["verdict"] == "skipped").sum()))
+    if "kind" not in checked:
+        return out
+    for scope, kind in (("Self", "self-check"), ("Repro", "reproduction")):
+        rows = checked[checked["kind"] == kind]
+        if rows.empty:
+            continue
+        out[f"Compare{scope}NumChecked"] = str(len(rows))
+        out[f"Compare{scope}NumWithin"] = str(int((rows["verdict"] == "within").sum()))
+        tolerance = rows["tolerance_pct"].astype(float).unique()
+        out[f"Compare{scope}TolerancePct"] = (number(float(tolerance[0]), 1)
+                                             if len(tolerance) == 1 else NA)
+        diff = rows["rel_diff_pct"].astype(float).abs().max()
+        out[f"Compare{scope}MaxAbsDiffPct"] = number(float(diff), 1 if scope == "Repro" else 3)
+        if scope == "Repro":
+            for what, column in (("Published", "published"), ("Reproduced", "reproduced")):
+                out[f"CompareRepro{what}Min"] = number(float(rows[column].min()), 2)
+                out[f"CompareRepro{what}Max"] = number(float(rows[column].max()), 2)
+    return out
 
 
 REEXEC_WORLD_SIZES = (2, 3)
@@ -394,13 +535,100 @@ def reexec_boot_macros(stats: pd.DataFrame | None) -> dict[str, str]:
     return out
 
 
+_VERSUS = {"Default": ("ddp-native-default", "ddp-native-25"), "ExecDdp": ("ddp",)}
+"""What ``best`` is compared with: PyTorch DDP as users get it (no ``bucket_cap_mb``; 25 MB
+in older data) and the executor running DDP's own bucket plan (algorithm ``ddp``)."""
+
+
+def _item(case_rows: pd.DataFrame, algorithms: tuple[str, ...]) -> str | None:
+    items = dict(zip(case_rows["algorithm"].astype(str), case_rows["item"].astype(str),
+                     strict=False))
+    return next((items[a] for a in algorithms if a in items), None)
+
+
+def best_versus_table(measured: pd.DataFrame | None, iterations: pd.DataFrame | None
+                      ) -> pd.DataFrame:
+    """Per re-execution case and reference (``Default``, ``ExecDdp``; :data:`_VERSUS`;
+    ``TunedCap``: PyTorch DDP at the fastest cap measured), and
+    the executor's DDP plan against PyTorch DDP's default (``ExecDdpOverDefault``):
+    ``ratio`` = T_reference / T_compared (above 1: the compared item measured faster) with
+    its bootstrap interval (medians of the iterations resampled within rounds,
+    :func:`gradsched.reexec.uncertainty.bootstrap_medians`, over the case's non-control
+    items, as ``reexec analyze`` draws them)."""
+    columns = ["case", "versus", "ratio", "ratio_lo", "ratio_hi"]
+    if measured is None or measured.empty or iterations is None or iterations.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for case, group in measured.groupby("case", sort=True):
+        plans = group.loc[group["kind"] != "control"]
+        best = _item(plans, ("best",))
+        if best is None:
+            continue
+        reps = bootstrap_medians(iterations, str(case), plans["item"].astype(str).unique())
+        refs = {name: _item(plans, algs) for name, algs in _VERSUS.items()}
+        native = plans.loc[plans["kind"] == "ddp-native", "item"].astype(str).unique()
+        if len(native):  # the tuned baseline: the fastest cap measured
+            refs["TunedCap"] = min(sorted(native), key=lambda item: reps.point[item])
+        pairs = [(name, ref, best) for name, ref in refs.items()]
+        pairs.append(("ExecDdpOverDefault", refs["Default"], refs["ExecDdp"]))
+        for name, ref, mine in pairs:
+            if ref is None or mine is None:
+                continue
+            lo, hi = percentile_interval(reps.medians[ref] / reps.medians[mine])
+            rows.append({"case": str(case), "versus": name,
+                         "ratio": reps.point[ref] / reps.point[mine],
+                         "ratio_lo": lo, "ratio_hi": hi})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _case_label(case: str) -> str:
+    """``resnet50-b2-p2-tbf1gbit`` -> ``resnet50 b2 P=2 1 Gbit/s`` (network label of
+    :data:`gradsched.networks.NETWORKS`)."""
+    *head, net = case.split("-")
+    label = NETWORKS[net].long_label if net in NETWORKS else net
+    parts = [p if not (p.startswith("p") and p[1:].isdigit()) else f"P={p[1:]}" for p in head]
+    return latex_escape(" ".join([*parts, label]))
+
+
+def reexec_versus_macros(measured: pd.DataFrame | None, iterations: pd.DataFrame | None
+                         ) -> dict[str, str]:
+    """``best`` against PyTorch DDP's default (``ReexecBestVsDefault...``) and against the
+    executor running DDP's plan (``ReexecBestVsExecDdp...``) and DDP at its fastest measured
+    cap (``ReexecBestVsTunedCap...``), and the executor's DDP plan
+    against PyTorch DDP (``ReexecExecDdpOverDefault...``): the range of the ratios, the
+    cases whose interval lies above 1 (``FasterCases``: faster beyond the noise) and below 1
+    (``SlowerCases``), and each case as ``ratio [lo, hi]`` (``...List``)."""
+    names = (*_VERSUS, "TunedCap", "ExecDdpOverDefault")
+    prefix = {n: ("Reexec" if n == "ExecDdpOverDefault" else "ReexecBestVs") + n for n in names}
+    out = {prefix[n] + key: NA for n in names
+           for key in ("Min", "Max", "FasterCases", "SlowerCases", "List", "Cases")}
+    table = best_versus_table(measured, iterations)
+    for name in names:
+        rows = table.loc[table["versus"] == name]
+        if rows.empty:
+            continue
+        key = prefix[name]
+        out[key + "Min"] = number(float(rows["ratio"].min()), 2)
+        out[key + "Max"] = number(float(rows["ratio"].max()), 2)
+        out[key + "FasterCases"] = str(int((rows["ratio_lo"] > 1.0).sum()))
+        out[key + "SlowerCases"] = str(int((rows["ratio_hi"] < 1.0).sum()))
+        out[key + "Cases"] = str(len(rows))
+        out[key + "List"] = "; ".join(
+            f"{_case_label(r.case)}: {r.ratio:.2f} [{r.ratio_lo:.2f}, {r.ratio_hi:.2f}]"
+            for r in rows.itertuples(index=False))
+    return out
+
+
 def architecture_macros(runs: list[dict] | None) -> dict[str, str]:
     """Hierarchical and PS runs on the emulated cluster (:mod:`gradsched.report.
     architectures`): measured and predicted ratios per link (``ArchHierFlat<Link>Meas``,
-    ``...Pred``, ``ArchPsFlat<Link>...``) and the range of the absolute errors."""
+    ``...Pred``, ``ArchPsFlat<Link>...``), per ratio the rounds, those measured below 1 and
+    those whose two p10-p90 ranges overlap (``...Rounds``, ``...RoundsBelowOne``,
+    ``...RoundsOverlap``), and the range of the errors."""
     links = ("1gbit", "100mbit")
     out = {f"Arch{name}{camel(link)}{kind}": NA for name in ("HierFlat", "PsFlat")
-           for link in links for kind in ("Meas", "Pred")}
+           for link in links for kind in ("Meas", "Pred", "Rounds", "RoundsBelowOne",
+                                          "RoundsOverlap")}
     out |= {"ArchErrMin": NA, "ArchErrMax": NA, "ArchNumRuns": NA}
     if not runs:
         return out
@@ -408,6 +636,9 @@ def architecture_macros(runs: list[dict] | None) -> dict[str, str]:
         name = "HierFlat" if row.ratio.startswith("hierarchical") else "PsFlat"
         out[f"Arch{name}{camel(row.link)}Meas"] = number(float(row.measured), 2)
         out[f"Arch{name}{camel(row.link)}Pred"] = number(float(row.predicted), 2)
+        out[f"Arch{name}{camel(row.link)}Rounds"] = str(int(row.rounds))
+        out[f"Arch{name}{camel(row.link)}RoundsBelowOne"] = str(int(row.rounds_below_one))
+        out[f"Arch{name}{camel(row.link)}RoundsOverlap"] = str(int(row.rounds_overlapping))
     errors = [100.0 * (float(r["predicted_iteration_s"]) - float(r["median_s"]))
               / float(r["median_s"]) for r in runs]
     out["ArchErrMin"] = number(min(errors), 0)
@@ -480,7 +711,12 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                gpu_captures: dict[str, dict | None] | None = None,
                compute_traces: list[ComputeTrace] | None = None,
                sweeps: list[CommTrace] | None = None,
-               burst_sweep: CommTrace | None = None) -> dict[str, str]:
+               burst_sweep: CommTrace | None = None,
+               reexec_iterations: pd.DataFrame | None = None,
+               headline_models: pd.DataFrame | None = None,
+               headline_comm: str | None = None,
+               calibrated: pd.DataFrame | None = None,
+               captured: pd.DataFrame | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text). ``compute_traces`` and ``sweeps``:
     the committed traces whose facts the prose quotes (:mod:`.trace_facts`);
     ``burst_sweep``: the shaped sweep whose token-bucket burst it quotes (:mod:`.burst`)."""
@@ -488,10 +724,14 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(fit_macros(fits))
     out.update(crossws_macros(cross))
     out.update(replay_macros(collected, headline or Headline()))
+    out.update(headline_model_macros(headline_models, fits, headline_comm))
+    out.update(calibrated_gap_macros(calibrated))
+    out.update(cpu_capture_macros(captured))
     out.update(gpu_generation_macros(collected))
     out.update(compare_macros(compare))
     out.update(reexec_macros(reexec))
     out.update(reexec_boot_macros(reexec_stats))
+    out.update(reexec_versus_macros(reexec, reexec_iterations))
     out.update(architecture_macros(architectures))
     out.update(executor_bench_macros(executor_bench))
     out.update(gpu_validation_macros(gpu_kineto, gpu_corrections))

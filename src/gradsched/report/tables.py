@@ -206,13 +206,16 @@ def replay_table(collected: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def compare_table(compare: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Reproduced vs published numbers with their tolerance."""
-    cols = ["check", "case", "published", "reproduced", "difference [%]", "tolerance [%]",
+    """Reproduced vs published numbers with their tolerance; ``kind`` tells a reproduction
+    of a published result from a self-check of our parser (:data:`gradsched.report.compare.
+    CHECK_KINDS`)."""
+    cols = ["kind", "check", "case", "published", "reproduced", "difference [%]", "tolerance [%]",
             "verdict"]
     if compare.empty:
-        return pd.DataFrame(columns=cols), "llrrrrl"
+        return pd.DataFrame(columns=cols), "lllrrrrl"
+    kind = compare["kind"] if "kind" in compare else pd.Series("", index=compare.index)
     out = pd.DataFrame({
-        "check": compare["check"], "case": compare["case"],
+        "kind": kind.fillna(""), "check": compare["check"], "case": compare["case"],
         "published": [_value(v, u) for v, u in zip(compare["published"], compare["unit"],
                                                    strict=True)],
         "reproduced": [_value(v, u) for v, u in zip(compare["reproduced"], compare["unit"],
@@ -221,7 +224,7 @@ def compare_table(compare: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         "tolerance [%]": compare["tolerance_pct"].map(lambda v: fmt(v, 1)),
         "verdict": compare["verdict"],
     })
-    return out, "llrrrrl"
+    return out, "lllrrrrl"
 
 
 def _value(value: object, unit: object) -> str:

@@ -48,6 +48,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--reexec-stats", type=Path,
                    help="re-execution statistics with bootstrap intervals (reexec analyze "
                         "--iterations ... --stats)")
+    p.add_argument("--reexec-iterations", type=Path,
+                   help="re-execution iterations.csv (paper/data/reexec/iterations.csv): "
+                        "bootstrap intervals of best against DDP and the executor's DDP plan")
     p.add_argument("--executor-bench", type=Path,
                    help="benchmarks/bench_executor_vs_ddp.py JSON")
     p.add_argument("--gpu-kineto", type=Path,
@@ -65,6 +68,18 @@ def register(rsub: argparse._SubParsersAction) -> None:
                         "(repeatable)")
     p.add_argument("--burst-sweep", type=Path,
                    help="the shaped sweep whose token-bucket burst the prose quotes")
+    p.add_argument("--headline-model", nargs=2, action="append", default=[],
+                   metavar=("KIND", "REPLAY_CSV"),
+                   help="the headline case replayed with the fitted model of KIND "
+                        "(alpha-beta, piecewise, interp; repeatable)")
+    p.add_argument("--headline-comm", help="the headline's comm trace (file stem): the "
+                   "held-out error of each model kind on it, from --fits")
+    p.add_argument("--calibrated-replay", type=Path, action="append", default=[],
+                   help="a replay with the calibrated per-collective cost (rule "
+                        "replay_calibrated; repeatable): MG-WFBP against search under it")
+    p.add_argument("--captured", type=Path,
+                   help="inventory of the traces captured here (results/traces/captured.csv): "
+                        "the CPU captures' hook overhead")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=world_size)
@@ -122,6 +137,27 @@ def _architecture_runs(path: Path | None) -> list[dict] | None:
     return load_runs(path)
 
 
+def _headline_models(runs: list[list[str]]):
+    if not runs:
+        return None
+    from gradsched.report.headline import read_model_runs
+
+    return read_model_runs([(kind, Path(path)) for kind, path in runs])
+
+
+def _calibrated(paths: list[Path]):
+    """Replay results of rule ``replay_calibrated`` as one long frame; case =
+    ``<compute>/<link>-p<P>`` from the path."""
+    if not paths:
+        return None
+    import pandas as pd
+
+    from gradsched.intermediates import REPLAY, read_intermediate
+
+    return pd.concat([read_intermediate(p, (REPLAY,)).assign(case=f"{p.parent.name}/{p.stem}")
+                      for p in paths], ignore_index=True)
+
+
 def _macros(args: argparse.Namespace) -> int:
     from gradsched.report.macros import Headline, all_macros, write_macros
     from gradsched.traces.bundle import CommTrace, ComputeTrace
@@ -135,9 +171,15 @@ def _macros(args: argparse.Namespace) -> int:
                         _read(args.gpu_corrections),
                         {path.name.removesuffix(".meta.json"): _read_json(path)
                          for path in args.gpu_capture},
-                        [ComputeTrace.load(path) for path in args.compute_trace],
-                        [CommTrace.load(path) for path in args.sweep],
-                        None if args.burst_sweep is None else CommTrace.load(args.burst_sweep))
+                        compute_traces=[ComputeTrace.load(path) for path in args.compute_trace],
+                        sweeps=[CommTrace.load(path) for path in args.sweep],
+                        burst_sweep=None if args.burst_sweep is None
+                        else CommTrace.load(args.burst_sweep),
+                        reexec_iterations=_read(args.reexec_iterations),
+                        headline_models=_headline_models(args.headline_model),
+                        headline_comm=args.headline_comm,
+                        calibrated=_calibrated(args.calibrated_replay),
+                        captured=_read(args.captured))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")

@@ -1,4 +1,5 @@
-"""``gradsched report table`` and ``forward``: tables as LaTeX (booktabs) and Markdown.
+"""``gradsched report table``, ``forward`` and ``headline-models``: tables as LaTeX
+(booktabs) and Markdown.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from gradsched.report.tables import TABLES
 
 
 def register(rsub: argparse._SubParsersAction) -> None:
-    """Add ``table`` and ``forward``."""
+    """Add ``table``, ``forward`` and ``headline-models``."""
     p = rsub.add_parser("table", help="write one table as LaTeX (booktabs) and Markdown")
     p.add_argument("name", choices=sorted(TABLES))
     p.add_argument("--input", nargs="+", type=Path, required=True)
@@ -33,6 +34,16 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--md", type=output_file, required=True)
     p.add_argument("--title", default="")
     p.set_defaults(func=columns_named(_forward))
+
+    p = rsub.add_parser("headline-models", help="planner ranking of one case under each "
+                        "fitted comm model kind (replay CSVs, one per kind)")
+    p.add_argument("--run", nargs=2, action="append", required=True, metavar=("KIND", "CSV"),
+                   help="model kind (alpha-beta, piecewise, interp) and the replay CSV made "
+                        "with its fitted model (repeatable)")
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--title", default="")
+    p.set_defaults(func=columns_named(_headline_models))
 
 
 def _table(args: argparse.Namespace) -> int:
@@ -58,5 +69,14 @@ def _forward(args: argparse.Namespace) -> int:
             raise ConfigError(f"--run {ratio!r}: the ratio must be a number") from None
         runs.append((check_ratio(value), Path(path)))
     table = write_forward_table(runs, args.tex, args.md, title=args.title)
+    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _headline_models(args: argparse.Namespace) -> int:
+    from gradsched.report.headline import write_model_table
+
+    table = write_model_table([(kind, Path(path)) for kind, path in args.run], args.tex,
+                              args.md, title=args.title)
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
     return 0
