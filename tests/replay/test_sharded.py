@@ -157,7 +157,7 @@ def test_plan_json_round_trip_and_refusals(tmp_path) -> None:
     plan.save(tmp_path / "p.json")
     assert ShardedPlan.load(tmp_path / "p.json") == plan
     split = ShardedPlan("x", (Unit(("blocks.1.l0.weight",)),))
-    with pytest.raises(InputError, match="splits a layer|contiguous"):
+    with pytest.raises(InputError, match=r"splits a layer|contiguous"):
         replay_sharded(trace, ShardedPlan("x", (Unit(("blocks.0.l0.weight",
                                                       "blocks.1.l1.weight")),)),
                        AlphaBetaModel(1e-3, 1e-6), P)
