@@ -171,3 +171,32 @@ def _unit(raw: Any, index: int, source: str) -> Unit:
         raise InputError(f"{where}.reshard_after_forward must be true or false", path=source,
                          field=f"{where}.reshard_after_forward")
     return Unit(tensors=tuple(tensors), reshard_after_forward=reshard)
+
+
+def covering_modules(unit_tensors: Sequence[str], all_tensors: Sequence[str]) -> list[str]:
+    """The fewest module names whose parameters are exactly ``unit_tensors`` (tensor names
+    ``<module>.<param>``, modules from the dotted prefixes): a module is named instead of
+    its children when every tensor under it is in the unit. In first-tensor order; ``""``
+    is the model itself."""
+    unit = set(unit_tensors)
+    under: dict[str, set[str]] = {}
+    for name in all_tensors:
+        parts = name.split(".")
+        for i in range(len(parts)):
+            under.setdefault(".".join(parts[:i]), set()).add(name)
+    chosen: list[str] = []
+    for name in unit_tensors:
+        parts = name.split(".")
+        first = 0 if len(parts) == 1 else 1  # the model itself only for its own tensors
+        for i in range(first, len(parts)):
+            prefix = ".".join(parts[:i])
+            if under.get(prefix, {name}) <= unit:
+                if prefix not in chosen and not any(
+                        prefix.startswith(f"{c}.") for c in chosen if c):
+                    chosen.append(prefix)
+                break
+        else:
+            owner = ".".join(parts[:-1])
+            raise InputError(f"module {owner!r} has parameters inside and outside the unit of "
+                             f"{name!r}; FSDP2 shards whole modules", field="tensors")
+    return chosen

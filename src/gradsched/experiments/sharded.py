@@ -3,7 +3,9 @@ depth under a memory cap, and the comparison of every sharded planner on one cas
 
 **The optimum.** Candidates: every grouping of consecutive blocks into units
 (``2^(n-1)`` for ``n`` blocks; the root stays the root), ``reshard_after_forward`` for all
-units or none, and forward and backward prefetch depths ``0..max_prefetch``. Each is
+units or none, a forward prefetch depth ``0..max_prefetch`` and a backward one
+``1..max_prefetch`` (FSDP2 always prefetches one unit in backward; see
+:mod:`gradsched.runtime.fsdp2`). Each is
 replayed (:func:`gradsched.replay.sharded.replay_sharded`, the plan's own model); the
 fastest whose ``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties: fewer units,
 then smaller peak, then the enumeration order). Exact within that space, by exhaustion; a
@@ -71,9 +73,10 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     best: tuple[tuple[float, int, float], Scored] | None = None
     smallest_peak = np.inf
     depths = range(max_prefetch + 1)
+    backward_depths = range(1, max(max_prefetch, 1) + 1)
     for ends in groupings(len(blocks)):
         ranges = merge_blocks(blocks, ends)
-        for reshard, fwd, bwd in itertools.product((True, False), depths, depths):
+        for reshard, fwd, bwd in itertools.product((True, False), depths, backward_depths):
             plan = ShardedPlan(algorithm=OPTIMUM, units=units_from_ranges(seq, ranges, reshard),
                                forward_prefetch=fwd, backward_prefetch=bwd,
                                knobs={"memory_cap_bytes": memory_cap_bytes,
