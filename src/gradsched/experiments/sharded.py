@@ -30,8 +30,9 @@ from gradsched.planners.sharded import (
     merge_blocks,
     units_from_ranges,
 )
-from gradsched.replay.sharded import Semantics, ShardedReplay, replay_sharded
+from gradsched.replay.sharded import Semantics, ShardedReplay, replay_layout, replay_sharded
 from gradsched.replay.sharded_bounds import sharded_lower_bound_s
+from gradsched.replay.sharded_layout import layout_from_ranges
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import block_ranges, layer_seq
 
@@ -70,29 +71,69 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                           f"enumerates at most {MAX_GROUPINGS}")
     if max_prefetch < 0:
         raise ConfigError(f"max_prefetch must be >= 0, got {max_prefetch}")
-    best: tuple[tuple[float, int, float], Scored] | None = None
+    best: tuple[tuple[float, int, float], tuple[list[tuple[int, int]], bool, int, int]] | None
+    best = None
     smallest_peak = np.inf
     depths = range(max_prefetch + 1)
     backward_depths = range(1, max(max_prefetch, 1) + 1)
+    ag, rs = _range_times(seq, blocks, model, world_size)
+    root = float(seq.nbytes.sum()) - sum(float(seq.nbytes[a:b + 1].sum()) for a, b in blocks)
+    root_t = _times_of(model, root, world_size)
     for ends in groupings(len(blocks)):
         ranges = merge_blocks(blocks, ends)
+        starts = [0, *ends[:-1].tolist()]
+        pairs = list(zip(starts, (ends - 1).tolist(), strict=True))
+        ag_u = np.asarray([ag[a, b] for a, b in pairs] + [root_t[0]])
+        rs_u = np.asarray([rs[a, b] for a, b in pairs] + [root_t[1]])
         for reshard, fwd, bwd in itertools.product((True, False), depths, backward_depths):
-            plan = ShardedPlan(algorithm=OPTIMUM, units=units_from_ranges(seq, ranges, reshard),
-                               forward_prefetch=fwd, backward_prefetch=bwd,
-                               knobs={"memory_cap_bytes": memory_cap_bytes,
-                                      "max_prefetch": max_prefetch, "semantics": semantics})
-            result = replay_sharded(trace, plan, model, world_size, semantics=semantics)
+            layout = layout_from_ranges(seq, ranges, (reshard,) * len(ranges))
+            result = replay_layout(seq, layout, fwd, bwd, ag_u, rs_u, world_size,
+                                   blocking=semantics == "blocking")
             smallest_peak = min(smallest_peak, result.gathered_peak_bytes)
             if memory_cap_bytes is not None and result.gathered_peak_bytes > memory_cap_bytes:
                 continue
             key = (result.iteration_s, len(ranges), result.gathered_peak_bytes)
             if best is None or key < best[0]:
-                best = (key, Scored(plan, result))
+                best = (key, (ranges, reshard, fwd, bwd))
     if best is None:
         raise ConfigError(f"no sharded plan fits the memory cap of {memory_cap_bytes:.4g} bytes: "
                           f"the smallest peak of gathered parameters and gradients is "
                           f"{smallest_peak:.4g} bytes")
-    return best[1]
+    ranges, reshard, fwd, bwd = best[1]
+    plan = ShardedPlan(algorithm=OPTIMUM, units=units_from_ranges(seq, ranges, reshard),
+                       forward_prefetch=fwd, backward_prefetch=bwd,
+                       knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
+                              "semantics": semantics})
+    return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics))
+
+
+def _times_of(model: CommModel, nbytes: float, world: int) -> tuple[float, float]:
+    """(all-gather, reduce-scatter) seconds of one message; none on one rank or 0 bytes."""
+    if world <= 1 or nbytes <= 0:
+        return 0.0, 0.0
+    m = np.asarray([nbytes])
+    return (float(model.times("all_gather", m, world)[0]),
+            float(model.times("reduce_scatter", m, world)[0]))
+
+
+def _range_times(seq, blocks: list[tuple[int, int]], model: CommModel,
+                 world: int) -> tuple[np.ndarray, np.ndarray]:
+    """All-gather and reduce-scatter seconds of every run of blocks ``a..b`` (one
+    vectorised model call per collective)."""
+    n = len(blocks)
+    prefix = np.concatenate([[0.0], np.cumsum(seq.nbytes)])
+    sizes = np.zeros((n, n))
+    for a in range(n):
+        for b in range(a, n):
+            sizes[a, b] = prefix[blocks[b][1] + 1] - prefix[blocks[a][0]]
+    flat = sizes[np.triu_indices(n)]
+    out = []
+    for collective in ("all_gather", "reduce_scatter"):
+        table = np.zeros((n, n))
+        if world > 1:
+            table[np.triu_indices(n)] = model.times(collective, flat, world)
+        out.append(table)
+    return out[0], out[1]
 
 
 CASE_COLUMNS = ("algorithm", "n_units", "forward_prefetch", "backward_prefetch",

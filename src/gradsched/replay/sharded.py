@@ -133,19 +133,23 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
         raise ConfigError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
     seq = layer_seq(trace)
     layout = unit_layout(plan, seq, trace.path)
-    return _replay(seq, layout, plan.forward_prefetch, plan.backward_prefetch, model,
-                   world_size, semantics == "blocking")
-
-
-def _replay(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int, model: CommModel,
-            world: int, blocking: bool) -> ShardedReplay:
     sizes = np.append(layout.unit_bytes, layout.root_bytes)
-    ag = _times(model, "all_gather", sizes, world)
-    rs = _times(model, "reduce_scatter", sizes, world)
+    return replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
+                         _times(model, "all_gather", sizes, world_size),
+                         _times(model, "reduce_scatter", sizes, world_size), world_size,
+                         blocking=semantics == "blocking")
+
+
+def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
+                  ag: np.ndarray, rs: np.ndarray, world: int, *,
+                  blocking: bool) -> ShardedReplay:
+    """The replay of a checked layout with its all-gather and reduce-scatter times given
+    (``ag[k]``, ``rs[k]`` per unit, the root's last), for searches that replay many plans."""
     run = _Run(blocking)
-    root_ready = _forward(seq, layout, depth_f, ag, run)
+    runs = _runs(seq, layout)
+    root_ready = _forward(runs, layout, depth_f, ag, run)
     forward_end = run.t
-    rs_end = _backward(seq, layout, depth_b, ag, rs, run, root_ready)
+    rs_end = _backward(runs, layout, depth_b, ag, rs, run, root_ready)
     backward_end = run.t
     run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world, 1)
     compute = float(seq.forward_s.sum() + seq.backward_s.sum() + seq.update_s.sum() / world)
@@ -157,8 +161,23 @@ def _replay(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int, model
                          n_collectives=run.count)
 
 
-def _forward(seq: LayerSeq, layout: UnitLayout, depth: int, ag: np.ndarray,
-             run: _Run) -> float:
+def _runs(seq: LayerSeq, layout: UnitLayout) -> list[tuple[int, float, float]]:
+    """Maximal runs of consecutive layers with one owner, forward order: (owner, forward
+    seconds, backward seconds). A unit is one run (its layers are contiguous); between
+    them the root's layers form runs of their own. Nothing inside a run waits for a
+    collective, so the replay steps from run to run."""
+    runs: list[tuple[int, float, float]] = []
+    start = 0
+    for j in range(1, seq.n + 1):
+        if j == seq.n or layout.owner[j] != layout.owner[start]:
+            runs.append((int(layout.owner[start]), float(seq.forward_s[start:j].sum()),
+                         float(seq.backward_s[start:j].sum())))
+            start = j
+    return runs
+
+
+def _forward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
+             ag: np.ndarray, run: _Run) -> float:
     """Forward pass; returns when the root's all-gather ended (``-inf`` without a root)."""
     n_units = len(layout.ranges)
     gathered = np.full(n_units, np.nan)  # end of each unit's forward all-gather
@@ -166,44 +185,40 @@ def _forward(seq: LayerSeq, layout: UnitLayout, depth: int, ag: np.ndarray,
     if layout.root_bytes > 0:
         run.alloc(run.t, layout.root_bytes)
         root_ready = run.issue(ag[-1], layout.root_bytes)
-    for j in range(seq.n):
-        k = int(layout.owner[j])
+    for k, forward_s, _ in runs:
         wait = root_ready
         if k != ROOT:
-            if j == layout.ranges[k][0]:
-                for target in range(k, min(k + depth, n_units - 1) + 1):
-                    if np.isnan(gathered[target]):
-                        run.alloc(run.t, layout.unit_bytes[target])
-                        gathered[target] = run.issue(ag[target], layout.unit_bytes[target])
+            for target in range(k, min(k + depth, n_units - 1) + 1):
+                if np.isnan(gathered[target]):
+                    run.alloc(run.t, layout.unit_bytes[target])
+                    gathered[target] = run.issue(ag[target], layout.unit_bytes[target])
             wait = gathered[k]
-        run.t = max(run.t, wait) + float(seq.forward_s[j])
-        if k != ROOT and j == layout.ranges[k][1] and layout.reshard[k]:
+        run.t = max(run.t, wait) + forward_s
+        if k != ROOT and layout.reshard[k]:
             run.free(run.t, layout.unit_bytes[k])
     return root_ready
 
 
-def _backward(seq: LayerSeq, layout: UnitLayout, depth: int, ag: np.ndarray, rs: np.ndarray,
-              run: _Run, root_ready: float) -> float:
+def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
+              ag: np.ndarray, rs: np.ndarray, run: _Run, root_ready: float) -> float:
     """Backward pass; returns when the last reduce-scatter ends."""
     n_units = len(layout.ranges)
     gathered = np.full(n_units, -math.inf)  # backward all-gather ends (-inf: not needed)
     issued = [not r for r in layout.reshard]
     last_rs = run.t
     run.alloc(run.t, layout.root_bytes)  # root gradients, from the start of backward
-    for j in range(seq.n - 1, -1, -1):
-        k = int(layout.owner[j])
+    for k, _, backward_s in reversed(runs):
         wait = root_ready
         if k != ROOT:
-            if j == layout.ranges[k][1]:
-                run.alloc(run.t, layout.unit_bytes[k])  # this unit's unsharded gradients
-                for target in range(k, max(k - depth, 0) - 1, -1):
-                    if not issued[target]:
-                        issued[target] = True
-                        run.alloc(run.t, layout.unit_bytes[target])
-                        gathered[target] = run.issue(ag[target], layout.unit_bytes[target])
+            run.alloc(run.t, layout.unit_bytes[k])  # this unit's unsharded gradients
+            for target in range(k, max(k - depth, 0) - 1, -1):
+                if not issued[target]:
+                    issued[target] = True
+                    run.alloc(run.t, layout.unit_bytes[target])
+                    gathered[target] = run.issue(ag[target], layout.unit_bytes[target])
             wait = gathered[k]
-        run.t = max(run.t, wait) + float(seq.backward_s[j])
-        if k != ROOT and j == layout.ranges[k][0]:
+        run.t = max(run.t, wait) + backward_s
+        if k != ROOT:
             run.free(run.t, layout.unit_bytes[k])  # gathered parameters, after backward
             last_rs = run.issue(rs[k], layout.unit_bytes[k])
             run.free(last_rs, layout.unit_bytes[k])  # gradients, once reduce-scattered

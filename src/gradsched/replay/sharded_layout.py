@@ -55,3 +55,16 @@ def unit_layout(plan: ShardedPlan, seq: LayerSeq, source: str | None = None) -> 
                       reshard=tuple(u.reshard_after_forward for u in plan.units),
                       unit_bytes=unit_bytes,
                       root_bytes=float(seq.nbytes[owner == ROOT].sum()))
+
+
+def layout_from_ranges(seq: LayerSeq, ranges: list[tuple[int, int]],
+                       reshard: tuple[bool, ...]) -> UnitLayout:
+    """The layout of units given as disjoint, increasing (first, last) layer ranges, for
+    searches that build valid layouts themselves (no tensor-name checks)."""
+    owner = np.full(seq.n, ROOT, dtype=np.int64)
+    for k, (first, last) in enumerate(ranges):
+        owner[first:last + 1] = k
+    prefix = np.concatenate([[0.0], np.cumsum(seq.nbytes)])
+    unit_bytes = np.asarray([prefix[b + 1] - prefix[a] for a, b in ranges], dtype=float)
+    return UnitLayout(owner=owner, ranges=tuple(ranges), reshard=reshard,
+                      unit_bytes=unit_bytes, root_bytes=float(seq.nbytes[owner == ROOT].sum()))
