@@ -125,8 +125,10 @@ def paper_includes():
     source = Path("paper/main.tex")
     if not source.is_file():  # a working copy without the paper (e.g. the smoke test)
         return []
-    text = "\n".join(p.read_text(encoding="utf-8")
-                     for p in [source, *sorted(Path("paper/sections").glob("*.tex"))])
+    text = "\n".join(
+        p.read_text(encoding="utf-8")
+        for p in [source, *sorted(Path("paper/sections").glob("*.tex"))]
+    )
     figures = re.findall(r"\\includegraphics(?:\[[^\]]*\])?\{(figures/[^}]+)\}", text)
     tables = re.findall(r"\\input\{(tables/[^}]+)\}", text)
     return sorted(
@@ -137,7 +139,8 @@ def paper_includes():
 
 PAPER_INPUTS = (
     ["paper/main.tex", "paper/references.bib", f"{GEN}/macros.tex"]
-    + sorted(glob.glob("paper/sections/*.tex")) + [f"{GEN}/scaling-macros.tex"]
+    + sorted(glob.glob("paper/sections/*.tex"))
+    + [f"{GEN}/scaling-macros.tex"]
     + figure_files()
     + table_files()
     + [f for f in paper_includes() if f not in figure_files() + table_files()]

@@ -7,8 +7,16 @@ def sharded_cases():
     """(name, compute CSV, network, comm, P, semantics) of config `sharded_replay`."""
     out = []
     for case in (config.get("sharded_replay") or {}).get("cases", []):
-        out.append((case["compute"], compute_path(case["compute"]), case["network"],
-                    case["comm"], int(case["world_size"]), case.get("semantics", "streams")))
+        out.append(
+            (
+                case["compute"],
+                compute_path(case["compute"]),
+                case["network"],
+                case["comm"],
+                int(case["world_size"]),
+                case.get("semantics", "streams"),
+            )
+        )
     return out
 
 
