@@ -21,6 +21,8 @@ include: "workflow/rules/tables.smk"
 include: "workflow/rules/topology.smk"
 # All-reduce vs parameter servers: the ps-replay table (in `all` via TABLES; before paper).
 include: "workflow/rules/ps.smk"
+# Sharded data parallelism (FSDP2 units and prefetch): the sharded table (in `all` via TABLES).
+include: "workflow/rules/sharded.smk"
 include: "workflow/rules/paper.smk"
 # Collective algorithms: figures/tables from the committed sweeps are in `all`;
 # re-measuring (`collectives_measure`) is not.

@@ -18,6 +18,8 @@
     gradsched report topology-replay-table --input topo-replay.csv --tex T.tex --md T.md
     gradsched report scaling-check --spec config/published-scaling.yaml -o scaling.csv
     gradsched report scaling-table --input scaling.csv --tex T.tex --md T.md
+    gradsched report sharded --case NAME COMPUTE NETWORK COMM P SEMANTICS ... -o sharded.csv
+    gradsched report sharded-table --input sharded.csv --tex T.tex --md T.md
     gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
         [--skip CHECK CASE REASON] -o compare.csv
 
@@ -38,6 +40,7 @@ from gradsched.commands.report import (
     figures,
     paper,
     scaling,
+    sharded,
     tables,
     topology,
 )
@@ -53,5 +56,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     architectures.register(rsub)
     paper.register_captions(rsub)
     scaling.register(rsub)
+    sharded.register(rsub)
     paper.register(rsub)
     compare.register(rsub)

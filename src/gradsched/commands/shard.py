@@ -1,0 +1,197 @@
+"""``gradsched shard compare|plan|run``: sharded data parallelism (FSDP2 / ZeRO-3 units).
+
+    gradsched shard compare --compute TRACE.csv --comm SWEEP.csv --world-size 2 \\
+        [--semantics streams|blocking] [--memory-cap 600M] [--plans-dir DIR] [-o OUT.csv]
+    gradsched shard plan --compute TRACE.csv --comm SWEEP.csv --world-size 2 \\
+        --algorithm fsdp2|fsdp2-saturation|fsdp2-cap|sharded-optimum [--knob k=v] \\
+        [--memory-cap 600M] -o plan.json
+    gradsched shard run --model resnet18 --batch-size 4 --world-size 2 \\
+        --plan a.json --plan b.json [--cluster tbf1gbit] [--rounds 3] [--iters 5] -o OUT.csv
+
+``compare`` replays every sharded planner and the exact optimum
+(:mod:`gradsched.experiments.sharded`) against the lower bound; ``plan`` writes one plan
+and prints the ``fully_shard`` layout; ``run`` runs plans with stock FSDP2 on gloo
+(:mod:`gradsched.runtime.fsdp2`), rounds interleaved in random order.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gradsched.commands._args import integer, positive_seconds, size
+from gradsched.commands._outputs import output_file, output_folder
+from gradsched.limits import MAX_RANKS
+
+SEMANTICS_HELP = ("streams: collectives on their own streams (GPU, NCCL); blocking: the host "
+                  "waits for each collective (FSDP2 on CPU with gloo)")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--compute", required=True, help="compute trace CSV")
+    p.add_argument("--comm", required=True,
+                   help="comm sweep CSV, fitted model JSON or inline alpha-beta, as for replay")
+    p.add_argument("--world-size", type=integer(1, MAX_RANKS), required=True)
+    p.add_argument("--semantics", choices=("streams", "blocking"), default="streams",
+                   help=SEMANTICS_HELP)
+    p.add_argument("--memory-cap", type=size(), default=None,
+                   help="cap on the gathered parameters and gradients in flight per rank "
+                        "(bytes, e.g. 600M), for the optimum")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("shard", help="sharded data parallelism: FSDP2 units and prefetch")
+    ssub = parser.add_subparsers(dest="shard_command", required=True)
+
+    p = ssub.add_parser("compare", help="replay every sharded planner and the optimum")
+    _common(p)
+    p.add_argument("--plans-dir", type=output_folder, default=None,
+                   help="write each planner's plan JSON here")
+    p.add_argument("-o", "--output", type=output_file, default=None, help="table CSV")
+    p.set_defaults(func=_compare)
+
+    p = ssub.add_parser("plan", help="one sharded plan, and its fully_shard layout")
+    _common(p)
+    p.add_argument("--algorithm", required=True,
+                   help="fsdp2, fsdp2-saturation, fsdp2-cap or sharded-optimum")
+    p.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
+                   help="planner knob (e.g. unit_mb=50, forward_prefetch=2)")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="plan JSON")
+    p.set_defaults(func=_plan)
+
+    p = ssub.add_parser("run", help="run sharded plans with stock FSDP2 (gloo)")
+    p.add_argument("--model", required=True, help="zoo model (gradsched capture --help)")
+    p.add_argument("--batch-size", type=integer(1, 1 << 20), required=True)
+    p.add_argument("--seq-len", type=integer(1, 1 << 20), default=None)
+    p.add_argument("--world-size", type=integer(2, MAX_RANKS), required=True)
+    p.add_argument("--plan", action="append", required=True, help="sharded plan JSON")
+    p.add_argument("--cluster", default=None,
+                   help="emulated cluster network (e.g. tbf1gbit; needs root); none: loopback")
+    p.add_argument("--rounds", type=integer(1, 100), default=3)
+    p.add_argument("--iters", type=integer(1, 10_000), default=5)
+    p.add_argument("--warmup", type=integer(1, 10_000), default=1)
+    p.add_argument("--timeout", type=positive_seconds, default=300.0, help="seconds per collective")
+    p.add_argument("-o", "--output", type=output_file, default=None,
+                   help="CSV: one row per plan and timed iteration")
+    p.set_defaults(func=_run)
+
+
+def _inputs(args: argparse.Namespace):
+    from gradsched.costmodel.base import load_comm_spec
+    from gradsched.traces.bundle import ComputeTrace
+
+    return ComputeTrace.load(args.compute), load_comm_spec(args.comm)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from gradsched.experiments.sharded import compare
+    from gradsched.io import write_csv_atomic
+
+    trace, model = _inputs(args)
+    rows = compare(trace, model, args.world_size, semantics=args.semantics,
+                   memory_cap_bytes=args.memory_cap)
+    frame = pd.DataFrame(rows)
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if args.output is not None:
+        write_csv_atomic(args.output, frame)
+    if args.plans_dir is not None:
+        _write_plans(args, trace, model, [str(r["algorithm"]) for r in rows])
+    return 0
+
+
+def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None):
+    from gradsched.experiments.sharded import OPTIMUM, optimum
+    from gradsched.planners.sharded import make_sharded_plan
+
+    if name == OPTIMUM:
+        if knobs:
+            raise SystemExit(f"gradsched: {OPTIMUM} takes --memory-cap and --semantics, no knobs")
+        return optimum(trace, model, args.world_size, semantics=args.semantics,
+                       memory_cap_bytes=args.memory_cap).plan
+    return make_sharded_plan(name, trace, model, args.world_size, knobs)
+
+
+def _write_plans(args: argparse.Namespace, trace, model, names: list[str]) -> None:
+    from gradsched.staging import Staging
+
+    with Staging() as staging:
+        folder = staging.folder(Path(args.plans_dir))
+        for name in names:
+            _one_plan(args, trace, model, name).save(folder / f"{name}.json")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from gradsched.errors import ConfigError
+    from gradsched.replay.sharded import replay_sharded
+
+    trace, model = _inputs(args)
+    knobs = {}
+    for item in args.knob:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--knob {item!r}: expected NAME=VALUE")
+        knobs[key.strip()] = value.strip()
+    plan = _one_plan(args, trace, model, args.algorithm, knobs)
+    result = replay_sharded(trace, plan, model, args.world_size, semantics=args.semantics)
+    plan.save(args.output)
+    print(f"{plan.algorithm}: {plan.n_units} units (+ root), forward prefetch "
+          f"{plan.forward_prefetch}, backward prefetch {plan.backward_prefetch}; predicted "
+          f"{result.iteration_s:.4g} s per iteration, peak of gathered parameters and gradients "
+          f"{result.gathered_peak_bytes / 2**20:.4g} MiB -> {args.output}")
+    print(fully_shard_lines(plan, trace.names))
+    return 0
+
+
+def fully_shard_lines(plan, names) -> str:
+    """The FSDP2 calls that apply ``plan`` (the fewest modules covering each unit, from the
+    trace's tensor names ``names``)."""
+    from gradsched.plan_sharded import covering_modules
+
+    lines = []
+    for k, unit in enumerate(plan.units):
+        mods = covering_modules(unit.tensors, names)
+        ref = ", ".join(f"model.get_submodule({m!r})" for m in mods)
+        lines.append(f"u{k} = [{ref}]")
+        lines.append(f"fully_shard(u{k}, reshard_after_forward={unit.reshard_after_forward})")
+    lines.append("fully_shard(model)")
+    n = plan.n_units
+    for k in range(n):
+        ahead = [f"u{j}[0]" for j in range(k + 1, min(k + plan.forward_prefetch, n - 1) + 1)]
+        if ahead:
+            lines.append(f"u{k}[0].set_modules_to_forward_prefetch([{', '.join(ahead)}])")
+        behind = [f"u{j}[0]" for j in range(k - 1, max(k - plan.backward_prefetch, 0) - 1, -1)]
+        if behind:
+            lines.append(f"u{k}[0].set_modules_to_backward_prefetch([{', '.join(behind)}])")
+    return "\n".join(lines)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import statistics
+
+    import pandas as pd
+
+    from gradsched.distributed import DistributedError
+    from gradsched.io import write_csv_atomic
+    from gradsched.plan_sharded import ShardedPlan
+    from gradsched.runtime.fsdp2 import run_plans
+
+    plans = [ShardedPlan.load(p) for p in args.plan]
+    pooled, groups = run_plans(plans, model=args.model, batch_size=args.batch_size,
+                       world_size=args.world_size, rounds=args.rounds, iters=args.iters,
+                       warmup=args.warmup, cluster=args.cluster, seq_len=args.seq_len,
+                       timeout_s=args.timeout)
+    rows = []
+    for path, plan, times, grouped in zip(args.plan, plans, pooled, groups, strict=True):
+        expected = [sorted(u.tensors) for u in plan.units]
+        if grouped != expected:
+            raise DistributedError(f"{path}: FSDP2 grouped the parameters differently from the "
+                                   "plan's units")
+        print(f"{plan.algorithm} ({path}): median {statistics.median(times):.4g} s over "
+              f"{len(times)} iterations")
+        rows += [{"plan": str(path), "algorithm": plan.algorithm, "iteration": i,
+                  "iteration_s": t} for i, t in enumerate(times)]
+    if args.output is not None:
+        write_csv_atomic(args.output, pd.DataFrame(rows))
+    return 0

@@ -1,0 +1,166 @@
+"""Sharded data parallelism: the exact optimum of unit grouping, resharding and prefetch
+depth under a memory cap, and the comparison of every sharded planner on one case.
+
+**The optimum.** Candidates: every grouping of consecutive blocks into units
+(``2^(n-1)`` for ``n`` blocks; the root stays the root), ``reshard_after_forward`` for all
+units or none, a forward prefetch depth ``0..max_prefetch`` and a backward one
+``1..max_prefetch`` (FSDP2 always prefetches one unit in backward; see
+:mod:`gradsched.runtime.fsdp2`). Each is
+replayed (:func:`gradsched.replay.sharded.replay_sharded`, the plan's own model); the
+fastest whose ``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties: fewer units,
+then smaller peak, then the enumeration order). Exact within that space, by exhaustion; a
+model with more than :data:`MAX_GROUPINGS` groupings is refused rather than searched
+partially. A cap that no candidate meets is an error that names the smallest peak found.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradsched.costmodel.base import CommModel
+from gradsched.errors import ConfigError, InputError
+from gradsched.plan_sharded import ShardedPlan
+from gradsched.planners.sharded import (
+    SHARDED_PLANNERS,
+    make_sharded_plan,
+    merge_blocks,
+    units_from_ranges,
+)
+from gradsched.replay.sharded import Semantics, ShardedReplay, replay_layout, replay_sharded
+from gradsched.replay.sharded_bounds import sharded_lower_bound_s
+from gradsched.replay.sharded_layout import layout_from_ranges
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.layers import block_ranges, layer_seq
+
+MAX_GROUPINGS = 4096
+"""Largest number of block groupings the exhaustive optimum enumerates (13 blocks)."""
+OPTIMUM = "sharded-optimum"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A candidate plan and its replay."""
+
+    plan: ShardedPlan
+    replay: ShardedReplay
+
+
+def groupings(n_blocks: int) -> Iterable[np.ndarray]:
+    """Every grouping of ``n_blocks`` consecutive blocks, as exclusive end indices."""
+    for cuts in itertools.product((False, True), repeat=max(n_blocks - 1, 0)):
+        inner = [i + 1 for i, cut in enumerate(cuts) if cut]
+        yield np.asarray([*inner, n_blocks], dtype=np.int64)
+
+
+def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
+            semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
+            max_prefetch: int = 2) -> Scored:
+    """The exact optimum (module docstring)."""
+    seq = layer_seq(trace)
+    blocks = block_ranges(seq)
+    if not blocks:
+        raise InputError("no blocks to group: every tensor belongs to the root (names without "
+                         "a numeric path component)", path=trace.path, field="name")
+    count = 2 ** (len(blocks) - 1)
+    if count > MAX_GROUPINGS:
+        raise ConfigError(f"{len(blocks)} blocks give {count} groupings; the exhaustive optimum "
+                          f"enumerates at most {MAX_GROUPINGS}")
+    if max_prefetch < 0:
+        raise ConfigError(f"max_prefetch must be >= 0, got {max_prefetch}")
+    best: tuple[tuple[float, int, float], tuple[list[tuple[int, int]], bool, int, int]] | None
+    best = None
+    smallest_peak = np.inf
+    depths = range(max_prefetch + 1)
+    backward_depths = range(1, max(max_prefetch, 1) + 1)
+    ag, rs = _range_times(seq, blocks, model, world_size)
+    root = float(seq.nbytes.sum()) - sum(float(seq.nbytes[a:b + 1].sum()) for a, b in blocks)
+    root_t = _times_of(model, root, world_size)
+    for ends in groupings(len(blocks)):
+        ranges = merge_blocks(blocks, ends)
+        starts = [0, *ends[:-1].tolist()]
+        pairs = list(zip(starts, (ends - 1).tolist(), strict=True))
+        ag_u = np.asarray([ag[a, b] for a, b in pairs] + [root_t[0]])
+        rs_u = np.asarray([rs[a, b] for a, b in pairs] + [root_t[1]])
+        for reshard, fwd, bwd in itertools.product((True, False), depths, backward_depths):
+            layout = layout_from_ranges(seq, ranges, (reshard,) * len(ranges))
+            result = replay_layout(seq, layout, fwd, bwd, ag_u, rs_u, world_size,
+                                   blocking=semantics == "blocking")
+            smallest_peak = min(smallest_peak, result.gathered_peak_bytes)
+            if memory_cap_bytes is not None and result.gathered_peak_bytes > memory_cap_bytes:
+                continue
+            key = (result.iteration_s, len(ranges), result.gathered_peak_bytes)
+            if best is None or key < best[0]:
+                best = (key, (ranges, reshard, fwd, bwd))
+    if best is None:
+        raise ConfigError(f"no sharded plan fits the memory cap of {memory_cap_bytes:.4g} bytes: "
+                          f"the smallest peak of gathered parameters and gradients is "
+                          f"{smallest_peak:.4g} bytes")
+    ranges, reshard, fwd, bwd = best[1]
+    plan = ShardedPlan(algorithm=OPTIMUM, units=units_from_ranges(seq, ranges, reshard),
+                       forward_prefetch=fwd, backward_prefetch=bwd,
+                       knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
+                              "semantics": semantics})
+    return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics))
+
+
+def _times_of(model: CommModel, nbytes: float, world: int) -> tuple[float, float]:
+    """(all-gather, reduce-scatter) seconds of one message; none on one rank or 0 bytes."""
+    if world <= 1 or nbytes <= 0:
+        return 0.0, 0.0
+    m = np.asarray([nbytes])
+    return (float(model.times("all_gather", m, world)[0]),
+            float(model.times("reduce_scatter", m, world)[0]))
+
+
+def _range_times(seq, blocks: list[tuple[int, int]], model: CommModel,
+                 world: int) -> tuple[np.ndarray, np.ndarray]:
+    """All-gather and reduce-scatter seconds of every run of blocks ``a..b`` (one
+    vectorised model call per collective)."""
+    n = len(blocks)
+    prefix = np.concatenate([[0.0], np.cumsum(seq.nbytes)])
+    sizes = np.zeros((n, n))
+    for a in range(n):
+        for b in range(a, n):
+            sizes[a, b] = prefix[blocks[b][1] + 1] - prefix[blocks[a][0]]
+    flat = sizes[np.triu_indices(n)]
+    out = []
+    for collective in ("all_gather", "reduce_scatter"):
+        table = np.zeros((n, n))
+        if world > 1:
+            table[np.triu_indices(n)] = model.times(collective, flat, world)
+        out.append(table)
+    return out[0], out[1]
+
+
+CASE_COLUMNS = ("algorithm", "n_units", "forward_prefetch", "backward_prefetch",
+                "reshard_after_forward", "iteration_s", "compute_s", "exposed_comm_s",
+                "gathered_peak_bytes", "resident_bytes", "n_collectives", "lower_bound_s")
+
+
+def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
+            algorithms: Sequence[str] = (*SHARDED_PLANNERS, OPTIMUM),
+            semantics: Semantics = "streams",
+            memory_cap_bytes: float | None = None) -> list[dict[str, object]]:
+    """One row per algorithm (``CASE_COLUMNS``): its plan replayed, and the lower bound."""
+    bound = sharded_lower_bound_s(trace, model, world_size)
+    rows = []
+    for name in algorithms:
+        if name == OPTIMUM:
+            scored = optimum(trace, model, world_size, semantics=semantics,
+                             memory_cap_bytes=memory_cap_bytes)
+            plan, result = scored.plan, scored.replay
+        else:
+            plan = make_sharded_plan(name, trace, model, world_size)
+            result = replay_sharded(trace, plan, model, world_size, semantics=semantics)
+        flags = {u.reshard_after_forward for u in plan.units}
+        rows.append({"algorithm": name, "n_units": plan.n_units,
+                     "forward_prefetch": plan.forward_prefetch,
+                     "backward_prefetch": plan.backward_prefetch,
+                     "reshard_after_forward": flags.pop() if len(flags) == 1 else "mixed",
+                     **{k: v for k, v in result.to_dict().items() if k in CASE_COLUMNS},
+                     "lower_bound_s": bound})
+    return rows

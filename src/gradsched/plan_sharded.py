@@ -1,0 +1,202 @@
+"""``ShardedPlan``: a plan for sharded data parallelism (PyTorch FSDP2 ``fully_shard``,
+DeepSpeed ZeRO-3), the one-level-up sibling of :class:`gradsched.plan.Plan`.
+
+Parameters, gradients and optimizer state are sharded over the ``P`` ranks. The plan says
+how the parameters are grouped into *units* (FSDP2: one ``fully_shard`` call, whose
+parameters are all-gathered together before the unit's forward and whose gradients are
+reduce-scattered together after its backward) and when the all-gathers are issued:
+
+* ``units``: each a set of tensors (by name) forming a contiguous run of layers in forward
+  order, with ``reshard_after_forward`` (free the gathered parameters after the unit's
+  forward and all-gather them again before its backward; FSDP2's default, ``True``);
+* the *root*: every tensor in no unit. As FSDP2's root module (``fully_shard(model)``) it is
+  all-gathered first and is never resharded after forward (``FSDPState._lazy_init``: "For
+  the root, do not reshard after forward"); its gradients are reduce-scattered once the
+  whole backward is done;
+* ``forward_prefetch``: unit ``k``'s all-gather is issued when unit ``k - d`` starts its
+  forward (``set_modules_to_forward_prefetch``; 0 = at unit ``k``'s own pre-forward);
+* ``backward_prefetch``: unit ``k``'s backward all-gather is issued when unit ``k + d``
+  starts its backward (``set_modules_to_backward_prefetch``; FSDP2 prefetches one unit by
+  default, ``FSDPParamGroup._backward_prefetch``).
+
+The JSON form is versioned (``format_version``); loading an unknown version fails clearly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gradsched.errors import InputError
+from gradsched.io import read_json, write_json_atomic
+
+FORMAT = "gradsched.sharded_plan"
+FORMAT_VERSION = 1
+PLAN_KEYS = frozenset({"format", "format_version", "algorithm", "knobs", "info", "units",
+                       "forward_prefetch", "backward_prefetch"})
+UNIT_KEYS = frozenset({"tensors", "reshard_after_forward"})
+MAX_PREFETCH = 64
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Tensors all-gathered and reduce-scattered together (one ``fully_shard`` call)."""
+
+    tensors: tuple[str, ...]
+    reshard_after_forward: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tensors": list(self.tensors),
+                "reshard_after_forward": self.reshard_after_forward}
+
+
+@dataclass(frozen=True)
+class ShardedPlan:
+    """Units in forward order, the root (the rest), and the two prefetch depths."""
+
+    algorithm: str
+    units: tuple[Unit, ...]
+    forward_prefetch: int = 0
+    backward_prefetch: int = 1
+    knobs: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION,
+                "algorithm": self.algorithm, "knobs": self.knobs, "info": self.info,
+                "forward_prefetch": self.forward_prefetch,
+                "backward_prefetch": self.backward_prefetch,
+                "units": [u.to_dict() for u in self.units]}
+
+    def save(self, path: str | Path) -> None:
+        """Write the plan JSON atomically."""
+        write_json_atomic(path, self.to_dict())
+
+    @property
+    def n_units(self) -> int:
+        return len(self.units)
+
+    def root_tensors(self, names: Sequence[str]) -> tuple[str, ...]:
+        """The tensors of ``names`` in no unit (the root's), in the given order."""
+        inside = {t for u in self.units for t in u.tensors}
+        return tuple(n for n in names if n not in inside)
+
+    def check_covers(self, names: Sequence[str], source: str | None = None) -> None:
+        """Every unit tensor is a tensor of the trace, in exactly one unit."""
+        known = set(names)
+        seen: dict[str, int] = {}
+        for index, unit in enumerate(self.units):
+            if not unit.tensors:
+                raise InputError(f"sharded plan '{self.algorithm}': unit {index} is empty",
+                                 path=source, field="units")
+            for name in unit.tensors:
+                if name not in known:
+                    raise InputError(f"sharded plan '{self.algorithm}': unit {index} names "
+                                     f"tensor {name!r} that the trace does not have",
+                                     path=source, field="tensors")
+                if name in seen:
+                    raise InputError(f"sharded plan '{self.algorithm}': tensor {name!r} is "
+                                     f"in units {seen[name]} and {index}", path=source,
+                                     field="tensors")
+                seen[name] = index
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<dict>") -> ShardedPlan:
+        """Parse and check the JSON form."""
+        if not isinstance(data, dict):
+            raise InputError("a sharded plan must be a JSON object", path=source)
+        if data.get("format") != FORMAT:
+            raise InputError(f"not a sharded plan: format {data.get('format')!r}, expected "
+                             f"{FORMAT!r}", path=source, field="format")
+        if data.get("format_version") != FORMAT_VERSION:
+            raise InputError(f"sharded plan format_version {data.get('format_version')!r} is "
+                             f"not supported (this gradsched reads {FORMAT_VERSION})",
+                             path=source, field="format_version")
+        unknown = sorted(set(data) - PLAN_KEYS)
+        if unknown:
+            raise InputError(f"unknown key {unknown[0]!r}", path=source, field=unknown[0])
+        units = data.get("units")
+        if not isinstance(units, list):
+            raise InputError("'units' must be a list", path=source, field="units")
+        return cls(algorithm=_text(data.get("algorithm", "custom"), source, "algorithm"),
+                   units=tuple(_unit(u, i, source) for i, u in enumerate(units)),
+                   forward_prefetch=_depth(data.get("forward_prefetch", 0), source,
+                                           "forward_prefetch"),
+                   backward_prefetch=_depth(data.get("backward_prefetch", 1), source,
+                                            "backward_prefetch"),
+                   knobs=_mapping(data.get("knobs", {}), source, "knobs"),
+                   info=_mapping(data.get("info", {}), source, "info"))
+
+    @classmethod
+    def load(cls, path: str | Path) -> ShardedPlan:
+        """Read a sharded plan JSON file."""
+        return cls.from_dict(read_json(path), source=str(path))
+
+
+def _text(value: Any, source: str, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InputError(f"'{name}' must be a non-empty string", path=source, field=name)
+    return value
+
+
+def _mapping(value: Any, source: str, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InputError(f"'{name}' must be an object", path=source, field=name)
+    return dict(value)
+
+
+def _depth(value: Any, source: str, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PREFETCH:
+        raise InputError(f"'{name}' must be an integer in 0..{MAX_PREFETCH}, got {value!r}",
+                         path=source, field=name)
+    return value
+
+
+def _unit(raw: Any, index: int, source: str) -> Unit:
+    where = f"units[{index}]"
+    if not isinstance(raw, dict):
+        raise InputError(f"{where} must be an object", path=source, field=where)
+    unknown = sorted(set(raw) - UNIT_KEYS)
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r}", path=source,
+                         field=f"{where}.{unknown[0]}")
+    tensors = raw.get("tensors")
+    if not isinstance(tensors, list) or not all(isinstance(t, str) and t for t in tensors):
+        raise InputError(f"{where}.tensors must be a list of tensor names", path=source,
+                         field=f"{where}.tensors")
+    reshard = raw.get("reshard_after_forward", True)
+    if not isinstance(reshard, bool):
+        raise InputError(f"{where}.reshard_after_forward must be true or false", path=source,
+                         field=f"{where}.reshard_after_forward")
+    return Unit(tensors=tuple(tensors), reshard_after_forward=reshard)
+
+
+def covering_modules(unit_tensors: Sequence[str], all_tensors: Sequence[str]) -> list[str]:
+    """The fewest module names whose parameters are exactly ``unit_tensors`` (tensor names
+    ``<module>.<param>``, modules from the dotted prefixes): a module is named instead of
+    its children when every tensor under it is in the unit. In first-tensor order; ``""``
+    is the model itself."""
+    unit = set(unit_tensors)
+    under: dict[str, set[str]] = {}
+    for name in all_tensors:
+        parts = name.split(".")
+        for i in range(len(parts)):
+            under.setdefault(".".join(parts[:i]), set()).add(name)
+    chosen: list[str] = []
+    for name in unit_tensors:
+        parts = name.split(".")
+        first = 0 if len(parts) == 1 else 1  # the model itself only for its own tensors
+        for i in range(first, len(parts)):
+            prefix = ".".join(parts[:i])
+            if under.get(prefix, {name}) <= unit:
+                if prefix not in chosen and not any(
+                        prefix.startswith(f"{c}.") for c in chosen if c):
+                    chosen.append(prefix)
+                break
+        else:
+            owner = ".".join(parts[:-1])
+            raise InputError(f"module {owner!r} has parameters inside and outside the unit of "
+                             f"{name!r}; FSDP2 shards whole modules", field="tensors")
+    return chosen

@@ -1,0 +1,169 @@
+"""Planners of sharded data parallelism: which layers form one FSDP2 unit, whether each is
+resharded after forward, and how far the all-gathers are prefetched.
+
+Every planner is ``plan(trace, model, world_size, **knobs) -> ShardedPlan``; the root (the
+tensors of no block: stem, embeddings, heads) stays FSDP2's root unit in every plan. The
+exact optimum, which scores candidates with the replay, is
+:func:`gradsched.experiments.sharded.optimum`.
+
+* ``fsdp2``: one unit per block, as users write ``fully_shard`` (module docstring of
+  :mod:`gradsched.traces.layers`); FSDP2's defaults: ``reshard_after_forward=True``,
+  backward prefetch of one unit (``FSDPParamGroup._backward_prefetch``) and a forward
+  prefetch depth (knob, default 1: on a GPU the host runs ahead and issues the next
+  unit's all-gather while the current one computes, FSDP2's "implicit forward prefetching",
+  ``_fsdp_param_group.py`` module comment; 0 = what a CPU process without run-ahead does).
+* ``fsdp2-saturation``: consecutive blocks merged into units up to the bucket cap that
+  torch's compiler uses for FSDP collectives (``torch/_inductor/fx_passes/fsdp.py``
+  ``compute_pre_bucket_cap_mb``, torch 2.14.1): the all-gather size that reaches 90 % of
+  the link's bandwidth, ``m* = 0.9 / (1 - 0.9) x start-up x bandwidth``
+  (``comm_analysis.compute_min_saturation_bytes``), clipped to 10-500 MB
+  (``pre_bucketing_fsdp_collectives_{min,max}_bucket_cap_mb``); start-up and bandwidth are
+  those of the comm model. Merging as ``greedy_bucket_collective_by_mb`` does: a unit is
+  closed before a block that would push it past the cap (a larger block stays alone).
+* ``fsdp2-cap``: the same merge with a cap given in MiB (knob ``unit_mb``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gradsched.costmodel.base import CommModel
+from gradsched.errors import ConfigError
+from gradsched.plan_sharded import ShardedPlan, Unit
+from gradsched.planners._family import MB, fill_groups
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
+
+SATURATION_EFFICIENCY = 0.9  # comm_analysis.compute_min_saturation_bytes target_efficiency
+SATURATION_MIN_MB = 10.0  # pre_bucketing_fsdp_collectives_min_bucket_cap_mb
+SATURATION_MAX_MB = 500.0  # pre_bucketing_fsdp_collectives_max_bucket_cap_mb
+
+
+def units_from_ranges(seq: LayerSeq, ranges: list[tuple[int, int]],
+                      reshard: bool | list[bool] = True) -> tuple[Unit, ...]:
+    """Units holding the tensors of each (first, last) layer range."""
+    flags = [reshard] * len(ranges) if isinstance(reshard, bool) else list(reshard)
+    return tuple(Unit(tensors=tuple(t for j in range(a, b + 1) for t in seq.tensors[j]),
+                      reshard_after_forward=flag)
+                 for (a, b), flag in zip(ranges, flags, strict=True))
+
+
+def merge_blocks(blocks: list[tuple[int, int]], ends: np.ndarray) -> list[tuple[int, int]]:
+    """Layer ranges of groups of consecutive blocks (``ends``: exclusive block indices)."""
+    starts = [0, *ends[:-1].tolist()]
+    return [(blocks[s][0], blocks[e - 1][1]) for s, e in zip(starts, ends.tolist(), strict=True)]
+
+
+def _check_depth(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def fsdp2(trace: ComputeTrace, model: CommModel, world_size: int, *, forward_prefetch: int = 1,
+          backward_prefetch: int = 1, reshard_after_forward: bool = True) -> ShardedPlan:
+    """FSDP2 as users write it: one unit per block (see the package docstring)."""
+    seq = layer_seq(trace)
+    return ShardedPlan(
+        algorithm="fsdp2", units=units_from_ranges(seq, block_ranges(seq), reshard_after_forward),
+        forward_prefetch=_check_depth("forward_prefetch", forward_prefetch),
+        backward_prefetch=_check_depth("backward_prefetch", backward_prefetch),
+        knobs={"forward_prefetch": forward_prefetch, "backward_prefetch": backward_prefetch,
+               "reshard_after_forward": reshard_after_forward},
+        info={"world_size": world_size, "n_blocks": len(block_ranges(seq))})
+
+
+def capped(trace: ComputeTrace, cap_bytes: float, algorithm: str, knobs: dict[str, Any],
+           forward_prefetch: int, backward_prefetch: int) -> ShardedPlan:
+    """Consecutive blocks merged while the unit stays within ``cap_bytes``."""
+    seq = layer_seq(trace)
+    blocks = block_ranges(seq)
+    sizes = np.asarray([seq.nbytes[a:b + 1].sum() for a, b in blocks], dtype=float)
+    ranges = merge_blocks(blocks, fill_groups(sizes, [cap_bytes], overflow=False)) if blocks \
+        else []
+    return ShardedPlan(algorithm=algorithm, units=units_from_ranges(seq, ranges),
+                       forward_prefetch=_check_depth("forward_prefetch", forward_prefetch),
+                       backward_prefetch=_check_depth("backward_prefetch", backward_prefetch),
+                       knobs=dict(knobs), info={"unit_cap_bytes": cap_bytes,
+                                                "n_blocks": len(blocks)})
+
+
+def saturation_cap_bytes(model: CommModel, world_size: int) -> float:
+    """The compiler's FSDP bucket cap for this comm model (package docstring)."""
+    ratio = SATURATION_EFFICIENCY / (1.0 - SATURATION_EFFICIENCY)
+    startup = model.startup_s("all_gather", world_size)
+    rate = model.sustained_algbw_Bps(world_size)
+    raw = ratio * startup * rate if np.isfinite(rate) else SATURATION_MAX_MB * MB
+    return float(min(max(raw, SATURATION_MIN_MB * MB), SATURATION_MAX_MB * MB))
+
+
+def fsdp2_saturation(trace: ComputeTrace, model: CommModel, world_size: int, *,
+                     forward_prefetch: int = 1, backward_prefetch: int = 1) -> ShardedPlan:
+    """Blocks merged up to the compiler's saturation cap (package docstring)."""
+    cap = saturation_cap_bytes(model, world_size)
+    return capped(trace, cap, "fsdp2-saturation",
+                  {"forward_prefetch": forward_prefetch, "backward_prefetch": backward_prefetch},
+                  forward_prefetch, backward_prefetch)
+
+
+def fsdp2_cap(trace: ComputeTrace, model: CommModel, world_size: int, *, unit_mb: float = 25.0,
+              forward_prefetch: int = 1, backward_prefetch: int = 1) -> ShardedPlan:
+    """Blocks merged up to ``unit_mb`` MiB per unit."""
+    if not unit_mb > 0:
+        raise ConfigError(f"unit_mb must be > 0, got {unit_mb}")
+    return capped(trace, unit_mb * MB, "fsdp2-cap",
+                  {"unit_mb": unit_mb, "forward_prefetch": forward_prefetch,
+                   "backward_prefetch": backward_prefetch}, forward_prefetch, backward_prefetch)
+
+
+@dataclass(frozen=True)
+class ShardedPlanner:
+    """A sharded planner and the types of its knobs."""
+
+    name: str
+    func: Callable[..., ShardedPlan]
+    knobs: Mapping[str, type]
+
+
+SHARDED_PLANNERS: dict[str, ShardedPlanner] = {
+    "fsdp2": ShardedPlanner("fsdp2", fsdp2, {"forward_prefetch": int, "backward_prefetch": int,
+                                             "reshard_after_forward": bool}),
+    "fsdp2-saturation": ShardedPlanner("fsdp2-saturation", fsdp2_saturation,
+                                       {"forward_prefetch": int, "backward_prefetch": int}),
+    "fsdp2-cap": ShardedPlanner("fsdp2-cap", fsdp2_cap, {"unit_mb": float,
+                                                         "forward_prefetch": int,
+                                                         "backward_prefetch": int}),
+}
+
+
+def make_sharded_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
+                      knobs: Mapping[str, Any] | None = None) -> ShardedPlan:
+    """Run sharded planner ``name`` with ``knobs`` (strings parsed to the knob's type)."""
+    if name not in SHARDED_PLANNERS:
+        raise ConfigError(f"unknown sharded planner {name!r}; known: "
+                          f"{', '.join(sorted(SHARDED_PLANNERS))}")
+    spec = SHARDED_PLANNERS[name]
+    parsed: dict[str, Any] = {}
+    for key, value in (knobs or {}).items():
+        if key not in spec.knobs:
+            raise ConfigError(f"sharded planner {name!r} has no knob {key!r}; valid: "
+                              f"{', '.join(spec.knobs)}")
+        parsed[key] = _parse(key, value, spec.knobs[key])
+    return spec.func(trace, model, world_size, **parsed)
+
+
+def _parse(key: str, value: Any, kind: type) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        if kind is bool:
+            if value.lower() not in ("true", "false"):
+                raise ValueError(value)
+            return value.lower() == "true"
+        return kind(value)
+    except ValueError:
+        raise ConfigError(f"knob {key}: expected {kind.__name__}, got {value!r}") from None

@@ -1,0 +1,229 @@
+"""Replay of one sharded-data-parallel iteration (FSDP2 / ZeRO-3) of a
+:class:`~gradsched.plan_sharded.ShardedPlan`, with its memory peak.
+
+The model (per rank, ``P`` ranks, steady state):
+
+* **Forward.** The root's all-gather is issued first. At unit ``k``'s pre-forward (when
+  the compute reaches its first layer) the host issues unit ``k``'s all-gather if no
+  prefetch did, then those of units ``k+1..k+d_f`` (``forward_prefetch``), and the unit's
+  compute waits for its own all-gather (FSDP2 ``FSDPParamGroup.pre_forward`` ->
+  ``wait_for_unshard``). A unit with ``reshard_after_forward`` frees its gathered
+  parameters after its forward.
+* **Backward.** Layers in reverse forward order. At unit ``k``'s pre-backward the host
+  issues its backward all-gather (resharded units only) unless prefetched, then those of
+  units ``k-1..k-d_b`` (``backward_prefetch``); after its last layer's backward it issues
+  the reduce-scatter of its gradients (``post_backward`` -> ``foreach_reduce``). The root's
+  gradients are reduce-scattered after the whole backward
+  (``_root_post_backward_final_callback``).
+* **Update.** The optimizer steps on the shards once every reduce-scatter is done: the
+  trace's update time divided by ``P``.
+* **Communication.** One channel, collectives in issue order (FSDP2 issues all-gathers and
+  reduce-scatters on one process group by default; NCCL runs one communicator's
+  collectives in order). Times from the comm model (``all_gather`` /
+  ``reduce_scatter`` of the unit's full bytes).
+* **Semantics.** ``streams`` (GPU: collectives run on their own streams and the host goes
+  on; the host is modelled as issuing when the compute stream reaches the hook, i.e.
+  without run-ahead) or ``blocking`` (FSDP2 on CPU/gloo: ``foreach_all_gather`` and
+  ``foreach_reduce`` call the collectives with ``async_op=False``, so the host, which
+  also computes, waits for each one).
+
+**Memory.** Per rank, over the iteration: the gathered (unsharded) parameters of each unit
+from its all-gather's issue until it is freed (after forward if resharded, after its
+backward otherwise; a backward all-gather until the end of the unit's backward), plus the
+unsharded gradients of each unit from the start of its backward until its reduce-scatter
+ends (the root's from the start of backward). ``gathered_peak_bytes`` is the maximum of
+their sum (a free and an allocation at the same instant: the free first);
+``resident_bytes`` the parameter and gradient shards (``2 x bytes / P``). Activations and
+optimizer state are not in the trace and not counted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from gradsched.costmodel.base import CommModel
+from gradsched.errors import ConfigError
+from gradsched.plan_sharded import ShardedPlan
+from gradsched.replay.sharded_layout import ROOT, UnitLayout, unit_layout
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.layers import LayerSeq, layer_seq
+
+Semantics = Literal["streams", "blocking"]
+SEMANTICS = ("streams", "blocking")
+
+
+@dataclass(frozen=True)
+class ShardedReplay:
+    """One replayed iteration (seconds, bytes)."""
+
+    iteration_s: float
+    forward_end_s: float
+    backward_end_s: float
+    compute_s: float
+    comm_busy_s: float
+    gathered_peak_bytes: float
+    resident_bytes: float
+    n_collectives: int
+
+    @property
+    def exposed_comm_s(self) -> float:
+        """Iteration time not spent computing."""
+        return self.iteration_s - self.compute_s
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"iteration_s": self.iteration_s, "forward_end_s": self.forward_end_s,
+                "backward_end_s": self.backward_end_s, "compute_s": self.compute_s,
+                "exposed_comm_s": self.exposed_comm_s, "comm_busy_s": self.comm_busy_s,
+                "gathered_peak_bytes": self.gathered_peak_bytes,
+                "resident_bytes": self.resident_bytes, "n_collectives": self.n_collectives}
+
+
+class _Run:
+    """The state of one replay: host/compute time, the channel, memory events."""
+
+    def __init__(self, blocking: bool) -> None:
+        self.blocking = blocking
+        self.t = 0.0
+        self.channel_free = 0.0
+        self.busy = 0.0
+        self.count = 0
+        self.memory: list[tuple[float, int, float]] = []  # (time, 0 free / 1 alloc, bytes)
+
+    def issue(self, duration: float, nbytes: float) -> float:
+        """Issue a collective now; returns its end. Blocking: the host waits for it."""
+        start = max(self.t, self.channel_free)
+        end = start + duration
+        self.channel_free = end
+        self.busy += duration
+        self.count += 1
+        if self.blocking:
+            self.t = end
+        return end
+
+    def alloc(self, at: float, nbytes: float) -> None:
+        if nbytes > 0:
+            self.memory.append((at, 1, nbytes))
+
+    def free(self, at: float, nbytes: float) -> None:
+        if nbytes > 0:
+            self.memory.append((at, 0, -nbytes))
+
+    def peak(self) -> float:
+        level = best = 0.0
+        for _, _, delta in sorted(self.memory, key=lambda e: (e[0], e[1])):
+            level += delta
+            best = max(best, level)
+        return best
+
+
+def _times(model: CommModel, collective: str, nbytes: np.ndarray, world: int) -> np.ndarray:
+    if world <= 1:
+        return np.zeros_like(nbytes)
+    return np.asarray(model.times(collective, nbytes, world), dtype=float)
+
+
+def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, world_size: int,
+                   *, semantics: Semantics = "streams") -> ShardedReplay:
+    """Replay ``plan`` for ``trace`` on ``world_size`` ranks (see the module docstring)."""
+    if semantics not in SEMANTICS:
+        raise ConfigError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
+    seq = layer_seq(trace)
+    layout = unit_layout(plan, seq, trace.path)
+    sizes = np.append(layout.unit_bytes, layout.root_bytes)
+    return replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
+                         _times(model, "all_gather", sizes, world_size),
+                         _times(model, "reduce_scatter", sizes, world_size), world_size,
+                         blocking=semantics == "blocking")
+
+
+def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
+                  ag: np.ndarray, rs: np.ndarray, world: int, *,
+                  blocking: bool) -> ShardedReplay:
+    """The replay of a checked layout with its all-gather and reduce-scatter times given
+    (``ag[k]``, ``rs[k]`` per unit, the root's last), for searches that replay many plans."""
+    run = _Run(blocking)
+    runs = _runs(seq, layout)
+    root_ready = _forward(runs, layout, depth_f, ag, run)
+    forward_end = run.t
+    rs_end = _backward(runs, layout, depth_b, ag, rs, run, root_ready)
+    backward_end = run.t
+    run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world, 1)
+    compute = float(seq.forward_s.sum() + seq.backward_s.sum() + seq.update_s.sum() / world)
+    total = float(seq.nbytes.sum())
+    return ShardedReplay(iteration_s=run.t, forward_end_s=forward_end,
+                         backward_end_s=backward_end, compute_s=compute,
+                         comm_busy_s=run.busy, gathered_peak_bytes=run.peak(),
+                         resident_bytes=2.0 * math.ceil(total / max(world, 1)),
+                         n_collectives=run.count)
+
+
+def _runs(seq: LayerSeq, layout: UnitLayout) -> list[tuple[int, float, float]]:
+    """Maximal runs of consecutive layers with one owner, forward order: (owner, forward
+    seconds, backward seconds). A unit is one run (its layers are contiguous); between
+    them the root's layers form runs of their own. Nothing inside a run waits for a
+    collective, so the replay steps from run to run."""
+    runs: list[tuple[int, float, float]] = []
+    start = 0
+    for j in range(1, seq.n + 1):
+        if j == seq.n or layout.owner[j] != layout.owner[start]:
+            runs.append((int(layout.owner[start]), float(seq.forward_s[start:j].sum()),
+                         float(seq.backward_s[start:j].sum())))
+            start = j
+    return runs
+
+
+def _forward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
+             ag: np.ndarray, run: _Run) -> float:
+    """Forward pass; returns when the root's all-gather ended (``-inf`` without a root)."""
+    n_units = len(layout.ranges)
+    gathered = np.full(n_units, np.nan)  # end of each unit's forward all-gather
+    root_ready = -math.inf
+    if layout.root_bytes > 0:
+        run.alloc(run.t, layout.root_bytes)
+        root_ready = run.issue(ag[-1], layout.root_bytes)
+    for k, forward_s, _ in runs:
+        wait = root_ready
+        if k != ROOT:
+            for target in range(k, min(k + depth, n_units - 1) + 1):
+                if np.isnan(gathered[target]):
+                    run.alloc(run.t, layout.unit_bytes[target])
+                    gathered[target] = run.issue(ag[target], layout.unit_bytes[target])
+            wait = gathered[k]
+        run.t = max(run.t, wait) + forward_s
+        if k != ROOT and layout.reshard[k]:
+            run.free(run.t, layout.unit_bytes[k])
+    return root_ready
+
+
+def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
+              ag: np.ndarray, rs: np.ndarray, run: _Run, root_ready: float) -> float:
+    """Backward pass; returns when the last reduce-scatter ends."""
+    n_units = len(layout.ranges)
+    gathered = np.full(n_units, -math.inf)  # backward all-gather ends (-inf: not needed)
+    issued = [not r for r in layout.reshard]
+    last_rs = run.t
+    run.alloc(run.t, layout.root_bytes)  # root gradients, from the start of backward
+    for k, _, backward_s in reversed(runs):
+        wait = root_ready
+        if k != ROOT:
+            run.alloc(run.t, layout.unit_bytes[k])  # this unit's unsharded gradients
+            for target in range(k, max(k - depth, 0) - 1, -1):
+                if not issued[target]:
+                    issued[target] = True
+                    run.alloc(run.t, layout.unit_bytes[target])
+                    gathered[target] = run.issue(ag[target], layout.unit_bytes[target])
+            wait = gathered[k]
+        run.t = max(run.t, wait) + backward_s
+        if k != ROOT:
+            run.free(run.t, layout.unit_bytes[k])  # gathered parameters, after backward
+            last_rs = run.issue(rs[k], layout.unit_bytes[k])
+            run.free(last_rs, layout.unit_bytes[k])  # gradients, once reduce-scattered
+    if layout.root_bytes > 0:
+        run.free(run.t, layout.root_bytes)  # the root's gathered parameters
+        last_rs = run.issue(rs[-1], layout.root_bytes)
+        run.free(last_rs, layout.root_bytes)
+    return max(last_rs, run.channel_free)

@@ -1,0 +1,42 @@
+"""A lower bound on a sharded iteration that no :class:`~gradsched.plan_sharded.ShardedPlan`
+beats in the replay of :mod:`gradsched.replay.sharded`, in either semantics.
+
+It rests on the wire floor every comm model obeys (:mod:`gradsched.costmodel.wire`: an
+all-gather or reduce-scatter of ``m`` bytes lasts at least ``s_c + m / (2 b)``, with ``b``
+the model's sustained all-reduce bandwidth and ``s_c`` its start-up) and on three facts of
+the replay:
+
+1. **Compute.** Forward, backward and the sharded update (``U / P``) run one after another.
+2. **First layer.** Whatever unit holds the first layer (forward order) must be
+   all-gathered before any forward compute starts and reduce-scattered after the last
+   backward compute (that layer's), before the update: at least
+   ``s_ag + b_0 / (2 b)`` before and ``s_rs + b_0 / (2 b)`` after the compute, ``b_0``
+   the first layer's bytes (any unit holding it has at least those).
+3. **Wire.** Every byte is all-gathered at least once and reduce-scattered once on one
+   channel: ``total / b`` plus one start-up of each, before the update.
+
+The bound is ``max(C + first-layer terms, s_ag + s_rs + total / b + U / P)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradsched.costmodel.base import CommModel
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.layers import layer_seq
+
+
+def sharded_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int) -> float:
+    """The lower bound (seconds) of ``trace`` on ``world_size`` ranks under ``model``."""
+    seq = layer_seq(trace)
+    update = float(seq.update_s.sum()) / max(world_size, 1)
+    compute = float(seq.forward_s.sum() + seq.backward_s.sum()) + update
+    if world_size <= 1 or seq.n == 0:
+        return compute
+    rate = model.sustained_algbw_Bps(world_size)
+    s_ag = model.startup_s("all_gather", world_size)
+    s_rs = model.startup_s("reduce_scatter", world_size)
+    half = 0.0 if not np.isfinite(rate) else float(seq.nbytes[0]) / (2.0 * rate)
+    wire = 0.0 if not np.isfinite(rate) else float(seq.nbytes.sum()) / rate
+    return max(compute + s_ag + s_rs + 2.0 * half, s_ag + s_rs + wire + update)

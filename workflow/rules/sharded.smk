@@ -1,0 +1,59 @@
+# Stage: sharded data parallelism (FSDP2 units and prefetch). The config's `sharded_replay`
+# replays every sharded planner and the exact optimum per case (gradsched report sharded):
+# one CSV and the sharded table (in `all` through TABLES). Seconds and bytes.
+
+
+def sharded_cases():
+    """(name, compute CSV, network, comm, P, semantics) of config `sharded_replay`."""
+    out = []
+    for case in (config.get("sharded_replay") or {}).get("cases", []):
+        out.append(
+            (
+                case["compute"],
+                compute_path(case["compute"]),
+                case["network"],
+                case["comm"],
+                int(case["world_size"]),
+                case.get("semantics", "streams"),
+            )
+        )
+    return out
+
+
+def sharded_args():
+    return " ".join(
+        f"--case {shlex.quote(name)} {shlex.quote(csv)} {shlex.quote(network)} "
+        f"{shlex.quote(comm)} {world} {semantics}"
+        for name, csv, network, comm, world, semantics in sharded_cases()
+    )
+
+
+if sharded_cases():
+    TABLES.append("sharded")
+
+
+rule sharded_replay:
+    """Every sharded planner and the optimum on every configured case."""
+    input:
+        sorted({p for c in sharded_cases() for p in (c[1], c[3])}),
+    output:
+        f"{RESULTS}/sharded/sharded.csv",
+    log:
+        f"{LOGS}/sharded/sharded.log",
+    params:
+        args=sharded_args(),
+    shell:
+        "{GS} report sharded {params.args} -o {output} > {log} 2>&1"
+
+
+rule table_sharded:
+    input:
+        f"{RESULTS}/sharded/sharded.csv",
+    output:
+        tex=f"{TAB}/sharded.tex",
+        md=f"{TAB}/sharded.md",
+    log:
+        f"{LOGS}/tables/sharded.log",
+    shell:
+        "{GS} report sharded-table --input {input} --tex {output.tex} --md {output.md} "
+        "--title 'Sharded data parallelism, replayed' > {log} 2>&1"
