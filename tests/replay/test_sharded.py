@@ -167,3 +167,15 @@ def test_plan_json_round_trip_and_refusals(tmp_path) -> None:
     data = plan.to_dict() | {"format_version": 9}
     with pytest.raises(InputError, match="format_version"):
         ShardedPlan.from_dict(data)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 100_000), which=st.integers(0, len(MODELS) - 1))
+def test_blocking_dynamic_program_equals_the_exhaustive_optimum(seed: int, which: int) -> None:
+    """Without a memory cap, blocking semantics: the DP's time is the exhaustive search's
+    (a huge cap makes the exhaustive path run)."""
+    trace = random_block_trace(seed)
+    model = MODELS[which]
+    dp = optimum(trace, model, P, semantics="blocking")
+    full = optimum(trace, model, P, semantics="blocking", memory_cap_bytes=1e18)
+    assert dp.replay.iteration_s == pytest.approx(full.replay.iteration_s, rel=1e-12)

@@ -7,8 +7,13 @@
         [--memory-cap 600M] -o plan.json
     gradsched shard run --model resnet18 --batch-size 4 --world-size 2 \\
         --plan a.json --plan b.json [--cluster tbf1gbit] [--rounds 3] [--iters 5] -o OUT.csv
+    gradsched shard measure --model resnet18 --batch-size 4 --world-size 2 \\
+        --network tbf1gbit [--algorithms fsdp2,sharded-optimum] [--rounds 3] -o DIR
 
-``compare`` replays every sharded planner and the exact optimum
+``measure`` is the re-execution protocol for sharded plans
+(:mod:`gradsched.reexec.sharded`): plans from the committed CPU trace and gloo sweep of the
+case, predicted, run with stock FSDP2, measured against predicted and against FSDP2's
+defaults with bootstrap intervals. ``compare`` replays every sharded planner and the exact optimum
 (:mod:`gradsched.experiments.sharded`) against the lower bound; ``plan`` writes one plan
 and prints the ``fully_shard`` layout; ``run`` runs plans with stock FSDP2 on gloo
 (:mod:`gradsched.runtime.fsdp2`), rounds interleaved in random order.
@@ -74,6 +79,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_file, default=None,
                    help="CSV: one row per plan and timed iteration")
     p.set_defaults(func=_run)
+
+    p = ssub.add_parser("measure", help="sharded plans measured against their prediction "
+                        "and against FSDP2's defaults (stock FSDP2, gloo)")
+    p.add_argument("--model", required=True, help="zoo model")
+    p.add_argument("--batch-size", type=integer(1, 1 << 20), required=True)
+    p.add_argument("--world-size", type=integer(2, MAX_RANKS), required=True)
+    p.add_argument("--network", required=True,
+                   help="loopback, or an emulated-cluster network (tbf1gbit, tbf100mbit; root)")
+    p.add_argument("--compute", default=None, help="compute trace (default: "
+                   "traces/compute/cpu/<model>-b<batch>-cpu-fp32.csv)")
+    p.add_argument("--comm", default=None, help="comm sweep (default: "
+                   "traces/comm/cpu/gloo-<network>-p<P>.csv)")
+    p.add_argument("--algorithms", default="fsdp2,fsdp2-saturation,sharded-optimum",
+                   help="comma-separated sharded planners; fsdp2 is the baseline")
+    p.add_argument("--memory-cap", type=size(), default=None)
+    p.add_argument("--rounds", type=integer(1, 100), default=3)
+    p.add_argument("--iters", type=integer(1, 10_000), default=3)
+    p.add_argument("--warmup", type=integer(1, 10_000), default=1)
+    p.add_argument("--timeout", type=positive_seconds, default=600.0)
+    p.add_argument("-o", "--output", type=output_folder, required=True,
+                   help="folder: measured.csv, iterations.csv, meta.json, plans/")
+    p.set_defaults(func=_measure)
 
 
 def _inputs(args: argparse.Namespace):
@@ -194,4 +221,56 @@ def _run(args: argparse.Namespace) -> int:
                   "iteration_s": t} for i, t in enumerate(times)]
     if args.output is not None:
         write_csv_atomic(args.output, pd.DataFrame(rows))
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    import datetime as dt
+    import shlex
+    import sys
+
+    import pandas as pd
+
+    from gradsched.costmodel.base import load_comm_spec
+    from gradsched.io import write_csv_atomic, write_json_atomic
+    from gradsched.networks import tc_rate
+    from gradsched.provenance import load_average, machine_info, software_versions
+    from gradsched.reexec.sharded import ShardedCase, measure
+    from gradsched.staging import Staging
+    from gradsched.traces.bundle import ComputeTrace
+
+    compute = args.compute or f"traces/compute/cpu/{args.model}-b{args.batch_size}-cpu-fp32.csv"
+    comm = args.comm or f"traces/comm/cpu/gloo-{args.network}-p{args.world_size}.csv"
+    trace = ComputeTrace.load(compute)
+    model = load_comm_spec(comm)
+    case = ShardedCase(args.model, args.batch_size, args.world_size, args.network,
+                       tc_rate(args.network))
+    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    started = dt.datetime.now(dt.UTC)
+    load_before = load_average()
+    rows, iterations, plans = measure(case, trace, model, algorithms, rounds=args.rounds,
+                                      iters=args.iters, warmup=args.warmup,
+                                      memory_cap_bytes=args.memory_cap,
+                                      timeout_s=args.timeout)
+    meta = {"kind": "sharded-reexec", "command": shlex.join(["gradsched", *sys.argv[1:]]),
+            "compute": compute, "comm": comm, "started_utc": started.isoformat(),
+            "ended_utc": dt.datetime.now(dt.UTC).isoformat(),
+            "load_average_before": load_before, "load_average_after": load_average(),
+            "rounds": args.rounds, "iters": args.iters, "warmup": args.warmup,
+            "threads_per_rank": 1, "backend": "gloo", "semantics": "blocking",
+            "machine": machine_info("cpu"), "software": software_versions()}
+    with Staging() as staging:
+        folder = staging.folder(args.output)
+        write_csv_atomic(folder / "measured.csv", pd.DataFrame(rows))
+        write_csv_atomic(folder / "iterations.csv", pd.DataFrame(iterations))
+        write_json_atomic(folder / "meta.json", meta)
+        (folder / "plans").mkdir()
+        for name, plan in zip(algorithms, plans, strict=True):
+            plan.save(folder / "plans" / f"{name}.json")
+    for row in rows:
+        print(f"{row['algorithm']}: measured {row['measured_s']:.3g} s "
+              f"[p10 {row['measured_p10_s']:.3g}, p90 {row['measured_p90_s']:.3g}], predicted "
+              f"{row['predicted_s']:.3g} s ({row['error_pct']:+.0f} %), vs fsdp2 "
+              f"{row['speedup_vs_fsdp2']:.3f} [{row['speedup_low']:.3f}, "
+              f"{row['speedup_high']:.3f}]")
     return 0

@@ -11,6 +11,14 @@ fastest whose ``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties: fewe
 then smaller peak, then the enumeration order). Exact within that space, by exhaustion; a
 model with more than :data:`MAX_GROUPINGS` groupings is refused rather than searched
 partially. A cap that no candidate meets is an error that names the smallest peak found.
+
+**Blocking semantics without a memory cap** (FSDP2 on gloo): the host waits for every
+collective, so the iteration is the compute plus the sum of every collective's time,
+whatever the prefetch depths; the grouping that minimises that sum is found exactly by a
+dynamic program over block prefixes, ``f(i) = min_j f(j) + c(j, i)`` with ``c`` the
+all-gather (twice if resharded) and reduce-scatter time of blocks ``j..i-1``, for each
+resharding choice, with any number of blocks. Its prefetch depths are the smallest FSDP2
+runs (forward 0, backward 1: the smallest memory peak, at no cost in time).
 """
 
 from __future__ import annotations
@@ -36,8 +44,8 @@ from gradsched.replay.sharded_layout import layout_from_ranges
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import block_ranges, layer_seq
 
-MAX_GROUPINGS = 4096
-"""Largest number of block groupings the exhaustive optimum enumerates (13 blocks)."""
+MAX_GROUPINGS = 32768
+"""Largest number of block groupings the exhaustive optimum enumerates (16 blocks)."""
 OPTIMUM = "sharded-optimum"
 
 
@@ -65,6 +73,8 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     if not blocks:
         raise InputError("no blocks to group: every tensor belongs to the root (names without "
                          "a numeric path component)", path=trace.path, field="name")
+    if semantics == "blocking" and memory_cap_bytes is None:
+        return _blocking_optimum(trace, model, world_size, blocks, max_prefetch)
     count = 2 ** (len(blocks) - 1)
     if count > MAX_GROUPINGS:
         raise ConfigError(f"{len(blocks)} blocks give {count} groupings; the exhaustive optimum "
@@ -105,6 +115,39 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                        knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
                               "semantics": semantics})
     return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics))
+
+
+def _blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int,
+                      blocks: list[tuple[int, int]], max_prefetch: int) -> Scored:
+    """The dynamic program of the module docstring (blocking semantics, no memory cap)."""
+    seq = layer_seq(trace)
+    ag, rs = _range_times(seq, blocks, model, world_size)
+    n = len(blocks)
+    best: tuple[tuple[float, int], list[tuple[int, int]], bool] | None = None
+    for reshard in (True, False):
+        cost = ag * (2 if reshard else 1) + rs  # [a, b]: blocks a..b as one unit
+        value = [(0.0, 0)] + [(np.inf, 0)] * n  # (seconds, units) of the first i blocks
+        back = [0] * (n + 1)
+        for i in range(1, n + 1):
+            for j in range(i):
+                cand = (value[j][0] + float(cost[j, i - 1]), value[j][1] + 1)
+                if cand < value[i]:
+                    value[i], back[i] = cand, j
+        ends, i = [], n
+        while i > 0:
+            ends.append(i)
+            i = back[i]
+        ranges = merge_blocks(blocks, np.asarray(ends[::-1], dtype=np.int64))
+        if best is None or value[n] < best[0]:
+            best = (value[n], ranges, reshard)
+    assert best is not None
+    _, ranges, reshard = best
+    plan = ShardedPlan(algorithm=OPTIMUM, units=units_from_ranges(seq, ranges, reshard),
+                       forward_prefetch=0, backward_prefetch=1,
+                       knobs={"memory_cap_bytes": None, "max_prefetch": max_prefetch,
+                              "semantics": "blocking"},
+                       info={"method": "dynamic program (blocking semantics)"})
+    return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics="blocking"))
 
 
 def _times_of(model: CommModel, nbytes: float, world: int) -> tuple[float, float]:
