@@ -79,7 +79,8 @@ def test_main_tex_includes_every_figure_and_table() -> None:
         "reexec",
     }
     assert tabs == {
-        "reexec-summary", "topology-replay", "ps-replay", "architectures", "sharded",
+        "reexec-summary", "reexec-stock-ddp", "topology-replay", "ps-replay", "architectures",
+        "sharded",
         "captured-compute", "captured-comm", "fits", "crossws", "replay", "compare", "forward",
         "headline-models",
         "topology",

@@ -24,6 +24,7 @@ from gradsched.report.burst import burst_macros
 from gradsched.report.collect import extrapolated_mask
 from gradsched.report.headline import MODEL_KINDS, per_model
 from gradsched.report.macro_text import NA, camel, number
+from gradsched.report.stock_ddp_macros import stock_ddp_macros
 from gradsched.report.tables import algorithm_label, latex_escape, replay_wide
 from gradsched.report.trace_facts import trace_fact_macros
 from gradsched.report.tuned_caps import tuned_cap_macros
@@ -732,6 +733,7 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(reexec_macros(reexec))
     out.update(reexec_boot_macros(reexec_stats))
     out.update(reexec_versus_macros(reexec, reexec_iterations))
+    out.update(stock_ddp_macros(reexec, reexec_iterations))
     out.update(architecture_macros(architectures))
     out.update(executor_bench_macros(executor_bench))
     out.update(gpu_validation_macros(gpu_kineto, gpu_corrections))
