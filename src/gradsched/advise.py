@@ -3,14 +3,13 @@
 Stock PyTorch DDP with the per-bucket caps (``bucket_cap_mb_list``), at the best uniform
 cap and at the user's current setting, and the gradsched plan through the executor when it
 is the recommendation, timed in interleaved rounds, with a bootstrap 95 % interval of each
-speedup (Efron & Tibshirani 1993, ch. 13). Before the timed runs, the ranks check that DDP
-rebuilt exactly the caps' buckets (:func:`rebuilt_buckets`: torch 2.14's
-``_get_ddp_logging_data()['rebuilt_per_bucket_param_indices']``, written when the reducer
-rebuilds its buckets in gradient-ready order after the first iteration).
+speedup (Efron & Tibshirani 1993, ch. 13). Every run of the caps also checks that DDP
+rebuilt exactly the caps' buckets (:func:`gradsched.runtime.bench.rebuilt_buckets`: torch
+2.14's ``_get_ddp_logging_data()['rebuilt_per_bucket_param_indices']``, written when the
+reducer rebuilds its buckets in gradient-ready order after the first iteration).
 
 The recommendation itself is :mod:`gradsched.experiments.recommend`. No torch import at
-module level: :func:`validate` and the rank task import the runtime (and so torch) when
-they run.
+module level: :func:`validate` imports the runtime (and so torch) when it runs.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from gradsched.distributed.launch import LaunchSpec, launch
 from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.recommend import PLAN_ALGORITHM, Recommendation
 from gradsched.plan import Plan
@@ -31,9 +29,6 @@ from gradsched.workloads import build_model
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
-REBUILD_ITERATIONS = 3
-"""Iterations before reading the rebuilt buckets: torch rebuilds them in the forward after
-the first backward and logs them one iteration later."""
 KIND_LABELS = {"list": "per-bucket caps (bucket_cap_mb_list)", "uniform": "best uniform cap",
                "current": "your setting", "plan": "gradsched plan (executor)"}
 COMPARISONS = (("uniform", "current"), ("list", "current"), ("list", "uniform"),
@@ -170,7 +165,8 @@ def _item(rec: Recommendation, kind: str, label: str) -> Any:
         return RunItem(label, PLAN_ALGORITHM, plan=rec.plan.to_dict())
     if kind == "list":
         assert rec.ddp_list is not None
-        return RunItem(label, "ddp-native", bucket_cap_mb_list=list(rec.ddp_list.caps.paste_mb))
+        return RunItem(label, "ddp-native", bucket_cap_mb_list=list(rec.ddp_list.caps.paste_mb),
+                       expected_buckets=expected_buckets(rec))
     cap = rec.ddp_best if kind == "uniform" else rec.ddp_current
     return RunItem(label, "ddp-native", bucket_cap_mb=cap.bucket_cap_mb)
 
@@ -188,25 +184,27 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
              rounds: int = 3, iters: int = 10, warmup: int = 2, threads: int = 1,
              seq_len: int | None = None, timeout_s: float = 300.0,
              cluster: str | None = None) -> Validation:
-    """Check the rebuilt buckets, run every kind for real
-    (:func:`gradsched.runtime.bench.run_items`) and bootstrap the speedups."""
+    """Run every kind for real (:func:`gradsched.runtime.bench.run_items`, which also
+    checks the caps' rebuilt buckets) and bootstrap the speedups."""
     from gradsched.runtime.bench import run_items  # the runtime imports torch
 
     if rounds < 1 or iters < 2 or warmup < 0:
         raise ConfigError("--rounds must be >= 1, --iters >= 2 and --warmup >= 0")
     check_model_names(rec.plan, model_name, batch_size, seq_len, rec.compute)
-    match = None
     if rec.ddp_list is not None:
+        if warmup < 1:
+            raise ConfigError("--warmup must be >= 1 to run per-bucket caps: DDP rebuilds its "
+                              "buckets after the first iteration")
         check_model_names(rec.ddp_list.plan, model_name, batch_size, seq_len, rec.compute)
-        match = check_rebuilt(rec, model_name=model_name, batch_size=batch_size,
-                              backend=backend, threads=threads, seq_len=seq_len,
-                              timeout_s=timeout_s)
     pairs = validation_items(rec, rounds)
     before = os.getloadavg()[0]
-    frame, _ = run_items([item for _, item in pairs], model=model_name, batch_size=batch_size,
+    frame, summary = run_items([item for _, item in pairs], model=model_name, batch_size=batch_size,
                          world_size=rec.world_size, backend=backend, iters=iters,
                          warmup=warmup, threads=threads, cluster=cluster, seq_len=seq_len,
                          timeout_s=timeout_s)
+    lists = [item.label for kind, item in pairs if kind == "list"]
+    match = (bool(summary.loc[summary["plan"].isin(lists), "ddp_buckets_match"].eq(True).all())
+             if lists else None)
     times: dict[str, list[float]] = {}
     for kind, item in pairs:
         values = frame.loc[frame["plan"] == item.label, "iteration_s"].tolist()
@@ -240,40 +238,3 @@ def expected_buckets(rec: Recommendation) -> list[list[str]]:
     return [sorted(b.tensors) for b in rec.ddp_list.plan.buckets]
 
 
-def check_rebuilt(rec: Recommendation, *, model_name: str, batch_size: int, backend: str,
-                  threads: int, seq_len: int | None, timeout_s: float) -> bool:
-    """Launch the ranks once with the caps and compare the buckets DDP rebuilt (every
-    rank's) with :func:`expected_buckets`."""
-    assert rec.ddp_list is not None
-    payload = {"model": model_name, "batch_size": batch_size, "seq_len": seq_len,
-               "caps_mb": list(rec.ddp_list.caps.paste_mb), "iterations": REBUILD_ITERATIONS}
-    spec = LaunchSpec(rec.world_size, backend=backend, threads_per_rank=threads,
-                      op_timeout_s=timeout_s, deadline_s=max(600.0, 2 * timeout_s))
-    results = launch("gradsched.advise:rebuilt_buckets", payload, spec)
-    want = expected_buckets(rec)
-    return all([sorted(b) for b in got] == want for got in results)
-
-
-def rebuilt_buckets(rank: int, world_size: int, payload: dict[str, Any]) -> list[list[str]]:
-    """Rank task: DDP with ``payload['caps_mb']`` as ``bucket_cap_mb_list``, a few
-    iterations, then the rebuilt buckets as parameter names (torch 2.14.1
-    ``Reducer``'s logging: ``rebuilt_per_bucket_param_indices``, buckets separated by
-    ``", "``, indices into the trainable parameters by spaces)."""
-    import torch
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    device = "cpu"
-    if torch.distributed.get_backend() == "nccl":
-        device = f"cuda:{torch.cuda.current_device()}"
-    spec = build_model(payload["model"], int(payload["batch_size"]), device=device,
-                       seq_len=payload.get("seq_len"))
-    names = [n for n, p in spec.model.named_parameters() if p.requires_grad]
-    ddp = DDP(spec.model, bucket_cap_mb_list=list(payload["caps_mb"]),
-              device_ids=[torch.device(device).index] if device != "cpu" else None)
-    for _ in range(int(payload["iterations"])):
-        spec.loss(ddp, spec.make_batch()).backward()
-    text = ddp._get_ddp_logging_data().get("rebuilt_per_bucket_param_indices")
-    if not isinstance(text, str) or not text.strip():
-        raise RuntimeError(f"rank {rank}: DDP logged no rebuilt buckets after "
-                           f"{payload['iterations']} iterations")
-    return [[names[int(i)] for i in bucket.split()] for bucket in text.split(",")]
