@@ -4,6 +4,7 @@ pyproject.toml on licence and version (CFF 1.2.0: https://citation-file-format.g
 import json
 import tomllib
 
+import pytest
 import yaml
 
 from tests.conftest import REPO
@@ -54,3 +55,49 @@ def test_zenodo_metadata_matches_pyproject():
     assert zenodo["version"] == _pyproject()["version"]
     for item in zenodo["related_identifiers"]:
         assert {"identifier", "relation", "scheme"} <= item.keys(), item
+
+
+# ------------------------------------------------------------- results column dictionary
+COLUMNS_DOC = REPO / "docs" / "results-columns.md"
+
+
+def _documented_columns():
+    """Column names of docs/results-columns.md: first cells of its tables, and the
+    backquoted names of its 'Also:' lines."""
+    names = set()
+    for line in COLUMNS_DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `"):
+            names.add(line.split("`")[1])
+        elif line.startswith("Also"):
+            names.update(line.split("`")[1::2])
+    return names
+
+
+def _header(path):
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip() and not line.startswith("#"):
+                return line.strip().split(",")
+    return []
+
+
+def _undocumented(paths):
+    documented = _documented_columns()
+    return {
+        str(p.relative_to(REPO)): missing
+        for p in paths
+        if (missing := [c for c in _header(p) if c not in documented])
+    }
+
+
+def test_every_committed_paper_data_column_is_in_the_dictionary():
+    paths = sorted((REPO / "paper" / "data").rglob("*.csv"))
+    assert paths
+    assert _undocumented(paths) == {}
+
+
+def test_every_results_column_is_in_the_dictionary():
+    paths = sorted((REPO / "results").rglob("*.csv"))
+    if not paths:
+        pytest.skip("no results/ here: run make reproduce (or copy a run's results/)")
+    assert _undocumented(paths) == {}
