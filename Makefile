@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.gradsched-installed
 CORES ?= 2
 
-.PHONY: reproduce test env lint tex smoke clean-results bench
+.PHONY: reproduce test env lint tex smoke clean-results bench update-expected verify-outputs
 
 env: $(STAMP)
 
@@ -27,9 +27,20 @@ else
 endif
 	touch $(STAMP)
 
-## Main job: replay the committed traces and regenerate every figure, table (and the PDF when TeX is installed).
-reproduce: $(STAMP)
+## Main job: replay the committed traces and regenerate every figure, table and the PDF (TeX is
+## installed first where possible; without it everything but the PDF is made), then compare the
+## outputs with paper/expected-outputs.sha256 (a report; STRICT=1 fails on any difference).
+reproduce: $(STAMP) tex
 	$(BIN)/snakemake --profile profiles/default all
+	@$(MAKE) --no-print-directory verify-outputs
+
+## The outputs against paper/expected-outputs.sha256: reproduced / differs / missing.
+verify-outputs: $(STAMP)
+	$(BIN)/python tools/verify_outputs.py $(if $(filter 1,$(STRICT)),--strict)
+
+## Maintainers: rewrite paper/expected-outputs.sha256 from the current outputs (after make reproduce).
+update-expected: $(STAMP)
+	$(BIN)/python tools/verify_outputs.py --update
 
 ## Tests: lint, the whole suite, and the paper build (TeX is installed first where possible).
 test: $(STAMP) tex
@@ -40,7 +51,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks workflow/scripts
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 
-## TeX for the paper: installed with apt when missing and we are root; otherwise the paper test skips.
+## TeX for the paper: installed with apt when missing and we are root; otherwise no PDF (and the
+## paper test skips), with a message saying how to get it.
 tex:
 	@if ! command -v latexmk >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -48,8 +60,10 @@ tex:
 	    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	      latexmk texlive-latex-recommended texlive-fonts-recommended >/dev/null \
-	      || echo "warning: TeX could not be installed; the paper PDF test will be skipped"; \
-	  else echo "warning: latexmk missing and not root; the paper PDF test will be skipped"; fi; \
+	      || echo "warning: TeX could not be installed: no paper/main.pdf (the paper test skips)"; \
+	  else echo "warning: latexmk missing and not root: no paper/main.pdf (the paper test skips)."; \
+	    echo "  To get the PDF: sudo apt-get install latexmk texlive-latex-recommended texlive-fonts-recommended"; \
+	    echo "  (or any TeX Live with latexmk), then: make reproduce"; fi; \
 	fi
 
 smoke: $(STAMP)

@@ -21,9 +21,30 @@ from gradsched import commands
 from gradsched.commands._outputs import mark_outputs, preflight
 from gradsched.errors import GradschedError
 
+# The command module that registers each verb: a run loads only its verb's module. Loading
+# all of them (scipy.stats, matplotlib, the advisor) cost every process ~1.8 s of CPU on the
+# project's 2-core VM, and `make reproduce` starts ~230; `fit` alone loads in ~0.8 s, `replay`
+# in ~1.25 s. tests/test_cli.py checks that this table is what the modules register.
+VERB_MODULES = {
+    "advise": "advise", "bench": "bench", "capture": "capture", "cluster": "cluster",
+    "compress": "compress", "fit": "fit", "import": "importcmd", "plan": "replaycmd",
+    "reexec": "reexec", "replay": "replaycmd", "report": "report", "run": "run",
+    "traces": "traces",
+}
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser, with every command module's sub-commands."""
+
+def command_modules(argv: list[str] | None = None) -> list[str]:
+    """The command modules to load for ``argv``: its verb's module when the first word is a
+    known verb, else every module (``--help``, ``--version``, a typo: the full parser)."""
+    if argv and argv[0] in VERB_MODULES:
+        return [VERB_MODULES[argv[0]]]
+    return sorted(info.name for info in pkgutil.iter_modules(commands.__path__)
+                  if not info.name.startswith("_"))  # _*: helpers of the command modules
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with the sub-commands of :func:`command_modules` (all of them without
+    ``argv``)."""
     parser = argparse.ArgumentParser(
         prog="gradsched",
         description="Communication scheduling for data-parallel training: import and "
@@ -31,11 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gradsched {gradsched.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):  # helpers shared by the command modules
-            continue
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(sub)
+    for name in command_modules(argv):
+        importlib.import_module(f"{commands.__name__}.{name}").register(sub)
     mark_outputs(parser)
     return parser
 
@@ -119,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     with _Interrupts() as interrupts:
         try:
             try:
-                parser = build_parser()
+                parser = build_parser(argv)
                 args = parser.parse_args(argv)
             except (Exception, SystemExit):
                 if interrupts.hit:  # an import failed because of the Ctrl-C

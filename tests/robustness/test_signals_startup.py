@@ -114,7 +114,7 @@ def test_sigint_before_the_parser_exists(monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     """In process: a KeyboardInterrupt raised while the parser is built (the command
     modules load) is the same one line and 130, not a traceback."""
-    def interrupted() -> None:
+    def interrupted(*_argv: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "build_parser", interrupted)

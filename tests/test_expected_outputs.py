@@ -1,0 +1,84 @@
+"""tools/verify_outputs.py: the expected-output manifest and its check (reproduced / differs /
+missing), on a temporary folder standing in for the repository."""
+
+import importlib.util
+import sys
+
+import pytest
+
+from gradsched.errors import InputError
+from tests.conftest import REPO
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location(
+        "verify_outputs", REPO / "tools" / "verify_outputs.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("verify_outputs", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+vo = _load()
+
+
+def _outputs(root):
+    (root / "paper" / "tables").mkdir(parents=True)
+    (root / "paper" / "generated").mkdir(parents=True)
+    (root / "results" / "fit").mkdir(parents=True)
+    (root / "paper" / "tables" / "fits.tex").write_text("a & b \\\\\n")
+    (root / "paper" / "generated" / "macros.tex").write_text("\\newcommand{\\x}{1}\n")
+    (root / "results" / "fit" / "fits.csv").write_text("alpha_s,beta_s_per_byte\n1,2\n")
+    (root / "results" / "fit" / "notes.txt").write_text("not an output the manifest lists\n")
+
+
+def test_update_lists_the_selected_outputs_and_a_fresh_run_reproduces(tmp_path):
+    _outputs(tmp_path)
+    manifest = tmp_path / vo.MANIFEST
+    assert vo.main(["--root", str(tmp_path), "--update"]) == 0
+    expected = vo.read_manifest(manifest)
+    assert sorted(expected) == [
+        "paper/generated/macros.tex", "paper/tables/fits.tex", "results/fit/fits.csv"
+    ]
+    checks = vo.verify(tmp_path, expected)
+    assert {c.status for c in checks} == {"reproduced"}
+    assert vo.main(["--root", str(tmp_path), "--strict"]) == 0
+
+
+def test_a_changed_byte_differs_and_a_deleted_file_is_missing(tmp_path, capsys):
+    _outputs(tmp_path)
+    vo.main(["--root", str(tmp_path), "--update"])
+    (tmp_path / "paper" / "tables" / "fits.tex").write_text("a & c \\\\\n")
+    (tmp_path / "results" / "fit" / "fits.csv").unlink()
+    capsys.readouterr()
+    assert vo.main(["--root", str(tmp_path)]) == 0  # reports, does not fail the build
+    out = capsys.readouterr().out
+    assert "differs     paper/tables/fits.tex" in out
+    assert "missing     results/fit/fits.csv" in out
+    assert out.rstrip().endswith("1 reproduced, 1 differ, 1 missing (of 3)")
+    assert vo.main(["--root", str(tmp_path), "--strict"]) == 1
+
+
+def test_a_malformed_manifest_line_names_file_and_line(tmp_path, capsys):
+    manifest = tmp_path / "expected.sha256"
+    manifest.write_text("# comment\n" + "0" * 64 + "  a.csv\nnot a digest  b.csv\n")
+    with pytest.raises(InputError, match=r"expected\.sha256, line 3"):
+        vo.read_manifest(manifest)
+    assert vo.main(["--root", str(tmp_path), "--manifest", str(manifest)]) == 2
+    assert "line 3" in capsys.readouterr().err
+
+
+def test_a_path_listed_twice_is_an_error(tmp_path):
+    manifest = tmp_path / "expected.sha256"
+    manifest.write_text(("0" * 64 + "  a.csv\n") * 2)
+    with pytest.raises(InputError, match="listed twice"):
+        vo.read_manifest(manifest)
+
+
+def test_the_committed_manifest_parses_and_lists_tables_macros_and_claims():
+    expected = vo.read_manifest(REPO / vo.MANIFEST)
+    assert "paper/generated/macros.tex" in expected
+    assert "paper/generated/claims.md" in expected
+    assert any(p.startswith("paper/tables/") for p in expected)
+    assert any(p.startswith("results/") and p.endswith(".csv") for p in expected)
