@@ -28,7 +28,7 @@ from gradsched.errors import GradschedError
 VERB_MODULES = {
     "advise": "advise", "bench": "bench", "capture": "capture", "cluster": "cluster",
     "compress": "compress", "fit": "fit", "import": "importcmd", "plan": "replaycmd",
-    "reexec": "reexec", "replay": "replaycmd", "report": "report", "run": "run",
+    "reexec": "reexec", "replay": "replaycmd", "report": "report", "run": "run", "shard": "shard",
     "traces": "traces",
 }
 
