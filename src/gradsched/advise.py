@@ -238,3 +238,42 @@ def expected_buckets(rec: Recommendation) -> list[list[str]]:
     return [sorted(b.tensors) for b in rec.ddp_list.plan.buckets]
 
 
+
+
+# --------------------------------------------------------------------------- sharded
+def validate_sharded(adv: Any, *, model_name: str, batch_size: int, rounds: int = 3,
+                     iters: int = 5, warmup: int = 1, seq_len: int | None = None,
+                     cluster: str | None = None, timeout_s: float = 300.0) -> dict[str, Any]:
+    """FSDP2's default layout and the optimum (a
+    :class:`~gradsched.experiments.recommend_sharded.ShardedAdvice`) run with stock FSDP2
+    on ``adv.world_size`` local ranks (gloo; :func:`gradsched.runtime.fsdp2.run_plans`,
+    rounds in random order), the units FSDP2 formed checked against each plan, and the
+    measured speedup of the optimum with its bootstrap interval."""
+    from gradsched.runtime.fsdp2 import run_plans  # the runtime imports torch
+
+    plans = [adv.default, adv.best]
+    times, groups = run_plans(plans, model=model_name, batch_size=batch_size,
+                              world_size=adv.world_size, rounds=rounds, iters=iters,
+                              warmup=warmup, cluster=cluster, seq_len=seq_len,
+                              timeout_s=timeout_s)
+    matched = [g == [sorted(u.tensors) for u in p.units]
+               for p, g in zip(plans, groups, strict=True)]
+    point, low, high = bootstrap_ratio(times[0], times[1])
+    return {"rounds": rounds, "iters": iters, "warmup": warmup,
+            "median_s": {"default": float(np.median(times[0])),
+                         "optimum": float(np.median(times[1]))},
+            "iteration_s": {"default": times[0], "optimum": times[1]},
+            "units_match": {"default": matched[0], "optimum": matched[1]},
+            "speedup_optimum_over_default": {"point": point, "low": low, "high": high,
+                                             "confidence": 0.95}}
+
+
+def render_sharded_validation(result: dict[str, Any]) -> str:
+    """The measured comparison as text."""
+    med = result["median_s"]
+    sp = result["speedup_optimum_over_default"]
+    ok = all(result["units_match"].values())
+    return (f"measured (stock FSDP2, {result['rounds']} rounds x {result['iters']} timed "
+            f"iterations): FSDP2 default {med['default']:.3g} s, optimum {med['optimum']:.3g} s;"
+            f" speedup {sp['point']:.3f} [{sp['low']:.3f}, {sp['high']:.3f}] (bootstrap 95 %)"
+            f"\n  units: FSDP2 formed {'exactly' if ok else 'NOT'} the plans' units\n")

@@ -200,3 +200,25 @@ def covering_modules(unit_tensors: Sequence[str], all_tensors: Sequence[str]) ->
             raise InputError(f"module {owner!r} has parameters inside and outside the unit of "
                              f"{name!r}; FSDP2 shards whole modules", field="tensors")
     return chosen
+
+
+def fully_shard_code(plan: ShardedPlan, names: Sequence[str]) -> str:
+    """The FSDP2 calls that apply ``plan`` to ``model``, as a user pastes them: per unit the
+    fewest modules covering it (:func:`covering_modules`, from the tensor names ``names``),
+    ``fully_shard(model)`` for the root, then the prefetch lists."""
+    lines = []
+    for k, unit in enumerate(plan.units):
+        mods = covering_modules(unit.tensors, names)
+        ref = ", ".join(f"model.get_submodule({m!r})" for m in mods)
+        lines.append(f"u{k} = [{ref}]")
+        lines.append(f"fully_shard(u{k}, reshard_after_forward={unit.reshard_after_forward})")
+    lines.append("fully_shard(model)")
+    n = plan.n_units
+    for k in range(n):
+        ahead = [f"u{j}[0]" for j in range(k + 1, min(k + plan.forward_prefetch, n - 1) + 1)]
+        if ahead:
+            lines.append(f"u{k}[0].set_modules_to_forward_prefetch([{', '.join(ahead)}])")
+        behind = [f"u{j}[0]" for j in range(k - 1, max(k - plan.backward_prefetch, 0) - 1, -1)]
+        if behind:
+            lines.append(f"u{k}[0].set_modules_to_backward_prefetch([{', '.join(behind)}])")
+    return "\n".join(lines)

@@ -32,3 +32,35 @@ def test_speedup_is_over_the_fsdp2_default_of_the_same_case() -> None:
 def test_an_empty_input_gives_an_empty_table() -> None:
     table, _ = sharded_table(pd.DataFrame())
     assert table.empty and list(table.columns) == HEADER
+
+
+def measured_rows() -> pd.DataFrame:
+    """SYNTHETIC rows of gradsched shard measure (arithmetic only)."""
+    base = {"model": "m", "batch_size": 4, "world_size": 2, "network": "loopback",
+            "n_units": 3, "reshard_after_forward": True, "forward_prefetch": 1,
+            "backward_prefetch": 1, "units_match": True, "predicted_peak_bytes": 2**20,
+            "measured_p10_s": 0.9, "measured_p90_s": 1.1, "iters": 9}
+    return pd.DataFrame([
+        base | {"algorithm": "fsdp2", "predicted_s": 1.1, "measured_s": 1.0,
+                "error_pct": 10.0, "speedup_vs_fsdp2": 1.0, "speedup_low": 1.0,
+                "speedup_high": 1.0},
+        base | {"algorithm": "sharded-optimum", "predicted_s": 0.7, "measured_s": 0.8,
+                "error_pct": -12.5, "speedup_vs_fsdp2": 1.25, "speedup_low": 1.1,
+                "speedup_high": 1.4, "units_match": False},
+    ])
+
+
+def test_measured_table_and_macros() -> None:
+    from gradsched.report.sharded import MEASURED_HEADER, sharded_measured_table
+    from gradsched.report.sharded_macros import sharded_measured_macros
+
+    table, align = sharded_measured_table(measured_rows())
+    assert list(table.columns) == MEASURED_HEADER and len(align) == len(MEASURED_HEADER)
+    assert table["vs FSDP2 [x]"].tolist()[1] == "1.250 [1.100, 1.400]"
+    assert table["units as planned"].tolist() == ["yes", "no"]
+    macros = sharded_measured_macros(measured_rows())
+    assert macros["ShardedMeasuredCases"] == "1" and macros["ShardedMeasuredPlans"] == "2"
+    assert macros["ShardedMedianAbsErrPct"] == "11.2"  # median of 10 and 12.5
+    assert macros["ShardedOptFasterCases"] == "1" and macros["ShardedOptSlowerCases"] == "0"
+    assert macros["ShardedUnitsMatchPlans"] == "1"
+    assert sharded_measured_macros(None)["ShardedMeasuredCases"] == "n/a"

@@ -66,6 +66,9 @@ rule macros:
             f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS
         ),
         captured=f"{RESULTS}/traces/captured.csv",
+        sharded_measured=(
+            [f"{RESULTS}/sharded/measured.csv"] if SHARDED_MEASURED else []
+        ),
         calibrated=[
             f"{RESULTS}/replay/calibrated/{c}/{link}-p{w}.csv"
             for c, link, w in CALIBRATED_CASES
@@ -102,6 +105,9 @@ rule macros:
             f"--headline-model {k} {p}"
             for k, p in zip(HEADLINE_MODEL_KINDS, input.headline_models)
         ),
+        sharded_measured=lambda wc, input: " ".join(
+            f"--sharded-measured {p}" for p in input.sharded_measured
+        ),
         calibrated=lambda wc, input: " ".join(
             f"--calibrated-replay {p}" for p in input.calibrated
         ),
@@ -134,7 +140,7 @@ rule macros:
         "--architectures {input.architectures} "
         "--executor-bench {input.executor_bench} {params.gpu_captures} {params.headline} "
         "{params.headline_models} --headline-comm {HEADLINE_COMM_STEM} {params.calibrated} "
-        "--captured {input.captured} "
+        "--captured {input.captured} {params.sharded_measured} "
         "--gpu-kineto {input.gpu_kineto} --gpu-corrections {input.gpu_corrections} "
         "{params.traces} --burst-sweep {input.burst_sweep} "
         "-o {output} > {log} 2>&1"

@@ -18,6 +18,11 @@ Otherwise it says: keep your setting. Every predicted gain is printed with its b
 gain +- margin: the model's error band, not a statistical confidence interval.
 --validate runs the candidates for real with stock DDP on this machine and prints
 bootstrap 95 % intervals of the measured speedups.
+
+--sharded advises an FSDP2 layout instead (gradsched.experiments.recommend_sharded):
+FSDP2's per-block default against the optimum of unit grouping, resharding and prefetch
+under --memory-cap, the fully_shard calls to paste, and with --validate both run with
+stock FSDP2.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from gradsched.commands._args import (
     positive_seconds,
     real,
     real_list,
+    size,
     threads,
     world_size,
 )
@@ -106,6 +112,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write the advice (and the validation) as JSON")
     p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
                    help="backend of --validate and of the printed commands")
+    sh = p.add_argument_group("sharded data parallelism (--sharded: FSDP2 layouts instead of DDP)")
+    sh.add_argument("--sharded", action="store_true",
+                    help="advise an FSDP2 layout (units, resharding, prefetch) instead of DDP's "
+                         "buckets: FSDP2's per-block default against the optimum")
+    sh.add_argument("--semantics", choices=["streams", "blocking"], default=None,
+                    help="streams (GPU: collectives on their own streams) or blocking (FSDP2 on "
+                         "CPU with gloo); default: blocking for a CPU trace, else streams")
+    sh.add_argument("--memory-cap", type=size(), default=None, metavar="BYTES",
+                    help="cap on gathered parameters and unsharded gradients per rank "
+                         "(e.g. 600M)")
     val = p.add_argument_group("validation (--validate: run the candidates for real)")
     val.add_argument("--validate", action="store_true",
                      help="run stock DDP with the per-bucket caps, the best uniform cap and "
@@ -165,6 +181,10 @@ def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
 
 def _run(args: argparse.Namespace) -> int:
     trace, model, world, interference = _load(args)
+    if args.sharded:
+        return _run_sharded(args, trace, model, world)
+    if args.memory_cap is not None or args.semantics is not None:
+        raise ConfigError("--memory-cap and --semantics need --sharded")
     if args.validate and args.model is None and trace.meta.get("model"):
         # the sidecar's model: a zoo name only (data never selects code), checked before
         # any work
@@ -204,6 +224,45 @@ def _run(args: argparse.Namespace) -> int:
                           timeout_s=args.timeout_s, cluster=args.cluster)
         print(render_validation(rec, result), end="")
         out["validation"] = result.to_dict() | {"model": model_name, "batch_size": batch}
+    if args.json is not None:
+        write_json_atomic(args.json, out)
+        print(f"-> {args.json}")
+    return 0
+
+
+def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: int) -> int:
+    from gradsched.advise import render_sharded_validation, validate_sharded
+    from gradsched.experiments.recommend_sharded import advise_sharded, render_sharded
+
+    if args.topology is not None:
+        raise ConfigError("--sharded takes --comm, not --topology")
+    semantics = args.semantics or ("blocking" if trace.meta.get("device") == "cpu"  # type: ignore[attr-defined]
+                                   else "streams")
+    adv = advise_sharded(trace, model, world, comm_spec=args.comm,  # type: ignore[arg-type]
+                         semantics=semantics, memory_cap_bytes=args.memory_cap,
+                         margin_pct=args.margin_pct)
+    print(render_sharded(adv), end="")
+    out = {"sharded": adv.to_dict()}
+    if args.validate:
+        model_name = args.model or trace.meta.get("model")  # type: ignore[attr-defined]
+        batch = args.batch_size or trace.meta.get("batch_size")  # type: ignore[attr-defined]
+        if not model_name or not batch:
+            raise ConfigError("--validate needs --model and --batch-size (the trace's meta "
+                              "names no model or batch size)")
+        if args.model is None:
+            registry_model(str(model_name), path=meta_path(args.compute), field="model")
+        if args.batch_size is None:
+            batch = _batch_size(batch, args.compute)
+        admit_training("advise --sharded --validate", model=str(model_name),
+                       batch_size=int(batch), ranks=world, threads=args.threads,
+                       seq_len=args.seq_len, oversubscribe=args.oversubscribe,
+                       extra_bytes_per_rank=0, device="cpu")
+        result = validate_sharded(adv, model_name=str(model_name), batch_size=int(batch),
+                                  rounds=args.rounds, iters=max(args.iters, 2),
+                                  warmup=max(args.warmup, 1), seq_len=args.seq_len,
+                                  cluster=args.cluster, timeout_s=args.timeout_s)
+        print(render_sharded_validation(result), end="")
+        out["validation"] = result
     if args.json is not None:
         write_json_atomic(args.json, out)
         print(f"-> {args.json}")

@@ -151,6 +151,7 @@ def _write_plans(args: argparse.Namespace, trace, model, names: list[str]) -> No
 
 def _plan(args: argparse.Namespace) -> int:
     from gradsched.errors import ConfigError
+    from gradsched.plan_sharded import fully_shard_code
     from gradsched.replay.sharded import replay_sharded
 
     trace, model = _inputs(args)
@@ -167,31 +168,8 @@ def _plan(args: argparse.Namespace) -> int:
           f"{plan.forward_prefetch}, backward prefetch {plan.backward_prefetch}; predicted "
           f"{result.iteration_s:.4g} s per iteration, peak of gathered parameters and gradients "
           f"{result.gathered_peak_bytes / 2**20:.4g} MiB -> {args.output}")
-    print(fully_shard_lines(plan, trace.names))
+    print(fully_shard_code(plan, trace.names))
     return 0
-
-
-def fully_shard_lines(plan, names) -> str:
-    """The FSDP2 calls that apply ``plan`` (the fewest modules covering each unit, from the
-    trace's tensor names ``names``)."""
-    from gradsched.plan_sharded import covering_modules
-
-    lines = []
-    for k, unit in enumerate(plan.units):
-        mods = covering_modules(unit.tensors, names)
-        ref = ", ".join(f"model.get_submodule({m!r})" for m in mods)
-        lines.append(f"u{k} = [{ref}]")
-        lines.append(f"fully_shard(u{k}, reshard_after_forward={unit.reshard_after_forward})")
-    lines.append("fully_shard(model)")
-    n = plan.n_units
-    for k in range(n):
-        ahead = [f"u{j}[0]" for j in range(k + 1, min(k + plan.forward_prefetch, n - 1) + 1)]
-        if ahead:
-            lines.append(f"u{k}[0].set_modules_to_forward_prefetch([{', '.join(ahead)}])")
-        behind = [f"u{j}[0]" for j in range(k - 1, max(k - plan.backward_prefetch, 0) - 1, -1)]
-        if behind:
-            lines.append(f"u{k}[0].set_modules_to_backward_prefetch([{', '.join(behind)}])")
-    return "\n".join(lines)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from gradsched.report.burst import burst_macros
 from gradsched.report.collect import extrapolated_mask
 from gradsched.report.headline import MODEL_KINDS, per_model
 from gradsched.report.macro_text import NA, camel, number
+from gradsched.report.sharded_macros import sharded_measured_macros
 from gradsched.report.stock_ddp_macros import stock_ddp_macros
 from gradsched.report.tables import algorithm_label, latex_escape, replay_wide
 from gradsched.report.trace_facts import trace_fact_macros
@@ -717,7 +718,8 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                headline_models: pd.DataFrame | None = None,
                headline_comm: str | None = None,
                calibrated: pd.DataFrame | None = None,
-               captured: pd.DataFrame | None = None) -> dict[str, str]:
+               captured: pd.DataFrame | None = None,
+               sharded_measured: pd.DataFrame | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text). ``compute_traces`` and ``sweeps``:
     the committed traces whose facts the prose quotes (:mod:`.trace_facts`);
     ``burst_sweep``: the shaped sweep whose token-bucket burst it quotes (:mod:`.burst`)."""
@@ -734,6 +736,7 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(reexec_boot_macros(reexec_stats))
     out.update(reexec_versus_macros(reexec, reexec_iterations))
     out.update(stock_ddp_macros(reexec, reexec_iterations))
+    out.update(sharded_measured_macros(sharded_measured))
     out.update(architecture_macros(architectures))
     out.update(executor_bench_macros(executor_bench))
     out.update(gpu_validation_macros(gpu_kineto, gpu_corrections))

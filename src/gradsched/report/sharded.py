@@ -38,3 +38,29 @@ def sharded_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                         fmt(row.gathered_peak_bytes / MIB, 0), fmt(base / row.iteration_s, 3),
                         fmt(100 * (row.iteration_s / row.lower_bound_s - 1), 1)])
     return pd.DataFrame(out, columns=HEADER), align
+
+
+MEASURED_HEADER = ["model", "network", "P", "plan", "units", "reshard", "measured [s]",
+                   "p10--p90 [s]", "predicted [s]", "error [%]", "vs FSDP2 [x]",
+                   "units as planned"]
+
+
+def sharded_measured_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One row per case and plan of the sharded re-execution (``gradsched shard measure``'s
+    ``measured.csv`` files, concatenated): measured median and p10--p90, the blocking
+    replay's prediction and error, the speedup over FSDP2's defaults with its bootstrap
+    interval, and whether FSDP2 formed the plan's units."""
+    align = "llrl" + "r" * (len(MEASURED_HEADER) - 5) + "l"
+    if frame.empty:
+        return pd.DataFrame(columns=MEASURED_HEADER), align
+    out = []
+    for row in frame.itertuples(index=False):
+        speed = f"{fmt(row.speedup_vs_fsdp2, 3)} [{fmt(row.speedup_low, 3)}, " \
+                f"{fmt(row.speedup_high, 3)}]"
+        out.append([f"{row.model} b{row.batch_size}", row.network, str(row.world_size),
+                    LABELS.get(row.algorithm, row.algorithm), str(row.n_units),
+                    str(row.reshard_after_forward).lower(), fmt(row.measured_s, 3),
+                    f"{fmt(row.measured_p10_s, 3)}--{fmt(row.measured_p90_s, 3)}",
+                    fmt(row.predicted_s, 3), fmt(row.error_pct, 1), speed,
+                    "yes" if str(row.units_match) == "True" else "no"])
+    return pd.DataFrame(out, columns=MEASURED_HEADER), align

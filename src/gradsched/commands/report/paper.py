@@ -80,6 +80,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--captured", type=Path,
                    help="inventory of the traces captured here (results/traces/captured.csv): "
                         "the CPU captures' hook overhead")
+    p.add_argument("--sharded-measured", type=Path,
+                   help="the sharded re-execution, concatenated (rule "
+                        "sharded_measured_collect)")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=world_size)
@@ -179,7 +182,8 @@ def _macros(args: argparse.Namespace) -> int:
                         headline_models=_headline_models(args.headline_model),
                         headline_comm=args.headline_comm,
                         calibrated=_calibrated(args.calibrated_replay),
-                        captured=_read(args.captured))
+                        captured=_read(args.captured),
+                        sharded_measured=_read(args.sharded_measured))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")

@@ -26,6 +26,11 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p = add_table_parser(rsub, "sharded-table", help="sharded planners per case (LaTeX + "
                          "Markdown)", input_help="sharded CSV")
     p.set_defaults(func=columns_named(_sharded_table))
+    p = add_table_parser(rsub, "sharded-measured-table", help="sharded plans run with stock "
+                         "FSDP2: measured vs predicted and vs FSDP2's defaults (LaTeX + "
+                         "Markdown)", input_help="concatenated measured.csv of gradsched "
+                         "shard measure")
+    p.set_defaults(func=columns_named(_sharded_measured_table))
 
 
 def _sharded(args: argparse.Namespace) -> int:
@@ -58,3 +63,9 @@ def _sharded_table(args: argparse.Namespace) -> int:
     from gradsched.report.sharded import sharded_table
 
     return table_from_csv(args, "sharded", sharded_table)
+
+
+def _sharded_measured_table(args: argparse.Namespace) -> int:
+    from gradsched.report.sharded import sharded_measured_table
+
+    return table_from_csv(args, "sharded-measured", sharded_measured_table)

@@ -1,0 +1,110 @@
+"""The recommending half of ``gradsched advise --sharded``: which FSDP2 layout to run.
+
+FSDP2 as users write it (:func:`gradsched.planners.sharded.fsdp2`: one unit per block,
+resharded, one unit prefetched each way) is the baseline. The exact optimum of
+:mod:`gradsched.experiments.sharded` (unit grouping, resharding and prefetch depths, under
+the memory cap if one is given) is recommended only when its predicted gain,
+``100 * (t_default / t_optimum - 1)``, exceeds the comm model's own error (the margin of
+:func:`gradsched.experiments.recommend.model_margin` over all-gather and reduce-scatter);
+otherwise: keep FSDP2's defaults. Both plans are replayed in the semantics of the hardware
+(``streams`` on a GPU, ``blocking`` for FSDP2 on CPU with gloo) with their memory peak of
+gathered parameters and unsharded gradients. A memory cap that FSDP2's own default exceeds
+is said; one that no plan meets is an error naming the smallest peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gradsched.costmodel.base import CommModel
+from gradsched.experiments.recommend import Margin, model_margin
+from gradsched.experiments.sharded import optimum
+from gradsched.plan_sharded import ShardedPlan, fully_shard_code
+from gradsched.planners.sharded import fsdp2
+from gradsched.replay.sharded import Semantics, ShardedReplay, replay_sharded
+from gradsched.traces.bundle import ComputeTrace
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class ShardedAdvice:
+    """FSDP2's default layout and the optimum, predicted, and the decision."""
+
+    default: ShardedPlan
+    default_replay: ShardedReplay
+    best: ShardedPlan
+    best_replay: ShardedReplay
+    margin: Margin
+    semantics: str
+    world_size: int
+    memory_cap_bytes: float | None
+    names: tuple[str, ...]
+
+    @property
+    def gain_pct(self) -> float:
+        return 100.0 * (self.default_replay.iteration_s / self.best_replay.iteration_s - 1.0)
+
+    @property
+    def recommend_best(self) -> bool:
+        return self.gain_pct > self.margin.pct
+
+    @property
+    def chosen(self) -> ShardedPlan:
+        return self.best if self.recommend_best else self.default
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"semantics": self.semantics, "world_size": self.world_size,
+                "memory_cap_bytes": self.memory_cap_bytes,
+                "margin_pct": self.margin.pct, "margin_source": self.margin.source,
+                "gain_pct": self.gain_pct,
+                "recommendation": "optimum" if self.recommend_best else "keep-fsdp2-default",
+                "default": {"plan": self.default.to_dict(),
+                            "replay": self.default_replay.to_dict()},
+                "optimum": {"plan": self.best.to_dict(), "replay": self.best_replay.to_dict()}}
+
+
+def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
+                   comm_spec: str, semantics: Semantics,
+                   memory_cap_bytes: float | None = None,
+                   margin_pct: float | None = None) -> ShardedAdvice:
+    """FSDP2's default and the optimum, replayed, and the margin (module docstring)."""
+    default = fsdp2(trace, model, world_size)
+    default_replay = replay_sharded(trace, default, model, world_size, semantics=semantics)
+    best = optimum(trace, model, world_size, semantics=semantics,
+                   memory_cap_bytes=memory_cap_bytes)
+    margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct)
+    return ShardedAdvice(default, default_replay, best.plan, best.replay, margin, semantics,
+                         world_size, memory_cap_bytes, tuple(trace.names))
+
+
+def _row(label: str, plan: ShardedPlan, result: ShardedReplay) -> str:
+    return (f"  {label:<28} {result.iteration_s:8.3g} s  {plan.n_units:3d} units + root, "
+            f"prefetch {plan.forward_prefetch}/{plan.backward_prefetch}, reshard "
+            f"{'yes' if all(u.reshard_after_forward for u in plan.units) else 'no'}, peak "
+            f"{result.gathered_peak_bytes / MIB:.4g} MiB")
+
+
+def render_sharded(adv: ShardedAdvice) -> str:
+    """The advice as text, with the ``fully_shard`` calls to paste."""
+    lines = [f"gradsched advise --sharded: {adv.world_size} ranks, {adv.semantics} "
+             "collectives; predicted iteration time (replay) and peak of gathered parameters "
+             "and unsharded gradients per rank:",
+             _row("FSDP2 default (per block)", adv.default, adv.default_replay),
+             _row("optimum", adv.best, adv.best_replay)]
+    if adv.memory_cap_bytes is not None:
+        lines.append(f"  memory cap: {adv.memory_cap_bytes / MIB:.4g} MiB"
+                     + ("" if adv.default_replay.gathered_peak_bytes <= adv.memory_cap_bytes
+                        else " (FSDP2's default exceeds it)"))
+    band = (adv.gain_pct - adv.margin.pct, adv.gain_pct + adv.margin.pct)
+    lines.append(f"gain of the optimum: {adv.gain_pct:+.3g} % (band {band[0]:+.3g} to "
+                 f"{band[1]:+.3g} %: the model's error band, not a confidence interval); "
+                 f"margin {adv.margin.pct:g} % ({adv.margin.source})")
+    if adv.recommend_best:
+        lines.append("RECOMMENDATION: this layout (replace your fully_shard calls):")
+    else:
+        lines.append("RECOMMENDATION: keep FSDP2's defaults (one fully_shard per block); "
+                     "nothing is predicted faster by more than the margin. The layout:")
+    lines.append(fully_shard_code(adv.chosen, adv.names))
+    return "\n".join(lines) + "\n"
