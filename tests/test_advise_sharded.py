@@ -56,5 +56,5 @@ def test_sharded_validate_runs_stock_fsdp2(tiny_trace: Path, tmp_path: Path,  # 
     assert val["units_match"] == {"default": True, "optimum": True}
     assert all(len(v) == 2 and min(v) > 0 for v in val["iteration_s"].values())
     speed = val["speedup_optimum_over_default"]
-    assert 0 < speed["low"] <= speed["point"] <= speed["high"] or speed["low"] <= speed["high"]
+    assert 0 < speed["low"] <= speed["high"]
     assert "FSDP2 formed exactly the plans' units" in captured.out

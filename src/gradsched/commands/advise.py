@@ -236,8 +236,8 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
 
     if args.topology is not None:
         raise ConfigError("--sharded takes --comm, not --topology")
-    semantics = args.semantics or ("blocking" if trace.meta.get("device") == "cpu"  # type: ignore[attr-defined]
-                                   else "streams")
+    device = str(trace.meta.get("device", ""))  # type: ignore[attr-defined]
+    semantics = args.semantics or ("blocking" if device.startswith("cpu") else "streams")
     adv = advise_sharded(trace, model, world, comm_spec=args.comm,  # type: ignore[arg-type]
                          semantics=semantics, memory_cap_bytes=args.memory_cap,
                          margin_pct=args.margin_pct)
