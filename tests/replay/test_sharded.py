@@ -179,3 +179,16 @@ def test_blocking_dynamic_program_equals_the_exhaustive_optimum(seed: int, which
     dp = optimum(trace, model, P, semantics="blocking")
     full = optimum(trace, model, P, semantics="blocking", memory_cap_bytes=1e18)
     assert dp.replay.iteration_s == pytest.approx(full.replay.iteration_s, rel=1e-12)
+
+
+def test_zero3_units_and_prefetch_follow_deepspeeds_element_budgets() -> None:
+    """SYNTHETIC sizes: blocks of 4000 bytes = 1000 fp32 elements... here 1-byte elements."""
+    from gradsched.planners.sharded import zero_prefetch_depth
+
+    trace = block_trace([[400], [400], [400], [400]])  # 1-byte elements: 400 each
+    plan = make_sharded_plan("zero3", trace, AlphaBetaModel(1e-3, 1e-6), P,
+                             {"reduce_bucket_size": "800", "prefetch_bucket_size": "900"})
+    assert [len(u.tensors) for u in plan.units] == [2, 2]  # 400 + 400 <= 800, not 1200
+    assert plan.forward_prefetch == 1  # one following unit (800) fits in 900, two do not
+    assert zero_prefetch_depth([10, 10, 10, 10], 25) == 2
+    assert zero_prefetch_depth([10, 30], 25) == 0

@@ -15,7 +15,8 @@ from gradsched.report.tables import fmt
 
 MIB = 2**20
 LABELS = {"fsdp2": "FSDP2 default", "fsdp2-saturation": "compiler cap",
-          "fsdp2-cap": "25 MiB units", "sharded-optimum": "optimum"}
+          "fsdp2-cap": "25 MiB units", "zero3": "ZeRO-3 defaults",
+          "sharded-optimum": "optimum"}
 HEADER = ["model", "network", "P", "semantics", "plan", "units", "prefetch f/b", "reshard",
           "iteration [s]", "exposed [%]", "peak [MiB]", "vs FSDP2 [x]", "above bound [%]"]
 

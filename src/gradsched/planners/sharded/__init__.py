@@ -21,6 +21,15 @@ exact optimum, which scores candidates with the replay, is
   those of the comm model. Merging as ``greedy_bucket_collective_by_mb`` does: a unit is
   closed before a block that would push it past the cap (a larger block stays alone).
 * ``fsdp2-cap``: the same merge with a cap given in MiB (knob ``unit_mb``).
+* ``zero3``: DeepSpeed ZeRO-3's defaults in FSDP2's unit form (a labelled approximation:
+  DeepSpeed gathers per module and reduce-scatters in buckets independent of modules).
+  Units: consecutive blocks merged up to ``reduce_bucket_size`` elements (default 5e8,
+  ``DeepSpeedZeroConfig.reduce_bucket_size``, "number of elements reduced/allreduced at a
+  time"); prefetch: as many following units as fit in ``stage3_prefetch_bucket_size``
+  elements (default 5e7, "maximum number of parameter elements to fetch ahead of use"),
+  the same depth forward and backward, the smallest that holds for every window; resharded
+  after forward (ZeRO-3 releases a module's parameters after use).
+  Source: ``deepspeed/runtime/zero/config.py``.
 """
 
 from __future__ import annotations
@@ -120,6 +129,45 @@ def fsdp2_cap(trace: ComputeTrace, model: CommModel, world_size: int, *, unit_mb
                    "backward_prefetch": backward_prefetch}, forward_prefetch, backward_prefetch)
 
 
+ZERO_REDUCE_BUCKET_ELEMENTS = 5e8  # DeepSpeedZeroConfig.reduce_bucket_size
+ZERO_PREFETCH_ELEMENTS = 5e7  # DeepSpeedZeroConfig.prefetch_bucket_size
+
+
+def zero_prefetch_depth(unit_elements: list[float], budget: float) -> int:
+    """The largest depth ``d`` such that every window of ``d`` consecutive units after a
+    unit fits in ``budget`` elements (0 when even one unit does not)."""
+    depth = 0
+    for d in range(1, len(unit_elements)):
+        windows = [sum(unit_elements[i + 1:i + 1 + d]) for i in range(len(unit_elements) - d)]
+        if max(windows) > budget:
+            break
+        depth = d
+    return depth
+
+
+def zero3(trace: ComputeTrace, model: CommModel, world_size: int, *,
+          reduce_bucket_size: float = ZERO_REDUCE_BUCKET_ELEMENTS,
+          prefetch_bucket_size: float = ZERO_PREFETCH_ELEMENTS) -> ShardedPlan:
+    """DeepSpeed ZeRO-3's bucket rule in unit form (package docstring)."""
+    if not reduce_bucket_size > 0 or not prefetch_bucket_size >= 0:
+        raise ConfigError("reduce_bucket_size must be > 0 and prefetch_bucket_size >= 0 "
+                          "(elements)")
+    seq = layer_seq(trace)
+    blocks = block_ranges(seq)
+    element = float(trace.frame["bytes"].sum() / max(int(trace.frame["numel"].sum()), 1))
+    sizes = np.asarray([seq.nbytes[a:b + 1].sum() for a, b in blocks], dtype=float) / element
+    ranges = merge_blocks(blocks, fill_groups(sizes, [reduce_bucket_size], overflow=False)) \
+        if blocks else []
+    units = [float(seq.nbytes[a:b + 1].sum()) / element for a, b in ranges]
+    depth = zero_prefetch_depth(units, prefetch_bucket_size)
+    knobs = {"reduce_bucket_size": reduce_bucket_size,
+             "prefetch_bucket_size": prefetch_bucket_size}
+    return ShardedPlan(algorithm="zero3", units=units_from_ranges(seq, ranges),
+                       forward_prefetch=depth, backward_prefetch=max(depth, 1), knobs=knobs,
+                       info={"n_blocks": len(blocks), "element_bytes": element,
+                             "approximation": "ZeRO-3's rule in FSDP2's unit form"})
+
+
 @dataclass(frozen=True)
 class ShardedPlanner:
     """A sharded planner and the types of its knobs."""
@@ -137,6 +185,8 @@ SHARDED_PLANNERS: dict[str, ShardedPlanner] = {
     "fsdp2-cap": ShardedPlanner("fsdp2-cap", fsdp2_cap, {"unit_mb": float,
                                                          "forward_prefetch": int,
                                                          "backward_prefetch": int}),
+    "zero3": ShardedPlanner("zero3", zero3, {"reduce_bucket_size": float,
+                                             "prefetch_bucket_size": float}),
 }
 
 
