@@ -80,6 +80,15 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    DDP at its fastest measured cap: {ReexecBestVsTunedCapList} (faster in
    {ReexecBestVsTunedCapFasterCases} of {ReexecBestVsTunedCapCases}, slower in
    {ReexecBestVsTunedCapSlowerCases}).
+   **In stock PyTorch DDP:** the contiguous optimum, passed as per-bucket caps
+   (`bucket_cap_mb_list`), was rebuilt exactly as planned in {StockDdpMatchCases} of
+   {StockDdpCases} cases and measured {StockDdpListVsDefaultMin}-{StockDdpListVsDefaultMax}x as
+   fast as DDP's default (at least {StockDdpAimPct} % faster, interval above 1, in
+   {StockDdpListAimCases} cases) and {StockDdpListVsTunedMin}-{StockDdpListVsTunedMax}x as fast
+   as DDP at its best measured uniform cap (not slower within the intervals in
+   {StockDdpListNotSlowerTunedCommCases} of {StockDdpCommCases} communication-bound cases,
+   faster in {StockDdpListFasterTunedCases}); `best` through the executor measured
+   {StockDdpBestVsListMin}-{StockDdpBestVsListMax}x the list's speed.
 6. **Architectures, for real.** On the emulated cluster, hierarchical all-reduce took
    {ArchHierFlatOneZeroZerombitMeas} (predicted {ArchHierFlatOneZeroZerombitPred}) of the flat
    ring's time at 100 Mbit/s between nodes, below 1 in {ArchHierFlatOneZeroZerombitRoundsBelowOne}
@@ -107,6 +116,14 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    {GenHTwoZeroZeroBestGainMaxPct} %) over DDP's default. The H200 captures'
    per-layer hooks slowed host-bound models by up to {CaptureHookOverheadMaxPct} %
    ({CaptureHookOverheadMaxTrace}), so those rows overstate compute.
+8. **Sharded data parallelism, for real.** Over {ShardedMeasuredCases} CPU cases (two gloo
+   ranks, loopback and 1 Gbit/s), stock FSDP2 formed the planned units in
+   {ShardedUnitsMatchPlans} of {ShardedMeasuredPlans} plan runs; the optimum of unit grouping,
+   resharding and prefetch measured {ShardedOptVsDefaultMin}-{ShardedOptVsDefaultMax}x as fast
+   as FSDP2's defaults (faster, interval above 1, in {ShardedOptFasterCases} cases, slower in
+   {ShardedOptSlowerCases}); the blocking replay's median |error| was
+   {ShardedMedianAbsErrPct} % (largest {ShardedMaxAbsErrPct} %), uncorrected for
+   interference.
 """
 
 _FIELD = re.compile(r"\{([A-Za-z]+)\}")
