@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gradsched.errors import ConfigError, InputError
+from gradsched.experiments.bootstrap import BOOTSTRAP_RESAMPLES, bootstrap_ratio
 from gradsched.experiments.recommend import PLAN_ALGORITHM, Recommendation
 from gradsched.plan import Plan
 from gradsched.workloads import build_model
 
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 0
 KIND_LABELS = {"list": "per-bucket caps (bucket_cap_mb_list)", "uniform": "best uniform cap",
                "current": "your setting", "plan": "gradsched plan (executor)"}
 COMPARISONS = (("uniform", "current"), ("list", "current"), ("list", "uniform"),
@@ -38,23 +36,6 @@ ran."""
 
 
 # --------------------------------------------------------------------------- statistics
-def bootstrap_ratio(numerator: Sequence[float], denominator: Sequence[float], *,
-                    resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = 0.95,
-                    seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
-    """median(numerator) / median(denominator) and its percentile bootstrap interval
-    (each sample resampled with replacement, independently; Efron & Tibshirani 1993,
-    ch. 13). Deterministic for a given ``seed``."""
-    a = np.asarray(numerator, dtype=float)
-    b = np.asarray(denominator, dtype=float)
-    if a.size < 2 or b.size < 2:
-        raise ConfigError("the bootstrap needs at least 2 timed iterations per side")
-    rng = np.random.default_rng(seed)
-    ia = rng.integers(0, a.size, size=(resamples, a.size))
-    ib = rng.integers(0, b.size, size=(resamples, b.size))
-    ratios = np.median(a[ia], axis=1) / np.median(b[ib], axis=1)
-    tail = 100.0 * (1.0 - confidence) / 2.0
-    low, high = np.percentile(ratios, [tail, 100.0 - tail])
-    return float(np.median(a) / np.median(b)), float(low), float(high)
 
 
 def predicted_s(rec: Recommendation) -> dict[str, float]:

@@ -9,7 +9,8 @@ import pytest
 
 from gradsched.costmodel.base import AlphaBetaModel
 from gradsched.errors import ConfigError
-from gradsched.reexec.sharded import ShardedCase, bootstrap_speedup, measure, plans_for
+from gradsched.experiments.bootstrap import bootstrap_ratio
+from gradsched.reexec.sharded import ShardedCase, measure, plans_for
 from gradsched.traces import ComputeTrace
 
 META = {"kind": "compute", "model": "tiny-mlp", "batch_size": 4, "device": "cpu",
@@ -32,7 +33,7 @@ def tiny_mlp_trace() -> ComputeTrace:
 
 
 def test_bootstrap_speedup_is_the_ratio_of_medians_with_an_interval() -> None:
-    point, low, high = bootstrap_speedup([2.0, 2.1, 1.9, 2.0], [1.0, 1.1, 0.9, 1.0])
+    point, low, high = bootstrap_ratio([2.0, 2.1, 1.9, 2.0], [1.0, 1.1, 0.9, 1.0])
     assert point == pytest.approx(2.0)
     assert low <= point <= high
 

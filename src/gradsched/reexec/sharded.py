@@ -9,8 +9,8 @@ collective, :mod:`gradsched.replay.sharded`), and run with stock FSDP2
 seeded random order, a fresh model each time, ``warmup`` untimed and ``iters`` timed
 iterations; the slowest rank's period). Reported per plan: the median, p10 and p90 of the
 pooled iterations, the prediction and its error, and the speedup over FSDP2's defaults
-(ratio of medians) with a percentile bootstrap interval (resampling each plan's
-iterations; Efron & Tibshirani 1993, ch. 13).
+(ratio of medians) with a percentile bootstrap interval
+(:func:`gradsched.experiments.bootstrap.bootstrap_ratio`).
 
 The compute trace holds one uncontended rank's thread times; nothing here corrects them for
 contention (the all-reduce re-execution's interference calibration is for its executor),
@@ -28,6 +28,7 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
+from gradsched.experiments.bootstrap import bootstrap_ratio
 from gradsched.experiments.sharded import OPTIMUM, optimum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import make_sharded_plan
@@ -35,8 +36,6 @@ from gradsched.replay.sharded import replay_sharded
 from gradsched.runtime.fsdp2 import run_plans
 from gradsched.traces.bundle import ComputeTrace
 
-BOOTSTRAP_RESAMPLES = 2000
-CONFIDENCE = 0.95
 BASELINE = "fsdp2"
 
 
@@ -67,20 +66,6 @@ def plans_for(trace: ComputeTrace, model: CommModel, world_size: int,
     return out
 
 
-def bootstrap_speedup(baseline: Sequence[float], other: Sequence[float], *,
-                      seed: int = 0) -> tuple[float, float, float]:
-    """median(baseline) / median(other) and its percentile bootstrap interval."""
-    a = np.asarray(baseline, dtype=float)
-    b = np.asarray(other, dtype=float)
-    rng = np.random.default_rng(seed)
-    ia = rng.integers(0, a.size, size=(BOOTSTRAP_RESAMPLES, a.size))
-    ib = rng.integers(0, b.size, size=(BOOTSTRAP_RESAMPLES, b.size))
-    ratios = np.median(a[ia], axis=1) / np.median(b[ib], axis=1)
-    tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
-    low, high = np.percentile(ratios, [tail, 100.0 - tail])
-    return float(np.median(a) / np.median(b)), float(low), float(high)
-
-
 def measure(case: ShardedCase, trace: ComputeTrace, model: CommModel,
             algorithms: Sequence[str], *, rounds: int, iters: int, warmup: int,
             memory_cap_bytes: float | None = None, seed: int = 0,
@@ -97,7 +82,7 @@ def measure(case: ShardedCase, trace: ComputeTrace, model: CommModel,
     rows, iterations = [], []
     for name, plan, measured, grouped in zip(algorithms, plans, times, groups, strict=True):
         predicted = replay_sharded(trace, plan, model, case.world_size, semantics="blocking")
-        point, low, high = bootstrap_speedup(base, measured, seed=seed)
+        point, low, high = bootstrap_ratio(base, measured, seed=seed)
         median = statistics.median(measured)
         rows.append({
             "model": case.model, "batch_size": case.batch_size, "world_size": case.world_size,
