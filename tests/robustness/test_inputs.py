@@ -74,6 +74,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     falling = list(np.linspace(1.0, 0.1, len(sizes)))
     _write(d / "falling.csv", (d / "m.csv").read_text(encoding="utf-8"))
     frame = pd.read_csv(d / "m.csv")
+    frame = frame.drop(columns=[c for c in ("time_min_s", "time_max_s") if c in frame])
     frame["time_s"] = falling
     frame.to_csv(d / "falling.csv", index=False)
     _write(d / "falling.meta.json", (d / "m.meta.json").read_text(encoding="utf-8"))

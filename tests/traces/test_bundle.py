@@ -199,3 +199,24 @@ def test_committed_trace_loads(path: Path) -> None:
 
 def test_some_traces_are_committed() -> None:
     assert len(COMMITTED) >= 46
+
+
+def test_the_falling_check_reads_the_fastest_repetition_where_there_is_one(tmp_path) -> None:
+    """A SYNTHETIC sweep whose 4-byte median was slowed several-fold by load, while its
+    fastest repetitions rise with size: accepted; the same with falling fastest repetitions:
+    refused, naming time_min_s."""
+    import pandas as pd
+    import pytest
+
+    from gradsched.errors import InputError
+    from gradsched.traces.bundle import _check_comm_trend
+
+    sizes = [4, 32, 256, 2048, 16384, 131072, 1048576]
+    base = pd.DataFrame({"collective": "all_reduce", "backend": "gloo", "algorithm": "default",
+                         "world_size": 2, "nodes": 1, "in_place": 1, "bytes": sizes})
+    slowed = base.assign(time_s=[3.7e-3, 4e-4, 4e-4, 4.5e-4, 5e-4, 6e-4, 6.6e-4],
+                         time_min_s=[3e-4, 3e-4, 3.1e-4, 3.5e-4, 4e-4, 5e-4, 6e-4])
+    _check_comm_trend(slowed, tmp_path / "ok.csv")
+    falling = slowed.assign(time_min_s=[3e-3, 2e-3, 1e-3, 8e-4, 6e-4, 4e-4, 2e-4])
+    with pytest.raises(InputError, match="time_min_s"):
+        _check_comm_trend(falling, tmp_path / "bad.csv")
