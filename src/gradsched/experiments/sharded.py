@@ -38,7 +38,13 @@ from gradsched.planners.sharded import (
     merge_blocks,
     units_from_ranges,
 )
-from gradsched.replay.sharded import Semantics, ShardedReplay, replay_layout, replay_sharded
+from gradsched.replay.sharded import (
+    Semantics,
+    ShardedReplay,
+    collective_times,
+    replay_layout,
+    replay_sharded,
+)
 from gradsched.replay.sharded_bounds import sharded_lower_bound_s
 from gradsched.replay.sharded_layout import layout_from_ranges
 from gradsched.traces.bundle import ComputeTrace
@@ -88,7 +94,9 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     backward_depths = range(1, max(max_prefetch, 1) + 1)
     ag, rs = _range_times(seq, blocks, model, world_size)
     root = float(seq.nbytes.sum()) - sum(float(seq.nbytes[a:b + 1].sum()) for a, b in blocks)
-    root_t = _times_of(model, root, world_size)
+    # the root's all-gather and reduce-scatter (unused by the replay when it has no bytes)
+    root_t = [float(collective_times(model, c, np.asarray([max(root, 1.0)]), world_size)[0])
+              for c in ("all_gather", "reduce_scatter")]
     for ends in groupings(len(blocks)):
         ranges = merge_blocks(blocks, ends)
         starts = [0, *ends[:-1].tolist()]
@@ -150,15 +158,6 @@ def _blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int,
     return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics="blocking"))
 
 
-def _times_of(model: CommModel, nbytes: float, world: int) -> tuple[float, float]:
-    """(all-gather, reduce-scatter) seconds of one message; none on one rank or 0 bytes."""
-    if world <= 1 or nbytes <= 0:
-        return 0.0, 0.0
-    m = np.asarray([nbytes])
-    return (float(model.times("all_gather", m, world)[0]),
-            float(model.times("reduce_scatter", m, world)[0]))
-
-
 def _range_times(seq, blocks: list[tuple[int, int]], model: CommModel,
                  world: int) -> tuple[np.ndarray, np.ndarray]:
     """All-gather and reduce-scatter seconds of every run of blocks ``a..b`` (one
@@ -173,8 +172,7 @@ def _range_times(seq, blocks: list[tuple[int, int]], model: CommModel,
     out = []
     for collective in ("all_gather", "reduce_scatter"):
         table = np.zeros((n, n))
-        if world > 1:
-            table[np.triu_indices(n)] = model.times(collective, flat, world)
+        table[np.triu_indices(n)] = collective_times(model, collective, flat, world)
         out.append(table)
     return out[0], out[1]
 

@@ -120,7 +120,10 @@ class _Run:
         return best
 
 
-def _times(model: CommModel, collective: str, nbytes: np.ndarray, world: int) -> np.ndarray:
+def collective_times(model: CommModel, collective: str, nbytes: np.ndarray,
+                     world: int) -> np.ndarray:
+    """Seconds of each message of ``nbytes`` under ``model``; nothing moves on one rank."""
+    nbytes = np.asarray(nbytes, dtype=float)
     if world <= 1:
         return np.zeros_like(nbytes)
     return np.asarray(model.times(collective, nbytes, world), dtype=float)
@@ -135,8 +138,8 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
     layout = unit_layout(plan, seq, trace.path)
     sizes = np.append(layout.unit_bytes, layout.root_bytes)
     return replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
-                         _times(model, "all_gather", sizes, world_size),
-                         _times(model, "reduce_scatter", sizes, world_size), world_size,
+                         collective_times(model, "all_gather", sizes, world_size),
+                         collective_times(model, "reduce_scatter", sizes, world_size), world_size,
                          blocking=semantics == "blocking")
 
 
