@@ -14,15 +14,16 @@ from tests.layering import TORCH_LIBRARIES, Edge, cycles, edges, graph, modules,
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-COMMON = frozenset({"errors", "io", "staging", "limits", "networks", "units", "provenance", "plan",
-                    "plan_sharded", "names", "intermediates", "admission"})
+COMMON = frozenset({"errors", "io", "staging", "signal_hold", "limits", "networks", "units",
+                    "provenance", "plan", "plan_sharded", "names", "intermediates", "admission"})
 """The common ground every unit may import."""
 
 ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "limits": frozenset(),
     "io": frozenset({"errors"}),
-    "staging": frozenset({"errors", "io"}),
+    "staging": frozenset({"errors", "io", "signal_hold"}),
+    "signal_hold": frozenset(),
     "units": frozenset({"errors", "limits"}),
     "networks": frozenset({"errors"}),
     "names": frozenset({"errors"}),

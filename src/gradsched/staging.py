@@ -28,16 +28,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import tempfile
-import threading
 from pathlib import Path
 from types import TracebackType
 
 from gradsched.errors import InputError
 from gradsched.io import move, output_target, remove_leftovers, temporary
-
-_HELD = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1})
+from gradsched.signal_hold import signals_held
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -169,7 +166,16 @@ class Staging:
         through = [entry for entry in self._entries if entry.through is not None]
         aside = [self._make("previous", entry.tmp.parent, entry.final_dir) for entry in staged]
         self._entries.extend(_Entry(folder, folder) for folder in aside)
-        held = _hold()
+        try:
+            with signals_held():  # a signal takes effect after the last move
+                self._move_all(staged, aside, through, moves)
+        finally:
+            self.abort()
+
+    @staticmethod
+    def _move_all(staged: list[_Entry], aside: list[Path], through: list[_Entry],
+                  moves: _Moves) -> None:
+        """Move the stand-ins into place; on failure restore the targets as they were."""
         try:
             for entry, keep in zip(staged, aside, strict=True):
                 _merge(entry.tmp, entry.final_dir, keep, moves)
@@ -181,9 +187,6 @@ class Staging:
                     with contextlib.suppress(OSError):
                         folder.rename(folder.with_name(folder.name[:-len(".staging")] + ".kept"))
             raise
-        finally:
-            _release(held)
-            self.abort()
 
     def abort(self) -> None:
         """Remove every stand-in (and whatever was written in them)."""
@@ -237,47 +240,6 @@ def _named(exc: BaseException, entries: list[_Entry]) -> BaseException:
         if str(path) != str(exc.filename):
             return InputError(f"cannot write: {exc.strerror or exc}", path=path)
     return exc
-
-
-class _Held:
-    """The terminating signals held while the outputs move, delivered after the last move.
-
-    In the main thread the Python-level handlers are swapped for one that records the
-    signal, then restored and each recorded signal raised again: a Python handler always
-    runs in the main thread, whichever OS thread the kernel gave the signal to (a process
-    with torch or pytest-xdist has several), so a thread mask alone would not hold it. In
-    another thread, where handlers cannot be set, the thread's mask blocks them."""
-
-    def __init__(self) -> None:
-        self.pending: list[int] = []
-        self.previous: dict[int, object] = {}
-        self.mask: set[int] | None = None
-        if threading.current_thread() is threading.main_thread():
-            for signum in _HELD:
-                self.previous[signum] = signal.signal(signum, self._record)
-        elif hasattr(signal, "pthread_sigmask"):
-            self.mask = set(signal.pthread_sigmask(signal.SIG_BLOCK, _HELD))
-
-    def _record(self, signum: int, _frame: object) -> None:
-        if self.previous.get(signum) is not signal.SIG_IGN:
-            self.pending.append(signum)
-
-    def release(self) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
-        if self.mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
-        for signum in self.pending:
-            signal.raise_signal(signum)
-
-
-def _hold() -> _Held:
-    """Hold the terminating signals while the outputs move (see :class:`_Held`)."""
-    return _Held()
-
-
-def _release(held: _Held) -> None:
-    held.release()
 
 
 def _write_through(source: Path, device: Path) -> None:

@@ -77,6 +77,56 @@ def test_setup_and_teardown(prefix):
 
 @network
 @needs_netns
+def test_every_change_runs_with_termination_signals_held(prefix, monkeypatch):
+    """A SIGTERM must take effect between build steps, never while ``subprocess`` starts
+    ``ip``: an exception raised there leaves ``ip`` running on its own, and the namespace
+    it creates appears after teardown has looked for it."""
+    real_run = cl._run
+    unheld: list[str] = []
+
+    def recording_run(cmd, **kwargs):
+        changes = any(word in cmd for word in ("add", "set"))
+        if changes and signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, []):
+            unheld.append(" ".join(cmd))
+        return real_run(cmd, **kwargs)
+
+    monkeypatch.setattr(cl, "_run", recording_run)
+    with EmulatedCluster(2, "100mbit", prefix=prefix):
+        pass
+    assert unheld == []
+    assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+@network
+@needs_netns
+def test_sigterm_during_a_namespace_add_is_delivered_after_it_is_recorded(prefix,
+                                                                          monkeypatch):
+    """The signal is sent to the process (the kernel may hand it to a BLAS thread that
+    does not block it) just before ``ip netns add``; it must take effect only after the
+    command returned and its namespace was recorded, and teardown must remove it."""
+    real_run = cl._run
+    target = cl.ClusterLayout(2, prefix).namespace(0)
+    finished: list[str] = []
+
+    def signalled_run(cmd, **kwargs):
+        if cmd[:3] == ["ip", "netns", "add"] and cmd[3] == target:
+            os.kill(os.getpid(), signal.SIGTERM)
+        out = real_run(cmd, **kwargs)
+        finished.append(cmd[-1])
+        return out
+
+    monkeypatch.setattr(cl, "_run", signalled_run)
+    cluster = EmulatedCluster(2, "100mbit", prefix=prefix)
+    with pytest.raises(SystemExit) as exit_info:
+        cluster.open()
+    assert exit_info.value.code == 128 + signal.SIGTERM
+    assert finished[-1] == target, "the signal cut the namespace's creation short"
+    assert ours(prefix) == []
+    assert signal.getsignal(signal.SIGTERM) is not cl._raise_exit
+
+
+@network
+@needs_netns
 def test_teardown_after_exception(prefix):
     with pytest.raises(RuntimeError, match="boom"), EmulatedCluster(2, "1gbit", prefix=prefix):
         assert len(ours(prefix)) == 3

@@ -74,11 +74,12 @@ from gradsched.distributed.cluster_record import (
     record_path,
 )
 from gradsched.distributed.launch import LaunchSpec
-from gradsched.distributed.lifeline import _raise_exit, hold_signals, release_signals
+from gradsched.distributed.lifeline import _raise_exit
 from gradsched.distributed.netns import ClusterError, _ns_inode, _run, list_namespaces, preflight
 from gradsched.distributed.processes import _start_time
 from gradsched.distributed.shaping import parse_rate, rate_label, tbf_params
 from gradsched.errors import ConfigError
+from gradsched.signal_hold import signals_held
 
 SUBNET = "10.77.0"  # rank k is SUBNET.(k+1)/24; only inside our own namespaces
 RANK_IFNAME = "veth0"  # the rank's interface name, the same in every rank namespace
@@ -258,16 +259,15 @@ class EmulatedCluster:
                 return
             self._up = False
         # A second Ctrl-C / SIGTERM must not interrupt the teardown half-way: hold them
-        # until it is done (they are delivered afterwards).
-        held = hold_signals()
+        # until it is done (they take effect afterwards, through our handlers).
         try:
-            failed = _remove(self._record.get("processes", []), _owned(self._record))
-            if not failed:
-                self.record_path.unlink(missing_ok=True)
+            with signals_held():
+                atexit.unregister(self.close)
+                failed = _remove(self._record.get("processes", []), _owned(self._record))
+                if not failed:
+                    self.record_path.unlink(missing_ok=True)
         finally:
             self._restore_signal_handlers()
-            atexit.unregister(self.close)
-            release_signals(held)
         if failed:
             raise ClusterError("teardown left namespaces behind: " + "; ".join(failed)
                                + f"; retry with: gradsched cluster clean {self.record_path}")
@@ -303,35 +303,49 @@ class EmulatedCluster:
                                "RECORD')")
 
     def _add_namespace(self, name: str) -> None:
-        """``ip netns add`` ``name`` and record its identity right away."""
-        _run(["ip", "netns", "add", name])
-        with self._lock:
-            self._record["namespaces"][name]["inode"] = _ns_inode(name)
-            _write_record(self.record_path, self._record)
+        """``ip netns add`` ``name`` and record its identity, with termination signals
+        held: a SIGTERM that arrives meanwhile takes effect once the record names the
+        namespace, so teardown finds it (an exception raised while ``subprocess`` waits
+        for ``ip`` to start would leave ``ip`` running on its own, creating the
+        namespace after teardown had looked for it)."""
+        with signals_held():
+            _run(["ip", "netns", "add", name])
+            with self._lock:
+                self._record["namespaces"][name]["inode"] = _ns_inode(name)
+                _write_record(self.record_path, self._record)
+
+    @staticmethod
+    def _change(cmd: list[str]) -> None:
+        """Run one ``ip``/``tc`` command that changes the cluster, with termination signals
+        held (see :meth:`_add_namespace`): it either finishes before teardown or never
+        starts."""
+        with signals_held():
+            _run(cmd)
 
     def _build(self) -> None:
         lay = self.layout
         sw = lay.switch
         self._add_namespace(sw)
-        _run(["ip", "-n", sw, "link", "set", "lo", "up"])
-        _run(["ip", "-n", sw, "link", "add", BRIDGE, "type", "bridge"])
-        _run(["ip", "-n", sw, "link", "set", BRIDGE, "up"])
+        self._change(["ip", "-n", sw, "link", "set", "lo", "up"])
+        self._change(["ip", "-n", sw, "link", "add", BRIDGE, "type", "bridge"])
+        self._change(["ip", "-n", sw, "link", "set", BRIDGE, "up"])
         for node in range(lay.nodes):
             ns, port = lay.namespace(node), f"r{node}"
             self._add_namespace(ns)
-            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-            _run(["ip", "-n", sw, "link", "add", port, "type", "veth", "peer", "name",
-                  RANK_IFNAME, "netns", ns])
-            _run(["ip", "-n", sw, "link", "set", port, "master", BRIDGE])
-            _run(["ip", "-n", sw, "link", "set", port, "up"])
-            _run(["ip", "-n", ns, "addr", "add", f"{lay.address(node)}/24", "dev", RANK_IFNAME])
-            _run(["ip", "-n", ns, "link", "set", RANK_IFNAME, "up"])
+            self._change(["ip", "-n", ns, "link", "set", "lo", "up"])
+            self._change(["ip", "-n", sw, "link", "add", port, "type", "veth", "peer",
+                          "name", RANK_IFNAME, "netns", ns])
+            self._change(["ip", "-n", sw, "link", "set", port, "master", BRIDGE])
+            self._change(["ip", "-n", sw, "link", "set", port, "up"])
+            self._change(["ip", "-n", ns, "addr", "add", f"{lay.address(node)}/24", "dev",
+                          RANK_IFNAME])
+            self._change(["ip", "-n", ns, "link", "set", RANK_IFNAME, "up"])
             if self.rate_bps is not None:
                 burst, latency = tbf_params(self.rate_bps)
                 for where, dev in ((ns, RANK_IFNAME), (sw, port)):
-                    _run(["tc", "-n", where, "qdisc", "add", "dev", dev, "root", "tbf",
-                          "rate", f"{int(self.rate_bps)}bit", "burst", str(burst),
-                          "latency", f"{latency * 1e3:g}ms"])
+                    self._change(["tc", "-n", where, "qdisc", "add", "dev", dev, "root",
+                                  "tbf", "rate", f"{int(self.rate_bps)}bit", "burst",
+                                  str(burst), "latency", f"{latency * 1e3:g}ms"])
         self._wait_reachable()
 
     def _wait_reachable(self, timeout_s: float = 10.0) -> None:

@@ -40,9 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from gradsched.admission import check_ranks
-from gradsched.distributed.lifeline import exit_on_signals, hold_signals, release_signals
+from gradsched.distributed.lifeline import exit_on_signals
 from gradsched.errors import GradschedError
 from gradsched.names import package_task
+from gradsched.signal_hold import signals_held
 
 
 class DistributedError(GradschedError, RuntimeError):
@@ -119,9 +120,10 @@ def launch(task: str, payload: dict[str, Any], spec: LaunchSpec) -> list[Any]:
             lifeline_r = fds[0]
             (workdir / "payload.json").write_text(json.dumps(payload), encoding="utf-8")
             for rank in range(spec.world_size):
-                procs.append(_start_rank(rank, task, port, spec, workdir, lifeline_r))
-                if spec.on_spawn is not None:
-                    spec.on_spawn(procs[-1].pid)
+                with signals_held():  # a started rank is always in procs (and recorded)
+                    procs.append(_start_rank(rank, task, port, spec, workdir, lifeline_r))
+                    if spec.on_spawn is not None:
+                        spec.on_spawn(procs[-1].pid)
             _wait(procs, spec, workdir)
             return [_read_result(workdir, rank, procs[rank]) for rank in range(spec.world_size)]
         finally:
@@ -132,15 +134,12 @@ def launch(task: str, payload: dict[str, Any], spec: LaunchSpec) -> list[Any]:
 def _cleanup(procs: list[subprocess.Popen[bytes]], workdir: Path, fds: Sequence[int]) -> None:
     """Stop the ranks still running, close the lifeline, remove the temporary directory
     (with SIGINT/SIGTERM/SIGHUP held, so a second signal cannot cut this short)."""
-    held = hold_signals()
-    try:
+    with signals_held():
         _terminate(procs)
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
-    finally:
-        release_signals(held)
 
 
 def _start_rank(rank: int, task: str, port: int, spec: LaunchSpec, workdir: Path,

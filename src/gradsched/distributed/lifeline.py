@@ -2,7 +2,8 @@
 
 Launcher side: :func:`exit_on_signals` turns SIGTERM/SIGHUP into ``SystemExit`` while
 ranks run, so ``finally`` clauses stop the ranks and remove the temporary directory;
-:func:`hold_signals` keeps a second signal from cutting that cleanup short.
+:func:`gradsched.signal_hold.signals_held` keeps a second signal from cutting that
+cleanup short.
 
 Rank side, for a launcher that dies without cleaning up (SIGKILL, OOM killer):
 
@@ -37,7 +38,6 @@ from typing import Any
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ORPHANED_EXIT = 128 + signal.SIGHUP  # a rank whose launcher died exits with this code
 _EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1}
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -69,20 +69,6 @@ def exit_on_signals(signals: tuple[int, ...] = _EXIT_SIGNALS) -> Iterator[None]:
         for sig, handler in old.items():
             with contextlib.suppress(ValueError, OSError):
                 signal.signal(sig, handler)
-
-
-def hold_signals() -> set[int] | None:
-    """Block SIGINT/SIGTERM/SIGHUP/SIGUSR1 in this thread; return the previous mask (or
-    None)."""
-    if not hasattr(signal, "pthread_sigmask"):
-        return None
-    return set(signal.pthread_sigmask(signal.SIG_BLOCK, _HELD))
-
-
-def release_signals(previous: set[int] | None) -> None:
-    """Undo :func:`hold_signals` (signals that arrived meanwhile are delivered now)."""
-    if previous is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 # ----------------------------------------------------------------------------- rank
