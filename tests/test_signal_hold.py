@@ -30,12 +30,11 @@ def raising_sigusr1():
 
 def test_a_signal_inside_takes_effect_once_after_the_block(raising_sigusr1):
     reached_end = False
-    with pytest.raises(Raised):
-        with signals_held():
-            os.kill(os.getpid(), signal.SIGUSR1)
-            os.kill(os.getpid(), signal.SIGUSR1)
-            time.sleep(0.05)
-            reached_end = True
+    with pytest.raises(Raised), signals_held():
+        os.kill(os.getpid(), signal.SIGUSR1)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.05)
+        reached_end = True
     assert reached_end
     assert signal.getsignal(signal.SIGUSR1) is raising_sigusr1
 
@@ -49,12 +48,11 @@ def test_held_even_when_another_thread_could_take_it(raising_sigusr1):
     other.start()
     steps = []
     try:
-        with pytest.raises(Raised):
-            with signals_held():
-                for step in range(20):
-                    os.kill(os.getpid(), signal.SIGUSR1)
-                    time.sleep(0.002)
-                    steps.append(step)
+        with pytest.raises(Raised), signals_held():
+            for step in range(20):
+                os.kill(os.getpid(), signal.SIGUSR1)
+                time.sleep(0.002)
+                steps.append(step)
     finally:
         stop.set()
     assert steps == list(range(20))
