@@ -76,11 +76,25 @@ def test_no_signal_changes_nothing(raising_sigusr1):
     assert signal.getsignal(signal.SIGUSR1) is raising_sigusr1
 
 
-def test_a_child_started_inside_holds_them_too():
-    """A Ctrl-C sent to the process group must not cut a child short mid-step."""
+def test_a_child_started_inside_can_still_be_stopped():
+    """A rank started inside must not inherit blocked signals: teardown stops ranks with
+    SIGTERM."""
     with signals_held():
         out = subprocess.run([sys.executable, "-c",
                               "import signal; print(signal.SIGTERM in "
                               "signal.pthread_sigmask(signal.SIG_BLOCK, []))"],
                              capture_output=True, text=True, timeout=60, check=True).stdout
-    assert out.strip() == "True"
+    assert out.strip() == "False"
+
+
+def test_outside_the_main_thread_nothing_changes(raising_sigusr1):
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(_enter_and_read_handler()))
+    worker.start()
+    worker.join(10)
+    assert seen == [raising_sigusr1]
+
+
+def _enter_and_read_handler():
+    with signals_held():
+        return signal.getsignal(signal.SIGUSR1)

@@ -28,26 +28,22 @@ def signals_held() -> Iterator[None]:
     exception can be raised while ``subprocess`` starts or reaps a child, which leaves
     the child running on its own.
 
-    Two layers, because blocking alone is not enough: the thread's signal mask is blocked
-    (pthread_sigmask(3); children started inside inherit it through execve(2), so a
-    Ctrl-C sent to the whole process group does not cut them short either), but the
-    kernel delivers a process-directed signal to any thread that does not block it (a
-    BLAS or OpenMP thread) and CPython then runs the Python-level handler in the main
-    thread anyway (Python docs, "signal": handlers always run in the main thread). So in
-    the main thread the Python-level handlers are also replaced by one that only notes
-    the signal; when the block ends the old handlers come back and each noted signal is
-    raised again (``signal.raise_signal``), once.
+    The Python-level handlers are replaced by one that only notes the signal; when the
+    block ends the old handlers come back and each noted signal is raised again
+    (``signal.raise_signal``), once. Blocking the thread's mask (pthread_sigmask(3))
+    would not do: the kernel hands a process-directed signal to any thread that does not
+    block it (a BLAS or OpenMP thread) and CPython runs the Python-level handler in the
+    main thread anyway (Python docs, "signal": handlers always run in the main thread);
+    and children started inside would inherit the blocked mask through execve(2), so
+    their own teardown could not stop them with SIGTERM. Outside the main thread this is
+    a no-op: no signal handler ever interrupts another thread.
     """
     noted: list[int] = []
-    previous_handlers = _note_signals(noted)
-    previous_mask = (set(signal.pthread_sigmask(signal.SIG_BLOCK, _HELD))
-                     if hasattr(signal, "pthread_sigmask") else None)
+    previous = _note_signals(noted)
     try:
         yield
     finally:
-        if previous_mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
-        _restore_handlers(previous_handlers)
+        _restore_handlers(list(previous.items()))
         for signum in dict.fromkeys(noted):
             signal.raise_signal(signum)
 
@@ -63,16 +59,24 @@ def _note_signals(noted: list[int]) -> dict[int, Any]:
             noted.append(signum)
 
     previous: dict[int, Any] = {}
-    for sig in _HELD:
+    for sig in sorted(_HELD):
         with contextlib.suppress(ValueError, OSError):
             previous[sig] = signal.signal(sig, note)
     return previous
 
 
-def _restore_handlers(previous: dict[int, Any]) -> None:
-    for sig, handler in previous.items():
-        with contextlib.suppress(ValueError, OSError, TypeError):
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+def _restore_handlers(previous: list[tuple[int, Any]]) -> None:
+    """Put ``previous`` handlers back, all of them even when a signal that arrives
+    meanwhile raises through one already restored (restoring one twice is harmless)."""
+    done = 0
+    try:
+        for sig, handler in previous:
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            done += 1
+    except BaseException:
+        _restore_handlers(previous[done:])
+        raise
 
 
 __all__ = ["signals_held"]

@@ -86,15 +86,16 @@ def test_every_change_runs_with_termination_signals_held(prefix, monkeypatch):
 
     def recording_run(cmd, **kwargs):
         changes = any(word in cmd for word in ("add", "set"))
-        if changes and signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, []):
+        if changes and signal.getsignal(signal.SIGTERM) is cl._raise_exit:
             unheld.append(" ".join(cmd))
         return real_run(cmd, **kwargs)
 
     monkeypatch.setattr(cl, "_run", recording_run)
+    before = signal.getsignal(signal.SIGTERM)
     with EmulatedCluster(2, "100mbit", prefix=prefix):
-        pass
+        assert signal.getsignal(signal.SIGTERM) is cl._raise_exit
     assert unheld == []
-    assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 @network
