@@ -52,4 +52,16 @@ def test_measure_runs_every_plan_and_checks_its_units() -> None:
     assert [r["algorithm"] for r in rows] == ["fsdp2", "sharded-optimum"]
     assert all(r["units_match"] and r["iters"] == 4 and r["measured_s"] > 0 for r in rows)
     assert rows[0]["speedup_vs_fsdp2"] == pytest.approx(1.0)
-    assert len(iterations) == 8 and len(plans) == 2
+    assert len(plans) == 2
+    assert [r["algorithm"] for r in iterations].count("compute-only") == 4
+    assert len(iterations) == 12
+    # the prediction is the replay on the trace scaled to the control of the same launch
+    control = sorted(r["iteration_s"] for r in iterations if r["algorithm"] == "compute-only")
+    trace = tiny_mlp_trace()
+    compute_s = trace.forward_total_s + trace.backward_total_s + trace.update_total_s
+    for row in rows:
+        assert row["compute_only_s"] == pytest.approx((control[1] + control[2]) / 2)
+        assert row["compute_scale"] == pytest.approx(row["compute_only_s"] / compute_s)
+        assert row["predicted_s"] != pytest.approx(row["predicted_raw_s"])
+        assert row["error_pct"] == pytest.approx(100 * (row["predicted_s"] / row["measured_s"]
+                                                        - 1))

@@ -39,13 +39,16 @@ def measured_rows() -> pd.DataFrame:
     base = {"model": "m", "batch_size": 4, "world_size": 2, "network": "loopback",
             "n_units": 3, "reshard_after_forward": True, "forward_prefetch": 1,
             "backward_prefetch": 1, "units_match": True, "predicted_peak_bytes": 2**20,
-            "measured_p10_s": 0.9, "measured_p90_s": 1.1, "iters": 9}
+            "measured_p10_s": 0.9, "measured_p90_s": 1.1, "iters": 9,
+            "compute_only_s": 0.5}
     return pd.DataFrame([
         base | {"algorithm": "fsdp2", "predicted_s": 1.1, "measured_s": 1.0,
-                "error_pct": 10.0, "speedup_vs_fsdp2": 1.0, "speedup_low": 1.0,
+                "error_pct": 10.0, "predicted_raw_s": 1.6, "error_raw_pct": 60.0,
+                "compute_scale": 0.6, "speedup_vs_fsdp2": 1.0, "speedup_low": 1.0,
                 "speedup_high": 1.0},
         base | {"algorithm": "sharded-optimum", "predicted_s": 0.7, "measured_s": 0.8,
-                "error_pct": -12.5, "speedup_vs_fsdp2": 1.25, "speedup_low": 1.1,
+                "error_pct": -12.5, "predicted_raw_s": 1.2, "error_raw_pct": 50.0,
+                "compute_scale": 0.6, "speedup_vs_fsdp2": 1.25, "speedup_low": 1.1,
                 "speedup_high": 1.4, "units_match": False},
     ])
 
@@ -61,6 +64,9 @@ def test_measured_table_and_macros() -> None:
     macros = sharded_measured_macros(measured_rows())
     assert macros["ShardedMeasuredCases"] == "1" and macros["ShardedMeasuredPlans"] == "2"
     assert macros["ShardedMedianAbsErrPct"] == "11.2"  # median of 10 and 12.5
+    assert macros["ShardedMedianAbsErrRawPct"] == "55.0"
+    assert macros["ShardedComputeScaleMin"] == "0.60"
+    assert table["unscaled error [%]"].tolist() == ["60.0", "50.0"]
     assert macros["ShardedOptFasterCases"] == "1" and macros["ShardedOptSlowerCases"] == "0"
     assert macros["ShardedUnitsMatchPlans"] == "1"
     assert sharded_measured_macros(None)["ShardedMeasuredCases"] == "n/a"

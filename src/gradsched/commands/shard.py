@@ -236,6 +236,9 @@ def _measure(args: argparse.Namespace) -> int:
             "load_average_before": load_before, "load_average_after": load_average(),
             "rounds": args.rounds, "iters": args.iters, "warmup": args.warmup,
             "threads_per_rank": 1, "backend": "gloo", "semantics": "blocking",
+            "prediction": "sharded replay (blocking) on the compute trace scaled to the "
+                          "median of the compute-only control of the same launch "
+                          "(compute_scale); predicted_raw_s: on the trace as committed",
             "machine": machine_info("cpu"), "software": software_versions()}
     with Staging() as staging:
         folder = staging.folder(args.output)
@@ -245,6 +248,9 @@ def _measure(args: argparse.Namespace) -> int:
         (folder / "plans").mkdir()
         for name, plan in zip(algorithms, plans, strict=True):
             plan.save(folder / "plans" / f"{name}.json")
+    if rows:
+        print(f"compute-only control: {rows[0]['compute_only_s']:.3g} s (the compute trace "
+              f"scaled by {rows[0]['compute_scale']:.3g} before predicting)")
     for row in rows:
         print(f"{row['algorithm']}: measured {row['measured_s']:.3g} s "
               f"[p10 {row['measured_p10_s']:.3g}, p90 {row['measured_p90_s']:.3g}], predicted "

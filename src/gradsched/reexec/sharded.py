@@ -12,9 +12,14 @@ pooled iterations, the prediction and its error, and the speedup over FSDP2's de
 (ratio of medians) with a percentile bootstrap interval
 (:func:`gradsched.experiments.bootstrap.bootstrap_ratio`).
 
-The compute trace holds one uncontended rank's thread times; nothing here corrects them for
-contention (the all-reduce re-execution's interference calibration is for its executor),
-so the prediction is the raw replay and its error is reported as it is.
+The prediction follows the all-reduce re-execution (:mod:`gradsched.reexec.predict`): the
+same launch also runs the *compute-only control* (every rank trains the model without
+FSDP2 and without communication, in the same rounds), the compute trace is scaled so that
+its forward, backward and update sum to the control's median (``compute_scale``), and the
+sharded replay runs on the scaled trace. The committed compute traces were captured on
+another day and machine instance, one rank alone, so their times need not be this
+machine's; the unscaled replay is kept as ``predicted_raw_s``. The executor's interference
+calibration is not applied (it was fitted for the all-reduce executor, not for FSDP2).
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ from gradsched.experiments.bootstrap import bootstrap_ratio
 from gradsched.experiments.sharded import OPTIMUM, optimum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import make_sharded_plan
+from gradsched.reexec.predict import scaled_trace, trace_compute_s
 from gradsched.replay.sharded import replay_sharded
-from gradsched.runtime.fsdp2 import run_plans
+from gradsched.runtime.fsdp2 import COMPUTE_ONLY, run_plans
 from gradsched.traces.bundle import ComputeTrace
 
 BASELINE = "fsdp2"
@@ -71,33 +77,48 @@ def measure(case: ShardedCase, trace: ComputeTrace, model: CommModel,
             memory_cap_bytes: float | None = None, seed: int = 0,
             timeout_s: float = 600.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
                                                 list[ShardedPlan]]:
-    """Plan, predict and run; returns (one row per plan, one row per timed iteration, the
-    plans)."""
+    """Plan, run (with the compute-only control) and predict; returns (one row per plan,
+    one row per timed iteration, the plans)."""
     plans = plans_for(trace, model, case.world_size, algorithms, memory_cap_bytes)
-    times, groups = run_plans(plans, model=case.model, batch_size=case.batch_size,
-                              world_size=case.world_size, rounds=rounds, iters=iters,
-                              warmup=warmup, cluster=case.cluster, seq_len=case.seq_len,
-                              seed=seed, timeout_s=timeout_s)
+    times, groups = run_plans([*plans, COMPUTE_ONLY], model=case.model,
+                              batch_size=case.batch_size, world_size=case.world_size,
+                              rounds=rounds, iters=iters, warmup=warmup, cluster=case.cluster,
+                              seq_len=case.seq_len, seed=seed, timeout_s=timeout_s)
+    control = times[-1]
+    scale = statistics.median(control) / trace_compute_s(trace)
+    scaled = scaled_trace(trace, scale)
     base = times[list(algorithms).index(BASELINE)]
-    rows, iterations = [], []
-    for name, plan, measured, grouped in zip(algorithms, plans, times, groups, strict=True):
-        predicted = replay_sharded(trace, plan, model, case.world_size, semantics="blocking")
-        point, low, high = bootstrap_ratio(base, measured, seed=seed)
-        median = statistics.median(measured)
-        rows.append({
-            "model": case.model, "batch_size": case.batch_size, "world_size": case.world_size,
-            "network": case.network, "algorithm": name, "n_units": plan.n_units,
-            "reshard_after_forward": all(u.reshard_after_forward for u in plan.units),
-            "forward_prefetch": plan.forward_prefetch,
-            "backward_prefetch": plan.backward_prefetch,
-            "units_match": grouped == [sorted(u.tensors) for u in plan.units],
-            "predicted_s": predicted.iteration_s,
-            "predicted_peak_bytes": predicted.gathered_peak_bytes,
-            "measured_s": median, "measured_p10_s": float(np.percentile(measured, 10)),
-            "measured_p90_s": float(np.percentile(measured, 90)), "iters": len(measured),
-            "error_pct": 100.0 * (predicted.iteration_s / median - 1.0),
-            "speedup_vs_fsdp2": point, "speedup_low": low, "speedup_high": high})
-        iterations += [{"model": case.model, "network": case.network,
-                        "world_size": case.world_size, "algorithm": name, "iteration": i,
-                        "iteration_s": t} for i, t in enumerate(measured)]
+    rows = [_row(case, name, plan, measured, grouped, base, seed,
+                 raw=replay_sharded(trace, plan, model, case.world_size, semantics="blocking"),
+                 scaled=replay_sharded(scaled, plan, model, case.world_size,
+                                       semantics="blocking"),
+                 scale=scale, control=control)
+            for name, plan, measured, grouped in zip(algorithms, plans, times[:-1],
+                                                     groups[:-1], strict=True)]
+    iterations = [{"model": case.model, "network": case.network, "world_size": case.world_size,
+                   "algorithm": name, "iteration": i, "iteration_s": t}
+                  for name, measured in zip([*algorithms, COMPUTE_ONLY], times, strict=True)
+                  for i, t in enumerate(measured)]
     return rows, iterations, plans
+
+
+def _row(case: ShardedCase, name: str, plan: ShardedPlan, measured: list[float],
+         grouped: list[list[str]], base: list[float], seed: int, *, raw: Any, scaled: Any,
+         scale: float, control: list[float]) -> dict[str, Any]:
+    """One plan's row of ``measured.csv``."""
+    point, low, high = bootstrap_ratio(base, measured, seed=seed)
+    median = statistics.median(measured)
+    return {
+        "model": case.model, "batch_size": case.batch_size, "world_size": case.world_size,
+        "network": case.network, "algorithm": name, "n_units": plan.n_units,
+        "reshard_after_forward": all(u.reshard_after_forward for u in plan.units),
+        "forward_prefetch": plan.forward_prefetch, "backward_prefetch": plan.backward_prefetch,
+        "units_match": grouped == [sorted(u.tensors) for u in plan.units],
+        "compute_only_s": statistics.median(control), "compute_scale": scale,
+        "predicted_raw_s": raw.iteration_s, "predicted_s": scaled.iteration_s,
+        "predicted_peak_bytes": scaled.gathered_peak_bytes,
+        "measured_s": median, "measured_p10_s": float(np.percentile(measured, 10)),
+        "measured_p90_s": float(np.percentile(measured, 90)), "iters": len(measured),
+        "error_raw_pct": 100.0 * (raw.iteration_s / median - 1.0),
+        "error_pct": 100.0 * (scaled.iteration_s / median - 1.0),
+        "speedup_vs_fsdp2": point, "speedup_low": low, "speedup_high": high}

@@ -121,8 +121,10 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    {ShardedUnitsMatchPlans} of {ShardedMeasuredPlans} plan runs; the optimum of unit grouping,
    resharding and prefetch measured {ShardedOptVsDefaultMin}-{ShardedOptVsDefaultMax}x as fast
    as FSDP2's defaults (faster, interval above 1, in {ShardedOptFasterCases} cases, slower in
-   {ShardedOptSlowerCases}); the blocking replay's median |error| was
-   {ShardedMedianAbsErrPct} % (largest {ShardedMaxAbsErrPct} %), uncorrected for
+   {ShardedOptSlowerCases}); the blocking replay on the compute trace scaled to the
+   compute-only control of the same launch had a median |error| of
+   {ShardedMedianAbsErrPct} % (largest {ShardedMaxAbsErrPct} %; unscaled
+   {ShardedMedianAbsErrRawPct} % and {ShardedMaxAbsErrRawPct} %), uncorrected for
    interference.
 """
 

@@ -14,23 +14,31 @@ from gradsched.report.macro_text import NA, number
 BASELINE = "fsdp2"
 OPTIMUM = "sharded-optimum"
 KEYS = ("ShardedMeasuredCases", "ShardedMeasuredPlans", "ShardedMedianAbsErrPct",
-        "ShardedMaxAbsErrPct", "ShardedOptVsDefaultMin", "ShardedOptVsDefaultMax",
+        "ShardedMaxAbsErrPct", "ShardedMedianAbsErrRawPct", "ShardedMaxAbsErrRawPct",
+        "ShardedComputeScaleMin", "ShardedComputeScaleMax", "ShardedOptVsDefaultMin",
+        "ShardedOptVsDefaultMax",
         "ShardedOptFasterCases", "ShardedOptSlowerCases", "ShardedUnitsMatchPlans")
 
 
 def sharded_measured_macros(frame: pd.DataFrame | None) -> dict[str, str]:
-    """Counts, error and speed-up ranges of the measured sharded plans."""
+    """Counts, error (scaled to the compute-only control, and unscaled), compute scale and
+    speed-up ranges of the measured sharded plans."""
     out = dict.fromkeys(KEYS, NA)
     if frame is None or not len(frame):
         return out
     cases = frame.groupby(["model", "batch_size", "world_size", "network"]).ngroups
     err = frame["error_pct"].abs()
+    raw = frame["error_raw_pct"].abs()
     opt = frame.loc[frame["algorithm"] == OPTIMUM]
     out.update({
         "ShardedMeasuredCases": str(cases),
         "ShardedMeasuredPlans": str(len(frame)),
         "ShardedMedianAbsErrPct": number(float(err.median()), 1),
         "ShardedMaxAbsErrPct": number(float(err.max()), 1),
+        "ShardedMedianAbsErrRawPct": number(float(raw.median()), 1),
+        "ShardedMaxAbsErrRawPct": number(float(raw.max()), 1),
+        "ShardedComputeScaleMin": number(float(frame["compute_scale"].min()), 2),
+        "ShardedComputeScaleMax": number(float(frame["compute_scale"].max()), 2),
         "ShardedUnitsMatchPlans": str(int(frame["units_match"].astype(str).eq("True").sum())),
     })
     if len(opt):

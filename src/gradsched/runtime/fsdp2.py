@@ -13,12 +13,19 @@ iterations.
   module. FSDP2 prefetches one unit in backward whenever no explicit list is set
   (``FSDPState._pre_backward``: ``default_prefetch = len(...) == 0``), so a backward depth of
   0 cannot be expressed and is refused.
+
+:func:`run_plans` also runs, on request, the *compute-only control* of the re-execution
+protocol: the same model, batches and optimizer on every rank at once, without
+``fully_shard`` and without any collective, in the same rounds and random order as the
+plans. Its time is what the ranks' compute takes on this machine at this moment, against
+which the compute trace is scaled before predicting (:mod:`gradsched.reexec.predict`).
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -29,6 +36,9 @@ from gradsched.errors import ConfigError, InputError
 from gradsched.plan_sharded import ShardedPlan, covering_modules
 from gradsched.runtime.bench import timed_iterations
 from gradsched.workloads import build_model
+
+COMPUTE_ONLY: Literal["compute-only"] = "compute-only"
+"""The item of :func:`run_plans` that runs the model without FSDP2 and communication."""
 
 
 def unit_modules(model: nn.Module, plan: ShardedPlan) -> list[list[nn.Module]]:
@@ -95,15 +105,19 @@ def sharded_groups(units: list[list[nn.Module]]) -> list[list[str]]:
 
 
 def timed_plans(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
-    """Launcher task: for each plan of ``payload['plans']`` (JSON dicts), a fresh model
-    sharded by FSDP2, ``warmup`` untimed and ``iters`` timed iterations (SGD with
-    momentum); per-iteration periods and the peak of this process's memory."""
+    """Launcher task: for each item of ``payload['plans']`` (a plan's JSON dict, or
+    :data:`COMPUTE_ONLY`), a fresh model (sharded by FSDP2 as the plan says; untouched for
+    the control), ``warmup`` untimed and ``iters`` timed iterations (SGD with momentum);
+    per-iteration periods and the units FSDP2 formed."""
     out: dict[str, Any] = {"rank": rank, "runs": []}
     for raw in payload["plans"]:
-        plan = ShardedPlan.from_dict(raw)
         spec = build_model(payload["model"], int(payload["batch_size"]),
                            seq_len=payload.get("seq_len"), seed=int(payload.get("seed", 0)))
-        units = apply_plan(spec.model, plan)
+        if raw == COMPUTE_ONLY:
+            algorithm, units = COMPUTE_ONLY, []
+        else:
+            plan = ShardedPlan.from_dict(raw)
+            algorithm, units = plan.algorithm, apply_plan(spec.model, plan)
         opt = torch.optim.SGD(spec.model.parameters(), lr=0.01, momentum=0.9)
         batches = [spec.make_batch() for _ in range(2)]
 
@@ -114,7 +128,7 @@ def timed_plans(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
 
         times = timed_iterations(one, int(payload["warmup"]), int(payload["iters"]),
                                  lambda: None)
-        out["runs"].append({"algorithm": plan.algorithm, "times_s": times,
+        out["runs"].append({"algorithm": algorithm, "times_s": times,
                             "unit_tensors": sharded_groups(units)})
     return out
 
@@ -131,14 +145,16 @@ def run_order(n_plans: int, rounds: int, seed: int) -> list[int]:
     return order
 
 
-def run_plans(plans: list[ShardedPlan], *, model: str, batch_size: int, world_size: int,
+def run_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: str,
+              batch_size: int, world_size: int,
               rounds: int = 3, iters: int = 5, warmup: int = 1, threads: int = 1,
               cluster: str | None = None, seq_len: int | None = None, seed: int = 0,
               timeout_s: float = 300.0) -> tuple[list[list[float]], list[list[list[str]]]]:
     """Launch the ranks (loopback, or the emulated cluster at ``cluster``'s rate) and run
-    every plan ``rounds`` times in interleaved random order. Returns, per plan, every timed
-    iteration (the slowest rank's period) pooled over rounds, and the parameter names FSDP2
-    grouped in each of its units (rank 0, first run)."""
+    every plan (or :data:`COMPUTE_ONLY`, the control) ``rounds`` times in interleaved random
+    order. Returns, per item, every timed iteration (the slowest rank's period) pooled over
+    rounds, and the parameter names FSDP2 grouped in each of its units (rank 0, first run;
+    none for the control)."""
     if not plans:
         raise ConfigError("nothing to run: give at least one sharded plan")
     if iters < 1 or warmup < 1 or rounds < 1:
@@ -146,7 +162,7 @@ def run_plans(plans: list[ShardedPlan], *, model: str, batch_size: int, world_si
                           "iteration initialises lazily)")
     order = run_order(len(plans), rounds, seed)
     payload = {"model": model, "batch_size": batch_size, "seq_len": seq_len, "seed": seed,
-               "plans": [plans[k].to_dict() for k in order], "warmup": warmup, "iters": iters,
+               "plans": [_item(plans[k]) for k in order], "warmup": warmup, "iters": iters,
                "timeout_s": timeout_s}
     common = {"backend": "gloo", "threads_per_rank": threads, "op_timeout_s": timeout_s,
               "deadline_s": max(600.0, timeout_s * 2)}
@@ -163,3 +179,7 @@ def run_plans(plans: list[ShardedPlan], *, model: str, batch_size: int, world_si
         pooled[k] += [max(ts) for ts in zip(*per_rank, strict=True)]
         groups[k] = groups[k] or results[0]["runs"][position]["unit_tensors"]
     return pooled, groups
+
+
+def _item(plan: ShardedPlan | Literal["compute-only"]) -> dict[str, Any] | str:
+    return COMPUTE_ONLY if isinstance(plan, str) else plan.to_dict()
