@@ -26,6 +26,15 @@ def test_three_ranks_allreduce():
 
 
 @needs_torch
+def test_a_rank_exits_once_its_result_is_written_even_with_a_thread_left_running():
+    """Without the worker's immediate exit, interpreter shutdown waits for the task's
+    non-daemon thread (600 s) and the launcher's deadline fails the run."""
+    results = launch("gradsched.distributed.tasks:leave_thread_running", {},
+                     LaunchSpec(2, op_timeout_s=20, deadline_s=30))
+    assert [r["rank"] for r in results] == [0, 1]
+
+
+@needs_torch
 def test_dead_peer_is_reported_within_bounded_time():
     start = time.monotonic()
     with pytest.raises(DistributedError, match="rank 1 of 2 exited with code 17"):

@@ -19,6 +19,16 @@ def allreduce_ranks(rank: int, world_size: int, payload: dict[str, Any]) -> dict
     return {"rank": rank, "sum": float(value.item())}
 
 
+def leave_thread_running(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """Return while a non-daemon thread still waits (as a task that forgets a helper thread,
+    or a library that keeps one, does): the rank must exit anyway once its result is
+    written."""
+    import threading
+
+    threading.Thread(target=threading.Event().wait, args=(600.0,), daemon=False).start()
+    return {"rank": rank}
+
+
 def die_on_rank(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Rank ``payload['victim']`` dies abruptly; the others wait in a collective."""
     import torch

@@ -15,6 +15,7 @@ from the import path when started without it (``torchrun``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import importlib
 import json
@@ -117,5 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """End the rank with ``code`` once its result is written, without interpreter
+    finalization: flush stdout and stderr, then ``os._exit``. Finalization would wait for
+    any non-daemon thread a task left behind, and tears down C++ objects (gloo's worker
+    threads, the TCP store) in an order that can abort the process with SIGABRT after the
+    work is done (pytorch/pytorch#179291 describes gloo threads holding Python references
+    at finalization); the launcher would then report a finished rank as failed."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
