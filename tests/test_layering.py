@@ -14,8 +14,9 @@ from tests.layering import TORCH_LIBRARIES, Edge, cycles, edges, graph, modules,
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-COMMON = frozenset({"errors", "io", "staging", "signal_hold", "limits", "networks", "units",
-                    "provenance", "plan", "plan_sharded", "names", "intermediates", "admission"})
+COMMON = frozenset({"errors", "io", "staging", "signal_hold", "run_order", "limits", "networks",
+                    "units", "provenance", "plan", "plan_sharded", "names", "intermediates",
+                    "admission"})
 """The common ground every unit may import."""
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -24,6 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "io": frozenset({"errors"}),
     "staging": frozenset({"errors", "io", "signal_hold"}),
     "signal_hold": frozenset(),
+    "run_order": frozenset(),
     "units": frozenset({"errors", "limits"}),
     "networks": frozenset({"errors"}),
     "names": frozenset({"errors"}),

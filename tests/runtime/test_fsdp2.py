@@ -7,7 +7,8 @@ import pytest
 
 from gradsched.errors import ConfigError, InputError
 from gradsched.plan_sharded import ShardedPlan, Unit, covering_modules
-from gradsched.runtime.fsdp2 import run_order, run_plans
+from gradsched.run_order import round_order, run_order
+from gradsched.runtime.fsdp2 import run_plans
 
 MLP = ("0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias")  # tiny-mlp
 
@@ -25,6 +26,7 @@ def test_run_order_is_every_plan_once_per_round() -> None:
     assert len(order) == 12
     assert all(sorted(order[i:i + 3]) == [0, 1, 2] for i in range(0, 12, 3))
     assert order == run_order(3, 4, seed=1)
+    assert order[3:6] == round_order(3, 1, seed=1)  # the all-reduce re-execution's order
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
@@ -23,8 +24,6 @@ def leave_thread_running(rank: int, world_size: int, payload: dict[str, Any]) ->
     """Return while a non-daemon thread still waits (as a task that forgets a helper thread,
     or a library that keeps one, does): the rank must exit anyway once its result is
     written."""
-    import threading
-
     threading.Thread(target=threading.Event().wait, args=(600.0,), daemon=False).start()
     return {"rank": rank}
 

@@ -13,7 +13,6 @@ import hashlib
 import json
 import math
 import os
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -38,6 +37,7 @@ from gradsched.reexec.config import (
     interference_for,
     load_interference,
 )
+from gradsched.run_order import round_order
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.workloads import build_model
 
@@ -132,14 +132,6 @@ def make_case_plans(case: Case, settings: Settings,
         item_of[label] = label
     items.append({"key": CONTROL, "kind": "control", "plan": None, "bucket_cap_mb": None})
     return CasePlans(plans=plans, item_of=item_of, items=items)
-
-
-def round_order(n: int, r: int, seed: int) -> list[int]:
-    """Item order of round ``r``: a permutation of ``range(n)`` drawn at random from
-    ``(seed, r)`` (the same for every rank and every re-run with that seed), so that
-    neither a drift of the machine nor the item before it biases an item in one
-    direction."""
-    return random.Random(f"reexec-order-{seed}-{r}").sample(range(n), n)
 
 
 # --------------------------------------------------------------------------- rank side

@@ -23,7 +23,6 @@ which the compute trace is scaled before predicting (:mod:`gradsched.reexec.pred
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -34,6 +33,7 @@ from gradsched.distributed import LaunchSpec, launch
 from gradsched.distributed.cluster import EmulatedCluster
 from gradsched.errors import ConfigError, InputError
 from gradsched.plan_sharded import ShardedPlan, covering_modules
+from gradsched.run_order import run_order
 from gradsched.runtime.bench import timed_iterations
 from gradsched.workloads import build_model
 
@@ -131,18 +131,6 @@ def timed_plans(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
         out["runs"].append({"algorithm": algorithm, "times_s": times,
                             "unit_tensors": sharded_groups(units)})
     return out
-
-
-def run_order(n_plans: int, rounds: int, seed: int) -> list[int]:
-    """Plan indices in run order: ``rounds`` rounds, each every plan once in its own seeded
-    random order (the re-execution protocol's interleaving)."""
-    rng = random.Random(seed)
-    order: list[int] = []
-    for _ in range(rounds):
-        one = list(range(n_plans))
-        rng.shuffle(one)
-        order += one
-    return order
 
 
 def run_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: str,
