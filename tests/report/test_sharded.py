@@ -66,6 +66,7 @@ def test_measured_table_and_macros() -> None:
     assert macros["ShardedMedianAbsErrPct"] == "11.2"  # median of 10 and 12.5
     assert macros["ShardedMedianAbsErrRawPct"] == "55.0"
     assert macros["ShardedComputeScaleMin"] == "0.60"
+    assert macros["ShardedRawOverPredicted"] == "2"
     assert table["unscaled error [%]"].tolist() == ["60.0", "50.0"]
     assert macros["ShardedOptFasterCases"] == "1" and macros["ShardedOptSlowerCases"] == "0"
     assert macros["ShardedUnitsMatchPlans"] == "1"

@@ -15,7 +15,8 @@ BASELINE = "fsdp2"
 OPTIMUM = "sharded-optimum"
 KEYS = ("ShardedMeasuredCases", "ShardedMeasuredPlans", "ShardedMedianAbsErrPct",
         "ShardedMaxAbsErrPct", "ShardedMedianAbsErrRawPct", "ShardedMaxAbsErrRawPct",
-        "ShardedComputeScaleMin", "ShardedComputeScaleMax", "ShardedOptVsDefaultMin",
+        "ShardedComputeScaleMin", "ShardedComputeScaleMax", "ShardedRawOverPredicted",
+        "ShardedOptVsDefaultMin",
         "ShardedOptVsDefaultMax",
         "ShardedOptFasterCases", "ShardedOptSlowerCases", "ShardedUnitsMatchPlans")
 
@@ -39,6 +40,7 @@ def sharded_measured_macros(frame: pd.DataFrame | None) -> dict[str, str]:
         "ShardedMaxAbsErrRawPct": number(float(raw.max()), 1),
         "ShardedComputeScaleMin": number(float(frame["compute_scale"].min()), 2),
         "ShardedComputeScaleMax": number(float(frame["compute_scale"].max()), 2),
+        "ShardedRawOverPredicted": str(int((frame["error_raw_pct"] > 0).sum())),
         "ShardedUnitsMatchPlans": str(int(frame["units_match"].astype(str).eq("True").sum())),
     })
     if len(opt):
