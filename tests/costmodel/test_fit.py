@@ -259,3 +259,24 @@ def test_alpha_beta_fit_minimises_relative_not_absolute_error() -> None:
     t[-1] *= 3
     curve = fit_alpha_beta(SIZES, t)
     assert curve.alpha_s == pytest.approx(10e-6, rel=0.05)
+
+
+@pytest.mark.parametrize("kind", ["interp", "piecewise", "alpha-beta"])
+def test_a_fitted_model_keeps_the_backend_its_trace_measured(tmp_path: Path, kind: str) -> None:
+    """Horovod's loop blocks on mpi and gloo (planners/horovod.py): the real K80 case (B-Caffe,
+    MPI) must plan the same from its fitted model as from the trace itself."""
+    from gradsched.planners import make_plan
+    from gradsched.traces.bundle import ComputeTrace
+
+    comm = "traces/comm/external/bcaffe-googlenet-tmp8comm.csv"
+    out = tmp_path / "model.json"
+    assert main(["fit", comm, "--model", kind, "-o", str(out)]) == 0
+    fitted = load_comm_spec(out)
+    assert fitted.meta["backend"] == "mpi"
+    assert load_comm_spec(comm).meta["backend"] == "mpi"
+    if kind == "interp":  # the same curves: the same plan
+        trace = ComputeTrace.load("traces/compute/bcaffe/googlenet-tmp8comm.csv")
+        from_trace = make_plan("horovod", trace, load_comm_spec(comm), 8, {})
+        from_fit = make_plan("horovod", trace, fitted, 8, {})
+        assert from_fit.knobs["backend"] == "mpi"
+        assert [b.tensors for b in from_fit.buckets] == [b.tensors for b in from_trace.buckets]

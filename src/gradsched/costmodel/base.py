@@ -311,8 +311,10 @@ def register_trace_loader(loader: Callable[[Path], CommModel]) -> None:
     _TRACE_LOADER[:] = [loader]
 
 
-def load_comm_spec(spec: str) -> CommModel:
-    """Turn a ``--comm`` spec into a model (see module docstring)."""
+def load_comm_spec(spec: str | Path) -> CommModel:
+    """Turn a ``--comm`` spec (or a path to a trace or model file) into a model (see module
+    docstring)."""
+    spec = str(spec)
     if spec.startswith("alpha-beta:"):
         return parse_inline_alpha_beta(spec)
     path = Path(spec)

@@ -171,6 +171,9 @@ def interp_model_from_trace(path: Path, in_place: bool = False) -> InterpModel:
                              "same, whatever its bytes)", path=path, field="bytes")
         curves[(info["collective"], info["world_size"])] = InterpCurve.from_points(m, t)[0]
     meta: dict[str, Any] = {"source": str(path)}
+    backends = sorted({str(info["backend"]) for info, _ in parts})
+    if len(backends) == 1:
+        meta["backend"] = backends[0]
     if trace.meta.get("line_rate_Bps") is not None:
         meta["line_rate_Bps"] = float(trace.meta["line_rate_Bps"])
     return InterpModel(curves, meta)
