@@ -120,7 +120,8 @@ def case_backend(model: CommModel) -> tuple[str | None, str]:
     if not isinstance(meta, dict):
         return None, f"the {type(model).__name__} model records no backend"
     if meta.get("backend"):
-        return str(meta["backend"]), "comm model metadata"
+        origin = meta.get("source") or ", ".join(meta.get("fitted_from") or [])
+        return str(meta["backend"]), f"comm model metadata ({origin or 'no source named'})"
     source = meta.get("source")
     if isinstance(source, str) and source.endswith(".csv") and Path(source).is_file():
         try:
