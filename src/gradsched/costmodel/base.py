@@ -46,6 +46,16 @@ PLAN_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 """The collectives a plan's buckets launch (all-reduce, or DeAR's reduce-scatter + all-gather)."""
 
 
+def comm_times(model: CommModel, collective: str, nbytes: np.ndarray,
+               world_size: int) -> np.ndarray:
+    """Seconds of each message of ``nbytes`` under ``model``; one rank communicates nothing
+    (the convention of the replay and of every planner that prices a bucket)."""
+    nbytes = np.asarray(nbytes, dtype=float)
+    if world_size <= 1:
+        return np.zeros_like(nbytes)
+    return np.asarray(model.times(collective, nbytes, world_size), dtype=float)
+
+
 class CommModel(ABC):
     """Predicts the time of one collective of ``nbytes`` bytes per rank on ``world_size`` ranks.
 

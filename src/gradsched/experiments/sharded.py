@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel
+from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError, InputError
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
@@ -41,7 +41,6 @@ from gradsched.planners.sharded import (
 from gradsched.replay.sharded import (
     Semantics,
     ShardedReplay,
-    collective_times,
     replay_layout,
     replay_sharded,
 )
@@ -95,7 +94,7 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     ag, rs = _range_times(seq, blocks, model, world_size)
     root = float(seq.nbytes.sum()) - sum(float(seq.nbytes[a:b + 1].sum()) for a, b in blocks)
     # the root's all-gather and reduce-scatter (unused by the replay when it has no bytes)
-    root_t = [float(collective_times(model, c, np.asarray([max(root, 1.0)]), world_size)[0])
+    root_t = [float(comm_times(model, c, np.asarray([max(root, 1.0)]), world_size)[0])
               for c in ("all_gather", "reduce_scatter")]
     for ends in groupings(len(blocks)):
         ranges = merge_blocks(blocks, ends)
@@ -172,7 +171,7 @@ def _range_times(seq, blocks: list[tuple[int, int]], model: CommModel,
     out = []
     for collective in ("all_gather", "reduce_scatter"):
         table = np.zeros((n, n))
-        table[np.triu_indices(n)] = collective_times(model, collective, flat, world)
+        table[np.triu_indices(n)] = comm_times(model, collective, flat, world)
         out.append(table)
     return out[0], out[1]
 

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel
+from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError
 from gradsched.plan import Bucket, Collective, Plan, UpdateMode
 from gradsched.traces.bundle import ComputeTrace
@@ -67,15 +67,6 @@ def ready_seq(trace: ComputeTrace) -> ReadySeq:
     )
     trace._cache["planner_seq"] = out
     return out
-
-
-def comm_times(model: CommModel, collective: str, nbytes: np.ndarray,
-               world_size: int) -> np.ndarray:
-    """Model times; one rank communicates nothing (as in the replay)."""
-    nbytes = np.asarray(nbytes, dtype=float)
-    if world_size <= 1:
-        return np.zeros_like(nbytes)
-    return np.asarray(model.times(collective, nbytes, world_size), dtype=float)
 
 
 # -- groupings -----------------------------------------------------------------------------

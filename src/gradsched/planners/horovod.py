@@ -70,7 +70,7 @@ from typing import Any
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel
+from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError, InputError
 from gradsched.plan import Plan
 from gradsched.planners._family import (
@@ -80,7 +80,6 @@ from gradsched.planners._family import (
     base_info,
     check_choice,
     check_positive,
-    comm_times,
     fill_groups,
     plan_from_ends,
     ready_seq,

@@ -25,13 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel
+from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.plan import Plan
 from gradsched.planners._family import (
     Knob,
     ReadySeq,
     base_info,
-    comm_times,
     plan_from_ends,
     ready_seq,
     wfbp_finish_s,

@@ -45,7 +45,7 @@ from typing import Literal
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel
+from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.replay.sharded_layout import ROOT, UnitLayout, unit_layout
@@ -120,15 +120,6 @@ class _Run:
         return best
 
 
-def collective_times(model: CommModel, collective: str, nbytes: np.ndarray,
-                     world: int) -> np.ndarray:
-    """Seconds of each message of ``nbytes`` under ``model``; nothing moves on one rank."""
-    nbytes = np.asarray(nbytes, dtype=float)
-    if world <= 1:
-        return np.zeros_like(nbytes)
-    return np.asarray(model.times(collective, nbytes, world), dtype=float)
-
-
 def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, world_size: int,
                    *, semantics: Semantics = "streams") -> ShardedReplay:
     """Replay ``plan`` for ``trace`` on ``world_size`` ranks (see the module docstring)."""
@@ -138,8 +129,8 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
     layout = unit_layout(plan, seq, trace.path)
     sizes = np.append(layout.unit_bytes, layout.root_bytes)
     return replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
-                         collective_times(model, "all_gather", sizes, world_size),
-                         collective_times(model, "reduce_scatter", sizes, world_size), world_size,
+                         comm_times(model, "all_gather", sizes, world_size),
+                         comm_times(model, "reduce_scatter", sizes, world_size), world_size,
                          blocking=semantics == "blocking")
 
 
