@@ -44,6 +44,7 @@ from gradsched.costmodel.scaling import ScaledModel, scale_times
 from gradsched.costmodel.series import (
     AlphaBetaSeriesModel,
     SeriesModel,
+    backend_meta,
     check_unique_series,
     select_series,
     series_points,
@@ -325,9 +326,7 @@ def build_model(kind: str, fits: list[SeriesFit]) -> SeriesModel:
     check_unique_series([f.info for f in chosen], ", ".join(sorted({f.trace for f in chosen})))
     sources = sorted({f.trace for f in chosen})
     meta: dict[str, Any] = {"fitted_from": sources}
-    backends = sorted({str(f.info["backend"]) for f in chosen})
-    if len(backends) == 1:  # what ran the collectives: Horovod's loop blocks on mpi/gloo
-        meta["backend"] = backends[0]
+    meta.update(backend_meta(f.info for f in chosen))
     rates = [f.info["line_rate_Bps"] for f in chosen if f.info.get("line_rate_Bps")]
     if rates:
         meta["line_rate_Bps"] = min(rates)

@@ -27,6 +27,7 @@ from scipy.interpolate import PchipInterpolator
 from gradsched.costmodel.base import register_model, register_trace_loader
 from gradsched.costmodel.series import (
     SeriesModel,
+    backend_meta,
     check_unique_series,
     select_series,
     series_points,
@@ -171,9 +172,7 @@ def interp_model_from_trace(path: Path, in_place: bool = False) -> InterpModel:
                              "same, whatever its bytes)", path=path, field="bytes")
         curves[(info["collective"], info["world_size"])] = InterpCurve.from_points(m, t)[0]
     meta: dict[str, Any] = {"source": str(path)}
-    backends = sorted({str(info["backend"]) for info, _ in parts})
-    if len(backends) == 1:
-        meta["backend"] = backends[0]
+    meta.update(backend_meta(info for info, _ in parts))
     if trace.meta.get("line_rate_Bps") is not None:
         meta["line_rate_Bps"] = float(trace.meta["line_rate_Bps"])
     return InterpModel(curves, meta)

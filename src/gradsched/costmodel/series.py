@@ -75,6 +75,16 @@ def select_series(
     return out
 
 
+def backend_meta(infos: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """What ran the series' collectives, for a model's metadata: ``{"backend": b}`` when
+    they share one, ``{"backends": [...]}`` when they do not (Horovod's loop blocks on mpi
+    and gloo, not on nccl: ``planners/horovod.py``)."""
+    backends = sorted({str(info["backend"]) for info in infos})
+    if len(backends) == 1:
+        return {"backend": backends[0]}
+    return {"backends": backends} if backends else {}
+
+
 def check_unique_series(infos: Iterable[dict[str, Any]], source: str) -> None:
     """Refuse two series with the same (collective, world size) in one model."""
     seen: dict[SeriesKey, dict[str, Any]] = {}

@@ -39,11 +39,11 @@ stream (``HOROVOD_NUM_NCCL_STREAMS`` default 1, global_state.h L92). Blocking ba
 ``s_{k+1} = s_k + cycle``, and a cycle with nothing ready is skipped to the first
 boundary after the next ready time. Global update.
 
-``backend`` (knob) defaults to the case's backend: ``model.meta["backend"]`` if the comm
-model records it, else the ``backend`` column of the comm trace CSV the model was loaded
-from (``model.meta["source"]``); otherwise ``nccl`` (Horovod's GPU default when built with
-NCCL, and the previous, cycle-only behaviour). ``rccl`` behaves as ``nccl``. The plan's
-``info`` says where the backend came from.
+``backend`` (knob) defaults to the case's backend: ``model.meta["backend"]``, which a comm
+model loaded from a trace or fitted to traces records when all their series share one
+(:func:`gradsched.costmodel.series.backend_meta`); otherwise ``nccl`` (Horovod's GPU
+default when built with NCCL, and the previous, cycle-only behaviour). ``rccl`` behaves
+as ``nccl``. The plan's ``info`` says where the backend came from.
 
 Remaining differences from Horovod (known):
 
@@ -65,13 +65,12 @@ Remaining differences from Horovod (known):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gradsched.costmodel.base import CommModel, comm_times
-from gradsched.errors import ConfigError, InputError
+from gradsched.errors import ConfigError
 from gradsched.plan import Plan
 from gradsched.planners._family import (
     MB,
@@ -84,7 +83,7 @@ from gradsched.planners._family import (
     plan_from_ends,
     ready_seq,
 )
-from gradsched.traces.bundle import CommTrace, ComputeTrace
+from gradsched.traces.bundle import ComputeTrace
 
 NAME = "horovod"
 SUMMARY = ("Horovod tensor fusion per background cycle; blocking cycles with MPI/gloo, "
@@ -118,18 +117,11 @@ def case_backend(model: CommModel) -> tuple[str | None, str]:
     meta = getattr(model, "meta", None)
     if not isinstance(meta, dict):
         return None, f"the {type(model).__name__} model records no backend"
+    origin = meta.get("source") or ", ".join(meta.get("fitted_from") or [])
     if meta.get("backend"):
-        origin = meta.get("source") or ", ".join(meta.get("fitted_from") or [])
         return str(meta["backend"]), f"comm model metadata ({origin or 'no source named'})"
-    source = meta.get("source")
-    if isinstance(source, str) and source.endswith(".csv") and Path(source).is_file():
-        try:
-            backends = sorted(set(CommTrace.load(source).frame["backend"].astype(str)))
-        except InputError:
-            return None, f"comm trace {source} could not be read"
-        if len(backends) == 1:
-            return backends[0], f"comm trace {source}"
-        return None, f"comm trace {source} has backends {', '.join(backends)}"
+    if meta.get("backends"):
+        return None, f"comm model {origin} has backends {', '.join(meta['backends'])}"
     return None, "the comm model records no backend"
 
 
