@@ -73,6 +73,9 @@ REPLAY = Spec("replay result", (
     Column("n_collectives", INT, minimum=0), Column("n_buckets", INT, minimum=0),
     *_seconds("comm_busy_s", "lower_bound_s"), Column("gap_to_lb_pct", REAL),
     Column("knobs", TEXT),
+    Column("comm_below_range_pct", REAL, optional=True, minimum=0.0),
+    Column("comm_above_range_pct", REAL, optional=True, minimum=0.0),
+    Column("world_size_basis", TEXT, optional=True),
 ), at_least=(("iteration_s", "compute_s"), ("iteration_s", "lower_bound_s"),
              ("iteration_s", "exposed_comm_s")))
 """A per-case replay CSV (``gradsched replay -o``; ``results/replay/**.csv``)."""

@@ -18,7 +18,7 @@ def test_interp_passes_through_points_is_monotone_and_extrapolates_linearly() ->
     dense = np.logspace(-1, 11, 30001)
     pred = curve.times(dense)
     assert np.all(np.diff(pred) >= 0) and np.all(pred > 0)
-    # above the range: the alpha-beta line of the last two points
+    # above the range: the line from the last point with the upper points' slope (one segment)
     slope = (t[-1] - t[-2]) / (SIZES[-1] - SIZES[-2])
     assert curve.times(np.array([4 * SIZES[-1]]))[0] == pytest.approx(
         t[-1] + slope * 3 * SIZES[-1], rel=1e-12)

@@ -33,7 +33,9 @@ def _runs(tmp_path: Path) -> list[tuple[str, Path]]:
                       "iteration_s": list(times.values()), "compute_s": 2.0,
                       "exposed_comm_s": 0.5, "n_collectives": 10, "n_buckets": 10,
                       "comm_busy_s": 1.0, "lower_bound_s": 2.0, "gap_to_lb_pct": 5.0,
-                      "knobs": "{}"}).to_csv(path, index=False)
+                      "knobs": "{}", "comm_below_range_pct": 0.0,
+                      "comm_above_range_pct": 0.0,
+                      "world_size_basis": "measured"}).to_csv(path, index=False)
         runs.append((kind, path))
     return runs
 

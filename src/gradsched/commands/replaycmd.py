@@ -13,6 +13,7 @@ from pathlib import Path
 from gradsched.commands._args import integer, real, seconds, world_size
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.costmodel.base import CommModel, load_comm_spec
+from gradsched.costmodel.domain import RangeShares, row_shares, shares_warning
 from gradsched.costmodel.ps import PSModel, load_ps
 from gradsched.costmodel.topology import load_topology
 from gradsched.errors import ConfigError, InputError
@@ -38,6 +39,7 @@ from gradsched.replay.engine import (
     MAX_SLOWDOWN,
     ReplayOptions,
 )
+from gradsched.replay.prep import plan_range_shares
 from gradsched.staging import Staging
 from gradsched.traces.bundle import ComputeTrace, meta_path
 from gradsched.traces.forward import with_forward
@@ -140,6 +142,13 @@ def _comm_model(args: argparse.Namespace) -> CommModel:
     return load_topology(args.topology).collective_model(args.topology_collective)
 
 
+def warn_domain(command: str, what: str, shares: RangeShares, basis: str) -> None:
+    """Print the domain warning of one prediction to stderr (:mod:`.domain`), if any."""
+    text = shares_warning(shares, what, basis)
+    if text is not None:
+        print(f"gradsched {command}: warning: {text}", file=sys.stderr)
+
+
 def _world_size(args: argparse.Namespace, trace: ComputeTrace, model: CommModel) -> int:
     """The world size (held by the comm model); a compute trace captured in a job of
     another size is replayed as asked (the pipeline scales traces so), with a warning."""
@@ -168,6 +177,8 @@ def _plan(args: argparse.Namespace) -> int:
     knobs = knobs_for(args.algorithm, knob_args)
     plan = make_plan(args.algorithm, trace, model, world, knobs)
     plan.check_covers(trace.names)
+    warn_domain(args.command, args.algorithm, plan_range_shares(trace, plan, model, world),
+                model.world_size_basis(world))
     if args.emit == "ddp":
         return _emit_ddp(plan, trace, args)
     plan.save(args.output)
@@ -247,6 +258,9 @@ def _replay(args: argparse.Namespace) -> int:
         plans = stage.folder(args.plans) if args.plans is not None else None
         results = compare(trace, model, world, algorithms, knobs, options, timeline, plans)
         write_csv_atomic(output, results)
+    for _, row in results.iterrows():
+        warn_domain(args.command, str(row["algorithm"]), row_shares(row),
+                    str(row["world_size_basis"]))
     best = results.loc[results["iteration_s"].idxmin()]
     print(results[["algorithm", "iteration_s", "exposed_comm_s", "n_collectives",
                    "gap_to_lb_pct"]].to_string(index=False, float_format=lambda v: f"{v:.6g}"))

@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from gradsched.costmodel.wire import ring_algbw_limit, sustained_algbw
+from gradsched.costmodel.domain import BASIS_UNKNOWN
+from gradsched.costmodel.wire import floor_startup, ring_algbw_limit, sustained_algbw
 from gradsched.errors import ConfigError, GradschedError, InputError
 from gradsched.io import read_json, write_json_atomic
 from gradsched.limits import MAX_SECONDS
@@ -133,15 +134,35 @@ class CommModel(ABC):
         return memo[key]
 
     def wire_floor(self, collective: str, world_size: int) -> tuple[float, float]:
-        """(start-up s, seconds per byte) of the floor ``s + f_c * m / b`` of ``collective``."""
+        """(start-up s, seconds per byte) of the floor ``s + f_c * m / b`` of ``collective``.
+        The start-up is :meth:`startup_s`, lowered by :func:`.wire.floor_startup` where the
+        smallest measured size already spends a material part of its time on the wire (a
+        sweep that begins in the bandwidth regime)."""
         key = ("floor", collective, int(world_size))
         memo = self._wire_cache()
         if key not in memo:
             check_collective(collective)
             rate = self.sustained_algbw_Bps(world_size)
             per_byte = DERIVED_FROM_ALL_REDUCE[collective] / rate if np.isfinite(rate) else 0.0
-            memo[key] = (self.startup_s(collective, world_size), per_byte)
+            startup = self.startup_s(collective, world_size)
+            measured = self.measured_bytes(collective, world_size)
+            if measured is not None and per_byte > 0.0:
+                grid = np.geomspace(measured[0], max(measured[1], measured[0]), 64)
+                startup = floor_startup(grid, self.raw_times(collective, grid, world_size),
+                                        startup, per_byte)
+            memo[key] = (startup, per_byte)
         return memo[key]
+
+    def measured_bytes(self, collective: str, world_size: int) -> tuple[float, float] | None:
+        """(smallest, largest) message size measured for the curve that answers
+        ``collective`` at ``world_size`` (:mod:`.domain`); ``None`` where the model does not
+        record what it was measured on (an inline alpha-beta line, a formula)."""
+        return None
+
+    def world_size_basis(self, world_size: int) -> str:
+        """Whether ``world_size`` was measured (``"measured"``), predicted by a formula from
+        other world sizes (``"extrapolated"``) or is not known (``"unknown"``)."""
+        return BASIS_UNKNOWN
 
     @abstractmethod
     def to_dict(self) -> dict[str, Any]:

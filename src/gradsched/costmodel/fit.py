@@ -27,6 +27,7 @@ import pandas as pd
 from scipy.optimize import nnls
 
 from gradsched.costmodel.base import DERIVED_FROM_ALL_REDUCE, AlphaBetaModel, CommModel
+from gradsched.costmodel.domain import series_record
 from gradsched.costmodel.formulas import (
     ALGORITHMS,
     AnalyticModel,
@@ -331,6 +332,7 @@ def build_model(kind: str, fits: list[SeriesFit]) -> SeriesModel:
     if rates:
         meta["line_rate_Bps"] = min(rates)
     meta.update(heldout_meta(chosen))
+    meta["domain"] = [series_record(f.info, f.nbytes) for f in chosen]
     if kind == "alpha-beta":
         curves: dict[tuple[str, int], Any] = {
             (f.info["collective"], f.info["world_size"]):
@@ -465,14 +467,16 @@ def _cross_rows(name: str, collective: str, by_ws: dict[int, _Series], fit_on: l
 
 
 def _scaled_predictor(collective: str, source: str, base_curves: dict[int, Curve],
-                      model: AnalyticModel) -> ScaledModel:
-    """The ``scaled`` method's predictor: the base fits shifted by the formula."""
+                      model: AnalyticModel, domain: list[dict[str, Any]]) -> ScaledModel:
+    """The ``scaled`` method's predictor: the base fits shifted by the formula; ``domain``
+    records the sizes each base series measured (:mod:`.domain`)."""
+    meta = {"domain": domain}
     if source == "alpha-beta":
         base: SeriesModel = AlphaBetaSeriesModel(
             {(collective, w): (c.alpha_s, c.beta_s_per_byte)  # type: ignore[union-attr]
-             for w, c in base_curves.items()})
+             for w, c in base_curves.items()}, meta)
     else:
-        base = PiecewiseModel({(collective, w): c for w, c in base_curves.items()})
+        base = PiecewiseModel({(collective, w): c for w, c in base_curves.items()}, meta)
     return ScaledModel(base, model)
 
 
@@ -515,7 +519,8 @@ def cross_world_size(
                            scale_by, method, base_curves)
         scaled = None
         if method == "scaled" and scale_by == "world_size":
-            scaled = _scaled_predictor(collective, source, base_curves, model)
+            domain = [series_record(by_ws[w][0], by_ws[w][1]) for w in fit_on]
+            scaled = _scaled_predictor(collective, source, base_curves, model, domain)
         out.append(CrossFit(name, collective, backend, algorithm, list(fit_on), model, rows,
                             scaled))
     return out

@@ -8,11 +8,14 @@ data, so the points are first made non-decreasing by isotonic regression in log 
 are geometric means), and a warning counts the pooled points. Exponentiating keeps the
 curve positive.
 
-Outside the range: the Hockney (alpha-beta) line through the two end points of that side,
-T(M) = t_e + (M - M_e) * (t_e2 - t_e)/(M_e2 - M_e). Above the largest size this extends
-the bandwidth regime linearly in M (not a power law, which would mis-extrapolate); below
-the smallest size the line's intercept is clamped to [0, t_1] (a latency floor), so the
-curve stays non-negative, continuous at both ends and non-decreasing everywhere.
+Outside the range: Hockney (alpha-beta) lines. Above the largest size, the line from the
+largest point with the least-squares slope of the upper points (:func:`upper_slope`):
+the bandwidth regime extended linearly in M (not a power law, which would
+mis-extrapolate). Below the smallest size, the line through the two smallest points with
+its intercept (the start-up, latency separated from transfer) clamped to [0, t_1]. The
+curve stays non-negative, continuous at both ends and non-decreasing everywhere. Both are
+extrapolations: the model records its measured sizes (:mod:`.domain`) and the replay
+reports how much of its communication time was priced outside them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 from scipy.interpolate import PchipInterpolator
 
 from gradsched.costmodel.base import register_model, register_trace_loader
+from gradsched.costmodel.domain import series_record
 from gradsched.costmodel.series import (
     SeriesModel,
     backend_meta,
@@ -52,6 +56,29 @@ def isotonic_increasing(values: np.ndarray) -> np.ndarray:
     return np.repeat(out_vals, out_counts)
 
 
+UPPER_REGION = 64.0
+"""The tail above the largest size is fitted to the points within this factor of it (the
+large-message region of :data:`gradsched.costmodel.wire.LARGE_REGION`)."""
+
+
+def upper_slope(nbytes: np.ndarray, times: np.ndarray) -> float:
+    """Seconds per byte of the line that extends a non-decreasing curve above its largest
+    size: the least-squares slope of the points within :data:`UPPER_REGION` of the largest
+    size, or their chord where that slope is not positive. The slope of the last two
+    points alone is set by their noise on a sweep measured in fine steps (on a public
+    A100 lookup table in 1 MiB steps it ranged from -0.59x to 1.37x the chord's)."""
+    m = np.asarray(nbytes, dtype=float)
+    t = np.asarray(times, dtype=float)
+    upper = m >= m[-1] / UPPER_REGION
+    if np.count_nonzero(upper) < 2:
+        upper[-2:] = True
+    mu, tu = m[upper], t[upper]
+    slope = float(np.polyfit(mu, tu, 1)[0]) if mu.size > 2 else 0.0
+    if slope > 0.0:
+        return slope
+    return float((tu[-1] - tu[0]) / (mu[-1] - mu[0]))
+
+
 @dataclass(frozen=True)
 class InterpCurve:
     """Monotone log-log interpolant of (bytes, seconds) points (already non-decreasing)."""
@@ -73,7 +100,7 @@ class InterpCurve:
         if m.size >= 2:
             object.__setattr__(self, "_pchip", PchipInterpolator(np.log(m), np.log(t),
                                                                  extrapolate=True))
-            hi_slope = (t[-1] - t[-2]) / (m[-1] - m[-2])
+            hi_slope = upper_slope(m, t)
             lo_slope = (t[1] - t[0]) / (m[1] - m[0])
             lo_alpha = min(max(t[0] - lo_slope * m[0], 0.0), t[0])
             lo_slope = (t[0] - lo_alpha) / m[0]
@@ -134,6 +161,15 @@ class InterpModel(SeriesModel):
     def _curve_times(self, params: InterpCurve, nbytes: np.ndarray) -> np.ndarray:
         return params.times(nbytes)
 
+    def measured_bytes(self, collective: str, world_size: int) -> tuple[float, float] | None:
+        """The recorded domain, else the curve's own points (an interp curve is its
+        measurements)."""
+        recorded = super().measured_bytes(collective, world_size)
+        if recorded is not None or int(world_size) not in self.world_sizes():
+            return recorded
+        curve = self.curves[self.source_key(collective, world_size)]
+        return float(curve.bytes_[0]), float(curve.bytes_[-1])
+
     def reference_bytes(self, world_size: int) -> float:
         """The largest measured size of the curve answering all-reduce at ``world_size``."""
         params, _ = self.resolve("all_reduce", world_size)
@@ -158,6 +194,7 @@ def interp_model_from_trace(path: Path, in_place: bool = False) -> InterpModel:
     parts = select_series(trace.frame, in_place=in_place)
     check_unique_series([info for info, _ in parts], str(path))
     curves = {}
+    domain = []
     for info, rows in parts:
         try:
             m, t = series_points(rows)
@@ -171,8 +208,10 @@ def interp_model_from_trace(path: Path, in_place: bool = False) -> InterpModel:
                              "from bandwidth (one size would cost every collective the "
                              "same, whatever its bytes)", path=path, field="bytes")
         curves[(info["collective"], info["world_size"])] = InterpCurve.from_points(m, t)[0]
+        domain.append(series_record(info, m))
     meta: dict[str, Any] = {"source": str(path)}
     meta.update(backend_meta(info for info, _ in parts))
+    meta["domain"] = domain
     if trace.meta.get("line_rate_Bps") is not None:
         meta["line_rate_Bps"] = float(trace.meta["line_rate_Bps"])
     return InterpModel(curves, meta)

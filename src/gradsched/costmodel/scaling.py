@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from gradsched.costmodel.base import CommModel, model_from_dict, register_model
+from gradsched.costmodel.domain import BASIS_EXTRAPOLATED, BASIS_MEASURED
 from gradsched.costmodel.formulas import AnalyticModel
 from gradsched.costmodel.series import SeriesModel
 from gradsched.errors import ConfigError
@@ -54,6 +55,14 @@ class ScaledModel(CommModel):
 
     def reference_bytes(self, world_size: int) -> float:
         return self.base.reference_bytes(self.nearest_world_size(world_size))
+
+    def measured_bytes(self, collective: str, world_size: int) -> tuple[float, float] | None:
+        """The sizes measured at the held world size the curve is scaled from."""
+        return self.base.measured_bytes(collective, self.nearest_world_size(world_size))
+
+    def world_size_basis(self, world_size: int) -> str:
+        return (BASIS_MEASURED if world_size in self.base.world_sizes()
+                else BASIS_EXTRAPOLATED)
 
     def nearest_world_size(self, world_size: int) -> int:
         """The held world size nearest to ``world_size`` in log2."""

@@ -27,6 +27,7 @@ from gradsched.costmodel.base import (
     check_collective,
     register_model,
 )
+from gradsched.costmodel.domain import BASIS_MEASURED, BASIS_UNKNOWN, domain_index
 from gradsched.errors import ConfigError, InputError
 from gradsched.limits import MAX_RANKS, is_real
 
@@ -130,29 +131,45 @@ class SeriesModel(CommModel):
         """World sizes held (sorted)."""
         return tuple(sorted({w for _, w in self.curves}))
 
+    def source_key(self, collective: str, world_size: int) -> SeriesKey:
+        """The measured series that answers ``collective`` at ``world_size``: its own, or
+        the all-reduce (else the first) series held at that world size."""
+        key = (collective, int(world_size))
+        check_collective(collective)
+        if key in self.curves:
+            return key
+        held = [c for c, w in self.curves if w == int(world_size)]
+        if not held:
+            raise ConfigError(
+                f"this {self.kind} model holds world sizes "
+                f"{', '.join(map(str, self.world_sizes()))}, not {world_size}; fit a trace "
+                "measured at that size, or use an analytic or scaled model "
+                "(gradsched fit --cross-world-size) to predict other sizes"
+            )
+        return ("all_reduce" if "all_reduce" in held else held[0], int(world_size))
+
     def resolve(self, collective: str, world_size: int) -> tuple[Any, float]:
         """(curve parameters, factor) answering ``collective`` at ``world_size``."""
         cache_key = (collective, int(world_size))
         hit = self._resolved.get(cache_key)
         if hit is not None:
             return hit
-        check_collective(collective)
-        if cache_key in self.curves:
-            found: tuple[Any, float] = (self.curves[cache_key], 1.0)
-        else:
-            held = [c for c, w in self.curves if w == int(world_size)]
-            if not held:
-                raise ConfigError(
-                    f"this {self.kind} model holds world sizes "
-                    f"{', '.join(map(str, self.world_sizes()))}, not {world_size}; fit a trace "
-                    "measured at that size, or use an analytic or scaled model "
-                    "(gradsched fit --cross-world-size) to predict other sizes"
-                )
-            source = "all_reduce" if "all_reduce" in held else held[0]
-            factor = DERIVED_FROM_ALL_REDUCE[collective] / DERIVED_FROM_ALL_REDUCE[source]
-            found = (self.curves[(source, int(world_size))], factor)
+        source = self.source_key(collective, world_size)
+        factor = DERIVED_FROM_ALL_REDUCE[collective] / DERIVED_FROM_ALL_REDUCE[source[0]]
+        found = (self.curves[source], factor)
         self._resolved[cache_key] = found
         return found
+
+    def measured_bytes(self, collective: str, world_size: int) -> tuple[float, float] | None:
+        """The measured sizes of the series answering ``collective`` (``meta["domain"]``,
+        :mod:`.domain`; a model fitted before domains were recorded has none)."""
+        if int(world_size) not in self.world_sizes():
+            return None
+        return domain_index(self.meta.get("domain")).get(self.source_key(collective,
+                                                                         world_size))
+
+    def world_size_basis(self, world_size: int) -> str:
+        return BASIS_MEASURED if int(world_size) in self.world_sizes() else BASIS_UNKNOWN
 
     def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         params, factor = self.resolve(collective, world_size)

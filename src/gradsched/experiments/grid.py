@@ -31,6 +31,7 @@ from gradsched.traces.bundle import ComputeTrace
 RESULT_COLUMNS = (
     "algorithm", "world_size", "iteration_s", "compute_s", "exposed_comm_s", "n_collectives",
     "n_buckets", "comm_busy_s", "lower_bound_s", "gap_to_lb_pct", "knobs",
+    "comm_below_range_pct", "comm_above_range_pct", "world_size_basis",
 )
 
 
@@ -180,6 +181,9 @@ def compare(
             "lower_bound_s": bound,
             "gap_to_lb_pct": 100.0 * (result.iteration_s / bound - 1.0) if bound > 0 else 0.0,
             "knobs": json.dumps(plan.knobs, sort_keys=True, default=str),
+            "comm_below_range_pct": result.comm_below_range_pct,
+            "comm_above_range_pct": result.comm_above_range_pct,
+            "world_size_basis": result.world_size_basis,
         })
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
 

@@ -68,12 +68,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradsched.costmodel.base import CommModel
+from gradsched.costmodel.domain import (
+    BASIS_EXTRAPOLATED,
+    IN_RANGE,
+    RangeShares,
+    row_shares,
+    shares_warning,
+)
 from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.grid import run_algorithm, scoring_knobs
 from gradsched.plan import Plan
 from gradsched.planners.ddp import bucket_limits_bytes
 from gradsched.planners.ddp_caps import DdpCaps, ddp_caps
-from gradsched.replay.engine import ReplayOptions
+from gradsched.replay.engine import ReplayOptions, ReplayResult
 from gradsched.traces.bundle import ComputeTrace, meta_path
 
 DEFAULT_CAPS_MB: tuple[float, ...] = (1, 2, 4, 8, 16, 25, 32, 64, 128, 256)
@@ -236,6 +243,8 @@ class DDPPoint:
     first_bucket_mb: float
     n_buckets: int
     iteration_s: float
+    shares: RangeShares = IN_RANGE
+    """Share of its modelled communication priced outside the measured sizes."""
 
     @property
     def label(self) -> str:
@@ -259,7 +268,8 @@ def sweep_ddp(trace: ComputeTrace, model: CommModel, world_size: int,
         plan, result = run_algorithm("ddp", trace, model, world_size,
                                      {} if cap is None else {"bucket_cap_mb": cap}, options)
         first, _ = bucket_limits_bytes(cap, None)
-        points.append(DDPPoint(cap, first / 2**20, plan.n_buckets, result.iteration_s))
+        points.append(DDPPoint(cap, first / 2**20, plan.n_buckets, result.iteration_s,
+                               result_shares(result)))
     return points
 
 
@@ -285,6 +295,7 @@ class ListPoint:
     caps: DdpCaps
     plan: Plan
     iteration_s: float
+    shares: RangeShares = IN_RANGE
 
     @property
     def n_buckets(self) -> int:
@@ -308,7 +319,24 @@ def predict_list(trace: ComputeTrace, model: CommModel, world_size: int,
         caps = ddp_caps(plan, trace)
     except InputError as exc:
         return None, f"no per-bucket caps: {exc}"
-    return ListPoint(caps, plan, result.iteration_s), None
+    return ListPoint(caps, plan, result.iteration_s, result_shares(result)), None
+
+
+def result_shares(result: ReplayResult) -> RangeShares:
+    """The out-of-range shares a replay recorded."""
+    return row_shares({"comm_below_range_pct": result.comm_below_range_pct,
+                       "comm_above_range_pct": result.comm_above_range_pct})
+
+
+def domain_notes(parts: Sequence[tuple[str, RangeShares | None]], basis: str) -> list[str]:
+    """One note per prediction priced materially outside the measured sizes, and one if
+    the world size was extrapolated (:mod:`gradsched.costmodel.domain`)."""
+    notes = [text for what, shares in parts if shares is not None
+             for text in [shares_warning(shares, f"domain: {what}", "")] if text]
+    if basis == BASIS_EXTRAPOLATED:
+        notes.append("domain: the world size was not measured (extrapolated by a formula); "
+                     "every predicted time above is an extrapolation")
+    return notes
 
 
 # --------------------------------------------------------------------------- decision
@@ -460,6 +488,10 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
                     None if listed is None else listed.iteration_s, result.iteration_s,
                     margin.pct)
     notes = [] if why_not is None else [why_not]
+    notes += domain_notes(
+        [("DDP's current setting", current.shares), ("the best uniform cap", best_ddp.shares),
+         ("the per-bucket caps", None if listed is None else listed.shares),
+         ("the gradsched plan", result_shares(result))], model.world_size_basis(world_size))
     if not inter:
         notes.append("no interference calibration: the per-collective CPU cost and the "
                      "compute/communication slowdowns of the ranks sharing a machine are not "

@@ -72,6 +72,7 @@ from gradsched.replay.prep import (
     PlanItems,
     TraceArrays,
     plan_items,
+    range_shares,
     trace_arrays,
 )
 from gradsched.traces.bundle import ComputeTrace
@@ -158,6 +159,13 @@ class ReplayResult:
     n_buckets: int
     comm_busy_s: float
     events: list[TimelineEvent] = field(default_factory=list)
+    comm_below_range_pct: float | None = 0.0
+    """Share of the modelled communication time priced below the measured sizes (``None``:
+    the model does not record what it measured)."""
+    comm_above_range_pct: float | None = 0.0
+    """Share priced above the largest measured size."""
+    world_size_basis: str = "unknown"
+    """Whether the model measured the world size (:mod:`gradsched.costmodel.domain`)."""
 
 
 def replay(
@@ -204,6 +212,7 @@ def replay(
     first = 1 if options.iterations >= 3 else 0
     period = (bwd_ends[-1] - bwd_ends[first]) / (options.iterations - 1 - first)
     compute = arrays.forward_s + arrays.backward_s + arrays.update_s
+    shares = range_shares(items, model, world_size)
     return ReplayResult(
         algorithm=plan.algorithm,
         iteration_s=period,
@@ -213,6 +222,9 @@ def replay(
         n_buckets=len(plan.buckets),
         comm_busy_s=float(items.duration_s.sum()),
         events=sim.events,
+        comm_below_range_pct=shares.below_or_none,
+        comm_above_range_pct=shares.above_or_none,
+        world_size_basis=model.world_size_basis(world_size),
     )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradsched.costmodel.base import CommModel
+from gradsched.costmodel.domain import RangeShares, out_of_range_shares
 from gradsched.errors import ConfigError
 from gradsched.plan import Plan
 from gradsched.traces.bundle import ComputeTrace
@@ -151,3 +152,21 @@ def plan_items(
         member_index=flat, member_bucket=owner, bucket_unpack_s=pack,
         bucket_last_pos=last_pos, bucket_release_s=release, n_per_iteration=len(bucket_idx),
     )
+
+
+def range_shares(items: PlanItems, model: CommModel, world_size: int) -> RangeShares:
+    """Shares of the plan's modelled communication time priced below or above the sizes
+    the model measured for each item's collective (:func:`.domain.out_of_range_shares`)."""
+    if world_size <= 1 or items.kind.size == 0:
+        return RangeShares(0.0, 0.0)
+    by_kind = {k: model.measured_bytes(name, world_size) for k, name in enumerate(KIND_NAMES)}
+    return out_of_range_shares((by_kind[int(k)] for k in items.kind), items.nbytes,
+                               items.duration_s)
+
+
+def plan_range_shares(trace: ComputeTrace, plan: Plan, model: CommModel,
+                      world_size: int) -> RangeShares:
+    """:func:`range_shares` of ``plan`` on ``trace`` (no replay needed: the shares depend
+    on the messages and the model alone)."""
+    return range_shares(plan_items(trace_arrays(trace), plan, model, world_size, 0.0),
+                        model, world_size)

@@ -1,0 +1,132 @@
+"""What a comm model was measured on, and how much of a prediction lies outside it.
+
+A fitted or loaded sweep answers every message size and, through a scaled model, every
+world size, but it was measured on a finite grid: nccl-tests sweeps often start at 1 MiB,
+the MG-WFBP authors' K80 logs cover the blobs of one model, a loopback sweep stops at a
+few hundred MiB. Outside that grid the model extends a line (:mod:`.interp`) or a
+formula (:mod:`.scaling`), and the number it returns is an extrapolation.
+
+A model's *domain* is one record per measured series (collective, world size, nodes,
+smallest and largest size, number of sizes), kept in the model's metadata under
+``"domain"`` so that it survives ``gradsched fit`` -> JSON -> ``--comm model.json``.
+:func:`out_of_range_shares` prices a list of messages and says which share of the
+modelled communication time was priced below the smallest or above the largest measured
+size of the curve that answered it; :func:`world_size_basis` says whether the world size
+was measured. The replay records both per row, and ``replay``, ``plan`` and ``advise``
+warn when the share passes :data:`MATERIAL_SHARE_PCT`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+MATERIAL_SHARE_PCT = 5.0
+"""Out-of-range share (percent of modelled communication time) that a command warns about."""
+
+BASIS_MEASURED = "measured"
+BASIS_EXTRAPOLATED = "extrapolated"
+BASIS_UNKNOWN = "unknown"
+
+
+def series_record(info: Mapping[str, Any], nbytes: np.ndarray) -> dict[str, Any]:
+    """The domain record of one measured series (``info`` as :func:`select_series` gives
+    it; ``nbytes`` its measured sizes)."""
+    m = np.asarray(nbytes, dtype=float)
+    return {"collective": str(info["collective"]), "world_size": int(info["world_size"]),
+            "nodes": int(info.get("nodes", 1)), "min_bytes": float(m.min()),
+            "max_bytes": float(m.max()), "sizes": int(m.size)}
+
+
+def domain_index(records: Iterable[Mapping[str, Any]] | None
+                 ) -> dict[tuple[str, int], tuple[float, float]]:
+    """(collective, world size) -> (smallest, largest) measured bytes of a ``"domain"``
+    metadata list; malformed entries are skipped (the domain is then unknown there)."""
+    out: dict[tuple[str, int], tuple[float, float]] = {}
+    for rec in records or ():
+        try:
+            key = (str(rec["collective"]), int(rec["world_size"]))
+            lo, hi = float(rec["min_bytes"]), float(rec["max_bytes"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if np.isfinite(lo) and np.isfinite(hi) and 0 < lo <= hi:
+            out[key] = (lo, hi)
+    return out
+
+
+@dataclass(frozen=True)
+class RangeShares:
+    """Percent of modelled communication time priced outside the measured sizes;
+    NaN where the model does not know what it was measured on."""
+
+    below_pct: float
+    above_pct: float
+
+    @property
+    def below_or_none(self) -> float | None:
+        return None if np.isnan(self.below_pct) else self.below_pct
+
+    @property
+    def above_or_none(self) -> float | None:
+        return None if np.isnan(self.above_pct) else self.above_pct
+
+    @property
+    def outside_pct(self) -> float:
+        return self.below_pct + self.above_pct
+
+    def material(self) -> bool:
+        """Whether a command should warn (NaN is not material: nothing is known)."""
+        return bool(self.outside_pct > MATERIAL_SHARE_PCT)
+
+
+IN_RANGE = RangeShares(0.0, 0.0)
+"""Every message inside the measured sizes."""
+
+
+def out_of_range_shares(ranges: Iterable[tuple[float, float] | None], nbytes: np.ndarray,
+                        seconds: np.ndarray) -> RangeShares:
+    """Shares of ``seconds`` (one entry per message of ``nbytes``) priced below or above
+    the message's measured range (``None`` = unknown range: the result is NaN)."""
+    m = np.asarray(nbytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    bounds = list(ranges)
+    if len(bounds) != m.size:
+        raise ValueError("one measured range per message is needed")
+    total = float(t.sum())
+    if m.size == 0 or total <= 0:
+        return RangeShares(0.0, 0.0)
+    if any(b is None for b in bounds):
+        return RangeShares(float("nan"), float("nan"))
+    lo = np.array([b[0] for b in bounds])  # type: ignore[index]
+    hi = np.array([b[1] for b in bounds])  # type: ignore[index]
+    below = float(t[m < lo].sum())
+    above = float(t[m > hi].sum())
+    return RangeShares(100.0 * below / total, 100.0 * above / total)
+
+
+def row_shares(row: Mapping[str, Any]) -> RangeShares:
+    """The shares of a replay result row (``comm_below_range_pct``,
+    ``comm_above_range_pct``)."""
+    return RangeShares(_pct(row["comm_below_range_pct"]), _pct(row["comm_above_range_pct"]))
+
+
+def _pct(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def shares_warning(shares: RangeShares, what: str, basis: str) -> str | None:
+    """The one-line warning a command prints, or ``None`` when the prediction is inside
+    the measured domain (world size measured, out-of-range share not material)."""
+    parts = []
+    if shares.material():
+        parts.append(f"{shares.outside_pct:.1f} % of the modelled communication time is "
+                     f"priced outside the measured message sizes ({shares.below_pct:.1f} % "
+                     f"below the smallest, {shares.above_pct:.1f} % above the largest)")
+    if basis == BASIS_EXTRAPOLATED:
+        parts.append("the world size was not measured (extrapolated by a formula)")
+    if not parts:
+        return None
+    return f"{what}: " + "; ".join(parts) + ": treat the time as an extrapolation"
