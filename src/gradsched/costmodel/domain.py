@@ -27,6 +27,10 @@ import numpy as np
 MATERIAL_SHARE_PCT = 5.0
 """Out-of-range share (percent of modelled communication time) that a command warns about."""
 
+MOSTLY_OUTSIDE_PCT = 50.0
+"""A replay row whose out-of-range share exceeds this is *mostly* an extrapolation: the
+paper's maxima and medians leave it out (it stays in the tables, marked)."""
+
 BASIS_MEASURED = "measured"
 BASIS_EXTRAPOLATED = "extrapolated"
 BASIS_UNKNOWN = "unknown"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from gradsched.costmodel.domain import MOSTLY_OUTSIDE_PCT
 from gradsched.errors import ConfigError, InputError
 from gradsched.intermediates import REPLAY, read_intermediate
 
@@ -81,6 +82,18 @@ def extrapolated_mask(frame: pd.DataFrame) -> pd.Series:
     if "extrapolated" not in frame:
         return pd.Series(False, index=frame.index)
     return frame["extrapolated"].map(lambda v: str(v).strip().lower() in ("true", "1"))
+
+
+def outside_domain_mask(frame: pd.DataFrame) -> pd.Series:
+    """True for rows whose modelled communication was mostly (more than
+    :data:`~gradsched.costmodel.domain.MOSTLY_OUTSIDE_PCT`) priced outside the sizes their
+    comm model measured; rows without the shares (collected before they existed, or a
+    model that records no domain) are not marked."""
+    if "comm_below_range_pct" not in frame or "comm_above_range_pct" not in frame:
+        return pd.Series(False, index=frame.index)
+    outside = (pd.to_numeric(frame["comm_below_range_pct"], errors="coerce")
+               + pd.to_numeric(frame["comm_above_range_pct"], errors="coerce"))
+    return (outside > MOSTLY_OUTSIDE_PCT).fillna(False).astype(bool)
 
 
 NUMERIC_RESULT_COLUMNS = ("world_size", "iteration_s", "compute_s", "exposed_comm_s",

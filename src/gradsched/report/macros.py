@@ -16,12 +16,13 @@ import numpy as np
 import pandas as pd
 
 from gradsched.io import write_text_atomic
+from gradsched.costmodel.domain import MOSTLY_OUTSIDE_PCT
 from gradsched.networks import NETWORKS
 from gradsched.reexec.analysis import case_stats
 from gradsched.reexec.uncertainty import LEVEL, N_BOOT, bootstrap_medians, percentile_interval
 from gradsched.report.architectures import ratios
 from gradsched.report.burst import burst_macros
-from gradsched.report.collect import extrapolated_mask
+from gradsched.report.collect import extrapolated_mask, outside_domain_mask
 from gradsched.report.headline import MODEL_KINDS, per_model
 from gradsched.report.macro_text import NA, camel, number
 from gradsched.report.sharded_macros import sharded_measured_macros
@@ -138,6 +139,7 @@ def max_speedup_macros(collected: pd.DataFrame | None) -> dict[str, str]:
     out = dict.fromkeys(keys, NA)
     if collected is None or collected.empty:
         return out
+    collected = collected[~outside_domain_mask(collected)]
     mask = extrapolated_mask(collected)
     for scope, part in (("", collected[~mask]), ("Extrap", collected[mask])):
         speed = speedups_over_wfbp(part) if not part.empty else pd.DataFrame()
@@ -183,7 +185,8 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             "HeadlineMgwfbpSpeedupOverWfbp", "HeadlineGapToLbPct", "MgwfbpContigGapMedianPct",
             "MgwfbpContigGapMaxPct", "NumCasesMgwfbpContig", "MgwfbpSearchGapMedianPct",
             "MgwfbpSearchGapMaxPct", "MaxSpeedupOverWfbp",
-            "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest"]
+            "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest", "NumCasesOutsideDomain",
+            "NumRowsOutsideDomain", "DomainMostlyOutsidePct"]
     out = dict.fromkeys(keys, NA)
     out.update(max_speedup_macros(collected))
     if collected is not None:
@@ -207,6 +210,14 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             if "mgwfbp" in row.index and not np.isnan(row["mgwfbp"]):
                 out["HeadlineMgwfbpSpeedupOverWfbp"] = number(row["wfbp"] / row["mgwfbp"], 2)
         out["HeadlineGapToLbPct"] = number(100.0 * (row[fastest] / row["lower_bound_s"] - 1.0))
+    # maxima and medians count only rows whose communication was mostly priced inside the
+    # measured sizes (the others stay in the tables, marked)
+    outside = outside_domain_mask(collected)
+    out["DomainMostlyOutsidePct"] = number(MOSTLY_OUTSIDE_PCT, 0)
+    out["NumRowsOutsideDomain"] = str(int(outside.sum()))
+    out["NumCasesOutsideDomain"] = str(
+        len(collected.loc[outside, ["trace", "network", "world_size"]].drop_duplicates()))
+    collected = collected[~outside]
     gaps = mgwfbp_gaps(collected)
     if len(gaps):
         out["MgwfbpContigGapMedianPct"] = number(float(gaps.median()))
@@ -309,10 +320,11 @@ def gpu_case_table(collected: pd.DataFrame | None,
     plan; ``best_gain_pct`` = 100 (T_ddp / T_best - 1); ``compute_ms`` = the trace's compute
     per iteration."""
     columns = ["family", "trace", "network", "world_size", "compute_ms", "ddp_ms", "best_ms",
-               "ddp_exposed_pct", "best_gain_pct"]
+               "ddp_exposed_pct", "best_gain_pct", "host_bound"]
     if collected is None or collected.empty or "family" not in collected:
         return pd.DataFrame(columns=columns)
-    part = collected[~extrapolated_mask(collected) & collected["family"].isin(families)]
+    part = collected[~extrapolated_mask(collected) & ~outside_domain_mask(collected)
+                     & collected["family"].isin(families)]
     rows = []
     for (family, trace, network, ws), case in part.groupby(
             ["family", "trace", "network", "world_size"], sort=True):
@@ -328,6 +340,7 @@ def gpu_case_table(collected: pd.DataFrame | None,
             "ddp_exposed_pct": 100.0 * float(ddp["exposed_comm_s"]) / float(ddp["iteration_s"]),
             "best_gain_pct": 100.0 * (float(ddp["iteration_s"]) / float(best["iteration_s"])
                                       - 1.0),
+            "host_bound": str(ddp.get("host_bound", "")).strip().lower() in ("true", "1"),
         })
     return pd.DataFrame(rows, columns=columns)
 
@@ -343,6 +356,10 @@ def gpu_generation_macros(collected: pd.DataFrame | None,
     for family in families:
         key = "Gen" + camel(family)
         rows = table[table["family"] == family]
+        # a host-bound trace's compute does not reproduce across machines (the GPU waits on
+        # kernel launches): shown per case, left out of the family's medians and maxima
+        out[key + "NumHostBound"] = str(int(rows["host_bound"].sum()))
+        rows = rows[~rows["host_bound"].astype(bool)]
         out[key + "NumCases"] = str(len(rows)) if len(rows) else NA
         for column, name in (("ddp_exposed_pct", "DdpExposed"), ("best_gain_pct", "BestGain")):
             values = rows[column]
@@ -443,6 +460,8 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
     scopes = {"": "all", **{camel(n): f"all-{n}" for n in NETWORKS}}
     out = {f"Reexec{scope}{key}": NA for scope in scopes for key in _REEXEC_KEYS}
     out |= {"ReexecMedianErrIntPerLayer": NA, "ReexecMedianErrIntGlobal": NA}
+    out |= {"ReexecMedianErrRaw": NA, "ReexecComputeScaleMin": NA,
+            "ReexecComputeScaleMax": NA}
     out |= {"ReexecNumCases": NA, "ReexecBestAsFastCases": NA,
             "ReexecExecVsDdpMedian": NA, "ReexecExecVsDdpWorst": NA}
     out |= {f"Reexec{camel(n)}P{camel(str(w))}CollectiveCpuMs": NA
@@ -464,6 +483,17 @@ def reexec_macros(measured: pd.DataFrame | None) -> dict[str, str]:
     if len(gap):
         out["ReexecExecVsDdpMedian"] = number(float(gap.median()), 1)
         out["ReexecExecVsDdpWorst"] = number(float(gap.loc[gap.abs().idxmax()]), 1)
+    if "predicted_raw_s" in measured:
+        # the plain replay: no interference calibration and the compute trace as committed
+        # (not scaled to the same launch's compute-only control)
+        plain = measured.loc[measured["kind"] != "control"]
+        raw = (100.0 * (plain["predicted_raw_s"] / plain["measured_s"] - 1.0)).abs().dropna()
+        if len(raw):
+            out["ReexecMedianErrRaw"] = number(float(raw.median()), 1)
+        scale = plain["compute_scale"].astype(float).dropna()
+        if len(scale):
+            out["ReexecComputeScaleMin"] = number(float(scale.min()), 2)
+            out["ReexecComputeScaleMax"] = number(float(scale.max()), 2)
     if "update" in measured:
         plans = measured.loc[measured["kind"] != "control"]
         err = (100.0 * (plans["predicted_interference_s"] - plans["measured_s"])

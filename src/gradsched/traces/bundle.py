@@ -158,6 +158,24 @@ class ComputeTrace:
     def stem(self) -> str:
         return Path(self.path).stem if self.path != "<memory>" else self.meta.get("model", "trace")
 
+    @property
+    def host_bound(self) -> bool | None:
+        """Whether the capture found the GPU waiting on the host (its sidecar's
+        ``correction.host_bound``: GPU busy fraction below 0.9 in the profiled step);
+        ``None`` where the capture did not judge it. A host-bound model's iteration is set
+        by the CPU's launch rate, which differs between machines: the same H200
+        configurations moved by up to -40 % / +31 % between two machines
+        (``data/h200/README.md``)."""
+        flag = (self.meta.get("correction") or {}).get("host_bound")
+        return bool(flag) if isinstance(flag, bool) else None
+
+    @property
+    def compute_spread(self) -> float | None:
+        """Largest over smallest forward + backward time among the processes the capture
+        compared (``correction.spread.max_over_min``); ``None`` where none was measured."""
+        spread = ((self.meta.get("correction") or {}).get("spread") or {}).get("max_over_min")
+        return float(spread) if isinstance(spread, (int, float)) else None
+
     def ready_sequence(self) -> pd.DataFrame:
         """Rows sorted by ``ready_order`` with ``ready_s``: time from backward start to ready."""
         if "ready" not in self._cache:
