@@ -60,7 +60,7 @@ def test_measured_table_and_macros() -> None:
 
     table, align = sharded_measured_table(measured_rows())
     assert list(table.columns) == MEASURED_HEADER and len(align) == len(MEASURED_HEADER)
-    assert table["vs FSDP2 [x]"].tolist()[1] == "1.250 [1.100, 1.400]"
+    assert table["vs FSDP2 [x]"].tolist()[1] == "1.25 [1.10, 1.40]"
     assert table["units as planned"].tolist() == ["yes", "no"]
     macros = sharded_measured_macros(measured_rows())
     assert macros["ShardedMeasuredCases"] == "1" and macros["ShardedMeasuredPlans"] == "2"
@@ -126,8 +126,8 @@ def test_measured_table_shows_both_baselines_and_both_peaks() -> None:
     table, align = sharded_measured_table(measured_rows_with_baselines())
     assert list(table.columns) == MEASURED_HEADER and len(align) == len(MEASURED_HEADER)
     first = table.iloc[:4]
-    assert first["plan"].tolist() == ["FSDP2 default", "FSDP2 default units, no reshard",
+    assert first["plan"].tolist() == ["FSDP2 default", "FSDP2 default, no reshard",
                                       "optimum", "optimum, FSDP2's peak"]
-    assert first["vs no reshard [x]"].tolist()[2] == "1.040 [0.990, 1.090]"
+    assert first["vs no reshard [x]"].tolist()[2] == "1.04 [0.99, 1.09]"
     assert first["peak pred. [MiB]"].tolist() == ["100.0", "150.0", "160.0", "100.0"]
     assert first["peak meas. [MiB]"].tolist() == ["300.0", "360.0", "372.0", "290.0"]

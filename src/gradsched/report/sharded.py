@@ -14,7 +14,7 @@ import pandas as pd
 from gradsched.report.tables import fmt
 
 MIB = 2**20
-LABELS = {"fsdp2": "FSDP2 default", "fsdp2-noreshard": "FSDP2 default units, no reshard",
+LABELS = {"fsdp2": "FSDP2 default", "fsdp2-noreshard": "FSDP2 default, no reshard",
           "fsdp2-saturation": "compiler cap", "fsdp2-cap": "25 MiB units",
           "zero3": "ZeRO-3 defaults", "sharded-optimum": "optimum",
           "sharded-optimum-capped": "optimum, FSDP2's peak"}
@@ -79,9 +79,10 @@ def sharded_measured_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def _interval(row: dict, point: str, low: str, high: str) -> str:
-    """``x [low, high]``, or the missing mark where the row has no such ratio (a case
-    measured before the column existed, or without ``fsdp2-noreshard``)."""
+    """``x [low, high]`` (two decimals: the table must fit a page at 7 pt), or the missing
+    mark where the row has no such ratio (a case measured before the column existed, or
+    without ``fsdp2-noreshard``)."""
     value = row.get(point, float("nan"))
-    if fmt(value, 3) == fmt(float("nan")):
+    if fmt(value) == fmt(float("nan")):
         return fmt(float("nan"))
-    return f"{fmt(value, 3)} [{fmt(row[low], 3)}, {fmt(row[high], 3)}]"
+    return f"{fmt(value)} [{fmt(row[low])}, {fmt(row[high])}]"
