@@ -11,6 +11,7 @@ from gradsched.costmodel.base import AlphaBetaModel
 from gradsched.errors import ConfigError
 from gradsched.experiments.bootstrap import bootstrap_ratio
 from gradsched.reexec.sharded import ShardedCase, measure, plans_for
+from gradsched.replay.sharded import replay_sharded
 from gradsched.traces import ComputeTrace
 
 META = {"kind": "compute", "model": "tiny-mlp", "batch_size": 4, "device": "cpu",
@@ -46,15 +47,16 @@ def test_the_baseline_must_be_measured() -> None:
 @pytest.mark.slow
 def test_measure_runs_every_plan_and_checks_its_units() -> None:
     case = ShardedCase("tiny-mlp", 4, 2, "loopback", None)
+    names = ["fsdp2", "fsdp2-noreshard", "sharded-optimum", "sharded-optimum-capped"]
     rows, iterations, plans = measure(case, tiny_mlp_trace(), AlphaBetaModel(1e-4, 1e-9),
-                                      ["fsdp2", "sharded-optimum"], rounds=2, iters=2,
-                                      warmup=1, timeout_s=60)
-    assert [r["algorithm"] for r in rows] == ["fsdp2", "sharded-optimum"]
+                                      names, rounds=2, iters=2, warmup=1, timeout_s=60)
+    assert [r["algorithm"] for r in rows] == names
     assert all(r["units_match"] and r["iters"] == 4 and r["measured_s"] > 0 for r in rows)
     assert rows[0]["speedup_vs_fsdp2"] == pytest.approx(1.0)
-    assert len(plans) == 2
+    assert rows[1]["speedup_vs_noreshard"] == pytest.approx(1.0)
+    assert len(plans) == 4
     assert [r["algorithm"] for r in iterations].count("compute-only") == 4
-    assert len(iterations) == 12
+    assert len(iterations) == 20
     # the prediction is the replay on the trace scaled to the control of the same launch
     control = sorted(r["iteration_s"] for r in iterations if r["algorithm"] == "compute-only")
     trace = tiny_mlp_trace()
@@ -65,3 +67,26 @@ def test_measure_runs_every_plan_and_checks_its_units() -> None:
         assert row["predicted_s"] != pytest.approx(row["predicted_raw_s"])
         assert row["error_pct"] == pytest.approx(100 * (row["predicted_s"] / row["measured_s"]
                                                         - 1))
+    # measured peak memory: every plan's and the control's, positive; the control (full
+    # gradients of every parameter on every rank) holds at least the model's gradients
+    assert all(r["measured_peak_bytes"] > 0 for r in rows)
+    assert rows[0]["compute_only_peak_bytes"] >= int(trace.frame["bytes"].sum())
+    # the capped optimum stays within the baseline's predicted peak; the uncapped need not
+    assert rows[3]["predicted_peak_bytes"] <= rows[0]["predicted_peak_bytes"]
+    assert plans[3].knobs["memory_cap_bytes"] == pytest.approx(rows[0]["predicted_peak_bytes"])
+    assert not any(u.reshard_after_forward for u in plans[1].units)
+    assert [u.tensors for u in plans[1].units] == [u.tensors for u in plans[0].units]
+
+
+def test_the_capped_optimum_is_capped_at_the_baselines_predicted_peak() -> None:
+    """SYNTHETIC trace: the uncapped optimum keeps units gathered above FSDP2's peak; the
+    capped item stays within it and is labelled as such."""
+    trace, model = tiny_mlp_trace(), AlphaBetaModel(1e-3, 1e-9)
+    plans = plans_for(trace, model, 2, ["fsdp2", "fsdp2-noreshard", "sharded-optimum",
+                                        "sharded-optimum-capped"], None)
+    peaks = [replay_sharded(trace, p, model, 2, semantics="blocking").gathered_peak_bytes
+             for p in plans]
+    assert [p.algorithm for p in plans] == ["fsdp2", "fsdp2-noreshard", "sharded-optimum",
+                                            "sharded-optimum-capped"]
+    assert peaks[2] > peaks[0] >= peaks[3]
+    assert plans[3].knobs["memory_cap_bytes"] == peaks[0]

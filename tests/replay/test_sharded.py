@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gradsched.costmodel.base import AlphaBetaModel
 from gradsched.errors import ConfigError, InputError
-from gradsched.experiments.sharded import OPTIMUM, compare, optimum
+from gradsched.experiments.sharded import OPTIMUM, compare, exhaustive_optimum, optimum
 from gradsched.plan_sharded import ShardedPlan, Unit
 from gradsched.planners.sharded import make_sharded_plan, saturation_cap_bytes
 from gradsched.replay.sharded import replay_sharded
@@ -172,13 +172,53 @@ def test_plan_json_round_trip_and_refusals(tmp_path) -> None:
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 100_000), which=st.integers(0, len(MODELS) - 1))
 def test_blocking_dynamic_program_equals_the_exhaustive_optimum(seed: int, which: int) -> None:
-    """Without a memory cap, blocking semantics: the DP's time is the exhaustive search's
-    (a huge cap makes the exhaustive path run)."""
+    """Without a memory cap, blocking semantics: the DP's time is the exhaustive search's."""
     trace = random_block_trace(seed)
     model = MODELS[which]
     dp = optimum(trace, model, P, semantics="blocking")
-    full = optimum(trace, model, P, semantics="blocking", memory_cap_bytes=1e18)
+    full = exhaustive_optimum(trace, model, P, semantics="blocking")
     assert dp.replay.iteration_s == pytest.approx(full.replay.iteration_s, rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 100_000), which=st.integers(0, len(MODELS) - 1),
+       fraction=st.floats(0.3, 1.6))
+def test_capped_blocking_dynamic_program_equals_the_exhaustive_optimum(
+        seed: int, which: int, fraction: float) -> None:
+    """Under a memory cap (a fraction of FSDP2's default peak), blocking semantics: the DP
+    finds the exhaustive search's time within the cap, or both find no plan."""
+    trace = random_block_trace(seed)
+    model = MODELS[which]
+    default = replay_sharded(trace, make_sharded_plan("fsdp2", trace, model, P), model, P,
+                             semantics="blocking")
+    cap = fraction * default.gathered_peak_bytes
+    try:
+        full = exhaustive_optimum(trace, model, P, semantics="blocking", memory_cap_bytes=cap)
+    except ConfigError:
+        with pytest.raises(ConfigError, match="no sharded plan fits the memory cap"):
+            optimum(trace, model, P, semantics="blocking", memory_cap_bytes=cap)
+        return
+    dp = optimum(trace, model, P, semantics="blocking", memory_cap_bytes=cap)
+    assert dp.replay.gathered_peak_bytes <= cap
+    assert dp.replay.iteration_s == pytest.approx(full.replay.iteration_s, rel=1e-12)
+    assert dp.plan.knobs["memory_cap_bytes"] == cap
+
+
+def test_capped_blocking_optimum_keeps_fsdp2s_peak_and_is_no_slower() -> None:
+    """At FSDP2's default peak the optimum reshards (keeping every unit gathered needs more)
+    and is no slower than FSDP2's default; without the cap it keeps them gathered."""
+    trace = block_trace([[4000], [4000], [4000], [4000]], stem=4096, head=8192)
+    model = AlphaBetaModel(2e-3, 1e-6)
+    default = replay_sharded(trace, make_sharded_plan("fsdp2", trace, model, P), model, P,
+                             semantics="blocking")
+    free = optimum(trace, model, P, semantics="blocking")
+    capped = optimum(trace, model, P, semantics="blocking",
+                     memory_cap_bytes=default.gathered_peak_bytes)
+    assert not free.plan.units[0].reshard_after_forward
+    assert free.replay.gathered_peak_bytes > default.gathered_peak_bytes
+    assert all(u.reshard_after_forward for u in capped.plan.units)
+    assert capped.replay.gathered_peak_bytes <= default.gathered_peak_bytes
+    assert default.iteration_s >= capped.replay.iteration_s >= free.replay.iteration_s
 
 
 def test_zero3_units_and_prefetch_follow_deepspeeds_element_budgets() -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gradsched.report.sharded import HEADER, sharded_table
+from gradsched.report.formatting import fmt
+from gradsched.report.sharded import HEADER, MIB, sharded_table
 
 
 def rows() -> pd.DataFrame:
@@ -59,7 +60,7 @@ def test_measured_table_and_macros() -> None:
 
     table, align = sharded_measured_table(measured_rows())
     assert list(table.columns) == MEASURED_HEADER and len(align) == len(MEASURED_HEADER)
-    assert table["vs FSDP2 [x]"].tolist()[1] == "1.250 [1.100, 1.400]"
+    assert table["vs FSDP2 [x]"].tolist()[1] == "1.25 [1.10, 1.40]"
     assert table["units as planned"].tolist() == ["yes", "no"]
     macros = sharded_measured_macros(measured_rows())
     assert macros["ShardedMeasuredCases"] == "1" and macros["ShardedMeasuredPlans"] == "2"
@@ -68,6 +69,65 @@ def test_measured_table_and_macros() -> None:
     assert macros["ShardedComputeScaleMin"] == "0.60"
     assert macros["ShardedRawOverPredicted"] == "2"
     assert table["unscaled error [%]"].tolist() == ["60.0", "50.0"]
-    assert macros["ShardedOptFasterCases"] == "1" and macros["ShardedOptSlowerCases"] == "0"
+    assert macros["ShardedOptVsDefaultFasterCases"] == "1"
+    assert macros["ShardedOptVsDefaultSlowerCases"] == "0"
+    # rows measured before the no-reshard baseline and the memory column: n/a, not a number
+    assert macros["ShardedOptVsNoReshardMin"] == "n/a"
+    assert macros["ShardedOptMeasPeakOverDefaultMax"] == "n/a"
+    missing = fmt(float("nan"))
+    assert table["vs no reshard [x]"].tolist() == [missing, missing]
+    assert table["peak meas. [MiB]"].tolist() == [missing, missing]
     assert macros["ShardedUnitsMatchPlans"] == "1"
     assert sharded_measured_macros(None)["ShardedMeasuredCases"] == "n/a"
+
+
+def measured_rows_with_baselines() -> pd.DataFrame:
+    """SYNTHETIC rows with both baselines, the capped optimum and measured peaks (two
+    cases; arithmetic only)."""
+    base = measured_rows().iloc[0].to_dict() | {"units_match": True}
+    out = []
+    for network, scale in (("loopback", 1.0), ("tbf1gbit", 2.0)):
+        for name, speed, vs_nr, pred, meas in (
+                ("fsdp2", 1.0, 0.8, 100, 300), ("fsdp2-noreshard", 1.25, 1.0, 150, 360),
+                ("sharded-optimum", 1.3 * scale, 1.04, 160, 372),
+                ("sharded-optimum-capped", 1.01, 0.81, 100, 290)):
+            out.append(base | {"network": network, "algorithm": name,
+                               "speedup_vs_fsdp2": speed, "speedup_low": speed - 0.05,
+                               "speedup_high": speed + 0.05,
+                               "speedup_vs_noreshard": vs_nr,
+                               "speedup_vs_noreshard_low": vs_nr - 0.05,
+                               "speedup_vs_noreshard_high": vs_nr + 0.05,
+                               "predicted_peak_bytes": pred * MIB,
+                               "measured_peak_bytes": meas * MIB})
+    return pd.DataFrame(out)
+
+
+def test_macros_compare_with_both_baselines_and_peaks() -> None:
+    from gradsched.report.sharded_macros import sharded_measured_macros
+
+    macros = sharded_measured_macros(measured_rows_with_baselines())
+    assert macros["ShardedMeasuredCases"] == "2"
+    assert macros["ShardedNoReshardVsDefaultMin"] == "1.25"
+    assert (macros["ShardedOptVsDefaultMin"], macros["ShardedOptVsDefaultMax"]) == \
+        ("1.30", "2.60")
+    assert macros["ShardedOptVsNoReshardMax"] == "1.04"
+    assert macros["ShardedOptVsNoReshardFasterCases"] == "0"  # 1.04 - 0.05 < 1
+    assert macros["ShardedCappedVsNoReshardSlowerCases"] == "2"
+    assert macros["ShardedCappedVsDefaultCases"] == "2"
+    assert macros["ShardedOptPredPeakOverDefaultMax"] == "1.60"
+    assert macros["ShardedOptMeasPeakOverDefaultMin"] == "1.24"
+    assert macros["ShardedCappedPredPeakOverDefaultMax"] == "1.00"
+    assert macros["ShardedNoReshardMeasPeakOverDefaultMax"] == "1.20"
+
+
+def test_measured_table_shows_both_baselines_and_both_peaks() -> None:
+    from gradsched.report.sharded import MEASURED_HEADER, sharded_measured_table
+
+    table, align = sharded_measured_table(measured_rows_with_baselines())
+    assert list(table.columns) == MEASURED_HEADER and len(align) == len(MEASURED_HEADER)
+    first = table.iloc[:4]
+    assert first["plan"].tolist() == ["FSDP2 default", "FSDP2 default, no reshard",
+                                      "optimum", "optimum, FSDP2's peak"]
+    assert first["vs no reshard [x]"].tolist()[2] == "1.04 [0.99, 1.09]"
+    assert first["peak pred. [MiB]"].tolist() == ["100.0", "150.0", "160.0", "100.0"]
+    assert first["peak meas. [MiB]"].tolist() == ["300.0", "360.0", "372.0", "290.0"]

@@ -61,6 +61,10 @@ rule table_sharded:
 
 # The committed sharded re-execution (gradsched shard measure, one folder per case under
 # paper/data/sharded/; re-measuring needs root for the emulated cluster and is not in `all`).
+# Any plans a case ran are rows; the table and macros read the baselines (fsdp2,
+# fsdp2-noreshard), the optima (sharded-optimum, sharded-optimum-capped) and the peak columns
+# where present. Every case must have the same columns (report concat refuses a mix, so
+# re-measure all cases with one version).
 SHARDED_MEASURED = sorted(glob.glob("paper/data/sharded/*/measured.csv"))
 
 if SHARDED_MEASURED:

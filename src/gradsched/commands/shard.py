@@ -3,17 +3,20 @@
     gradsched shard compare --compute TRACE.csv --comm SWEEP.csv --world-size 2 \\
         [--semantics streams|blocking] [--memory-cap 600M] [--plans-dir DIR] [-o OUT.csv]
     gradsched shard plan --compute TRACE.csv --comm SWEEP.csv --world-size 2 \\
-        --algorithm fsdp2|fsdp2-saturation|fsdp2-cap|sharded-optimum [--knob k=v] \\
+        --algorithm fsdp2|fsdp2-noreshard|fsdp2-saturation|fsdp2-cap|sharded-optimum [--knob k=v] \\
         [--memory-cap 600M] -o plan.json
     gradsched shard run --model resnet18 --batch-size 4 --world-size 2 \\
         --plan a.json --plan b.json [--cluster tbf1gbit] [--rounds 3] [--iters 5] -o OUT.csv
     gradsched shard measure --model resnet18 --batch-size 4 --world-size 2 \\
-        --network tbf1gbit [--algorithms fsdp2,sharded-optimum] [--rounds 3] -o DIR
+        --network tbf1gbit [--algorithms fsdp2,fsdp2-noreshard,sharded-optimum-capped] \\
+        [--rounds 3] -o DIR
 
 ``measure`` is the re-execution protocol for sharded plans
 (:mod:`gradsched.reexec.sharded`): plans from the committed CPU trace and gloo sweep of the
 case, predicted, run with stock FSDP2, measured against predicted and against FSDP2's
-defaults with bootstrap intervals. ``compare`` replays every sharded planner and the exact optimum
+defaults (and FSDP2's units without resharding) with bootstrap intervals, with each plan's
+predicted and measured peak memory; ``sharded-optimum-capped`` is the optimum under a cap
+of FSDP2's default predicted peak. ``compare`` replays every sharded planner and the exact optimum
 (:mod:`gradsched.experiments.sharded`) against the lower bound; ``plan`` writes one plan
 and prints the ``fully_shard`` layout; ``run`` runs plans with stock FSDP2 on gloo
 (:mod:`gradsched.runtime.fsdp2`), rounds interleaved in random order.
@@ -28,6 +31,8 @@ from gradsched.commands._args import integer, positive_seconds, size
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.limits import MAX_RANKS
 
+MEASURED_DEFAULT = ("fsdp2,fsdp2-noreshard,fsdp2-saturation,sharded-optimum,"
+                    "sharded-optimum-capped")
 SEMANTICS_HELP = ("streams: collectives on their own streams (GPU, NCCL); blocking: the host "
                   "waits for each collective (FSDP2 on CPU with gloo)")
 
@@ -58,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ssub.add_parser("plan", help="one sharded plan, and its fully_shard layout")
     _common(p)
     p.add_argument("--algorithm", required=True,
-                   help="fsdp2, fsdp2-saturation, fsdp2-cap or sharded-optimum")
+                   help="fsdp2, fsdp2-noreshard, fsdp2-saturation, fsdp2-cap, zero3 or "
+                        "sharded-optimum")
     p.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                    help="planner knob (e.g. unit_mb=50, forward_prefetch=2)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="plan JSON")
@@ -91,9 +97,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "traces/compute/cpu/<model>-b<batch>-cpu-fp32.csv)")
     p.add_argument("--comm", default=None, help="comm sweep (default: "
                    "traces/comm/cpu/gloo-<network>-p<P>.csv)")
-    p.add_argument("--algorithms", default="fsdp2,fsdp2-saturation,sharded-optimum",
-                   help="comma-separated sharded planners; fsdp2 is the baseline")
-    p.add_argument("--memory-cap", type=size(), default=None)
+    p.add_argument("--algorithms", default=MEASURED_DEFAULT,
+                   help="comma-separated sharded planners, sharded-optimum and "
+                        "sharded-optimum-capped (the optimum under a cap of fsdp2's predicted "
+                        "peak); fsdp2 is the baseline")
+    p.add_argument("--memory-cap", type=size(), default=None,
+                   help="cap for sharded-optimum (bytes); default none")
     p.add_argument("--rounds", type=integer(1, 100), default=3)
     p.add_argument("--iters", type=integer(1, 10_000), default=3)
     p.add_argument("--warmup", type=integer(1, 10_000), default=1)
@@ -239,6 +248,10 @@ def _measure(args: argparse.Namespace) -> int:
             "prediction": "sharded replay (blocking) on the compute trace scaled to the "
                           "median of the compute-only control of the same launch "
                           "(compute_scale); predicted_raw_s: on the trace as committed",
+            "memory_cap_bytes": args.memory_cap,
+            "measured_peak": "one extra untimed iteration per run under torch.profiler "
+                             "(profile_memory): peak of CPU tensor storage allocated during "
+                             "the iteration and live at once, largest over ranks and rounds",
             "machine": machine_info("cpu"), "software": software_versions()}
     with Staging() as staging:
         folder = staging.folder(args.output)
@@ -250,11 +263,14 @@ def _measure(args: argparse.Namespace) -> int:
             plan.save(folder / "plans" / f"{name}.json")
     if rows:
         print(f"compute-only control: {rows[0]['compute_only_s']:.3g} s (the compute trace "
-              f"scaled by {rows[0]['compute_scale']:.3g} before predicting)")
+              f"scaled by {rows[0]['compute_scale']:.3g} before predicting), peak "
+              f"{rows[0]['compute_only_peak_bytes'] / 2**20:.4g} MiB")
     for row in rows:
         print(f"{row['algorithm']}: measured {row['measured_s']:.3g} s "
               f"[p10 {row['measured_p10_s']:.3g}, p90 {row['measured_p90_s']:.3g}], predicted "
               f"{row['predicted_s']:.3g} s ({row['error_pct']:+.0f} %), vs fsdp2 "
               f"{row['speedup_vs_fsdp2']:.3f} [{row['speedup_low']:.3f}, "
-              f"{row['speedup_high']:.3f}]")
+              f"{row['speedup_high']:.3f}]; peak predicted "
+              f"{row['predicted_peak_bytes'] / 2**20:.4g} MiB, measured "
+              f"{row['measured_peak_bytes'] / 2**20:.4g} MiB")
     return 0

@@ -12,13 +12,12 @@ then smaller peak, then the enumeration order). Exact within that space, by exha
 model with more than :data:`MAX_GROUPINGS` groupings is refused rather than searched
 partially. A cap that no candidate meets is an error that names the smallest peak found.
 
-**Blocking semantics without a memory cap** (FSDP2 on gloo): the host waits for every
-collective, so the iteration is the compute plus the sum of every collective's time,
-whatever the prefetch depths; the grouping that minimises that sum is found exactly by a
-dynamic program over block prefixes, ``f(i) = min_j f(j) + c(j, i)`` with ``c`` the
-all-gather (twice if resharded) and reduce-scatter time of blocks ``j..i-1``, for each
-resharding choice, with any number of blocks. Its prefetch depths are the smallest FSDP2
-runs (forward 0, backward 1: the smallest memory peak, at no cost in time).
+**Blocking semantics** (FSDP2 on gloo), with or without a memory cap: the host waits for
+every collective, so the iteration is the compute plus the sum of every collective's time,
+whatever the prefetch depths; the optimum is found exactly, with any number of blocks, by
+the dynamic program of :mod:`gradsched.experiments.sharded_blocking` (its memory peak
+follows the replay's and is checked by it). :func:`exhaustive_optimum` enumerates in any
+semantics.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError, InputError
+from gradsched.experiments.sharded_blocking import blocking_optimum, range_times
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
     SHARDED_PLANNERS,
@@ -78,8 +78,20 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     if not blocks:
         raise InputError("no blocks to group: every tensor belongs to the root (names without "
                          "a numeric path component)", path=trace.path, field="name")
-    if semantics == "blocking" and memory_cap_bytes is None:
-        return _blocking_optimum(trace, model, world_size, blocks, max_prefetch)
+    if semantics == "blocking":
+        plan = blocking_optimum(trace, model, world_size, memory_cap_bytes=memory_cap_bytes,
+                                max_prefetch=max_prefetch, algorithm=OPTIMUM)
+        return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics))
+    return exhaustive_optimum(trace, model, world_size, semantics=semantics,
+                              memory_cap_bytes=memory_cap_bytes, max_prefetch=max_prefetch)
+
+
+def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
+                       semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
+                       max_prefetch: int = 2) -> Scored:
+    """The optimum by exhaustion of every candidate (module docstring), any semantics."""
+    seq = layer_seq(trace)
+    blocks = block_ranges(seq)
     count = 2 ** (len(blocks) - 1)
     if count > MAX_GROUPINGS:
         raise ConfigError(f"{len(blocks)} blocks give {count} groupings; the exhaustive optimum "
@@ -91,7 +103,7 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     smallest_peak = np.inf
     depths = range(max_prefetch + 1)
     backward_depths = range(1, max(max_prefetch, 1) + 1)
-    ag, rs = _range_times(seq, blocks, model, world_size)
+    ag, rs = range_times(seq, blocks, model, world_size)
     root = float(seq.nbytes.sum()) - sum(float(seq.nbytes[a:b + 1].sum()) for a, b in blocks)
     # the root's all-gather and reduce-scatter (unused by the replay when it has no bytes)
     root_t = [float(comm_times(model, c, np.asarray([max(root, 1.0)]), world_size)[0])
@@ -122,58 +134,6 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                        knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
                               "semantics": semantics})
     return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics))
-
-
-def _blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int,
-                      blocks: list[tuple[int, int]], max_prefetch: int) -> Scored:
-    """The dynamic program of the module docstring (blocking semantics, no memory cap)."""
-    seq = layer_seq(trace)
-    ag, rs = _range_times(seq, blocks, model, world_size)
-    n = len(blocks)
-    best: tuple[tuple[float, int], list[tuple[int, int]], bool] | None = None
-    for reshard in (True, False):
-        cost = ag * (2 if reshard else 1) + rs  # [a, b]: blocks a..b as one unit
-        value = [(0.0, 0)] + [(np.inf, 0)] * n  # (seconds, units) of the first i blocks
-        back = [0] * (n + 1)
-        for i in range(1, n + 1):
-            for j in range(i):
-                cand = (value[j][0] + float(cost[j, i - 1]), value[j][1] + 1)
-                if cand < value[i]:
-                    value[i], back[i] = cand, j
-        ends, i = [], n
-        while i > 0:
-            ends.append(i)
-            i = back[i]
-        ranges = merge_blocks(blocks, np.asarray(ends[::-1], dtype=np.int64))
-        if best is None or value[n] < best[0]:
-            best = (value[n], ranges, reshard)
-    assert best is not None
-    _, ranges, reshard = best
-    plan = ShardedPlan(algorithm=OPTIMUM, units=units_from_ranges(seq, ranges, reshard),
-                       forward_prefetch=0, backward_prefetch=1,
-                       knobs={"memory_cap_bytes": None, "max_prefetch": max_prefetch,
-                              "semantics": "blocking"},
-                       info={"method": "dynamic program (blocking semantics)"})
-    return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics="blocking"))
-
-
-def _range_times(seq, blocks: list[tuple[int, int]], model: CommModel,
-                 world: int) -> tuple[np.ndarray, np.ndarray]:
-    """All-gather and reduce-scatter seconds of every run of blocks ``a..b`` (one
-    vectorised model call per collective)."""
-    n = len(blocks)
-    prefix = np.concatenate([[0.0], np.cumsum(seq.nbytes)])
-    sizes = np.zeros((n, n))
-    for a in range(n):
-        for b in range(a, n):
-            sizes[a, b] = prefix[blocks[b][1] + 1] - prefix[blocks[a][0]]
-    flat = sizes[np.triu_indices(n)]
-    out = []
-    for collective in ("all_gather", "reduce_scatter"):
-        table = np.zeros((n, n))
-        table[np.triu_indices(n)] = comm_times(model, collective, flat, world)
-        out.append(table)
-    return out[0], out[1]
 
 
 CASE_COLUMNS = ("algorithm", "n_units", "forward_prefetch", "backward_prefetch",

@@ -133,14 +133,32 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    out as in claim 3.
 8. **Sharded data parallelism, for real.** Over {ShardedMeasuredCases} CPU cases (two gloo
    ranks, loopback and 1 Gbit/s), stock FSDP2 formed the planned units in
-   {ShardedUnitsMatchPlans} of {ShardedMeasuredPlans} plan runs; the optimum of unit grouping,
-   resharding and prefetch measured {ShardedOptVsDefaultMin}-{ShardedOptVsDefaultMax}x as fast
-   as FSDP2's defaults (faster, interval above 1, in {ShardedOptFasterCases} cases, slower in
-   {ShardedOptSlowerCases}); the blocking replay on the compute trace scaled to the
-   compute-only control of the same launch had a median |error| of
-   {ShardedMedianAbsErrPct} % (largest {ShardedMaxAbsErrPct} %; unscaled
-   {ShardedMedianAbsErrRawPct} % and {ShardedMaxAbsErrRawPct} %), uncorrected for
-   interference.
+   {ShardedUnitsMatchPlans} of {ShardedMeasuredPlans} plan runs. FSDP2's default units with
+   resharding turned off (`reshard_after_forward=False`, one flag) measured
+   {ShardedNoReshardVsDefaultMin}-{ShardedNoReshardVsDefaultMax}x as fast as FSDP2's defaults
+   (faster, interval above 1, in {ShardedNoReshardVsDefaultFasterCases} of
+   {ShardedNoReshardVsDefaultCases} cases, slower in {ShardedNoReshardVsDefaultSlowerCases})
+   at {ShardedNoReshardPredPeakOverDefaultMin}-{ShardedNoReshardPredPeakOverDefaultMax}x
+   their predicted peak of gathered parameters and gradients
+   ({ShardedNoReshardMeasPeakOverDefaultMin}-{ShardedNoReshardMeasPeakOverDefaultMax}x the
+   measured peak of memory allocated in an iteration). The optimum of unit grouping,
+   resharding and prefetch without a memory cap measured
+   {ShardedOptVsNoReshardMin}-{ShardedOptVsNoReshardMax}x as fast as that one-flag baseline
+   (faster in {ShardedOptVsNoReshardFasterCases} of {ShardedOptVsNoReshardCases} cases,
+   slower in {ShardedOptVsNoReshardSlowerCases}) and
+   {ShardedOptVsDefaultMin}-{ShardedOptVsDefaultMax}x as fast as FSDP2's defaults (faster in
+   {ShardedOptVsDefaultFasterCases}, slower in {ShardedOptVsDefaultSlowerCases}), needing
+   {ShardedOptPredPeakOverDefaultMin}-{ShardedOptPredPeakOverDefaultMax}x their predicted
+   peak ({ShardedOptMeasPeakOverDefaultMin}-{ShardedOptMeasPeakOverDefaultMax}x measured);
+   capped at FSDP2's default predicted peak, the optimum measured
+   {ShardedCappedVsDefaultMin}-{ShardedCappedVsDefaultMax}x as fast as FSDP2's defaults
+   (faster in {ShardedCappedVsDefaultFasterCases} of {ShardedCappedVsDefaultCases} cases,
+   slower in {ShardedCappedVsDefaultSlowerCases}) at
+   {ShardedCappedMeasPeakOverDefaultMin}-{ShardedCappedMeasPeakOverDefaultMax}x their
+   measured peak. The blocking replay on the compute trace scaled to the compute-only
+   control of the same launch had a median |error| of {ShardedMedianAbsErrPct} % (largest
+   {ShardedMaxAbsErrPct} %; unscaled {ShardedMedianAbsErrRawPct} % and
+   {ShardedMaxAbsErrRawPct} %), uncorrected for interference.
 """
 
 _FIELD = re.compile(r"\{([A-Za-z]+)\}")

@@ -19,11 +19,16 @@ protocol: the same model, batches and optimizer on every rank at once, without
 ``fully_shard`` and without any collective, in the same rounds and random order as the
 plans. Its time is what the ranks' compute takes on this machine at this moment, against
 which the compute trace is scaled before predicting (:mod:`gradsched.reexec.predict`).
+
+:func:`measure_plans` also measures, on request, each run's peak of allocated CPU memory in
+one extra, untimed iteration (:mod:`gradsched.runtime.cpu_memory`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -35,6 +40,7 @@ from gradsched.errors import ConfigError, InputError
 from gradsched.plan_sharded import ShardedPlan, covering_modules
 from gradsched.run_order import run_order
 from gradsched.runtime.bench import timed_iterations
+from gradsched.runtime.cpu_memory import iteration_peak_bytes
 from gradsched.workloads import build_model
 
 COMPUTE_ONLY: Literal["compute-only"] = "compute-only"
@@ -108,7 +114,8 @@ def timed_plans(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
     """Launcher task: for each item of ``payload['plans']`` (a plan's JSON dict, or
     :data:`COMPUTE_ONLY`), a fresh model (sharded by FSDP2 as the plan says; untouched for
     the control), ``warmup`` untimed and ``iters`` timed iterations (SGD with momentum);
-    per-iteration periods and the units FSDP2 formed."""
+    per-iteration periods and the units FSDP2 formed; with ``payload['memory']``, one more
+    iteration's peak of allocated CPU memory (:mod:`gradsched.runtime.cpu_memory`)."""
     out: dict[str, Any] = {"rank": rank, "runs": []}
     for raw in payload["plans"]:
         spec = build_model(payload["model"], int(payload["batch_size"]),
@@ -126,11 +133,26 @@ def timed_plans(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        times = timed_iterations(one, int(payload["warmup"]), int(payload["iters"]),
-                                 lambda: None)
+        warmup, iters = int(payload["warmup"]), int(payload["iters"])
+        times = timed_iterations(one, warmup, iters, lambda: None)
+        peak = iteration_peak_bytes(functools.partial(one, warmup + iters)) \
+            if payload.get("memory") else None
         out["runs"].append({"algorithm": algorithm, "times_s": times,
-                            "unit_tensors": sharded_groups(units)})
+                            "unit_tensors": sharded_groups(units), "peak_bytes": peak})
     return out
+
+
+@dataclass(frozen=True)
+class PlanRuns:
+    """Per item of :func:`measure_plans`: every timed iteration (the slowest rank's period)
+    pooled over rounds, the parameter names FSDP2 grouped in each unit (rank 0, first run;
+    none for the control) and, when measured, the peak of CPU memory allocated during one
+    extra iteration (:mod:`gradsched.runtime.cpu_memory`), the largest over ranks and
+    rounds (``None`` when not measured)."""
+
+    times_s: list[list[float]]
+    groups: list[list[list[str]]]
+    peak_bytes: list[int | None]
 
 
 def run_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: str,
@@ -138,11 +160,23 @@ def run_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: 
               rounds: int = 3, iters: int = 5, warmup: int = 1, threads: int = 1,
               cluster: str | None = None, seq_len: int | None = None, seed: int = 0,
               timeout_s: float = 300.0) -> tuple[list[list[float]], list[list[list[str]]]]:
+    """:func:`measure_plans` without memory: per item, the pooled timed iterations and the
+    units FSDP2 formed."""
+    runs = measure_plans(plans, model=model, batch_size=batch_size, world_size=world_size,
+                         rounds=rounds, iters=iters, warmup=warmup, threads=threads,
+                         cluster=cluster, seq_len=seq_len, seed=seed, timeout_s=timeout_s)
+    return runs.times_s, runs.groups
+
+
+def measure_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: str,
+                  batch_size: int, world_size: int, rounds: int = 3, iters: int = 5,
+                  warmup: int = 1, threads: int = 1, cluster: str | None = None,
+                  seq_len: int | None = None, seed: int = 0, timeout_s: float = 300.0,
+                  memory: bool = False) -> PlanRuns:
     """Launch the ranks (loopback, or the emulated cluster at ``cluster``'s rate) and run
     every plan (or :data:`COMPUTE_ONLY`, the control) ``rounds`` times in interleaved random
-    order. Returns, per item, every timed iteration (the slowest rank's period) pooled over
-    rounds, and the parameter names FSDP2 grouped in each of its units (rank 0, first run;
-    none for the control)."""
+    order (:class:`PlanRuns`); ``memory``: one more, profiled iteration after each run's
+    timed ones."""
     if not plans:
         raise ConfigError("nothing to run: give at least one sharded plan")
     if iters < 1 or warmup < 1 or rounds < 1:
@@ -151,7 +185,7 @@ def run_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: 
     order = run_order(len(plans), rounds, seed)
     payload = {"model": model, "batch_size": batch_size, "seq_len": seq_len, "seed": seed,
                "plans": [_item(plans[k]) for k in order], "warmup": warmup, "iters": iters,
-               "timeout_s": timeout_s}
+               "timeout_s": timeout_s, "memory": memory}
     common = {"backend": "gloo", "threads_per_rank": threads, "op_timeout_s": timeout_s,
               "deadline_s": max(600.0, timeout_s * 2)}
     task = "gradsched.runtime.fsdp2:timed_plans"
@@ -162,11 +196,15 @@ def run_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: 
         results = launch(task, payload, LaunchSpec(world_size, **common))
     pooled: list[list[float]] = [[] for _ in plans]
     groups: list[list[list[str]]] = [[] for _ in plans]
+    peaks: list[int | None] = [None for _ in plans]
     for position, k in enumerate(order):
         per_rank = [r["runs"][position]["times_s"] for r in results]
         pooled[k] += [max(ts) for ts in zip(*per_rank, strict=True)]
         groups[k] = groups[k] or results[0]["runs"][position]["unit_tensors"]
-    return pooled, groups
+        if memory:
+            peak = max(int(r["runs"][position]["peak_bytes"]) for r in results)
+            peaks[k] = max(peaks[k] or 0, peak)
+    return PlanRuns(pooled, groups, peaks)
 
 
 def _item(plan: ShardedPlan | Literal["compute-only"]) -> dict[str, Any] | str:

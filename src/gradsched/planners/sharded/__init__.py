@@ -12,6 +12,10 @@ exact optimum, which scores candidates with the replay, is
   prefetch depth (knob, default 1: on a GPU the host runs ahead and issues the next
   unit's all-gather while the current one computes, FSDP2's "implicit forward prefetching",
   ``_fsdp_param_group.py`` module comment; 0 = what a CPU process without run-ahead does).
+* ``fsdp2-noreshard``: FSDP2's default units and prefetch with
+  ``reshard_after_forward=False`` on every unit (the one flag a user changes to keep each
+  unit's parameters gathered from forward to backward: one all-gather per unit instead of
+  two, at the cost of memory); the baseline the optimum must beat once resharding is off.
 * ``fsdp2-saturation``: consecutive blocks merged into units up to the bucket cap that
   torch's compiler uses for FSDP collectives (``torch/_inductor/fx_passes/fsdp.py``
   ``compute_pre_bucket_cap_mb``, torch 2.14.1): the all-gather size that reaches 90 % of
@@ -35,7 +39,7 @@ exact optimum, which scores candidates with the replay, is
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -84,6 +88,14 @@ def fsdp2(trace: ComputeTrace, model: CommModel, world_size: int, *, forward_pre
         knobs={"forward_prefetch": forward_prefetch, "backward_prefetch": backward_prefetch,
                "reshard_after_forward": reshard_after_forward},
         info={"world_size": world_size, "n_blocks": len(block_ranges(seq))})
+
+
+def fsdp2_noreshard(trace: ComputeTrace, model: CommModel, world_size: int, *,
+                    forward_prefetch: int = 1, backward_prefetch: int = 1) -> ShardedPlan:
+    """FSDP2's default units, ``reshard_after_forward=False`` (package docstring)."""
+    plan = fsdp2(trace, model, world_size, forward_prefetch=forward_prefetch,
+                 backward_prefetch=backward_prefetch, reshard_after_forward=False)
+    return replace(plan, algorithm="fsdp2-noreshard")
 
 
 def capped(trace: ComputeTrace, cap_bytes: float, algorithm: str, knobs: dict[str, Any],
@@ -180,6 +192,8 @@ class ShardedPlanner:
 SHARDED_PLANNERS: dict[str, ShardedPlanner] = {
     "fsdp2": ShardedPlanner("fsdp2", fsdp2, {"forward_prefetch": int, "backward_prefetch": int,
                                              "reshard_after_forward": bool}),
+    "fsdp2-noreshard": ShardedPlanner("fsdp2-noreshard", fsdp2_noreshard,
+                                      {"forward_prefetch": int, "backward_prefetch": int}),
     "fsdp2-saturation": ShardedPlanner("fsdp2-saturation", fsdp2_saturation,
                                        {"forward_prefetch": int, "backward_prefetch": int}),
     "fsdp2-cap": ShardedPlanner("fsdp2-cap", fsdp2_cap, {"unit_mb": float,

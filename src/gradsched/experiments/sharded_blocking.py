@@ -1,0 +1,174 @@
+"""The exact sharded optimum in blocking semantics (FSDP2 on gloo), with or without a cap
+on the gathered parameters and gradients in flight, by dynamic programming over blocks.
+
+**Time.** The host waits for every collective, so the replay's iteration
+(:func:`gradsched.replay.sharded.replay_layout`, ``blocking=True``) is the compute plus the
+sum of every collective's time, whatever the prefetch depths: a unit of blocks ``a..b``
+costs ``c(a, b)`` = its all-gather (twice if resharded after forward) and its
+reduce-scatter. The grouping minimising the sum is ``f(i) = min_j f(j) + c(j, i - 1)``.
+Prefetch depths are the smallest FSDP2 runs (forward 0, backward 1): no cost in time, the
+smallest memory peak.
+
+**Memory** (the replay's model, module docstring of :mod:`gradsched.replay.sharded`;
+``R`` the root's bytes, ``U_k`` unit ``k``'s, ``S`` all units', depths 0/1), reached in
+the backward pass:
+
+* resharded after forward: at unit ``k``'s pre-backward the root's parameters and
+  gradients, unit ``k``'s parameters and gradients and unit ``k-1``'s prefetched
+  parameters are live: ``peak = 2R + max_k (2 U_k + U_{k-1})`` (``U_{-1} = 0``; the
+  forward's ``R + U_k`` is smaller). A constraint on adjacent units: the program's state
+  is the last unit (``a``, ``b``), ``O(n^3)``.
+* kept after forward: every unit's parameters stay gathered until its own backward ends,
+  so at unit ``k``'s pre-backward ``2R + S - (bytes of the units after k) + U_k``
+  (``peak`` the largest over ``k``; the forward's ``R + S`` is smaller). A constraint on
+  each unit alone, given where it ends.
+
+Ties: fewer units, then the smaller peak. The chosen plan is replayed and its replayed peak
+checked against the cap, so a disagreement between these formulas and the replay is an
+error, never a plan over the cap.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gradsched.costmodel.base import CommModel, comm_times
+from gradsched.errors import ConfigError
+from gradsched.plan_sharded import ShardedPlan
+from gradsched.planners.sharded import merge_blocks, units_from_ranges
+from gradsched.replay.sharded import replay_sharded
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
+
+Value = tuple[float, int, float]  # (seconds, units, peak bytes) of a prefix
+INF: Value = (math.inf, 0, math.inf)
+
+
+def range_times(seq: LayerSeq, blocks: list[tuple[int, int]], model: CommModel,
+                world: int) -> tuple[np.ndarray, np.ndarray]:
+    """All-gather and reduce-scatter seconds of every run of blocks ``a..b`` (one
+    vectorised model call per collective)."""
+    sizes = range_bytes(seq, blocks)
+    n = len(blocks)
+    flat = sizes[np.triu_indices(n)]
+    out = []
+    for collective in ("all_gather", "reduce_scatter"):
+        table = np.zeros((n, n))
+        table[np.triu_indices(n)] = comm_times(model, collective, flat, world)
+        out.append(table)
+    return out[0], out[1]
+
+
+def range_bytes(seq: LayerSeq, blocks: list[tuple[int, int]]) -> np.ndarray:
+    """Bytes of every run of blocks ``a..b`` (upper triangle)."""
+    n = len(blocks)
+    prefix = np.concatenate([[0.0], np.cumsum(seq.nbytes)])
+    sizes = np.zeros((n, n))
+    for a in range(n):
+        for b in range(a, n):
+            sizes[a, b] = prefix[blocks[b][1] + 1] - prefix[blocks[a][0]]
+    return sizes
+
+
+def blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
+                     memory_cap_bytes: float | None, max_prefetch: int,
+                     algorithm: str) -> ShardedPlan:
+    """The optimum of the module docstring; ``ConfigError`` naming the smallest peak when
+    no grouping fits the cap."""
+    seq = layer_seq(trace)
+    blocks = block_ranges(seq)
+    ag, rs = range_times(seq, blocks, model, world_size)
+    size = range_bytes(seq, blocks)
+    root = float(seq.nbytes.sum()) - float(size[0, -1])
+    cap = math.inf if memory_cap_bytes is None else float(memory_cap_bytes)
+    best: tuple[Value, list[tuple[int, int]], bool] | None = None
+    for reshard in (True, False):
+        cost = ag * (2 if reshard else 1) + rs
+        program = _resharded if reshard else _kept
+        value, ends = program(cost, size, root, cap)
+        if ends and (best is None or value < best[0]):
+            best = (value, merge_blocks(blocks, np.asarray(ends, dtype=np.int64)), reshard)
+    if best is None:
+        smallest = min(_resharded(ag, size, root, math.inf, peak_only=True)[0][0],
+                       _kept(ag, size, root, math.inf, peak_only=True)[0][0])
+        raise ConfigError(f"no sharded plan fits the memory cap of {cap:.4g} bytes: the "
+                          f"smallest peak of gathered parameters and gradients is "
+                          f"{smallest:.4g} bytes")
+    (_, _, peak), ranges, reshard = best
+    plan = ShardedPlan(algorithm=algorithm, units=units_from_ranges(seq, ranges, reshard),
+                       forward_prefetch=0, backward_prefetch=1,
+                       knobs={"memory_cap_bytes": memory_cap_bytes,
+                              "max_prefetch": max_prefetch, "semantics": "blocking"},
+                       info={"method": "dynamic program (blocking semantics)"})
+    replayed = replay_sharded(trace, plan, model, world_size, semantics="blocking")
+    if not np.isclose(replayed.gathered_peak_bytes, peak) or replayed.gathered_peak_bytes > cap:
+        raise RuntimeError(f"internal: the blocking optimum's peak {peak:.6g} bytes disagrees "
+                          f"with its replay ({replayed.gathered_peak_bytes:.6g} bytes)")
+    return plan
+
+
+def _resharded(cost: np.ndarray, size: np.ndarray, root: float, cap: float, *,
+               peak_only: bool = False) -> tuple[Value, list[int]]:
+    """Units resharded after forward: state (a, b) = the last unit is blocks a..b.
+    ``peak_only``: minimise the peak alone (for the error message), as (peak, 0, peak)."""
+    n = size.shape[0]
+    value: dict[tuple[int, int], Value] = {}
+    back: dict[tuple[int, int], tuple[int, int] | None] = {}
+    for b in range(n):
+        for a in range(b + 1):
+            here = 2.0 * size[a, b]
+            if a == 0:
+                cands = [(None, 0.0, 0.0, 0)]
+            else:
+                cands = [((h, a - 1), *value[h, a - 1][::2], value[h, a - 1][1])
+                         for h in range(a) if value[h, a - 1] != INF]
+            best, link = INF, None
+            for prev, sec, peak, units in cands:
+                term = 2.0 * root + here + (size[prev] if prev is not None else 0.0)
+                if term > cap:
+                    continue
+                total = max(peak, term)
+                cand = (total, 0, total) if peak_only else \
+                    (sec + float(cost[a, b]), units + 1, total)
+                if cand < best:
+                    best, link = cand, prev
+            value[a, b], back[a, b] = best, link
+    last = min(((value[a, n - 1], a) for a in range(n)), default=(INF, 0))
+    if last[0] == INF:
+        return INF, []
+    ends, state = [], (last[1], n - 1)
+    while state is not None:
+        ends.append(state[1] + 1)
+        state = back[state]
+    return last[0], ends[::-1]
+
+
+def _kept(cost: np.ndarray, size: np.ndarray, root: float, cap: float, *,
+          peak_only: bool = False) -> tuple[Value, list[int]]:
+    """Units kept gathered after forward: state i = the first i blocks grouped."""
+    n = size.shape[0]
+    total_units = float(size[0, -1])
+    value: list[Value] = [(0.0, 0, 0.0)] + [INF] * n
+    back = [0] * (n + 1)
+    for i in range(1, n + 1):
+        after = total_units - float(size[0, i - 1])  # bytes of the blocks after this unit
+        for j in range(i):
+            if value[j] == INF:
+                continue
+            term = 2.0 * root + total_units - after + float(size[j, i - 1])
+            if term > cap:
+                continue
+            total = max(value[j][2], term)
+            cand = (total, 0, total) if peak_only else \
+                (value[j][0] + float(cost[j, i - 1]), value[j][1] + 1, total)
+            if cand < value[i]:
+                value[i], back[i] = cand, j
+    if value[n] == INF:
+        return INF, []
+    ends, i = [], n
+    while i > 0:
+        ends.append(i)
+        i = back[i]
+    return value[n], ends[::-1]
