@@ -76,7 +76,7 @@ REPLAY = Spec("replay result", (
     Column("comm_below_range_pct", REAL, optional=True, minimum=0.0),
     Column("comm_above_range_pct", REAL, optional=True, minimum=0.0),
     Column("world_size_basis", TEXT, optional=True),
-    Column("host_bound", BOOL, optional=True),
+    Column("compute_bound_by", TEXT, optional=True),
     Column("compute_spread", REAL, optional=True, minimum=1.0),
 ), at_least=(("iteration_s", "compute_s"), ("iteration_s", "lower_bound_s"),
              ("iteration_s", "exposed_comm_s")))

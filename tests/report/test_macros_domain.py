@@ -44,10 +44,10 @@ def test_host_bound_cases_are_left_out_of_the_family_medians() -> None:
     data = data[data["algorithm"].isin(["ddp", "best", "wfbp"])]
     ddp = data[data["algorithm"] == "best"].assign(algorithm="ddp")
     ddp["iteration_s"] *= 1.1
-    data = pd.concat([data, ddp], ignore_index=True).assign(host_bound=False)
+    data = pd.concat([data, ddp], ignore_index=True).assign(compute_bound_by="device")
     hot = (data["network"] == "net-b") & (data["world_size"] == 16)
     data.loc[hot & (data["algorithm"] == "ddp"), "iteration_s"] *= 3  # a huge "gain"
-    data.loc[hot, "host_bound"] = True
+    data.loc[hot, "compute_bound_by"] = "host"
     values = macros.gpu_generation_macros(data, families=("h200",))
     assert values["GenHTwoZeroZeroNumHostBound"] == "1"
     assert values["GenHTwoZeroZeroNumCases"] == "3"

@@ -25,6 +25,6 @@ def test_replay_rows_carry_the_trace_s_host_bound_flag_and_spread() -> None:
     trace = synthetic_compute_trace()
     trace.meta["correction"] = {"host_bound": True, "spread": {"max_over_min": 1.25}}
     rows = compare(trace, load_comm_spec("alpha-beta:alpha=1e-4,beta=1e-9"), 2, ["wfbp"])
-    assert bool(rows.loc[0, "host_bound"]) is True
+    assert rows.loc[0, "compute_bound_by"] == "host"
     assert rows.loc[0, "compute_spread"] == 1.25
     assert rows.loc[0, "world_size_basis"] == "unknown"

@@ -31,7 +31,7 @@ from gradsched.traces.bundle import ComputeTrace
 RESULT_COLUMNS = (
     "algorithm", "world_size", "iteration_s", "compute_s", "exposed_comm_s", "n_collectives",
     "n_buckets", "comm_busy_s", "lower_bound_s", "gap_to_lb_pct", "knobs",
-    "comm_below_range_pct", "comm_above_range_pct", "world_size_basis", "host_bound",
+    "comm_below_range_pct", "comm_above_range_pct", "world_size_basis", "compute_bound_by",
     "compute_spread",
 )
 
@@ -185,7 +185,8 @@ def compare(
             "comm_below_range_pct": result.comm_below_range_pct,
             "comm_above_range_pct": result.comm_above_range_pct,
             "world_size_basis": result.world_size_basis,
-            "host_bound": trace.host_bound,
+            "compute_bound_by": {True: "host", False: "device"}.get(trace.host_bound,
+                                                                    "unknown"),
             "compute_spread": trace.compute_spread,
         })
     return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))

@@ -340,7 +340,7 @@ def gpu_case_table(collected: pd.DataFrame | None,
             "ddp_exposed_pct": 100.0 * float(ddp["exposed_comm_s"]) / float(ddp["iteration_s"]),
             "best_gain_pct": 100.0 * (float(ddp["iteration_s"]) / float(best["iteration_s"])
                                       - 1.0),
-            "host_bound": str(ddp.get("host_bound", "")).strip().lower() in ("true", "1"),
+            "host_bound": str(ddp.get("compute_bound_by", "")) == "host",
         })
     return pd.DataFrame(rows, columns=columns)
 
