@@ -24,7 +24,8 @@ ROWS = {
 def _fits() -> pd.DataFrame:
     models = ("alpha-beta", "piecewise", "interp")
     return pd.DataFrame([{"trace": t, "model": m, "heldout_mape_pct": v}
-                         for t, values in ROWS.items() for m, v in zip(models, values, strict=True)])
+                         for t, values in ROWS.items()
+                         for m, v in zip(models, values, strict=True)])
 
 
 def test_counts_over_all_series_and_the_k80_ones() -> None:
