@@ -376,6 +376,8 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
     save(fig, out_pdf, out_png)
 
 
+RATIO_TICKS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0)
+"""Where a ratio axis (log scale) gets a labelled tick: dense near 1, where most plans are."""
 BOUND_ROW = "lower bound"
 """The row of :func:`relative_to_ddp` that holds each case's lower bound."""
 
@@ -451,8 +453,12 @@ def _dodged_dots(ax: plt.Axes, part: pd.DataFrame, traces: Sequence[str],
     ax.axvline(1.0, color="0.3", lw=0.8, ls="--", zorder=0)
     for k in range(1, len(rows)):
         ax.axhline(k - 0.5, color="0.9", lw=0.5, zorder=0)
-    ax.set_xscale("log", base=2)
-    plain_log_ticks(ax)
+    ax.set_xscale("log")
+    low, high = float(part["ratio"].min()), float(part["ratio"].max())
+    ticks = [t for t in RATIO_TICKS if low / 1.1 <= t <= high * 1.1]
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.grid(axis="y", visible=False)
 
