@@ -79,6 +79,7 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
     median where ``intervals`` gives it (:func:`gradsched.reexec.analysis.case_intervals`),
     else the p10-p90 range. ``stats`` (:func:`gradsched.reexec.analysis.case_stats`) puts
     each case's separated pairs and Kendall's tau on them in its panel title."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
     rows = within_case_rows(frame, intervals)
@@ -111,6 +112,10 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
                for n in names]
     handles.append(plt.Line2D([], [], color="0.3", lw=0.9, ls="--", label="y = x"))
     fig.legend(handles=handles, loc="outside lower center", frameon=False, ncol=4)
+    for ax in axes:  # few ticks: the square panels are narrow
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4, steps=[1, 2, 5, 10]))
+        ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5, steps=[1, 2, 5, 10]))
+    fig.canvas.draw()  # lay out once before the PDF, as the PNG gets it
     save(fig, out_pdf, out_png)
 
 
@@ -158,7 +163,7 @@ def _case_panel(ax, part: pd.DataFrame, colors: dict) -> None:
                     capsize=1.5, zorder=3)
     ax.set_xlim(span)
     ax.set_ylim(span)
-    ax.set_aspect("equal")
+    ax.set_box_aspect(1)  # square, and x and y share the span: y = x at 45 degrees
 
 
 def _panel_title(case: str, part: pd.DataFrame, stats: pd.DataFrame | None) -> str:
