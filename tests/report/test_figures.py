@@ -121,3 +121,36 @@ def test_gpu_generations_figure_and_its_empty_page(tmp_path: Path,
     monkeypatch.setattr(figures, "placeholder", lambda *args: empty.append(args[3]))
     figures.gpu_generations(other, tmp_path / "e.pdf", tmp_path / "e.png")
     assert empty and empty[0].startswith("no GPU replay results")
+
+
+def _one_world_size_each() -> pd.DataFrame:
+    """SYNTHETIC H200-like cases: three computes on two networks, one world size each."""
+    data = synthetic_collected()
+    data = data[data["world_size"] == data.groupby("network")["world_size"].transform("max")]
+    extra = data[data["algorithm"] == "search"].assign(algorithm="ddp")
+    extra["iteration_s"] *= 1.25
+    data = pd.concat([data, extra], ignore_index=True)
+    return pd.concat([data.assign(trace=f"model-{i}", iteration_s=data["iteration_s"] * (i + 1))
+                      for i in range(3)], ignore_index=True)
+
+
+def test_cases_at_one_world_size_are_drawn_relative_to_ddp(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """One world size per case: no lines against P (a column of markers on independent
+    axes) but every algorithm relative to its case's PyTorch DDP default."""
+    data = _one_world_size_each()
+    rel = figures.relative_rows(data)
+    assert set(rel.loc[rel["algorithm"] == "ddp", "ratio"]) == {1.0}
+    search = rel.loc[rel["algorithm"] == "search", "ratio"]
+    assert np.allclose(search, 1 / 1.25) and len(search) == 6  # 3 computes x 2 networks
+    assert (rel["algorithm"] == "lower bound").sum() == 6
+    path = tmp_path / "replay.csv"
+    data.to_csv(path, index=False)
+    drawn = []
+    monkeypatch.setattr(figures, "relative_to_ddp", lambda *a: drawn.append(a))
+    figures.replay_vs_world_size(path, tmp_path / "h.pdf", tmp_path / "h.png")
+    assert len(drawn) == 1
+    monkeypatch.undo()
+    figures.replay_vs_world_size(path, tmp_path / "h.pdf", tmp_path / "h.png")
+    _valid_pdf_png(tmp_path / "h")

@@ -4,6 +4,7 @@ stacked tables."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from gradsched.report.reexec import split_latex
 
@@ -35,3 +36,34 @@ def test_summary_table_rows_and_intervals():
     assert row[:2] == ["ResNet-50 b2, P=2, 1 Gbit/s", "12.3"]
     assert row[2] == "0.81 [0.60, 0.90]" and row[3] == "30/45"
     assert row[6] == "1.12 [1.08, 1.15]" and row[7] == "1.01 [0.98, 1.04] (5 MB)"
+
+
+def _measured_rows() -> pd.DataFrame:
+    """SYNTHETIC measured rows of two cases whose times differ tenfold (made here)."""
+    rows = []
+    for case, scale in (("resnet18-b4-p2-tbf1gbit", 1.0), ("resnet50-b2-p2-tbf1gbit", 10.0)):
+        for alg, kind, pred, meas in (("ddp-native-default", "ddp-native", 0.30, 0.32),
+                                      ("wfbp", "plan", 0.36, 0.35),
+                                      ("best", "plan", 0.27, 0.30)):
+            rows.append({"case": case, "algorithm": alg, "kind": kind, "world_size": 2,
+                         "bandwidth": "tbf1gbit", "predicted_s": pred * scale,
+                         "predicted_interference_s": pred * scale,
+                         "measured_s": meas * scale, "measured_p10_s": meas * scale * 0.95,
+                         "measured_p90_s": meas * scale * 1.05})
+    return pd.DataFrame(rows)
+
+
+def test_reexec_figure_puts_each_case_relative_to_its_ddp_default(tmp_path) -> None:
+    """Claim 5 is about the order within a case: every case is scaled to its own PyTorch
+    DDP default (so the two cases, ten times apart in seconds, share one scale), one panel
+    each."""
+    from gradsched.report.reexec import figure_reexec, within_case_rows
+
+    rel = within_case_rows(_measured_rows(), None)
+    default = rel.loc[rel["algorithm"] == "ddp-native-default"]
+    assert default["predicted_rel"].tolist() == [1.0, 1.0]
+    assert default["measured_rel"].tolist() == [1.0, 1.0]
+    wfbp = rel.loc[rel["algorithm"] == "wfbp", "measured_rel"].to_numpy()
+    assert wfbp[0] == pytest.approx(wfbp[1]) and wfbp[0] == pytest.approx(0.35 / 0.32)
+    figure_reexec(_measured_rows(), tmp_path / "r.pdf", tmp_path / "r.png")
+    assert (tmp_path / "r.pdf").stat().st_size > 0

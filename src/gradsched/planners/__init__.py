@@ -93,8 +93,46 @@ PLANNERS: dict[str, PlannerSpec] = {
     for m in (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, contiguous,
               search, best, bsp_ps, wfbp_ps, bytescheduler_ps, ddp_list)
 }
-assert tuple(PLANNERS) == ALGORITHMS_ALL + PS_ALGORITHMS + EXTRA_ALGORITHMS
-assert (*(m.NAME for m in best.RIVALS), best.NAME) == ALGORITHMS_ALL
+
+
+def check_registry(registered: tuple[str, ...], listed: tuple[str, ...],
+                   all_names: tuple[str, ...], rivals: tuple[str, ...],
+                   best_name: str) -> None:
+    """Check that the registry's three lists agree, naming what to add where if not.
+
+    ``registered``: the names of :data:`PLANNERS` (the module tuple below);
+    ``listed``: :data:`ALGORITHMS_ALL` + :data:`PS_ALGORITHMS` + :data:`EXTRA_ALGORITHMS`;
+    ``all_names``: :data:`ALGORITHMS_ALL`; ``rivals``: the names of ``best.RIVALS`` (the
+    planners ``best`` runs), which with ``best_name`` last must equal ``all_names``
+    (README, "Extending -> An algorithm")."""
+    here = "src/gradsched/planners/__init__.py"
+    if registered != listed:
+        _registry_mismatch(registered, listed, "the module tuple of PLANNERS",
+                           f"ALGORITHMS_ALL (or PS_ALGORITHMS / EXTRA_ALGORITHMS) in {here}")
+    if (*rivals, best_name) != all_names:
+        _registry_mismatch((*rivals, best_name), all_names,
+                           "RIVALS in src/gradsched/planners/best.py (the planners `best` runs)",
+                           f"ALGORITHMS_ALL in {here}")
+
+
+def _registry_mismatch(have: tuple[str, ...], want: tuple[str, ...], have_where: str,
+                       want_where: str) -> None:
+    """Raise the :class:`ConfigError` that says which names one list lacks, or that the
+    order differs."""
+    missing = [n for n in want if n not in have]
+    extra = [n for n in have if n not in want]
+    if missing:
+        raise ConfigError(f"planner registry: {', '.join(missing)} listed in {want_where} but "
+                          f"missing from {have_where}: add the module there")
+    if extra:
+        raise ConfigError(f"planner registry: {', '.join(extra)} in {have_where} but not "
+                          f"listed in {want_where}: add the name there")
+    raise ConfigError(f"planner registry: {have_where} must list the planners in the order "
+                      f"of {want_where} ({', '.join(want)}); it has {', '.join(have)}")
+
+
+check_registry(tuple(PLANNERS), ALGORITHMS_ALL + PS_ALGORITHMS + EXTRA_ALGORITHMS,
+               ALGORITHMS_ALL, tuple(m.NAME for m in best.RIVALS), best.NAME)
 
 
 def planner_names() -> list[str]:
@@ -240,6 +278,7 @@ def make_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
 
 
 __all__ = ["ALGORITHMS_ALL", "EXTRA_ALGORITHMS", "PLANNERS", "PS_ALGORITHMS", "WFBP_FAMILY",
-           "Knob", "PlannerSpec", "Scorer", "ScorerFactory", "get_planner", "make_plan",
+           "Knob", "PlannerSpec", "Scorer", "ScorerFactory", "check_registry", "get_planner",
+           "make_plan",
            "parse_knobs",
            "planner_names", "replay_knobs"]

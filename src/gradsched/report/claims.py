@@ -19,8 +19,13 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
 1. **Cost models.** Over {NumCommTraces} collective timing series, the median held-out
    error is {MedianHeldoutMapePiecewise} % for the piecewise model,
    {MedianHeldoutMapeInterp} % for interpolation and {MedianHeldoutMapeAlphaBeta} % for one
-   alpha-beta line. Every model is clipped to the wire (no message faster than the sustained
-   bandwidth).
+   alpha-beta line; the piecewise model predicts held-out sizes better than the line on
+   {FitsPiecewiseBeatsAlphaBeta} of them and interpolation on {FitsInterpBeatsAlphaBeta}. That
+   advantage is the benchmark sweeps': on the real K80 cluster's {FitsKEightNumSeries}
+   in-training series (B-Caffe's per-blob times), one alpha-beta line beats interpolation on
+   {FitsKEightAlphaBetaBeatsInterp} and the piecewise model on
+   {FitsKEightAlphaBetaBeatsPiecewise}. Every model is clipped to the wire (no message faster
+   than the sustained bandwidth).
 2. **The real pairing.** On {HeadlineTrace} over {HeadlineNetwork} at P = {HeadlineWorldSize}
    (forward assumed 0.5 x backward; the trace did not measure it), the fastest schedule is
    {HeadlineFastest}, {HeadlineFastestSpeedupOverWfbp}x faster than WFBP (MG-WFBP:

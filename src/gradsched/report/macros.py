@@ -23,6 +23,7 @@ from gradsched.reexec.uncertainty import LEVEL, N_BOOT, bootstrap_medians, perce
 from gradsched.report.architectures import ratios
 from gradsched.report.burst import burst_macros
 from gradsched.report.collect import extrapolated_mask, outside_domain_mask
+from gradsched.report.fit_counts import fit_count_macros
 from gradsched.report.headline import MODEL_KINDS, per_model
 from gradsched.report.macro_text import NA, camel, number
 from gradsched.report.sharded_macros import sharded_measured_macros
@@ -50,7 +51,8 @@ STANDARD_MODELS = ("alpha-beta", "piecewise", "interp")
 
 
 def fit_macros(fits: pd.DataFrame | None) -> dict[str, str]:
-    out: dict[str, str] = {"NumCommTraces": NA, "NumFittedModels": NA}
+    out: dict[str, str] = {"NumCommTraces": NA, "NumFittedModels": NA,
+                           **fit_count_macros(None)}
     for model in STANDARD_MODELS:
         for key in ("MedianHeldoutMape", "MaxHeldoutMape", "MaxHeldoutMapeTrace", "NumFits"):
             out[key + camel(model)] = NA
@@ -58,6 +60,7 @@ def fit_macros(fits: pd.DataFrame | None) -> dict[str, str]:
         return out
     out["NumCommTraces"] = str(fits["trace"].nunique())
     out["NumFittedModels"] = str(fits["model"].nunique())
+    out.update(fit_count_macros(fits))
     for model, group in sorted(fits.groupby("model")):
         values = group["heldout_mape_pct"].astype(float).dropna()
         key = camel(str(model))

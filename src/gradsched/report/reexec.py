@@ -1,8 +1,9 @@
 """Re-execution figure and table: the replay's predictions vs the plans run for real.
 
-* :func:`figure_reexec` -- predicted vs measured iteration time, one panel without and one
-  with the calibrated interference, the y = x line, the measured p10-p90 as error bars;
-  colour = algorithm, marker = case.
+* :func:`figure_reexec` -- the order within each case: one panel per case, predicted (with
+  the calibrated interference) against measured iteration time, both relative to the case's
+  PyTorch DDP default, the y = x line, the measured median's interval as error bars;
+  colour = algorithm, marker = kind of run.
 * :func:`stock_ddp_table` / :func:`write_stock_ddp_table` -- stock PyTorch DDP running a
   planner's buckets (``bucket_cap_mb_list``) against DDP's default, the tuned uniform cap
   and ``best``; ``best``'s gain split into implementation and schedule.
@@ -25,8 +26,9 @@ import pandas as pd
 from gradsched.errors import InputError
 from gradsched.io import write_csv_atomic, write_text_atomic
 from gradsched.networks import NETWORKS
-from gradsched.reexec.analysis import analyze, plan_errors
+from gradsched.reexec.analysis import analyze, ddp_default_label, plan_errors
 from gradsched.report.figures import (
+    FONT_PT,
     algorithm_colors,
     placeholder,
     save,
@@ -35,8 +37,6 @@ from gradsched.report.figures import (
 )
 from gradsched.report.formatting import MISSING, fmt
 from gradsched.report.tables import algorithm_label, algorithm_sort_key, to_latex, to_markdown
-
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 
 def _cap_mb(name: str) -> float:
@@ -64,21 +64,25 @@ def _order(names: list[str]) -> list[str]:
     return plans + listed + native
 
 
+KIND_MARKERS = {"plan": "o", "ddp-list": "D", "ddp-native": "s"}
+"""Marker per kind of run: a plan through gradsched's executor, stock DDP with a planner's
+per-bucket caps, stock DDP with one cap."""
+
+
 def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
-                  intervals: pd.DataFrame | None = None) -> None:
-    """Predicted vs measured, without / with interference (see the module docstring).
-    Error bars: the 95 % bootstrap interval of the median where ``intervals`` gives it
-    (:func:`gradsched.reexec.analysis.case_intervals`), else the p10-p90 range."""
+                  intervals: pd.DataFrame | None = None,
+                  stats: pd.DataFrame | None = None) -> None:
+    """The order within each case (claim 5): one panel per case, each plan's predicted
+    iteration time (the replay with the calibrated interference, the prediction ``best``
+    scores with) against its measured median, both relative to the same case's PyTorch DDP
+    default, with the y = x line. Error bars: the 95 % bootstrap interval of the measured
+    median where ``intervals`` gives it (:func:`gradsched.reexec.analysis.case_intervals`),
+    else the p10-p90 range. ``stats`` (:func:`gradsched.reexec.analysis.case_stats`) puts
+    each case's separated pairs and Kendall's tau on them in its panel title."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
-    rows = frame.loc[frame["kind"] != "control"] if "kind" in frame else frame
-    bar = "p10-p90"
-    if intervals is not None and not intervals.empty:
-        rows = rows.merge(intervals[["case", "algorithm", "measured_lo_s", "measured_hi_s"]],
-                          on=["case", "algorithm"], how="left")
-        rows["measured_p10_s"] = rows["measured_lo_s"]
-        rows["measured_p90_s"] = rows["measured_hi_s"]
-        bar = "95% interval"
+    rows = within_case_rows(frame, intervals)
     if rows.empty:
         placeholder(out_pdf, out_png, "Re-execution", "no measured plans in the input")
         return
@@ -87,39 +91,95 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
     # PyTorch DDP's caps get colours far from every planner's here (figures.other_colors)
     colors = algorithm_colors(names)
     cases = list(dict.fromkeys(rows["case"]))
-    fig, axes = plt.subplots(1, 2, figsize=(width_in(1.0), 4.4), sharex=True, sharey=True,
-                             layout="constrained")
-    lo = min(rows["measured_p10_s"].min(), rows["predicted_s"].min(),
-             rows["predicted_interference_s"].min())
-    hi = max(rows["measured_p90_s"].max(), rows["predicted_s"].max(),
-             rows["predicted_interference_s"].max())
-    pad = 0.05 * (hi - lo if hi > lo else hi)
-    span = (lo - pad, hi + pad)
-    for ax, col, title in zip(axes, ("predicted_s", "predicted_interference_s"),
-                              ("without interference", "with calibrated interference"),
-                              strict=True):
-        ax.plot(span, span, color="0.3", lw=0.9, ls="--", zorder=1, label="y = x")
-        for ci, case in enumerate(cases):
-            sub = rows.loc[rows["case"] == case]
-            for _, r in sub.iterrows():
-                ax.errorbar(r[col], r["measured_s"],
-                            yerr=[[r["measured_s"] - r["measured_p10_s"]],
-                                  [r["measured_p90_s"] - r["measured_s"]]],
-                            fmt=MARKERS[ci % len(MARKERS)], ms=4, color=colors[r["algorithm"]],
-                            mec="black", mew=0.4, elinewidth=0.7, capsize=1.5, zorder=3)
-        ax.set_xlim(span)
-        ax.set_ylim(span)
-        ax.set_aspect("equal")
-        ax.set_xlabel("predicted iteration time [s] (replay)")
-        ax.set_title(title)
-    axes[0].set_ylabel(f"measured iteration time [s]\n(median, {bar})")
-    handles = [plt.Line2D([], [], ls="", marker="o", color=colors[n], mec="black", mew=0.4,
-                          label=_label(n)) for n in names]
-    # a case is a marker shape: drawn hollow in the legend, so no case looks like a plan
-    handles += [plt.Line2D([], [], ls="", marker=MARKERS[i % len(MARKERS)], mfc="white",
-                           mec="black", mew=0.8, label=c) for i, c in enumerate(cases)]
-    fig.legend(handles=handles, loc="outside lower center", frameon=False, ncol=3)
+    ncols = min(3, len(cases))
+    nrows = -(-len(cases) // ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(width_in(1.0), 2.3 * nrows + 0.9),
+                             squeeze=False, layout="constrained")
+    axes = list(grid.ravel())
+    for ax in axes[len(cases):]:
+        ax.set_visible(False)
+    axes = axes[:len(cases)]
+    for ax, case in zip(axes, cases, strict=True):
+        _case_panel(ax, rows.loc[rows["case"] == case], colors)
+        ax.set_title(_panel_title(case, rows.loc[rows["case"] == case], stats),
+                     fontsize=FONT_PT - 1)
+    for ax in axes[-ncols:]:
+        ax.set_xlabel("predicted / DDP default's")
+    for ax in axes[::ncols]:
+        ax.set_ylabel("measured / DDP default's")
+    handles = [plt.Line2D([], [], ls="", marker=KIND_MARKERS.get(_kind(rows, n), "o"),
+                          color=colors[n], mec="black", mew=0.4, label=_label(n))
+               for n in names]
+    handles.append(plt.Line2D([], [], color="0.3", lw=0.9, ls="--", label="y = x"))
+    fig.legend(handles=handles, loc="outside lower center", frameon=False, ncol=4)
+    for ax in axes:  # few ticks: the square panels are narrow
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4, steps=[1, 2, 5, 10]))
+        ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5, steps=[1, 2, 5, 10]))
+    fig.canvas.draw()  # lay out once before the PDF, as the PNG gets it
     save(fig, out_pdf, out_png)
+
+
+def within_case_rows(frame: pd.DataFrame, intervals: pd.DataFrame | None) -> pd.DataFrame:
+    """The measured plans (no controls) with the bar ends in ``bar_lo_s`` / ``bar_hi_s``
+    and every time relative to the case's PyTorch DDP default (columns ``*_rel``); a case
+    without that default keeps no rows."""
+    rows = frame.loc[frame["kind"] != "control"] if "kind" in frame else frame
+    rows = rows.assign(bar_lo_s=rows["measured_p10_s"], bar_hi_s=rows["measured_p90_s"])
+    if intervals is not None and not intervals.empty:
+        rows = rows.merge(intervals[["case", "algorithm", "measured_lo_s", "measured_hi_s"]],
+                          on=["case", "algorithm"], how="left")
+        rows = rows.assign(bar_lo_s=rows["measured_lo_s"], bar_hi_s=rows["measured_hi_s"])
+    parts = []
+    for _, part in rows.groupby("case", sort=False):
+        ref = part.loc[part["algorithm"] == ddp_default_label(part["algorithm"])]
+        if ref.empty:
+            continue
+        pred, meas = float(ref["predicted_interference_s"].iloc[0]), float(
+            ref["measured_s"].iloc[0])
+        parts.append(part.assign(
+            predicted_rel=part["predicted_interference_s"] / pred,
+            measured_rel=part["measured_s"] / meas, lo_rel=part["bar_lo_s"] / meas,
+            hi_rel=part["bar_hi_s"] / meas))
+    return pd.concat(parts, ignore_index=True) if parts else rows.iloc[0:0]
+
+
+def _kind(rows: pd.DataFrame, name: str) -> str:
+    kinds = rows.loc[rows["algorithm"] == name, "kind"] if "kind" in rows else pd.Series()
+    return str(kinds.iloc[0]) if len(kinds) else "plan"
+
+
+def _case_panel(ax, part: pd.DataFrame, colors: dict) -> None:
+    """One case: every plan's relative predicted vs measured time, bars, y = x."""
+    lo = min(part["predicted_rel"].min(), part["lo_rel"].min())
+    hi = max(part["predicted_rel"].max(), part["hi_rel"].max())
+    pad = 0.06 * (hi - lo if hi > lo else 1.0)
+    span = (lo - pad, hi + pad)
+    ax.plot(span, span, color="0.3", lw=0.9, ls="--", zorder=1)
+    for _, r in part.iterrows():
+        ax.errorbar(r["predicted_rel"], r["measured_rel"],
+                    yerr=[[r["measured_rel"] - r["lo_rel"]], [r["hi_rel"] - r["measured_rel"]]],
+                    fmt=KIND_MARKERS.get(str(r.get("kind", "plan")), "o"), ms=4,
+                    color=colors[r["algorithm"]], mec="black", mew=0.4, elinewidth=0.7,
+                    capsize=1.5, zorder=3)
+    ax.set_xlim(span)
+    ax.set_ylim(span)
+    ax.set_box_aspect(1)  # square, and x and y share the span: y = x at 45 degrees
+
+
+def _panel_title(case: str, part: pd.DataFrame, stats: pd.DataFrame | None) -> str:
+    """``ResNet-18 b4, P = 2, 1 Gbit/s`` and, with ``stats``, the separated pairs and
+    Kendall's tau on them."""
+    network = ",".join(sorted(part["bandwidth"].astype(str).unique()))
+    world = ",".join(str(w) for w in sorted(part["world_size"].unique()))
+    title = f"{_case_label(case)}, P = {world}, {_network_label(network)}"
+    if stats is None or "n_separated_pairs" not in stats:
+        return title
+    row = stats.loc[stats["case"] == case]
+    if row.empty or pd.isna(row["n_separated_pairs"].iloc[0]):
+        return title
+    r = row.iloc[0]
+    return (f"{title}\n{int(r['n_separated_pairs'])}/{int(r['n_pairs'])} pairs separated, "
+            f"$\\tau$ on them = {fmt(r['tau_separated'], 2)}")
 
 
 _SHORT_MODELS = {"resnet18": "RN18", "resnet50": "RN50", "mobilenet_v2": "MNv2",
@@ -354,5 +414,5 @@ def analyze_file(path: str | Path, *, iterations: str | Path | None = None,
     if figure is not None or png is not None:
         pdf_out = figure if figure is not None else Path(str(png)).with_suffix(".pdf")
         png_out = png if png is not None else Path(str(figure)).with_suffix(".png")
-        figure_reexec(result.frame, pdf_out, png_out, result.intervals)
+        figure_reexec(result.frame, pdf_out, png_out, result.intervals, result.summary)
     return result.summary
