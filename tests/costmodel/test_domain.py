@@ -160,3 +160,15 @@ def test_the_tail_above_the_largest_size_follows_the_upper_points_not_the_last_t
         true_slope, rel=0.05)
     beyond = curve.times(np.array([4 * sizes[-1]]))[0]
     assert beyond == pytest.approx(2e-5 + 4 * sizes[-1] * true_slope, rel=0.05)
+
+
+def test_a_sharded_plan_below_its_sweep_warns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sizes = 64 * MIB * 2 ** np.arange(0, 5)  # every unit of the 3 MiB model is smaller
+    sweep = write_sweep(tmp_path / "ag.csv", sizes, nccl_like(sizes) / 2, 8, "all_gather")
+    compute = tmp_path / "c.csv"
+    small_gradient_trace().save(compute)
+    assert main(["shard", "plan", "--compute", str(compute), "--comm", str(sweep),
+                 "--world-size", "8", "--algorithm", "fsdp2", "-o",
+                 str(tmp_path / "p.json")]) == 0
+    assert "below the smallest" in capsys.readouterr().err

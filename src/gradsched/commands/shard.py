@@ -159,9 +159,10 @@ def _write_plans(args: argparse.Namespace, trace, model, names: list[str]) -> No
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from gradsched.commands.replaycmd import warn_domain
     from gradsched.errors import ConfigError
     from gradsched.plan_sharded import fully_shard_code
-    from gradsched.replay.sharded import replay_sharded
+    from gradsched.replay.sharded import replay_sharded, sharded_range_shares
 
     trace, model = _inputs(args)
     knobs = {}
@@ -172,6 +173,9 @@ def _plan(args: argparse.Namespace) -> int:
         knobs[key.strip()] = value.strip()
     plan = _one_plan(args, trace, model, args.algorithm, knobs)
     result = replay_sharded(trace, plan, model, args.world_size, semantics=args.semantics)
+    warn_domain(args.command, plan.algorithm,
+                sharded_range_shares(trace, plan, model, args.world_size),
+                model.world_size_basis(args.world_size))
     plan.save(args.output)
     print(f"{plan.algorithm}: {plan.n_units} units (+ root), forward prefetch "
           f"{plan.forward_prefetch}, backward prefetch {plan.backward_prefetch}; predicted "

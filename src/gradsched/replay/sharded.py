@@ -46,6 +46,7 @@ from typing import Literal
 import numpy as np
 
 from gradsched.costmodel.base import CommModel, comm_times
+from gradsched.costmodel.domain import IN_RANGE, RangeShares, out_of_range_shares
 from gradsched.errors import ConfigError
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.replay.sharded_layout import ROOT, UnitLayout, unit_layout
@@ -221,3 +222,19 @@ def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: i
         last_rs = run.issue(rs[-1], layout.root_bytes)
         run.free(last_rs, layout.root_bytes)
     return max(last_rs, run.channel_free)
+
+
+def sharded_range_shares(trace: ComputeTrace, plan: ShardedPlan, model: CommModel,
+                         world_size: int) -> RangeShares:
+    """Share of the plan's modelled all-gather and reduce-scatter time (one of each per unit
+    and the root) priced outside the sizes ``model`` measured
+    (:func:`gradsched.costmodel.domain.out_of_range_shares`)."""
+    if world_size <= 1:
+        return IN_RANGE
+    layout = unit_layout(plan, layer_seq(trace), trace.path)
+    sizes = np.append(layout.unit_bytes, layout.root_bytes)
+    ranges, seconds = [], []
+    for collective in ("all_gather", "reduce_scatter"):
+        ranges += [model.measured_bytes(collective, world_size)] * sizes.size
+        seconds.append(comm_times(model, collective, sizes, world_size))
+    return out_of_range_shares(ranges, np.concatenate([sizes, sizes]), np.concatenate(seconds))
