@@ -5,19 +5,21 @@ depth under a memory cap, and the comparison of every sharded planner on one cas
 (``2^(n-1)`` for ``n`` blocks; the root stays the root), ``reshard_after_forward`` for all
 units or none, a forward prefetch depth ``0..max_prefetch`` and a backward one
 ``1..max_prefetch`` (FSDP2 always prefetches one unit in backward; see
-:mod:`gradsched.runtime.fsdp2`). Each is
-replayed (:func:`gradsched.replay.sharded.replay_sharded`, the plan's own model); the
-fastest whose ``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties: fewer units,
-then smaller peak, then the enumeration order). Exact within that space, by exhaustion; a
-model with more than :data:`MAX_GROUPINGS` groupings is refused rather than searched
-partially. A cap that no candidate meets is an error that names the smallest peak found.
+:mod:`gradsched.runtime.fsdp2`). Each is replayed
+(:func:`gradsched.replay.sharded.replay_sharded`, the plan's own model); the fastest whose
+``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties, within
+:data:`gradsched.ties.RTOL`: fewer units, then smaller peak, then the enumeration order).
+Exact within that space, by exhaustion; a model with more than :data:`MAX_GROUPINGS`
+groupings is refused rather than searched partially. A cap that no candidate meets is an
+error that names the smallest peak found.
 
 **Blocking semantics without a memory cap** (FSDP2 on gloo): the host waits for every
 collective, so the iteration is the compute plus the sum of every collective's time,
 whatever the prefetch depths; the grouping that minimises that sum is found exactly by a
 dynamic program over block prefixes, ``f(i) = min_j f(j) + c(j, i)`` with ``c`` the
 all-gather (twice if resharded) and reduce-scatter time of blocks ``j..i-1``, for each
-resharding choice, with any number of blocks. Its prefetch depths are the smallest FSDP2
+resharding choice, with any number of blocks (ties within :data:`gradsched.ties.RTOL`:
+fewer units, then resharding first). Its prefetch depths are the smallest FSDP2
 runs (forward 0, backward 1: the smallest memory peak, at no cost in time).
 """
 
@@ -46,6 +48,7 @@ from gradsched.replay.sharded import (
 )
 from gradsched.replay.sharded_bounds import sharded_lower_bound_s
 from gradsched.replay.sharded_layout import layout_from_ranges
+from gradsched.ties import same_time
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import block_ranges, layer_seq
 
@@ -110,7 +113,7 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
             if memory_cap_bytes is not None and result.gathered_peak_bytes > memory_cap_bytes:
                 continue
             key = (result.iteration_s, len(ranges), result.gathered_peak_bytes)
-            if best is None or key < best[0]:
+            if best is None or better(key, best[0]):
                 best = (key, (ranges, reshard, fwd, bwd))
     if best is None:
         raise ConfigError(f"no sharded plan fits the memory cap of {memory_cap_bytes:.4g} bytes: "
@@ -138,14 +141,14 @@ def _blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int,
         for i in range(1, n + 1):
             for j in range(i):
                 cand = (value[j][0] + float(cost[j, i - 1]), value[j][1] + 1)
-                if cand < value[i]:
+                if better(cand, value[i]):
                     value[i], back[i] = cand, j
         ends, i = [], n
         while i > 0:
             ends.append(i)
             i = back[i]
         ranges = merge_blocks(blocks, np.asarray(ends[::-1], dtype=np.int64))
-        if best is None or value[n] < best[0]:
+        if best is None or better(value[n], best[0]):
             best = (value[n], ranges, reshard)
     assert best is not None
     _, ranges, reshard = best
@@ -155,6 +158,15 @@ def _blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int,
                               "semantics": "blocking"},
                        info={"method": "dynamic program (blocking semantics)"})
     return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics="blocking"))
+
+
+def better(key: tuple[float, ...], incumbent: tuple[float, ...]) -> bool:
+    """Whether a candidate's ``(seconds, tie-breaks...)`` beats the incumbent's: faster by
+    more than :data:`gradsched.ties.RTOL`, or the same time (:func:`gradsched.ties.same_time`)
+    and smaller tie-breaks; equal keys keep the incumbent (the enumeration order)."""
+    if same_time(key[0], incumbent[0]):
+        return key[1:] < incumbent[1:]
+    return key[0] < incumbent[0]
 
 
 def _range_times(seq, blocks: list[tuple[int, int]], model: CommModel,
