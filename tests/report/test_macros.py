@@ -167,3 +167,4 @@ def test_macros_naming_a_winner_credit_a_tie_within_float_noise() -> None:
     assert values["HeadlineFastest"] == "Contig-opt = Search"
     assert values["MaxSpeedupOverWfbpAlgorithm"] == "Contig-opt = Search"
     assert values["NumCasesSearchFastest"] == "4"
+    assert values["TieRelTol"] == "1e-9"  # gradsched.ties.RTOL, quoted by claims.md

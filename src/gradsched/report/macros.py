@@ -8,6 +8,7 @@ back (the tests compare it with the CSVs).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ from gradsched.report.tables import (
 )
 from gradsched.report.trace_facts import trace_fact_macros
 from gradsched.report.tuned_caps import tuned_cap_macros
-from gradsched.ties import same_time
+from gradsched.ties import RTOL, same_time
 from gradsched.traces.bundle import CommTrace, ComputeTrace
 
 PREFIX = "gs"
@@ -133,6 +134,13 @@ def headline_row(collected: pd.DataFrame, headline: Headline) -> pd.Series | Non
     return wide.iloc[0]
 
 
+def tolerance_text(rtol: float) -> str:
+    """``1e-9`` for 1e-9 (the relative tolerance under which times tie, ``TieRelTol``)."""
+    exponent = math.floor(math.log10(rtol))
+    mantissa = rtol / 10.0 ** exponent
+    return (f"{mantissa:g}" if not math.isclose(mantissa, 1.0) else "1") + f"e{exponent}"
+
+
 def top_speedup(speed: pd.DataFrame) -> tuple[pd.Series, list[str]]:
     """The row of the largest speed-up (of :func:`speedups_over_wfbp`) and every algorithm
     tied with it on that case (:func:`gradsched.ties.same_time`), in the usual order. Of
@@ -202,6 +210,7 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             "MgwfbpSearchGapMaxPct", "MaxSpeedupOverWfbp",
             "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest"]
     out = dict.fromkeys(keys, NA)
+    out["TieRelTol"] = tolerance_text(RTOL)
     out.update(max_speedup_macros(collected))
     if collected is not None:
         # the prose's claims are about world sizes a sweep measured: the points replayed on
