@@ -104,3 +104,13 @@ def test_a_real_difference_is_not_a_tie() -> None:
     data.loc[data["algorithm"] == "contiguous_optimum", "iteration_s"] *= 1 + 1e-6
     table, _ = tables.replay_table(data)
     assert set(table["fastest"]) == {"Search"}
+
+
+def test_the_latex_twin_counts_a_tie_the_markdown_names_it(tmp_path: Path) -> None:
+    """The LaTeX replay table has no room for five names at 7 pt (paper/main.tex)."""
+    csv = tmp_path / "replay.csv"
+    with_contig_tied_to_search(synthetic_collected(), 1).to_csv(csv, index=False)
+    tex, md = tmp_path / "t.tex", tmp_path / "t.md"
+    tables.build_table("replay", [csv], tex, md)
+    assert "Contig-opt = Search" in md.read_text() and "Contig-opt = Search" not in tex.read_text()
+    assert tex.read_text().count("& 2 tied &") == 4
