@@ -38,7 +38,8 @@ reproduce: $(STAMP) tex
 verify-outputs: $(STAMP)
 	$(BIN)/python tools/verify_outputs.py $(if $(filter 1,$(STRICT)),--strict)
 
-## Maintainers: rewrite paper/expected-outputs.sha256 from the current outputs (after make reproduce).
+## Maintainers: rewrite paper/expected-outputs.sha256 and paper/expected/ (the results CSVs,
+## gzip'd, that verify-outputs compares a differing CSV with) from the current outputs.
 update-expected: $(STAMP)
 	$(BIN)/python tools/verify_outputs.py --update
 

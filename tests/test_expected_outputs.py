@@ -1,7 +1,9 @@
 """tools/verify_outputs.py: the expected-output manifest and its check (reproduced / differs /
 missing), on a temporary folder standing in for the repository."""
 
+import gzip
 import importlib.util
+import shutil
 import sys
 
 import pytest
@@ -82,3 +84,58 @@ def test_the_committed_manifest_parses_and_lists_tables_macros_and_claims():
     assert "paper/generated/claims.md" in expected
     assert any(p.startswith("paper/tables/") for p in expected)
     assert any(p.startswith("results/") and p.endswith(".csv") for p in expected)
+
+
+def test_update_keeps_gzipped_copies_of_the_csvs_deterministically(tmp_path):
+    _outputs(tmp_path)
+    assert vo.main(["--root", str(tmp_path), "--update"]) == 0
+    copy = tmp_path / vo.EXPECTED / "results" / "fit" / "fits.csv.gz"
+    assert sorted(p.name for p in (tmp_path / vo.EXPECTED).rglob("*.gz")) == ["fits.csv.gz"]
+    first = copy.read_bytes()
+    assert gzip.decompress(first) == (tmp_path / "results" / "fit" / "fits.csv").read_bytes()
+    assert vo.main(["--root", str(tmp_path), "--update"]) == 0
+    assert copy.read_bytes() == first  # no name, no date: the same bytes every time
+    (tmp_path / "results" / "fit" / "fits.csv").unlink()
+    assert vo.main(["--root", str(tmp_path), "--update"]) == 0
+    assert not (tmp_path / vo.EXPECTED).exists() or not list((tmp_path / vo.EXPECTED).rglob("*"))
+
+
+def test_a_differing_csv_names_its_columns_and_largest_relative_difference(tmp_path, capsys):
+    results = tmp_path / "results" / "replay"
+    results.mkdir(parents=True)
+    csv = results / "replay.csv"
+    csv.write_text("algorithm,iteration_s,knobs\nwfbp,0.30994,{}\nsearch,0.25,{}\n")
+    assert vo.main(["--root", str(tmp_path), "--update"]) == 0
+    # float noise in one cell, a changed winner label in another, a new column
+    csv.write_text("algorithm,iteration_s,knobs,extra\nwfbp,0.30994000000000004,{},1\n"
+                   "search,0.25,{\"a\": 1},2\n")
+    capsys.readouterr()
+    assert vo.main(["--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "differs     results/replay/replay.csv" in out
+    assert "columns added: extra" in out
+    assert "iteration_s: 1 of 2 cells differ, max relative difference 1.79e-16" in out
+    assert "knobs: 1 of 2 cells differ (e.g. '{}' -> '{\"a\": 1}')" in out
+    assert "algorithm" not in out.split("replay.csv", 1)[1]  # equal columns are not named
+
+
+def test_differences_without_an_expected_copy_say_how_to_get_one(tmp_path, capsys):
+    _outputs(tmp_path)
+    vo.main(["--root", str(tmp_path), "--update"])
+    shutil.rmtree(tmp_path / vo.EXPECTED)
+    (tmp_path / "results" / "fit" / "fits.csv").write_text("alpha_s,beta_s_per_byte\n1,3\n")
+    capsys.readouterr()
+    vo.main(["--root", str(tmp_path)])
+    assert "no expected copy" in capsys.readouterr().out
+
+
+def test_csv_differences_rows_and_relative_difference():
+    want = [["a", "b"], ["1", "x"], ["2", "y"]]
+    assert vo.csv_differences(want, [["a", "b"], ["1", "x"]]) == [
+        "rows: 1 instead of 2 (the first 1 compared)"]
+    assert vo.csv_differences(want, [["b", "a"], ["x", "1"], ["y", "2"]]) == [
+        "the cells are equal (the bytes differ: quoting, line ends or order)"]
+    assert vo.relative_difference("2", "1") == 0.5
+    assert vo.relative_difference("0", "0.0") == 0.0
+    assert vo.relative_difference("nan", "1") == float("inf")
+    assert vo.relative_difference("n/a", "1") is None

@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 COMMON = frozenset({"errors", "io", "staging", "signal_hold", "run_order", "limits", "networks",
                     "units", "provenance", "plan", "plan_sharded", "names", "intermediates",
-                    "admission"})
+                    "admission", "ties"})
 """The common ground every unit may import."""
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -34,6 +34,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "plan": frozenset({"errors", "io", "limits"}),
     "plan_sharded": frozenset({"errors", "io"}),
     "admission": frozenset({"errors"}),
+    "ties": frozenset(),
     "traces": COMMON,
     "costmodel": COMMON | {"traces"},
     "planners": COMMON | {"traces", "costmodel"},

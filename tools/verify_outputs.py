@@ -17,21 +17,35 @@ Usage::
 ``make reproduce`` runs the first form after Snakemake (``STRICT=1`` gives the second);
 ``make update-expected`` is the third, for maintainers after a change that moves outputs.
 A malformed manifest line is an error naming the file and line (exit status 2).
+
+A hash says *that* a file differs, not *how*. So ``--update`` also keeps a gzip'd copy of
+every expected CSV under ``paper/expected/`` (``<path>.gz``, written without a name or a
+date, so an unchanged CSV gives the same bytes and git stores it once; 132 of the results
+CSVs, 1.07 MB, gzip to 0.16 MB: the whole set is a few hundred kB). For a CSV that
+differs, the check then names the columns that differ and, for numeric ones, the largest
+relative difference ``|a - b| / max(|a|, |b|)`` (rows compared by position), so that float
+noise (1e-16) tells itself apart from a changed result.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import gzip
 import hashlib
+import io
+import math
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gradsched.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = Path("paper/expected-outputs.sha256")
+EXPECTED = Path("paper/expected")
+"""Where ``--update`` keeps the expected CSVs, gzip'd, at their paths plus ``.gz``."""
 # What the manifest covers: the paper's tables, macros and claims, every results CSV, and the
 # figures' PNG and PDF files (matplotlib writes them without a date). Two full runs of commit
 # 8e18e13 on the project VM (one incremental, one --forceall) wrote all 256 byte for byte the
@@ -59,6 +73,7 @@ HEADER = (
 class Check:
     path: str
     status: str  # reproduced | differs | missing
+    details: tuple[str, ...] = field(default=())  # how a CSV differs (see csv_differences)
 
 
 def sha256(path: Path) -> str:
@@ -99,15 +114,121 @@ def current_outputs(root: Path) -> list[str]:
     return sorted(found - set(EXCLUDED))
 
 
-def verify(root: Path, expected: dict[str, str]) -> list[Check]:
+def verify(root: Path, expected: dict[str, str], copies: Path | None = None) -> list[Check]:
+    """Each expected output: reproduced, differs (with how, for a CSV whose expected copy is
+    under ``copies``) or missing."""
     checks = []
     for relative, digest in sorted(expected.items()):
         path = root / relative
         if not path.is_file():
             checks.append(Check(relative, "missing"))
+        elif sha256(path) == digest:
+            checks.append(Check(relative, "reproduced"))
         else:
-            checks.append(Check(relative, "reproduced" if sha256(path) == digest else "differs"))
+            checks.append(Check(relative, "differs", explain(path, relative, copies)))
     return checks
+
+
+def explain(path: Path, relative: str, copies: Path | None) -> tuple[str, ...]:
+    """How a differing output differs, when it is a CSV with an expected copy."""
+    if not relative.endswith(".csv") or copies is None:
+        return ()
+    copy = copies / (relative + ".gz")
+    if not copy.is_file():
+        return (f"no expected copy at {copy} to compare with (make update-expected)",)
+    with gzip.open(copy, "rt", encoding="utf-8", newline="") as handle:
+        want = list(csv.reader(handle))
+    with path.open(encoding="utf-8", newline="") as handle:
+        got = list(csv.reader(handle))
+    return tuple(csv_differences(want, got))
+
+
+def csv_differences(want: list[list[str]], got: list[list[str]]) -> list[str]:
+    """Lines naming how ``got`` differs from ``want`` (rows of a CSV, the header first):
+    columns added or removed, the row count, and per shared column the cells that differ
+    (rows by position) with, where both sides are numbers, the largest relative
+    difference."""
+    if not want or not got:
+        return ["one side is empty"]
+    head_w, head_g = want[0], got[0]
+    out = []
+    removed = [c for c in head_w if c not in head_g]
+    added = [c for c in head_g if c not in head_w]
+    if removed:
+        out.append("columns removed: " + ", ".join(removed))
+    if added:
+        out.append("columns added: " + ", ".join(added))
+    rows_w, rows_g = want[1:], got[1:]
+    if len(rows_w) != len(rows_g):
+        out.append(f"rows: {len(rows_g)} instead of {len(rows_w)} (the first "
+                   f"{min(len(rows_w), len(rows_g))} compared)")
+    for column in (c for c in head_w if c in head_g):
+        i, j = head_w.index(column), head_g.index(column)
+        pairs = [(a[i] if i < len(a) else "", b[j] if j < len(b) else "")
+                 for a, b in zip(rows_w, rows_g, strict=False)]
+        line = column_difference(column, pairs)
+        if line:
+            out.append(line)
+    return out or ["the cells are equal (the bytes differ: quoting, line ends or order)"]
+
+
+def column_difference(column: str, pairs: list[tuple[str, str]]) -> str | None:
+    """``column: N of M cells, max relative difference R`` (R only over numeric cells)."""
+    differ = [(a, b) for a, b in pairs if a != b]
+    if not differ:
+        return None
+    rel = [r for r in (relative_difference(a, b) for a, b in differ) if r is not None]
+    text = f"{column}: {len(differ)} of {len(pairs)} cells differ"
+    if rel:
+        text += f", max relative difference {max(rel):.3g}"
+    if len(rel) < len(differ):
+        a, b = next((a, b) for a, b in differ if relative_difference(a, b) is None)
+        text += f" (e.g. {a!r} -> {b!r})"
+    return text
+
+
+def relative_difference(a: str, b: str) -> float | None:
+    """``|a - b| / max(|a|, |b|)`` of two numeric cells, ``None`` unless both are numbers."""
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return None
+    if math.isnan(x) or math.isnan(y):
+        return None if math.isnan(x) and math.isnan(y) else math.inf
+    if x == y:
+        return 0.0
+    return abs(x - y) / max(abs(x), abs(y))
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """gzip without a file name or a date: the same input always gives the same bytes."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, compresslevel=9,
+                       mtime=0) as handle:
+        handle.write(data)
+    return buffer.getvalue()
+
+
+def write_copies(root: Path, paths: list[str], copies: Path) -> int:
+    """Keep a gzip'd copy of every CSV of ``paths`` under ``copies`` (and no other file);
+    the total size in bytes."""
+    wanted = {copies / (p + ".gz"): root / p for p in paths if p.endswith(".csv")}
+    if copies.is_dir():
+        for stale in copies.rglob("*"):
+            if stale.is_file() and stale not in wanted:
+                stale.unlink()
+    total = 0
+    for copy, source in sorted(wanted.items()):
+        data = gzip_bytes(source.read_bytes())
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if not copy.is_file() or copy.read_bytes() != data:
+            copy.write_bytes(data)
+        total += len(data)
+    if copies.is_dir():
+        for folder in sorted((d for d in copies.rglob("*") if d.is_dir()), reverse=True):
+            if not any(folder.iterdir()):
+                folder.rmdir()
+    return total
 
 
 def write_manifest(root: Path, manifest: Path) -> int:
@@ -133,7 +254,10 @@ def report(checks: list[Check], verbose: bool) -> str:
     """The table (every row with --verbose, else only the rows that are not reproduced)."""
     shown = [c for c in checks if verbose or c.status != "reproduced"]
     width = len("reproduced")
-    rows = [f"{'status':<{width}}  path"] + [f"{c.status:<{width}}  {c.path}" for c in shown]
+    rows = [f"{'status':<{width}}  path"]
+    for c in shown:
+        rows.append(f"{c.status:<{width}}  {c.path}")
+        rows += [f"{'':<{width}}    {line}" for line in c.details]
     return "\n".join([*rows, summary(checks)])
 
 
@@ -141,16 +265,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="repository root")
     parser.add_argument("--manifest", type=Path, default=None, help=f"default: {MANIFEST}")
+    parser.add_argument("--expected", type=Path, default=None,
+                        help=f"the expected CSVs' gzip'd copies (default: {EXPECTED})")
     parser.add_argument("--strict", action="store_true", help="exit 1 unless all reproduced")
-    parser.add_argument("--update", action="store_true", help="rewrite the manifest")
+    parser.add_argument("--update", action="store_true",
+                        help="rewrite the manifest and the expected CSVs' copies")
     parser.add_argument("--verbose", action="store_true", help="list reproduced files too")
     args = parser.parse_args(argv)
     manifest = args.manifest or args.root / MANIFEST
+    copies = args.expected or args.root / EXPECTED
     try:
         if args.update:
-            print(f"wrote {manifest}: {write_manifest(args.root, manifest)} outputs")
+            count = write_manifest(args.root, manifest)
+            size = write_copies(args.root, current_outputs(args.root), copies)
+            print(f"wrote {manifest}: {count} outputs; {copies}: the CSVs gzip'd, "
+                  f"{size / 1e6:.2f} MB")
             return 0
-        checks = verify(args.root, read_manifest(manifest))
+        checks = verify(args.root, read_manifest(manifest), copies)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

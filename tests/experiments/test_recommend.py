@@ -3,6 +3,7 @@ margin (synthetic times, labelled: only their ratios matter)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from gradsched.experiments.recommend import (
@@ -63,3 +64,15 @@ def test_sig_keeps_the_digits_asked_for() -> None:
     assert [sig(v) for v in (0.44, 3.14159, 123.4, -4.56, 0.001234)] == [
         "0.44", "3.1", "120", "-4.6", "0.0012"]
     assert sig(38.0, 3) == "38.0" and sig(0.8442, 3) == "0.844" and sig(0.0) == "0"
+
+
+def test_a_tie_within_float_noise_goes_by_the_rule_not_by_the_noise() -> None:
+    """Synthetic times one ulp apart are a tie: the rule (default, then smallest cap) picks,
+    and a margin of 0 recommends no change on a tie."""
+    t = 0.30994
+    below = float(np.nextafter(t, 0.0))
+    pts = [DDPPoint(None, 1.0, 3, t), DDPPoint(4.0, 4.0, 5, below), DDPPoint(2.0, 2.0, 6, t)]
+    assert pick_ddp(pts).bucket_cap_mb is None
+    assert decide(t, below, None, below, 0.0) == "keep"
+    assert decide(t, t * 0.9, None, float(np.nextafter(t * 0.9, 0.0)), 0.0) == "uniform"
+    assert decide(t, t * 0.9, None, t * 0.8, 0.0) == "plan"

@@ -13,6 +13,7 @@ import pandas as pd
 from gradsched.cli import main
 from gradsched.report import macros
 from tests.report.test_collect import synthetic_collected, synthetic_fits
+from tests.report.test_tables import with_contig_tied_to_search
 
 
 def test_replay_macros_leave_out_extrapolated_world_sizes() -> None:
@@ -156,3 +157,14 @@ def test_gpu_capture_macros_from_the_sidecars() -> None:
     assert out["CaptureHookOverheadMaxTrace"] == "a-b8-cuda-bf16"
     assert out["CaptureHookOverheadCBFourCudaFpThreeTwoPct"] == "0.2"
     assert macros.gpu_capture_macros({})["CaptureHookOverheadMaxPct"] == macros.NA
+
+
+def test_macros_naming_a_winner_credit_a_tie_within_float_noise() -> None:
+    """Contig-opt 1 ulp below Search on every case: the headline, the largest speed-up and
+    the count of cases where search is fastest all credit the tie."""
+    data = with_contig_tied_to_search(synthetic_collected(), -1)
+    values = macros.replay_macros(data, macros.Headline(trace="toy", network="net-b"))
+    assert values["HeadlineFastest"] == "Contig-opt = Search"
+    assert values["MaxSpeedupOverWfbpAlgorithm"] == "Contig-opt = Search"
+    assert values["NumCasesSearchFastest"] == "4"
+    assert values["TieRelTol"] == "1e-9"  # gradsched.ties.RTOL, quoted by claims.md

@@ -41,6 +41,7 @@ from gradsched.replay.engine import (
 )
 from gradsched.replay.prep import plan_range_shares
 from gradsched.staging import Staging
+from gradsched.ties import tied_min
 from gradsched.traces.bundle import ComputeTrace, meta_path
 from gradsched.traces.forward import with_forward
 
@@ -261,9 +262,10 @@ def _replay(args: argparse.Namespace) -> int:
     for _, row in results.iterrows():
         warn_domain(args.command, str(row["algorithm"]), row_shares(row),
                     str(row["world_size_basis"]))
-    best = results.loc[results["iteration_s"].idxmin()]
+    tied = results.iloc[tied_min(results["iteration_s"])]  # ties: every one, in run order
     print(results[["algorithm", "iteration_s", "exposed_comm_s", "n_collectives",
                    "gap_to_lb_pct"]].to_string(index=False, float_format=lambda v: f"{v:.6g}"))
-    print(f"fastest: {best['algorithm']} ({best['iteration_s']:.6g} s); lower bound "
+    print(f"fastest: {' = '.join(tied['algorithm'])} ({tied['iteration_s'].iloc[0]:.6g} s); "
+          f"lower bound "
           f"{results['lower_bound_s'].iloc[0]:.6g} s -> {args.output}")
     return 0

@@ -81,6 +81,7 @@ from gradsched.plan import Plan
 from gradsched.planners.ddp import bucket_limits_bytes
 from gradsched.planners.ddp_caps import DdpCaps, ddp_caps
 from gradsched.replay.engine import ReplayOptions, ReplayResult
+from gradsched.ties import RTOL, faster, tied_min
 from gradsched.traces.bundle import ComputeTrace, meta_path
 
 DEFAULT_CAPS_MB: tuple[float, ...] = (1, 2, 4, 8, 16, 25, 32, 64, 128, 256)
@@ -90,8 +91,6 @@ DEFAULT_MARGIN_PCT = 5.0
 PLAN_ALGORITHM = "best"
 LIST_ALGORITHM = "contiguous_optimum"
 """The planner whose buckets become the per-bucket caps (``bucket_cap_mb_list``)."""
-TIE_REL = 1e-9
-"""Predicted times within this relative difference are a tie."""
 # the collectives each bucket kind of a plan runs (plan.py: all_reduce, or rs_ag)
 COLLECTIVES_OF = {"all_reduce": ("all_reduce",), "rs_ag": ("reduce_scatter", "all_gather")}
 
@@ -274,10 +273,9 @@ def sweep_ddp(trace: ComputeTrace, model: CommModel, world_size: int,
 
 
 def pick_ddp(points: Sequence[DDPPoint]) -> DDPPoint:
-    """The fastest point; ties (within :data:`TIE_REL`) go to torch's default, then to the
-    smallest cap."""
-    fastest = min(p.iteration_s for p in points)
-    tied = [p for p in points if p.iteration_s <= fastest * (1 + TIE_REL)]
+    """The fastest point; ties (:func:`gradsched.ties.same_time`) go to torch's default,
+    then to the smallest cap."""
+    tied = [points[i] for i in tied_min(p.iteration_s for p in points)]
     return min(tied, key=lambda p: (p.bucket_cap_mb is not None, p.bucket_cap_mb or 0.0))
 
 
@@ -354,15 +352,19 @@ def decide(current_s: float, uniform_s: float, list_s: float | None, plan_s: flo
            margin_pct: float) -> str:
     """One of :data:`CHOICES`: the best uniform cap if it beats the current setting, the
     per-bucket list if it beats the best uniform cap, the plan if it beats the better of
-    those two, each by more than ``margin_pct``; else ``keep``. A later step wins over an
-    earlier one (each is harder to adopt than the one before)."""
+    those two, each by more than ``margin_pct`` (and never on a tie,
+    :func:`gradsched.ties.faster`, whatever the margin); else ``keep``. A later step wins
+    over an earlier one (each is harder to adopt than the one before)."""
+    def beats(before_s: float, after_s: float) -> bool:
+        return faster(after_s, before_s) and gain_pct(before_s, after_s) > margin_pct
+
     choice = "keep"
-    if gain_pct(current_s, uniform_s) > margin_pct:
+    if beats(current_s, uniform_s):
         choice = "uniform"
-    if list_s is not None and gain_pct(uniform_s, list_s) > margin_pct:
+    if list_s is not None and beats(uniform_s, list_s):
         choice = "list"
     ddp_s = uniform_s if list_s is None else min(uniform_s, list_s)
-    if gain_pct(ddp_s, plan_s) > margin_pct:
+    if beats(ddp_s, plan_s):
         choice = "plan"
     return choice
 
@@ -568,8 +570,8 @@ def seconds(value: float) -> str:
 
 def gain_text(rec: Recommendation, gain: float) -> str:
     """``+3.1 % (band -1.9 to +8.1 %)``: the gain and the gain +- margin (a gain within
-    :data:`TIE_REL` is a tie, printed as 0)."""
-    gain = 0.0 if abs(gain) < 100 * TIE_REL else gain
+    :data:`gradsched.ties.RTOL` is a tie, printed as 0)."""
+    gain = 0.0 if abs(gain) < 100 * RTOL else gain
 
     def signed(v: float) -> str:
         return ("+" if v >= 0 else "-") + sig(abs(v))

@@ -23,6 +23,7 @@ from gradsched.experiments.sharded import optimum
 from gradsched.plan_sharded import ShardedPlan, fully_shard_code
 from gradsched.planners.sharded import fsdp2
 from gradsched.replay.sharded import Semantics, ShardedReplay, replay_sharded
+from gradsched.ties import faster
 from gradsched.traces.bundle import ComputeTrace
 
 MIB = 2**20
@@ -48,7 +49,10 @@ class ShardedAdvice:
 
     @property
     def recommend_best(self) -> bool:
-        return self.gain_pct > self.margin.pct
+        """The optimum, when faster than FSDP2's default by more than the margin (never on
+        a tie, :func:`gradsched.ties.faster`, whatever the margin)."""
+        return (faster(self.best_replay.iteration_s, self.default_replay.iteration_s)
+                and self.gain_pct > self.margin.pct)
 
     @property
     def chosen(self) -> ShardedPlan:

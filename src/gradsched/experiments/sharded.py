@@ -5,12 +5,13 @@ depth under a memory cap, and the comparison of every sharded planner on one cas
 (``2^(n-1)`` for ``n`` blocks; the root stays the root), ``reshard_after_forward`` for all
 units or none, a forward prefetch depth ``0..max_prefetch`` and a backward one
 ``1..max_prefetch`` (FSDP2 always prefetches one unit in backward; see
-:mod:`gradsched.runtime.fsdp2`). Each is
-replayed (:func:`gradsched.replay.sharded.replay_sharded`, the plan's own model); the
-fastest whose ``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties: fewer units,
-then smaller peak, then the enumeration order). Exact within that space, by exhaustion; a
-model with more than :data:`MAX_GROUPINGS` groupings is refused rather than searched
-partially. A cap that no candidate meets is an error that names the smallest peak found.
+:mod:`gradsched.runtime.fsdp2`). Each is replayed
+(:func:`gradsched.replay.sharded.replay_sharded`, the plan's own model); the fastest whose
+``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties, within
+:data:`gradsched.ties.RTOL`: fewer units, then smaller peak, then the enumeration order).
+Exact within that space, by exhaustion; a model with more than :data:`MAX_GROUPINGS`
+groupings is refused rather than searched partially. A cap that no candidate meets is an
+error that names the smallest peak found.
 
 **Blocking semantics** (FSDP2 on gloo), with or without a memory cap: the host waits for
 every collective, so the iteration is the compute plus the sum of every collective's time,
@@ -30,7 +31,7 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError, InputError
-from gradsched.experiments.sharded_blocking import blocking_optimum, range_times
+from gradsched.experiments.sharded_blocking import better, blocking_optimum, range_times
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
     SHARDED_PLANNERS,
@@ -122,7 +123,7 @@ def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *
             if memory_cap_bytes is not None and result.gathered_peak_bytes > memory_cap_bytes:
                 continue
             key = (result.iteration_s, len(ranges), result.gathered_peak_bytes)
-            if best is None or key < best[0]:
+            if best is None or better(key, best[0]):
                 best = (key, (ranges, reshard, fwd, bwd))
     if best is None:
         raise ConfigError(f"no sharded plan fits the memory cap of {memory_cap_bytes:.4g} bytes: "

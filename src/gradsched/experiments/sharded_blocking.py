@@ -39,11 +39,21 @@ from gradsched.errors import ConfigError
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import merge_blocks, units_from_ranges
 from gradsched.replay.sharded import replay_sharded
+from gradsched.ties import same_time
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
 
 Value = tuple[float, int, float]  # (seconds, units, peak bytes) of a prefix
 INF: Value = (math.inf, 0, math.inf)
+
+
+def better(key: tuple[float, ...], incumbent: tuple[float, ...]) -> bool:
+    """Whether a candidate's ``(seconds, tie-breaks...)`` beats the incumbent's: faster by
+    more than :data:`gradsched.ties.RTOL`, or the same time (:func:`gradsched.ties.same_time`)
+    and smaller tie-breaks; equal keys keep the incumbent (the enumeration order)."""
+    if same_time(key[0], incumbent[0]):
+        return key[1:] < incumbent[1:]
+    return key[0] < incumbent[0]
 
 
 def range_times(seq: LayerSeq, blocks: list[tuple[int, int]], model: CommModel,
@@ -88,7 +98,7 @@ def blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
         cost = ag * (2 if reshard else 1) + rs
         program = _resharded if reshard else _kept
         value, ends = program(cost, size, root, cap)
-        if ends and (best is None or value < best[0]):
+        if ends and (best is None or better(value, best[0])):
             best = (value, merge_blocks(blocks, np.asarray(ends, dtype=np.int64)), reshard)
     if best is None:
         smallest = min(_resharded(ag, size, root, math.inf, peak_only=True)[0][0],
@@ -132,10 +142,13 @@ def _resharded(cost: np.ndarray, size: np.ndarray, root: float, cap: float, *,
                 total = max(peak, term)
                 cand = (total, 0, total) if peak_only else \
                     (sec + float(cost[a, b]), units + 1, total)
-                if cand < best:
+                if better(cand, best):
                     best, link = cand, prev
             value[a, b], back[a, b] = best, link
-    last = min(((value[a, n - 1], a) for a in range(n)), default=(INF, 0))
+    last = (INF, 0)
+    for a in range(n):
+        if better(value[a, n - 1], last[0]):
+            last = (value[a, n - 1], a)
     if last[0] == INF:
         return INF, []
     ends, state = [], (last[1], n - 1)
@@ -163,7 +176,7 @@ def _kept(cost: np.ndarray, size: np.ndarray, root: float, cap: float, *,
             total = max(value[j][2], term)
             cand = (total, 0, total) if peak_only else \
                 (value[j][0] + float(cost[j, i - 1]), value[j][1] + 1, total)
-            if cand < value[i]:
+            if better(cand, value[i]):
                 value[i], back[i] = cand, j
     if value[n] == INF:
         return INF, []

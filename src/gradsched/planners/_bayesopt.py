@@ -17,6 +17,7 @@ import numpy as np
 from scipy.stats import norm
 
 from gradsched.errors import ConfigError
+from gradsched.ties import first_min, same_time
 
 _LENGTH_SCALES = (0.05, 0.1, 0.2, 0.35, 0.6, 1.0)
 _NOISE = 1e-6
@@ -31,7 +32,9 @@ class BOResult:
 
     @property
     def best_index(self) -> int:
-        return int(np.argmin(self.ys))
+        """The fastest evaluation; evaluations whose times tie (:func:`gradsched.ties.
+        same_time`) go to the earliest."""
+        return first_min(self.ys)
 
     @property
     def best_x(self) -> float:
@@ -65,7 +68,9 @@ def _fit(u: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
 def expected_improvement(u: np.ndarray, y: np.ndarray, cand: np.ndarray) -> np.ndarray:
     """EI (for minimisation) of ``cand`` given observations ``(u, y)`` on [0, 1]."""
     mean, std = float(np.mean(y)), float(np.std(y))
-    z = (y - mean) / std if std > 0 else y - mean
+    # a spread within the tie tolerance is noise: standardising it would blow it up to O(1)
+    flat = std == 0 or same_time(mean + std, mean)
+    z = np.zeros_like(y) if flat else (y - mean) / std
     scale, chol, alpha = _fit(u, z)
     ks = _matern52(cand, u, scale)
     mu = ks @ alpha

@@ -4,10 +4,14 @@ Not an algorithm from the literature: the oracle over all implemented planners. 
 candidates are every registered planner at its defaults (DeAR with its Bayesian
 optimisation, ``search`` with its family search), plus Horovod's pre-0.21 defaults,
 P3 and ByteScheduler's partition search. Each is scored by the replay engine; the fastest
-wins (ties go to the earlier candidate). ``Plan.info["candidates"]`` lists every
-candidate's iteration time and ``Plan.info["winner"]`` the winning one. The scores come
-from the ``scorer`` the caller supplies (:func:`gradsched.experiments.make_plan`: the
-replay engine).
+wins. Candidates whose times tie within :data:`gradsched.ties.RTOL` go to the one that
+launches the fewest collectives per iteration (each costs the host a launch and the
+network a start-up that a bare cost model need not show: on gloo the re-execution measured
+milliseconds per collective), then to the earliest in that order (:data:`RIVALS`, then
+:data:`EXTRA`); never to floating-point noise.
+``Plan.info["candidates"]`` lists every candidate's iteration time and
+``Plan.info["winner"]`` the winning one. The scores come from the ``scorer`` the caller
+supplies (:func:`gradsched.experiments.make_plan`: the replay engine).
 
 The scoring replay can include the machine's calibrated interference (knobs
 ``collective_cpu_s``, ``compute_slowdown``, ``comm_slowdown``, as measured by
@@ -41,6 +45,7 @@ from gradsched.planners import (
 )
 from gradsched.planners._family import Knob, ScorerFactory, base_info, need_scorer
 from gradsched.planners.search import DDP_CAPS_MB
+from gradsched.ties import fastest_label_by
 from gradsched.traces.bundle import ComputeTrace
 
 NAME = "best"
@@ -102,17 +107,13 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
                     "compute_slowdown": compute_slowdown, "comm_slowdown": comm_slowdown}
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations,
                                       **interference, issue=issue)
-    winner: tuple[str, Plan, float] | None = None
-    scores: dict[str, float] = {}
-    for label, cand in candidates(trace, model, world_size, scorer):
-        scores[label] = s = score(cand)
-        if winner is None or s < winner[2]:
-            winner = (label, cand, s)
-    assert winner is not None
-    label, chosen, best_s = winner
+    plans = dict(candidates(trace, model, world_size, scorer))
+    scores = {label: score(cand) for label, cand in plans.items()}
+    label = fastest_label_by(scores, {k: p.n_collectives for k, p in plans.items()})
+    chosen = plans[label]
     info = base_info(trace, world_size) | {
         "winner": label, "winner_algorithm": chosen.algorithm,
-        "winner_knobs": dict(chosen.knobs), "iteration_s": best_s, "candidates": scores}
+        "winner_knobs": dict(chosen.knobs), "iteration_s": scores[label], "candidates": scores}
     return replace(chosen, algorithm=NAME,
                    knobs={"replay_iterations": replay_iterations, "issue": issue}
                    | interference, info=info)

@@ -13,8 +13,10 @@ Part 2, ``families=all`` (default): the knobbed families outside the WFBP family
 searched too and every candidate is scored by the replay engine: DDP over a cap sweep,
 Horovod (both default sets), ByteScheduler (per tensor) over a partition x credit sweep
 in parameters, with its credit tuning and partition search, and P3, DeAR with its
-Bayesian optimisation. The fastest candidate wins (ties go to the earlier one,
-the WFBP optimum first). ``Plan.info`` records the winning family and its knobs, every
+Bayesian optimisation. The fastest candidate wins; candidates whose times tie within
+:data:`gradsched.ties.RTOL` go to the one with the fewest collectives per iteration, then
+to the earlier one in the order above (the WFBP optimum first); never to floating-point
+noise. ``Plan.info`` records the winning family and its knobs, every
 candidate's iteration time, and the WFBP-family optimum's finish and iteration time.
 ``families=wfbp`` returns the DP plan only (no replay).
 """
@@ -39,6 +41,7 @@ from gradsched.planners._family import (
     plan_from_ends,
     ready_seq,
 )
+from gradsched.ties import fastest_label_by
 from gradsched.traces.bundle import ComputeTrace
 
 NAME = "search"
@@ -103,13 +106,12 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *, families: st
     if families == "wfbp":
         return dp_plan
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
-    best_label, best_plan, best_s = "wfbp-dp", dp_plan, score(dp_plan)
-    scores = {"wfbp-dp": best_s}
-    for label, cand in family_candidates(trace, model, world_size, bo_iters=bo_iters,
-                                         replay_iterations=replay_iterations, scorer=scorer):
-        scores[label] = s = score(cand)
-        if s < best_s:
-            best_label, best_plan, best_s = label, cand, s
+    plans = {"wfbp-dp": dp_plan}
+    plans.update(family_candidates(trace, model, world_size, bo_iters=bo_iters,
+                                   replay_iterations=replay_iterations, scorer=scorer))
+    scores = {label: score(cand) for label, cand in plans.items()}
+    best_label = fastest_label_by(scores, {k: p.n_collectives for k, p in plans.items()})
+    best_plan = plans[best_label]
     info |= {"family": best_label, "family_knobs": dict(best_plan.knobs),
-             "iteration_s": best_s, "candidates": scores}
+             "iteration_s": scores[best_label], "candidates": scores}
     return replace(best_plan, algorithm=NAME, knobs=knobs, info=info)

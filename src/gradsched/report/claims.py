@@ -28,7 +28,8 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    than the sustained bandwidth).
 2. **The real pairing.** On {HeadlineTrace} over {HeadlineNetwork} at P = {HeadlineWorldSize}
    (forward assumed 0.5 x backward; the trace did not measure it), the fastest schedule is
-   {HeadlineFastest}, {HeadlineFastestSpeedupOverWfbp}x faster than WFBP (MG-WFBP:
+   {HeadlineFastest} (schedules within a relative {TieRelTol} of each other tie and are all
+   named, joined by "="), {HeadlineFastestSpeedupOverWfbp}x faster than WFBP (MG-WFBP:
    {HeadlineMgwfbpSpeedupOverWfbp}x) and {HeadlineGapToLbPct} % above the lower bound, a bound
    that holds for any plan and ready order. Replayed with each fitted comm model of that
    cluster's trace instead (held-out error on it: alpha-beta

@@ -14,6 +14,7 @@ import pandas as pd
 from gradsched.errors import InputError
 from gradsched.intermediates import REPLAY, read_intermediate
 from gradsched.report.tables import algorithm_label, algorithm_sort_key, fmt, write_table
+from gradsched.ties import tied_ranks
 
 
 def read_runs(runs: list[tuple[float, Path]]) -> pd.DataFrame:
@@ -34,12 +35,13 @@ def read_runs(runs: list[tuple[float, Path]]) -> pd.DataFrame:
 
 
 def forward_table(long: pd.DataFrame) -> pd.DataFrame:
-    """Algorithms x ratios: ``t [ms] (rank)`` cells, algorithms in the usual order."""
+    """Algorithms x ratios: ``t [ms] (rank)`` cells, algorithms in the usual order; times
+    that tie (:func:`gradsched.ties.same_time`) share a rank."""
     algorithms = sorted(long["algorithm"].unique(), key=algorithm_sort_key)
     out = pd.DataFrame({"algorithm": [algorithm_label(a) for a in algorithms]})
     for ratio, part in sorted(long.groupby("forward_ratio"), key=lambda kv: kv[0]):
         times = part.set_index("algorithm")["iteration_s"]
-        ranks = times.rank(method="min").astype(int)
+        ranks = dict(zip(times.index, tied_ranks(times.to_list()), strict=True))
         out[f"fwd {ratio:g}x bwd: ms (rank)"] = [
             f"{fmt(times[a] * 1e3, 1)} ({ranks[a]})" if a in times.index else "--"
             for a in algorithms]

@@ -20,12 +20,13 @@ import pandas as pd
 from gradsched.errors import InputError
 from gradsched.intermediates import REPLAY, read_intermediate
 from gradsched.report.tables import (
-    NOT_CREDITED,
     algorithm_label,
     algorithm_sort_key,
+    fastest_algorithms,
     fmt,
     write_table,
 )
+from gradsched.ties import tied_ranks
 
 MODEL_KINDS = ("alpha-beta", "piecewise", "interp")
 """The fitted model kinds, in the order the paper introduces them."""
@@ -52,12 +53,13 @@ def _kinds(long: pd.DataFrame) -> list[str]:
 
 
 def model_table(long: pd.DataFrame) -> pd.DataFrame:
-    """Algorithms x model kinds: ``t [ms] (rank)`` cells, algorithms in the usual order."""
+    """Algorithms x model kinds: ``t [ms] (rank)`` cells, algorithms in the usual order;
+    times that tie (:func:`gradsched.ties.same_time`) share a rank."""
     algorithms = sorted(long["algorithm"].unique(), key=algorithm_sort_key)
     out = pd.DataFrame({"algorithm": [algorithm_label(a) for a in algorithms]})
     for kind in _kinds(long):
         times = long[long["model"] == kind].set_index("algorithm")["iteration_s"]
-        ranks = times.rank(method="min").astype(int)
+        ranks = dict(zip(times.index, tied_ranks(times.to_list()), strict=True))
         out[f"{kind}: ms (rank)"] = [
             f"{fmt(times[a] * 1e3, 1)} ({ranks[a]})" if a in times.index else "--"
             for a in algorithms]
@@ -65,17 +67,18 @@ def model_table(long: pd.DataFrame) -> pd.DataFrame:
 
 
 def per_model(long: pd.DataFrame) -> pd.DataFrame:
-    """One row per model kind: the fastest credited schedule (ties: the usual algorithm
-    order), its and MG-WFBP's speed-up over WFBP (T_wfbp / T), and MG-WFBP's gap in percent
-    to the contiguous optimum and to ``search`` (100 (T_mgwfbp / T_ref - 1))."""
+    """One row per model kind: the fastest credited schedule (``fastest``: the first, in the
+    usual algorithm order, of those tied for the fastest, ``fastest_tied``: all of them; see
+    :func:`gradsched.report.tables.fastest_algorithms`), its and MG-WFBP's speed-up over WFBP
+    (T_wfbp / T), and MG-WFBP's gap in percent to the contiguous optimum and to ``search``
+    (100 (T_mgwfbp / T_ref - 1))."""
     rows = []
     for kind in _kinds(long):
         t = long[long["model"] == kind].set_index("algorithm")["iteration_s"].astype(float)
-        credited = sorted((a for a in t.index if a not in NOT_CREDITED),
-                          key=algorithm_sort_key)
-        fastest = min(credited, key=lambda a: t[a])
+        tied = fastest_algorithms(t.dropna().to_dict())
+        fastest = tied[0]
         rows.append({
-            "model": kind, "fastest": fastest,
+            "model": kind, "fastest": fastest, "fastest_tied": tuple(tied),
             "fastest_speedup": t["wfbp"] / t[fastest],
             "mgwfbp_speedup": t["wfbp"] / t["mgwfbp"],
             "mgwfbp_contig_gap_pct": 100.0 * (t["mgwfbp"] / t["contiguous_optimum"] - 1.0),

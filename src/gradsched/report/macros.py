@@ -8,6 +8,7 @@ back (the tests compare it with the CSVs).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +29,17 @@ from gradsched.report.headline import MODEL_KINDS, per_model
 from gradsched.report.macro_text import NA, camel, number
 from gradsched.report.sharded_macros import sharded_measured_macros
 from gradsched.report.stock_ddp_macros import stock_ddp_macros
-from gradsched.report.tables import algorithm_label, latex_escape, replay_wide
+from gradsched.report.tables import (
+    NOT_CREDITED,
+    WIDE_COLUMNS,
+    algorithm_sort_key,
+    latex_escape,
+    replay_wide,
+    tie_text,
+)
 from gradsched.report.trace_facts import trace_fact_macros
 from gradsched.report.tuned_caps import tuned_cap_macros
+from gradsched.ties import RTOL, same_time
 from gradsched.traces.bundle import CommTrace, ComputeTrace
 
 PREFIX = "gs"
@@ -101,9 +110,7 @@ def speedups_over_wfbp(collected: pd.DataFrame) -> pd.DataFrame:
     wide = replay_wide(collected)
     if "wfbp" not in wide:
         return pd.DataFrame(columns=["trace", "network", "world_size", "algorithm", "speedup"])
-    algs = [c for c in wide.columns if c not in ("trace", "network", "world_size", "nodes",
-                                                  "fastest", "lower_bound_s", "best",
-                                                  "oasr")]
+    algs = [c for c in wide.columns if c not in (*WIDE_COLUMNS, *NOT_CREDITED)]
     rows = []
     for _, row in wide.iterrows():
         for alg in algs:
@@ -131,6 +138,25 @@ def headline_row(collected: pd.DataFrame, headline: Headline) -> pd.Series | Non
     return wide.iloc[0]
 
 
+def tolerance_text(rtol: float) -> str:
+    """``1e-9`` for 1e-9 (the relative tolerance under which times tie, ``TieRelTol``)."""
+    exponent = math.floor(math.log10(rtol))
+    mantissa = rtol / 10.0 ** exponent
+    return (f"{mantissa:g}" if not math.isclose(mantissa, 1.0) else "1") + f"e{exponent}"
+
+
+def top_speedup(speed: pd.DataFrame) -> tuple[pd.Series, list[str]]:
+    """The row of the largest speed-up (of :func:`speedups_over_wfbp`) and every algorithm
+    tied with it on that case (:func:`gradsched.ties.same_time`), in the usual order. Of
+    cases tied for the largest, the first by trace, network and world size."""
+    top_s = float(speed["speedup"].max())
+    tied = speed[[same_time(float(v), top_s) for v in speed["speedup"]]]
+    top = tied.sort_values(["trace", "network", "world_size"], kind="stable").iloc[0]
+    case = tied[(tied["trace"] == top["trace"]) & (tied["network"] == top["network"])
+                & (tied["world_size"] == top["world_size"])]
+    return top, sorted(case["algorithm"], key=algorithm_sort_key)
+
+
 def max_speedup_macros(collected: pd.DataFrame | None) -> dict[str, str]:
     """Where the largest speed-up over WFBP is: the case of the largest one at a world size
     a sweep measured (``MaxSpeedupOverWfbp{Trace,Network,WorldSize}``) and, separately, the
@@ -148,15 +174,14 @@ def max_speedup_macros(collected: pd.DataFrame | None) -> dict[str, str]:
         speed = speedups_over_wfbp(part) if not part.empty else pd.DataFrame()
         if speed.empty:
             continue
-        top = speed.sort_values(["speedup", "algorithm"], ascending=[False, True],
-                                kind="stable").iloc[0]
+        top, algorithms = top_speedup(speed)
         key = "MaxSpeedupOverWfbp" + scope
         out[key + "Trace"] = latex_escape(str(top["trace"]))
         out[key + "Network"] = latex_escape(str(top["network"]))
         out[key + "WorldSize"] = str(int(top["world_size"]))
         if scope:
             out[key] = number(float(top["speedup"]), 2)
-            out[key + "Algorithm"] = latex_escape(algorithm_label(top["algorithm"]))
+            out[key + "Algorithm"] = latex_escape(tie_text(algorithms))
     return out
 
 
@@ -191,6 +216,7 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest", "NumCasesOutsideDomain",
             "NumRowsOutsideDomain", "DomainMostlyOutsidePct"]
     out = dict.fromkeys(keys, NA)
+    out["TieRelTol"] = tolerance_text(RTOL)
     out.update(max_speedup_macros(collected))
     if collected is not None:
         # the prose's claims are about world sizes a sweep measured: the points replayed on
@@ -207,7 +233,7 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
         out["HeadlineNetwork"] = latex_escape(row["network"])
         out["HeadlineWorldSize"] = str(int(row["world_size"]))
         fastest = row["fastest"]
-        out["HeadlineFastest"] = latex_escape(algorithm_label(fastest))
+        out["HeadlineFastest"] = latex_escape(tie_text(row["fastest_tied"]))
         if "wfbp" in row.index and not np.isnan(row["wfbp"]):
             out["HeadlineFastestSpeedupOverWfbp"] = number(row["wfbp"] / row[fastest], 2)
             if "mgwfbp" in row.index and not np.isnan(row["mgwfbp"]):
@@ -232,18 +258,16 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
         out["MgwfbpSearchGapMaxPct"] = number(float(search_gaps.max()))
     speed = speedups_over_wfbp(collected)
     if not speed.empty:
-        top = speed.sort_values(["speedup", "algorithm"], ascending=[False, True],
-                                kind="stable").iloc[0]
+        top, algorithms = top_speedup(speed)
         out["MaxSpeedupOverWfbp"] = number(float(top["speedup"]), 2)
-        out["MaxSpeedupOverWfbpAlgorithm"] = latex_escape(algorithm_label(top["algorithm"]))
+        out["MaxSpeedupOverWfbpAlgorithm"] = latex_escape(tie_text(algorithms))
     if "search" in wide:
-        others = [c for c in wide.columns if c not in ("trace", "network", "world_size",
-                                                        "nodes", "fastest", "lower_bound_s",
-                                                        "best", "search")]
+        others = [c for c in wide.columns if c not in (*WIDE_COLUMNS, "best", "search")]
         if others:
             best_other = wide[others].min(axis=1)
-            out["NumCasesSearchFastest"] = str(int((wide["search"] <= best_other * (1 + 1e-9)
-                                                    ).sum()))
+            fastest = [s <= o or same_time(s, o)
+                       for s, o in zip(wide["search"], best_other, strict=True)]
+            out["NumCasesSearchFastest"] = str(sum(fastest))
     return out
 
 
@@ -274,7 +298,7 @@ def headline_model_macros(long: pd.DataFrame | None, fits: pd.DataFrame | None =
     out["HeadlineModelsNum"] = str(len(table))
     for row in table.itertuples(index=False):
         key = "HeadlineModel" + camel(row.model)
-        out[key + "Fastest"] = latex_escape(algorithm_label(row.fastest))
+        out[key + "Fastest"] = latex_escape(tie_text(row.fastest_tied))
         for name, (column, digits) in fields.items():
             out[key + name] = number(float(getattr(row, column)), digits)
     for name, (column, digits) in fields.items():

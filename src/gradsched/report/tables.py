@@ -9,7 +9,7 @@ it is generated. Cells are formatted with :func:`gradsched.report.formatting.fmt
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +19,7 @@ from gradsched.io import write_text_atomic
 from gradsched.report.collect import extrapolated_mask, read_csv_or_empty
 from gradsched.report.formatting import MISSING, fmt
 from gradsched.report.topology import topology_table
+from gradsched.ties import tied_labels
 
 # Display order and names of the planners (unknown names sort last, as they are).
 ALGORITHM_ORDER = ("syncsgd", "wfbp", "ddp", "horovod", "bytescheduler", "mgwfbp", "oasr",
@@ -33,6 +34,11 @@ MODEL_LABELS = {"alpha-beta": "alpha-beta", "piecewise": "piecewise", "interp": 
                 "analytic": "analytic"}
 NOT_CREDITED = ("best", "oasr")
 """Never named the fastest of a case: the oracle, and the reconstruction equal to the DP."""
+TIE_SEP = " = "
+"""Joins the names of schedules whose times tie (:func:`gradsched.ties.same_time`)."""
+WIDE_COLUMNS = ("trace", "network", "world_size", "nodes", "fastest", "fastest_tied",
+                "lower_bound_s")
+"""The columns of :func:`replay_wide` that are not an algorithm's iteration time."""
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -48,6 +54,25 @@ def algorithm_sort_key(name: str) -> tuple[int, str]:
 
 def algorithm_label(name: str) -> str:
     return ALGORITHM_LABELS.get(name, name)
+
+
+def fastest_algorithms(times: Mapping[str, float]) -> list[str]:
+    """The credited algorithms (not :data:`NOT_CREDITED`) whose times tie for the fastest,
+    in the usual order (:data:`ALGORITHM_ORDER`); empty when none has a time."""
+    credited = sorted((a for a in times if a not in NOT_CREDITED), key=algorithm_sort_key)
+    return tied_labels({a: float(times[a]) for a in credited})
+
+
+def tie_text(algorithms: Sequence[str]) -> str:
+    """Tied algorithms' labels joined by :data:`TIE_SEP` (``Contig-opt = Search``)."""
+    return TIE_SEP.join(algorithm_label(a) for a in algorithms)
+
+
+def tie_count_text(algorithms: Sequence[str]) -> str:
+    """The one fastest algorithm's label, or ``5 tied`` for a tie: the LaTeX replay tables
+    fill their line at 7 pt already (``paper/main.tex``, ``\\gsfit``), with no room for
+    five names; their Markdown twins name every tied algorithm (:func:`tie_text`)."""
+    return tie_text(algorithms) if len(algorithms) < 2 else f"{len(algorithms)} tied"
 
 
 def latex_escape(text: str) -> str:
@@ -166,7 +191,9 @@ def crossws_table(cross: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def replay_wide(collected: pd.DataFrame) -> pd.DataFrame:
-    """One row per case: iteration time per algorithm (s), the fastest one, the lower bound."""
+    """One row per case: iteration time per algorithm (s), the fastest one (``fastest``) and
+    every credited one tied with it (``fastest_tied``, a tuple in the usual order), the lower
+    bound."""
     keys = ["trace", "network", "world_size", "nodes"]
     wide = collected.pivot_table(index=keys, columns="algorithm", values="iteration_s",
                                  aggfunc="first", sort=True)
@@ -174,21 +201,25 @@ def replay_wide(collected: pd.DataFrame) -> pd.DataFrame:
     wide = wide[algorithms]
     # ``best`` is the oracle over the others; ``oasr`` (a reconstruction from an abstract)
     # runs the same program as ``contiguous_optimum``, whose result it is.
-    candidates = [a for a in algorithms if a not in NOT_CREDITED]
+    # Ties (:func:`gradsched.ties.same_time`) are all credited, in the usual order;
+    # ``fastest`` is the first of them.
+    tied = [tuple(fastest_algorithms(row.dropna().to_dict())) for _, row in wide.iterrows()]
     bound = collected.groupby(keys, sort=True)["lower_bound_s"].first()
     out = wide.reset_index()
-    out["fastest"] = wide[candidates].idxmin(axis=1).to_numpy() if candidates else ""
+    out["fastest"] = [t[0] if t else "" for t in tied]
+    out["fastest_tied"] = pd.Series(tied, index=out.index, dtype=object)
     out["lower_bound_s"] = bound.to_numpy()
     return out
 
 
-def replay_table(collected: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Iteration time per algorithm [ms] per case, the fastest algorithm and the lower bound."""
+def replay_table(collected: pd.DataFrame, ties: str = "names") -> tuple[pd.DataFrame, str]:
+    """Iteration time per algorithm [ms] per case, the fastest algorithm (``ties="names"``:
+    every tied one, joined by :data:`TIE_SEP`; ``"count"``: :func:`tie_count_text`) and the
+    lower bound."""
     if collected.empty:
         return pd.DataFrame(columns=["trace", "network", "P [ranks]"]), "lll"
     wide = replay_wide(collected)
-    algorithms = [c for c in wide.columns if c not in
-                  ("trace", "network", "world_size", "nodes", "fastest", "lower_bound_s")]
+    algorithms = [c for c in wide.columns if c not in WIDE_COLUMNS]
     ranks = wide["world_size"].astype(int).astype(str)
     if "extrapolated" in collected:  # replayed on a cross-world-size model, no sweep
         keys = ["trace", "network", "world_size", "nodes"]
@@ -200,7 +231,7 @@ def replay_table(collected: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     })
     for alg in algorithms:
         out[f"{algorithm_label(alg)} [ms]"] = (wide[alg] * 1e3).map(lambda v: fmt(v, 1))
-    out["fastest"] = wide["fastest"].map(algorithm_label)
+    out["fastest"] = wide["fastest_tied"].map(tie_text if ties == "names" else tie_count_text)
     out["bound [ms]"] = (wide["lower_bound_s"] * 1e3).map(lambda v: fmt(v, 1))
     return out, "llr" + "r" * len(algorithms) + "lr"
 
@@ -297,9 +328,11 @@ def build_table(name: str, inputs: Sequence[str | Path], tex: str | Path, md: st
             raise InputError("no family column to select families from", path=inputs[0],
                              field="family")
         data = data[data["family"].isin(list(families))].reset_index(drop=True)
-    if data.empty:
-        table, align = TABLES[name](pd.DataFrame())
-    else:
-        table, align = TABLES[name](data)
+    table, align = TABLES[name](data if not data.empty else pd.DataFrame())
+    if name == "replay" and not data.empty:  # the LaTeX twin counts a tie (tie_count_text)
+        write_text_atomic(tex, to_latex(replay_table(data, ties="count")[0], align,
+                                        title or name))
+        write_text_atomic(md, to_markdown(table, title or name))
+        return table
     write_table(table, tex, md, align=align, title=title or name)
     return table
