@@ -40,11 +40,13 @@ def nccl_like(nbytes: np.ndarray, world_size: int = 8) -> np.ndarray:
 
 
 def write_sweep(path: Path, nbytes: np.ndarray, times: np.ndarray, world_size: int = 8,
-                collective: str = "all_reduce") -> Path:
-    frame = pd.DataFrame({
-        "collective": collective, "backend": "nccl", "algorithm": "default",
+                collective: str | tuple[str, ...] = "all_reduce") -> Path:
+    names = (collective,) if isinstance(collective, str) else collective
+    frame = pd.concat([pd.DataFrame({
+        "collective": name, "backend": "nccl", "algorithm": "default",
         "world_size": world_size, "nodes": 1, "in_place": False,
-        "bytes": np.asarray(nbytes, dtype=np.int64), "time_s": times})
+        "bytes": np.asarray(nbytes, dtype=np.int64), "time_s": times}) for name in names],
+        ignore_index=True)
     meta = {"kind": "comm", "source": "SYNTHETIC test sweep, not measured",
             "hardware": "none", "statistic": "median"}
     CommTrace.from_frame(frame, meta).save(path)
@@ -172,3 +174,17 @@ def test_a_sharded_plan_below_its_sweep_warns(
                  "--world-size", "8", "--algorithm", "fsdp2", "-o",
                  str(tmp_path / "p.json")]) == 0
     assert "below the smallest" in capsys.readouterr().err
+
+
+def test_sharded_advice_notes_a_layout_priced_below_its_sweep(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sizes = 64 * MIB * 2 ** np.arange(0, 5)
+    sweep = write_sweep(tmp_path / "sweep.csv", sizes, nccl_like(sizes) / 2, 8,
+                        ("all_gather", "reduce_scatter"))
+    compute = tmp_path / "c.csv"
+    trace = synthetic_compute_trace(n=8, seed=3, bytes_scale=512)
+    trace.frame["name"] = [f"blocks.{i}.weight" for i in range(8)]  # 8 FSDP2 blocks
+    trace.save(compute)
+    assert main(["advise", "--sharded", "--compute", str(compute), "--comm", str(sweep),
+                 "--world-size", "8"]) == 0
+    assert "note: domain: the FSDP2 default layout" in capsys.readouterr().out

@@ -65,3 +65,17 @@ def test_the_plain_replay_error_is_quoted_next_to_the_calibrated_one() -> None:
         update="global"))
     assert values["ReexecMedianErrRaw"] == "15.0"
     assert values["ReexecComputeScaleMin"] == values["ReexecComputeScaleMax"] == "0.50"
+
+
+def test_the_replay_table_marks_rows_outside_the_domain_and_host_bound_computes() -> None:
+    from gradsched.report.tables import OUTSIDE_MARK, replay_table
+
+    data = with_domain(synthetic_collected()).assign(compute_bound_by="device")
+    hit = (data["network"] == "net-b") & (data["world_size"] == 16)
+    data.loc[hit & (data["algorithm"] == "wfbp"), "comm_below_range_pct"] = 80.0
+    data.loc[hit, "compute_bound_by"] = "host"
+    table, _ = replay_table(data)
+    marked = table["WFBP [ms]"].str.endswith(OUTSIDE_MARK)
+    assert marked.sum() == 1 and bool(marked[table["network"].eq("net-b")
+                                            & table["P [ranks]"].eq("16")].all())
+    assert table["compute"].str.endswith("(host-bound)").sum() == 1

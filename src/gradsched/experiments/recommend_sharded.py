@@ -18,11 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradsched.costmodel.base import CommModel
-from gradsched.experiments.recommend import Margin, model_margin
+from gradsched.experiments.recommend import Margin, domain_notes, model_margin
 from gradsched.experiments.sharded import optimum
 from gradsched.plan_sharded import ShardedPlan, fully_shard_code
 from gradsched.planners.sharded import fsdp2
-from gradsched.replay.sharded import Semantics, ShardedReplay, replay_sharded
+from gradsched.replay.sharded import (
+    Semantics,
+    ShardedReplay,
+    replay_sharded,
+    sharded_range_shares,
+)
 from gradsched.ties import faster
 from gradsched.traces.bundle import ComputeTrace
 
@@ -42,6 +47,9 @@ class ShardedAdvice:
     world_size: int
     memory_cap_bytes: float | None
     names: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+    """Where the prediction lies outside what the comm model measured
+    (:func:`gradsched.experiments.recommend.domain_notes`)."""
 
     @property
     def gain_pct(self) -> float:
@@ -64,6 +72,7 @@ class ShardedAdvice:
                 "margin_pct": self.margin.pct, "margin_source": self.margin.source,
                 "gain_pct": self.gain_pct,
                 "recommendation": "optimum" if self.recommend_best else "keep-fsdp2-default",
+                "notes": list(self.notes),
                 "default": {"plan": self.default.to_dict(),
                             "replay": self.default_replay.to_dict()},
                 "optimum": {"plan": self.best.to_dict(), "replay": self.best_replay.to_dict()}}
@@ -79,8 +88,12 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
     best = optimum(trace, model, world_size, semantics=semantics,
                    memory_cap_bytes=memory_cap_bytes)
     margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct)
+    notes = domain_notes(
+        [(f"the {label} layout", sharded_range_shares(trace, plan, model, world_size))
+         for label, plan in (("FSDP2 default", default), ("optimum", best.plan))],
+        model.world_size_basis(world_size))
     return ShardedAdvice(default, default_replay, best.plan, best.replay, margin, semantics,
-                         world_size, memory_cap_bytes, tuple(trace.names))
+                         world_size, memory_cap_bytes, tuple(trace.names), tuple(notes))
 
 
 def _row(label: str, plan: ShardedPlan, result: ShardedReplay) -> str:
@@ -111,4 +124,5 @@ def render_sharded(adv: ShardedAdvice) -> str:
         lines.append("RECOMMENDATION: keep FSDP2's defaults (one fully_shard per block); "
                      "nothing is predicted faster by more than the margin. The layout:")
     lines.append(fully_shard_code(adv.chosen, adv.names))
+    lines += [f"note: {n}" for n in adv.notes]
     return "\n".join(lines) + "\n"

@@ -16,7 +16,7 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import write_text_atomic
-from gradsched.report.collect import extrapolated_mask, read_csv_or_empty
+from gradsched.report.collect import extrapolated_mask, outside_domain_mask, read_csv_or_empty
 from gradsched.report.formatting import MISSING, fmt
 from gradsched.report.topology import topology_table
 from gradsched.ties import tied_labels
@@ -212,6 +212,33 @@ def replay_wide(collected: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+OUTSIDE_MARK = "*"
+"""Marks a replayed time whose communication was mostly priced outside the measured sizes
+(:func:`gradsched.report.collect.outside_domain_mask`); the claims leave such rows out."""
+
+
+def outside_cells(collected: pd.DataFrame, wide: pd.DataFrame) -> pd.DataFrame:
+    """Per case of ``wide`` (same order) and algorithm: True where the row is mostly priced
+    outside its sweep's measured sizes."""
+    keys = ["trace", "network", "world_size", "nodes"]
+    flags = collected.assign(outside=outside_domain_mask(collected)).pivot_table(
+        index=keys, columns="algorithm", values="outside", aggfunc="any", sort=True)
+    return flags.reindex(pd.MultiIndex.from_frame(wide[keys])).fillna(False).astype(
+        bool).reset_index(drop=True)
+
+
+def host_bound_cases(collected: pd.DataFrame, wide: pd.DataFrame) -> pd.Series:
+    """Per case of ``wide``: True where the compute trace is host-bound
+    (``compute_bound_by == "host"``)."""
+    if "compute_bound_by" not in collected:
+        return pd.Series(False, index=wide.index)
+    keys = ["trace", "network", "world_size", "nodes"]
+    host = collected.assign(host=collected["compute_bound_by"].astype(str) == "host")
+    flags = host.groupby(keys, sort=True)["host"].any()
+    return pd.Series(flags.reindex(pd.MultiIndex.from_frame(wide[keys])).fillna(
+        False).to_numpy(dtype=bool), index=wide.index)
+
+
 def replay_table(collected: pd.DataFrame, ties: str = "names") -> tuple[pd.DataFrame, str]:
     """Iteration time per algorithm [ms] per case, the fastest algorithm (``ties="names"``:
     every tied one, joined by :data:`TIE_SEP`; ``"count"``: :func:`tie_count_text`) and the
@@ -227,10 +254,16 @@ def replay_table(collected: pd.DataFrame, ties: str = "names") -> tuple[pd.DataF
             keys, sort=True)["extrapolated"].any()
         ranks = ranks.where(~flags.to_numpy(), ranks + " (extrap.)")
     out = pd.DataFrame({
-        "compute": wide["trace"], "network": wide["network"], "P [ranks]": ranks,
+        "compute": wide["trace"].where(~host_bound_cases(collected, wide),
+                                       wide["trace"] + " (host-bound)"),
+        "network": wide["network"], "P [ranks]": ranks,
     })
+    outside = outside_cells(collected, wide)
     for alg in algorithms:
-        out[f"{algorithm_label(alg)} [ms]"] = (wide[alg] * 1e3).map(lambda v: fmt(v, 1))
+        cells = (wide[alg] * 1e3).map(lambda v: fmt(v, 1))
+        if alg in outside:
+            cells = cells.where(~outside[alg], cells + OUTSIDE_MARK)
+        out[f"{algorithm_label(alg)} [ms]"] = cells
     out["fastest"] = wide["fastest_tied"].map(tie_text if ties == "names" else tie_count_text)
     out["bound [ms]"] = (wide["lower_bound_s"] * 1e3).map(lambda v: fmt(v, 1))
     return out, "llr" + "r" * len(algorithms) + "lr"
