@@ -79,3 +79,18 @@ def test_the_replay_table_marks_rows_outside_the_domain_and_host_bound_computes(
     assert marked.sum() == 1 and bool(marked[table["network"].eq("net-b")
                                             & table["P [ranks]"].eq("16")].all())
     assert table["compute"].str.endswith("(host-bound)").sum() == 1
+
+
+def test_host_bound_rows_and_the_headline_domain() -> None:
+    data = with_domain(synthetic_collected()).assign(compute_bound_by="device")
+    hot = data[(data["network"] == "net-a") & (data["world_size"] == 8)].assign(
+        network="net-h", compute_bound_by="host")
+    hot.loc[hot["algorithm"] == "wfbp", "iteration_s"] *= 10
+    data.loc[data["algorithm"] == "mgwfbp", "comm_above_range_pct"] = 65.7
+    both = pd.concat([data, hot], ignore_index=True)
+    values = macros.replay_macros(both, macros.Headline(network="net-b", world_size=16))
+    assert values["NumCasesHostBound"] == "1"
+    assert values["MaxSpeedupOverWfbp"] == macros.replay_macros(
+        data, macros.Headline())["MaxSpeedupOverWfbp"]
+    assert values["HeadlineMgwfbpAboveRangePct"] == "66"
+    assert values["NumRowsMostlyAbove"] == "4" and values["NumRowsMostlyBelow"] == "0"

@@ -31,7 +31,10 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    {HeadlineFastest} (schedules within a relative {TieRelTol} of each other tie and are all
    named, joined by "="), {HeadlineFastestSpeedupOverWfbp}x faster than WFBP (MG-WFBP:
    {HeadlineMgwfbpSpeedupOverWfbp}x) and {HeadlineGapToLbPct} % above the lower bound, a bound
-   that holds for any plan and ready order. Replayed with each fitted comm model of that
+   that holds for any plan and ready order. Domain: that trace timed each blob alone, so
+   merged buckets are larger than any measured message, and {HeadlineMgwfbpAboveRangePct} % of
+   MG-WFBP's modelled communication there is priced above the largest measured size (the
+   line of the sweep's upper points; {HeadlineMgwfbpBelowRangePct} % below the smallest). Replayed with each fitted comm model of that
    cluster's trace instead (held-out error on it: alpha-beta
    {HeadlineModelAlphaBetaHeldoutMapePct} %, piecewise {HeadlineModelPiecewiseHeldoutMapePct} %,
    interp {HeadlineModelInterpHeldoutMapePct} %), the fastest schedule
@@ -56,11 +59,15 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    The largest speed-up over WFBP at a measured world size is {MaxSpeedupOverWfbp}x
    ({MaxSpeedupOverWfbpAlgorithm}; {MaxSpeedupOverWfbpTrace} on {MaxSpeedupOverWfbpNetwork},
    P = {MaxSpeedupOverWfbpWorldSize}). These maxima and medians count only replays whose
-   communication was mostly priced inside the message sizes their sweep measured: in
-   {NumCasesOutsideDomain} cases ({NumRowsOutsideDomain} rows) more than
-   {DomainMostlyOutsidePct} % of a schedule's modelled communication time lies below the
-   smallest or above the largest measured size (column `comm_below_range_pct` /
-   `comm_above_range_pct` of `results/replay/main/replay.csv`), and those rows are left out.
+   communication was mostly priced inside the message sizes their sweep measured, on
+   compute traces that are not host-bound: in {NumCasesOutsideDomain} cases
+   ({NumRowsOutsideDomain} rows) more than {DomainMostlyOutsidePct} % of a schedule's modelled
+   communication time lies outside the measured sizes ({NumRowsMostlyBelow} rows mostly below
+   the smallest, e.g. a sweep that starts at 1 MiB under per-tensor schedules;
+   {NumRowsMostlyAbove} mostly above the largest, e.g. sweeps that stop at 32 MiB under
+   merged buckets; columns `comm_below_range_pct` / `comm_above_range_pct` of
+   `results/replay/main/replay.csv`), and {NumCasesHostBound} cases use a host-bound trace
+   (column `compute_bound_by`); those rows are left out.
    World sizes beyond the sweeps (P = 256 and 512 on the cross-world-size model) are drawn
    in the figures but quoted nowhere: that model errs by a median
    {MedianCrossWsMape} % (up to {MaxCrossWsMape} %) on the sweeps it did not fit.

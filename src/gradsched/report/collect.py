@@ -96,6 +96,25 @@ def outside_domain_mask(frame: pd.DataFrame) -> pd.Series:
     return (outside > MOSTLY_OUTSIDE_PCT).fillna(False).astype(bool)
 
 
+def host_bound_mask(frame: pd.DataFrame) -> pd.Series:
+    """True for rows whose compute trace is host-bound (``compute_bound_by == "host"``):
+    their compute is set by the host's launch rate and does not reproduce across
+    machines."""
+    if "compute_bound_by" not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame["compute_bound_by"].astype(str) == "host"
+
+
+def mostly_below_mask(frame: pd.DataFrame) -> pd.Series:
+    """Rows of :func:`outside_domain_mask` priced more below the smallest measured size
+    than above the largest."""
+    if "comm_below_range_pct" not in frame or "comm_above_range_pct" not in frame:
+        return pd.Series(False, index=frame.index)
+    below = pd.to_numeric(frame["comm_below_range_pct"], errors="coerce")
+    above = pd.to_numeric(frame["comm_above_range_pct"], errors="coerce")
+    return outside_domain_mask(frame) & (below > above).fillna(False).astype(bool)
+
+
 NUMERIC_RESULT_COLUMNS = ("world_size", "iteration_s", "compute_s", "exposed_comm_s",
                           "n_collectives", "n_buckets", "comm_busy_s", "lower_bound_s",
                           "gap_to_lb_pct", "nodes")

@@ -23,7 +23,12 @@ from gradsched.reexec.analysis import case_stats
 from gradsched.reexec.uncertainty import LEVEL, N_BOOT, bootstrap_medians, percentile_interval
 from gradsched.report.architectures import ratios
 from gradsched.report.burst import burst_macros
-from gradsched.report.collect import extrapolated_mask, outside_domain_mask
+from gradsched.report.collect import (
+    extrapolated_mask,
+    host_bound_mask,
+    mostly_below_mask,
+    outside_domain_mask,
+)
 from gradsched.report.fit_counts import fit_count_macros
 from gradsched.report.headline import MODEL_KINDS, per_model
 from gradsched.report.macro_text import NA, camel, number
@@ -168,7 +173,7 @@ def max_speedup_macros(collected: pd.DataFrame | None) -> dict[str, str]:
     out = dict.fromkeys(keys, NA)
     if collected is None or collected.empty:
         return out
-    collected = collected[~outside_domain_mask(collected)]
+    collected = collected[~outside_domain_mask(collected) & ~host_bound_mask(collected)]
     mask = extrapolated_mask(collected)
     for scope, part in (("", collected[~mask]), ("Extrap", collected[mask])):
         speed = speedups_over_wfbp(part) if not part.empty else pd.DataFrame()
@@ -207,6 +212,39 @@ def cpu_capture_macros(inventory: pd.DataFrame | None) -> dict[str, str]:
     return out
 
 
+CASE_KEYS = ["trace", "network", "world_size"]
+
+
+def domain_count_macros(collected: pd.DataFrame) -> dict[str, str]:
+    """How many replay rows (and cases) the claims leave out: mostly priced outside the
+    measured sizes (below the smallest / above the largest), or of a host-bound trace."""
+    outside, host = outside_domain_mask(collected), host_bound_mask(collected)
+    below = mostly_below_mask(collected)
+    return {"DomainMostlyOutsidePct": number(MOSTLY_OUTSIDE_PCT, 0),
+            "NumRowsOutsideDomain": str(int(outside.sum())),
+            "NumRowsMostlyBelow": str(int(below.sum())),
+            "NumRowsMostlyAbove": str(int((outside & ~below).sum())),
+            "NumCasesOutsideDomain": str(len(collected.loc[outside, CASE_KEYS]
+                                             .drop_duplicates())),
+            "NumCasesHostBound": str(len(collected.loc[host, CASE_KEYS].drop_duplicates()))}
+
+
+def headline_domain_macros(collected: pd.DataFrame, row: pd.Series | None) -> dict[str, str]:
+    """The share of MG-WFBP's modelled communication in the headline case priced above and
+    below the sizes its sweep measured (the domain quoted next to the headline)."""
+    out = {"HeadlineMgwfbpAboveRangePct": NA, "HeadlineMgwfbpBelowRangePct": NA}
+    if row is None or "comm_above_range_pct" not in collected:
+        return out
+    hit = collected[(collected["trace"] == row["trace"])
+                    & (collected["network"] == row["network"])
+                    & (collected["world_size"] == row["world_size"])
+                    & (collected["algorithm"] == "mgwfbp")]
+    if len(hit):
+        out["HeadlineMgwfbpAboveRangePct"] = number(float(hit["comm_above_range_pct"].iloc[0]), 0)
+        out["HeadlineMgwfbpBelowRangePct"] = number(float(hit["comm_below_range_pct"].iloc[0]), 0)
+    return out
+
+
 def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[str, str]:
     keys = ["NumReplayCases", "NumAlgorithms", "HeadlineTrace", "HeadlineNetwork",
             "HeadlineWorldSize", "HeadlineFastest", "HeadlineFastestSpeedupOverWfbp",
@@ -214,7 +252,9 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             "MgwfbpContigGapMaxPct", "NumCasesMgwfbpContig", "MgwfbpSearchGapMedianPct",
             "MgwfbpSearchGapMaxPct", "MaxSpeedupOverWfbp",
             "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest", "NumCasesOutsideDomain",
-            "NumRowsOutsideDomain", "DomainMostlyOutsidePct"]
+            "NumRowsOutsideDomain", "DomainMostlyOutsidePct", "NumRowsMostlyBelow",
+            "NumRowsMostlyAbove", "NumCasesHostBound", "HeadlineMgwfbpAboveRangePct",
+            "HeadlineMgwfbpBelowRangePct"]
     out = dict.fromkeys(keys, NA)
     out["TieRelTol"] = tolerance_text(RTOL)
     out.update(max_speedup_macros(collected))
@@ -241,12 +281,9 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
         out["HeadlineGapToLbPct"] = number(100.0 * (row[fastest] / row["lower_bound_s"] - 1.0))
     # maxima and medians count only rows whose communication was mostly priced inside the
     # measured sizes (the others stay in the tables, marked)
-    outside = outside_domain_mask(collected)
-    out["DomainMostlyOutsidePct"] = number(MOSTLY_OUTSIDE_PCT, 0)
-    out["NumRowsOutsideDomain"] = str(int(outside.sum()))
-    out["NumCasesOutsideDomain"] = str(
-        len(collected.loc[outside, ["trace", "network", "world_size"]].drop_duplicates()))
-    collected = collected[~outside]
+    out.update(domain_count_macros(collected))
+    out.update(headline_domain_macros(collected, row))
+    collected = collected[~outside_domain_mask(collected) & ~host_bound_mask(collected)]
     gaps = mgwfbp_gaps(collected)
     if len(gaps):
         out["MgwfbpContigGapMedianPct"] = number(float(gaps.median()))
