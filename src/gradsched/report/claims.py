@@ -34,7 +34,8 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    that holds for any plan and ready order. Domain: that trace timed each blob alone, so
    merged buckets are larger than any measured message, and {HeadlineMgwfbpAboveRangePct} % of
    MG-WFBP's modelled communication there is priced above the largest measured size (the
-   line of the sweep's upper points; {HeadlineMgwfbpBelowRangePct} % below the smallest). Replayed with each fitted comm model of that
+   line of the sweep's upper points; {HeadlineMgwfbpBelowRangePct} % below the smallest).
+   Replayed with each fitted comm model of that
    cluster's trace instead (held-out error on it: alpha-beta
    {HeadlineModelAlphaBetaHeldoutMapePct} %, piecewise {HeadlineModelPiecewiseHeldoutMapePct} %,
    interp {HeadlineModelInterpHeldoutMapePct} %), the fastest schedule
