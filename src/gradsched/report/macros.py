@@ -384,11 +384,11 @@ def gpu_case_table(collected: pd.DataFrame | None,
     plan; ``best_gain_pct`` = 100 (T_ddp / T_best - 1); ``compute_ms`` = the trace's compute
     per iteration."""
     columns = ["family", "trace", "network", "world_size", "compute_ms", "ddp_ms", "best_ms",
-               "ddp_exposed_pct", "best_gain_pct", "host_bound"]
+               "ddp_exposed_pct", "best_gain_pct", "host_bound", "outside_domain"]
     if collected is None or collected.empty or "family" not in collected:
         return pd.DataFrame(columns=columns)
-    part = collected[~extrapolated_mask(collected) & ~outside_domain_mask(collected)
-                     & collected["family"].isin(families)]
+    part = collected[~extrapolated_mask(collected) & collected["family"].isin(families)]
+    part = part.assign(outside=outside_domain_mask(part))
     rows = []
     for (family, trace, network, ws), case in part.groupby(
             ["family", "trace", "network", "world_size"], sort=True):
@@ -405,6 +405,7 @@ def gpu_case_table(collected: pd.DataFrame | None,
             "best_gain_pct": 100.0 * (float(ddp["iteration_s"]) / float(best["iteration_s"])
                                       - 1.0),
             "host_bound": str(ddp.get("compute_bound_by", "")) == "host",
+            "outside_domain": bool(ddp["outside"] or best["outside"]),
         })
     return pd.DataFrame(rows, columns=columns)
 
@@ -424,6 +425,9 @@ def gpu_generation_macros(collected: pd.DataFrame | None,
         # kernel launches): shown per case, left out of the family's medians and maxima
         out[key + "NumHostBound"] = str(int(rows["host_bound"].sum()))
         rows = rows[~rows["host_bound"].astype(bool)]
+        # stated next to the family's numbers: cases whose DDP or best plan is mostly priced
+        # outside the sweep's measured sizes
+        out[key + "NumOutsideDomain"] = str(int(rows["outside_domain"].sum()))
         out[key + "NumCases"] = str(len(rows)) if len(rows) else NA
         for column, name in (("ddp_exposed_pct", "DdpExposed"), ("best_gain_pct", "BestGain")):
             values = rows[column]
