@@ -143,13 +143,13 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    between two H200 machines, so one compute time does not describe them; they stay in the
    table, marked. The H200 captures' per-layer hooks slowed host-bound models by up to
    {CaptureHookOverheadMaxPct} % ({CaptureHookOverheadMaxTrace}), so those rows overstate
-   compute. Domain: DDP's or the best plan's communication is mostly priced above the
-   largest measured message in {GenKEightZeroNumOutsideDomain} of {GenKEightZeroNumCases} K80
+   compute. Domain: DDP's or the best plan's communication is mostly priced outside the
+   measured message sizes (above the largest, for merged buckets) in {GenKEightZeroNumOutsideDomain} of {GenKEightZeroNumCases} K80
    cases (the trace timed single blobs, DDP's buckets are larger),
    {GenVOneZeroZeroNumOutsideDomain} of {GenVOneZeroZeroNumCases} V100,
    {GenAOneZeroZeroGhTwoZeroZeroNumOutsideDomain} of {GenAOneZeroZeroGhTwoZeroZeroNumCases}
    A100/GH200 and {GenHTwoZeroZeroNumOutsideDomain} of {GenHTwoZeroZeroNumCases} H200 cases
-   (column `comm_above_range_pct`).
+   (columns `comm_below_range_pct`, `comm_above_range_pct`).
 8. **Sharded data parallelism, for real.** Over {ShardedMeasuredCases} CPU cases (two gloo
    ranks, loopback and 1 Gbit/s), stock FSDP2 formed the planned units in
    {ShardedUnitsMatchPlans} of {ShardedMeasuredPlans} plan runs. FSDP2's default units with
