@@ -144,7 +144,8 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    table, marked. The H200 captures' per-layer hooks slowed host-bound models by up to
    {CaptureHookOverheadMaxPct} % ({CaptureHookOverheadMaxTrace}), so those rows overstate
    compute. Domain: DDP's or the best plan's communication is mostly priced outside the
-   measured message sizes (above the largest, for merged buckets) in {GenKEightZeroNumOutsideDomain} of {GenKEightZeroNumCases} K80
+   measured message sizes (above the largest, for merged buckets) in
+   {GenKEightZeroNumOutsideDomain} of {GenKEightZeroNumCases} K80
    cases (the trace timed single blobs, DDP's buckets are larger),
    {GenVOneZeroZeroNumOutsideDomain} of {GenVOneZeroZeroNumCases} V100,
    {GenAOneZeroZeroGhTwoZeroZeroNumOutsideDomain} of {GenAOneZeroZeroGhTwoZeroZeroNumCases}
