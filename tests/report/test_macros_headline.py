@@ -36,7 +36,8 @@ def _runs(tmp_path: Path) -> list[tuple[str, Path]]:
                       "comm_busy_s": 1.0, "lower_bound_s": 2.0, "gap_to_lb_pct": 5.0,
                       "knobs": "{}", "comm_below_range_pct": 0.0,
                       "comm_above_range_pct": 0.0,
-                      "world_size_basis": "measured"}).to_csv(path, index=False)
+                      "world_size_basis": "measured", "compute_bound_by": "unknown",
+                      "compute_spread": None}).to_csv(path, index=False)
         runs.append((kind, path))
     return runs
 

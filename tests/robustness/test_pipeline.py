@@ -34,13 +34,16 @@ LOOP2 = REPO / "traces/comm/cpu/gloo-loopback-p2.csv"
 MEASURED_CSV = REPO / "paper/data/reexec/measured.csv"
 
 HEADER = ("algorithm,world_size,iteration_s,compute_s,exposed_comm_s,n_collectives,n_buckets,"
-          "comm_busy_s,lower_bound_s,gap_to_lb_pct,knobs\n")
+          "comm_busy_s,lower_bound_s,gap_to_lb_pct,knobs,comm_below_range_pct,"
+          "comm_above_range_pct,world_size_basis,compute_bound_by,compute_spread\n")
+DOMAIN = ",0,0,measured,unknown,\n"
 ROWS = [
-    "syncsgd,2,0.72289721,0.672535,0.0503622096,1,1,0.0503622096,0.672551135,7.48583591,{}\n",
+    "syncsgd,2,0.72289721,0.672535,0.0503622096,1,1,0.0503622096,0.672551135,7.48583591,{}"
+    + DOMAIN,
     "wfbp,2,0.672587941,0.672535,5.29408969e-05,16,16,0.0525540254,0.672551135,"
-    "0.00547254692,{}\n",
+    "0.00547254692,{}" + DOMAIN,
     'ddp,2,0.672947215,0.672535,0.000412215111,6,6,0.0509772311,0.672551135,0.0588921599,'
-    '"{""bucket_cap_mb"": null}"\n',
+    '"{""bucket_cap_mb"": null}"' + DOMAIN,
 ]
 GOOD = HEADER + "".join(ROWS)
 
