@@ -25,7 +25,8 @@ from gradsched.costmodel.base import load_comm_spec
 from gradsched.intermediates import read_intermediate
 from gradsched.io import atomic_open
 from gradsched.report.collect import extrapolated_mask
-from gradsched.report.macros import GPU_FAMILIES, gpu_case_table, mgwfbp_gaps
+from gradsched.report.gpu_generations import GPU_FAMILIES, gpu_case_table
+from gradsched.report.macros import mgwfbp_gaps
 from gradsched.report.tables import (
     ALGORITHM_ORDER,
     algorithm_label,

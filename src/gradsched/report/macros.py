@@ -16,20 +16,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradsched.costmodel.domain import MOSTLY_OUTSIDE_PCT
 from gradsched.io import write_text_atomic
 from gradsched.networks import NETWORKS
 from gradsched.reexec.analysis import case_stats
 from gradsched.reexec.uncertainty import LEVEL, N_BOOT, bootstrap_medians, percentile_interval
 from gradsched.report.architectures import ratios
 from gradsched.report.burst import burst_macros
-from gradsched.report.collect import (
-    extrapolated_mask,
-    host_bound_mask,
-    mostly_below_mask,
-    outside_domain_mask,
-)
+from gradsched.report.collect import extrapolated_mask, host_bound_mask, outside_domain_mask
+from gradsched.report.domain_macros import domain_count_macros, headline_domain_macros
 from gradsched.report.fit_counts import fit_count_macros
+from gradsched.report.gpu_generations import gpu_generation_macros
 from gradsched.report.headline import MODEL_KINDS, per_model
 from gradsched.report.macro_text import NA, camel, number
 from gradsched.report.sharded_macros import sharded_measured_macros
@@ -212,39 +208,6 @@ def cpu_capture_macros(inventory: pd.DataFrame | None) -> dict[str, str]:
     return out
 
 
-CASE_KEYS = ["trace", "network", "world_size"]
-
-
-def domain_count_macros(collected: pd.DataFrame) -> dict[str, str]:
-    """How many replay rows (and cases) the claims leave out: mostly priced outside the
-    measured sizes (below the smallest / above the largest), or of a host-bound trace."""
-    outside, host = outside_domain_mask(collected), host_bound_mask(collected)
-    below = mostly_below_mask(collected)
-    return {"DomainMostlyOutsidePct": number(MOSTLY_OUTSIDE_PCT, 0),
-            "NumRowsOutsideDomain": str(int(outside.sum())),
-            "NumRowsMostlyBelow": str(int(below.sum())),
-            "NumRowsMostlyAbove": str(int((outside & ~below).sum())),
-            "NumCasesOutsideDomain": str(len(collected.loc[outside, CASE_KEYS]
-                                             .drop_duplicates())),
-            "NumCasesHostBound": str(len(collected.loc[host, CASE_KEYS].drop_duplicates()))}
-
-
-def headline_domain_macros(collected: pd.DataFrame, row: pd.Series | None) -> dict[str, str]:
-    """The share of MG-WFBP's modelled communication in the headline case priced above and
-    below the sizes its sweep measured (the domain quoted next to the headline)."""
-    out = {"HeadlineMgwfbpAboveRangePct": NA, "HeadlineMgwfbpBelowRangePct": NA}
-    if row is None or "comm_above_range_pct" not in collected:
-        return out
-    hit = collected[(collected["trace"] == row["trace"])
-                    & (collected["network"] == row["network"])
-                    & (collected["world_size"] == row["world_size"])
-                    & (collected["algorithm"] == "mgwfbp")]
-    if len(hit):
-        out["HeadlineMgwfbpAboveRangePct"] = number(float(hit["comm_above_range_pct"].iloc[0]), 0)
-        out["HeadlineMgwfbpBelowRangePct"] = number(float(hit["comm_below_range_pct"].iloc[0]), 0)
-    return out
-
-
 def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[str, str]:
     keys = ["NumReplayCases", "NumAlgorithms", "HeadlineTrace", "HeadlineNetwork",
             "HeadlineWorldSize", "HeadlineFastest", "HeadlineFastestSpeedupOverWfbp",
@@ -368,78 +331,6 @@ def calibrated_gap_macros(runs: pd.DataFrame | None) -> dict[str, str]:
     out["CalibratedSearchSlowerCases"] = str(int((search < 0).sum()))
     out["CalibratedMgwfbpContigGapMinPct"] = number(float(contig.min()))
     out["CalibratedMgwfbpContigGapMaxPct"] = number(float(contig.max()))
-    return out
-
-
-GPU_FAMILIES = ("k80", "v100", "a100-gh200", "h200")
-"""The GPU case families (config ``cases: family``), oldest GPU first: the paper compares how
-exposed communication and the gain of the best plan change from one generation to the next."""
-
-
-def gpu_case_table(collected: pd.DataFrame | None,
-                   families: tuple[str, ...] = GPU_FAMILIES) -> pd.DataFrame:
-    """One row per measured (not extrapolated) case of the GPU families: PyTorch DDP's
-    default plan (``ddp``) against the best plan found (``best``, the oracle over every
-    planner). ``ddp_exposed_pct`` = 100 exposed communication / iteration time of DDP's
-    plan; ``best_gain_pct`` = 100 (T_ddp / T_best - 1); ``compute_ms`` = the trace's compute
-    per iteration."""
-    columns = ["family", "trace", "network", "world_size", "compute_ms", "ddp_ms", "best_ms",
-               "ddp_exposed_pct", "best_gain_pct", "host_bound", "outside_domain"]
-    if collected is None or collected.empty or "family" not in collected:
-        return pd.DataFrame(columns=columns)
-    part = collected[~extrapolated_mask(collected) & collected["family"].isin(families)]
-    part = part.assign(outside=outside_domain_mask(part))
-    rows = []
-    for (family, trace, network, ws), case in part.groupby(
-            ["family", "trace", "network", "world_size"], sort=True):
-        by_alg = case.set_index("algorithm")
-        if "ddp" not in by_alg.index or "best" not in by_alg.index:
-            continue
-        ddp, best = by_alg.loc["ddp"], by_alg.loc["best"]
-        rows.append({
-            "family": family, "trace": trace, "network": network, "world_size": int(ws),
-            "compute_ms": 1e3 * float(ddp["compute_s"]),
-            "ddp_ms": 1e3 * float(ddp["iteration_s"]),
-            "best_ms": 1e3 * float(best["iteration_s"]),
-            "ddp_exposed_pct": 100.0 * float(ddp["exposed_comm_s"]) / float(ddp["iteration_s"]),
-            "best_gain_pct": 100.0 * (float(ddp["iteration_s"]) / float(best["iteration_s"])
-                                      - 1.0),
-            "host_bound": str(ddp.get("compute_bound_by", "")) == "host",
-            "outside_domain": bool(ddp["outside"] or best["outside"]),
-        })
-    return pd.DataFrame(rows, columns=columns)
-
-
-def gpu_generation_macros(collected: pd.DataFrame | None,
-                          families: tuple[str, ...] = GPU_FAMILIES) -> dict[str, str]:
-    """Per GPU family: the number of measured cases and the median and largest DDP exposed
-    share and gain of the best plan over DDP's default (``Gen<Family>...``); per case of the
-    newest family (the H200 traces captured here): its compute, exposed share and gain
-    (``Gen<Trace><Network>...``)."""
-    table = gpu_case_table(collected, families)
-    out: dict[str, str] = {}
-    for family in families:
-        key = "Gen" + camel(family)
-        rows = table[table["family"] == family]
-        # a host-bound trace's compute does not reproduce across machines (the GPU waits on
-        # kernel launches): shown per case, left out of the family's medians and maxima
-        out[key + "NumHostBound"] = str(int(rows["host_bound"].sum()))
-        rows = rows[~rows["host_bound"].astype(bool)]
-        # stated next to the family's numbers: cases whose DDP or best plan is mostly priced
-        # outside the sweep's measured sizes
-        out[key + "NumOutsideDomain"] = str(int(rows["outside_domain"].sum()))
-        out[key + "NumCases"] = str(len(rows)) if len(rows) else NA
-        for column, name in (("ddp_exposed_pct", "DdpExposed"), ("best_gain_pct", "BestGain")):
-            values = rows[column]
-            out[f"{key}{name}MedianPct"] = number(float(values.median())) if len(rows) else NA
-            out[f"{key}{name}MinPct"] = number(float(values.min())) if len(rows) else NA
-            out[f"{key}{name}MaxPct"] = number(float(values.max())) if len(rows) else NA
-    newest = table[table["family"] == families[-1]]
-    for _, row in newest.iterrows():
-        key = "Gen" + camel(row["trace"]) + camel(row["network"])
-        out[key + "ComputeMs"] = number(float(row["compute_ms"]))
-        out[key + "DdpExposedPct"] = number(float(row["ddp_exposed_pct"]))
-        out[key + "BestGainPct"] = number(float(row["best_gain_pct"]))
     return out
 
 
