@@ -19,6 +19,7 @@ from gradsched.costmodel.domain import (
     BASIS_MEASURED,
     RangeShares,
     out_of_range_shares,
+    range_bounds,
     shares_warning,
 )
 from gradsched.costmodel.fit import build_model, cross_world_size, fit_file
@@ -66,11 +67,13 @@ def small_gradient_trace():
 
 
 def test_shares_split_time_below_inside_and_above() -> None:
-    shares = out_of_range_shares([(10.0, 100.0)] * 4, np.array([1.0, 10.0, 100.0, 1e3]),
+    lo, hi = range_bounds([(10.0, 100.0)], np.zeros(4, dtype=int))
+    shares = out_of_range_shares(lo, hi, np.array([1.0, 10.0, 100.0, 1e3]),
                                  np.array([1.0, 2.0, 3.0, 4.0]))
     assert shares.below_pct == pytest.approx(10.0)
     assert shares.above_pct == pytest.approx(40.0)
-    unknown = out_of_range_shares([None, (1.0, 2.0)], np.array([1.0, 2.0]), np.ones(2))
+    unknown = out_of_range_shares(*range_bounds([None, (1.0, 2.0)], np.array([0, 1])),
+                                  np.array([1.0, 2.0]), np.ones(2))
     assert np.isnan(unknown.below_pct) and not unknown.material()
     assert shares_warning(RangeShares(1.0, 2.0), "x", BASIS_MEASURED) is None
     assert "extrapolat" in shares_warning(RangeShares(0.0, 0.0), "x", BASIS_EXTRAPOLATED)

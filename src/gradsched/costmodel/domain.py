@@ -18,7 +18,7 @@ warn when the share passes :data:`MATERIAL_SHARE_PCT`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,22 +90,31 @@ IN_RANGE = RangeShares(0.0, 0.0)
 """Every message inside the measured sizes."""
 
 
-def out_of_range_shares(ranges: Iterable[tuple[float, float] | None], nbytes: np.ndarray,
+def range_bounds(ranges: Sequence[tuple[float, float] | None], which: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Per message, the (smallest, largest) measured bytes of ``ranges[which[i]]`` as two
+    arrays (NaN where a range is ``None``: unknown), without a Python loop per message."""
+    lo = np.array([np.nan if r is None else r[0] for r in ranges], dtype=float)
+    hi = np.array([np.nan if r is None else r[1] for r in ranges], dtype=float)
+    index = np.asarray(which, dtype=np.int64)
+    return lo[index], hi[index]
+
+
+def out_of_range_shares(lo: np.ndarray, hi: np.ndarray, nbytes: np.ndarray,
                         seconds: np.ndarray) -> RangeShares:
-    """Shares of ``seconds`` (one entry per message of ``nbytes``) priced below or above
-    the message's measured range (``None`` = unknown range: the result is NaN)."""
+    """Shares of ``seconds`` (one entry per message of ``nbytes``) priced below ``lo`` or
+    above ``hi``, the message's measured range (:func:`range_bounds`; NaN = unknown, and
+    then the result is NaN)."""
     m = np.asarray(nbytes, dtype=float)
     t = np.asarray(seconds, dtype=float)
-    bounds = list(ranges)
-    if len(bounds) != m.size:
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    if not lo.shape == hi.shape == m.shape == t.shape:
         raise ValueError("one measured range per message is needed")
     total = float(t.sum())
     if m.size == 0 or total <= 0:
         return RangeShares(0.0, 0.0)
-    if any(b is None for b in bounds):
+    if np.isnan(lo).any() or np.isnan(hi).any():
         return RangeShares(float("nan"), float("nan"))
-    lo = np.array([b[0] for b in bounds])  # type: ignore[index]
-    hi = np.array([b[1] for b in bounds])  # type: ignore[index]
     below = float(t[m < lo].sum())
     above = float(t[m > hi].sum())
     return RangeShares(100.0 * below / total, 100.0 * above / total)

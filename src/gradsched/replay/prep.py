@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradsched.costmodel.base import CommModel
-from gradsched.costmodel.domain import RangeShares, out_of_range_shares
+from gradsched.costmodel.domain import RangeShares, out_of_range_shares, range_bounds
 from gradsched.errors import ConfigError
 from gradsched.plan import Plan
 from gradsched.traces.bundle import ComputeTrace
@@ -159,9 +159,9 @@ def range_shares(items: PlanItems, model: CommModel, world_size: int) -> RangeSh
     the model measured for each item's collective (:func:`.domain.out_of_range_shares`)."""
     if world_size <= 1 or items.kind.size == 0:
         return RangeShares(0.0, 0.0)
-    by_kind = {k: model.measured_bytes(name, world_size) for k, name in enumerate(KIND_NAMES)}
-    return out_of_range_shares((by_kind[int(k)] for k in items.kind), items.nbytes,
-                               items.duration_s)
+    lo, hi = range_bounds([model.measured_bytes(name, world_size) for name in KIND_NAMES],
+                          items.kind)
+    return out_of_range_shares(lo, hi, items.nbytes, items.duration_s)
 
 
 def plan_range_shares(trace: ComputeTrace, plan: Plan, model: CommModel,

@@ -46,7 +46,12 @@ from typing import Literal
 import numpy as np
 
 from gradsched.costmodel.base import CommModel, comm_times
-from gradsched.costmodel.domain import IN_RANGE, RangeShares, out_of_range_shares
+from gradsched.costmodel.domain import (
+    IN_RANGE,
+    RangeShares,
+    out_of_range_shares,
+    range_bounds,
+)
 from gradsched.errors import ConfigError
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.replay.sharded_layout import ROOT, UnitLayout, unit_layout
@@ -233,8 +238,8 @@ def sharded_range_shares(trace: ComputeTrace, plan: ShardedPlan, model: CommMode
         return IN_RANGE
     layout = unit_layout(plan, layer_seq(trace), trace.path)
     sizes = np.append(layout.unit_bytes, layout.root_bytes)
-    ranges, seconds = [], []
-    for collective in ("all_gather", "reduce_scatter"):
-        ranges += [model.measured_bytes(collective, world_size)] * sizes.size
-        seconds.append(comm_times(model, collective, sizes, world_size))
-    return out_of_range_shares(ranges, np.concatenate([sizes, sizes]), np.concatenate(seconds))
+    collectives = ("all_gather", "reduce_scatter")
+    lo, hi = range_bounds([model.measured_bytes(c, world_size) for c in collectives],
+                          np.repeat([0, 1], sizes.size))
+    seconds = np.concatenate([comm_times(model, c, sizes, world_size) for c in collectives])
+    return out_of_range_shares(lo, hi, np.concatenate([sizes, sizes]), seconds)
