@@ -94,3 +94,14 @@ def test_host_bound_rows_and_the_headline_domain() -> None:
         data, macros.Headline())["MaxSpeedupOverWfbp"]
     assert values["HeadlineMgwfbpAboveRangePct"] == "66"
     assert values["NumRowsMostlyAbove"] == "4" and values["NumRowsMostlyBelow"] == "0"
+
+
+def test_the_calibrated_gap_counts_cases_priced_outside_the_domain() -> None:
+    rows = [{"case": case, "algorithm": alg, "iteration_s": t,
+             "comm_below_range_pct": 0.0,
+             "comm_above_range_pct": 90.0 if (case, alg) == ("b", "mgwfbp") else 0.0}
+            for case in ("a", "b")
+            for alg, t in (("mgwfbp", 1.1), ("search", 1.0), ("contiguous_optimum", 1.05))]
+    values = macros.calibrated_gap_macros(pd.DataFrame(rows))
+    assert values["CalibratedNumCases"] == "2"
+    assert values["CalibratedNumOutsideDomain"] == "1"

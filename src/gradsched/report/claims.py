@@ -56,7 +56,9 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    (median {MgwfbpSearchGapMedianPct} %); with the per-collective cost and issue order the
    re-execution calibrated, on the {CalibratedNumCases} CPU cases where a calibration exists,
    it is {CalibratedMgwfbpSearchGapMinPct} to {CalibratedMgwfbpSearchGapMaxPct} %, and
-   `search`'s plan replays slower than MG-WFBP's in {CalibratedSearchSlowerCases} of them.
+   `search`'s plan replays slower than MG-WFBP's in {CalibratedSearchSlowerCases} of them (in
+   {CalibratedNumOutsideDomain} of these cases one of the three schedules is mostly priced
+   above the CPU sweep's largest size: merged buckets outgrow it).
    The largest speed-up over WFBP at a measured world size is {MaxSpeedupOverWfbp}x
    ({MaxSpeedupOverWfbpAlgorithm}; {MaxSpeedupOverWfbpTrace} on {MaxSpeedupOverWfbpNetwork},
    P = {MaxSpeedupOverWfbpWorldSize}). These maxima and medians count only replays whose

@@ -315,7 +315,8 @@ def calibrated_gap_macros(runs: pd.DataFrame | None) -> dict[str, str]:
     replays slower than MG-WFBP."""
     keys = ["CalibratedNumCases", "CalibratedMgwfbpSearchGapMinPct",
             "CalibratedMgwfbpSearchGapMaxPct", "CalibratedSearchSlowerCases",
-            "CalibratedMgwfbpContigGapMinPct", "CalibratedMgwfbpContigGapMaxPct"]
+            "CalibratedMgwfbpContigGapMinPct", "CalibratedMgwfbpContigGapMaxPct",
+            "CalibratedNumOutsideDomain"]
     out = dict.fromkeys(keys, NA)
     if runs is None or runs.empty:
         return out
@@ -331,6 +332,9 @@ def calibrated_gap_macros(runs: pd.DataFrame | None) -> dict[str, str]:
     out["CalibratedSearchSlowerCases"] = str(int((search < 0).sum()))
     out["CalibratedMgwfbpContigGapMinPct"] = number(float(contig.min()))
     out["CalibratedMgwfbpContigGapMaxPct"] = number(float(contig.max()))
+    compared = runs[runs["algorithm"].isin(["mgwfbp", "search", "contiguous_optimum"])]
+    outside = compared.assign(out=outside_domain_mask(compared)).groupby("case")["out"].any()
+    out["CalibratedNumOutsideDomain"] = str(int(outside.sum()))
     return out
 
 
