@@ -80,9 +80,9 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
         raise InputError("no blocks to group: every tensor belongs to the root (names without "
                          "a numeric path component)", path=trace.path, field="name")
     if semantics == "blocking":
-        plan = blocking_optimum(trace, model, world_size, memory_cap_bytes=memory_cap_bytes,
-                                max_prefetch=max_prefetch, algorithm=OPTIMUM)
-        return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics))
+        return Scored(*blocking_optimum(trace, model, world_size,
+                                        memory_cap_bytes=memory_cap_bytes,
+                                        max_prefetch=max_prefetch, algorithm=OPTIMUM))
     return exhaustive_optimum(trace, model, world_size, semantics=semantics,
                               memory_cap_bytes=memory_cap_bytes, max_prefetch=max_prefetch)
 

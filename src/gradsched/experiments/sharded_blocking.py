@@ -38,7 +38,7 @@ from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import merge_blocks, units_from_ranges
-from gradsched.replay.sharded import replay_sharded
+from gradsched.replay.sharded import ShardedReplay, replay_sharded
 from gradsched.ties import same_time
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
@@ -84,9 +84,9 @@ def range_bytes(seq: LayerSeq, blocks: list[tuple[int, int]]) -> np.ndarray:
 
 def blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                      memory_cap_bytes: float | None, max_prefetch: int,
-                     algorithm: str) -> ShardedPlan:
-    """The optimum of the module docstring; ``ConfigError`` naming the smallest peak when
-    no grouping fits the cap."""
+                     algorithm: str) -> tuple[ShardedPlan, ShardedReplay]:
+    """The optimum of the module docstring and its replay (which checks the peak);
+    ``ConfigError`` naming the smallest peak when no grouping fits the cap."""
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
     ag, rs = range_times(seq, blocks, model, world_size)
@@ -116,7 +116,7 @@ def blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     if not np.isclose(replayed.gathered_peak_bytes, peak) or replayed.gathered_peak_bytes > cap:
         raise RuntimeError(f"internal: the blocking optimum's peak {peak:.6g} bytes disagrees "
                           f"with its replay ({replayed.gathered_peak_bytes:.6g} bytes)")
-    return plan
+    return plan, replayed
 
 
 def _resharded(cost: np.ndarray, size: np.ndarray, root: float, cap: float, *,
