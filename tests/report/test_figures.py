@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from gradsched.cli import main
-from gradsched.report import figures
+from gradsched.report import figure_relative, figures
 from tests.report.test_collect import synthetic_collected, synthetic_fits
 
 
@@ -140,7 +140,7 @@ def test_cases_at_one_world_size_are_drawn_relative_to_ddp(tmp_path: Path,
     """One world size per case: no lines against P (a column of markers on independent
     axes) but every algorithm relative to its case's PyTorch DDP default."""
     data = _one_world_size_each()
-    rel = figures.relative_rows(data)
+    rel = figure_relative.relative_rows(data)
     assert set(rel.loc[rel["algorithm"] == "ddp", "ratio"]) == {1.0}
     search = rel.loc[rel["algorithm"] == "search", "ratio"]
     assert np.allclose(search, 1 / 1.25) and len(search) == 6  # 3 computes x 2 networks

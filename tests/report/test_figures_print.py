@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gradsched.report import figures
+from gradsched.report import figure_style, figures
 from tests.paper.test_fonts import MIN_PT, small_words
 from tests.paper.test_paper import paper_text
 from tests.report.test_collect import synthetic_collected, synthetic_fits
@@ -32,7 +32,7 @@ def printed_small_words(pdf: Path, name: str) -> list:
     info = subprocess.run(["pdfinfo", str(pdf)], check=True, capture_output=True,
                           text=True).stdout
     width_pt = float(re.search(r"Page size:\s+([\d.]+) x", info).group(1))
-    scale = include_fraction(name) * figures.TEXT_WIDTH_IN * 72 / width_pt
+    scale = include_fraction(name) * figure_style.TEXT_WIDTH_IN * 72 / width_pt
     return small_words(pdf, MIN_PT / scale)
 
 
@@ -57,7 +57,7 @@ def test_figures_print_at_6pt_or_more(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
 def test_the_print_check_catches_a_figure_drawn_too_wide(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(figures, "TEXT_WIDTH_IN", 3 * figures.TEXT_WIDTH_IN)
+    monkeypatch.setattr(figure_style, "TEXT_WIDTH_IN", 3 * figure_style.TEXT_WIDTH_IN)
     fits = tmp_path / "fits.csv"
     synthetic_fits().to_csv(fits, index=False)
     figures.fit_mape(fits, tmp_path / "m.pdf", tmp_path / "m.png")
@@ -66,17 +66,17 @@ def test_the_print_check_catches_a_figure_drawn_too_wide(tmp_path: Path,
 
 
 def test_series_styles_never_repeat() -> None:
-    styles = [figures.series_style(i) for i in range(40)]
+    styles = [figure_style.series_style(i) for i in range(40)]
     looks = {(s["color"], s["ls"], s["marker"]) for s in styles}
     assert len(looks) == 40
-    assert len({s["color"] for s in styles[:len(figures.QUALITATIVE)]}) == len(
-        figures.QUALITATIVE)
+    assert len({s["color"] for s in styles[:len(figure_style.QUALITATIVE)]}) == len(
+        figure_style.QUALITATIVE)
 
 
 def test_algorithm_colors_keep_extra_series_apart() -> None:
     names = ["syncsgd", "wfbp", "ddp", "horovod", "bytescheduler", "mgwfbp", "oasr", "dear",
              "best", *(f"ddp-native-{c}" for c in ("default", "50", "25", "10", "5", "1"))]
-    colors = figures.algorithm_colors(names)
+    colors = figure_style.algorithm_colors(names)
     rgb = np.array([matplotlib.colors.to_rgb(colors[n]) for n in names])
     distance = np.linalg.norm(rgb[:, None, :] - rgb[None, :, :], axis=-1)
     np.fill_diagonal(distance, np.inf)

@@ -31,9 +31,9 @@ from matplotlib.lines import Line2D
 from gradsched.costmodel.formulas import cost
 from gradsched.costmodel.tuned import FormulaFit, fits_from_json, load_samples, predict
 from gradsched.io import read_json
-from gradsched.report.figures import (
-    _grid,
-    _legend_union,
+from gradsched.report.figure_style import (
+    legend_union,
+    panel_grid,
     placeholder,
     plain_log_ticks,
     save,
@@ -90,7 +90,7 @@ def time_vs_size(traces: Sequence[str | Path], fit_json: str | Path, out_pdf: st
         return
     setup_style()
     colors = _colors()
-    fig, axes = _grid(len(panels), 3, width_in(1.0), 2.0)
+    fig, axes = panel_grid(len(panels), 3, width_in(1.0), 2.0)
     for ax, (net, p) in zip(axes, panels, strict=True):
         sel = samples[(samples["network"] == net) & (samples["world_size"] == p)]
         for alg in ALG_ORDER:
@@ -109,7 +109,7 @@ def time_vs_size(traces: Sequence[str | Path], fit_json: str | Path, out_pdf: st
         ax.set_title(f"{net}, P={p}")
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("time (ms)")
-    fig.legend(*_legend_union(axes), loc="outside lower center", ncol=len(ALG_ORDER),
+    fig.legend(*legend_union(axes), loc="outside lower center", ncol=len(ALG_ORDER),
                frameon=False)
     fig.suptitle("all-reduce: measured (points) and fitted alpha-beta-gamma formula (lines)")
     save(fig, out_pdf, out_png)
@@ -131,7 +131,7 @@ def lp_invariance(traces: Sequence[str | Path], out_pdf: str | Path, out_png: st
         return
     setup_style()
     colors = _colors()
-    fig, axes = _grid(len(nets), 3, width_in(0.8), 2.1)
+    fig, axes = panel_grid(len(nets), 3, width_in(0.8), 2.1)
     for ax, net in zip(axes, nets, strict=True):
         sub = samples[samples["network"] == net]
         sizes = large_sizes(sub)
@@ -148,7 +148,7 @@ def lp_invariance(traces: Sequence[str | Path], out_pdf: str | Path, out_png: st
         ax.set_xlabel("world size P")
         ax.set_ylabel("time (ms)")
         ax.set_title(f"{net}:\nmedian over {_mib(sizes[0])}-{_mib(sizes[-1])} MiB")
-    fig.legend(*_legend_union(axes), loc="outside lower center", ncol=len(ALG_ORDER),
+    fig.legend(*legend_union(axes), loc="outside lower center", ncol=len(ALG_ORDER),
                frameon=False)
     fig.suptitle("all-reduce time at large messages vs P\n(Wang et al.: LP nearly P-invariant)")
     save(fig, out_pdf, out_png)
@@ -170,7 +170,7 @@ def lp_rhd_ratio(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str
         placeholder(out_pdf, out_png, "LP / RHD bandwidth", "no all_reduce sweeps")
         return
     setup_style()
-    fig, axes = _grid(len(nets), 3, width_in(0.8), 2.0)
+    fig, axes = panel_grid(len(nets), 3, width_in(0.8), 2.0)
     worlds = sorted(samples["world_size"].unique())
     palette = {p: series_style(i)["color"] for i, p in enumerate(worlds)}
     for ax, net in zip(axes, nets, strict=True):
@@ -196,7 +196,7 @@ def lp_rhd_ratio(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("bandwidth LP / RHD")
         ax.set_title(net)
-    handles, labels = _legend_union(axes)
+    handles, labels = legend_union(axes)
     if fits:  # one entry for every dotted line: its colour is its P's
         handles.append(Line2D([], [], ls=":", color="0.3", lw=1.2))
         labels.append("joint formula fit (dotted, colour = P)")

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradsched.report.figures import (
-    _legend_union,
+from gradsched.report.figure_style import (
+    legend_union,
     placeholder,
     plain_log_ticks,
     save,
@@ -114,7 +114,7 @@ def _accuracy(curves_csv: str | Path, out_pdf: str | Path, out_png: str | Path, 
         ax.set_xlabel(xlabel)
         ax.set_ylim(lo, 1.0)
     axes[0][0].set_ylabel("test accuracy")
-    fig.legend(*_legend_union(list(axes[0])), loc="outside lower center",
+    fig.legend(*legend_union(list(axes[0])), loc="outside lower center",
                ncol=len(densities) + 1, frameon=False)
     fig.suptitle(title)
     save(fig, out_pdf, out_png)

@@ -23,153 +23,31 @@ import seaborn as sns
 
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.intermediates import read_intermediate
-from gradsched.io import atomic_open
 from gradsched.report.collect import extrapolated_mask
+from gradsched.report.figure_relative import relative_to_ddp
+from gradsched.report.figure_style import (
+    FONT_PT,
+    algorithm_colors,
+    legend_union,
+    pairing_of,
+    panel_grid,
+    placeholder,
+    plain_log_ticks,
+    save,
+    series_style,
+    setup_style,
+    width_in,
+)
 from gradsched.report.gpu_generations import GPU_FAMILIES, gpu_case_table
 from gradsched.report.macros import mgwfbp_gaps
 from gradsched.report.tables import (
-    ALGORITHM_ORDER,
     algorithm_label,
     algorithm_sort_key,
     replay_wide,
 )
 
-PNG_DPI = 150
 MODEL_ORDER = ("alpha-beta", "piecewise", "interp", "analytic")
 KIND_COLORS = {"forward": "#4c72b0", "backward": "#55a868", "update": "#8172b2"}
-TEXT_WIDTH_IN = 6.69
-"""The paper's \\textwidth in inches: US letter (8.5 in) less two 2.3 cm margins
-(``\\usepackage[margin=2.3cm]{geometry}`` in paper/main.tex). A figure drawn this wide and
-included at ``width=\\textwidth`` prints its text at the size it was drawn."""
-FONT_PT = 8.0
-"""Axis labels, titles and legends at print size; tick labels one point smaller. Each
-figure is drawn at the width it is included at, so these are the printed sizes."""
-QUALITATIVE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000",
-               "#882255", "#332288", "#999933", "#44AA99", "#F0E442")
-"""Distinct colours for series: Okabe & Ito's colour-blind safe set (Nature Methods 8, 441,
-2011), then Tol's wine, indigo, olive and teal (SRON/EPS/TN/09-002, "muted")."""
-LINESTYLES = ("-", "--", "-.", ":")
-MARKER_CYCLE = ("o", "s", "^", "D", "v", "P", "X", "h")
-
-
-def width_in(fraction: float = 1.0) -> float:
-    """Figure width in inches for ``\\includegraphics[width=<fraction>\\textwidth]``."""
-    return TEXT_WIDTH_IN * fraction
-
-
-def series_style(i: int) -> dict[str, object]:
-    """Colour, line style and marker of the ``i``-th series: a new colour for each of the
-    first :data:`QUALITATIVE` series, then the colours again with another line style and
-    marker, so that no two series of a figure look alike."""
-    n = len(QUALITATIVE)
-    return {"color": QUALITATIVE[i % n], "ls": LINESTYLES[(i // n) % len(LINESTYLES)],
-            "marker": MARKER_CYCLE[(i + i // n) % len(MARKER_CYCLE)]}
-
-
-class PlainLogFormatter(matplotlib.ticker.LogFormatter):
-    """Log-axis tick labels as plain numbers with a unit prefix (``100``, ``10k``, ``1M``;
-    base 2: ``128``, ``8Ki``, ``32Mi``) instead of ``10^3``, whose exponent would print at
-    70 % of the tick size, under 6 pt. Which ticks get a label is matplotlib's choice."""
-
-    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
-        return plain_number(x, binary=self._base == 2)
-
-
-def plain_number(x: float, binary: bool = False) -> str:
-    """``x`` with a decimal (k, M, G) or binary (Ki, Mi, Gi) prefix, 3 significant digits."""
-    step, prefixes = (1024.0, ("", "Ki", "Mi", "Gi", "Ti")) if binary else \
-        (1000.0, ("", "k", "M", "G", "T"))
-    i = 0
-    while abs(x) >= step and i < len(prefixes) - 1:
-        x, i = x / step, i + 1
-    return f"{x:.3g}{prefixes[i]}"
-
-
-def plain_log_ticks(ax: plt.Axes) -> None:
-    """:class:`PlainLogFormatter` on every log-scaled axis of ``ax``."""
-    for axis in (ax.xaxis, ax.yaxis):
-        if axis.get_scale() == "log":
-            base = axis.get_transform().base
-            axis.set_major_formatter(PlainLogFormatter(base=base))
-            axis.set_minor_formatter(PlainLogFormatter(base=base, labelOnlyBase=False))
-
-
-def setup_style() -> None:
-    """The one style every figure uses: seaborn's white grid, text at :data:`FONT_PT`."""
-    sns.set_theme(context="paper", style="whitegrid")
-    small = FONT_PT - 1
-    plt.rcParams.update({"pdf.fonttype": 42, "ps.fonttype": 42, "svg.hashsalt": "gradsched",
-                         "figure.dpi": 100, "savefig.bbox": "tight", "savefig.pad_inches": 0.02,
-                         "font.size": FONT_PT, "axes.titlesize": FONT_PT,
-                         "axes.labelsize": FONT_PT, "legend.fontsize": small,
-                         "legend.title_fontsize": small, "xtick.labelsize": small,
-                         "ytick.labelsize": small, "figure.titlesize": FONT_PT + 1})
-
-
-def algorithm_colors(names: Sequence[str] = ALGORITHM_ORDER) -> dict[str, tuple]:
-    """One colour per algorithm: tab10 in :data:`ALGORITHM_ORDER`, then gold for the
-    eleventh (``best``; tab10 would repeat the first colour, SyncSGD's); names outside that
-    order get colours far from those of the algorithms in ``names`` (:func:`other_colors`)."""
-    palette = [*sns.color_palette("tab10", 10), (0.98, 0.78, 0.0)]
-    out = {name: palette[i % len(palette)] for i, name in enumerate(ALGORITHM_ORDER)}
-    extra = [n for n in names if n not in out]
-    taken = [out[n] for n in names if n in out]
-    return {**out, **dict(zip(extra, other_colors(len(extra), taken), strict=True))}
-
-
-OTHER_POOL = ("#000000", "#882255", "#332288", "#44AA99", "#999933", "#88CCEE", "#117733",
-              "#AA4499", "#DDCC77", "#661100", "#6699CC", "#AA4466")
-"""Candidates of :func:`other_colors`: black and Tol's muted and light qualitative sets."""
-
-
-def other_colors(n: int, taken: Sequence[tuple], min_distance: float = 0.25) -> list[tuple]:
-    """``n`` colours from :data:`OTHER_POOL` at least ``min_distance`` (RGB, 0-1 per channel)
-    from every colour in ``taken`` and from each other where the pool allows; the rest of
-    the pool (in order) when it does not."""
-    pool = [matplotlib.colors.to_rgb(c) for c in OTHER_POOL]
-    chosen: list[tuple] = []
-    for color in pool:
-        if all(np.linalg.norm(np.subtract(color, t)) >= min_distance
-               for t in [*taken, *chosen]):
-            chosen.append(color)
-    chosen += [c for c in pool if c not in chosen]
-    return [chosen[i % len(chosen)] for i in range(n)]
-
-
-def save(fig: plt.Figure, out_pdf: str | Path, out_png: str | Path) -> None:
-    """Write ``fig`` as PDF (no creation date: deterministic) and PNG, atomically."""
-    with atomic_open(out_pdf, "wb") as handle:
-        fig.savefig(handle, format="pdf", metadata={"CreationDate": None, "ModDate": None})
-    with atomic_open(out_png, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=PNG_DPI, metadata={"Software": None})
-    plt.close(fig)
-
-
-def placeholder(out_pdf: str | Path, out_png: str | Path, title: str, message: str) -> None:
-    """A figure that states that its data is missing (never a made-up plot)."""
-    setup_style()
-    fig, ax = plt.subplots(figsize=(width_in(0.6), 1.5))
-    ax.axis("off")
-    ax.text(0.5, 0.62, title, ha="center", va="center", fontsize=FONT_PT + 1, weight="bold",
-            wrap=True)
-    ax.text(0.5, 0.32, "NO DATA: " + message, ha="center", va="center", fontsize=FONT_PT,
-            wrap=True)
-    save(fig, out_pdf, out_png)
-
-
-def _grid(n: int, ncols: int, width: float = TEXT_WIDTH_IN, height: float = 2.0
-          ) -> tuple[plt.Figure, list[plt.Axes]]:
-    """``n`` panels in rows of ``ncols``: ``width`` is the whole figure's (the width it is
-    included at), ``height`` each row's; constrained layout, so that a legend placed
-    ``outside`` the axes gets its own room."""
-    ncols = max(1, min(ncols, n))
-    nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width, height * nrows), squeeze=False,
-                             layout="constrained")
-    flat = list(axes.ravel())
-    for ax in flat[n:]:
-        ax.set_visible(False)
-    return fig, flat[:n]
 
 
 # --------------------------------------------------------------------- (a) fit curves
@@ -205,7 +83,7 @@ def fit_curves(comm_csvs: Sequence[str | Path], model_jsons: Sequence[str | Path
         stem, _, kind = path.name[: -len(".json")].rpartition(".")
         models.setdefault(stem, {})[kind] = path
     setup_style()
-    fig, axes = _grid(len(comm_csvs), ncols, height=2.1)
+    fig, axes = panel_grid(len(comm_csvs), ncols, height=2.1)
     styles = {kind: series_style(i + 1) for i, kind in enumerate(MODEL_ORDER)}
     for ax, comm in zip(axes, comm_csvs, strict=True):
         data, collective, world = _measured(comm)
@@ -287,23 +165,6 @@ def _cases(collected: pd.DataFrame) -> list[tuple[str, str]]:
                                           strict=True)})
 
 
-PAIRING_TITLES = {
-    "real": "real system",
-    "matched-gpu": "matched GPU type, other cluster",
-    "matched-generation": "same GPU generation, other cluster",
-    "what-if": "WHAT-IF: unrelated systems",
-}
-"""How a panel title names a case's pairing (:data:`gradsched.report.collect.PAIRINGS`)."""
-
-
-def _pairing_of(part: pd.DataFrame) -> str:
-    """The panel's pairing label ("" for results collected without one)."""
-    if "pairing" not in part or part["pairing"].isna().all():
-        return ""
-    value = str(part["pairing"].dropna().iloc[0])
-    return PAIRING_TITLES.get(value, value)
-
-
 def _shade_extrapolated(ax: plt.Axes, part: pd.DataFrame) -> None:
     """Grey out the world sizes no sweep measured (replayed on a cross-world-size model)."""
     mask = extrapolated_mask(part)
@@ -345,7 +206,7 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
     colors = algorithm_colors(sorted(collected["algorithm"].unique()))
     # a third of the text width per panel (one panel: 0.6, with the legend beside it)
     width = width_in(0.6) if len(cases) == 1 else width_in(min(ncols, len(cases)) / ncols)
-    fig, axes = _grid(len(cases), ncols, width=width, height=2.2)
+    fig, axes = panel_grid(len(cases), ncols, width=width, height=2.2)
     for ax, (trace, network) in zip(axes, cases, strict=True):
         part = collected[(collected["trace"] == trace) & (collected["network"] == network)]
         for alg in sorted(part["algorithm"].unique(), key=algorithm_sort_key):
@@ -363,114 +224,18 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
         ax.set_xticks(sorted(part["world_size"].unique()))
         ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-        pairing = _pairing_of(part)
+        pairing = pairing_of(part)
         ax.set_title(f"{trace}\nx {network}" + (f"\n[{pairing}]" if pairing else ""),
                      fontsize=FONT_PT - 1)
         ax.set_xlabel("world size P [ranks]")
         ax.set_ylabel("iteration time [ms]")
-    handles, labels = _legend_union(axes)
+    handles, labels = legend_union(axes)
     if len(cases) == 1:  # one panel: the legend beside it, not wider than it on top
         fig.legend(handles, labels, loc="outside right center", ncol=1, frameon=False)
     else:
         fig.legend(handles, labels, loc="outside upper center", ncol=min(6, len(labels)),
                    frameon=False)
     save(fig, out_pdf, out_png)
-
-
-RATIO_TICKS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0)
-"""Where a ratio axis (log scale) gets a labelled tick: dense near 1, where most plans are."""
-BOUND_ROW = "lower bound"
-"""The row of :func:`relative_to_ddp` that holds each case's lower bound."""
-
-
-def relative_to_ddp(collected: pd.DataFrame, out_pdf: str | Path, out_png: str | Path
-                    ) -> None:
-    """(c) for cases replayed at one world size each (the H200 family: each sweep measured
-    one): a line per world size would be a column of markers. Instead one panel per
-    network, the algorithms on a categorical axis and each case's iteration time relative
-    to its own PyTorch DDP default (``ddp``; 1 = DDP's default), the lower bound as the last
-    row; one marker per compute trace, dodged so that the cases of one algorithm sit side
-    by side."""
-    rel = relative_rows(collected)
-    if rel.empty:
-        placeholder(out_pdf, out_png, "Iteration time relative to PyTorch DDP",
-                    "no case has a PyTorch DDP (ddp) row to compare with")
-        return
-    networks = sorted(rel["network"].unique())
-    traces = sorted(rel["trace"].unique())
-    algorithms = set(rel["algorithm"]) - {BOUND_ROW}
-    rows = [*sorted(algorithms, key=algorithm_sort_key), BOUND_ROW]
-    fig, axes = plt.subplots(1, len(networks), figsize=(width_in(1.0), 0.24 * len(rows) + 1.6),
-                             sharey=True, squeeze=False, layout="constrained")
-    for ax, network in zip(axes[0], networks, strict=True):
-        part = rel[rel["network"] == network]
-        _dodged_dots(ax, part, traces, rows)
-        world = ", ".join(str(w) for w in sorted(part["world_size"].unique()))
-        pairing = _pairing_of(part)
-        ax.set_title(f"{network}, P = {world}" + (f"\n[{pairing}]" if pairing else ""),
-                     fontsize=FONT_PT - 1)
-        ax.set_xlabel("iteration time / PyTorch DDP default's")
-    labels = [algorithm_label(a) for a in rows[:-1]] + [rows[-1]]
-    axes[0][0].set_yticks(range(len(rows)), labels)
-    handles, names = _legend_union(axes[0])
-    fig.legend(handles, names, loc="outside lower center", ncol=min(3, len(names)),
-               frameon=False)
-    save(fig, out_pdf, out_png)
-
-
-def relative_rows(collected: pd.DataFrame) -> pd.DataFrame:
-    """Per algorithm and case: ``ratio`` = iteration time / the case's ``ddp`` time, plus a
-    ``lower bound`` row (the case's bound over the same); cases without ``ddp`` are left
-    out."""
-    out = []
-    for (trace, network, world), part in collected.groupby(["trace", "network",
-                                                              "world_size"]):
-        ddp = part.loc[part["algorithm"] == "ddp", "iteration_s"]
-        if ddp.empty:
-            continue
-        base = float(ddp.iloc[0])
-        rows = part[["trace", "network", "world_size", "algorithm"]].assign(
-            ratio=part["iteration_s"].to_numpy() / base)
-        bound = {"trace": trace, "network": network, "world_size": world,
-                 "algorithm": BOUND_ROW,
-                 "ratio": float(part["lower_bound_s"].iloc[0]) / base}
-        out.append(pd.concat([rows, pd.DataFrame([bound])], ignore_index=True).assign(
-            pairing=part["pairing"].iloc[0] if "pairing" in part else None))
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
-
-
-def _dodged_dots(ax: plt.Axes, part: pd.DataFrame, traces: Sequence[str],
-                 rows: Sequence[str]) -> None:
-    """One marker per compute trace in each algorithm's row, offset within the row."""
-    step = 0.7 / max(1, len(traces))
-    for i, trace in enumerate(traces):
-        mine = part[part["trace"] == trace]
-        if mine.empty:
-            continue
-        y = [rows.index(a) + (i - (len(traces) - 1) / 2) * step for a in mine["algorithm"]]
-        style = series_style(i)
-        ax.plot(mine["ratio"], y, ls="", marker=style["marker"], ms=3.5,
-                color=style["color"], mec="black", mew=0.3, label=trace)
-    ax.axvline(1.0, color="0.3", lw=0.8, ls="--", zorder=0)
-    for k in range(1, len(rows)):
-        ax.axhline(k - 0.5, color="0.9", lw=0.5, zorder=0)
-    ax.set_xscale("log")
-    low, high = float(part["ratio"].min()), float(part["ratio"].max())
-    ticks = [t for t in RATIO_TICKS if low / 1.1 <= t <= high * 1.1]
-    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.grid(axis="y", visible=False)
-
-
-def _legend_union(axes: Sequence[plt.Axes]) -> tuple[list, list[str]]:
-    """Every label of every panel once, in the order first drawn."""
-    seen: dict[str, object] = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            seen.setdefault(label, handle)
-    return list(seen.values()), list(seen)
 
 
 # ---------------------------------------------------------------------- (d) timeline

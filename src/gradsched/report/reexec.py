@@ -27,7 +27,7 @@ from gradsched.errors import InputError
 from gradsched.io import write_csv_atomic, write_text_atomic
 from gradsched.networks import NETWORKS
 from gradsched.reexec.analysis import analyze, ddp_default_label, plan_errors
-from gradsched.report.figures import (
+from gradsched.report.figure_style import (
     FONT_PT,
     algorithm_colors,
     placeholder,
