@@ -1,12 +1,13 @@
-"""``gradsched traces validate|columns|inventory``: check trace bundles, print the column
-dictionaries, list traces with their capture facts."""
+"""``gradsched traces validate|columns|inventory|correct|flops``: check trace bundles, print
+the column dictionaries, list traces with their capture facts, correct a hooked capture, and
+price a published LLM shape with a FLOPs model (labelled synthetic)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from gradsched.commands._args import real
+from gradsched.commands._args import positive_int, real
 from gradsched.commands._outputs import output_file
 from gradsched.staging import Staging
 from gradsched.traces import COMM_COLUMNS, COMPUTE_COLUMNS, CommTrace, ComputeTrace
@@ -38,6 +39,29 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="GPU busy fraction of a hook-free profiled iteration, in [0, 1]")
     cor.add_argument("--gpu-busy-source", default=None, help="where --gpu-busy comes from")
     cor.set_defaults(func=_correct)
+    _register_flops(tsub)
+
+
+def _register_flops(tsub: argparse._SubParsersAction) -> None:
+    from gradsched.workloads.gpus import GPU_PEAK_FLOPS
+    from gradsched.workloads.llm import llm_names
+
+    flops = tsub.add_parser("flops", help="a compute trace of a published LLM shape (LLaMA-2-70B, "
+                            "GPT-3-175B, DeepSeek-V3) from a FLOPs model: synthetic, labelled")
+    flops.add_argument("--model", required=True, choices=llm_names())
+    flops.add_argument("--micro-batch", type=positive_int, default=1,
+                       help="samples per rank per micro-batch (default 1)")
+    flops.add_argument("--seq-len", type=positive_int, default=None,
+                       help="tokens per sample (default: the model's context length)")
+    flops.add_argument("--gpu", choices=sorted(GPU_PEAK_FLOPS), default="a100",
+                       help="whose dense bf16 peak prices the FLOPs (default a100)")
+    flops.add_argument("--mfu", type=real(0.0, 1.0, low_open=True), default=0.4,
+                       help="model-FLOPs utilisation, in (0, 1] (default 0.4)")
+    flops.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16",
+                       help="gradient element type (default bf16)")
+    flops.add_argument("-o", "--output", required=True, type=output_file,
+                       help="compute trace CSV (sidecar beside it)")
+    flops.set_defaults(func=_flops)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -91,6 +115,22 @@ def _correct(args: argparse.Namespace) -> int:
           f"(raw {rec['raw_forward_rel_error']:+.1%}), backward x {rec['backward_factor']:.4f} "
           f"(raw {rec['raw_backward_rel_error']:+.1%}); host_bound {rec['host_bound']}; "
           f"spread {rec['spread']['max_over_min']:.2f}x")
+    return 0
+
+
+def _flops(args: argparse.Namespace) -> int:
+    from gradsched.capture.flops import FlopsSetting, flops_trace
+
+    setting = FlopsSetting(micro_batch=args.micro_batch, seq_len=args.seq_len, gpu=args.gpu,
+                           mfu=args.mfu, dtype=args.dtype)
+    trace = flops_trace(args.model, setting)
+    with Staging() as stage:
+        trace.save(stage.file(args.output))
+    meta = trace.meta
+    print(f"{args.model}: {meta['tensors']} tensors, {meta['parameters'] / 1e9:.2f}e9 parameters; "
+          f"modelled forward+backward {meta['forward_backward_s']:.3g} s per micro-batch of "
+          f"{args.micro_batch} x {meta['seq_len']} tokens on {args.gpu} at {args.mfu:.0%} of peak "
+          f"(synthetic: a FLOPs model, not a measurement) -> {args.output}")
     return 0
 
 

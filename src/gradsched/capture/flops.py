@@ -1,0 +1,142 @@
+"""A compute trace from a FLOPs model, for architectures no machine here can run: one row
+per parameter tensor of a meta-device model (:mod:`gradsched.workloads.llm`), its forward
+and backward seconds priced as FLOPs over a stated fraction of the GPU's peak. Never a
+measurement: the sidecar says ``capture_method: flops-model`` and ``synthetic: true``.
+
+**FLOPs per tensor** (one micro-batch of ``b`` samples of ``s`` tokens on one rank,
+``T = b s``):
+
+* a matrix ``W`` of a linear layer: forward ``2 T |W|``, backward ``4 T |W|`` (the input's
+  and the weight's gradient; Kaplan et al. 2020, Section 2.1; Narayanan et al. 2021, eq. 2).
+  A routed expert sees ``T k / E`` tokens (``k`` of ``E`` experts per token, routing assumed
+  balanced, as the auxiliary loss of the model's report aims for).
+* the attention scores and the weighted sum of a layer: forward ``2 T s (d_qk + d_v) H / 2``
+  (``H`` heads of dims ``d_qk`` and ``d_v``; causal, so half the square), priced at the
+  layer's output projection; backward twice that.
+* a norm's weight or a bias (elementwise): forward ``T |p|``, backward ``2 T |p|``.
+* an embedding table: a lookup, no FLOPs. A head tied to the embedding (GPT) is priced at
+  the final norm, where its matrix product runs, forward ``2 T V d``, backward twice that.
+
+**Seconds** = FLOPs / (``peak_flops`` x ``mfu``). Peaks are the vendors' dense bf16
+figures (:data:`gradsched.workloads.gpus.GPU_PEAK_FLOPS`); 40 % model-FLOPs utilisation is
+the order reported for large dense training (Chowdhery et al. 2022, PaLM, Table 3: 46.2 %;
+Narayanan et al. 2021: 52 % of peak at 1T parameters), and is a knob, not a fact about any
+one job.
+
+Rows are in forward (registration) order; gradients become ready in the reverse order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gradsched.errors import ConfigError
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.workloads.gpus import GPU_PEAK_FLOPS
+from gradsched.workloads.llm import LlmShape, build_meta_model, llm_shape
+
+DTYPE_BYTES = {"bf16": 2, "fp32": 4}
+CAPTURE_METHOD = "flops-model"
+
+
+@dataclass(frozen=True)
+class FlopsSetting:
+    """The job a trace is priced for: per-rank micro-batch, sequence, GPU and utilisation."""
+
+    micro_batch: int = 1
+    seq_len: int | None = None  # None: the shape's context length
+    gpu: str = "a100"
+    mfu: float = 0.4
+    dtype: str = "bf16"
+
+    def check(self, shape: LlmShape) -> None:
+        if self.gpu not in GPU_PEAK_FLOPS:
+            raise ConfigError(f"unknown GPU {self.gpu!r}; use one of: "
+                              f"{', '.join(sorted(GPU_PEAK_FLOPS))}")
+        if not 0 < self.mfu <= 1:
+            raise ConfigError(f"mfu must be in (0, 1], got {self.mfu}")
+        if self.dtype not in DTYPE_BYTES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPE_BYTES)}, not {self.dtype!r}")
+        if self.micro_batch < 1 or not 1 <= self.seq_len <= shape.max_positions:
+            raise ConfigError(f"micro-batch must be >= 1 and the sequence 1..{shape.max_positions} "
+                              f"tokens for {shape.name}, got {self.micro_batch} x {self.seq_len}")
+
+
+def forward_flops(name: str, numel: int, shape: LlmShape, setting: FlopsSetting) -> float:
+    """Forward FLOPs of the operation that uses parameter ``name`` (module docstring)."""
+    tokens = float(setting.micro_batch * setting.seq_len)
+    leaf = name.rsplit(".", 2)
+    module, kind = leaf[-2], leaf[-1]
+    if module in ("embed_tokens", "wte", "wpe"):
+        return 0.0
+    flops = tokens * numel if (kind == "bias" or "norm" in module or module.startswith("ln")) \
+        else 2.0 * tokens * numel * expert_share(name, shape)
+    if module == "ln_f" and kind == "weight":  # the tied head runs right after the final norm
+        flops += 2.0 * tokens * shape.vocab * shape.hidden
+    if kind == "weight" and module in ("o_proj", "c_proj") and ".mlp." not in name:
+        flops += attention_flops(shape, setting)
+    return flops
+
+
+def expert_share(name: str, shape: LlmShape) -> float:
+    """The share of the tokens a routed expert's matrices see (balanced routing)."""
+    if shape.moe is None or ".experts." not in name:
+        return 1.0
+    return shape.moe.top_k / shape.moe.routed_experts
+
+
+def attention_flops(shape: LlmShape, setting: FlopsSetting) -> float:
+    """Scores and weighted sum of one layer, causal (module docstring)."""
+    tokens = float(setting.micro_batch * setting.seq_len)
+    if shape.latent is not None:
+        qk = shape.latent.nope_head_dim + shape.latent.rope_head_dim
+        v = shape.latent.v_head_dim
+    else:
+        qk = v = shape.head_dim
+    return 2.0 * tokens * setting.seq_len * (qk + v) * shape.heads / 2.0
+
+
+def flops_trace(name: str, setting: FlopsSetting | None = None) -> ComputeTrace:
+    """The compute trace of LLM shape ``name`` under ``setting`` (module docstring)."""
+    shape = llm_shape(name)
+    setting = setting or FlopsSetting()
+    if setting.seq_len is None:
+        setting = replace(setting, seq_len=shape.max_positions)
+    setting.check(shape)
+    params = [(n, int(p.numel())) for n, p in build_meta_model(name).named_parameters()]
+    rate = GPU_PEAK_FLOPS[setting.gpu] * setting.mfu
+    fwd = np.asarray([forward_flops(n, k, shape, setting) for n, k in params]) / rate
+    owners = [n.rsplit(".", 1)[0] for n, _ in params]
+    layer = pd.Series(owners).ne(pd.Series(owners).shift()).cumsum().to_numpy() - 1
+    numel = np.asarray([k for _, k in params], dtype=np.int64)
+    frame = pd.DataFrame({
+        "name": [n for n, _ in params], "layer": layer, "numel": numel,
+        "bytes": numel * DTYPE_BYTES[setting.dtype], "forward_s": fwd, "backward_s": 2.0 * fwd,
+        "ready_order": np.arange(len(params))[::-1]})
+    return ComputeTrace.from_frame(frame, trace_meta(shape, setting, len(params),
+                                                     int(numel.sum()), float(fwd.sum())))
+
+
+def trace_meta(shape: LlmShape, setting: FlopsSetting, tensors: int, params: int,
+               forward_s: float) -> dict[str, Any]:
+    """The sidecar: what was modelled, from which published shape, with which knobs."""
+    return {
+        "kind": "compute", "model": shape.name, "batch_size": setting.micro_batch,
+        "device": f"{setting.gpu} (modelled: {setting.mfu:.0%} of "
+                  f"{GPU_PEAK_FLOPS[setting.gpu] / 1e12:g} TFLOP/s bf16 dense)",
+        "dtype": setting.dtype, "world_size": 1, "software": {},
+        "capture_method": CAPTURE_METHOD, "iterations": None, "date": "not measured",
+        "source": f"synthetic: FLOPs model (gradsched.capture.flops) of the published shape "
+                  f"({shape.source})",
+        "synthetic": True, "seq_len": setting.seq_len, "mfu": setting.mfu,
+        "peak_flops": GPU_PEAK_FLOPS[setting.gpu], "tensors": tensors, "parameters": params,
+        "published_parameters": shape.published_params,
+        "forward_backward_s": 3.0 * forward_s,
+        "notes": "Not a measurement: forward 2 x tokens x parameters FLOPs per matrix, "
+                 "backward twice that, at the stated utilisation of the GPU's peak. "
+                 "Compare plans with it, not absolute times.",
+    }

@@ -1,0 +1,220 @@
+"""Large-language-model shapes, built on PyTorch's meta device from public configurations
+(no weights, no download): the parameter tensors data-parallel training communicates, in
+forward order, with what the FLOPs model of :mod:`gradsched.capture.flops` needs to price
+each one.
+
+Shapes (published values, cited per entry in :data:`LLM_SHAPES`):
+
+* ``llama-2-70b`` -- Touvron et al., "Llama 2" (2023), and the ``config.json`` of
+  ``meta-llama/Llama-2-70b-hf``: 80 decoder layers, hidden 8192, SwiGLU FFN 28672, 64 query
+  heads and 8 key/value heads (grouped-query attention), vocabulary 32000, RMSNorm, no
+  biases, untied input and output embeddings. 723 tensors, 6.898e10 parameters.
+* ``gpt3-175b`` -- Brown et al., "Language Models are Few-Shot Learners" (2020), Table 2.1:
+  96 layers, d_model 12288, 96 heads, context 2048, the GPT-2 architecture (learned positions,
+  LayerNorm with biases, a 4 x d_model FFN, the output head tied to the token embeddings) and
+  its 50257-token vocabulary. 1156 tensors, 1.7459e11 parameters.
+* ``deepseek-v3`` -- DeepSeek-AI, "DeepSeek-V3 Technical Report" (2024), and the
+  ``config.json`` of ``deepseek-ai/DeepSeek-V3``: 61 layers, hidden 7168, the first 3 with a
+  dense FFN of 18432, the other 58 with a mixture of experts (256 routed experts of FFN 2048,
+  8 routed per token, plus 1 shared expert), multi-head latent attention (128 heads, query
+  rank 1536, key/value rank 512, head dims 128 + 64 rotary, value 128), vocabulary 129280,
+  untied embeddings. Each expert's three matrices are separate tensors, as in the reference
+  implementation; the multi-token-prediction module (14e9 parameters, used in pre-training
+  only) is left out. 45 337 tensors, 6.71e11 parameters.
+
+Every module is registered in the order its forward runs, so ``named_parameters()`` is the
+forward order a compute trace needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from gradsched.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Moe:
+    """A mixture-of-experts FFN: routed experts (``top_k`` of them per token) and shared ones."""
+
+    first_dense_layers: int
+    routed_experts: int
+    top_k: int
+    shared_experts: int
+    expert_ffn: int
+
+
+@dataclass(frozen=True)
+class LatentAttention:
+    """Multi-head latent attention (DeepSeek-V2/V3): low-rank query and key/value projections."""
+
+    q_rank: int
+    kv_rank: int
+    nope_head_dim: int
+    rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class LlmShape:
+    """One published decoder-only architecture; ``kind`` picks the module layout."""
+
+    name: str
+    kind: str  # "llama" | "gpt" | "deepseek"
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    max_positions: int
+    published_params: float
+    source: str
+    moe: Moe | None = None
+    latent: LatentAttention | None = None
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+LLM_SHAPES: dict[str, LlmShape] = {
+    "llama-2-70b": LlmShape(
+        "llama-2-70b", "llama", layers=80, hidden=8192, ffn=28672, heads=64, kv_heads=8,
+        vocab=32000, max_positions=4096, published_params=70e9,
+        source="Touvron et al. 2023 (Llama 2), Table 1; config.json of "
+               "huggingface.co/meta-llama/Llama-2-70b-hf"),
+    "gpt3-175b": LlmShape(
+        "gpt3-175b", "gpt", layers=96, hidden=12288, ffn=4 * 12288, heads=96, kv_heads=96,
+        vocab=50257, max_positions=2048, published_params=175e9,
+        source="Brown et al. 2020 (Language Models are Few-Shot Learners), Table 2.1; "
+               "GPT-2's vocabulary and layout (Radford et al. 2019)"),
+    "deepseek-v3": LlmShape(
+        "deepseek-v3", "deepseek", layers=61, hidden=7168, ffn=18432, heads=128, kv_heads=128,
+        vocab=129280, max_positions=4096, published_params=671e9,
+        source="DeepSeek-AI 2024 (DeepSeek-V3 Technical Report), Section 4.2; config.json of "
+               "huggingface.co/deepseek-ai/DeepSeek-V3",
+        moe=Moe(first_dense_layers=3, routed_experts=256, top_k=8, shared_experts=1,
+                expert_ffn=2048),
+        latent=LatentAttention(q_rank=1536, kv_rank=512, nope_head_dim=128, rope_head_dim=64,
+                               v_head_dim=128)),
+}
+
+
+def llm_names() -> list[str]:
+    return sorted(LLM_SHAPES)
+
+
+def llm_shape(name: str) -> LlmShape:
+    if name not in LLM_SHAPES:
+        raise ConfigError(f"unknown LLM shape {name!r}; use one of: {', '.join(llm_names())}")
+    return LLM_SHAPES[name]
+
+
+def build_meta_model(name: str) -> Any:
+    """The architecture ``name`` on the meta device (no memory, no weights)."""
+    import torch
+
+    shape = llm_shape(name)
+    with torch.device("meta"):
+        return decoder_classes()[shape.kind](shape)
+
+
+@cache
+def decoder_classes() -> dict[str, Any]:
+    """The module classes by :attr:`LlmShape.kind`, defined when torch is first needed
+    (importing this file needs no torch)."""
+    import torch
+    from torch import nn
+
+    def linear(n_in: int, n_out: int, bias: bool = False) -> nn.Linear:
+        return nn.Linear(n_in, n_out, bias=bias)
+
+    class RmsNorm(nn.Module):
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(width))
+
+    class LlamaAttention(nn.Module):
+        def __init__(self, s: LlmShape) -> None:
+            super().__init__()
+            kv = s.kv_heads * s.head_dim
+            self.q_proj, self.k_proj = linear(s.hidden, s.hidden), linear(s.hidden, kv)
+            self.v_proj, self.o_proj = linear(s.hidden, kv), linear(s.hidden, s.hidden)
+
+    class SwiGlu(nn.Module):
+        def __init__(self, hidden: int, ffn: int) -> None:
+            super().__init__()
+            self.gate_proj, self.up_proj = linear(hidden, ffn), linear(hidden, ffn)
+            self.down_proj = linear(ffn, hidden)
+
+    class LatentAttentionBlock(nn.Module):
+        def __init__(self, s: LlmShape) -> None:
+            super().__init__()
+            la = s.latent
+            qk = la.nope_head_dim + la.rope_head_dim
+            self.q_a_proj = linear(s.hidden, la.q_rank)
+            self.q_a_layernorm = RmsNorm(la.q_rank)
+            self.q_b_proj = linear(la.q_rank, s.heads * qk)
+            self.kv_a_proj_with_mqa = linear(s.hidden, la.kv_rank + la.rope_head_dim)
+            self.kv_a_layernorm = RmsNorm(la.kv_rank)
+            self.kv_b_proj = linear(la.kv_rank, s.heads * (la.nope_head_dim + la.v_head_dim))
+            self.o_proj = linear(s.heads * la.v_head_dim, s.hidden)
+
+    class MoeFfn(nn.Module):
+        def __init__(self, s: LlmShape) -> None:
+            super().__init__()
+            m = s.moe
+            self.gate = linear(s.hidden, m.routed_experts)
+            self.experts = nn.ModuleList(SwiGlu(s.hidden, m.expert_ffn)
+                                         for _ in range(m.routed_experts))
+            self.shared_experts = SwiGlu(s.hidden, m.shared_experts * m.expert_ffn)
+
+    class DecoderLayer(nn.Module):
+        def __init__(self, s: LlmShape, index: int) -> None:
+            super().__init__()
+            self.input_layernorm = RmsNorm(s.hidden)
+            self.self_attn = (LatentAttentionBlock(s) if s.latent else LlamaAttention(s))
+            self.post_attention_layernorm = RmsNorm(s.hidden)
+            dense = s.moe is None or index < s.moe.first_dense_layers
+            self.mlp = SwiGlu(s.hidden, s.ffn) if dense else MoeFfn(s)
+
+    class RmsDecoder(nn.Module):
+        """LLaMA and DeepSeek: embeddings, layers, a final RMSNorm, an untied head."""
+
+        def __init__(self, s: LlmShape) -> None:
+            super().__init__()
+            self.model = nn.Module()
+            self.model.embed_tokens = nn.Embedding(s.vocab, s.hidden)
+            self.model.layers = nn.ModuleList(DecoderLayer(s, i) for i in range(s.layers))
+            self.model.norm = RmsNorm(s.hidden)
+            self.lm_head = linear(s.hidden, s.vocab)
+
+    class GptBlock(nn.Module):
+        def __init__(self, s: LlmShape) -> None:
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(s.hidden)
+            self.attn = nn.Module()
+            self.attn.c_attn = linear(s.hidden, 3 * s.hidden, bias=True)
+            self.attn.c_proj = linear(s.hidden, s.hidden, bias=True)
+            self.ln_2 = nn.LayerNorm(s.hidden)
+            self.mlp = nn.Module()
+            self.mlp.c_fc = linear(s.hidden, s.ffn, bias=True)
+            self.mlp.c_proj = linear(s.ffn, s.hidden, bias=True)
+
+    class GptDecoder(nn.Module):
+        """GPT-2/GPT-3: token and position embeddings, layers, a final LayerNorm; the head is
+        the token embedding (tied), so it adds no tensor."""
+
+        def __init__(self, s: LlmShape) -> None:
+            super().__init__()
+            self.transformer = nn.Module()
+            self.transformer.wte = nn.Embedding(s.vocab, s.hidden)
+            self.transformer.wpe = nn.Embedding(s.max_positions, s.hidden)
+            self.transformer.h = nn.ModuleList(GptBlock(s) for _ in range(s.layers))
+            self.transformer.ln_f = nn.LayerNorm(s.hidden)
+
+    return {"llama": RmsDecoder, "deepseek": RmsDecoder, "gpt": GptDecoder}
+

@@ -1,0 +1,68 @@
+"""The FLOPs-model trace: 6 x parameters x tokens, labelled synthetic, bad knobs refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gradsched.capture.flops import FlopsSetting, attention_flops, flops_trace
+from gradsched.errors import ConfigError
+from gradsched.traces import ComputeTrace
+from gradsched.workloads.gpus import GPU_PEAK_FLOPS
+from gradsched.workloads.llm import llm_shape
+
+pytest.importorskip("torch")
+
+
+def test_dense_model_costs_six_flops_per_parameter_and_token_plus_attention() -> None:
+    setting = FlopsSetting(micro_batch=2, seq_len=1024, gpu="h100", mfu=0.5)
+    trace = flops_trace("llama-2-70b", setting)
+    frame, shape = trace.frame, llm_shape("llama-2-70b")
+    tokens = 2 * 1024
+    matrices = frame.loc[~frame["name"].str.contains("norm|embed"), "numel"].sum()
+    expected = 6.0 * tokens * matrices + 3.0 * shape.layers * attention_flops(shape, setting)
+    norms = frame.loc[frame["name"].str.contains("norm"), "numel"].sum()
+    expected += 3.0 * tokens * norms
+    seconds = frame["forward_s"].sum() + frame["backward_s"].sum()
+    assert seconds == pytest.approx(expected / (GPU_PEAK_FLOPS["h100"] * 0.5), rel=1e-9)
+    assert np.allclose(frame["backward_s"], 2 * frame["forward_s"])
+
+
+def test_routed_experts_see_top_k_of_every_expert_s_tokens() -> None:
+    frame = flops_trace("deepseek-v3", FlopsSetting(seq_len=512)).frame
+    by_name = frame.set_index("name")["forward_s"]
+    expert = by_name["model.layers.3.mlp.experts.0.up_proj.weight"]
+    shared = by_name["model.layers.3.mlp.shared_experts.up_proj.weight"]
+    assert expert == pytest.approx(shared * 8 / 256, rel=1e-12)
+
+
+def test_trace_is_labelled_synthetic_and_gradients_ready_in_reverse() -> None:
+    trace = flops_trace("gpt3-175b")
+    assert trace.meta["synthetic"] is True and trace.meta["capture_method"] == "flops-model"
+    assert "not a measurement" in trace.meta["notes"].lower()
+    assert trace.frame["ready_order"].tolist() == list(range(len(trace.frame)))[::-1]
+    assert (trace.frame["bytes"] == 2 * trace.frame["numel"]).all()
+    tied_head = trace.frame.set_index("name").loc["transformer.ln_f.weight", "forward_s"]
+    assert tied_head > trace.frame["forward_s"].median()  # the head's product runs there
+
+
+@pytest.mark.parametrize(("knobs", "message"), [
+    ({"mfu": 0.0}, "mfu must be in"), ({"gpu": "v100"}, "unknown GPU 'v100'"),
+    ({"seq_len": 5000}, "sequence 1..4096"), ({"dtype": "fp8"}, "dtype must be")])
+def test_bad_settings_are_refused(knobs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        flops_trace("llama-2-70b", FlopsSetting(**knobs))
+
+
+def test_cli_writes_a_valid_trace(tmp_path: Path) -> None:
+    out = tmp_path / "gpt3.csv"
+    proc = subprocess.run([sys.executable, "-m", "gradsched", "traces", "flops", "--model",
+                           "gpt3-175b", "--seq-len", "2048", "-o", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "synthetic" in proc.stdout and "1156 tensors" in proc.stdout
+    assert len(ComputeTrace.load(out).frame) == 1156
