@@ -48,7 +48,28 @@ class ReplayCache:
         return self._seen[key]
 
 
+class SharedReplayCaches:
+    """A :class:`~gradsched.planners.ScorerFactory` that hands every planner asking for the
+    same case and replay options the same :class:`ReplayCache`: ``best`` runs ``search``,
+    ByteScheduler's and DeAR's searches among its candidates, and each of them, and ``best``
+    itself, scores a plan another already replayed without replaying it again."""
+
+    def __init__(self) -> None:
+        self._caches: dict[tuple[Any, ...], ReplayCache] = {}
+
+    def __call__(self, trace: ComputeTrace, model: CommModel, world_size: int,
+                 iterations: int = 5, **interference: Any) -> ReplayCache:
+        options = ReplayOptions(iterations=iterations, **interference)  # defaults filled in
+        key = (id(trace), id(model), world_size, options)
+        if key not in self._caches:  # the cache holds trace and model: their ids stay unique
+            self._caches[key] = ReplayCache(trace, model, world_size, iterations,
+                                            **interference)
+        return self._caches[key]
+
+
 def make_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
               knobs: Mapping[str, str | float | int] | None = None) -> Plan:
-    """:func:`gradsched.planners.make_plan` with candidate plans scored by the replay."""
-    return planners.make_plan(name, trace, model, world_size, knobs, scorer=ReplayCache)
+    """:func:`gradsched.planners.make_plan` with candidate plans scored by the replay, one
+    cache of replays shared by every planner the call runs (:class:`SharedReplayCaches`)."""
+    return planners.make_plan(name, trace, model, world_size, knobs,
+                              scorer=SharedReplayCaches())
