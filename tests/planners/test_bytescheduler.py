@@ -10,7 +10,10 @@ metadata.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gradsched.costmodel import AlphaBetaModel
 from gradsched.errors import ConfigError
@@ -122,3 +125,25 @@ def test_bytescheduler_partition_search_starts_at_the_configured_partition() -> 
 def test_bytescheduler_bad_knobs(knobs: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         make_plan("bytescheduler", bs_trace(), AlphaBetaModel(1e-4, 1e-9), 8, knobs)
+
+
+@given(st.lists(st.integers(1, 10**11), min_size=1, max_size=40),
+       st.integers(40, 100_000))
+def test_smallest_partition_is_the_smallest_that_fits(numel: list[int], limit: int) -> None:
+    sizes = np.asarray(numel, dtype=np.int64)
+    p = bytescheduler.smallest_partition(sizes, limit)
+    assert bytescheduler.n_parts(sizes, p).sum() <= limit
+    assert p == 1 or bytescheduler.n_parts(sizes, p - 1).sum() > limit
+
+
+def test_a_partition_over_the_collective_budget_is_coarsened_and_said() -> None:
+    tasks = bytescheduler.Tasks(members=(("a.weight",), ("b.weight",)),
+                                numel=np.asarray([60_000_000_000, 50_000_000_000]),
+                                priority=np.asarray([0, 1]), bytes_per_param=2.0)
+    plan = bytescheduler.bs_plan(tasks, partition=1_000_000, credit=4_000_000, knobs={},
+                                 info={})
+    coarse = plan.info["partition_coarsened"]
+    assert coarse["asked_params"] == 1_000_000 and plan.n_collectives <= 100_000
+    assert coarse["used_params"] == plan.info["partition_params"] > 1_000_000
+    fine = bytescheduler.bs_plan(tasks, partition=10_000_000, credit=None, knobs={}, info={})
+    assert "partition_coarsened" not in fine.info and fine.n_collectives == 11_000

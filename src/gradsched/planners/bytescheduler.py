@@ -74,6 +74,7 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
+from gradsched.limits import MAX_COLLECTIVES_PER_ITERATION
 from gradsched.plan import Bucket, Plan
 from gradsched.planners._bayesopt import minimize_1d
 from gradsched.planners._family import (
@@ -152,11 +153,41 @@ def make_tasks(trace: ComputeTrace, granularity: str) -> Tasks:
     )
 
 
+def n_parts(numel: np.ndarray, partition: int) -> np.ndarray:
+    """Parts of each task at ``partition`` parameters: ceil, ``horovod_task.py`` L101."""
+    return np.maximum(1, -(-numel // partition))
+
+
+def smallest_partition(numel: np.ndarray, limit: int = MAX_COLLECTIVES_PER_ITERATION) -> int:
+    """The smallest partition (parameters) at which the tasks launch at most ``limit``
+    collectives (the parts are non-increasing in the partition: bisection)."""
+    if len(numel) > limit:
+        raise ConfigError(f"{len(numel)} tasks launch more than {limit} collectives at any "
+                          "partition")
+    low, high = 1, max(int(numel.max(initial=1)), 1)
+    while low < high:
+        mid = (low + high) // 2
+        if int(n_parts(numel, mid).sum()) <= limit:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
 def bs_plan(tasks: Tasks, *, partition: int, credit: int | None, knobs: dict[str, Any],
             info: dict[str, Any]) -> Plan:
     """The plan for one partition and credit (parameters); ``credit=None``: one part at a
-    time (P3)."""
-    chunks = np.maximum(1, -(-tasks.numel // partition))  # ceil, horovod_task.py L101
+    time (P3). A partition so small that the parts exceed the replay's collective budget
+    (:data:`gradsched.limits.MAX_COLLECTIVES_PER_ITERATION`) is coarsened to the smallest
+    that fits, and ``info["partition_coarsened"]`` says from what to what."""
+    chunks = n_parts(tasks.numel, partition)
+    if int(chunks.sum()) > MAX_COLLECTIVES_PER_ITERATION:
+        used = smallest_partition(tasks.numel)
+        info = dict(info) | {"partition_coarsened": {
+            "asked_params": partition, "used_params": used,
+            "why": f"{int(chunks.sum())} parts exceed the budget of "
+                   f"{MAX_COLLECTIVES_PER_ITERATION} collectives per iteration"}}
+        partition, chunks = used, n_parts(tasks.numel, used)
     buckets = tuple(Bucket(tensors=m, chunks=int(c), priority=int(p))
                     for m, c, p in zip(tasks.members, chunks, tasks.priority, strict=True))
     info = dict(info) | {"partition_params": partition, "credit_params": credit,
