@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradsched.costmodel.base import PLAN_COLLECTIVES, CommModel
+from gradsched.replay.prefix_tree import PrefixAddMaxTree, SuffixSums
 from gradsched.replay.prep import TraceArrays, trace_arrays
 from gradsched.traces.bundle import ComputeTrace
 
@@ -60,33 +61,63 @@ class LowerBound:
                    self.first_ready_s + self.startup_s + self.bandwidth_s)
 
 
-MAX_CELLS = 4_000_000
-"""Largest (ready times x layers) table evaluated; beyond it both axes are thinned, which
-keeps the bound valid (a maximum over fewer valid terms) and only looser."""
-
-
-def _thin(n: int, keep: int) -> np.ndarray:
-    """Indices of at most ``keep`` of ``range(n)``, the last always included."""
-    if n <= keep:
-        return np.arange(n)
-    return np.unique(np.concatenate([np.linspace(0, n - 1, keep).astype(np.int64), [n - 1]]))
-
-
 def delivery_s(a: TraceArrays, rate_Bps: float, startup_s: float) -> np.ndarray:
     """Per layer ``j`` (forward order): the earliest time, from the start of backward, by
     which every gradient byte of layers ``0..j`` can have been communicated (facts 1-2):
-    ``max_t [t + s_min + bytes of layers <= j ready at or after t / b]`` over the ready
-    times ``t``; ``-inf`` for a prefix without bytes."""
-    n_layers = a.layer_forward_s.size
-    times = np.unique(a.ready_s)
-    times = times[_thin(times.size, max(1, MAX_CELLS // max(n_layers, 1)))]
-    row = np.searchsorted(times, a.ready_s, side="right") - 1  # last kept t <= r_i
-    table = np.zeros((times.size, n_layers))
-    np.add.at(table, (row, a.layer_of), a.nbytes)
-    ready_at_or_after = np.cumsum(table[::-1], axis=0)[::-1]
-    prefix = np.cumsum(ready_at_or_after, axis=1)  # [t, j]: layers <= j, ready >= t
-    finish = times[:, None] + startup_s + prefix / rate_Bps
-    return np.max(np.where(prefix > 0, finish, -np.inf), axis=0)
+    ``D_j = max_t [t + s_min + bytes of layers <= j ready at or after t / b]``; ``-inf`` for
+    a prefix without bytes.
+
+    The maximum is over the ready times ``t`` of the bytes taken so far (between two of
+    them the bytes are constant and a later ``t`` is larger). Layers are taken in forward
+    order, each layer's gradients latest-ready first; a gradient ready at ``r`` adds its
+    bytes to the candidates ``t <= r``. When every gradient is ready no later than those
+    taken before it (backprop's usual order), the candidates it adds to hold every byte
+    taken and the best of them is ``t = r``: a running maximum, in ``O(N)``
+    (:func:`_delivery_in_ready_order`). Otherwise a segment tree of prefix additions and
+    maxima gives every ``D_j`` in ``O(N log N)`` (:func:`_delivery_any_order`). Both price
+    the winning candidate from exact byte sums, as the definition does."""
+    times, slot_of = np.unique(a.ready_s, return_inverse=True)
+    order = np.lexsort((-slot_of, a.layer_of))  # by layer, latest-ready first
+    order = order[a.nbytes[order] > 0]
+    slots = slot_of[order]
+    if np.all(np.diff(slots) <= 0):
+        return _delivery_in_ready_order(a, order, times[slots], rate_Bps, startup_s)
+    return _delivery_any_order(a, order, times, slots, rate_Bps, startup_s)
+
+
+def _layer_ends(a: TraceArrays, order: np.ndarray) -> np.ndarray:
+    """Per layer, the position in ``order`` of its last gradient (``-1``: none yet)."""
+    ends = np.full(a.layer_forward_s.size, -1)
+    ends[a.layer_of[order]] = np.arange(order.size)
+    return np.maximum.accumulate(ends)
+
+
+def _delivery_in_ready_order(a: TraceArrays, order: np.ndarray, ready: np.ndarray,
+                             rate_Bps: float, startup_s: float) -> np.ndarray:
+    """:func:`delivery_s` when ``order`` never takes a gradient ready after one taken
+    before it: ``D`` after each gradient is the running maximum of ``r + s + bytes / b``."""
+    running = np.maximum.accumulate(ready + startup_s + np.cumsum(a.nbytes[order]) / rate_Bps)
+    ends = _layer_ends(a, order)
+    return np.where(ends >= 0, running[np.maximum(ends, 0)] if running.size else 0, -np.inf)
+
+
+def _delivery_any_order(a: TraceArrays, order: np.ndarray, times: np.ndarray,
+                        slots: np.ndarray, rate_Bps: float, startup_s: float) -> np.ndarray:
+    """:func:`delivery_s` for any order, by a segment tree over the sorted ready times."""
+    tree, taken = PrefixAddMaxTree(times.size), SuffixSums(times.size)
+    after = np.full(order.size, -np.inf)
+    filled = -1
+    for n, (i, slot) in enumerate(zip(order.tolist(), slots.tolist(), strict=True)):
+        w = float(a.nbytes[i])
+        while filled < slot:  # candidates t <= r now hold bytes: they count
+            filled += 1
+            tree.fill(filled, float(times[filled]) + startup_s)
+        tree.add_prefix(slot, w / rate_Bps)
+        taken.add(slot, w)
+        k = tree.argmax()
+        after[n] = times[k] + startup_s + taken.from_slot(k) / rate_Bps
+    ends = _layer_ends(a, order)
+    return np.where(ends >= 0, after[np.maximum(ends, 0)] if after.size else 0, -np.inf)
 
 
 def lower_bound(trace: ComputeTrace, model: CommModel, world_size: int) -> LowerBound:
