@@ -75,7 +75,8 @@ ends at the same moment on every rank, so a rank's clock offset is the median di
 its collectives' end times from those of the lowest rank.
 
 Modules: :mod:`.options`, :mod:`.steps` (item 1), :mod:`.nesting` (item 2),
-:mod:`.attribution` (items 3-6), :mod:`.modules` (item 5), :mod:`.busy` (item 9),
+:mod:`.attribution` (items 3-6), :mod:`.modules` (item 5), :mod:`.busy` (item 9; the one
+busy definition, which ``benchmarks/gpu/gpu_check.py`` reports too),
 :mod:`.params` (item 7), :mod:`.collectives` (item 8),
 :mod:`.step` (one rank's step), :mod:`.compute` (items 9-10), :mod:`.comm_record` (several
 ranks) and :mod:`.importer`. Reading files (tar archives too) is
@@ -83,6 +84,7 @@ ranks) and :mod:`.importer`. Reading files (tar archives too) is
 """
 
 from gradsched.traces.importers.kineto.events import read_documents
+from gradsched.traces.importers.kineto_gpu.busy import StepBusy, busy_share, step_busy, trace_busy
 from gradsched.traces.importers.kineto_gpu.collectives import Collective
 from gradsched.traces.importers.kineto_gpu.comm_record import (
     RECORD_COLUMNS,
@@ -106,12 +108,16 @@ __all__ = [
     "GpuStep",
     "KinetoGpuResult",
     "Options",
+    "StepBusy",
     "align_ranks",
     "build_compute",
+    "busy_share",
     "choose_step",
     "comm_record",
     "import_kineto_gpu",
     "parse_gpu_step",
     "read_documents",
     "read_param_table",
+    "step_busy",
+    "trace_busy",
 ]
