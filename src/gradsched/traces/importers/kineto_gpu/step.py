@@ -12,12 +12,12 @@ from gradsched.traces.importers.kineto.comm_meta import meta_from_args
 from gradsched.traces.importers.kineto.events import Event, complete_events
 from gradsched.traces.importers.kineto_gpu.attribution import (
     backward_grads,
-    batch_from_shapes,
     forward_ops,
     forward_owner,
     forward_times,
     grad_rows,
 )
+from gradsched.traces.importers.kineto_gpu.batch import batch_from_shapes
 from gradsched.traces.importers.kineto_gpu.busy import busy_share, gpu_busy
 from gradsched.traces.importers.kineto_gpu.collectives import Collective, to_collective
 from gradsched.traces.importers.kineto_gpu.modules import (
@@ -54,6 +54,7 @@ class GpuStep:
     backward_start_us: float | None
     totals: dict[str, Any]
     batch_size: int | None
+    batch_note: str
     dtype: str | None
     header: dict[str, Any]
     warnings: list[str]
@@ -156,11 +157,11 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
         warnings.append(f"{unlinked} GPU activities were launched outside every CPU op of "
                         "the step: not attributed")
     totals = {**_totals(frame, ops, fwd_tail, bw_tail, busy_us, period_us), **fwd_facts}
-    batch = batch_from_shapes(fwd_ops)
+    batch, batch_note = batch_from_shapes(fwd_ops)
     dtype = next((str(op.param_type) for op in bw_ops if op.param_type), None)
     return GpuStep(label=label, rank=rank, world_size=world, device=device, step=number,
                    steps=numbers, step_start_us=step.ts, step_s=step.dur * 1e-6, frame=frame,
                    collectives=collectives,
                    backward_start_us=min(bw_kernels) if bw_kernels else None,
-                   totals=totals, batch_size=batch, dtype=dtype, header=header,
-                   warnings=warnings)
+                   totals=totals, batch_size=batch, batch_note=batch_note, dtype=dtype,
+                   header=header, warnings=warnings)
