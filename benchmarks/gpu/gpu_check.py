@@ -30,7 +30,7 @@ every step's log, ``machine.txt`` (``nvidia-smi``, ``nvidia-smi -q``, Python, to
 cuDNN, torchvision and transformers versions, the git commit) and ``manifest.json`` (per step:
 the command, exit status, seconds, outputs; skipped steps and why). Compare it with the
 committed H200 measurements (``traces/compute/h200/``, and ``data/h200/`` for the ground truth and
-the executor runs).
+the executor runs; ``data/h200/gpu-check/`` is this script's own archive of 2026-11-27).
 
 The budget arithmetic (:func:`plan_configs`): setup, the executor check and the archive
 (``FIXED_S``) plus the capture and truth steps of each configuration (``STEP_ESTIMATE_S``,
@@ -279,20 +279,30 @@ def truth(args: argparse.Namespace) -> int:
             prof.step()
     torch.cuda.synchronize()
     prof.export_chrome_trace(str(args.trace))
-    busy = trace_busy(Path(args.trace))
     med = {k: float(sorted(v)[len(v) // 2]) for k, v in times.items()}
     summary = {"model": args.model, "batch_size": args.batch_size, "seq_len": args.seq_len,
                "dtype": args.dtype, "threads": args.threads, "warmup": args.warmup,
-               "iters": args.iters, "median": med, "samples": times,
-               "busy_step": f"ProfilerStep#{busy.step}", "gpu_busy_ms": busy.busy_s * 1e3,
-               "gpu_period_ms": busy.period_s * 1e3, "busy_fraction": busy.share,
-               "busy_period_end": busy.period_end,
-               "note": "busy_fraction: gradsched import kineto's gpu_busy_share of "
-                       "busy_step: the union of the GPU activities the step launched "
-                       "(gpu_busy_ms) over its GPU period (gpu_period_ms, from its first "
-                       "activity to busy_period_end), a fraction in [0, 1]"}
+               "iters": args.iters, "median": med, "samples": times, **busy_fields(args.trace)}
     Path(args.summary).write_text(json.dumps(summary, indent=1) + "\n")
     return 0
+
+
+def busy_fields(trace: Path) -> dict[str, Any]:
+    """The truth summary's busy fields; an unreadable trace is said, not raised (the
+    CUDA-event timings stand without it)."""
+    from gradsched.errors import GradschedError
+
+    try:
+        busy = trace_busy(Path(trace))
+    except GradschedError as exc:
+        return {"busy_fraction": None, "busy_error": str(exc)}
+    return {"busy_step": f"ProfilerStep#{busy.step}", "gpu_busy_ms": busy.busy_s * 1e3,
+            "gpu_period_ms": busy.period_s * 1e3, "busy_fraction": busy.share,
+            "busy_period_end": busy.period_end,
+            "note": "busy_fraction: gradsched import kineto's gpu_busy_share of busy_step: "
+                    "the union of the GPU activities the step launched (gpu_busy_ms) over "
+                    "its GPU period (gpu_period_ms, from its first activity to "
+                    "busy_period_end), a fraction in [0, 1]"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -436,6 +446,7 @@ def check(args: argparse.Namespace) -> int:
             "threads": args.threads, "command": " ".join(sys.argv),
             "plan": budget_plan, "steps": steps, "n_steps": len(steps), "n_not_ok": len(failed),
             "compare_with": {"compute": "traces/compute/h200/ (H200, 2026-11-26)",
+                             "gpu_check": "data/h200/gpu-check/ (another H200, 2026-11-27)",
                              "readme": "data/h200/README.md (the H200 run, 2026-11-26)"},
         }
         (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")

@@ -74,6 +74,12 @@ def test_busy_fraction_is_the_importers_gpu_busy_share(tmp_path: Path) -> None:
     mine = _module().trace_busy(trace)
     assert round(mine.share, 9) == meta["gpu_busy_share"]  # the sidecar keeps 9 digits
     assert abs(mine.busy_s - meta["gpu_busy_s"]) < 1e-9
+    fields = _module().busy_fields(trace)  # what the truth step writes into its summary
+    assert fields["busy_fraction"] == mine.share and fields["busy_step"] == "ProfilerStep#2"
+    bad = tmp_path / "empty.pt.trace.json"
+    bad.write_text("")
+    fields = _module().busy_fields(bad)
+    assert fields["busy_fraction"] is None and "empty file" in fields["busy_error"]
 
 
 def test_busy_command_needs_no_gpu_and_errors_are_one_line(tmp_path: Path) -> None:
