@@ -121,11 +121,13 @@ def _kineto_gpu_flags(p: argparse.ArgumentParser) -> None:
                    "gs:iteration) instead of ProfilerStep#N")
     g.add_argument("--rank", type=integer(0, 2**20),
                    help="rank of the compute trace (default: lowest)")
-    g.add_argument("--params", help="parameter table CSV (name, numel[, bytes]) in forward "
-                   "order, e.g. a compute trace of the same model")
+    g.add_argument("--params", help="parameter table CSV (name, numel[, bytes, "
+                   "ready_order]), e.g. a compute trace of the same model: matched to the "
+                   "trace's gradients row by row, on ready_order or by unique size")
     g.add_argument("--model", default="unknown")
     g.add_argument("--batch-size", type=positive_int,
-                   help="when the trace records no input shapes")
+                   help="when the input shapes of the step's first forward op (a convolution "
+                   "or an embedding lookup) do not say it")
     g.add_argument("--world-size", type=positive_int)
     g.add_argument("--device", help="default: the trace's deviceProperties")
     g.add_argument("--source", help="provenance text stored in the metadata")

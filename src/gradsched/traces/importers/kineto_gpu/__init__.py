@@ -49,8 +49,13 @@ How the trace is read (the links PyTorch's profiler records, see kineto's
    bias before its weight). ``layer`` numbers the owning forward ops.
 7. Parameter sizes come from the AccumulateGrad op's ``Input Dims`` / ``Input type`` where
    the trace was recorded with shapes; otherwise (and for names) from a parameter table
-   (``params``: a CSV with ``name`` and ``numel`` and optionally ``bytes``, in forward order,
-   e.g. a compute trace of the same model). Where both exist they must agree row by row.
+   (``params``: a CSV with ``name`` and ``numel`` and optionally ``bytes`` and
+   ``ready_order``, e.g. a compute trace of the same model). Where both exist, the table's
+   rows are matched to the gradients row by row, else on ``ready_order``, else by size where
+   every size is unique, and every pair's sizes must agree (:mod:`.params`); without shapes
+   the table is taken in forward order. The batch size comes from the input shapes of the
+   first forward op, a convolution or an embedding lookup (:mod:`.batch`), else from
+   ``batch_size``.
 8. NCCL kernels launched inside the step are its collectives. Their metadata comes from the
    kernel's own args (``Collective name``, ``In msg nelems``, ``Out msg nelems``,
    ``Group size``, ``dtype``), else from the ``record_param_comms`` op with the same
@@ -75,14 +80,16 @@ ends at the same moment on every rank, so a rank's clock offset is the median di
 its collectives' end times from those of the lowest rank.
 
 Modules: :mod:`.options`, :mod:`.steps` (item 1), :mod:`.nesting` (item 2),
-:mod:`.attribution` (items 3-6), :mod:`.modules` (item 5), :mod:`.busy` (item 9),
-:mod:`.params` (item 7), :mod:`.collectives` (item 8),
+:mod:`.attribution` (items 3-6), :mod:`.modules` (item 5), :mod:`.busy` (item 9; the one
+busy definition, which ``benchmarks/gpu/gpu_check.py`` reports too),
+:mod:`.params` and :mod:`.batch` (item 7), :mod:`.collectives` (item 8),
 :mod:`.step` (one rank's step), :mod:`.compute` (items 9-10), :mod:`.comm_record` (several
 ranks) and :mod:`.importer`. Reading files (tar archives too) is
 :mod:`gradsched.traces.importers.kineto.events`.
 """
 
 from gradsched.traces.importers.kineto.events import read_documents
+from gradsched.traces.importers.kineto_gpu.busy import StepBusy, busy_share, step_busy, trace_busy
 from gradsched.traces.importers.kineto_gpu.collectives import Collective
 from gradsched.traces.importers.kineto_gpu.comm_record import (
     RECORD_COLUMNS,
@@ -106,12 +113,16 @@ __all__ = [
     "GpuStep",
     "KinetoGpuResult",
     "Options",
+    "StepBusy",
     "align_ranks",
     "build_compute",
+    "busy_share",
     "choose_step",
     "comm_record",
     "import_kineto_gpu",
     "parse_gpu_step",
     "read_documents",
     "read_param_table",
+    "step_busy",
+    "trace_busy",
 ]

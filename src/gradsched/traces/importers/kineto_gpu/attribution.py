@@ -12,9 +12,6 @@ import pandas as pd
 from gradsched.errors import InputError
 from gradsched.traces.importers.kineto_gpu.nesting import Op
 
-_CONV_OPS = frozenset({"aten::conv2d", "aten::convolution", "aten::_convolution",
-                       "aten::cudnn_convolution"})
-
 
 @dataclass
 class Grad:
@@ -121,15 +118,3 @@ def grad_rows(grads: list[Grad], owner: dict[int, int], fwd_time: dict[int, floa
         })
         seen.add(op)
     return pd.DataFrame(rows)
-
-
-def batch_from_shapes(fwd_ops: list[Op]) -> int | None:
-    """Batch size: the leading input dimension of the first forward op when that op is a
-    convolution (image models; recorded with ``record_shapes``), else None."""
-    if not fwd_ops or fwd_ops[0].span.name not in _CONV_OPS:
-        return None
-    dims = fwd_ops[0].span.args.get("Input Dims")
-    if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]:
-        first = dims[0][0]
-        return first if isinstance(first, int) and first > 0 else None
-    return None

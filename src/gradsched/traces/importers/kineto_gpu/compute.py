@@ -36,8 +36,8 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
     })
     batch = options.batch_size or gstep.batch_size
     if batch is None:
-        raise InputError("batch size not recorded (no shapes on a leading convolution): "
-                         "pass batch_size", path=gstep.label, field="batch_size")
+        raise InputError(f"batch size not recorded: {gstep.batch_note}; pass batch_size "
+                         "(--batch-size)", path=gstep.label, field="batch_size")
     totals = {k: round(v, 9) if isinstance(v, float) else v  # ns resolution
               for k, v in gstep.totals.items()}
     share = totals["gpu_busy_share"]

@@ -131,3 +131,17 @@ def nest(events: list[Event], lo: float, hi: float, label: str
         _nest_thread(items, label, ops, launches)
     ops.sort(key=lambda o: (o.span.ts, o.span.index))
     return ops, launches
+
+
+def link_kernels(gpu: list[Event], launches: dict[int, Launch], label: str) -> int:
+    """Attach each GPU activity to the top-level op that launched it; returns how many
+    were launched outside every CPU op of the step."""
+    unlinked = 0
+    for ev in gpu:
+        corr = correlation(ev, label)
+        launch = launches.get(corr) if corr is not None else None
+        if launch is not None and launch.top is not None:
+            launch.top.kernels.append(ev)
+        elif launch is not None:
+            unlinked += 1
+    return unlinked

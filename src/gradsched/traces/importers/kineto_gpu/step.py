@@ -12,13 +12,13 @@ from gradsched.traces.importers.kineto.comm_meta import meta_from_args
 from gradsched.traces.importers.kineto.events import Event, complete_events
 from gradsched.traces.importers.kineto_gpu.attribution import (
     backward_grads,
-    batch_from_shapes,
     forward_ops,
     forward_owner,
     forward_times,
     grad_rows,
 )
-from gradsched.traces.importers.kineto_gpu.busy import gpu_busy
+from gradsched.traces.importers.kineto_gpu.batch import batch_from_shapes
+from gradsched.traces.importers.kineto_gpu.busy import busy_share, gpu_busy
 from gradsched.traces.importers.kineto_gpu.collectives import Collective, to_collective
 from gradsched.traces.importers.kineto_gpu.modules import (
     forward_times_by_module,
@@ -27,10 +27,10 @@ from gradsched.traces.importers.kineto_gpu.modules import (
 )
 from gradsched.traces.importers.kineto_gpu.nesting import (
     GPU_CATS,
-    Launch,
     Op,
     correlation,
     is_nccl,
+    link_kernels,
     nest,
 )
 from gradsched.traces.importers.kineto_gpu.options import Options
@@ -54,6 +54,7 @@ class GpuStep:
     backward_start_us: float | None
     totals: dict[str, Any]
     batch_size: int | None
+    batch_note: str
     dtype: str | None
     header: dict[str, Any]
     warnings: list[str]
@@ -71,20 +72,6 @@ def _header_facts(header: dict[str, Any], kernels: list[Event]) -> tuple[Any, An
     return info.get("rank"), info.get("world_size"), device
 
 
-def _link_kernels(gpu: list[Event], launches: dict[int, Launch], label: str) -> int:
-    """Attach each GPU activity to the top-level op that launched it; returns how many
-    were launched outside every CPU op of the step."""
-    unlinked = 0
-    for ev in gpu:
-        corr = correlation(ev, label)
-        launch = launches.get(corr) if corr is not None else None
-        if launch is not None and launch.top is not None:
-            launch.top.kernels.append(ev)
-        elif launch is not None:
-            unlinked += 1
-    return unlinked
-
-
 def _totals(frame: pd.DataFrame, ops: list[Op], fwd_tail: float, bw_tail: float,
             busy_us: float, step_us: float) -> dict[str, float]:
     """The step's forward, backward, tail, busy and other kernel times (s)."""
@@ -93,7 +80,7 @@ def _totals(frame: pd.DataFrame, ops: list[Op], fwd_tail: float, bw_tail: float,
         "backward_s": float(frame["backward_s"].sum()),
         "forward_tail_s": fwd_tail, "backward_tail_s": bw_tail,
         "gpu_busy_s": busy_us * 1e-6, "gpu_period_s": step_us * 1e-6,
-        "gpu_busy_share": min(1.0, busy_us / step_us) if step_us else 0.0,
+        "gpu_busy_share": busy_share(busy_us, step_us),
         "other_kernel_s": sum(op.kernel_s() for op in ops) - float(
             frame["forward_s"].sum()) - float(frame["backward_s"].sum()) - bw_tail,
     }
@@ -129,7 +116,7 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
     number, step, numbers = choose_step(events, label, options.step, options.step_range)
     ops, launches = nest(events, step.ts, step.end, label)
     gpu = [ev for ev in events if ev.cat in GPU_CATS]
-    unlinked = _link_kernels(gpu, launches, label)
+    unlinked = link_kernels(gpu, launches, label)
     by_extid = {ev.args.get("External id"): meta for ev in events
                 if ev.name == "record_param_comms" and (meta := meta_from_args(ev, label))}
     fwd_tid = (step.pid, step.tid)
@@ -163,18 +150,18 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
                          "profile with ProfilerActivity.CUDA as well as CPU", path=label,
                          field=f"traceEvents[{step.index}]")
     busy_us, period_us, _ = gpu_busy(events, step_kernels,
-                                              next_step(events, step, options.step_range))
+                                     next_step(events, step, options.step_range))
     bw_kernels = [k.ts for op in bw_ops for k in op.kernels if not is_nccl(k)]
     rank, world, device = _header_facts(header, step_kernels)
     if unlinked:
         warnings.append(f"{unlinked} GPU activities were launched outside every CPU op of "
                         "the step: not attributed")
     totals = {**_totals(frame, ops, fwd_tail, bw_tail, busy_us, period_us), **fwd_facts}
-    batch = batch_from_shapes(fwd_ops)
+    batch, batch_note = batch_from_shapes(fwd_ops)
     dtype = next((str(op.param_type) for op in bw_ops if op.param_type), None)
     return GpuStep(label=label, rank=rank, world_size=world, device=device, step=number,
                    steps=numbers, step_start_us=step.ts, step_s=step.dur * 1e-6, frame=frame,
                    collectives=collectives,
                    backward_start_us=min(bw_kernels) if bw_kernels else None,
-                   totals=totals, batch_size=batch, dtype=dtype, header=header,
-                   warnings=warnings)
+                   totals=totals, batch_size=batch, batch_note=batch_note, dtype=dtype,
+                   header=header, warnings=warnings)

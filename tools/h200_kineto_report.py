@@ -17,12 +17,23 @@ Writes data/h200/kineto-import-report.csv and .md (one row per trace):
   (CUDA-event medians of zero_grad + forward + backward + step): the profiler slows the
   host, so this is the better measure of how much of a real iteration the GPU works.
 
-Run from the repository root: ``python workflow/scripts/h200_kineto_report.py``.
+A maintainer's tool, run by no pipeline rule: the traces and summaries it reads are
+committed (data/h200/, traces/compute/h200/) and so is what it wrote (data/h200/README.md).
+Run from the repository root::
+
+    PYTHONPATH=src python tools/h200_kineto_report.py          # rewrite the two reports
+    PYTHONPATH=src python tools/h200_kineto_report.py --check  # regenerate them elsewhere and
+                                                               # compare byte for byte (exit 1
+                                                               # when one differs)
 """
 
 from __future__ import annotations
 
+import argparse
+import filecmp
 import json
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +43,7 @@ from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.importers.kineto_gpu import Options, import_kineto_gpu
 
 ROOT = Path("data/h200")
+OUTPUTS = ("kineto-import-report.csv", "kineto-import-report.md")
 SETS = (("kineto", "gs:iteration", "kineto-truth-summary.json"),
         ("kineto-steps", None, "kineto-steps-summary.json"))
 
@@ -83,25 +95,46 @@ def row(folder: str, step_range: str | None, trace: Path, truth: dict) -> dict:
     }
 
 
-def main() -> None:
+def write_reports(out: Path) -> pd.DataFrame:
+    """Import every trace and write the CSV and Markdown reports into ``out``."""
     rows = []
     for folder, step_range, summary in SETS:
         truth = json.loads((ROOT / folder / summary).read_text())
         for trace in sorted((ROOT / folder).glob("*.pt.trace.json.gz")):
             rows.append(row(folder, step_range, trace, truth))
     frame = pd.DataFrame(rows)
-    frame.to_csv(ROOT / "kineto-import-report.csv", index=False, float_format="%.4g")
+    frame.to_csv(out / OUTPUTS[0], index=False, float_format="%.4g")
     lines = ["# Kineto GPU import of the H200 hook-free profiler traces",
-             "", "Written by `workflow/scripts/h200_kineto_report.py` (see its docstring "
+             "", "Written by `tools/h200_kineto_report.py` (see its docstring "
              "for the columns).", "",
              "| " + " | ".join(frame.columns) + " |",
              "|" + "---|" * len(frame.columns)]
     for rec in frame.itertuples(index=False):
         lines.append("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v)
                                        for v in rec) + " |")
-    (ROOT / "kineto-import-report.md").write_text("\n".join(lines) + "\n")
-    print(frame.to_string())
+    (out / OUTPUTS[1]).write_text("\n".join(lines) + "\n")
+    return frame
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="regenerate into a temporary folder and compare with data/h200")
+    args = parser.parse_args(argv)
+    if not args.check:
+        print(write_reports(ROOT).to_string())
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        write_reports(Path(tmp))
+        differ = [name for name in OUTPUTS
+                  if not filecmp.cmp(Path(tmp) / name, ROOT / name, shallow=False)]
+    for name in differ:
+        print(f"h200_kineto_report: {ROOT / name} differs from its regeneration",
+              file=sys.stderr)
+    print(f"h200_kineto_report: {len(OUTPUTS) - len(differ)} of {len(OUTPUTS)} reports "
+          "reproduced byte for byte")
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,12 +10,24 @@ fraction of the hook-free profiled iteration of the same configuration
 kernel-busy time over the unprofiled iteration; written by h200_kineto_report.py).
 
 Also writes data/h200/correction-report.csv (one row per corrected bundle, for the paper's
-macros). Run from the repository root: ``python workflow/scripts/h200_correct.py``.
+macros). A maintainer's tool, run by no pipeline rule: its inputs and what it wrote are
+committed. Run from the repository root::
+
+    PYTHONPATH=src python tools/h200_correct.py          # rewrite the corrected bundles
+    PYTHONPATH=src python tools/h200_correct.py --check  # regenerate them elsewhere and
+                                                         # compare byte for byte (exit 1
+                                                         # when one differs)
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import csv
+import filecmp
+import io
+import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -31,10 +43,13 @@ CORRECTIONS = Path("data/h200/correction-report.csv")
 TOLERANCE = 0.03
 
 
-def main() -> None:
+def correct(out: Path) -> list[Path]:
+    """Correct every capture above ``TOLERANCE`` into ``out`` (same file names); returns the
+    corrected CSVs."""
     with REPORT.open() as fh:
         busy = {r["trace"].removeprefix("kineto-steps/"): r["busy_over_unprofiled"]
                 for r in csv.DictReader(fh) if r["trace"].startswith("kineto-steps/")}
+    written = []
     for path in sorted(TRACES.glob("*.csv")):
         if path.stem.endswith("-corrected"):
             continue
@@ -43,16 +58,22 @@ def main() -> None:
                   meta["backward_rows_sum_s"] / meta["backward_nohooks_s"] - 1)
         if max(abs(e) for e in errors) <= TOLERANCE:
             continue
-        args = ["traces", "correct", str(path), "-o",
-                str(path.with_name(f"{path.stem}-corrected.csv")),
+        target = out / f"{path.stem}-corrected.csv"
+        args = ["traces", "correct", str(path), "-o", str(target),
                 *[a for s in SUMMARIES for a in ("--hook-free-summary", s)]]
         if path.stem in busy:
             args += ["--gpu-busy", busy[path.stem], "--gpu-busy-source",
                      f"{REPORT} (busy_over_unprofiled of kineto-steps/{path.stem})"]
         if cli(args) != 0:
             raise SystemExit(f"correcting {path} failed")
+        written.append(target)
+    return written
+
+
+def correction_report(corrected: list[Path], out: Path) -> None:
+    """One row per corrected bundle (for the paper's macros) into ``out``."""
     rows = []
-    for path in sorted(TRACES.glob("*-corrected.csv")):
+    for path in sorted(corrected):
         rec = ComputeTrace.load(path).meta["correction"]
         rows.append({"trace": path.stem.removesuffix("-corrected"),
                      "raw_forward_rel_error": rec["raw_forward_rel_error"],
@@ -62,8 +83,39 @@ def main() -> None:
                      "gpu_busy_fraction": rec["gpu_busy_fraction"],
                      "host_bound": rec["host_bound"],
                      "spread_max_over_min": rec["spread"]["max_over_min"]})
-    pd.DataFrame(rows).to_csv(CORRECTIONS, index=False, float_format="%.6g")
+    pd.DataFrame(rows).to_csv(out, index=False, float_format="%.6g")
+
+
+def check() -> int:
+    """Regenerate into a temporary folder; 1 when a committed file differs or is missing."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
+        written = correct(Path(tmp))
+        correction_report(written, Path(tmp) / CORRECTIONS.name)
+        pairs = [(p, TRACES / p.name) for p in written]
+        pairs += [(p.with_suffix(".meta.json"), TRACES / p.with_suffix(".meta.json").name)
+                  for p in written]
+        pairs.append((Path(tmp) / CORRECTIONS.name, CORRECTIONS))
+        committed = set(TRACES.glob("*-corrected.csv"))
+        differ = [str(mine) for new, mine in pairs
+                  if not mine.is_file() or not filecmp.cmp(new, mine, shallow=False)]
+        differ += [str(p) for p in sorted(committed - {mine for _, mine in pairs})]
+    for path in differ:
+        print(f"h200_correct: {path} differs from its regeneration (or has none)",
+              file=sys.stderr)
+    print(f"h200_correct: {len(pairs) - len(differ)} of {len(pairs)} files reproduced byte "
+          "for byte")
+    return 1 if differ else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="regenerate into a temporary folder and compare")
+    if parser.parse_args(argv).check:
+        return check()
+    correction_report(correct(TRACES), CORRECTIONS)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
