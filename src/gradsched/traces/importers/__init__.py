@@ -64,7 +64,6 @@ class ImportWarning:
 class ImportResult:
     """What an importer produced from one log."""
 
-    source_path: str
     comm: CommTrace | None = None
     compute: ComputeTrace | None = None
     warnings: list[ImportWarning] = field(default_factory=list)

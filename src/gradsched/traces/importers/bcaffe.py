@@ -334,5 +334,5 @@ def import_bcaffe(path: str | Path, options: Options | None = None) -> ImportRes
         comm = build_comm_trace(rows, meta)
     compute_meta = _compute_meta(path, options, dumps, chosen, sink, world)
     compute = ComputeTrace.from_frame(_compute_frame(dump), compute_meta)
-    return ImportResult(source_path=str(path), comm=comm, compute=compute,
+    return ImportResult(comm=comm, compute=compute,
                         warnings=list(sink.items))

@@ -81,7 +81,6 @@ class Header:
 
     perf_names: list[tuple[str, int]] = field(default_factory=list)  # (collective, line)
     ranks: dict[int, tuple[str, str, int]] = field(default_factory=dict)  # rank -> host, model
-    n_threads: int | None = None
     n_gpus: int | None = None
     iterations: int | None = None
     version: str | None = None
@@ -124,7 +123,7 @@ def _scan_header_line(text: str, number: int, header: Header, path: Path) -> Non
         header.ranks[rank_id] = (rank.group("host"), rank.group("model").strip(), number)
     gpus = _NGPUS_RE.search(text)
     if gpus:
-        header.n_threads, header.n_gpus = int(gpus.group(1)), int(gpus.group(2))
+        header.n_gpus = int(gpus.group(2))
         iters = _ITERS_RE.search(text)
         if iters:
             header.iterations = int(iters.group(1))
@@ -416,4 +415,4 @@ def import_nccl_tests(path: str | Path, options: Options | None = None) -> Impor
         interconnect=options.interconnect, extra=extra,
     )
     trace = build_comm_trace(_rows(measurements, collective, backend, world, nodes), meta)
-    return ImportResult(source_path=str(path), comm=trace, warnings=list(sink.items))
+    return ImportResult(comm=trace, warnings=list(sink.items))

@@ -286,4 +286,4 @@ def import_osu(path: str | Path, options: Options | None = None) -> ImportResult
         extra={"iterations": iterations or None},
     )
     trace = build_comm_trace(rows, meta)
-    return ImportResult(source_path=str(path), comm=trace, warnings=list(sink.items))
+    return ImportResult(comm=trace, warnings=list(sink.items))

@@ -470,4 +470,4 @@ def import_pipedream(path: str | Path, options: Options | None = None) -> Import
            "param_bytes": int(sum(m.parameter_bytes for m in rows))}
     frame = _frame(rows, split, path)
     compute = ComputeTrace.from_frame(frame, _meta(path, options, ctx, sink))
-    return ImportResult(source_path=str(path), compute=compute, warnings=list(sink.items))
+    return ImportResult(compute=compute, warnings=list(sink.items))

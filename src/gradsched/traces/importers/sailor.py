@@ -353,4 +353,4 @@ def import_sailor(path: str | Path, options: Options | None = None) -> ImportRes
            "hash": content_hash(doc), "duplicates": duplicates}
     frame = _frame(config, triples, options.tensor_parallel)
     compute = ComputeTrace.from_frame(frame, _meta(path, options, config, ctx, sink))
-    return ImportResult(source_path=str(path), compute=compute, warnings=list(sink.items))
+    return ImportResult(compute=compute, warnings=list(sink.items))

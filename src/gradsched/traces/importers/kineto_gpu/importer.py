@@ -41,5 +41,5 @@ def import_kineto_gpu(path: str | Path, options: Options | None = None) -> Kinet
     sink = WarningSink(path)
     compute = build_compute(chosen, options, path, sink)
     record = comm_record(steps, options, path)
-    return KinetoGpuResult(source_path=str(path), compute=compute, warnings=sink.items,
+    return KinetoGpuResult(compute=compute, warnings=sink.items,
                            comm_record=record, steps=steps)
