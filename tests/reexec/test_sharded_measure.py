@@ -4,13 +4,14 @@ names); the timings are real runs of tiny-mlp on two gloo ranks."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
 from gradsched.costmodel.base import AlphaBetaModel
 from gradsched.errors import ConfigError
-from gradsched.experiments.bootstrap import bootstrap_ratio
-from gradsched.reexec.sharded import ShardedCase, measure, plans_for
+from gradsched.reexec.sharded import ShardedCase, measure, plans_for, replicates, speedups
 from gradsched.replay.sharded import replay_sharded
 from gradsched.traces import ComputeTrace
 
@@ -33,10 +34,20 @@ def tiny_mlp_trace() -> ComputeTrace:
     return ComputeTrace.from_frame(frame, META)
 
 
-def test_bootstrap_speedup_is_the_ratio_of_medians_with_an_interval() -> None:
-    point, low, high = bootstrap_ratio([2.0, 2.1, 1.9, 2.0], [1.0, 1.1, 0.9, 1.0])
-    assert point == pytest.approx(2.0)
-    assert low <= point <= high
+def test_speedup_is_the_ratio_of_medians_with_a_within_round_interval() -> None:
+    """SYNTHETIC iterations (labelled): two rounds of each plan."""
+    times = {"fsdp2": [2.0, 2.1, 1.9, 2.0], "sharded-optimum": [1.0, 1.1, 0.9, 1.0]}
+    rows = [{"algorithm": name, "round": i // 2, "iteration": i, "iteration_s": t}
+            for name, values in times.items() for i, t in enumerate(values)]
+    reps = replicates("c", rows, list(times))
+    out = speedups(reps, "sharded-optimum")
+    assert out["speedup_vs_fsdp2"] == pytest.approx(2.0)
+    assert out["speedup_low"] <= out["speedup_vs_fsdp2"] <= out["speedup_high"]
+    assert speedups(reps, "fsdp2")["speedup_low"] == 1.0  # a plan against itself: exactly 1
+    assert math.isnan(out["speedup_vs_noreshard"])  # fsdp2-noreshard did not run
+    # deterministic: seeded by the case and the plans
+    assert replicates("c", rows, list(times)).medians["fsdp2"].tolist() == \
+        reps.medians["fsdp2"].tolist()
 
 
 def test_the_baseline_must_be_measured() -> None:
@@ -57,6 +68,13 @@ def test_measure_runs_every_plan_and_checks_its_units() -> None:
     assert len(plans) == 4
     assert [r["algorithm"] for r in iterations].count("compute-only") == 4
     assert len(iterations) == 20
+    assert sorted({r["round"] for r in iterations}) == [0, 1]  # the bootstrap's strata
+    # every interval is the project's one bootstrap, recomputable from the iterations
+    reps = replicates(case.name, iterations, names)
+    for row in rows:
+        again = speedups(reps, row["algorithm"])
+        assert (row["speedup_low"], row["speedup_high"]) == (again["speedup_low"],
+                                                             again["speedup_high"])
     # the prediction is the replay on the trace scaled to the control of the same launch
     control = sorted(r["iteration_s"] for r in iterations if r["algorithm"] == "compute-only")
     trace = tiny_mlp_trace()
