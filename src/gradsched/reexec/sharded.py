@@ -39,10 +39,12 @@ is the same for the control (no FSDP2: activations and full gradients).
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -51,6 +53,7 @@ import pandas as pd
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
 from gradsched.experiments.sharded import OPTIMUM, optimum
+from gradsched.intermediates import INT, REAL, TEXT, Column, Spec, read_intermediate
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import make_sharded_plan
 from gradsched.reexec.predict import scaled_trace, trace_compute_s
@@ -64,6 +67,15 @@ BASELINE = "fsdp2"
 NO_RESHARD = "fsdp2-noreshard"
 OPTIMUM_CAPPED = "sharded-optimum-capped"
 """The optimum under a memory cap equal to the baseline's predicted peak."""
+
+SHARDED_ITERATIONS = Spec("sharded re-execution iterations", (
+    Column("algorithm", TEXT), Column("iteration", INT, minimum=0),
+    Column("iteration_s", REAL, minimum=0.0)))
+"""A case folder's ``iterations.csv`` (``round`` too since the intervals are resampled
+within rounds)."""
+
+SHARDED_MEASURED = Spec("sharded re-execution measurements", (Column("algorithm", TEXT),))
+"""A case folder's ``measured.csv`` (the columns :func:`rederived_speedups` reads)."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +243,29 @@ def speedups(reps: Replicates, name: str) -> dict[str, float]:
     return {"speedup_vs_fsdp2": point, "speedup_low": low, "speedup_high": high,
             "speedup_vs_noreshard": other[0], "speedup_vs_noreshard_low": other[1],
             "speedup_vs_noreshard_high": other[2]}
+
+
+def read_iterations(folder: str | Path) -> list[dict[str, Any]]:
+    """A measured case folder's ``iterations.csv`` as :func:`iteration_rows` writes it;
+    files from before the ``round`` column pool the rounds in order, ``meta.json``'s
+    ``iters`` iterations each, so the round is recovered from the iteration index."""
+    folder = Path(folder)
+    frame = read_intermediate(folder / "iterations.csv", (SHARDED_ITERATIONS,))
+    if "round" not in frame:
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        frame = frame.assign(round=frame["iteration"] // int(meta["iters"]))
+    return frame.to_dict("records")
+
+
+def rederived_speedups(folder: str | Path) -> pd.DataFrame:
+    """The speed-up columns of a measured case folder's ``measured.csv`` computed again
+    from its iterations by :func:`speedups` (one row per plan, ``algorithm`` first): what
+    a re-measurement would write for the same iterations."""
+    folder = Path(folder)
+    measured = read_intermediate(folder / "measured.csv", (SHARDED_MEASURED,))
+    names = measured["algorithm"].astype(str).tolist()
+    reps = replicates(folder.name, read_iterations(folder), names)
+    return pd.DataFrame([{"algorithm": name, **speedups(reps, name)} for name in names])
 
 
 def _row(case: ShardedCase, name: str, plan: ShardedPlan, measured: list[float],
