@@ -28,7 +28,7 @@ One GPU (ResNet-50, batch 64, 224x224, as the H200 data)::
 
 Timing: the period between iteration starts (the host's pace; a per-layer update runs in
 the next forward), the last period ending after ``flush()`` and a device synchronisation,
-as :func:`gradsched.runtime.bench.timed_iterations`; beside it the process's CPU seconds per
+as :func:`gradsched.runtime.rounds.timed_iterations`; beside it the process's CPU seconds per
 iteration (all threads), less exposed to foreign load on a shared machine. SGD, momentum
 0.9, lr 0.01.
 """

@@ -7,7 +7,7 @@ Runs, with ``gradsched run`` on the emulated cluster, the committed plans of
 that ``gradsched report architectures`` reads. The replay's prediction of every run is
 carried over from the committed JSON (the same plans and models: the replay is a pure
 function of them). Each run records the 1-minute load average before and after and the
-CPU cores busy before it starts (:func:`gradsched.reexec.load.busy_cores`); a run does not
+CPU cores busy before it starts (:func:`gradsched.runtime.load.busy_cores`); a run does not
 start while the machine is busy unless ``--allow-load``.
 
     sudo .venv/bin/python benchmarks/measure_architectures.py [--rates 1gbit 100mbit] \\
@@ -64,7 +64,8 @@ def _predicted(previous: list[dict[str, Any]], rate: str, workers: int,
 def measure(rates: list[str], iters: int, warmup: int, rounds: int,
             allow_load: bool) -> list[dict[str, Any]]:
     sys.path.insert(0, str(REPO / "src"))
-    from gradsched.reexec.load import FOREIGN_LIMIT_CORES, busy_cores
+    from gradsched.reexec.run import FOREIGN_LIMIT_CORES
+    from gradsched.runtime.load import busy_cores
 
     previous = json.loads((DATA / "measured.json").read_text())["measured"]
     common = ["--model", "resnet18", "--batch-size", "16", "--iters", str(iters),

@@ -3,7 +3,7 @@
 The advice is tested on committed inputs (ResNet-18 and BERT-base CPU compute traces, the
 committed gloo sweeps); ``--validate`` on the tiny MLP (a compute trace captured in the
 test, 2 gloo ranks on loopback). Synthetic numbers are labelled as such: the unit test of
-the bootstrap, and the slowed-down tiny-MLP trace with an inline alpha-beta network on
+the speedups' bootstrap, and the slowed-down tiny-MLP trace with an inline alpha-beta network on
 which the per-bucket caps are predicted to win (the measured times are real).
 """
 
@@ -14,9 +14,9 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from gradsched.advise import bootstrap_ratio
 from gradsched.cli import main
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.experiments.recommend import (
@@ -160,17 +160,31 @@ def test_margin_is_the_fits_heldout_error(tmp_path: Path) -> None:
     assert "states no held-out error" in advice["margin_source"]
 
 
-def test_bootstrap_ratio() -> None:
-    # synthetic samples (labelled): b is clearly faster than a
+def test_speedups_are_the_reexecutions_bootstrap_within_rounds() -> None:
+    """SYNTHETIC iteration times (labelled): the list is clearly faster than the current
+    setting; the interval is the re-execution's (resampled within rounds, seeded)."""
+    pytest.importorskip("torch")
+    from gradsched.reexec.uncertainty import bootstrap_medians, ratio_interval
+    from gradsched.reexec.validate import CASE, speedups
+
     rng = np.random.default_rng(1)
-    a = 1.2 + 0.01 * rng.standard_normal(30)
-    b = 1.0 + 0.01 * rng.standard_normal(30)
-    point, low, high = bootstrap_ratio(a, b)
-    assert point == pytest.approx(np.median(a) / np.median(b))
+
+    def rows(bases: dict[str, float]) -> pd.DataFrame:
+        return pd.DataFrame([{"item": kind, "round": r, "iteration_s": base + 0.01 *
+                              rng.standard_normal()} for kind, base in bases.items()
+                             for r in range(3) for _ in range(10)])
+
+    clear = rows({"current": 1.2, "list": 1.0})
+    point, low, high = speedups(clear, ["list", "current"])["list_over_current"]
+    median = clear.groupby("item")["iteration_s"].median()
+    assert point == pytest.approx(median["current"] / median["list"])
     assert 1.0 < low <= point <= high
-    assert bootstrap_ratio(a, b) == (point, low, high)  # deterministic
+    reps = bootstrap_medians(clear.assign(case=CASE), CASE, ["list", "current"])
+    assert (point, low, high) == ratio_interval(reps, "current", "list")  # one bootstrap
+    assert speedups(clear, ["list", "current"])["list_over_current"] == (point, low, high)
     # overlapping samples: the interval includes 1
-    _, low, high = bootstrap_ratio(b, 1.0 + 0.01 * rng.standard_normal(30))
+    _, low, high = speedups(rows({"current": 1.0, "list": 1.0}),
+                            ["list", "current"])["list_over_current"]
     assert low < 1.0 < high
 
 

@@ -50,8 +50,6 @@ ALLOWED: dict[str, frozenset[str]] = {
                          "collectives", "compression"},
     "reexec": COMMON | {"traces", "costmodel", "planners", "replay", "experiments",
                         "workloads", "distributed", "capture", "runtime"},
-    "advise": COMMON | {"traces", "costmodel", "planners", "replay", "experiments",
-                        "workloads", "distributed", "runtime"},
     "report": COMMON | {"traces", "costmodel", "planners", "replay", "experiments",
                         "collectives", "compression", "reexec"},
 }

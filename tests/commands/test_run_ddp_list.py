@@ -21,7 +21,7 @@ from gradsched.cli import main
 from gradsched.commands.run import summary_path
 from gradsched.plan import Bucket, Plan
 from gradsched.planners.ddp_caps import rebuilt_groups
-from gradsched.runtime.bench import buckets_match, parse_bucket_indices
+from gradsched.runtime.runners import buckets_match, parse_bucket_indices
 from gradsched.traces.bundle import ComputeTrace
 
 MODEL = "tiny-mlp"
@@ -126,9 +126,12 @@ def test_bucket_indices_parsing_and_match():
 
 def test_a_mismatch_fails_the_command():
     """SYNTHETIC summary rows: a plan's caps that DDP did not rebuild as planned."""
+    from dataclasses import asdict
+
     from gradsched.commands.run import check_rebuilt
     from gradsched.errors import InputError
     from gradsched.runtime.bench import RunItem
+    from gradsched.runtime.rounds import Item
 
     ok = pd.DataFrame({"plan": ["a", "b"], "ddp_buckets": [2, 3],
                        "ddp_buckets_match": [True, None]})
@@ -138,4 +141,7 @@ def test_a_mismatch_fails_the_command():
         check_rebuilt(bad)
     assert "'b'" in str(exc.value)
     item = RunItem("x", "ddp-list", bucket_cap_mb_list=[1.0, 2.0], expected_buckets=[["a"]])
-    assert RunItem(**item.to_dict()) == item  # what the ranks rebuild from the payload
+    timed = item.item()  # what the ranks run: an item of the timing protocol
+    assert (timed.kind, timed.bucket_cap_mb_list, timed.expected_buckets) == (
+        "ddp-list", [1.0, 2.0], [["a"]])
+    assert Item(**asdict(timed)) == timed  # rebuilt from the payload as it was

@@ -10,17 +10,17 @@ pytest.importorskip("torch")
 
 from gradsched.errors import ConfigError, InputError
 from gradsched.planners.ddp_caps import ddp_caps, rebuilt_groups
-from gradsched.reexec import experiment
+from gradsched.reexec import config, run
 from gradsched.traces import ComputeTrace
 from tests.reexec.test_experiment import ALPHA_BETA, tiny_mlp_trace
 
 
 def test_setting_parses_and_round_trips():
-    settings = experiment.parse_settings({"ddp_bucket_cap_mb_list_from": ["contiguous_optimum"]})
+    settings = config.parse_settings({"ddp_bucket_cap_mb_list_from": ["contiguous_optimum"]})
     assert settings.ddp_bucket_cap_mb_list_from == ("contiguous_optimum",)
-    again = experiment.parse_settings(settings.to_dict())  # as collect reads meta.json
+    again = config.parse_settings(settings.to_dict())  # as collect reads meta.json
     assert again == settings
-    assert experiment.Settings().ddp_bucket_cap_mb_list_from == ()  # off unless configured
+    assert config.Settings().ddp_bucket_cap_mb_list_from == ()  # off unless configured
 
 
 @pytest.mark.parametrize(("value", "message"), [
@@ -31,17 +31,17 @@ def test_setting_parses_and_round_trips():
 ])
 def test_bad_setting_names_the_field(value, message):
     with pytest.raises(InputError, match=message) as exc:
-        experiment.parse_settings({"ddp_bucket_cap_mb_list_from": value}, "reexec.yaml")
+        config.parse_settings({"ddp_bucket_cap_mb_list_from": value}, "reexec.yaml")
     assert "settings.ddp_bucket_cap_mb_list_from" in str(exc.value)
 
 
 def test_list_item_needs_a_warmup():
     with pytest.raises(ConfigError, match="warmup >= 1"):
-        experiment.parse_settings({"ddp_bucket_cap_mb_list_from": ["wfbp"], "warmup": 0})
+        config.parse_settings({"ddp_bucket_cap_mb_list_from": ["wfbp"], "warmup": 0})
 
 
 def test_committed_config_runs_the_contiguous_optimum_on_stock_ddp(repo):
-    _, settings = experiment.load_config(repo / "config" / "reexec.yaml")
+    _, settings = config.load_config(repo / "config" / "reexec.yaml")
     assert settings.ddp_bucket_cap_mb_list_from == ("contiguous_optimum",)
 
 
@@ -50,15 +50,15 @@ def test_item_expansion(tmp_path, algorithms):
     """One ddp-list item per configured planner, with the caps that rebuild its plan; the
     plan is the executor item's own when that planner is also measured."""
     trace_path = tiny_mlp_trace(tmp_path / "tiny.csv")
-    case = experiment.Case("c", "tiny-mlp", 4, 2, "loopback", str(trace_path), ALPHA_BETA)
-    settings = experiment.Settings(algorithms=algorithms, ddp_bucket_cap_mb=(25.0,),
+    case = config.Case("c", "tiny-mlp", 4, 2, "loopback", str(trace_path), ALPHA_BETA)
+    settings = config.Settings(algorithms=algorithms, ddp_bucket_cap_mb=(25.0,),
                                    ddp_bucket_cap_mb_list_from=("contiguous_optimum", "wfbp"))
-    cp = experiment.make_case_plans(case, settings)
+    cp = run.make_case_plans(case, settings)
     trace = ComputeTrace.load(trace_path)
     keys = [it["key"] for it in cp.items]
-    assert len(keys) == len(set(keys)) and keys[-1] == experiment.CONTROL
+    assert len(keys) == len(set(keys)) and keys[-1] == run.CONTROL
     for planner in ("contiguous_optimum", "wfbp"):
-        label = experiment.ddp_list_label(planner)
+        label = run.ddp_list_label(planner)
         assert cp.item_of[label] == label
         item = next(it for it in cp.items if it["key"] == label)
         plan = cp.plans[label]
@@ -81,7 +81,7 @@ def test_rebuilt_record_flags_a_mismatch():
 
     items = [{"key": "ddp-list-wfbp", "kind": "ddp-list",
               "expected_buckets": [["b", "a"], ["c"]]},
-             {"key": experiment.CONTROL, "kind": "control"}]
+             {"key": run.CONTROL, "kind": "control"}]
     good = [["a", "b"], ["c"]]
     results = [{"runs": [{"item": 0, "rebuilt_buckets": good},
                          {"item": 1, "rebuilt_buckets": None},

@@ -17,10 +17,11 @@ import pytest
 
 pytest.importorskip("torch")
 
+from gradsched import run_order
 from gradsched.cli import main
 from gradsched.errors import ConfigError, InputError
 from gradsched.plan import Bucket, Plan
-from gradsched.reexec import experiment
+from gradsched.reexec import config, predict, run
 from gradsched.replay.engine import replay
 from gradsched.traces import ComputeTrace
 
@@ -53,7 +54,7 @@ def tiny_mlp_trace(path: Path) -> Path:
 
 # ----------------------------------------------------------------------------- config
 def test_cases_default_comm_and_names():
-    cases = experiment.parse_cases([
+    cases = config.parse_cases([
         {"model": "resnet18", "batch_size": 16, "world_size": 2, "network": "tbf1gbit",
          "compute": "t.csv"}])
     assert cases[0].name == "resnet18-b16-p2-tbf1gbit"
@@ -72,26 +73,26 @@ def test_cases_default_comm_and_names():
 ])
 def test_bad_cases_are_refused(entry, message):
     with pytest.raises(InputError, match=message):
-        experiment.parse_cases([entry])
+        config.parse_cases([entry])
 
 
 def test_duplicate_case_and_bad_settings():
     entry = {"model": "m", "batch_size": 1, "world_size": 2, "network": "loopback",
              "compute": "c"}
     with pytest.raises(InputError, match="second case"):
-        experiment.parse_cases([entry, entry])
+        config.parse_cases([entry, entry])
     with pytest.raises(InputError, match="unknown settings"):
-        experiment.parse_settings({"iterz": 3})
+        config.parse_settings({"iterz": 3})
     with pytest.raises(ConfigError, match="unknown algorithm"):
-        experiment.parse_settings({"algorithms": ["nope"]})
+        config.parse_settings({"algorithms": ["nope"]})
     with pytest.raises(ConfigError):
-        experiment.parse_settings({"iters": 0})
+        config.parse_settings({"iters": 0})
     with pytest.raises(ConfigError, match="unknown case"):
-        experiment.select_cases(experiment.parse_cases([entry]), ["other"])
+        config.select_cases(config.parse_cases([entry]), ["other"])
 
 
 def test_committed_config_parses(repo):
-    cases, settings = experiment.load_config(repo / "config" / "reexec.yaml")
+    cases, settings = config.load_config(repo / "config" / "reexec.yaml")
     assert cases and settings.algorithms
     for case in cases:
         assert Path(repo / case.compute).is_file()
@@ -105,107 +106,107 @@ def test_executor_key_ignores_timing_hints_only():
                    Bucket(("c",), chunks=2)), channels=2, knobs={"k": 1})
     c = Plan("x", (Bucket(("a", "b")), Bucket(("c",), chunks=2, priority=0)))
     d = Plan("x", (Bucket(("a", "b")), Bucket(("c",), chunks=2)), update="per_layer")
-    key = experiment.executor_key
+    key = run.executor_key
     assert key(a.to_dict()) == key(b.to_dict())
     assert key(a.to_dict()) != key(c.to_dict())
     assert key(a.to_dict()) != key(d.to_dict())
 
 
 def test_round_order_is_a_seeded_random_permutation():
-    orders = [experiment.round_order(8, r, seed=3) for r in range(6)]
+    orders = [run_order.round_order(8, r, seed=3) for r in range(6)]
     for order in orders:
         assert sorted(order) == list(range(8))
     assert len({tuple(o) for o in orders}) == 6  # every round its own order
     assert len({o[0] for o in orders}) > 1  # not always the same item first
-    assert orders == [experiment.round_order(8, r, seed=3) for r in range(6)]  # reproducible
-    assert orders != [experiment.round_order(8, r, seed=4) for r in range(6)]
+    assert orders == [run_order.round_order(8, r, seed=3) for r in range(6)]  # reproducible
+    assert orders != [run_order.round_order(8, r, seed=4) for r in range(6)]
 
 
 def test_ddp_default_cap_is_its_own_item(tmp_path):
     trace = tiny_mlp_trace(tmp_path / "tiny.csv")
-    case = experiment.Case("c", "tiny-mlp", 4, 2, "loopback", str(trace), ALPHA_BETA)
-    settings = experiment.parse_settings({"algorithms": ["ddp"],
+    case = config.Case("c", "tiny-mlp", 4, 2, "loopback", str(trace), ALPHA_BETA)
+    settings = config.parse_settings({"algorithms": ["ddp"],
                                           "ddp_bucket_cap_mb": ["default", 25]})
     assert settings.ddp_bucket_cap_mb == (None, 25.0)
-    cp = experiment.make_case_plans(case, settings)
+    cp = run.make_case_plans(case, settings)
     native = {it["key"]: it["bucket_cap_mb"] for it in cp.items if it["kind"] == "ddp"}
     assert native == {"ddp-native-default": None, "ddp-native-25": 25.0}
     with pytest.raises(InputError, match="'default'"):
-        experiment.parse_settings({"ddp_bucket_cap_mb": ["big"]})
+        config.parse_settings({"ddp_bucket_cap_mb": ["big"]})
 
 
 def test_case_plans_dedupe_and_ddp_items(tmp_path):
     trace = tiny_mlp_trace(tmp_path / "tiny.csv")
-    case = experiment.Case("c", "tiny-mlp", 4, 2, "loopback", str(trace), ALPHA_BETA)
-    settings = experiment.Settings(algorithms=("wfbp", "syncsgd", "ddp", "best"),
+    case = config.Case("c", "tiny-mlp", 4, 2, "loopback", str(trace), ALPHA_BETA)
+    settings = config.Settings(algorithms=("wfbp", "syncsgd", "ddp", "best"),
                                    ddp_bucket_cap_mb=(25.0, 1.0))
-    cp = experiment.make_case_plans(case, settings)
+    cp = run.make_case_plans(case, settings)
     assert set(cp.plans) == {"wfbp", "syncsgd", "ddp", "best", "ddp-native-25",
                              "ddp-native-1"}
     # the tiny MLP fits in DDP's 1 MiB first bucket: ddp = syncsgd, one measurement
     assert cp.item_of["ddp"] == cp.item_of["syncsgd"]
     keys = [it["key"] for it in cp.items]
-    assert keys[-1] == experiment.CONTROL and len(keys) == len(set(keys))
+    assert keys[-1] == run.CONTROL and len(keys) == len(set(keys))
     assert {"ddp-native-25", "ddp-native-1"} <= set(keys)
 
 
 def test_scaled_trace_scales_compute_only(tmp_path):
     trace = ComputeTrace.load(tiny_mlp_trace(tmp_path / "tiny.csv"))
-    scaled = experiment.scaled_trace(trace, 3.0)
-    assert math.isclose(experiment.trace_compute_s(scaled),
-                        3.0 * experiment.trace_compute_s(trace))
+    scaled = predict.scaled_trace(trace, 3.0)
+    assert math.isclose(predict.trace_compute_s(scaled),
+                        3.0 * predict.trace_compute_s(trace))
     assert scaled.frame["bytes"].equals(trace.frame["bytes"])
     from gradsched.costmodel.base import load_comm_spec
 
     one = Plan("syncsgd", (Bucket(tuple(trace.names)),))
     free = load_comm_spec("alpha-beta:alpha=0,beta=0")
     res = replay(scaled, one, free, 2)
-    assert math.isclose(res.iteration_s, experiment.trace_compute_s(scaled), rel_tol=1e-9)
+    assert math.isclose(res.iteration_s, predict.trace_compute_s(scaled), rel_tol=1e-9)
     with pytest.raises(ConfigError):
-        experiment.scaled_trace(trace, 0.0)
+        predict.scaled_trace(trace, 0.0)
 
 
 def test_interference_spec_per_network(tmp_path):
-    spec = experiment.parse_interference_args(["a.json", "tbf100mbit=b.json"])
-    assert experiment.interference_for(spec, "tbf100mbit") == "b.json"
-    assert experiment.interference_for(spec, "loopback") == "a.json"
-    assert experiment.interference_for(None, "loopback") is None
+    spec = config.parse_interference_args(["a.json", "tbf100mbit=b.json"])
+    assert config.interference_for(spec, "tbf100mbit") == "b.json"
+    assert config.interference_for(spec, "loopback") == "a.json"
+    assert config.interference_for(None, "loopback") is None
     with pytest.raises(ConfigError):
-        experiment.parse_interference_args(["wan=x.json"])
+        config.parse_interference_args(["wan=x.json"])
     with pytest.raises(ConfigError):
-        experiment.parse_interference_args(["loopback-3=x.json"])
-    per_world = experiment.parse_interference_args(
+        config.parse_interference_args(["loopback-3=x.json"])
+    per_world = config.parse_interference_args(
         ["loopback-p3=l3.json", "loopback-p2=l2.json", "tbf1gbit-p2=g2.json", "*=any.json"])
-    assert experiment.interference_for(per_world, "loopback", 3) == "l3.json"
-    assert experiment.interference_for(per_world, "loopback", 4) == "l2.json"  # smallest P
-    assert experiment.interference_for(per_world, "tbf1gbit", 3) == "g2.json"
-    assert experiment.interference_for(per_world, "tbf100mbit", 2) == "any.json"
+    assert config.interference_for(per_world, "loopback", 3) == "l3.json"
+    assert config.interference_for(per_world, "loopback", 4) == "l2.json"  # smallest P
+    assert config.interference_for(per_world, "tbf1gbit", 3) == "g2.json"
+    assert config.interference_for(per_world, "tbf100mbit", 2) == "any.json"
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     with pytest.raises(InputError, match="compute_slowdown"):
-        experiment.load_interference(bad)
+        config.load_interference(bad)
     bad.write_text('{"compute_slowdown": 1.2, "comm_slowdown": 2, "collective_cpu_s": "x"}')
     with pytest.raises(InputError, match="collective_cpu_s"):
-        experiment.load_interference(bad)
+        config.load_interference(bad)
     bad.write_text("{not json")
     with pytest.raises(InputError, match="line 1"):
-        experiment.load_interference(bad)
+        config.load_interference(bad)
     old = tmp_path / "old.json"  # written before collective_cpu_s was measured
     old.write_text('{"compute_slowdown": 1.0, "comm_slowdown": 2.5}')
-    params, _ = experiment.load_interference(old)
+    params, _ = config.load_interference(old)
     assert params == {"compute_slowdown": 1.0, "comm_slowdown": 2.5, "collective_cpu_s": 0.0}
     old.write_text('{"compute_slowdown": 0.9, "comm_slowdown": 2.5}')  # refused, not clamped
     with pytest.raises(InputError, match=r"compute_slowdown.*out of range"):
-        experiment.load_interference(old)
-    assert experiment.load_interference(None)[0] == experiment.NO_INTERFERENCE
+        config.load_interference(old)
+    assert config.load_interference(None)[0] == config.NO_INTERFERENCE
 
 
 # ----------------------------------------------------------------------------- real launches
 @pytest.mark.slow
 def test_end_to_end_tiny(tmp_path):
     trace = tiny_mlp_trace(tmp_path / "tiny.csv")
-    config = tmp_path / "reexec.yaml"
-    config.write_text(
+    config_file = tmp_path / "reexec.yaml"
+    config_file.write_text(
         "reexec:\n"
         "  settings: {algorithms: [wfbp, best], ddp_bucket_cap_mb: [25], warmup: 1,\n"
         "             ddp_bucket_cap_mb_list_from: [contiguous_optimum],\n"
@@ -215,13 +216,13 @@ def test_end_to_end_tiny(tmp_path):
         f"       compute: {trace}, comm: traces/comm/cpu/gloo-loopback-p2.csv, name: tiny}}\n")
     out = tmp_path / "out"
     # the test suite's other worker keeps the machine busy: measure anyway (flagged)
-    assert main(["reexec", "run", "--config", str(config), "-o", str(out),
+    assert main(["reexec", "run", "--config", str(config_file), "-o", str(out),
                  "--allow-load"]) == 0
     folder = out / "tiny"
     its = pd.read_csv(folder / "iterations.csv")
-    assert list(its.columns) == list(experiment.ITERATION_COLUMNS)
+    assert list(its.columns) == list(run.ITERATION_COLUMNS)
     assert (its.groupby("item").size() == 2).all()
-    assert experiment.CONTROL in set(its["item"])
+    assert run.CONTROL in set(its["item"])
     foreign = its["foreign_cpu_cores"].to_numpy()
     assert np.isfinite(foreign).all() and (foreign >= 0).all()
     meta = json.loads((folder / "meta.json").read_text())
@@ -271,12 +272,13 @@ def test_end_to_end_tiny(tmp_path):
 
 
 def test_a_busy_machine_is_refused_before_measuring(tmp_path, monkeypatch, capsys):
-    from gradsched.reexec import load
+    from gradsched.runtime import load
+    from gradsched.runtime.rounds import MachineBusyError
 
     monkeypatch.setattr(load, "busy_cores", lambda seconds=2.0: 1.3)
     trace = tiny_mlp_trace(tmp_path / "tiny.csv")
-    case = experiment.Case("c", "tiny-mlp", 4, 2, "loopback", str(trace), ALPHA_BETA)
-    settings = experiment.Settings(algorithms=("wfbp",), ddp_bucket_cap_mb=(25.0,))
-    with pytest.raises(experiment.MachineBusyError, match=r"1\.30 CPU cores are busy"):
-        experiment.run_case(case, settings, tmp_path / "out")
+    case = config.Case("c", "tiny-mlp", 4, 2, "loopback", str(trace), ALPHA_BETA)
+    settings = config.Settings(algorithms=("wfbp",), ddp_bucket_cap_mb=(25.0,))
+    with pytest.raises(MachineBusyError, match=r"1\.30 CPU cores are busy"):
+        run.run_case(case, settings, tmp_path / "out")
     assert not (tmp_path / "out" / "c" / "iterations.csv").exists()

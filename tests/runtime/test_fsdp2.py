@@ -7,8 +7,8 @@ import pytest
 
 from gradsched.errors import ConfigError, InputError
 from gradsched.plan_sharded import ShardedPlan, Unit, covering_modules
+from gradsched.reexec.sharded import run_plans
 from gradsched.run_order import round_order, run_order
-from gradsched.runtime.fsdp2 import run_plans
 
 MLP = ("0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias")  # tiny-mlp
 

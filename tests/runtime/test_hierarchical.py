@@ -138,7 +138,7 @@ def test_run_cli_times_a_hierarchical_plan(tmp_path, capsys):
     import pandas as pd
 
     from gradsched.cli import main
-    from gradsched.commands.run import model_parameters
+    from gradsched.runtime.coverage import model_parameters
 
     ready = list(model_parameters("tiny-mlp", 4, None))[::-1]
     plan = tmp_path / "hier.json"

@@ -131,7 +131,7 @@ def test_bad_ps_plans_and_layouts_are_refused():
 
 
 def _tiny_ps_plan(path, algorithm: str = "ps") -> None:
-    from gradsched.commands.run import model_parameters
+    from gradsched.runtime.coverage import model_parameters
 
     ready = list(model_parameters("tiny-mlp", 4, None))[::-1]
     Plan("wfbp-ps", tuple(Bucket((n,), algorithm=algorithm) for n in ready)).save(path)

@@ -28,7 +28,7 @@ def reexec_cases():
 
 
 def _parsed_cases():
-    from gradsched.reexec.experiment import parse_cases
+    from gradsched.reexec.config import parse_cases
 
     return parse_cases(REEXEC.get("cases") or [], REEXEC_CONFIG)
 

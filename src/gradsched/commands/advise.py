@@ -16,8 +16,9 @@ compared with by more than the comm model's error margin (its held-out MAPE, or 
   3. the gradsched plan through its executor, against the better of 1 and 2.
 Otherwise it says: keep your setting. Every predicted gain is printed with its band,
 gain +- margin: the model's error band, not a statistical confidence interval.
---validate runs the candidates for real with stock DDP on this machine and prints
-bootstrap 95 % intervals of the measured speedups.
+--validate runs the candidates for real with stock DDP on this machine, in interleaved
+rounds as the re-execution does, and prints bootstrap 95 % intervals of the measured
+speedups (iterations resampled within rounds).
 
 --sharded advises an FSDP2 layout instead (gradsched.experiments.recommend_sharded):
 FSDP2's per-block default against the optimum of unit grouping, resharding and prefetch
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gradsched.advise import render_validation, validate
 from gradsched.commands._admit import admit_training
 from gradsched.commands._args import (
     add_oversubscribe,
@@ -136,7 +136,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     val.add_argument("--seq-len", type=positive_int, default=None,
                      help="tokens per sample (default: the trace's meta 'seq_len')")
     val.add_argument("--rounds", type=positive_int, default=3,
-                     help="rounds; each runs every candidate once, order alternating")
+                     help="rounds; each runs every candidate once, in a seeded random order")
     val.add_argument("--iters", type=positive_int, default=10,
                      help="timed iterations per run (>= 2)")
     val.add_argument("--warmup", type=non_negative_count, default=2,
@@ -218,6 +218,8 @@ def _run(args: argparse.Namespace) -> int:
                        oversubscribe=args.oversubscribe,
                        extra_bytes_per_rank=rec.plan.buffer_bytes(rec.world_size),
                        device="cuda" if args.backend == "nccl" else "cpu")
+        from gradsched.reexec.validate import render_validation, validate  # imports torch
+
         result = validate(rec, model_name=str(model_name), batch_size=int(batch),
                           backend=args.backend, rounds=args.rounds, iters=args.iters,
                           warmup=args.warmup, threads=args.threads, seq_len=seq_len,
@@ -231,7 +233,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: int) -> int:
-    from gradsched.advise import render_sharded_validation, validate_sharded
     from gradsched.experiments.recommend_sharded import advise_sharded, render_sharded
 
     if args.topology is not None:
@@ -257,6 +258,11 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
                        batch_size=int(batch), ranks=world, threads=args.threads,
                        seq_len=args.seq_len, oversubscribe=args.oversubscribe,
                        extra_bytes_per_rank=0, device="cpu")
+        from gradsched.reexec.validate import (  # imports torch
+            render_sharded_validation,
+            validate_sharded,
+        )
+
         result = validate_sharded(adv, model_name=str(model_name), batch_size=int(batch),
                                   rounds=args.rounds, iters=max(args.iters, 2),
                                   warmup=max(args.warmup, 1), seq_len=args.seq_len,

@@ -32,14 +32,10 @@ from gradsched.commands._args import (
     world_size,
 )
 from gradsched.commands._outputs import output_file, output_folder
-from gradsched.reexec.experiment import (
-    collect,
-    load_config,
-    parse_interference_args,
-    run_case,
-    select_cases,
-)
+from gradsched.reexec.config import load_config, parse_interference_args, select_cases
 from gradsched.reexec.interference import calibrate
+from gradsched.reexec.predict import collect
+from gradsched.reexec.run import run_case
 from gradsched.report.reexec import analyze_file
 from gradsched.staging import Staging, check_writable
 

@@ -118,32 +118,6 @@ _CAP_LIST = real_list(0.0, 2**30, low_open=True, unit="MiB", example="1,27,16",
 """A ``bucket_cap_mb_list``: comma-separated finite numbers of MiB, each > 0."""
 
 
-def model_parameters(model: str, batch_size: int, seq_len: int | None) -> dict[str, int]:
-    """Trainable parameter names -> element counts of ``model``, built on PyTorch's meta
-    device (no memory, no data), as the ranks will build it
-    (:func:`gradsched.workloads.build_model`)."""
-    import torch
-
-    from gradsched.workloads import build_model
-
-    with torch.device("meta"):
-        spec = build_model(model, batch_size, device="meta", seq_len=seq_len)
-    return {name: p.numel() for name, p in spec.model.named_parameters() if p.requires_grad}
-
-
-def check_plan_fits_model(plan: Plan, trainable: dict[str, int], source: str) -> None:
-    """The executor's layout rules (``PlanExecutor._layout``), checked here so that a plan
-    for another model fails with one line instead of a rank's traceback."""
-    from gradsched.errors import InputError
-
-    try:
-        plan.check_covers(list(trainable))
-    except InputError as exc:
-        raise InputError(f"{exc.reason.replace('the trace', 'the model')} (names are the "
-                         "trainable ones of model.named_parameters())", path=source,
-                         field=exc.field) from None
-
-
 def _check_architecture(args: argparse.Namespace, plans: list[tuple[Path, Plan]]) -> None:
     """Parameter-server runs need all-'ps' plans and no DDP baseline; hierarchical buckets
     need --ranks-per-node dividing the world size."""
@@ -189,6 +163,7 @@ def list_items(args: argparse.Namespace, trainable: dict[str, int] | None) -> li
         return items
     from gradsched.errors import InputError
     from gradsched.planners.ddp_caps import ddp_caps
+    from gradsched.runtime.coverage import check_plan_covers_model, model_parameters
     from gradsched.traces.bundle import ComputeTrace
 
     trace = ComputeTrace.load(args.compute)
@@ -196,7 +171,7 @@ def list_items(args: argparse.Namespace, trainable: dict[str, int] | None) -> li
         trainable = model_parameters(args.model, args.batch_size, args.seq_len)
     for path in args.ddp_caps_from:
         plan = Plan.load(path)
-        check_plan_fits_model(plan, trainable, str(path))
+        check_plan_covers_model(plan, trainable, model=args.model, source=str(path))
         try:
             caps = ddp_caps(plan, trace)
         except InputError as exc:  # the refusal, naming the plan file
@@ -229,13 +204,14 @@ def summary_path(output: Path) -> Path:
 
 def _run(args: argparse.Namespace) -> int:
     from gradsched.runtime.bench import RunItem, run_items
+    from gradsched.runtime.coverage import check_plan_covers_model, model_parameters
 
     items = []
     plans = [(path, Plan.load(path)) for path in args.plan]
     if plans:
         trainable = model_parameters(args.model, args.batch_size, args.seq_len)
     for path, plan in plans:  # before any rank starts
-        check_plan_fits_model(plan, trainable, str(path))
+        check_plan_covers_model(plan, trainable, model=args.model, source=str(path))
         plan.check_resources(args.world_size, source=str(path), numel=trainable)
         items.append(RunItem(label=str(path), algorithm=plan.algorithm, plan=plan.to_dict()))
     _check_architecture(args, plans)

@@ -193,7 +193,7 @@ def _run(args: argparse.Namespace) -> int:
     from gradsched.distributed import DistributedError
     from gradsched.io import write_csv_atomic
     from gradsched.plan_sharded import ShardedPlan
-    from gradsched.runtime.fsdp2 import run_plans
+    from gradsched.reexec.sharded import run_plans
 
     plans = [ShardedPlan.load(p) for p in args.plan]
     pooled, groups = run_plans(plans, model=args.model, batch_size=args.batch_size,

@@ -2,7 +2,7 @@
 
 The configuration is the ``reexec:`` mapping of ``config/reexec.yaml`` (schema:
 ``workflow/schemas/reexec.schema.yaml``). Cases are parsed (and named) by
-:func:`gradsched.reexec.experiment.parse_cases`; the functions here take the parsed cases,
+:func:`gradsched.reexec.config.parse_cases`; the functions here take the parsed cases,
 anything with ``name``, ``network`` and ``world_size``. Network keys and ``tc`` rates come
 from :mod:`gradsched.networks`.
 """
@@ -64,7 +64,7 @@ def calibration_for(
 ) -> tuple[str, int]:
     """The calibrated (network, world size) that serves a case: its own, else its
     network's first calibrated world size, else the first network's (as
-    gradsched.reexec.experiment.interference_for picks)."""
+    gradsched.reexec.config.interference_for picks)."""
     nets, worlds = networks(reexec), interference_world_sizes(reexec, where)
     net = network if network in nets else nets[0]
     return net, (world_size if world_size in worlds else worlds[0])

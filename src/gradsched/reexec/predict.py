@@ -1,6 +1,6 @@
 """Predicting the re-execution: each measured case's plans replayed on its compute trace,
 scaled by the compute-only control of the same launch, with and without the calibrated
-interference (step 3 of :mod:`gradsched.reexec.experiment`), next to what was measured.
+interference (step 3 of the method in :mod:`gradsched.reexec`), next to what was measured.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from gradsched.reexec.config import (
     load_interference,
     parse_settings,
 )
-from gradsched.reexec.load import FOREIGN_LIMIT_CORES
-from gradsched.reexec.run import CONTROL
+from gradsched.reexec.run import CONTROL, FOREIGN_LIMIT_CORES
 from gradsched.replay.bounds import lower_bound
 from gradsched.replay.engine import ReplayOptions, replay
 from gradsched.traces.bundle import ComputeTrace
@@ -195,7 +194,7 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
             "kind": "reexec-provenance",
             "description": "Re-execution of every planner's plan with gradsched's executor "
                            "(and PyTorch DDP itself) vs the replay's prediction; see "
-                           "gradsched.reexec.experiment for the method",
+                           "gradsched.reexec for the method",
             "columns": {
                 "predicted_raw_s": "replay of the committed compute trace as it is (CPU "
                                    "thread time of one uncontended rank)",

@@ -1,6 +1,7 @@
 """Running the re-execution: each case's plans, deduplicated into the items the ranks run,
-then one launch per case that times every item in seeded random rounds (steps 1 and 2 of
-:mod:`gradsched.reexec.experiment`).
+then one launch per case that times every item in seeded interleaved rounds (steps 1 and 2
+of the method in :mod:`gradsched.reexec`; the timing protocol is
+:mod:`gradsched.runtime.rounds`).
 
 torch is imported only where the ranks (or the provenance) need it: the package's
 planning side stays importable without it.
@@ -11,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -22,14 +22,10 @@ from typing import Any
 import pandas as pd
 
 from gradsched.costmodel.base import load_comm_spec
-from gradsched.distributed import LaunchSpec, launch
-from gradsched.distributed.cluster import EmulatedCluster
-from gradsched.errors import ConfigError
 from gradsched.experiments.grid import plan_case, scoring_knobs
 from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.planners.ddp_caps import ddp_caps
 from gradsched.provenance import machine_versions
-from gradsched.reexec import load as cpu_load
 from gradsched.reexec.config import (
     Case,
     InterferenceSpec,
@@ -37,11 +33,14 @@ from gradsched.reexec.config import (
     interference_for,
     load_interference,
 )
-from gradsched.run_order import round_order
 from gradsched.traces.bundle import ComputeTrace
-from gradsched.workloads import build_model
 
 CONTROL = "compute-only"
+"""The item (and row) of the compute-only control."""
+
+FOREIGN_LIMIT_CORES = 0.25
+"""CPU cores used by something other than the measured ranks, at or above which an item's
+measurement is flagged (and a case is not started unless ``allow_load``)."""
 
 ITERATION_COLUMNS = ("case", "model", "batch_size", "world_size", "network", "item", "kind",
                      "round", "position", "iteration", "iteration_s", "load_avg_1m",
@@ -134,110 +133,41 @@ def make_case_plans(case: Case, settings: Settings,
     return CasePlans(plans=plans, item_of=item_of, items=items)
 
 
-# --------------------------------------------------------------------------- rank side
-def rounds_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
-    """Launcher task: every item of ``payload['items']`` in ``payload['rounds']`` rounds,
-    in each round's random order; per item: the timed iterations, this rank's CPU time
-    and the machine's busy time over the item (:mod:`gradsched.reexec.load`)."""
-    import torch  # the ranks' side: torch only here
-    import torch.distributed as dist
-
-    from gradsched.runtime.bench import RunItem, _timed  # the runtime imports torch
-
-    device = "cpu"
-    if dist.get_backend() == "nccl":
-        device = f"cuda:{torch.cuda.current_device()}"
-    items = payload["items"]
-    rounds = int(payload["rounds"])
-    out = []
-    for r in range(rounds):
-        for position, index in enumerate(round_order(len(items), r, int(payload["seed"]))):
-            raw = items[index]
-            load = os.getloadavg()[0]
-            started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            before = cpu_load.sample()
-            spec = build_model(payload["model"], int(payload["batch_size"]), device=device,
-                               seq_len=payload.get("seq_len"), seed=int(payload["seed"]))
-            batches = [spec.make_batch() for _ in range(2)]
-            rebuilt = None
-            if raw["kind"] == "control":
-                times = _control(spec, batches, payload, device)
-            else:
-                item = RunItem(label=raw["key"], algorithm=raw["key"], plan=raw["plan"],
-                               bucket_cap_mb=raw["bucket_cap_mb"],
-                               bucket_cap_mb_list=raw.get("bucket_cap_mb_list"),
-                               expected_buckets=raw.get("expected_buckets"))
-                timed = _timed(rank, spec, batches, item, payload, device, raw["key"])
-                times, rebuilt = timed.times, timed.rebuilt_buckets
-            after = cpu_load.sample()
-            out.append({"round": r, "position": position, "item": index, "times": times,
-                        "rebuilt_buckets": rebuilt,
-                        "load": load, "started_at": started,
-                        "cpu_s": after.own_cpu_s - before.own_cpu_s,
-                        "busy": [before.machine_busy_s, after.machine_busy_s],
-                        "wall": [before.at_s, after.at_s]})
-            del spec, batches
-    return {"rank": rank, "runs": out}
-
-
-def _foreign(runs: Sequence[Mapping[str, Any]]) -> float:
-    """Cores used by anything but the ranks during one item (rank 0's window; NaN where
-    /proc/stat is unavailable)."""
-    first = runs[0]
-    start = cpu_load.CpuSample(first["busy"][0], 0.0, first["wall"][0])
-    end = cpu_load.CpuSample(first["busy"][1], 0.0, first["wall"][1])
-    value = cpu_load.foreign_cores(start, end, sum(float(r["cpu_s"]) for r in runs))
-    return math.nan if value is None else value
-
-
-def _control(spec: Any, batches: list[Any], payload: dict[str, Any], device: str) -> list[float]:
-    """Forward, backward and SGD step with no communication (same timing as the runs)."""
-    import torch  # the ranks' side: torch only here
-
-    from gradsched.runtime.bench import timed_iterations  # the runtime imports torch
-
-    model = spec.model
-    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01,
-                          momentum=0.9)
-
-    def one(i: int) -> None:
-        spec.loss(model, batches[i % len(batches)]).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    def sync() -> None:
-        if device != "cpu":
-            torch.cuda.synchronize()
-
-    return timed_iterations(one, int(payload["warmup"]), int(payload["iters"]), sync)
-
-
-# --------------------------------------------------------------------------- launcher side
+# --------------------------------------------------------------------------- measuring
 def measure_case(case: Case, settings: Settings, case_plans: CasePlans
-                 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Launch the ranks for ``case``; return one row per timed iteration and the buckets
-    stock DDP rebuilt for each ``ddp-list`` item (:func:`rebuilt_record`)."""
-    payload = {"model": case.model, "batch_size": case.batch_size, "seq_len": case.seq_len,
-               "seed": settings.seed, "items": case_plans.items, "rounds": settings.rounds,
-               "warmup": settings.warmup, "iters": settings.iters,
-               "timeout_s": settings.timeout_s, "profile_dir": None}
-    n_runs = settings.rounds * len(case_plans.items)
-    common = {"backend": settings.backend, "threads_per_rank": settings.threads,
-              "op_timeout_s": settings.timeout_s,
-              "deadline_s": max(3600.0, settings.timeout_s * n_runs)}
-    task = "gradsched.reexec.run:rounds_task"
-    if case.rate is not None:
-        with EmulatedCluster(case.world_size, case.rate) as emu:
-            results = launch(task, payload, emu.launch_spec(**common))
-    else:
-        results = launch(task, payload, LaunchSpec(case.world_size, **common))
+                 ) -> tuple[pd.DataFrame, dict[str, Any], float | None]:
+    """Launch the ranks for ``case`` (:func:`gradsched.runtime.rounds.launch_rounds`,
+    refused while other work keeps :data:`FOREIGN_LIMIT_CORES` busy unless
+    ``allow_load``); return one row per timed iteration, the buckets stock DDP rebuilt for
+    each ``ddp-list`` item (:func:`rebuilt_record`) and the busy cores before the start."""
+    from gradsched.runtime.rounds import (  # the runtime imports torch
+        Item,
+        Timing,
+        foreign_cores_of,
+        launch_rounds,
+        slowest,
+    )
+
+    items = [Item(key=it["key"], kind=it["kind"], plan=it["plan"],
+                  bucket_cap_mb=it["bucket_cap_mb"],
+                  bucket_cap_mb_list=it.get("bucket_cap_mb_list"),
+                  expected_buckets=it.get("expected_buckets")) for it in case_plans.items]
+    timing = Timing(model=case.model, batch_size=case.batch_size, rounds=settings.rounds,
+                    warmup=settings.warmup, iters=settings.iters, seed=settings.seed,
+                    seq_len=case.seq_len, timeout_s=settings.timeout_s)
+    n_runs = settings.rounds * len(items)
+    launched = launch_rounds(
+        items, timing, world_size=case.world_size, backend=settings.backend,
+        threads=settings.threads, cluster=case.rate,
+        deadline_s=max(3600.0, settings.timeout_s * n_runs),
+        busy_limit_cores=None if settings.allow_load else FOREIGN_LIMIT_CORES,
+        what=f"reexec: case {case.name}")
+    results = launched.results
     rows = []
     for k, run in enumerate(results[0]["runs"]):
-        per_rank = [r["runs"][k]["times"] for r in results]
-        times = [max(ts) for ts in zip(*per_rank, strict=True)]
-        foreign = _foreign([r["runs"][k] for r in results])
+        foreign = foreign_cores_of(results, k)
         item = case_plans.items[run["item"]]
-        for i, t in enumerate(times):
+        for i, t in enumerate(slowest(results, k, case.world_size)):
             rows.append({"case": case.name, "model": case.model, "batch_size": case.batch_size,
                          "world_size": case.world_size, "network": case.network,
                          "item": item["key"], "kind": item["kind"], "round": run["round"],
@@ -245,7 +175,7 @@ def measure_case(case: Case, settings: Settings, case_plans: CasePlans
                          "load_avg_1m": run["load"], "foreign_cpu_cores": foreign,
                          "started_at": run["started_at"]})
     return (pd.DataFrame(rows, columns=list(ITERATION_COLUMNS)),
-            rebuilt_record(case_plans.items, results))
+            rebuilt_record(case_plans.items, results), launched.busy_cores_before)
 
 
 def rebuilt_record(items: Sequence[Mapping[str, Any]],
@@ -254,7 +184,7 @@ def rebuilt_record(items: Sequence[Mapping[str, Any]],
     bucket), their number, whether every rank in every round rebuilt the same ones, and
     whether they are the plan's (``buckets_match_plan``; else the item did not run the
     plan's schedule and its row must not be read as the plan's)."""
-    from gradsched.runtime.bench import buckets_match  # the runtime imports torch
+    from gradsched.runtime.runners import buckets_match  # the runtime imports torch
 
     out: dict[str, Any] = {}
     for index, item in enumerate(items):
@@ -283,11 +213,10 @@ def run_case(case: Case, settings: Settings, out_dir: str | Path,
     case_plans = make_case_plans(case, settings, params if inter_path else None)
     for label, plan in case_plans.plans.items():
         plan.save(folder / "plans" / f"{label}.plan.json")
-    busy_before = _check_quiet(case, settings)
     load_before = os.getloadavg()
     start = time.monotonic()
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    frame, rebuilt = measure_case(case, settings, case_plans)
+    frame, rebuilt, busy_before = measure_case(case, settings, case_plans)
     wall = time.monotonic() - start
     write_csv_atomic(folder / "iterations.csv", frame)
     meta = {"case": asdict(case), "settings": settings.to_dict(), "started_at": started,
@@ -304,23 +233,6 @@ def run_case(case: Case, settings: Settings, out_dir: str | Path,
                       "random order per round); each item builds the model (seed fixed), "
                       "runs warmup untimed + iters timed iterations; iteration = period "
                       "between starts of consecutive iterations, max over ranks "
-                      "(gradsched.runtime.bench timing)"}
+                      "(gradsched.runtime.rounds)"}
     write_json_atomic(folder / "meta.json", meta)
     return folder
-
-
-class MachineBusyError(ConfigError):
-    """Something else uses the machine: a measurement now would not be the plans' own."""
-
-
-def _check_quiet(case: Case, settings: Settings) -> float | None:
-    """Cores busy on the machine just before ``case`` starts; refuse to start at or above
-    :data:`~gradsched.reexec.load.FOREIGN_LIMIT_CORES` unless ``allow_load``."""
-    busy = cpu_load.busy_cores(2.0)
-    if busy is not None and busy >= cpu_load.FOREIGN_LIMIT_CORES and not settings.allow_load:
-        raise MachineBusyError(
-            f"reexec: {busy:.2f} CPU cores are busy before case {case.name} starts (limit "
-            f"{cpu_load.FOREIGN_LIMIT_CORES:g}): other work would slow the plans unevenly. "
-            "Stop it and re-run, or pass --allow-load to measure anyway (the items are "
-            "flagged)")
-    return None if busy is None else round(busy, 3)

@@ -5,12 +5,14 @@ at a ``tc`` rate). Each planner's :class:`~gradsched.plan_sharded.ShardedPlan` i
 the committed compute trace and the network's committed gloo sweep, predicted by the
 sharded replay in *blocking* semantics (FSDP2 on gloo: the host waits for every
 collective, :mod:`gradsched.replay.sharded`), and run with stock FSDP2
-(:func:`gradsched.runtime.fsdp2.measure_plans`: every plan in each of ``rounds`` rounds, in a
-seeded random order, a fresh model each time, ``warmup`` untimed and ``iters`` timed
-iterations; the slowest rank's period). Reported per plan: the median, p10 and p90 of the
-pooled iterations, the prediction and its error, and the speedup over FSDP2's defaults
-(ratio of medians) with a percentile bootstrap interval
-(:func:`gradsched.experiments.bootstrap.bootstrap_ratio`).
+(:func:`measure_plans`: ``fsdp2`` items of the timing protocol,
+:mod:`gradsched.runtime.rounds`: every plan in each of ``rounds`` rounds, in a seeded random
+order, a fresh model each time, ``warmup`` untimed and ``iters`` timed iterations; the
+slowest rank's period). Reported per plan: the median, p10 and p90 of the pooled
+iterations, the prediction and its error, and the speedup over FSDP2's defaults (ratio of
+medians) with the re-execution's 95 % percentile bootstrap interval (iterations resampled
+within rounds, :func:`gradsched.reexec.uncertainty.bootstrap_medians`; the same for
+``gradsched advise --sharded --validate``).
 
 The prediction follows the all-reduce re-execution (:mod:`gradsched.reexec.predict`): the
 same launch also runs the *compute-only control* (every rank trains the model without
@@ -37,29 +39,43 @@ is the same for the control (no FSDP2: activations and full gradients).
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
-from gradsched.experiments.bootstrap import bootstrap_ratio
 from gradsched.experiments.sharded import OPTIMUM, optimum
+from gradsched.intermediates import INT, REAL, TEXT, Column, Spec, read_intermediate
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import make_sharded_plan
 from gradsched.reexec.predict import scaled_trace, trace_compute_s
+from gradsched.reexec.run import CONTROL
+from gradsched.reexec.uncertainty import Replicates, bootstrap_medians, ratio_interval
 from gradsched.replay.sharded import replay_sharded
-from gradsched.runtime.fsdp2 import COMPUTE_ONLY, measure_plans
+from gradsched.runtime.rounds import Item, Timing, launch_rounds, runs_of, slowest
 from gradsched.traces.bundle import ComputeTrace
 
 BASELINE = "fsdp2"
 NO_RESHARD = "fsdp2-noreshard"
 OPTIMUM_CAPPED = "sharded-optimum-capped"
 """The optimum under a memory cap equal to the baseline's predicted peak."""
+
+SHARDED_ITERATIONS = Spec("sharded re-execution iterations", (
+    Column("algorithm", TEXT), Column("iteration", INT, minimum=0),
+    Column("iteration_s", REAL, minimum=0.0)))
+"""A case folder's ``iterations.csv`` (``round`` too since the intervals are resampled
+within rounds)."""
+
+SHARDED_MEASURED = Spec("sharded re-execution measurements", (Column("algorithm", TEXT),))
+"""A case folder's ``measured.csv`` (the columns :func:`rederived_speedups` reads)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,90 @@ class ShardedCase:
     network: str  # loopback or an emulated-cluster network key
     cluster: str | None  # the tc rate of the emulated cluster, None on loopback
     seq_len: int | None = None
+
+    @property
+    def name(self) -> str:
+        """``<model>-b<batch>-p<P>-<network>``: the folder of its committed measurement and
+        the name that seeds its bootstrap."""
+        return f"{self.model}-b{self.batch_size}-p{self.world_size}-{self.network}"
+
+
+@dataclass(frozen=True)
+class PlanRuns:
+    """Per item of :func:`measure_plans`: every timed iteration (the slowest rank's period)
+    pooled over rounds and the round of each, the parameter names FSDP2 grouped in each
+    unit (rank 0, first run; none for the control) and, when measured, the peak of CPU
+    memory allocated during one extra iteration (:mod:`gradsched.runtime.cpu_memory`), the
+    largest over ranks and rounds (``None`` when not measured)."""
+
+    times_s: list[list[float]]
+    rounds: list[list[int]]
+    groups: list[list[list[str]]]
+    peak_bytes: list[int | None]
+
+
+def measure_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: str,
+                  batch_size: int, world_size: int, rounds: int = 3, iters: int = 5,
+                  warmup: int = 1, threads: int = 1, cluster: str | None = None,
+                  seq_len: int | None = None, seed: int = 0, timeout_s: float = 300.0,
+                  memory: bool = False) -> PlanRuns:
+    """Launch the ranks (loopback, or the emulated cluster at ``cluster``'s rate) and run
+    every plan (or :data:`~gradsched.reexec.run.CONTROL`, the compute-only control)
+    ``rounds`` times in interleaved random order (:class:`PlanRuns`); ``memory``: one more,
+    profiled iteration after each run's timed ones."""
+    if not plans:
+        raise ConfigError("nothing to run: give at least one sharded plan")
+    if iters < 1 or warmup < 1 or rounds < 1:
+        raise ConfigError("--iters, --warmup and --rounds must be >= 1 (FSDP2's first "
+                          "iteration initialises lazily)")
+    items = [Item(CONTROL, "control") if isinstance(p, str)
+             else Item(p.algorithm, "fsdp2", plan=p.to_dict()) for p in plans]
+    timing = Timing(model=model, batch_size=batch_size, rounds=rounds, warmup=warmup,
+                    iters=iters, seed=seed, seq_len=seq_len, timeout_s=timeout_s,
+                    memory=memory)
+    results = launch_rounds(items, timing, world_size=world_size, threads=threads,
+                            cluster=cluster).results
+    out = PlanRuns([], [], [], [])
+    for k in range(len(items)):
+        runs = runs_of(results, k)
+        per_run = [slowest(results, j, world_size) for j in runs]
+        out.times_s.append([t for times in per_run for t in times])
+        out.rounds.append([results[0]["runs"][j]["round"] for j, times in zip(
+            runs, per_run, strict=True) for _ in times])
+        out.groups.append(results[0]["runs"][runs[0]]["unit_tensors"])
+        out.peak_bytes.append(max(int(r["runs"][j]["peak_bytes"]) for r in results
+                                  for j in runs) if memory else None)
+    return out
+
+
+def run_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: str,
+              batch_size: int, world_size: int,
+              rounds: int = 3, iters: int = 5, warmup: int = 1, threads: int = 1,
+              cluster: str | None = None, seq_len: int | None = None, seed: int = 0,
+              timeout_s: float = 300.0) -> tuple[list[list[float]], list[list[list[str]]]]:
+    """:func:`measure_plans` without memory: per item, the pooled timed iterations and the
+    units FSDP2 formed."""
+    runs = measure_plans(plans, model=model, batch_size=batch_size, world_size=world_size,
+                         rounds=rounds, iters=iters, warmup=warmup, threads=threads,
+                         cluster=cluster, seq_len=seq_len, seed=seed, timeout_s=timeout_s)
+    return runs.times_s, runs.groups
+
+
+def iteration_rows(case: ShardedCase, names: Sequence[str], runs: PlanRuns
+                   ) -> list[dict[str, Any]]:
+    """One row per timed iteration of each item (``names``: the items' labels)."""
+    return [{"model": case.model, "network": case.network, "world_size": case.world_size,
+             "algorithm": name, "round": r, "iteration": i, "iteration_s": t}
+            for name, measured, rounds in zip(names, runs.times_s, runs.rounds, strict=True)
+            for i, (t, r) in enumerate(zip(measured, rounds, strict=True))]
+
+
+def replicates(case_name: str, iterations: Sequence[dict[str, Any]],
+               names: Sequence[str]) -> Replicates:
+    """The re-execution's bootstrap of the medians of ``names`` from :func:`iteration_rows`
+    (resampled within rounds, seeded by ``case_name`` and the names)."""
+    frame = pd.DataFrame(list(iterations)).rename(columns={"algorithm": "item"})
+    return bootstrap_medians(frame.assign(case=case_name), case_name, names)
 
 
 def plans_for(trace: ComputeTrace, model: CommModel, world_size: int,
@@ -111,7 +211,7 @@ def measure(case: ShardedCase, trace: ComputeTrace, model: CommModel,
     """Plan, run (with the compute-only control) and predict; returns (one row per plan,
     one row per timed iteration, the plans)."""
     plans = plans_for(trace, model, case.world_size, algorithms, memory_cap_bytes)
-    runs = measure_plans([*plans, COMPUTE_ONLY], model=case.model,
+    runs = measure_plans([*plans, CONTROL], model=case.model,
                          batch_size=case.batch_size, world_size=case.world_size,
                          rounds=rounds, iters=iters, warmup=warmup, cluster=case.cluster,
                          seq_len=case.seq_len, seed=seed, timeout_s=timeout_s, memory=True)
@@ -120,9 +220,9 @@ def measure(case: ShardedCase, trace: ComputeTrace, model: CommModel,
     scale = statistics.median(control) / trace_compute_s(trace)
     scaled = scaled_trace(trace, scale)
     names = list(algorithms)
-    bases = {"fsdp2": times[names.index(BASELINE)],
-             "noreshard": times[names.index(NO_RESHARD)] if NO_RESHARD in names else None}
-    rows = [_row(case, name, plan, measured, grouped, bases, seed,
+    iterations = iteration_rows(case, [*names, CONTROL], runs)
+    reps = replicates(case.name, iterations, names)
+    rows = [_row(case, name, plan, measured, grouped, reps,
                  raw=replay_sharded(trace, plan, model, case.world_size, semantics="blocking"),
                  scaled=replay_sharded(scaled, plan, model, case.world_size,
                                        semantics="blocking"),
@@ -131,22 +231,47 @@ def measure(case: ShardedCase, trace: ComputeTrace, model: CommModel,
             for name, plan, measured, grouped, peak in zip(
                 algorithms, plans, times[:-1], runs.groups[:-1], runs.peak_bytes[:-1],
                 strict=True)]
-    iterations = [{"model": case.model, "network": case.network, "world_size": case.world_size,
-                   "algorithm": name, "iteration": i, "iteration_s": t}
-                  for name, measured in zip([*algorithms, COMPUTE_ONLY], times, strict=True)
-                  for i, t in enumerate(measured)]
     return rows, iterations, plans
 
 
-def _row(case: ShardedCase, name: str, plan: ShardedPlan, measured: list[float],
-         grouped: list[list[str]], bases: dict[str, list[float] | None], seed: int, *,
-         raw: Any, scaled: Any, scale: float, control: list[float],
-         peaks: tuple[int | None, int | None]) -> dict[str, Any]:
-    """One plan's row of ``measured.csv``."""
-    point, low, high = bootstrap_ratio(bases["fsdp2"], measured, seed=seed)
-    other = bases["noreshard"]
-    vs_noreshard = bootstrap_ratio(other, measured, seed=seed) if other is not None \
+def speedups(reps: Replicates, name: str) -> dict[str, float]:
+    """The speed-up of ``name`` over FSDP2's defaults and over ``fsdp2-noreshard`` (NaN
+    when that did not run): ratios of medians with their bootstrap intervals."""
+    point, low, high = ratio_interval(reps, BASELINE, name)
+    other = ratio_interval(reps, NO_RESHARD, name) if NO_RESHARD in reps.point \
         else (math.nan, math.nan, math.nan)
+    return {"speedup_vs_fsdp2": point, "speedup_low": low, "speedup_high": high,
+            "speedup_vs_noreshard": other[0], "speedup_vs_noreshard_low": other[1],
+            "speedup_vs_noreshard_high": other[2]}
+
+
+def read_iterations(folder: str | Path) -> list[dict[str, Any]]:
+    """A measured case folder's ``iterations.csv`` as :func:`iteration_rows` writes it;
+    files from before the ``round`` column pool the rounds in order, ``meta.json``'s
+    ``iters`` iterations each, so the round is recovered from the iteration index."""
+    folder = Path(folder)
+    frame = read_intermediate(folder / "iterations.csv", (SHARDED_ITERATIONS,))
+    if "round" not in frame:
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        frame = frame.assign(round=frame["iteration"] // int(meta["iters"]))
+    return frame.to_dict("records")
+
+
+def rederived_speedups(folder: str | Path) -> pd.DataFrame:
+    """The speed-up columns of a measured case folder's ``measured.csv`` computed again
+    from its iterations by :func:`speedups` (one row per plan, ``algorithm`` first): what
+    a re-measurement would write for the same iterations."""
+    folder = Path(folder)
+    measured = read_intermediate(folder / "measured.csv", (SHARDED_MEASURED,))
+    names = measured["algorithm"].astype(str).tolist()
+    reps = replicates(folder.name, read_iterations(folder), names)
+    return pd.DataFrame([{"algorithm": name, **speedups(reps, name)} for name in names])
+
+
+def _row(case: ShardedCase, name: str, plan: ShardedPlan, measured: list[float],
+         grouped: list[list[str]], reps: Replicates, *, raw: Any, scaled: Any, scale: float,
+         control: list[float], peaks: tuple[int | None, int | None]) -> dict[str, Any]:
+    """One plan's row of ``measured.csv``."""
     median = statistics.median(measured)
     return {
         "model": case.model, "batch_size": case.batch_size, "world_size": case.world_size,
@@ -162,6 +287,4 @@ def _row(case: ShardedCase, name: str, plan: ShardedPlan, measured: list[float],
         "measured_p90_s": float(np.percentile(measured, 90)), "iters": len(measured),
         "error_raw_pct": 100.0 * (raw.iteration_s / median - 1.0),
         "error_pct": 100.0 * (scaled.iteration_s / median - 1.0),
-        "speedup_vs_fsdp2": point, "speedup_low": low, "speedup_high": high,
-        "speedup_vs_noreshard": vs_noreshard[0], "speedup_vs_noreshard_low": vs_noreshard[1],
-        "speedup_vs_noreshard_high": vs_noreshard[2]}
+        **speedups(reps, name)}

@@ -34,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from gradsched.reexec.uncertainty import Replicates, bootstrap_medians, percentile_interval
+from gradsched.reexec.uncertainty import Replicates, bootstrap_medians, ratio_interval
 
 LIST_PREFIX = "ddp-list-"
 DEFAULTS = ("ddp-native-default", "ddp-native-25")  # DDP's default: own item, else 25 MiB
@@ -82,11 +82,9 @@ def _ratio(reps: Replicates | None, point: Mapping[str, float], num: str | None,
            den: str | None) -> tuple[float, float, float]:
     if num is None or den is None:
         return math.nan, math.nan, math.nan
-    value = point[num] / point[den]
     if reps is None:
-        return value, math.nan, math.nan
-    lo, hi = percentile_interval(reps.medians[num] / reps.medians[den])
-    return value, lo, hi
+        return point[num] / point[den], math.nan, math.nan
+    return ratio_interval(reps, num, den)
 
 
 def case_comparison(group: pd.DataFrame, iterations: pd.DataFrame | None

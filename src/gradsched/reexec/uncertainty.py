@@ -1,7 +1,12 @@
-"""Bootstrap intervals for the re-execution experiment.
+"""The project's one bootstrap: intervals of every measured time and ratio of times.
 
-Every measured item (a plan through the executor, PyTorch DDP at one cap, the control)
-has ``rounds x iters`` timed iterations. A case's statistics are functions of the items'
+Every measured item (a plan through the executor, PyTorch DDP at one cap or a cap list, an
+FSDP2 plan, the control; timed by :mod:`gradsched.runtime.rounds`) has ``rounds x iters``
+timed iterations. The all-reduce re-execution, the sharded one
+(:mod:`gradsched.reexec.sharded`), the stock-DDP comparison
+(:mod:`gradsched.reexec.stock_ddp`), ``gradsched advise --validate``
+(:mod:`gradsched.reexec.validate`) and the report's macros all take their intervals
+from :func:`bootstrap_medians`. A case's statistics are functions of the items'
 *median* iteration times, so their uncertainty is estimated by the bootstrap (Efron &
 Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 6 and 13: percentile
 intervals): each replicate resamples every item's iterations with replacement *within
@@ -54,6 +59,14 @@ class Replicates:
 
     def interval(self, item: str) -> tuple[float, float]:
         return percentile_interval(self.medians[item])
+
+
+def ratio_interval(reps: Replicates, numerator: str, denominator: str
+                   ) -> tuple[float, float, float]:
+    """median(numerator) / median(denominator) over all iterations, and the percentile
+    interval of the ratio recomputed in every replicate."""
+    lo, hi = percentile_interval(reps.medians[numerator] / reps.medians[denominator])
+    return reps.point[numerator] / reps.point[denominator], lo, hi
 
 
 def percentile_interval(values: np.ndarray) -> tuple[float, float]:
@@ -188,10 +201,8 @@ def _versus_ddp(by_alg: Mapping[str, str], reps: Replicates) -> dict[str, float 
     for name, alg in (("default", default), ("tuned", tuned_alg)):
         if alg not in ddp_items:
             continue
-        ddp = ddp_items[alg]
-        ratio = reps.medians[ddp] / reps.medians[best]
-        lo, hi = percentile_interval(ratio)
-        out[f"best_vs_ddp_{name}_speedup"] = reps.point[ddp] / reps.point[best]
+        point, lo, hi = ratio_interval(reps, ddp_items[alg], best)
+        out[f"best_vs_ddp_{name}_speedup"] = point
         out[f"best_vs_ddp_{name}_speedup_lo"] = lo
         out[f"best_vs_ddp_{name}_speedup_hi"] = hi
     return out

@@ -3,8 +3,6 @@
 * :func:`exactness_cases` -- train many small (model, optimizer, plan) cases with the
   executor, and PyTorch DDP as a second reference, in one process group; return the final
   parameters and the per-step communication counts of every case.
-* :func:`timed_runs` -- the timed iterations behind ``gradsched run`` (see
-  :mod:`gradsched.runtime.bench`).
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ import torch.distributed as dist
 
 from gradsched.compression import make_compressor
 from gradsched.plan import Plan
-from gradsched.runtime.bench import run_rank
 from gradsched.runtime.executor import PlanExecutor
 from gradsched.runtime.ps import PSClient, PSLayout, partition_schedule, serve, workers_group
 from gradsched.runtime.reference import (
@@ -70,11 +67,6 @@ def exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict
                            float(ref.get("bucket_cap_mb", 25.0)))
         out["ddp"][ref["id"]] = _flat(params)
     return out
-
-
-def timed_runs(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
-    """The timed runs of ``gradsched run`` (one entry per plan or DDP bucket cap)."""
-    return run_rank(rank, world_size, payload)
 
 
 def ps_exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,11 @@
-"""Machine-load accounting of the re-execution experiment: foreign cores, /proc/stat, a busy
+"""Machine-load accounting of the timing protocol: foreign cores, /proc/stat, a busy
 loop seen as foreign load."""
 
 from __future__ import annotations
 
 import pytest
 
-from gradsched.reexec import load
+from gradsched.runtime import load
 
 
 def test_foreign_cores_subtracts_the_ranks_own_cpu(tmp_path):

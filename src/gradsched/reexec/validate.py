@@ -1,31 +1,43 @@
-"""``gradsched advise --validate``: the advice measured for real on this machine.
+"""``gradsched advise --validate``: the advice measured for real on this machine, the way
+the re-execution measures.
 
 Stock PyTorch DDP with the per-bucket caps (``bucket_cap_mb_list``), at the best uniform
 cap and at the user's current setting, and the gradsched plan through the executor when it
-is the recommendation, timed in interleaved rounds, with a bootstrap 95 % interval of each
-speedup (Efron & Tibshirani 1993, ch. 13). Every run of the caps also checks that DDP
-rebuilt exactly the caps' buckets (:func:`gradsched.runtime.bench.rebuilt_buckets`: torch
-2.14's ``_get_ddp_logging_data()['rebuilt_per_bucket_param_indices']``, written when the
-reducer rebuilds its buckets in gradient-ready order after the first iteration).
+is the recommendation: items of the timing protocol (:mod:`gradsched.runtime.rounds`,
+seeded interleaved rounds), each speedup with the re-execution's 95 % bootstrap interval
+(iterations resampled within rounds, :func:`gradsched.reexec.uncertainty.bootstrap_medians`;
+Efron & Tibshirani 1993, ch. 13). Every run of the caps also checks, on every rank and in
+every round, that DDP rebuilt exactly the caps' buckets
+(:func:`gradsched.reexec.run.rebuilt_record`, as the re-execution's ``ddp-list`` items).
+``--sharded``: FSDP2's default and the optimum through the sharded re-execution's
+measurement (:func:`gradsched.reexec.sharded.measure_plans`).
 
-The recommendation itself is :mod:`gradsched.experiments.recommend`. No torch import at
-module level: :func:`validate` imports the runtime (and so torch) when it runs.
+Before any rank starts, the plan must cover the model
+(:func:`gradsched.runtime.coverage.check_plan_covers_model`, on the meta device). The
+recommendation itself is :mod:`gradsched.experiments.recommend`. This module imports the
+runtime (and so torch): ``gradsched advise`` loads it only with ``--validate``.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from gradsched.errors import ConfigError, InputError
-from gradsched.experiments.bootstrap import BOOTSTRAP_RESAMPLES, bootstrap_ratio
+from gradsched.errors import ConfigError
 from gradsched.experiments.recommend import PLAN_ALGORITHM, Recommendation
-from gradsched.plan import Plan
-from gradsched.workloads import build_model
+from gradsched.reexec.run import rebuilt_record
+from gradsched.reexec.sharded import ShardedCase, iteration_rows, measure_plans, replicates
+from gradsched.reexec.uncertainty import N_BOOT, bootstrap_medians, ratio_interval
+from gradsched.runtime.coverage import check_plan_covers_model, model_parameters
+from gradsched.runtime.rounds import Item, Timing, launch_rounds, runs_of, slowest
+
+CASE = "advise-validate"
+"""The case name that seeds the bootstrap of a validation."""
 
 KIND_LABELS = {"list": "per-bucket caps (bucket_cap_mb_list)", "uniform": "best uniform cap",
                "current": "your setting", "plan": "gradsched plan (executor)"}
@@ -73,7 +85,7 @@ class Validation:
             "warmup": self.warmup, "load_avg_1m_before": self.load_avg_1m[0],
             "load_avg_1m_after": self.load_avg_1m[1], "cpus": self.cpus,
             "loaded": self.loaded, "confidence": 0.95,
-            "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+            "bootstrap_resamples": N_BOOT, "bootstrap": "iterations resampled within rounds",
             "iteration_s": {k: list(v) for k, v in self.times.items()},
             "median_s": {k: float(np.median(v)) for k, v in self.times.items()},
             "speedups": {k: dict(zip(("point", "low", "high"), v, strict=True))
@@ -81,11 +93,13 @@ class Validation:
             "rebuilt_buckets_match": self.rebuilt_match}
 
 
-def speedups(times: dict[str, list[float]]) -> dict[str, tuple[float, float, float]]:
+def speedups(rows: pd.DataFrame, kinds: list[str]) -> dict[str, tuple[float, float, float]]:
     """``new_over_old``: t_old / t_new with its bootstrap interval, for every pair of
-    :data:`COMPARISONS` that ran."""
-    return {f"{new}_over_{old}": bootstrap_ratio(times[old], times[new])
-            for new, old in COMPARISONS if new in times and old in times}
+    :data:`COMPARISONS` that ran; ``rows``: one per timed iteration (``item`` = kind,
+    ``round``, ``iteration_s``)."""
+    reps = bootstrap_medians(rows.assign(case=CASE), CASE, kinds)
+    return {f"{new}_over_{old}": ratio_interval(reps, old, new)
+            for new, old in COMPARISONS if new in kinds and old in kinds}
 
 
 # --------------------------------------------------------------------------- rendering
@@ -139,78 +153,58 @@ def validation_kinds(rec: Recommendation) -> list[str]:
     return kinds
 
 
-def _item(rec: Recommendation, kind: str, label: str) -> Any:
-    from gradsched.runtime.bench import RunItem  # the runtime imports torch
-
-    if kind == "plan":
-        return RunItem(label, PLAN_ALGORITHM, plan=rec.plan.to_dict())
-    if kind == "list":
-        assert rec.ddp_list is not None
-        return RunItem(label, "ddp-native", bucket_cap_mb_list=list(rec.ddp_list.caps.paste_mb),
-                       expected_buckets=expected_buckets(rec))
-    cap = rec.ddp_best if kind == "uniform" else rec.ddp_current
-    return RunItem(label, "ddp-native", bucket_cap_mb=cap.bucket_cap_mb)
-
-
-def validation_items(rec: Recommendation, rounds: int) -> list[tuple[str, Any]]:
-    """(kind, RunItem) per timed run: every round runs each of :func:`validation_kinds`,
-    in an order reversed every other round so that a drift of the machine's load biases
-    none."""
-    kinds = validation_kinds(rec)
-    return [(kind, _item(rec, kind, f"{kind}#round{r}"))
-            for r in range(rounds) for kind in (kinds if r % 2 == 0 else kinds[::-1])]
+def validation_items(rec: Recommendation) -> list[Item]:
+    """One item of the timing protocol per kind of :func:`validation_kinds` (key = kind)."""
+    out = []
+    for kind in validation_kinds(rec):
+        if kind == "plan":
+            out.append(Item(kind, "plan", plan=rec.plan.to_dict(), name=PLAN_ALGORITHM))
+        elif kind == "list":
+            assert rec.ddp_list is not None
+            out.append(Item(kind, "ddp-list",
+                            bucket_cap_mb_list=list(rec.ddp_list.caps.paste_mb),
+                            expected_buckets=expected_buckets(rec)))
+        else:
+            cap = rec.ddp_best if kind == "uniform" else rec.ddp_current
+            out.append(Item(kind, "ddp", bucket_cap_mb=cap.bucket_cap_mb))
+    return out
 
 
 def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: str = "gloo",
              rounds: int = 3, iters: int = 10, warmup: int = 2, threads: int = 1,
              seq_len: int | None = None, timeout_s: float = 300.0,
              cluster: str | None = None) -> Validation:
-    """Run every kind for real (:func:`gradsched.runtime.bench.run_items`, which also
-    checks the caps' rebuilt buckets) and bootstrap the speedups."""
-    from gradsched.runtime.bench import run_items  # the runtime imports torch
-
+    """Run every kind for real in interleaved rounds, check the caps' rebuilt buckets and
+    bootstrap the speedups."""
     if rounds < 1 or iters < 2 or warmup < 0:
         raise ConfigError("--rounds must be >= 1, --iters >= 2 and --warmup >= 0")
-    check_model_names(rec.plan, model_name, batch_size, seq_len, rec.compute)
+    trainable = model_parameters(model_name, batch_size, seq_len)
+    hint = ": give --model the model the trace was captured from"
+    check_plan_covers_model(rec.plan, trainable, model=model_name, source=rec.compute,
+                            hint=hint)
     if rec.ddp_list is not None:
         if warmup < 1:
             raise ConfigError("--warmup must be >= 1 to run per-bucket caps: DDP rebuilds its "
                               "buckets after the first iteration")
-        check_model_names(rec.ddp_list.plan, model_name, batch_size, seq_len, rec.compute)
-    pairs = validation_items(rec, rounds)
+        check_plan_covers_model(rec.ddp_list.plan, trainable, model=model_name,
+                                source=rec.compute, hint=hint)
+    items = validation_items(rec)
+    timing = Timing(model=model_name, batch_size=batch_size, rounds=rounds, warmup=warmup,
+                    iters=iters, seq_len=seq_len, timeout_s=timeout_s)
     before = os.getloadavg()[0]
-    frame, summary = run_items([item for _, item in pairs], model=model_name, batch_size=batch_size,
-                         world_size=rec.world_size, backend=backend, iters=iters,
-                         warmup=warmup, threads=threads, cluster=cluster, seq_len=seq_len,
-                         timeout_s=timeout_s)
-    lists = [item.label for kind, item in pairs if kind == "list"]
-    match = (bool(summary.loc[summary["plan"].isin(lists), "ddp_buckets_match"].eq(True).all())
-             if lists else None)
-    times: dict[str, list[float]] = {}
-    for kind, item in pairs:
-        values = frame.loc[frame["plan"] == item.label, "iteration_s"].tolist()
-        times.setdefault(kind, []).extend(float(v) for v in values)
-    return Validation(backend, rounds, iters, warmup, times, speedups(times), match,
+    results = launch_rounds(items, timing, world_size=rec.world_size, backend=backend,
+                            threads=threads, cluster=cluster).results
+    rows = pd.DataFrame([{"item": item.key, "round": results[0]["runs"][run]["round"],
+                          "iteration_s": t}
+                         for k, item in enumerate(items) for run in runs_of(results, k)
+                         for t in slowest(results, run, rec.world_size)])
+    times = {item.key: rows.loc[rows["item"] == item.key, "iteration_s"].tolist()
+             for item in items}
+    rebuilt = rebuilt_record([asdict(i) for i in items], results).get("list")
+    match = None if rebuilt is None else bool(rebuilt["buckets_match_plan"])
+    return Validation(backend, rounds, iters, warmup, times,
+                      speedups(rows, [i.key for i in items]), match,
                       (before, os.getloadavg()[0]), os.cpu_count() or 0)
-
-
-# --------------------------------------------------------------------------- checks
-def check_model_names(plan: Plan, model_name: str, batch_size: int, seq_len: int | None,
-                      compute: str) -> None:
-    """The plan's tensors (the trace's) must be the model's trainable parameters, same
-    names; the error names the first name missing on each side and the trace file."""
-    spec = build_model(model_name, batch_size, seq_len=seq_len)
-    names = {n for n, p in spec.model.named_parameters() if p.requires_grad}
-    planned = {t for b in plan.buckets for t in b.tensors}
-    if names != planned:
-        missing = sorted(names - planned)
-        extra = sorted(planned - names)
-        raise InputError(
-            f"the trace's tensors are not model {model_name!r}'s parameters: "
-            f"{len(missing)} in the model, not the trace (first: "
-            f"{missing[0] if missing else 'none'!r}); {len(extra)} in the trace, not the "
-            f"model (first: {extra[0] if extra else 'none'!r}): give --model the model the "
-            "trace was captured from", path=compute, field="tensor")
 
 
 def expected_buckets(rec: Recommendation) -> list[list[str]]:
@@ -219,27 +213,28 @@ def expected_buckets(rec: Recommendation) -> list[list[str]]:
     return [sorted(b.tensors) for b in rec.ddp_list.plan.buckets]
 
 
-
-
 # --------------------------------------------------------------------------- sharded
 def validate_sharded(adv: Any, *, model_name: str, batch_size: int, rounds: int = 3,
                      iters: int = 5, warmup: int = 1, seq_len: int | None = None,
                      cluster: str | None = None, timeout_s: float = 300.0) -> dict[str, Any]:
     """FSDP2's default layout and the optimum (a
     :class:`~gradsched.experiments.recommend_sharded.ShardedAdvice`) run with stock FSDP2
-    on ``adv.world_size`` local ranks (gloo; :func:`gradsched.runtime.fsdp2.run_plans`,
-    rounds in random order), the units FSDP2 formed checked against each plan, and the
-    measured speedup of the optimum with its bootstrap interval."""
-    from gradsched.runtime.fsdp2 import run_plans  # the runtime imports torch
-
+    on ``adv.world_size`` local ranks by the sharded re-execution's measurement (gloo;
+    :func:`gradsched.reexec.sharded.measure_plans`, interleaved rounds), the units FSDP2
+    formed checked against each plan, and the measured speedup of the optimum with the
+    re-execution's bootstrap interval."""
     plans = [adv.default, adv.best]
-    times, groups = run_plans(plans, model=model_name, batch_size=batch_size,
-                              world_size=adv.world_size, rounds=rounds, iters=iters,
-                              warmup=warmup, cluster=cluster, seq_len=seq_len,
-                              timeout_s=timeout_s)
+    runs = measure_plans(plans, model=model_name, batch_size=batch_size,
+                         world_size=adv.world_size, rounds=rounds, iters=iters, warmup=warmup,
+                         cluster=cluster, seq_len=seq_len, timeout_s=timeout_s)
+    case = ShardedCase(model_name, batch_size, adv.world_size,
+                       "loopback" if cluster is None else cluster, cluster, seq_len)
+    names = ["default", "optimum"]
+    reps = replicates(f"advise-{case.name}", iteration_rows(case, names, runs), names)
+    point, low, high = ratio_interval(reps, "default", "optimum")
     matched = [g == [sorted(u.tensors) for u in p.units]
-               for p, g in zip(plans, groups, strict=True)]
-    point, low, high = bootstrap_ratio(times[0], times[1])
+               for p, g in zip(plans, runs.groups, strict=True)]
+    times = runs.times_s
     return {"rounds": rounds, "iters": iters, "warmup": warmup,
             "median_s": {"default": float(np.median(times[0])),
                          "optimum": float(np.median(times[1]))},

@@ -1,4 +1,5 @@
-"""How busy the machine is apart from the measurement itself.
+"""How busy the machine is apart from the measurement itself: the clocks every item of the
+timing protocol (:mod:`gradsched.runtime.rounds`) is sampled with.
 
 The load average cannot tell a measurement's own ranks from another job: two ranks on a
 2-core machine read a load of ~2 whether or not anything else runs. What can be told
@@ -7,11 +8,12 @@ user, nice, system, irq, softirq, steal) minus the CPU time of the measurement's
 ranks (``getrusage(RUSAGE_SELF)`` in each rank: every thread, gloo's included) is what
 *something else* used: the launcher's polling, the kernel's work for the emulated
 network (softirq time not charged to a rank), and any other job. Divided by the item's
-wall time it is in cores: :data:`FOREIGN_LIMIT_CORES` and more flags the item.
+wall time it is in cores; the re-execution flags an item at or above its limit
+(:data:`gradsched.reexec.run.FOREIGN_LIMIT_CORES`).
 
-Before a case starts, :func:`busy_cores` samples the whole machine for a moment; a case
-is refused if other work already uses more than the limit (``reexec run --allow-load``
-measures anyway and the flags say so).
+Before the first round, :func:`busy_cores` samples the whole machine for a moment; the
+protocol refuses to start when other work already uses more than the caller's limit
+(``reexec run --allow-load`` measures anyway and the flags say so).
 """
 
 from __future__ import annotations
@@ -23,9 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROC_STAT = Path("/proc/stat")
-#: CPU cores used by something other than the measured ranks, at or above which an item's
-#: measurement is flagged (and a case is not started).
-FOREIGN_LIMIT_CORES = 0.25
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (guest is in user)
 
 

@@ -1,0 +1,180 @@
+"""How one item of the timing protocol (:mod:`gradsched.runtime.rounds`) trains on a rank.
+
+Every kind trains the same freshly built model with SGD (lr 0.01, momentum 0.9) on the
+same synthetic batches; what differs is who moves the gradients:
+
+* ``plan``: gradsched's :class:`~gradsched.runtime.executor.PlanExecutor` runs an
+  all-reduce (or parameter-server) plan; reported: the collectives of one iteration;
+* ``ddp`` / ``ddp-list``: stock PyTorch DDP (Li et al., VLDB 2020) with one
+  ``bucket_cap_mb`` or a per-bucket ``bucket_cap_mb_list`` (torch >= 2.14). DDP rebuilds
+  its buckets in the gradient order of the first iteration, in the second forward
+  (``torch/nn/parallel/distributed.py``, ``_pre_forward``: ``reducer._rebuild_buckets()``),
+  so a list needs a warm-up; reported: the buckets DDP rebuilt
+  (``_get_ddp_logging_data()["rebuilt_per_bucket_param_indices"]``, as parameter names);
+* ``fsdp2``: stock FSDP2 sharded as a :class:`~gradsched.plan_sharded.ShardedPlan` says
+  (:func:`gradsched.runtime.fsdp2.apply_plan`); reported: the units FSDP2 formed;
+* ``control``: the *compute-only control*: forward, backward and SGD step with no
+  communication at all.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradsched.errors import ConfigError
+from gradsched.plan import Plan
+from gradsched.plan_sharded import ShardedPlan
+from gradsched.runtime.executor import PlanExecutor
+from gradsched.runtime.fsdp2 import apply_plan, sharded_groups
+from gradsched.runtime.ps import PSClient, bench_server, partition_schedule
+
+
+@dataclass
+class Runner:
+    """One item ready to time on this rank: ``one(i)`` runs iteration ``i``; ``settle()``
+    finishes pending work (the executor's flush, the device's queue); ``report()`` is what
+    the item says after its timed iterations; ``close()`` releases it."""
+
+    one: Callable[[int], None]
+    settle: Callable[[], None]
+    report: Callable[[], dict[str, Any]] = field(default=lambda: {})
+    close: Callable[[], None] = field(default=lambda: None)
+
+
+def buckets_match(rebuilt: list[list[str]] | None,
+                  expected: list[list[str]] | None) -> bool | None:
+    """Whether DDP rebuilt the expected buckets (same buckets in the same order; the order
+    of tensors inside a bucket is DDP's own); None when either is unknown."""
+    if rebuilt is None or expected is None:
+        return None
+    return [sorted(b) for b in rebuilt] == [sorted(b) for b in expected]
+
+
+def parse_bucket_indices(text: str, names: list[str]) -> list[list[str]]:
+    """``"3 2, 1 0"`` (DDP's ``rebuilt_per_bucket_param_indices``: buckets separated by
+    commas, indices into the trainable parameters by spaces) -> names per bucket."""
+    return [[names[int(i)] for i in part.split()] for part in text.split(",") if part.strip()]
+
+
+def rebuilt_buckets(runner: Any, model: Any) -> list[list[str]]:
+    """The buckets stock DDP rebuilt after the first iteration, as parameter names. The
+    logger records them at the forward *after* the rebuild, so it is refreshed here first
+    (outside any timing)."""
+    runner.logger.set_runtime_stats_and_log()
+    data = runner._get_ddp_logging_data()
+    text = data.get("rebuilt_per_bucket_param_indices")
+    if not runner._has_rebuilt_buckets or text is None:
+        raise ConfigError("PyTorch DDP did not rebuild its buckets (a bucket_cap_mb_list "
+                          "run needs --warmup >= 1)")
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    return parse_bucket_indices(str(text), names)
+
+
+def trainable_numel(model: Any) -> dict[str, int]:
+    """Trainable parameter names -> element counts."""
+    return {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def sgd(model: Any) -> Any:
+    """The optimizer of every item: SGD, lr 0.01, momentum 0.9, trainable parameters."""
+    return torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01,
+                           momentum=0.9)
+
+
+def device_sync(device: str) -> Callable[[], None]:
+    """Wait for the device's queue (nothing to wait for on the CPU)."""
+    def sync() -> None:
+        if device != "cpu":
+            torch.cuda.synchronize()
+    return sync
+
+
+def make_runner(kind: str, raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
+                context: dict[str, Any]) -> Runner:
+    """The :class:`Runner` of an item of ``kind`` (module docstring); ``raw``: the item's
+    fields; ``context``: ``timeout_s``, ``ranks_per_node`` and the parameter-server layout
+    (``ps``: (layout, workers' group), or None)."""
+    if kind == "plan":
+        return _executor_runner(raw, spec, batches, device, context)
+    if kind in ("ddp", "ddp-list"):
+        return _ddp_runner(raw, spec, batches, device)
+    if kind == "fsdp2":
+        return _fsdp2_runner(raw, spec, batches, device)
+    if kind == "control":
+        return _plain_runner(spec, spec.model, sgd(spec.model), batches, device)
+    raise ConfigError(f"unknown item kind {kind!r}")
+
+
+def _plain_runner(spec: Any, model: Any, opt: Any, batches: list[Any], device: str) -> Runner:
+    def one(i: int) -> None:
+        spec.loss(model, batches[i % len(batches)]).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return Runner(one, device_sync(device))
+
+
+def _executor_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
+                     context: dict[str, Any]) -> Runner:
+    model = spec.model
+    plan = Plan.from_dict(raw["plan"])
+    ex = PlanExecutor(model, plan, sgd(model), timeout_s=float(context["timeout_s"]),
+                      **_executor_group(plan, model, context))
+    sync = device_sync(device)
+
+    def one(i: int) -> None:
+        spec.loss(model, batches[i % len(batches)]).backward()
+        ex.step()
+
+    def settle() -> None:
+        ex.flush()
+        sync()
+
+    return Runner(one, settle, lambda: {"n_collectives": sum(ex.stats.collectives.values())},
+                  ex.close)
+
+
+def _executor_group(plan: Plan, model: Any, context: dict[str, Any]) -> dict[str, Any]:
+    """Executor arguments of a worker: the workers' group and the PS client (if any)."""
+    ps = context.get("ps")
+    if ps is None:
+        return {"ranks_per_node": context.get("ranks_per_node")}
+    layout, group = ps
+    schedule = partition_schedule(plan, trainable_numel(model), layout.servers)
+    return {"process_group": group, "ps_client": PSClient(layout, schedule)}
+
+
+def _ddp_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str) -> Runner:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = spec.model
+    opt = sgd(model)
+    caps = raw.get("bucket_cap_mb_list")
+    extra = {"bucket_cap_mb_list": list(caps)} if caps else {}
+    wrapped = DDP(model, bucket_cap_mb=raw.get("bucket_cap_mb"), **extra,
+                  device_ids=[torch.device(device).index] if device != "cpu" else None)
+    plain = _plain_runner(spec, wrapped, opt, batches, device)
+
+    def report() -> dict[str, Any]:
+        return {"rebuilt_buckets": rebuilt_buckets(wrapped, model) if caps else None}
+
+    return Runner(plain.one, plain.settle, report)
+
+
+def _fsdp2_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str) -> Runner:
+    units = apply_plan(spec.model, ShardedPlan.from_dict(raw["plan"]))
+    plain = _plain_runner(spec, spec.model, sgd(spec.model), batches, device)
+    return Runner(plain.one, plain.settle, lambda: {"unit_tensors": sharded_groups(units)})
+
+
+def serve_item(layout: Any, model: Any, raw: dict[str, Any], warmup: int, iters: int,
+               timeout_s: float) -> None:
+    """A parameter server's side of one plan item (:func:`gradsched.runtime.ps.bench_server`):
+    it times nothing."""
+    bench_server(layout, Plan.from_dict(raw["plan"] or {}), trainable_numel(model), warmup,
+                 iters, dt.timedelta(seconds=timeout_s))
