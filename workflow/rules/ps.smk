@@ -36,7 +36,7 @@ def ps_replay_args():
 
 if ps_replay_cases():
     TABLES.append("ps-replay")
-ARCH_DATA = "paper/data/reexec/issue18/measured.json"
+ARCH_DATA = "paper/data/reexec/architectures/measured.json"
 TABLES.append("architectures")
 
 

@@ -1,6 +1,6 @@
 """Hierarchical all-reduce and a parameter server run for real.
 
-Input: ``paper/data/reexec/issue18/measured.json`` (``gradsched run`` on the emulated
+Input: ``paper/data/reexec/architectures/measured.json`` (``gradsched run`` on the emulated
 cluster: the same DDP buckets reduced flat, hierarchically on 2 nodes x 2 ranks, and
 through one parameter server with 2 workers; the replay's prediction of each run). Output:
 a table of every run (measured median and p10-p90, predicted, error) and macros with the

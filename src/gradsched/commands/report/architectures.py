@@ -33,7 +33,7 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p = add_table_parser(rsub, "architectures",
                          help="hierarchical all-reduce and parameter-server "
                               "runs on the emulated cluster: measured vs predicted (table)",
-                         input_help="paper/data/reexec/issue18/measured.json")
+                         input_help="paper/data/reexec/architectures/measured.json")
     p.set_defaults(func=_architectures)
 
     p = add_table_parser(rsub, "ps-replay-table",

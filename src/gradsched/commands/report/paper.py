@@ -44,7 +44,7 @@ def register(rsub: argparse._SubParsersAction) -> None:
                    help="re-execution measured.csv (paper/data/reexec/measured.csv)")
     p.add_argument("--architectures", type=Path,
                    help="hierarchical / parameter-server runs on the emulated cluster "
-                        "(paper/data/reexec/issue18/measured.json)")
+                        "(paper/data/reexec/architectures/measured.json)")
     p.add_argument("--reexec-stats", type=Path,
                    help="re-execution statistics with bootstrap intervals (reexec analyze "
                         "--iterations ... --stats)")
