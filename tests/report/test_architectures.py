@@ -9,7 +9,7 @@ import pytest
 
 from gradsched.errors import InputError
 from gradsched.report import architectures as arch
-from gradsched.report.macros import architecture_macros
+from gradsched.report.architectures import architecture_macros
 
 
 def _run(kind, rate, workers, median, pred, rnd=1):

@@ -8,8 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gradsched.report.claims import render_claims
-from gradsched.report.fit_counts import fit_count_macros
-from gradsched.report.macros import fit_macros
+from gradsched.report.fits import fit_count_macros, fit_macros
 
 # held-out MAPE per trace: (alpha-beta, piecewise, interp)
 ROWS = {

@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.cli import main
-from gradsched.report import macros
+from gradsched.reexec.best_versus import best_versus_table
+from gradsched.report import latex, stock_ddp
 
 # item -> (algorithms that ran it, kind, iteration times of each of the 3 rounds)
 _ITEMS = {
@@ -38,7 +39,7 @@ def synthetic_reexec() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_best_vs_each_reference_with_its_interval() -> None:
     measured, iterations = synthetic_reexec()
-    table = macros.best_versus_table(measured, iterations).set_index("versus")
+    table = best_versus_table(measured, iterations).set_index("versus")
     # executor's DDP plan ~1.2 s, best ~1.0 s: about 1.2x, interval above 1
     assert 1.15 < table.at["ExecDdp", "ratio"] < 1.25 and table.at["ExecDdp", "ratio_lo"] > 1
     # PyTorch DDP's default as fast as best: the interval straddles 1
@@ -47,7 +48,7 @@ def test_best_vs_each_reference_with_its_interval() -> None:
     assert table.at["TunedCap", "ratio"] == table.at["Default", "ratio"]
     # the executor running DDP's plan is slower than PyTorch DDP: ratio below 1
     assert table.at["ExecDdpOverDefault", "ratio_hi"] < 1
-    values = macros.reexec_versus_macros(measured, iterations)
+    values = stock_ddp.reexec_versus_macros(best_versus_table(measured, iterations))
     assert values["ReexecBestVsExecDdpFasterCases"] == "1"
     assert values["ReexecBestVsDefaultFasterCases"] == "0"  # within the noise: not "beats"
     assert values["ReexecBestVsDefaultSlowerCases"] == "0"
@@ -57,12 +58,13 @@ def test_best_vs_each_reference_with_its_interval() -> None:
 
 def test_versus_macros_without_iterations_are_na(tmp_path: Path) -> None:
     measured, iterations = synthetic_reexec()
-    assert macros.reexec_versus_macros(measured, None)["ReexecBestVsExecDdpMin"] == "n/a"
+    without = stock_ddp.reexec_versus_macros(best_versus_table(measured, None))
+    assert without["ReexecBestVsExecDdpMin"] == "n/a"
     mpath, ipath, out = tmp_path / "m.csv", tmp_path / "i.csv", tmp_path / "m.tex"
     measured.to_csv(mpath, index=False)
     iterations.to_csv(ipath, index=False)
     assert main(["report", "macros", "--reexec", str(mpath), "--reexec-iterations", str(ipath),
                  "-o", str(out)]) == 0
-    values = macros.parse_macros(out.read_text())
-    table = macros.best_versus_table(measured, iterations).set_index("versus")
+    values = latex.parse_macros(out.read_text())
+    table = best_versus_table(measured, iterations).set_index("versus")
     assert values["ReexecBestVsExecDdpMin"] == f"{table.at['ExecDdp', 'ratio']:.2f}"
