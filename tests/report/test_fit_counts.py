@@ -1,5 +1,5 @@
 """Claim 1's counts of series where a fitted model beats one alpha-beta line, over every
-series and over the K80 cluster's in-training series (report/fit_counts.py).
+series and over the K80 cluster's in-training series (report/fits.py).
 
 Inputs are SYNTHETIC fit rows made here (never committed as measurements)."""
 

@@ -103,7 +103,7 @@ def wins(wide: pd.DataFrame, better: str, worse: str) -> int:
 
 
 def fit_count_macros(fits: pd.DataFrame | None) -> dict[str, str]:
-    """The counts above as macro texts (:data:`~.macro_text.NA` without a fits table)."""
+    """The counts above as macro texts (:data:`~.latex.NA` without a fits table)."""
     out = dict.fromkeys(FIT_COUNT_KEYS, NA)
     if fits is None or fits.empty:
         return out
