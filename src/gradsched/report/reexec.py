@@ -94,7 +94,7 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
         return
     setup_style()
     names = _order(sorted(rows["algorithm"].unique()))
-    # PyTorch DDP's caps get colours far from every planner's here (figures.other_colors)
+    # PyTorch DDP's caps get colours far from every planner's here (figure_style.other_colors)
     colors = algorithm_colors(names)
     cases = list(dict.fromkeys(rows["case"]))
     ncols = min(3, len(cases))

@@ -156,7 +156,7 @@ def mgwfbp_gaps(collected: pd.DataFrame, reference: str = "contiguous_optimum") 
 
 def speedups_over_wfbp(collected: pd.DataFrame) -> pd.DataFrame:
     """Per case and algorithm: T_wfbp / T_alg (``best`` and ``oasr`` excluded: see
-    :data:`~gradsched.report.tables.NOT_CREDITED`)."""
+    :data:`~gradsched.report.algorithms.NOT_CREDITED`)."""
     wide = replay_wide(collected)
     if "wfbp" not in wide:
         return pd.DataFrame(columns=["trace", "network", "world_size", "algorithm", "speedup"])
