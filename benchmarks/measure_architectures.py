@@ -1,7 +1,7 @@
 """Re-measure the hierarchical and parameter-server runs (``gradsched report architectures``).
 
 Runs, with ``gradsched run`` on the emulated cluster, the committed plans of
-``paper/data/reexec/issue18/`` (the same three DDP buckets reduced flat, hierarchically on
+``paper/data/reexec/architectures/`` (the same three DDP buckets reduced flat, hierarchically on
 2 nodes x 2 ranks, and through one parameter server with 2 workers) at each link rate,
 ``--rounds`` times with the order of the 2 x 2 pair alternated, and writes the measured JSON
 that ``gradsched report architectures`` reads. The replay's prediction of every run is
@@ -11,7 +11,7 @@ CPU cores busy before it starts (:func:`gradsched.runtime.load.busy_cores`); a r
 start while the machine is busy unless ``--allow-load``.
 
     sudo .venv/bin/python benchmarks/measure_architectures.py [--rates 1gbit 100mbit] \\
-        [--iters 10] [--warmup 3] [--rounds 2] -o paper/data/reexec/issue18/measured.json
+        [--iters 10] [--warmup 3] [--rounds 2] -o paper/data/reexec/architectures/measured.json
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 from gradsched.provenance import git_commit
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / "paper/data/reexec/issue18"
+DATA = REPO / "paper/data/reexec/architectures"
 FLAT, HIER, PS = (DATA / f"ddp-{k}.plan.json" for k in ("flat", "hierarchical", "ps"))
 
 

@@ -29,7 +29,7 @@ VERB_MODULES = {
     "advise": "advise", "bench": "bench", "capture": "capture", "cluster": "cluster",
     "compress": "compress", "fit": "fit", "import": "importcmd", "plan": "replaycmd",
     "reexec": "reexec", "replay": "replaycmd", "report": "report", "run": "run", "shard": "shard",
-    "traces": "traces",
+    "study": "study", "traces": "traces",
 }
 
 

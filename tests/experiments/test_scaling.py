@@ -1,4 +1,4 @@
-"""The published-scaling check (report scaling-check / scaling-table): batch scaling,
+"""The published-scaling check (study scaling-check / report scaling-table): batch scaling,
 throughput arithmetic, the comm model at P (measured or extrapolated), bad specs.
 
 The traces made here are SYNTHETIC (labelled in their sidecars); the last test runs the
@@ -127,7 +127,7 @@ def test_cli_writes_csv_and_a_table_per_system(tmp_path: Path) -> None:
         "toy-comm-8.csv", str(tmp_path / "toy-comm-8.csv"))
     spec.write_text(text)
     out = tmp_path / "s.csv"
-    assert main(["report", "scaling-check", "--spec", str(spec), "-o", str(out)]) == 0
+    assert main(["study", "scaling-check", "--spec", str(spec), "-o", str(out)]) == 0
     assert list(pd.read_csv(out).columns) == list(scaling.SCALING_COLUMNS)
     tex, md = tmp_path / "s.tex", tmp_path / "s.md"
     assert main(["report", "scaling-table", "--input", str(out), "--tex", str(tex),

@@ -1,4 +1,4 @@
-"""``gradsched report topology-replay`` / ``topology-replay-table``: replay
+"""``gradsched study topology-replay`` / ``report topology-replay-table``: replay
 on a two-level (intra-node, inter-node) topology, flat and hierarchical.
 
 The replay tests use the committed ResNet-18 CPU compute trace with SYNTHETIC topology
@@ -24,7 +24,7 @@ from gradsched.errors import InputError
 from gradsched.experiments.grid import compare
 from gradsched.experiments.topology import COLUMNS, TopologyCase, topology_replay
 from gradsched.replay.engine import ReplayOptions
-from gradsched.report.topology_replay import paired, topology_replay_table
+from gradsched.report.topology import paired, topology_replay_table
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.forward import with_forward
 
@@ -124,7 +124,7 @@ def test_two_cases_of_one_shape_and_model_are_refused() -> None:
 def test_cli_end_to_end_and_bad_input(tmp_path: Path, capsys) -> None:
     topo = _topo(tmp_path, 1, 4)
     out = tmp_path / "topo.csv"
-    argv = ["report", "topology-replay", "--compute", "r18", str(R18),
+    argv = ["study", "topology-replay", "--compute", "r18", str(R18),
             "--topology", "a", str(topo), "flat", "--topology", "b", str(topo), "hierarchical",
             "--measured", "a", str(LOOP4), "--algorithms", "wfbp", "--iterations", "3",
             "-o", str(out)]

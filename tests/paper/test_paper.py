@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gradsched.report import figures, macros, tables
+from gradsched.report import figure_style, latex, paper_macros
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN = REPO / "paper" / "main.tex"
@@ -44,7 +44,7 @@ def scaling_macro_names() -> dict[str, str]:
     from gradsched.report.scaling import MACRO_FIELDS
 
     cases = load_spec(REPO / "config" / "published-scaling.yaml", REPO)
-    return {f"Scaling{macros.camel(c.key)}{suffix}": macros.NA
+    return {f"Scaling{latex.camel(c.key)}{suffix}": latex.NA
             for c in cases for suffix in MACRO_FIELDS}
 
 
@@ -117,7 +117,7 @@ def test_paper_readme_lists_every_generated_output() -> None:
 def test_every_macro_in_the_prose_is_generated() -> None:
     used = set(MACRO_RE.findall(paper_text()))
     # names the generator writes even without data (n/a), plus provide-command fallbacks
-    written = {macros.PREFIX + name for name in macros.all_macros() | scaling_macro_names()}
+    written = {latex.PREFIX + name for name in paper_macros.all_macros() | scaling_macro_names()}
     provided = set(re.findall(r"\\(?:providecommand|newcommand|newsavebox)\{?\\(gs[A-Za-z]+)",
                               paper_text()))  # defined by the paper itself (\\gsfit)
     missing = used - written - provided
@@ -140,13 +140,13 @@ def test_no_number_typed_into_the_prose() -> None:
 def _stub_generated(paper: Path) -> None:
     """Figures, tables and macros as the pipeline writes them when it has NO data."""
     for name in included()[0]:
-        figures.placeholder(paper / "figures" / f"{name}.pdf", paper / "figures" / f"{name}.png",
-                            name, "test stub")
+        figure_style.placeholder(paper / "figures" / f"{name}.pdf",
+                                 paper / "figures" / f"{name}.png", name, "test stub")
     for name in included()[1]:
-        tables.write_table(pd.DataFrame({"a [s]": ["1.0"], "b": ["x_y"]}),
+        latex.write_table(pd.DataFrame({"a [s]": ["1.0"], "b": ["x_y"]}),
                            paper / "tables" / f"{name}.tex", paper / "tables" / f"{name}.md")
-    macros.write_macros(paper / "generated" / "macros.tex", macros.all_macros())
-    macros.write_macros(paper / "generated" / "scaling-macros.tex", scaling_macro_names())
+    latex.write_macros(paper / "generated" / "macros.tex", paper_macros.all_macros())
+    latex.write_macros(paper / "generated" / "scaling-macros.tex", scaling_macro_names())
 
 
 @pytest.mark.slow

@@ -12,8 +12,10 @@ import pytest
 
 pytest.importorskip("torch")
 
+from gradsched.reexec.analysis import analyze
 from gradsched.reexec.stock_ddp import STOCK_DDP_COLUMNS, stock_ddp_comparison
-from gradsched.report.reexec import NOT_MEASURED, analyze_file, stock_ddp_table
+from gradsched.report.reexec import write_analysis
+from gradsched.report.stock_ddp import NOT_MEASURED, stock_ddp_table
 
 # SYNTHETIC medians (s): the list item 10 % faster than DDP's default, etc.
 TIMES = {"ddp-native-default": 1.10, "ddp-native-25": 1.12, "ddp-native-5": 1.05,
@@ -97,8 +99,8 @@ def test_table_says_not_measured_and_the_analyze_outputs(tmp_path):
     measured, iterations = tmp_path / "measured.csv", tmp_path / "iterations.csv"
     frame.to_csv(measured, index=False)
     its.to_csv(iterations, index=False)
-    analyze_file(measured, iterations=iterations, stock_ddp_tex=tmp_path / "s.tex",
-                 stock_ddp_md=tmp_path / "s.md", md=tmp_path / "errors.md")
+    write_analysis(analyze(measured, iterations), stock_ddp_tex=tmp_path / "s.tex",
+                   stock_ddp_md=tmp_path / "s.md", md=tmp_path / "errors.md")
     # the per-plan error table names the list row after its plan, between plans and DDP
     lines = [line.split(" | ")[0] for line in
              (tmp_path / "errors.md").read_text().splitlines() if line.startswith("| ")]

@@ -9,13 +9,13 @@ import pytest
 
 from gradsched.errors import InputError
 from gradsched.report import architectures as arch
-from gradsched.report.macros import architecture_macros
+from gradsched.report.architectures import architecture_macros
 
 
 def _run(kind, rate, workers, median, pred, rnd=1):
     return {"algorithm": "ddp", "bandwidth": rate, "layout": "x", "median_s": median,
             "p10_s": median * 0.9, "p90_s": median * 1.1, "predicted_iteration_s": pred,
-            "plan_file": f"paper/data/reexec/issue18/ddp-{kind}.plan.json",
+            "plan_file": f"paper/data/reexec/architectures/ddp-{kind}.plan.json",
             "workers": workers, "round": rnd}
 
 
@@ -54,6 +54,6 @@ def test_bad_input_names_the_field(tmp_path):
 
 
 def test_committed_data_loads(repo):
-    runs = arch.load_runs(repo / "paper/data/reexec/issue18/measured.json")
+    runs = arch.load_runs(repo / "paper/data/reexec/architectures/measured.json")
     kinds = {arch.kind_of(r) for r in runs}
     assert kinds == {"flat", "hierarchical", "ps"}

@@ -25,7 +25,7 @@ def test_every_claim_field_is_a_macro_the_report_writes() -> None:
     """A misspelt field would print n/a for ever: every ``{Name}`` of the template is a key
     that ``all_macros`` writes (as n/a without inputs)."""
     from gradsched.report.claims import _FIELD, TEMPLATE
-    from gradsched.report.macros import all_macros
+    from gradsched.report.paper_macros import all_macros
 
     written = set(all_macros())
     assert sorted(set(_FIELD.findall(TEMPLATE)) - written) == []

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gradsched.report import compare, macros
-from gradsched.report.tables import compare_table
+from gradsched.report import compare
+from gradsched.report.compare import compare_table
 
 
 def _rows() -> pd.DataFrame:
@@ -31,7 +31,7 @@ def test_each_check_names_its_kind() -> None:
 
 
 def test_macros_count_self_checks_apart_from_reproductions() -> None:
-    m = macros.compare_macros(_rows())
+    m = compare.compare_macros(_rows())
     assert (m["CompareNumChecked"], m["CompareNumWithin"], m["CompareNumSkipped"]) == (
         "5", "4", "1")
     assert (m["CompareSelfNumChecked"], m["CompareSelfNumWithin"]) == ("3", "3")
@@ -40,4 +40,4 @@ def test_macros_count_self_checks_apart_from_reproductions() -> None:
     assert m["CompareReproReproducedMax"] == "0.70"
     assert m["CompareReproMaxAbsDiffPct"] == f"{100 * 0.27 / 0.96:.1f}"
     assert m["CompareReproTolerancePct"] == "25.0"
-    assert macros.compare_macros(None)["CompareReproNumWithin"] == "n/a"
+    assert compare.compare_macros(None)["CompareReproNumWithin"] == "n/a"

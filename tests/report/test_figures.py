@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from gradsched.cli import main
-from gradsched.report import figure_relative, figures
+from gradsched.report import figure_relative, figure_style, fits, gpu_generations, replay, timeline
 from tests.report.test_collect import synthetic_collected, synthetic_fits
 
 
@@ -25,8 +25,8 @@ def _valid_pdf_png(stem: Path) -> None:
 def test_replay_and_gap_figures(tmp_path: Path) -> None:
     data = tmp_path / "replay.csv"
     synthetic_collected().to_csv(data, index=False)
-    figures.replay_vs_world_size(data, tmp_path / "r.pdf", tmp_path / "r.png")
-    figures.gaps(data, tmp_path / "g.pdf", tmp_path / "g.png")
+    replay.replay_vs_world_size(data, tmp_path / "r.pdf", tmp_path / "r.png")
+    replay.gaps(data, tmp_path / "g.pdf", tmp_path / "g.png")
     _valid_pdf_png(tmp_path / "r")
     _valid_pdf_png(tmp_path / "g")
 
@@ -36,35 +36,35 @@ def test_replay_figure_draws_one_family_with_its_pairing(tmp_path: Path,
     data = tmp_path / "replay.csv"
     synthetic_collected().to_csv(data, index=False)
     titles: list[str] = []
-    real_save = figures.save
+    real_save = figure_style.save
 
     def record(fig, out_pdf, out_png) -> None:
         titles.extend(ax.get_title() for ax in fig.axes if ax.get_visible())
         real_save(fig, out_pdf, out_png)
 
-    monkeypatch.setattr(figures, "save", record)
-    figures.replay_vs_world_size(data, tmp_path / "a.pdf", tmp_path / "a.png", family="fam-b")
+    monkeypatch.setattr(replay, "save", record)
+    replay.replay_vs_world_size(data, tmp_path / "a.pdf", tmp_path / "a.png", family="fam-b")
     assert titles == ["toy\nx net-b\n[WHAT-IF: unrelated systems]"]
     _valid_pdf_png(tmp_path / "a")
     empty: list[str] = []
-    monkeypatch.setattr(figures, "placeholder", lambda *args: empty.append(args[3]))
-    figures.replay_vs_world_size(data, tmp_path / "b.pdf", tmp_path / "b.png", family="none")
+    monkeypatch.setattr(replay, "placeholder", lambda *args: empty.append(args[3]))
+    replay.replay_vs_world_size(data, tmp_path / "b.pdf", tmp_path / "b.png", family="none")
     assert empty == ["no replay results"]
 
 
 def test_figures_are_deterministic(tmp_path: Path) -> None:
     data = tmp_path / "replay.csv"
     synthetic_collected().to_csv(data, index=False)
-    figures.gaps(data, tmp_path / "a.pdf", tmp_path / "a.png")
-    figures.gaps(data, tmp_path / "b.pdf", tmp_path / "b.png")
+    replay.gaps(data, tmp_path / "a.pdf", tmp_path / "a.png")
+    replay.gaps(data, tmp_path / "b.pdf", tmp_path / "b.png")
     assert (tmp_path / "a.pdf").read_bytes() == (tmp_path / "b.pdf").read_bytes()
     assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
 
 
 def test_fit_mape_and_curves(tmp_path: Path) -> None:
-    fits = tmp_path / "fits.csv"
-    synthetic_fits().to_csv(fits, index=False)
-    figures.fit_mape(fits, tmp_path / "m.pdf", tmp_path / "m.png")
+    fits_csv = tmp_path / "fits.csv"
+    synthetic_fits().to_csv(fits_csv, index=False)
+    fits.fit_mape(fits_csv, tmp_path / "m.pdf", tmp_path / "m.png")
     _valid_pdf_png(tmp_path / "m")
     comm = tmp_path / "file-0.csv"
     sizes = np.geomspace(4, 1 << 24, 12).astype(int)
@@ -74,7 +74,7 @@ def test_fit_mape_and_curves(tmp_path: Path) -> None:
     model = tmp_path / "file-0.alpha-beta.json"
     model.write_text(json.dumps({"kind": "alpha-beta", "alpha_s": 1e-5,
                                  "beta_s_per_byte": 1e-10}))
-    figures.fit_curves([comm], [model], fits, tmp_path / "c.pdf", tmp_path / "c.png")
+    fits.fit_curves([comm], [model], fits_csv, tmp_path / "c.pdf", tmp_path / "c.png")
     _valid_pdf_png(tmp_path / "c")
 
 
@@ -87,14 +87,14 @@ def test_timeline_figure(tmp_path: Path) -> None:
     csv = tmp_path / "wfbp.timeline.csv"
     pd.DataFrame(rows, columns=["iteration", "lane", "kind", "label", "start_s", "end_s",
                                 "bytes"]).to_csv(csv, index=False)
-    figures.timeline([csv], tmp_path / "t.pdf", tmp_path / "t.png", title="toy")
+    timeline.timeline([csv], tmp_path / "t.pdf", tmp_path / "t.png", title="toy")
     _valid_pdf_png(tmp_path / "t")
 
 
 def test_missing_data_figure_says_so(tmp_path: Path) -> None:
     data = tmp_path / "replay.csv"
     synthetic_collected().head(0).to_csv(data, index=False)
-    figures.replay_vs_world_size(data, tmp_path / "e.pdf", tmp_path / "e.png")
+    replay.replay_vs_world_size(data, tmp_path / "e.pdf", tmp_path / "e.png")
     _valid_pdf_png(tmp_path / "e")
 
 
@@ -113,13 +113,13 @@ def test_gpu_generations_figure_and_its_empty_page(tmp_path: Path,
                       algorithm=data["algorithm"].replace({"wfbp": "ddp"}))
     path = tmp_path / "gpu.csv"
     gpu.to_csv(path, index=False)
-    figures.gpu_generations(path, tmp_path / "g.pdf", tmp_path / "g.png")
+    gpu_generations.gpu_generations(path, tmp_path / "g.pdf", tmp_path / "g.png")
     _valid_pdf_png(tmp_path / "g")
     other = tmp_path / "other.csv"
     data.to_csv(other, index=False)  # no GPU family: a page that says so
     empty: list[str] = []
-    monkeypatch.setattr(figures, "placeholder", lambda *args: empty.append(args[3]))
-    figures.gpu_generations(other, tmp_path / "e.pdf", tmp_path / "e.png")
+    monkeypatch.setattr(gpu_generations, "placeholder", lambda *args: empty.append(args[3]))
+    gpu_generations.gpu_generations(other, tmp_path / "e.pdf", tmp_path / "e.png")
     assert empty and empty[0].startswith("no GPU replay results")
 
 
@@ -148,9 +148,9 @@ def test_cases_at_one_world_size_are_drawn_relative_to_ddp(tmp_path: Path,
     path = tmp_path / "replay.csv"
     data.to_csv(path, index=False)
     drawn = []
-    monkeypatch.setattr(figures, "relative_to_ddp", lambda *a: drawn.append(a))
-    figures.replay_vs_world_size(path, tmp_path / "h.pdf", tmp_path / "h.png")
+    monkeypatch.setattr(replay, "relative_to_ddp", lambda *a: drawn.append(a))
+    replay.replay_vs_world_size(path, tmp_path / "h.pdf", tmp_path / "h.png")
     assert len(drawn) == 1
     monkeypatch.undo()
-    figures.replay_vs_world_size(path, tmp_path / "h.pdf", tmp_path / "h.png")
+    replay.replay_vs_world_size(path, tmp_path / "h.pdf", tmp_path / "h.png")
     _valid_pdf_png(tmp_path / "h")

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gradsched.report import figure_style, figures
+from gradsched.report import figure_style, fits, gpu_generations, replay
 from tests.paper.test_fonts import MIN_PT, small_words
 from tests.paper.test_paper import paper_text
 from tests.report.test_collect import synthetic_collected, synthetic_fits
@@ -40,14 +40,14 @@ def printed_small_words(pdf: Path, name: str) -> list:
 def test_figures_print_at_6pt_or_more(tmp_path: Path) -> None:
     data = tmp_path / "replay.csv"
     synthetic_collected().to_csv(data, index=False)
-    fits = tmp_path / "fits.csv"
-    synthetic_fits().to_csv(fits, index=False)
-    drawn = {"gaps": lambda p: figures.gaps(data, p, p.with_suffix(".png")),
-             "replay-vs-world-size-cpu": lambda p: figures.replay_vs_world_size(
+    fits_csv = tmp_path / "fits.csv"
+    synthetic_fits().to_csv(fits_csv, index=False)
+    drawn = {"gaps": lambda p: replay.gaps(data, p, p.with_suffix(".png")),
+             "replay-vs-world-size-cpu": lambda p: replay.replay_vs_world_size(
                  data, p, p.with_suffix(".png")),
-             "gpu-generations": lambda p: figures.gpu_generations(
+             "gpu-generations": lambda p: gpu_generations.gpu_generations(
                  data, p, p.with_suffix(".png")),
-             "fit-mape": lambda p: figures.fit_mape(fits, p, p.with_suffix(".png"))}
+             "fit-mape": lambda p: fits.fit_mape(fits_csv, p, p.with_suffix(".png"))}
     for name, draw in drawn.items():
         pdf = tmp_path / f"{name}.pdf"
         draw(pdf)
@@ -58,9 +58,9 @@ def test_figures_print_at_6pt_or_more(tmp_path: Path) -> None:
 def test_the_print_check_catches_a_figure_drawn_too_wide(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(figure_style, "TEXT_WIDTH_IN", 3 * figure_style.TEXT_WIDTH_IN)
-    fits = tmp_path / "fits.csv"
-    synthetic_fits().to_csv(fits, index=False)
-    figures.fit_mape(fits, tmp_path / "m.pdf", tmp_path / "m.png")
+    fits_csv = tmp_path / "fits.csv"
+    synthetic_fits().to_csv(fits_csv, index=False)
+    fits.fit_mape(fits_csv, tmp_path / "m.pdf", tmp_path / "m.png")
     monkeypatch.undo()
     assert printed_small_words(tmp_path / "m.pdf", "fit-mape")
 

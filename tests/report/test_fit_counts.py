@@ -1,5 +1,5 @@
 """Claim 1's counts of series where a fitted model beats one alpha-beta line, over every
-series and over the K80 cluster's in-training series (report/fit_counts.py).
+series and over the K80 cluster's in-training series (report/fits.py).
 
 Inputs are SYNTHETIC fit rows made here (never committed as measurements)."""
 
@@ -8,8 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gradsched.report.claims import render_claims
-from gradsched.report.fit_counts import fit_count_macros
-from gradsched.report.macros import fit_macros
+from gradsched.report.fits import fit_count_macros, fit_macros
 
 # held-out MAPE per trace: (alpha-beta, piecewise, interp)
 ROWS = {

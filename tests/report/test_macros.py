@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.cli import main
-from gradsched.report import macros
+from gradsched.report import captures, gpu_generations, latex, paper_macros, reexec, replay
 from tests.report.test_collect import synthetic_collected, synthetic_fits
 from tests.report.test_tables import with_contig_tied_to_search
 
@@ -23,8 +23,8 @@ def test_replay_macros_leave_out_extrapolated_world_sizes() -> None:
         algorithm=lambda f: f["algorithm"])
     beyond.loc[beyond["algorithm"] == "wfbp", "iteration_s"] *= 10  # a huge "speedup"
     both = pd.concat([data.assign(extrapolated=False), beyond.assign(extrapolated=True)])
-    measured = macros.replay_macros(data, macros.Headline())
-    with_beyond = macros.replay_macros(both, macros.Headline())
+    measured = replay.replay_macros(data, replay.Headline())
+    with_beyond = replay.replay_macros(both, replay.Headline())
     assert with_beyond["NumReplayCases"] == measured["NumReplayCases"] == "4"
     assert with_beyond["MaxSpeedupOverWfbp"] == measured["MaxSpeedupOverWfbp"]
 
@@ -36,7 +36,7 @@ def test_macros_match_the_csvs(tmp_path: Path) -> None:
     fits.to_csv(fpath, index=False)
     assert main(["report", "macros", "--replay", str(cpath), "--fits", str(fpath),
                  "--headline-trace", "toy", "--headline-network", "net-b", "-o", str(out)]) == 0
-    values = macros.parse_macros(out.read_text())
+    values = latex.parse_macros(out.read_text())
     # independent recomputation from the CSVs
     assert values["MedianHeldoutMapePiecewise"] == f"{np.median([2.0, 5.0, 8.0]):.1f}"
     assert values["MedianHeldoutMapeAlphaBeta"] == "20.0"
@@ -64,7 +64,7 @@ def test_reexec_macros_from_measured(tmp_path: Path) -> None:
     path, out = tmp_path / "measured.csv", tmp_path / "m.tex"
     frame.to_csv(path, index=False)
     assert main(["report", "macros", "--reexec", str(path), "-o", str(out)]) == 0
-    values = macros.parse_macros(out.read_text())
+    values = latex.parse_macros(out.read_text())
     # SYNTHETIC rows: every plan predicted 1/1.1 of its measured time
     assert values["ReexecMedianErr"] == f"{100 * (1 - 1 / 1.1):.1f}"
     assert values["ReexecLoopbackMedianErr"] == values["ReexecMedianErr"]
@@ -74,12 +74,12 @@ def test_reexec_macros_from_measured(tmp_path: Path) -> None:
     assert values["ReexecLoopbackPTwoCollectiveCpuMs"] == "0.40"
     assert values["ReexecLoopbackPThreeCollectiveCpuMs"] == "n/a"  # no 3-rank case
     assert values["ReexecTbfOnegbitMedianErr"] == "n/a"  # no case on that network
-    assert macros.reexec_macros(None)["ReexecTau"] == "n/a"
+    assert reexec.reexec_macros(None, None)["ReexecTau"] == "n/a"
     bench = tmp_path / "bench.json"
     bench.write_text('{"paired_ratio": 0.97, "model": "resnet18-32", '
                      '"iterations": {"executor": [0.1, 0.2], "ddp-native": [0.1, 0.2]}}')
     assert main(["report", "macros", "--executor-bench", str(bench), "-o", str(out)]) == 0
-    values = macros.parse_macros(out.read_text())
+    values = latex.parse_macros(out.read_text())
     assert values["ExecVsDdpBenchPct"] == "-3.0" and values["ExecVsDdpBenchIters"] == "2"
     assert values["ExecVsDdpBenchModel"] == "resnet18-32"
     bench.write_text("{oops")
@@ -87,16 +87,16 @@ def test_reexec_macros_from_measured(tmp_path: Path) -> None:
 
 
 def test_macro_names_are_tex_control_words() -> None:
-    text = macros.render(macros.all_macros(synthetic_fits(), None, synthetic_collected()))
+    text = latex.render(paper_macros.all_macros(synthetic_fits(), None, synthetic_collected()))
     for line in text.splitlines():
         if line.startswith(r"\newcommand"):
             name = line.split("}", 1)[0][len(r"\newcommand{\\") - 1:]
             assert name.isalpha(), name
-    assert macros.camel("alpha-beta") == "AlphaBeta"
+    assert latex.camel("alpha-beta") == "AlphaBeta"
 
 
 def test_boot_macros_count_cases_against_the_targets():
-    from gradsched.report.macros import reexec_boot_macros
+    from gradsched.report.reexec import reexec_boot_macros
 
     def row(case, net, default, tuned_hi, sep):
         return {"case": case, "bandwidth": net, "n_separated_pairs": sep, "n_pairs": 10,
@@ -115,6 +115,8 @@ def test_boot_macros_count_cases_against_the_targets():
     assert m["ReexecCommCases"] == "2" and m["ReexecBestNotSlowerTunedCases"] == "1"
     assert m["ReexecFlaggedRuns"] == "3"
     assert reexec_boot_macros(None)["ReexecSepPairs"] == "n/a"
+    settings = reexec_boot_macros(None, 95.0, 1000)
+    assert settings["ReexecCiLevel"] == "95" and settings["ReexecBootReplicates"] == "1000"
 
 
 def _gpu_case(family: str, trace: str, network: str, ddp: tuple[float, float],
@@ -136,7 +138,7 @@ def test_gpu_generation_macros_per_family_and_case() -> None:
         _gpu_case("h200", "gpt2-h200-fp32", "a3mega", (0.060, 0.010), 0.050),
         _gpu_case("h200", "gpt2-h200-bf16", "a3mega", (0.080, 0.030), 0.064),
     ])
-    out = macros.gpu_generation_macros(data)
+    out = gpu_generations.gpu_generation_macros(data)
     assert out["GenVOneZeroZeroNumCases"] == "1"
     assert out["GenVOneZeroZeroDdpExposedMedianPct"] == "10.0"
     assert out["GenVOneZeroZeroBestGainMaxPct"] == "5.3"
@@ -144,26 +146,26 @@ def test_gpu_generation_macros_per_family_and_case() -> None:
     assert out["GenHTwoZeroZeroBestGainMaxPct"] == "25.0"
     assert out["GenGptTwoHTwoZeroZeroBfOneSixAThreemegaDdpExposedPct"] == "37.5"
     assert out["GenGptTwoHTwoZeroZeroFpThreeTwoAThreemegaComputeMs"] == "50.0"
-    assert out["GenKEightZeroNumCases"] == macros.NA  # a family without cases: n/a
+    assert out["GenKEightZeroNumCases"] == latex.NA  # a family without cases: n/a
     assert all(name.isalpha() for name in out)
 
 
 def test_gpu_capture_macros_from_the_sidecars() -> None:
-    out = macros.gpu_capture_macros({"a-b8-cuda-bf16": {"capture_overhead": 0.379},
+    out = captures.gpu_capture_macros({"a-b8-cuda-bf16": {"capture_overhead": 0.379},
                                      "c-b4-cuda-fp32": {"capture_overhead": 0.002},
                                      "d-b2-cuda-fp32": None})
     assert out["CaptureNumGpuTraces"] == "2" and out["CaptureNumGpuTracesOverThreePct"] == "1"
     assert out["CaptureHookOverheadMaxPct"] == "37.9"
     assert out["CaptureHookOverheadMaxTrace"] == "a-b8-cuda-bf16"
     assert out["CaptureHookOverheadCBFourCudaFpThreeTwoPct"] == "0.2"
-    assert macros.gpu_capture_macros({})["CaptureHookOverheadMaxPct"] == macros.NA
+    assert captures.gpu_capture_macros({})["CaptureHookOverheadMaxPct"] == latex.NA
 
 
 def test_macros_naming_a_winner_credit_a_tie_within_float_noise() -> None:
     """Contig-opt 1 ulp below Search on every case: the headline, the largest speed-up and
     the count of cases where search is fastest all credit the tie."""
     data = with_contig_tied_to_search(synthetic_collected(), -1)
-    values = macros.replay_macros(data, macros.Headline(trace="toy", network="net-b"))
+    values = replay.replay_macros(data, replay.Headline(trace="toy", network="net-b"))
     assert values["HeadlineFastest"] == "Contig-opt = Search"
     assert values["MaxSpeedupOverWfbpAlgorithm"] == "Contig-opt = Search"
     assert values["NumCasesSearchFastest"] == "4"

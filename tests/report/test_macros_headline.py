@@ -12,7 +12,7 @@ import pytest
 
 from gradsched.cli import main
 from gradsched.errors import InputError
-from gradsched.report import macros
+from gradsched.report import headline, latex
 from gradsched.report.headline import model_table, read_model_runs
 
 # model kind -> algorithm -> iteration (s)
@@ -46,7 +46,7 @@ def test_headline_under_each_model(tmp_path: Path) -> None:
     long = read_model_runs(_runs(tmp_path))
     table = model_table(long)
     assert list(table.columns)[1:] == [f"{k}: ms (rank)" for k in _TIMES]
-    m = macros.headline_model_macros(long)
+    m = headline.headline_model_macros(long)
     assert m["HeadlineModelAlphaBetaFastest"] == "Search"
     assert m["HeadlineModelInterpFastest"] == "Contig-opt = Search"  # a tie: both credited
     assert m["HeadlineModelAlphaBetaMgwfbpSpeedupOverWfbp"] == f"{4.0 / 3.9:.2f}"
@@ -54,7 +54,7 @@ def test_headline_under_each_model(tmp_path: Path) -> None:
     assert m["HeadlineModelsMgwfbpContigGapPctMin"] == "0.0"
     assert m["HeadlineModelsFastestSpeedupOverWfbpMin"] == f"{4.0 / 3.1:.2f}"
     assert m["HeadlineModelsNum"] == "3"
-    assert macros.headline_model_macros(None)["HeadlineModelPiecewiseFastest"] == "n/a"
+    assert headline.headline_model_macros(None)["HeadlineModelPiecewiseFastest"] == "n/a"
 
 
 def test_a_tie_within_float_noise_is_credited_and_ranked_as_one(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_a_tie_within_float_noise_is_credited_and_ranked_as_one(tmp_path: Path) 
                  "contiguous_optimum": float(np.nextafter(3.1, 3.1 + delta)), "best": 3.1}
         long = pd.DataFrame({"model": "interp", "algorithm": list(times),
                              "iteration_s": list(times.values())})
-        assert macros.headline_model_macros(long)["HeadlineModelInterpFastest"] == (
+        assert headline.headline_model_macros(long)["HeadlineModelInterpFastest"] == (
             "Contig-opt = Search")
         cells = model_table(long).set_index("algorithm")["interp: ms (rank)"]
         assert cells["Contig-opt"].endswith("(1)") and cells["Search"].endswith("(1)")
@@ -81,7 +81,7 @@ def test_headline_model_cli_and_bad_kind(tmp_path: Path) -> None:
     for kind, path in runs:
         args += ["--headline-model", kind, str(path)]
     assert main(args) == 0
-    values = macros.parse_macros(out.read_text())
+    values = latex.parse_macros(out.read_text())
     assert values["HeadlineModelInterpHeldoutMapePct"] == "23.5"
     assert values["HeadlineModelPiecewiseFastest"] == "Search"
     tex, md = tmp_path / "t.tex", tmp_path / "t.md"

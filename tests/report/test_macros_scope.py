@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gradsched.report import macros
+from gradsched.report import architectures, captures, replay
 from tests.report.test_collect import synthetic_collected
 
 
@@ -22,7 +22,7 @@ def test_architecture_rounds_in_opposite_orders() -> None:
     runs = [_run("flat", "1gbit", 4.85, 0.3, 1), _run("hierarchical", "1gbit", 4.69, 0.2, 1),
             _run("flat", "1gbit", 4.65, 0.1, 2), _run("hierarchical", "1gbit", 4.71, 0.1, 2),
             _run("flat", "100mbit", 8.4, 0.2, 1), _run("hierarchical", "100mbit", 6.9, 0.2, 1)]
-    m = macros.architecture_macros(runs)
+    m = architectures.architecture_macros(runs)
     assert m["ArchHierFlatOnegbitRounds"] == "2"
     assert m["ArchHierFlatOnegbitRoundsBelowOne"] == "1"  # the rounds disagree
     assert m["ArchHierFlatOnegbitRoundsOverlap"] == "2"
@@ -33,10 +33,10 @@ def test_architecture_rounds_in_opposite_orders() -> None:
 def test_cpu_capture_hook_overhead_signs() -> None:
     inv = pd.DataFrame({"kind": ["compute"] * 4 + ["comm"],
                         "hook_overhead_pct": [-2.0, -0.5, 1.5, 4.0, 99.0]})
-    m = macros.cpu_capture_macros(inv)
+    m = captures.cpu_capture_macros(inv)
     assert m["CaptureCpuNumTraces"] == "4" and m["CaptureCpuHookNegativeTraces"] == "2"
     assert m["CaptureCpuHookMinPct"] == "-2.0" and m["CaptureCpuHookMaxPct"] == "4.0"
-    assert macros.cpu_capture_macros(None)["CaptureCpuNumTraces"] == "n/a"
+    assert captures.cpu_capture_macros(None)["CaptureCpuNumTraces"] == "n/a"
 
 
 def test_largest_speedup_names_its_scope() -> None:
@@ -44,9 +44,9 @@ def test_largest_speedup_names_its_scope() -> None:
     beyond = data[data["world_size"] == 16].assign(world_size=512)
     beyond.loc[beyond["algorithm"] == "wfbp", "iteration_s"] *= 10
     both = pd.concat([data.assign(extrapolated=False), beyond.assign(extrapolated=True)])
-    m = macros.max_speedup_macros(both)
+    m = replay.max_speedup_macros(both)
     assert m["MaxSpeedupOverWfbpExtrapWorldSize"] == "512"
     assert float(m["MaxSpeedupOverWfbpExtrap"]) > float(
-        macros.replay_macros(both, macros.Headline())["MaxSpeedupOverWfbp"])
+        replay.replay_macros(both, replay.Headline())["MaxSpeedupOverWfbp"])
     assert m["MaxSpeedupOverWfbpWorldSize"] != "512"
-    assert macros.max_speedup_macros(data)["MaxSpeedupOverWfbpExtrap"] == "n/a"
+    assert replay.max_speedup_macros(data)["MaxSpeedupOverWfbpExtrap"] == "n/a"

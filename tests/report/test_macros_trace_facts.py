@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.cli import main
-from gradsched.report import burst, macros, trace_facts
-from gradsched.report.macro_text import NA
+from gradsched.report import burst, latex, paper_macros, trace_facts
+from gradsched.report.latex import NA
 from gradsched.report.tuned_caps import tuned_cap_macros
 from tests.conftest import synthetic_comm_trace, synthetic_compute_trace
 
@@ -83,9 +83,9 @@ def test_size_text() -> None:
 
 def test_every_new_macro_is_written_without_data() -> None:
     """The names the prose uses exist even with no input (n/a), as the paper test needs."""
-    names = macros.all_macros()
+    names = paper_macros.all_macros()
     for stem in trace_facts.PROSE_TRACES:
-        assert names[f"Trace{macros.camel(stem)}Tensors"] == NA
+        assert names[f"Trace{latex.camel(stem)}Tensors"] == NA
     assert names["BurstBusbwMBps"] == NA
 
 
@@ -97,7 +97,7 @@ def test_cli_writes_the_trace_facts(tmp_path: Path) -> None:
     assert main(["report", "macros", "--compute-trace", str(tmp_path / f"{STEM}.csv"),
                  "--sweep", str(tmp_path / "sweep.csv"),
                  "--burst-sweep", str(tmp_path / "sweep.csv"), "-o", str(out)]) == 0
-    values = macros.parse_macros(out.read_text())
+    values = latex.parse_macros(out.read_text())
     assert values[f"{KEY}GradMB"] == f"{trace.frame['bytes'].sum() / 1e6:.0f}"
     assert values["BurstBusbwMBps"] == "3.0"
     assert values["BurstCollective"] == "all-gather"

@@ -55,8 +55,11 @@ def measured_rows() -> pd.DataFrame:
 
 
 def test_measured_table_and_macros() -> None:
-    from gradsched.report.sharded import MEASURED_HEADER, sharded_measured_table
-    from gradsched.report.sharded_macros import sharded_measured_macros
+    from gradsched.report.sharded import (
+        MEASURED_HEADER,
+        sharded_measured_macros,
+        sharded_measured_table,
+    )
 
     table, align = sharded_measured_table(measured_rows())
     assert list(table.columns) == MEASURED_HEADER and len(align) == len(MEASURED_HEADER)
@@ -103,7 +106,7 @@ def measured_rows_with_baselines() -> pd.DataFrame:
 
 
 def test_macros_compare_with_both_baselines_and_peaks() -> None:
-    from gradsched.report.sharded_macros import sharded_measured_macros
+    from gradsched.report.sharded import sharded_measured_macros
 
     macros = sharded_measured_macros(measured_rows_with_baselines())
     assert macros["ShardedMeasuredCases"] == "2"

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gradsched.report import figures, tables
-from gradsched.report.tables import header_cell, to_latex
+from gradsched.report import figure_style, fits, latex, replay, tables
+from gradsched.report.latex import header_cell, to_latex
 from tests.report.test_collect import synthetic_collected, synthetic_fits
 
 
@@ -27,35 +27,35 @@ def test_long_headers_wrap_and_a_bracket_line_is_safe() -> None:
 def test_replay_table_and_figure_mark_extrapolated_world_sizes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = synthetic_collected().assign(extrapolated=lambda f: f["world_size"] == 16)
-    table, _ = tables.replay_table(data)
+    table, _ = replay.replay_table(data)
     assert list(table["P [ranks]"]) == ["8", "16 (extrap.)", "8", "16 (extrap.)"]
     csv = tmp_path / "replay.csv"
     data.to_csv(csv, index=False)
     spans: list[tuple[float, float]] = []
-    real_save = figures.save
+    real_save = figure_style.save
 
     def record(fig, out_pdf, out_png) -> None:
         for ax in fig.axes:
             spans.extend((p.get_x(), p.get_x() + p.get_width()) for p in ax.patches)
         real_save(fig, out_pdf, out_png)
 
-    monkeypatch.setattr(figures, "save", record)
-    figures.replay_vs_world_size(csv, tmp_path / "x.pdf", tmp_path / "x.png", family="fam-a")
+    monkeypatch.setattr(replay, "save", record)
+    replay.replay_vs_world_size(csv, tmp_path / "x.pdf", tmp_path / "x.png", family="fam-a")
     assert len(spans) == 1 and 8 < spans[0][0] < 16 < spans[0][1]  # shades 16, not 8
 
 
 def test_latex_table_is_booktabs_and_escaped() -> None:
     frame = pd.DataFrame({"name [%]": ["a_b", "50%"], "x [ms]": ["1.0", "2.0"]})
-    tex = tables.to_latex(frame, "lr")
+    tex = latex.to_latex(frame, "lr")
     assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
     assert r"a\_b" in tex and r"50\%" in tex and r"name [\%]" in tex
     assert tex.count(r"\\") == 3  # header + 2 rows
-    md = tables.to_markdown(frame)
+    md = latex.to_markdown(frame)
     assert md.splitlines()[0] == "| name [%] | x [ms] |"
 
 
 def test_replay_table_units_fastest_and_bound() -> None:
-    table, align = tables.replay_table(synthetic_collected())
+    table, align = replay.replay_table(synthetic_collected())
     assert len(table) == 4 and len(align) == len(table.columns)
     assert all("[" in c for c in table.columns if c not in ("compute", "network", "fastest"))
     assert set(table["fastest"]) == {"Search"}  # the oracle `best` is excluded
@@ -65,7 +65,7 @@ def test_replay_table_units_fastest_and_bound() -> None:
 
 
 def test_fits_table_pivots_models() -> None:
-    table, _ = tables.fits_table(synthetic_fits())
+    table, _ = fits.fits_table(synthetic_fits())
     assert len(table) == 3
     assert table.loc[0, "held-out MAPE piecewise [%]"] == "2.0"
     assert list(table.columns).index("held-out MAPE alpha-beta [%]") < list(
@@ -95,14 +95,14 @@ def with_contig_tied_to_search(collected: pd.DataFrame, ulps: int) -> pd.DataFra
 def test_a_tie_within_float_noise_prints_the_tied_set(ulps: int) -> None:
     """Whichever side the noise falls on, the fastest column names both tied schedules in
     the usual order (``oasr``, equal by construction, and the oracle are never credited)."""
-    table, _ = tables.replay_table(with_contig_tied_to_search(synthetic_collected(), ulps))
+    table, _ = replay.replay_table(with_contig_tied_to_search(synthetic_collected(), ulps))
     assert set(table["fastest"]) == {"Contig-opt = Search"}
 
 
 def test_a_real_difference_is_not_a_tie() -> None:
     data = with_contig_tied_to_search(synthetic_collected(), 0)
     data.loc[data["algorithm"] == "contiguous_optimum", "iteration_s"] *= 1 + 1e-6
-    table, _ = tables.replay_table(data)
+    table, _ = replay.replay_table(data)
     assert set(table["fastest"]) == {"Search"}
 
 

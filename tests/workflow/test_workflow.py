@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from gradsched.report.macros import parse_macros
+from gradsched.report.latex import parse_macros
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -73,7 +73,7 @@ rule macros:
             f"{RESULTS}/replay/calibrated/{c}/{link}-p{w}.csv"
             for c, link, w in CALIBRATED_CASES
         ],
-        architectures="paper/data/reexec/issue18/measured.json",
+        architectures="paper/data/reexec/architectures/measured.json",
         executor_bench="paper/data/reexec/bench-executor-vs-ddp.json",
         gpu_kineto="data/h200/kineto-import-report.csv",
         gpu_corrections="data/h200/correction-report.csv",

@@ -36,7 +36,7 @@ def ps_replay_args():
 
 if ps_replay_cases():
     TABLES.append("ps-replay")
-ARCH_DATA = "paper/data/reexec/issue18/measured.json"
+ARCH_DATA = "paper/data/reexec/architectures/measured.json"
 TABLES.append("architectures")
 
 
@@ -52,7 +52,7 @@ rule ps_replay:
         args=ps_replay_args(),
         iterations=config.get("replay", {}).get("iterations", 5),
     shell:
-        "{GS} report ps-replay {params.args} --iterations {params.iterations} "
+        "{GS} study ps-replay {params.args} --iterations {params.iterations} "
         "-o {output} > {log} 2>&1"
 
 

@@ -1,5 +1,5 @@
 # Stage: sharded data parallelism (FSDP2 units and prefetch). The config's `sharded_replay`
-# replays every sharded planner and the exact optimum per case (gradsched report sharded):
+# replays every sharded planner and the exact optimum per case (gradsched study sharded):
 # one CSV and the sharded table (in `all` through TABLES). Seconds and bytes.
 
 
@@ -43,7 +43,7 @@ rule sharded_replay:
     params:
         args=sharded_args(),
     shell:
-        "{GS} report sharded {params.args} -o {output} > {log} 2>&1"
+        "{GS} study sharded {params.args} -o {output} > {log} 2>&1"
 
 
 rule table_sharded:

@@ -31,7 +31,7 @@ rule topology_check:
     log:
         f"{LOGS}/topology/check.log",
     shell:
-        "{GS} report topology-check --intra {input.intra} --sweep {input.sweeps} "
+        "{GS} study topology-check --intra {input.intra} --sweep {input.sweeps} "
         "-o {output} > {log} 2>&1"
 
 
@@ -98,7 +98,7 @@ rule scaling_check:
     params:
         iterations=config.get("replay", {}).get("iterations", 5),
     shell:
-        "{GS} report scaling-check --spec {input.spec} --iterations {params.iterations} "
+        "{GS} study scaling-check --spec {input.spec} --iterations {params.iterations} "
         "-o {output} > {log} 2>&1"
 
 

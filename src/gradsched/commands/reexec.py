@@ -32,11 +32,12 @@ from gradsched.commands._args import (
     world_size,
 )
 from gradsched.commands._outputs import output_file, output_folder
+from gradsched.reexec.analysis import analyze
 from gradsched.reexec.config import load_config, parse_interference_args, select_cases
 from gradsched.reexec.interference import calibrate
 from gradsched.reexec.predict import collect
 from gradsched.reexec.run import run_case
-from gradsched.report.reexec import analyze_file
+from gradsched.report.reexec import write_analysis
 from gradsched.staging import Staging, check_writable
 
 INTERFERENCE_BUFFERS = 3
@@ -219,6 +220,6 @@ def _analyze(args: argparse.Namespace) -> int:
     with Staging() as stage:  # every requested output, or none
         outputs = {name: stage.file(getattr(args, name)) if getattr(args, name) else None
                    for name in names}
-        stats = analyze_file(args.input, iterations=args.iterations, **outputs)
+        stats = write_analysis(analyze(args.input, args.iterations), **outputs)
     print(stats.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

@@ -16,6 +16,8 @@ each other:
 * :mod:`~gradsched.experiments.ps` -- all-reduce against parameter servers;
 * :mod:`~gradsched.experiments.topology` -- flat against hierarchical all-reduce on
   two-level clusters;
+* :mod:`~gradsched.experiments.topology_check` -- a two-level topology identified from one
+  multi-node sweep, checked against the others;
 * :mod:`~gradsched.experiments.scaling` -- the replay against published multi-GPU scaling;
 * :mod:`~gradsched.experiments.recommend` -- ``gradsched advise``: tuned DDP against the
   gradsched plan;

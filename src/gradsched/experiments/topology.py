@@ -11,7 +11,7 @@ case (:func:`gradsched.experiments.grid.compare`; a trace that did not measure f
 the default forward assumption, :func:`gradsched.traces.forward.with_forward`).
 
 :func:`topology_replay` writes one row per (compute, topology case, algorithm);
-:mod:`gradsched.report.topology_replay` pairs and formats them.
+:mod:`gradsched.report.topology` pairs and formats them.
 """
 
 from __future__ import annotations

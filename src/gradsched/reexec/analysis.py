@@ -1,6 +1,6 @@
 """Errors of the replay's predictions against the re-executed plans.
 
-Input: the CSV of :func:`gradsched.reexec.experiment.collect` (one row per algorithm and
+Input: the CSV of :func:`gradsched.reexec.predict.collect` (one row per algorithm and
 case, plus PyTorch DDP itself and the compute-only control). For every plan row (the
 planners' plans and ``ddp-native-<cap>``; the control is left out: it calibrates the
 compute scale and is predicted exactly by construction):
@@ -42,21 +42,16 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.intermediates import ITERATIONS, MEASURED, read_intermediate
+from gradsched.reexec.best_versus import best_versus_table
+from gradsched.reexec.items import ddp_default_label
 from gradsched.reexec.stock_ddp import stock_ddp_comparison
-from gradsched.reexec.uncertainty import case_uncertainty
+from gradsched.reexec.uncertainty import LEVEL, N_BOOT, case_uncertainty
 
 PREDICTIONS = {"": "predicted_s", "_int": "predicted_interference_s", "_raw": "predicted_raw_s",
                "_dyn": "predicted_dynamic_s"}
 REQUIRED = ("case", "bandwidth", "world_size", "algorithm", "kind", "predicted_s",
             "predicted_interference_s", "predicted_raw_s", "measured_s", "measured_p10_s",
             "measured_p90_s")
-DDP_DEFAULT = "ddp-native-default"  # DDP without bucket_cap_mb (25 MiB, 1 MiB first)
-DDP_DEFAULT_BEFORE = "ddp-native-25"  # data measured before the default had its own item
-
-
-def ddp_default_label(algorithms: Any) -> str:
-    """The label of DDP's default in a case: its own item, or (older data) the 25 MiB cap."""
-    return DDP_DEFAULT if DDP_DEFAULT in set(algorithms) else DDP_DEFAULT_BEFORE
 STATS_COLUMNS = (
     "case", "bandwidth", "world_size", "n_plans", "compute_scale", "load_avg",
     "median_abs_err_pct", "worst_err_pct", "worst_algorithm", "tau", "tau_p",
@@ -324,7 +319,7 @@ def load_iterations(path: str | Path) -> pd.DataFrame:
 @dataclass(frozen=True)
 class Analysis:
     """The statistics of one measured.csv (:func:`analyze`); the report layer writes them
-    (:func:`gradsched.report.reexec.analyze_file`)."""
+    (:func:`gradsched.report.reexec.write_analysis`)."""
 
     frame: pd.DataFrame
     """The measured rows as read (:func:`load`)."""
@@ -336,10 +331,11 @@ class Analysis:
     """Stock DDP with a planner's buckets against the baselines, and ``best`` split into
     implementation and schedule (:func:`gradsched.reexec.stock_ddp.stock_ddp_comparison`)."""
 
-    def errors(self) -> pd.DataFrame:
-        """:func:`plan_errors`, with the per-plan intervals when there are some."""
+    def errors(self, intervals: bool = True) -> pd.DataFrame:
+        """:func:`plan_errors`, with the per-plan intervals when there are some (and
+        ``intervals``)."""
         per_plan = plan_errors(self.frame)
-        if self.intervals is not None:
+        if intervals and self.intervals is not None:
             per_plan = per_plan.merge(self.intervals, on=["case", "algorithm"], how="left")
         return per_plan
 
@@ -351,3 +347,31 @@ def analyze(path: str | Path, iterations: str | Path | None = None) -> Analysis:
     summary = case_stats(frame, its)
     intervals = case_intervals(frame, its)[0] if its is not None else None
     return Analysis(frame, summary, intervals, stock_ddp_comparison(frame, its))
+
+
+@dataclass(frozen=True)
+class Quoted:
+    """The frames of a re-execution that the paper's prose quotes (:func:`quoted`); the
+    report layer formats them (:mod:`gradsched.report.reexec`,
+    :mod:`gradsched.report.stock_ddp`). ``None``: no measured rows."""
+
+    cases: pd.DataFrame | None
+    """:func:`case_stats` without the per-iteration data: errors, tau and pair order."""
+    versus: pd.DataFrame
+    """:func:`gradsched.reexec.best_versus.best_versus_table`: ``best`` against PyTorch DDP
+    and the executor's DDP plan, with bootstrap intervals."""
+    stock_ddp: pd.DataFrame | None
+    """:func:`gradsched.reexec.stock_ddp.stock_ddp_comparison`."""
+    level_pct: float = LEVEL
+    """The confidence level of every interval, in percent."""
+    replicates: int = N_BOOT
+    """The bootstrap replicates behind every interval."""
+
+
+def quoted(measured: pd.DataFrame | None, iterations: pd.DataFrame | None) -> Quoted:
+    """The frames the prose quotes of ``measured`` (rows of measured.csv) and
+    ``iterations`` (rows of iterations.csv; None: no intervals)."""
+    empty = measured is None or measured.empty
+    return Quoted(cases=None if empty else case_stats(measured),
+                  versus=best_versus_table(measured, iterations),
+                  stock_ddp=None if empty else stock_ddp_comparison(measured, iterations))

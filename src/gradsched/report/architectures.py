@@ -1,6 +1,6 @@
 """Hierarchical all-reduce and a parameter server run for real.
 
-Input: ``paper/data/reexec/issue18/measured.json`` (``gradsched run`` on the emulated
+Input: ``paper/data/reexec/architectures/measured.json`` (``gradsched run`` on the emulated
 cluster: the same DDP buckets reduced flat, hierarchically on 2 nodes x 2 ranks, and
 through one parameter server with 2 workers; the replay's prediction of each run). Output:
 a table of every run (measured median and p10-p90, predicted, error) and macros with the
@@ -20,7 +20,8 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import read_json
-from gradsched.report.tables import fmt
+from gradsched.report.formatting import fmt
+from gradsched.report.latex import NA, camel, number
 
 RUN_FIELDS = ("algorithm", "bandwidth", "layout", "median_s", "p10_s", "p90_s",
               "predicted_iteration_s", "plan_file", "workers")
@@ -103,3 +104,31 @@ def ratios(runs: list[dict[str, Any]]) -> pd.DataFrame:
 def _overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether two runs' p10-p90 ranges overlap."""
     return float(a["p10_s"]) <= float(b["p90_s"]) and float(b["p10_s"]) <= float(a["p90_s"])
+
+
+def architecture_macros(runs: list[dict] | None) -> dict[str, str]:
+    """Hierarchical and PS runs on the emulated cluster (:mod:`gradsched.report.
+    architectures`): measured and predicted ratios per link (``ArchHierFlat<Link>Meas``,
+    ``...Pred``, ``ArchPsFlat<Link>...``), per ratio the rounds, those measured below 1 and
+    those whose two p10-p90 ranges overlap (``...Rounds``, ``...RoundsBelowOne``,
+    ``...RoundsOverlap``), and the range of the errors."""
+    links = ("1gbit", "100mbit")
+    out = {f"Arch{name}{camel(link)}{kind}": NA for name in ("HierFlat", "PsFlat")
+           for link in links for kind in ("Meas", "Pred", "Rounds", "RoundsBelowOne",
+                                          "RoundsOverlap")}
+    out |= {"ArchErrMin": NA, "ArchErrMax": NA, "ArchNumRuns": NA}
+    if not runs:
+        return out
+    for row in ratios(runs).itertuples(index=False):
+        name = "HierFlat" if row.ratio.startswith("hierarchical") else "PsFlat"
+        out[f"Arch{name}{camel(row.link)}Meas"] = number(float(row.measured), 2)
+        out[f"Arch{name}{camel(row.link)}Pred"] = number(float(row.predicted), 2)
+        out[f"Arch{name}{camel(row.link)}Rounds"] = str(int(row.rounds))
+        out[f"Arch{name}{camel(row.link)}RoundsBelowOne"] = str(int(row.rounds_below_one))
+        out[f"Arch{name}{camel(row.link)}RoundsOverlap"] = str(int(row.rounds_overlapping))
+    errors = [100.0 * (float(r["predicted_iteration_s"]) - float(r["median_s"]))
+              / float(r["median_s"]) for r in runs]
+    out["ArchErrMin"] = number(min(errors), 0)
+    out["ArchErrMax"] = number(max(errors), 0)
+    out["ArchNumRuns"] = str(len(runs))
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gradsched.report.macro_text import NA, number
+from gradsched.report.latex import NA, number
 from gradsched.traces.bundle import CommTrace
 
 BURST_KEYS = ("BurstBusbwMBps", "BurstCollective", "BurstSize", "BurstLinkMBps")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gradsched.errors import InputError
 from gradsched.io import write_text_atomic
-from gradsched.report.macros import parse_macros
+from gradsched.report.latex import parse_macros
 
 TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.tex)
 

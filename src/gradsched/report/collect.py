@@ -115,33 +115,6 @@ def mostly_below_mask(frame: pd.DataFrame) -> pd.Series:
     return outside_domain_mask(frame) & (below > above).fillna(False).astype(bool)
 
 
-NUMERIC_RESULT_COLUMNS = ("world_size", "iteration_s", "compute_s", "exposed_comm_s",
-                          "n_collectives", "n_buckets", "comm_busy_s", "lower_bound_s",
-                          "gap_to_lb_pct", "nodes")
-"""Result columns that hold numbers: a cell of text there is refused by file, row and
-field (it made the tables and figures fail with an internal TypeError)."""
-REQUIRED_RESULT_VALUES = ("world_size", "iteration_s")
-"""Result columns whose cells may not be empty (a row without them means nothing)."""
-
-
-def check_result_values(frame: pd.DataFrame, path: str | Path) -> pd.DataFrame:
-    """Refuse text in :data:`NUMERIC_RESULT_COLUMNS` and empty cells in
-    :data:`REQUIRED_RESULT_VALUES`, naming the file, row and field."""
-    for name in NUMERIC_RESULT_COLUMNS:
-        if name not in frame.columns:
-            continue
-        values = pd.to_numeric(frame[name], errors="coerce")
-        bad = values.isna() & frame[name].notna()
-        if name in REQUIRED_RESULT_VALUES:
-            bad |= frame[name].isna()
-        if bad.any():
-            row = int(bad.to_numpy().nonzero()[0][0]) + 1
-            cell = frame[name].iloc[row - 1]
-            what = "empty" if pd.isna(cell) else f"{cell!r} is not a number"
-            raise InputError(what, path=path, row=row, line=row + 1, field=name)
-    return frame
-
-
 def read_csv_or_empty(path: str | Path) -> pd.DataFrame:
     """A CSV as a frame; an empty file (e.g. a concatenation of nothing) -> empty frame.
     The frame is checked as the intermediate its columns say it is

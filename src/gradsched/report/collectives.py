@@ -41,7 +41,8 @@ from gradsched.report.figure_style import (
     setup_style,
     width_in,
 )
-from gradsched.report.tables import fmt, write_table
+from gradsched.report.formatting import fmt
+from gradsched.report.latex import write_table
 
 ALG_ORDER = ("lp", "ring", "mst", "rd", "rhd", "default")
 ALG_LABELS = {"lp": "LP", "ring": "ring", "mst": "MST", "rd": "RD", "rhd": "RHD",
@@ -50,7 +51,7 @@ LARGE_SIZES = 3
 
 
 def _colors() -> dict[str, str]:
-    """One distinct colour per algorithm (:func:`gradsched.report.figures.series_style`)."""
+    """One distinct colour per algorithm (:func:`gradsched.report.figure_style.series_style`)."""
     return {a: str(series_style(i)["color"]) for i, a in enumerate(ALG_ORDER)}
 
 

@@ -19,7 +19,7 @@ the rows we imported from the same log (it tests our parser, not a result), a
   decisions and its per-layer (weight+bias) timing differ from our per-tensor replay.
 
 A check whose external log is absent is written as ``skipped`` with the reason; nothing is
-filled in.
+filled in. :func:`compare_table` and :func:`compare_macros` format the checks for the paper.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.report.formatting import MISSING, fmt
+from gradsched.report.latex import NA, number
 
 COMPARE_COLUMNS = ("check", "kind", "case", "published", "reproduced", "unit", "abs_diff",
                    "rel_diff_pct", "tolerance_pct", "verdict", "note")
@@ -145,3 +147,67 @@ def skipped_row(check: str, case: str, reason: str) -> dict[str, object]:
 def compare_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
     return frame.sort_values(["kind", "check", "case"], kind="stable").reset_index(drop=True)
+
+
+def compare_table(compare: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Reproduced vs published numbers with their tolerance; ``kind`` tells a reproduction
+    of a published result from a self-check of our parser (:data:`gradsched.report.compare.
+    CHECK_KINDS`)."""
+    cols = ["kind", "check", "case", "published", "reproduced", "difference [%]", "tolerance [%]",
+            "verdict"]
+    if compare.empty:
+        return pd.DataFrame(columns=cols), "lllrrrrl"
+    kind = compare["kind"] if "kind" in compare else pd.Series("", index=compare.index)
+    out = pd.DataFrame({
+        "kind": kind.fillna(""), "check": compare["check"], "case": compare["case"],
+        "published": [_value(v, u) for v, u in zip(compare["published"], compare["unit"],
+                                                   strict=True)],
+        "reproduced": [_value(v, u) for v, u in zip(compare["reproduced"], compare["unit"],
+                                                    strict=True)],
+        "difference [%]": compare["rel_diff_pct"].map(lambda v: fmt(v, 3)),
+        "tolerance [%]": compare["tolerance_pct"].map(lambda v: fmt(v, 1)),
+        "verdict": compare["verdict"],
+    })
+    return out, "lllrrrrl"
+
+
+def _value(value: object, unit: object) -> str:
+    text = fmt(value, 4 if str(unit) in ("ratio", "x") else 3)
+    return text if text == MISSING else f"{text} {unit}"
+
+
+def compare_macros(compare: pd.DataFrame | None) -> dict[str, str]:
+    """Reproduced vs published (:mod:`gradsched.report.compare`): all checks, then the
+    parser's self-checks (``CompareSelf...``) apart from the reproductions of published
+    measurements (``CompareRepro...``: count, within tolerance, the tolerance, the range of
+    published and reproduced values, and the largest relative difference)."""
+    keys = ["CompareNumChecked", "CompareNumWithin", "CompareNumSkipped"]
+    keys += [f"Compare{scope}{key}" for scope in ("Self", "Repro")
+             for key in ("NumChecked", "NumWithin", "TolerancePct", "MaxAbsDiffPct")]
+    keys += [f"CompareRepro{what}{end}" for what in ("Published", "Reproduced")
+             for end in ("Min", "Max")]
+    out = dict.fromkeys(keys, NA)
+    if compare is None or compare.empty:
+        return out
+    checked = compare[compare["verdict"].isin(["within", "outside"])]
+    out["CompareNumChecked"] = str(len(checked))
+    out["CompareNumWithin"] = str(int((checked["verdict"] == "within").sum()))
+    out["CompareNumSkipped"] = str(int((compare["verdict"] == "skipped").sum()))
+    if "kind" not in checked:
+        return out
+    for scope, kind in (("Self", "self-check"), ("Repro", "reproduction")):
+        rows = checked[checked["kind"] == kind]
+        if rows.empty:
+            continue
+        out[f"Compare{scope}NumChecked"] = str(len(rows))
+        out[f"Compare{scope}NumWithin"] = str(int((rows["verdict"] == "within").sum()))
+        tolerance = rows["tolerance_pct"].astype(float).unique()
+        out[f"Compare{scope}TolerancePct"] = (number(float(tolerance[0]), 1)
+                                             if len(tolerance) == 1 else NA)
+        diff = rows["rel_diff_pct"].astype(float).abs().max()
+        out[f"Compare{scope}MaxAbsDiffPct"] = number(float(diff), 1 if scope == "Repro" else 3)
+        if scope == "Repro":
+            for what, column in (("Published", "published"), ("Reproduced", "reproduced")):
+                out[f"CompareRepro{what}Min"] = number(float(rows[column].min()), 2)
+                out[f"CompareRepro{what}Max"] = number(float(rows[column].max()), 2)
+    return out

@@ -36,13 +36,12 @@ from gradsched.report.figure_style import (
     setup_style,
     width_in,
 )
-from gradsched.report.tables import fmt, write_table
+from gradsched.report.formatting import fmt
+from gradsched.report.latex import write_table
 
 METHOD_ORDER = ("dense", "topk", "importance", "gtopk")
 METHOD_LABELS = {"dense": "dense all-reduce", "topk": "top-k (DGC, all-gather)",
                  "importance": "importance-weighted (Cheng & Xu)", "gtopk": "gTop-k"}
-FIGURES = ("accuracy-vs-step", "accuracy-vs-time", "bytes")
-TABLES = ("summary",)
 
 
 def density_label(density: float) -> str:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from gradsched.costmodel.domain import MOSTLY_OUTSIDE_PCT
 from gradsched.report.collect import host_bound_mask, mostly_below_mask, outside_domain_mask
-from gradsched.report.macro_text import NA, number
+from gradsched.report.latex import NA, number
 
 CASE_KEYS = ["trace", "network", "world_size"]
 

@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from gradsched.report.algorithms import algorithm_label, algorithm_sort_key
 from gradsched.report.figure_style import (
     FONT_PT,
     legend_union,
@@ -23,7 +24,6 @@ from gradsched.report.figure_style import (
     series_style,
     width_in,
 )
-from gradsched.report.tables import algorithm_label, algorithm_sort_key
 
 RATIO_TICKS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0)
 """Where a ratio axis (log scale) gets a labelled tick: dense near 1, where most plans are."""

@@ -1,7 +1,6 @@
 """What every figure shares: the print sizes, the colours and line styles of series and
 algorithms, the style, panel grids and legends, and the deterministic PDF/PNG writer with
-its "no data" placeholder (the figures themselves are in :mod:`gradsched.report.figures`
-and the per-study report modules)."""
+its "no data" placeholder (the figures themselves are in the study modules)."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ import pandas as pd
 import seaborn as sns
 
 from gradsched.io import atomic_open
-from gradsched.report.tables import ALGORITHM_ORDER
+from gradsched.report.algorithms import ALGORITHM_ORDER
 
 PNG_DPI = 150
 TEXT_WIDTH_IN = 6.69

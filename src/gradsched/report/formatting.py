@@ -1,8 +1,7 @@
 """Numbers as table text: fixed-point, and one placeholder for a missing value.
 
-Every table builder formats its cells with :func:`fmt` (the tables of :mod:`.tables` and
-the per-experiment modules beside it), so that a NaN or a missing input reads the same
-everywhere (:data:`MISSING`).
+Every table builder of the study modules formats its cells with :func:`fmt`, so that a NaN
+or a missing input reads the same everywhere (:data:`MISSING`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.intermediates import REPLAY, read_intermediate
-from gradsched.report.tables import algorithm_label, algorithm_sort_key, fmt, write_table
+from gradsched.report.algorithms import algorithm_label, algorithm_sort_key
+from gradsched.report.formatting import fmt
+from gradsched.report.latex import write_table
 from gradsched.ties import tied_ranks
 
 

@@ -1,13 +1,26 @@
 """GPU generations: PyTorch DDP's default plan against the best plan found, per measured case
 of the GPU families (K80, V100, A100/GH200, H200), and the family medians the paper quotes,
-with the host-bound cases left out and the out-of-domain ones counted."""
+with the host-bound cases left out and the out-of-domain ones counted; the figure of both
+per generation (:func:`gpu_generations`)."""
 
 from __future__ import annotations
 
-import pandas as pd
+from collections.abc import Sequence
+from pathlib import Path
 
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from gradsched.intermediates import read_intermediate
 from gradsched.report.collect import extrapolated_mask, outside_domain_mask
-from gradsched.report.macro_text import NA, camel, number
+from gradsched.report.figure_style import placeholder, save, setup_style, width_in
+from gradsched.report.latex import NA, camel, number
 
 GPU_FAMILIES = ("k80", "v100", "a100-gh200", "h200")
 """The GPU case families (config ``cases: family``), oldest GPU first: the paper compares how
@@ -79,3 +92,62 @@ def gpu_generation_macros(collected: pd.DataFrame | None,
         out[key + "DdpExposedPct"] = number(float(row["ddp_exposed_pct"]))
         out[key + "BestGainPct"] = number(float(row["best_gain_pct"]))
     return out
+
+
+GENERATION_LABELS = {"k80": "K80\n(real)", "v100": "V100", "a100-gh200": "A100,\nGH200",
+                     "h200": "H200\n(Hopper nets)"}
+"""x-axis labels of :func:`gpu_generations` per GPU family (config ``cases: family``)."""
+
+
+def gpu_generations(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path,
+                    families: Sequence[str] = GPU_FAMILIES) -> None:
+    """Per GPU generation (oldest left), one point per measured case and world size: the
+    share of PyTorch DDP's default iteration that is exposed communication (left) and the
+    gain of the best plan found over it (right), on a symmetric-log axis; colour and marker
+    = network, open = bf16 compute. Extrapolated points are left out, as in the prose's macros."""
+    collected = read_intermediate(collected_csv)
+    title = "Exposed communication and best plan vs DDP, per GPU generation"
+    table = gpu_case_table(collected, tuple(families))
+    if table.empty:
+        placeholder(out_pdf, out_png, title, "no GPU replay results (families "
+                    + ", ".join(families) + ")")
+        return
+    setup_style()
+    present = [f for f in families if (table["family"] == f).any()]
+    networks = list(dict.fromkeys(table.sort_values("family", key=lambda s: s.map(
+        present.index))["network"]))
+    colors = sns.color_palette("colorblind", 10)
+    # colour AND marker per network (vermillion and orange, say, stay apart in grey print)
+    styles = {network: (colors[(0, 1, 2, 3, 4, 7, 9, 5)[i % 8]], "osD^vPXh"[i % 8])
+              for i, network in enumerate(networks)}
+    fig, axes = plt.subplots(1, 2, figsize=(width_in(1.0), 3.0), layout="constrained")
+    rng = np.random.default_rng(0)  # jitter within a generation: deterministic
+    for ax, column, label in ((axes[0], "ddp_exposed_pct",
+                               "DDP default: exposed comm. [% of iteration]"),
+                              (axes[1], "best_gain_pct", "best plan over DDP default [%]")):
+        for network in networks:
+            color, marker = styles[network]
+            part = table[table["network"] == network]
+            x = part["family"].map(present.index).to_numpy(float)
+            x = x + rng.uniform(-0.2, 0.2, len(x))
+            bf16 = part["trace"].str.contains("bf16").to_numpy()
+            y = part[column].to_numpy()
+            ax.scatter(x[~bf16], y[~bf16], s=18, marker=marker, color=color,
+                       edgecolor="none", label=network)
+            if bf16.any():
+                ax.scatter(x[bf16], y[bf16], s=20, marker=marker, facecolor="none",
+                           edgecolor=color, linewidth=1.0)
+        ax.set_xticks(range(len(present)), [GENERATION_LABELS.get(f, f) for f in present])
+        ax.set_xlim(-0.5, len(present) - 0.5)
+        # symmetric log: the few-percent Hopper and V100 values stay apart, 0 stays drawable
+        ax.set_yscale("symlog", linthresh=1.0, linscale=0.6)
+        ax.set_ylim(0, max(100.0, float(table[column].max()) * 1.3))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_ylabel(label)
+        ax.grid(axis="y", lw=0.4, alpha=0.5)
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(matplotlib.lines.Line2D([], [], ls="", marker="o", mfc="none", mec="0.3",
+                                           label="open: bf16 compute (filled: fp32)"))
+    labels.append("open: bf16 compute (filled: fp32)")
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
+    save(fig, out_pdf, out_png)

@@ -8,7 +8,7 @@ a statement that holds under all three does not rest on the choice of model.
 
 Input: one replay result CSV per model kind. Output: a table (algorithm x kind, ``ms
 (rank)``) and, per kind, the fastest schedule, its and MG-WFBP's speed-up over WFBP and
-MG-WFBP's gap to the contiguous optimum and to ``search``.
+MG-WFBP's gap to the contiguous optimum and to ``search``, as a table and as prose macros.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.intermediates import REPLAY, read_intermediate
-from gradsched.report.tables import (
+from gradsched.report.algorithms import (
     algorithm_label,
     algorithm_sort_key,
     fastest_algorithms,
-    fmt,
-    write_table,
+    tie_text,
 )
+from gradsched.report.formatting import fmt
+from gradsched.report.latex import NA, camel, latex_escape, number, write_table
 from gradsched.ties import tied_ranks
 
 MODEL_KINDS = ("alpha-beta", "piecewise", "interp")
@@ -69,7 +70,7 @@ def model_table(long: pd.DataFrame) -> pd.DataFrame:
 def per_model(long: pd.DataFrame) -> pd.DataFrame:
     """One row per model kind: the fastest credited schedule (``fastest``: the first, in the
     usual algorithm order, of those tied for the fastest, ``fastest_tied``: all of them; see
-    :func:`gradsched.report.tables.fastest_algorithms`), its and MG-WFBP's speed-up over WFBP
+    :func:`gradsched.report.algorithms.fastest_algorithms`), its and MG-WFBP's speed-up over WFBP
     (T_wfbp / T), and MG-WFBP's gap in percent to the contiguous optimum and to ``search``
     (100 (T_mgwfbp / T_ref - 1))."""
     rows = []
@@ -93,3 +94,39 @@ def write_model_table(runs: list[tuple[str, Path]], tex: Path, md: Path,
     table = model_table(read_model_runs(runs))
     write_table(table, tex, md, title=title)
     return table
+
+
+def headline_model_macros(long: pd.DataFrame | None, fits: pd.DataFrame | None = None,
+                          comm_trace: str | None = None) -> dict[str, str]:
+    """The headline case under each fitted comm model kind (:mod:`gradsched.report.
+    headline`): per kind, the fastest schedule, its and MG-WFBP's speed-up over WFBP, MG-WFBP's
+    gap to the contiguous optimum and to ``search``, and the kind's held-out error on the
+    headline's comm trace (``HeadlineModel<Kind>...``); over the kinds, the range of each
+    (``HeadlineModels...Min``/``Max``) and how many kinds agree on the fastest schedule."""
+    fields = {"FastestSpeedupOverWfbp": ("fastest_speedup", 2),
+              "MgwfbpSpeedupOverWfbp": ("mgwfbp_speedup", 2),
+              "MgwfbpContigGapPct": ("mgwfbp_contig_gap_pct", 1),
+              "MgwfbpSearchGapPct": ("mgwfbp_search_gap_pct", 1)}
+    out = {f"HeadlineModel{camel(k)}{f}": NA for k in MODEL_KINDS
+           for f in (*fields, "Fastest", "HeldoutMapePct")}
+    out |= {f"HeadlineModels{f}{end}": NA for f in fields for end in ("Min", "Max")}
+    out["HeadlineModelsNum"] = NA
+    if fits is not None and not fits.empty and comm_trace:
+        mine = fits[fits["trace"].astype(str) == comm_trace]
+        for row in mine.itertuples(index=False):
+            if row.model in MODEL_KINDS:
+                out[f"HeadlineModel{camel(row.model)}HeldoutMapePct"] = number(
+                    float(row.heldout_mape_pct))
+    if long is None or long.empty:
+        return out
+    table = per_model(long)
+    out["HeadlineModelsNum"] = str(len(table))
+    for row in table.itertuples(index=False):
+        key = "HeadlineModel" + camel(row.model)
+        out[key + "Fastest"] = latex_escape(tie_text(row.fastest_tied))
+        for name, (column, digits) in fields.items():
+            out[key + name] = number(float(getattr(row, column)), digits)
+    for name, (column, digits) in fields.items():
+        out[f"HeadlineModels{name}Min"] = number(float(table[column].min()), digits)
+        out[f"HeadlineModels{name}Max"] = number(float(table[column].max()), digits)
+    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gradsched.report.tables import fmt
+from gradsched.report.formatting import fmt
 
 COLUMN_OF = {"syncsgd": "sync", "bsp-ps": "sync", "wfbp": "WFBP", "wfbp-ps": "WFBP",
              "mgwfbp": "MG-WFBP", "bytescheduler": "ByteScheduler",

@@ -1,32 +1,36 @@
-"""Re-execution figure and table: the replay's predictions vs the plans run for real.
+r"""Re-execution figure and table: the replay's predictions vs the plans run for real.
 
 * :func:`figure_reexec` -- the order within each case: one panel per case, predicted (with
   the calibrated interference) against measured iteration time, both relative to the case's
   PyTorch DDP default, the y = x line, the measured median's interval as error bars;
   colour = algorithm, marker = kind of run.
-* :func:`stock_ddp_table` / :func:`write_stock_ddp_table` -- stock PyTorch DDP running a
-  planner's buckets (``bucket_cap_mb_list``) against DDP's default, the tuned uniform cap
-  and ``best``; ``best``'s gain split into implementation and schedule.
 * :func:`reexec_table` / :func:`write_reexec_table` -- per-plan errors (%) per case, without
   / with interference, then median |error|, worst error and Kendall's tau per case, and
   the best plan vs PyTorch DDP (25 MiB).
 
-Input: the committed ``paper/data/reexec/measured.csv`` (see
-:mod:`gradsched.reexec.experiment`); statistics from :mod:`gradsched.reexec.analysis`.
-:func:`analyze_file` (``gradsched reexec analyze``) computes them and writes every output.
+* :func:`reexec_macros`, :func:`reexec_boot_macros` -- the prose macros: errors, tau and
+  pair order pooled and per network, the bootstrap's separated pairs and ``best`` against
+  PyTorch DDP's default and tuned cap.
+
+Input: the committed ``paper/data/reexec/measured.csv`` and the statistics that
+:mod:`gradsched.reexec.analysis` computes of it; :func:`write_analysis` (``gradsched reexec
+analyze``) writes every output of an analysis it is given (the stock-DDP table:
+:mod:`.stock_ddp`).
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import write_csv_atomic, write_text_atomic
 from gradsched.networks import NETWORKS
-from gradsched.reexec.analysis import analyze, ddp_default_label, plan_errors
+from gradsched.reexec.items import ddp_default_label
+from gradsched.report.algorithms import algorithm_label, algorithm_sort_key
 from gradsched.report.figure_style import (
     FONT_PT,
     algorithm_colors,
@@ -36,7 +40,9 @@ from gradsched.report.figure_style import (
     width_in,
 )
 from gradsched.report.formatting import MISSING, fmt
-from gradsched.report.tables import algorithm_label, algorithm_sort_key, to_latex, to_markdown
+from gradsched.report.latex import NA, camel, number, to_latex, to_markdown
+from gradsched.report.reexec_cases import case_label, network_label, with_interval
+from gradsched.report.stock_ddp import write_stock_ddp_table
 
 
 def _cap_mb(name: str) -> float:
@@ -88,7 +94,7 @@ def figure_reexec(frame: pd.DataFrame, out_pdf: str | Path, out_png: str | Path,
         return
     setup_style()
     names = _order(sorted(rows["algorithm"].unique()))
-    # PyTorch DDP's caps get colours far from every planner's here (figures.other_colors)
+    # PyTorch DDP's caps get colours far from every planner's here (figure_style.other_colors)
     colors = algorithm_colors(names)
     cases = list(dict.fromkeys(rows["case"]))
     ncols = min(3, len(cases))
@@ -171,7 +177,7 @@ def _panel_title(case: str, part: pd.DataFrame, stats: pd.DataFrame | None) -> s
     Kendall's tau on them."""
     network = ",".join(sorted(part["bandwidth"].astype(str).unique()))
     world = ",".join(str(w) for w in sorted(part["world_size"].unique()))
-    title = f"{_case_label(case)}, P = {world}, {_network_label(network)}"
+    title = f"{case_label(case)}, P = {world}, {network_label(network)}"
     if stats is None or "n_separated_pairs" not in stats:
         return title
     row = stats.loc[stats["case"] == case]
@@ -197,9 +203,9 @@ def _short(case: str) -> str:
     return f"{model} b{match['batch']} P{match['p']} {net}"
 
 
-def reexec_table(frame: pd.DataFrame, stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Rows: plans (error %, without / with interference), then the per-case summary."""
-    errors = plan_errors(frame)
+def reexec_table(errors: pd.DataFrame, stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Rows: plans (error %, without / with interference; ``errors``: one row per case and
+    plan, :func:`gradsched.reexec.analysis.plan_errors`), then the per-case summary."""
     cases = list(dict.fromkeys(errors["case"]))
     names = _order(sorted(errors["algorithm"].unique()))
     cols = ["plan"]
@@ -258,38 +264,15 @@ def split_latex(table: pd.DataFrame, title: str) -> str:
             + "\\end{tabular}\n")
 
 
-def write_reexec_table(frame: pd.DataFrame, stats: pd.DataFrame, *, tex: str | Path | None,
-                       md: str | Path | None) -> None:
+def write_reexec_table(errors: pd.DataFrame, stats: pd.DataFrame, *,
+                       tex: str | Path | None, md: str | Path | None) -> None:
     """Write :func:`reexec_table` as LaTeX and/or Markdown (atomically)."""
-    table, _ = reexec_table(frame, stats)
+    table, _ = reexec_table(errors, stats)
     title = "re-execution: replay error per plan (negative = predicted faster than measured)"
     if tex is not None:
         write_text_atomic(tex, split_latex(table, title))
     if md is not None:
         write_text_atomic(md, to_markdown(table, title))
-
-
-def _case_label(case: str) -> str:
-    """``resnet50-b2-p2-tbf1gbit`` -> ``ResNet-50 b2``."""
-    names = {"resnet18": "ResNet-18", "resnet50": "ResNet-50", "mobilenet_v2": "MobileNetV2",
-             "bert-base": "BERT-base"}
-    match = re.match(r"^(?P<model>.+?)(?:-s\d+)?-b(?P<batch>\d+)-p\d+-", case)
-    if match is None:
-        return case
-    return f"{names.get(match['model'], match['model'])} b{match['batch']}"
-
-
-def _network_label(network: str) -> str:
-    """``tbf1gbit`` -> ``1 Gbit/s`` (:data:`gradsched.networks.NETWORKS`); unknown keys as
-    they are."""
-    return NETWORKS[network].long_label if network in NETWORKS else network
-
-
-def _with_interval(value: object, lo: object, hi: object, digits: int) -> str:
-    point = fmt(value, digits)
-    if point == MISSING:
-        return point
-    return f"{point} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
 
 
 def reexec_summary_table(stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -303,16 +286,16 @@ def reexec_summary_table(stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     for _, s in cases.iterrows():
         tuned = str(s.get("tuned_ddp", "")).removeprefix("ddp-native-")
         rows.append([
-            f"{_case_label(str(s['case']))}, P={s['world_size']}, "
-            f"{_network_label(str(s['bandwidth']))}", fmt(s.get("spread_to_noise"), 1),
-            _with_interval(s.get("tau_int"), s.get("tau_int_lo"), s.get("tau_int_hi"), 2),
+            f"{case_label(str(s['case']))}, P={s['world_size']}, "
+            f"{network_label(str(s['bandwidth']))}", fmt(s.get("spread_to_noise"), 1),
+            with_interval(s.get("tau_int"), s.get("tau_int_lo"), s.get("tau_int_hi"), 2),
             f"{int(s['n_separated_pairs'])}/{int(s['n_pairs'])}"
             if pd.notna(s.get("n_separated_pairs")) else MISSING,
             fmt(s.get("tau_separated"), 2), fmt(s.get("median_abs_err_int_pct"), 1),
-            _with_interval(s.get("best_vs_ddp_default_speedup"),
+            with_interval(s.get("best_vs_ddp_default_speedup"),
                            s.get("best_vs_ddp_default_speedup_lo"),
                            s.get("best_vs_ddp_default_speedup_hi"), 2),
-            _with_interval(s.get("best_vs_ddp_tuned_speedup"),
+            with_interval(s.get("best_vs_ddp_tuned_speedup"),
                            s.get("best_vs_ddp_tuned_speedup_lo"),
                            s.get("best_vs_ddp_tuned_speedup_hi"), 2)
             + (f" ({tuned} MB)" if tuned and tuned != "default" else ""),
@@ -335,68 +318,167 @@ def write_reexec_summary(stats: pd.DataFrame, *, tex: str | Path | None,
         write_text_atomic(md, to_markdown(table, title))
 
 
-NOT_MEASURED = "not measured"
+REEXEC_WORLD_SIZES = (2, 3)
 
 
-def _ratio_cell(row: pd.Series, name: str) -> str:
-    return _with_interval(row.get(name), row.get(f"{name}_lo"), row.get(f"{name}_hi"), 2)
+_REEXEC_KEYS = {
+    "MedianErr": ("median_abs_err_pct", 1), "MedianErrInt": ("median_abs_err_int_pct", 1),
+    "MedianErrDyn": ("median_abs_err_dyn_pct", 1),
+    "Tau": ("tau", 2), "TauInt": ("tau_int", 2), "OrderOk": ("order_ok_pct", 0),
+    "OrderOkInt": ("order_ok_int_pct", 0), "Pairs": ("n_distinguishable", 0),
+    "NumPlans": ("n_plans", 0), "Spread": ("median_spread_pct", 1),
+}
 
 
-def stock_ddp_table(comparison: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """One row per case (and ``ddp-list`` item): time ratios (> 1: the item after "/" is
-    faster) with their 95 % bootstrap intervals, from
-    :func:`gradsched.reexec.stock_ddp.stock_ddp_comparison`. A case without a ``ddp-list``
-    item says "not measured" in the list's columns."""
-    rows = []
-    for _, r in comparison.iterrows():
-        tuned = str(r.get("tuned_ddp") or "").removeprefix("ddp-native-")
-        listed = bool(r.get("list_algorithm"))
-        match = r.get("ddp_buckets_match")
-        cells = [f"{_case_label(str(r['case']))}, P={r['world_size']}, "
-                 f"{_network_label(str(r['bandwidth']))}"]
-        if listed:
-            cells += [algorithm_label(str(r["list_algorithm"]).removeprefix("ddp-list-")),
-                      MISSING if match is None or pd.isna(match) else
-                      ("yes" if bool(match) else "NO"),
-                      _ratio_cell(r, "default_over_list"),
-                      _ratio_cell(r, "tuned_over_list") + (f" ({tuned} MB)" if tuned else ""),
-                      _ratio_cell(r, "best_over_list")]
-        else:
-            cells += [NOT_MEASURED] * 5
-        cells += [_ratio_cell(r, "default_over_best"), _ratio_cell(r, "executor_ddp_over_best"),
-                  _ratio_cell(r, "default_over_executor_ddp")]
-        rows.append(cells)
-    cols = ["case", "stock DDP list: plan of", "rebuilt as planned", "DDP default / list",
-            "tuned cap / list (cap)", "best / list", "DDP default / best",
-            "executor DDP plan / best (schedule)",
-            "DDP default / executor DDP plan (implementation)"]
-    return pd.DataFrame(rows, columns=cols), "ll" + "r" * (len(cols) - 2)
+def plain_replay_macros(measured: pd.DataFrame) -> dict[str, str]:
+    """The plain replay's median |error| (``ReexecMedianErrRaw``: no interference
+    calibration, the compute trace as committed rather than scaled to the same launch's
+    compute-only control) and the range of that scale, so that the calibrated error is
+    never quoted alone."""
+    out: dict[str, str] = {}
+    if "predicted_raw_s" not in measured:
+        return out
+    plain = measured.loc[measured["kind"] != "control"]
+    raw = (100.0 * (plain["predicted_raw_s"] / plain["measured_s"] - 1.0)).abs().dropna()
+    if len(raw):
+        out["ReexecMedianErrRaw"] = number(float(raw.median()), 1)
+    scale = plain["compute_scale"].astype(float).dropna()
+    if len(scale):
+        out["ReexecComputeScaleMin"] = number(float(scale.min()), 2)
+        out["ReexecComputeScaleMax"] = number(float(scale.max()), 2)
+    return out
 
 
-def write_stock_ddp_table(comparison: pd.DataFrame, *, tex: str | Path | None,
-                          md: str | Path | None) -> None:
-    """Write :func:`stock_ddp_table` as LaTeX and/or Markdown (atomically)."""
-    table, align = stock_ddp_table(comparison)
-    title = ("re-execution: stock PyTorch DDP with a plan's buckets (bucket_cap_mb_list) and "
-             "best's gain split into implementation and schedule (time ratios, > 1: the "
-             "second is faster; [bootstrap 95% CI])")
-    if tex is not None:
-        write_text_atomic(tex, to_latex(table, align, title))
-    if md is not None:
-        write_text_atomic(md, to_markdown(table, title))
+def reexec_macros(cases: pd.DataFrame | None, measured: pd.DataFrame | None
+                  ) -> dict[str, str]:
+    """The re-execution experiment (``paper/data/reexec/measured.csv``): pooled errors,
+    tau and pair order over all cases (``Reexec...``) and per network
+    (``Reexec<Network>...``), the number of cases, in how many the best plan measured at
+    least as fast as PyTorch DDP (25 MiB), the median executor-vs-DDP difference, and the
+    calibrated per-collective compute cost per network and world size (ms)."""
+    scopes = {"": "all", **{camel(n): f"all-{n}" for n in NETWORKS}}
+    out = {f"Reexec{scope}{key}": NA for scope in scopes for key in _REEXEC_KEYS}
+    out |= {"ReexecMedianErrIntPerLayer": NA, "ReexecMedianErrIntGlobal": NA}
+    out |= {"ReexecMedianErrRaw": NA, "ReexecComputeScaleMin": NA,
+            "ReexecComputeScaleMax": NA}
+    out |= {"ReexecNumCases": NA, "ReexecBestAsFastCases": NA,
+            "ReexecExecVsDdpMedian": NA, "ReexecExecVsDdpWorst": NA}
+    out |= {f"Reexec{camel(n)}P{camel(str(w))}CollectiveCpuMs": NA
+            for n in NETWORKS for w in REEXEC_WORLD_SIZES}
+    if cases is None or measured is None or measured.empty:
+        return out
+    stats = cases.set_index("case")
+    for scope, row in scopes.items():
+        if row not in stats.index:
+            continue
+        for key, (col, digits) in _REEXEC_KEYS.items():
+            if col in stats.columns:
+                out[f"Reexec{scope}{key}"] = number(float(stats.loc[row, col]), digits)
+    cases = stats.loc[~stats.index.str.startswith("all")]
+    out["ReexecNumCases"] = str(len(cases))
+    fast = cases["best_at_least_as_fast"].dropna()
+    out["ReexecBestAsFastCases"] = str(int(fast.astype(bool).sum())) if len(fast) else NA
+    gap = cases["ddp_executor_vs_native_pct"].dropna().astype(float)
+    if len(gap):
+        out["ReexecExecVsDdpMedian"] = number(float(gap.median()), 1)
+        out["ReexecExecVsDdpWorst"] = number(float(gap.loc[gap.abs().idxmax()]), 1)
+    out.update(plain_replay_macros(measured))
+    if "update" in measured:
+        plans = measured.loc[measured["kind"] != "control"]
+        err = (100.0 * (plans["predicted_interference_s"] - plans["measured_s"])
+               / plans["measured_s"])
+        for mode, key in (("per_layer", "PerLayer"), ("global", "Global")):
+            mine = err[plans["update"] == mode]
+            if len(mine):
+                out[f"ReexecMedianErrInt{key}"] = number(float(mine.median()), 1)
+    if "collective_cpu_s" in measured:
+        for net in NETWORKS:
+            for world in REEXEC_WORLD_SIZES:
+                values = measured.loc[(measured["bandwidth"] == net)
+                                      & (measured["world_size"] == world), "collective_cpu_s"]
+                if len(values):
+                    out[f"Reexec{camel(net)}P{camel(str(world))}CollectiveCpuMs"] = number(
+                        1e3 * float(values.iloc[0]), 2)
+    return out
 
 
-def analyze_file(path: str | Path, *, iterations: str | Path | None = None,
-                 stats: str | Path | None = None, summary_table: str | Path | None = None,
-                 summary_md: str | Path | None = None,
-                 errors: str | Path | None = None, table: str | Path | None = None,
-                 md: str | Path | None = None, figure: str | Path | None = None,
-                 png: str | Path | None = None, stock_ddp_tex: str | Path | None = None,
-                 stock_ddp_md: str | Path | None = None) -> pd.DataFrame:
-    """``gradsched reexec analyze``: the statistics of ``path`` (measured.csv; with
-    ``iterations``, bootstrap intervals too, :func:`gradsched.reexec.analysis.analyze`);
-    write the outputs asked for and return the per-case statistics."""
-    result = analyze(path, iterations)
+_BOOT_KEYS = ("ReexecSepPairs", "ReexecAllPairs", "ReexecTauSepMedian", "ReexecOrderOkSep",
+              "ReexecTauIntLoMedian", "ReexecSpreadToNoiseMin", "ReexecSpreadToNoiseMax",
+              "ReexecBestVsDefaultMin", "ReexecBestVsDefaultMax", "ReexecBestTenPctCases",
+              "ReexecBestNotSlowerTunedCases", "ReexecBestVsTunedMin", "ReexecBestVsTunedMax",
+              "ReexecFlaggedRuns", "ReexecForeignMax", "ReexecCommCases",
+              "ReexecDefaultOverBoundMin", "ReexecDefaultOverBoundMax",
+              "ReexecBestOverBoundMin", "ReexecBestOverBoundMax")
+
+
+def reexec_boot_macros(stats: pd.DataFrame | None, level_pct: float | None = None,
+                       replicates: int | None = None) -> dict[str, str]:
+    """Bootstrap statistics of the re-execution (``reexec analyze --iterations`` stats
+    CSV, :mod:`gradsched.reexec.uncertainty`): separated pairs and tau on them, the
+    spread-to-noise range, ``best`` against PyTorch DDP's default and the tuned cap
+    (speed-ups; a case counts as "not slower than tuned" when the interval's upper end
+    reaches 1), flagged runs. Communication-bound cases: every network but loopback.
+    ``level_pct`` and ``replicates``: the bootstrap's settings, quoted as they are."""
+    out = {key: NA for key in _BOOT_KEYS}
+    out["ReexecCiLevel"] = NA if level_pct is None else number(level_pct, 0)
+    out["ReexecBootReplicates"] = NA if replicates is None else str(replicates)
+    if stats is None or stats.empty or "n_separated_pairs" not in stats:
+        return out
+    cases = stats.loc[~stats["case"].astype(str).str.startswith("all")]
+    sep = cases["n_separated_pairs"].astype(float)
+    out["ReexecSepPairs"] = str(int(sep.sum()))
+    out["ReexecAllPairs"] = str(int(cases["n_pairs"].astype(float).sum()))
+    ok = cases["order_ok_separated_pct"].astype(float)
+    if sep.sum() > 0:
+        out["ReexecOrderOkSep"] = number(float((ok.fillna(0) * sep).sum() / sep.sum()), 0)
+    out["ReexecTauSepMedian"] = number(float(cases["tau_separated"].astype(float).median()), 2)
+    out["ReexecTauIntLoMedian"] = number(float(cases["tau_int_lo"].astype(float).median()), 2)
+    ratio = cases["spread_to_noise"].astype(float)
+    out["ReexecSpreadToNoiseMin"] = number(float(ratio.min()), 1)
+    out["ReexecSpreadToNoiseMax"] = number(float(ratio.max()), 1)
+    comm = cases.loc[cases["bandwidth"].astype(str) != "loopback"]
+    out["ReexecCommCases"] = str(len(comm))
+    default = cases["best_vs_ddp_default_speedup"].astype(float)
+    tuned = comm["best_vs_ddp_tuned_speedup"].astype(float)
+    out["ReexecBestVsDefaultMin"] = number(float(default.min()), 2)
+    out["ReexecBestVsDefaultMax"] = number(float(default.max()), 2)
+    out["ReexecBestTenPctCases"] = str(int((default >= 1.10).sum()))
+    out["ReexecBestVsTunedMin"] = number(float(tuned.min()), 2)
+    out["ReexecBestVsTunedMax"] = number(float(tuned.max()), 2)
+    out["ReexecBestNotSlowerTunedCases"] = str(int(
+        (comm["best_vs_ddp_tuned_speedup_hi"].astype(float) >= 1.0).sum()))
+    for key, col in (("DefaultOverBound", "ddp_default_over_bound_pct"),
+                     ("BestOverBound", "best_over_bound_pct")):
+        if col in comm and comm[col].notna().any():
+            out[f"Reexec{key}Min"] = number(float(comm[col].min()), 0)
+            out[f"Reexec{key}Max"] = number(float(comm[col].max()), 0)
+    if "n_flagged_runs" in cases:
+        out["ReexecFlaggedRuns"] = str(int(cases["n_flagged_runs"].fillna(0).sum()))
+        out["ReexecForeignMax"] = number(float(cases["foreign_cpu_cores_max"].max()), 2)
+    return out
+
+
+class AnalysisFrames(Protocol):
+    """What :func:`write_analysis` formats: the frames of
+    :class:`gradsched.reexec.analysis.Analysis`."""
+
+    frame: pd.DataFrame
+    summary: pd.DataFrame
+    intervals: pd.DataFrame | None
+    stock_ddp: pd.DataFrame
+
+    def errors(self, intervals: bool = True) -> pd.DataFrame: ...
+
+
+def write_analysis(result: AnalysisFrames, *, stats: str | Path | None = None,
+                   summary_table: str | Path | None = None,
+                   summary_md: str | Path | None = None, errors: str | Path | None = None,
+                   table: str | Path | None = None, md: str | Path | None = None,
+                   figure: str | Path | None = None, png: str | Path | None = None,
+                   stock_ddp_tex: str | Path | None = None,
+                   stock_ddp_md: str | Path | None = None) -> pd.DataFrame:
+    """``gradsched reexec analyze``: write the outputs asked for of an analysis
+    (:func:`gradsched.reexec.analysis.analyze`) and return its per-case statistics."""
     if stats is not None:
         write_csv_atomic(stats, result.summary)
     if errors is not None:
@@ -410,7 +492,7 @@ def analyze_file(path: str | Path, *, iterations: str | Path | None = None,
             raise InputError("the stock-DDP table needs the per-iteration data (--iterations)")
         write_stock_ddp_table(result.stock_ddp, tex=stock_ddp_tex, md=stock_ddp_md)
     if table is not None or md is not None:
-        write_reexec_table(result.frame, result.summary, tex=table, md=md)
+        write_reexec_table(result.errors(intervals=False), result.summary, tex=table, md=md)
     if figure is not None or png is not None:
         pdf_out = figure if figure is not None else Path(str(png)).with_suffix(".pdf")
         png_out = png if png is not None else Path(str(figure)).with_suffix(".png")

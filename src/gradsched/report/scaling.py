@@ -8,9 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.experiments.scaling import SCALING_COLUMNS
-from gradsched.report.macros import camel, number, write_macros
-from gradsched.report.tables import fmt, write_table
+from gradsched.report.formatting import fmt
+from gradsched.report.latex import camel, number, write_macros, write_table
 
 
 def _comm_cell(row: pd.Series) -> str:
@@ -53,12 +52,20 @@ def write_scaling_table(csv: str | Path, tex: str | Path, md: str | Path,
                         title: str = "") -> pd.DataFrame:
     """The scaling-check table of a CSV written by :func:`scaling_check`."""
     frame = pd.read_csv(csv)
-    missing = [c for c in SCALING_COLUMNS if c not in frame.columns]
+    missing = [c for c in READ_COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s) {', '.join(missing)}", path=csv)
     table, align = scaling_table(frame)
     write_table(table, tex, md, align=align, title=title)
     return table
+
+
+READ_COLUMNS = ("key", "system", "comm", "comm_model", "trace_batch", "batch_per_gpu",
+                "world_size", "predicted_img_s_1", "published_img_s_1", "error_1_pct",
+                "predicted_img_s_p", "published_img_s_p", "error_p_pct", "predicted_scaling",
+                "published_scaling", "scaling_error_pct", "exposed_comm_p_s")
+"""The columns of the scaling-check CSV (:data:`gradsched.experiments.scaling.
+SCALING_COLUMNS`) that the table and the macros read."""
 
 
 MACRO_FIELDS = {
@@ -74,7 +81,7 @@ MACRO_FIELDS = {
 
 def scaling_macros(frame: pd.DataFrame) -> dict[str, str]:
     """``Scaling<Key><Quantity>`` -> number, for the paper's prose (prefix ``gs`` added by
-    :func:`gradsched.report.macros.render`)."""
+    :func:`gradsched.report.latex.render`)."""
     out = {}
     for _, row in frame.iterrows():
         for suffix, (column, digits) in MACRO_FIELDS.items():
@@ -85,7 +92,7 @@ def scaling_macros(frame: pd.DataFrame) -> dict[str, str]:
 def write_scaling_macros(csv: str | Path, out: str | Path) -> dict[str, str]:
     """The macros of a scaling-check CSV, written as ``\\newcommand`` lines."""
     frame = pd.read_csv(csv)
-    missing = [c for c in SCALING_COLUMNS if c not in frame.columns]
+    missing = [c for c in READ_COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s) {', '.join(missing)}", path=csv)
     macros = scaling_macros(frame)

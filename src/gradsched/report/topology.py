@@ -1,58 +1,20 @@
-"""Two-level topology against measured multi-node sweeps.
+"""Two-level topologies: the table of the check against measured multi-node sweeps
+(:func:`gradsched.experiments.topology_check.topology_check`: one row per collective model,
+inter-node algorithm and sweep) and the table of the compute traces replayed flat and
+hierarchically (:func:`gradsched.experiments.topology.topology_replay`).
 
-The inter-node level is identified from the smallest multi-node sweep
-(:func:`gradsched.costmodel.topology_fit.identify_inter_level`; a reconstruction: no public
-sweep isolates the network), the intra-node level is the one-node sweep, and every
-multi-node sweep is predicted, the larger ones out of sample. One row per (collective
-model, inter-node algorithm, sweep): mean absolute percentage error over all sizes and over
-sizes of at least 1 MiB.
+:func:`topology_replay_table` pairs the flat and the hierarchical case of the same cluster
+shape into one row: both iteration times, their ratio, and the replay on the measured sweep.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
-import numpy as np
 import pandas as pd
 
-from gradsched.costmodel.base import load_comm_spec
-from gradsched.costmodel.topology_fit import (
-    identify_inter_level,
-    load_all_reduce_sweep,
-    predict_sweep,
-)
+from gradsched.costmodel.topology import TOPOLOGY_COLLECTIVES
+from gradsched.errors import InputError
+from gradsched.report.algorithms import algorithm_label
 from gradsched.report.formatting import fmt
-
-VARIANTS = (("hierarchical", "best"), ("hierarchical", "ring"), ("flat", "ring"))
-"""(collective model, inter-node algorithm) pairs checked: ``best`` is the analytic
-minimum over the algorithms (a tree-like latency at small sizes), ``ring`` the ring only."""
-
-LARGE_BYTES = 2**20
-
-
-def topology_check(intra: str | Path, sweeps: Sequence[str | Path]) -> pd.DataFrame:
-    """Identify the inter level from ``sweeps[0]`` and predict every sweep, per variant."""
-    intra_model = load_comm_spec(str(intra))
-    nbytes, times, world, nodes = load_all_reduce_sweep(sweeps[0])
-    rows = []
-    for collective_model, algorithm in VARIANTS:
-        inter = identify_inter_level(intra_model, nbytes, times, nodes, world // nodes,
-                                     collective_model, algorithm)
-        for path in sweeps:
-            pred = predict_sweep(intra_model, inter, path, collective_model)
-            err = pred["error_pct"].abs()
-            large = pred["bytes"] >= LARGE_BYTES
-            rows.append({
-                "collective_model": collective_model, "inter_algorithm": algorithm,
-                "sweep": Path(path).stem, "nodes": int(pred["nodes"].iloc[0]),
-                "world_size": int(pred["world_size"].iloc[0]),
-                "in_sample": Path(path) == Path(sweeps[0]),
-                "mape_pct": float(err.mean()),
-                "mape_large_pct": float(err[large].mean()) if large.any() else np.nan,
-                "inter_alpha_s": inter.alpha, "inter_beta_s_per_byte": inter.beta,
-            })
-    return pd.DataFrame(rows)
 
 
 def topology_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -70,3 +32,47 @@ def topology_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         "inter beta [ps/B]": (frame["inter_beta_s_per_byte"] * 1e12).map(lambda v: fmt(v, 1)),
     })
     return out, "llrrrr"
+
+
+def paired(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (compute, nodes, ranks per node, algorithm) with ``flat_s``,
+    ``hierarchical_s``, ``flat_over_hierarchical`` and the sweep replay ``sweep_s`` (the
+    first non-empty one of the pair's cases)."""
+    keys = ["compute", "nodes", "ranks_per_node", "algorithm"]
+    seen = frame.groupby([*keys, "collective"]).size()
+    if (seen > 1).any():
+        dup = seen[seen > 1].index[0]
+        raise InputError(f"two rows for {dict(zip([*keys, 'collective'], dup, strict=True))}: "
+                         "one topology case per cluster shape and collective model",
+                         field="topology")
+    wide = frame.pivot_table(index=keys, columns="collective", values="iteration_s",
+                             aggfunc="first", sort=False)
+    for name in TOPOLOGY_COLLECTIVES:
+        if name not in wide.columns:
+            wide[name] = float("nan")
+    sweep = frame.groupby(keys, sort=False)["sweep_iteration_s"].max()
+    out = pd.DataFrame({"flat_s": wide["flat"], "hierarchical_s": wide["hierarchical"]})
+    out["flat_over_hierarchical"] = out["flat_s"] / out["hierarchical_s"]
+    out["sweep_s"] = sweep.reindex(out.index)
+    return out.reset_index()
+
+
+def topology_replay_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The paper's table: per model, cluster shape and algorithm, flat and hierarchical
+    iteration times (ms), their ratio and the replay on the measured sweep (ms)."""
+    header = ["model", "nodes x GPUs", "algorithm", "flat [ms]", "hierarchical [ms]",
+              "flat / hier.", "measured sweep [ms]"]
+    if frame.empty:
+        return pd.DataFrame(columns=header), "lllrrrr"
+    wide = paired(frame)
+    out = pd.DataFrame({
+        header[0]: wide["compute"].astype(str),
+        header[1]: [f"{n} x {r}" for n, r in zip(wide["nodes"], wide["ranks_per_node"],
+                                                  strict=True)],
+        header[2]: wide["algorithm"].map(algorithm_label),
+        header[3]: (wide["flat_s"] * 1e3).map(lambda v: fmt(v, 1)),
+        header[4]: (wide["hierarchical_s"] * 1e3).map(lambda v: fmt(v, 1)),
+        header[5]: wide["flat_over_hierarchical"].map(lambda v: fmt(v, 3)),
+        header[6]: (wide["sweep_s"] * 1e3).map(lambda v: fmt(v, 1)),
+    })
+    return out, "lllrrrr"

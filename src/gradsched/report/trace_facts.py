@@ -7,13 +7,13 @@ count and its largest tensor (paper/sections/gpu.tex, architectures.tex). Each v
 computed here from the trace file and its sidecar, never typed.
 
 Names: ``Trace<Stem><Fact>`` with ``<Stem>`` the trace file name without ``.csv`` in
-:func:`~gradsched.report.macro_text.camel` form, e.g.
+:func:`~gradsched.report.latex.camel` form, e.g.
 ``TraceResnetFiveZeroBTwoCpuFpThreeTwoGradMB``.
 """
 
 from __future__ import annotations
 
-from gradsched.report.macro_text import NA, camel, number
+from gradsched.report.latex import NA, camel, number
 from gradsched.traces.bundle import CommTrace, ComputeTrace
 
 PROSE_TRACES = ("resnet50-b2-cpu-fp32", "mobilenet_v2-b8-cpu-fp32", "resnet18-b4-cpu-fp32",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gradsched.report.macro_text import NA
+from gradsched.report.latex import NA
 
 TORCH_DEFAULT_CAP_MB = 25.0
 """``bucket_cap_mb`` when DDP is given none (torch/nn/parallel/distributed.py); the item

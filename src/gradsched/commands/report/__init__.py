@@ -12,21 +12,19 @@
     gradsched report figure gaps --input replay.csv -o fig.pdf
     gradsched report table fits|crossws|replay|compare --input X.csv --tex T.tex --md T.md
     gradsched report macros [--fits F] [--crossws C] [--replay R] [--compare K] -o macros.tex
-    gradsched report topology-replay --compute NAME CSV ... \\
-        --topology NAME FILE flat|hierarchical ... [--measured NAME SWEEP.csv ...] \\
-        [--algorithms wfbp,ddp,mgwfbp] -o topo-replay.csv
     gradsched report topology-replay-table --input topo-replay.csv --tex T.tex --md T.md
-    gradsched report scaling-check --spec config/published-scaling.yaml -o scaling.csv
     gradsched report scaling-table --input scaling.csv --tex T.tex --md T.md
-    gradsched report sharded --case NAME COMPUTE NETWORK COMM P SEMANTICS ... -o sharded.csv
     gradsched report sharded-table --input sharded.csv --tex T.tex --md T.md
     gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
         [--skip CHECK CASE REASON] -o compare.csv
 
-No logic lives here: every sub-command calls :mod:`gradsched.report`. One module per
-group of verbs (:mod:`.collect`, :mod:`.figures`, :mod:`.tables`, :mod:`.topology`,
-:mod:`.architectures`, :mod:`.paper`, :mod:`.scaling`, :mod:`.compare`), each with its
-``register``; :func:`register` adds them in the order ``gradsched report --help`` lists.
+No logic lives here: every sub-command formats what is on disk by calling
+:mod:`gradsched.report` (``gradsched study ...`` runs the studies whose CSVs these format;
+``report macros`` has the measuring side compute the re-execution's frames it quotes). One
+module per group of verbs (:mod:`.collect`, :mod:`.figures`, :mod:`.tables`,
+:mod:`.topology`, :mod:`.architectures`, :mod:`.paper`, :mod:`.scaling`, :mod:`.compare`),
+each with its ``register``; :func:`register` adds them in the order ``gradsched report
+--help`` lists.
 """
 
 from __future__ import annotations

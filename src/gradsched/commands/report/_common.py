@@ -35,7 +35,7 @@ def columns_named(func: Callable[[argparse.Namespace], int]
 def table_from_csv(args: argparse.Namespace, name: str, make_table: Any) -> int:
     """Read a replay CSV (``--input``), write ``make_table``'s table as LaTeX + Markdown."""
     from gradsched.report.collect import read_csv_or_empty
-    from gradsched.report.tables import write_table
+    from gradsched.report.latex import write_table
 
     if not args.input.is_file():
         raise InputError(f"{name} CSV not found", path=args.input)

@@ -64,42 +64,42 @@ def _done(args: argparse.Namespace) -> int:
 
 
 def _fig_fit_curves(args: argparse.Namespace) -> int:
-    from gradsched.report.figures import fit_curves
+    from gradsched.report.fits import fit_curves
 
     fit_curves(args.comm, args.models, args.fits, args.output, _png_for(args))
     return _done(args)
 
 
 def _fig_fit_mape(args: argparse.Namespace) -> int:
-    from gradsched.report.figures import fit_mape
+    from gradsched.report.fits import fit_mape
 
     fit_mape(args.fits, args.output, _png_for(args))
     return _done(args)
 
 
 def _fig_replay(args: argparse.Namespace) -> int:
-    from gradsched.report.figures import replay_vs_world_size
+    from gradsched.report.replay import replay_vs_world_size
 
     replay_vs_world_size(args.input, args.output, _png_for(args), family=args.family)
     return _done(args)
 
 
 def _fig_timeline(args: argparse.Namespace) -> int:
-    from gradsched.report.figures import timeline
+    from gradsched.report.timeline import timeline
 
     timeline(args.input, args.output, _png_for(args), title=args.title)
     return _done(args)
 
 
 def _fig_generations(args: argparse.Namespace) -> int:
-    from gradsched.report.figures import gpu_generations
+    from gradsched.report.gpu_generations import gpu_generations
 
     gpu_generations(args.input, args.output, _png_for(args))
     return _done(args)
 
 
 def _fig_gaps(args: argparse.Namespace) -> int:
-    from gradsched.report.figures import gaps
+    from gradsched.report.replay import gaps
 
     gaps(args.input, args.output, _png_for(args))
     return _done(args)

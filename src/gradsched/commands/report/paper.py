@@ -44,7 +44,7 @@ def register(rsub: argparse._SubParsersAction) -> None:
                    help="re-execution measured.csv (paper/data/reexec/measured.csv)")
     p.add_argument("--architectures", type=Path,
                    help="hierarchical / parameter-server runs on the emulated cluster "
-                        "(paper/data/reexec/issue18/measured.json)")
+                        "(paper/data/reexec/architectures/measured.json)")
     p.add_argument("--reexec-stats", type=Path,
                    help="re-execution statistics with bootstrap intervals (reexec analyze "
                         "--iterations ... --stats)")
@@ -161,15 +161,29 @@ def _calibrated(paths: list[Path]):
                       for p in paths], ignore_index=True)
 
 
+def _reexec_frames(args: argparse.Namespace):
+    """The re-execution's frames the prose quotes, computed by the measuring side."""
+    from gradsched.reexec.analysis import quoted
+    from gradsched.report.paper_macros import ReexecFrames
+
+    measured, iterations = _read(args.reexec), _read(args.reexec_iterations)
+    frames = quoted(measured, iterations)
+    return ReexecFrames(measured=measured, cases=frames.cases, stats=_read(args.reexec_stats),
+                        versus=frames.versus, stock_ddp=frames.stock_ddp,
+                        level_pct=frames.level_pct, replicates=frames.replicates)
+
+
 def _macros(args: argparse.Namespace) -> int:
-    from gradsched.report.macros import Headline, all_macros, write_macros
+    from gradsched.report.latex import write_macros
+    from gradsched.report.paper_macros import all_macros
+    from gradsched.report.replay import Headline
     from gradsched.traces.bundle import CommTrace, ComputeTrace
 
     macros = all_macros(_read(args.fits), _read(args.crossws), _read(args.replay),
                         _read(args.compare),
                         Headline(args.headline_trace, args.headline_network,
-                                 args.headline_world_size), _read(args.reexec),
-                        _read_json(args.executor_bench), _read(args.reexec_stats),
+                                 args.headline_world_size), _reexec_frames(args),
+                        _read_json(args.executor_bench),
                         _architecture_runs(args.architectures), _read(args.gpu_kineto),
                         _read(args.gpu_corrections),
                         {path.name.removesuffix(".meta.json"): _read_json(path)
@@ -178,7 +192,6 @@ def _macros(args: argparse.Namespace) -> int:
                         sweeps=[CommTrace.load(path) for path in args.sweep],
                         burst_sweep=None if args.burst_sweep is None
                         else CommTrace.load(args.burst_sweep),
-                        reexec_iterations=_read(args.reexec_iterations),
                         headline_models=_headline_models(args.headline_model),
                         headline_comm=args.headline_comm,
                         calibrated=_calibrated(args.calibrated_replay),

@@ -10,7 +10,7 @@ def test_topology_check_on_the_shipped_abci_sweeps(tmp_path) -> None:
     from pathlib import Path
 
     from gradsched.cli import main
-    from gradsched.report.topology import topology_check
+    from gradsched.experiments.topology_check import topology_check
 
     ext = Path(__file__).resolve().parents[2] / "traces/comm/external"
     sweeps = [ext / f"nccl-abci-inter-anode-{n}.csv" for n in (2, 4, 8, 16)]
@@ -21,6 +21,6 @@ def test_topology_check_on_the_shipped_abci_sweeps(tmp_path) -> None:
     for nodes in (8, 16):
         assert out[("hierarchical", "best", nodes)] < out[("hierarchical", "ring", nodes)]
         assert out[("hierarchical", "best", nodes)] < out[("flat", "ring", nodes)]
-    assert main(["report", "topology-check", "--intra", str(ext / "missing.csv"), "--sweep",
+    assert main(["study", "topology-check", "--intra", str(ext / "missing.csv"), "--sweep",
                  str(sweeps[0]), "-o", str(tmp_path / "c.csv")]) == 2
     assert not (tmp_path / "c.csv").exists()

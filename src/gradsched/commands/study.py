@@ -1,0 +1,195 @@
+"""``gradsched study ...``: the predicting side's studies that run a set of cases and
+write the frame they return as a CSV (the report formats it: ``gradsched report ...``).
+
+    gradsched study ps-replay --case NAME CSV NETWORK P ALLREDUCE P2P ... \\
+        --layout 1:separate ... -o ps.csv
+    gradsched study topology-check --intra ONE-NODE.csv --sweep MULTI-NODE.csv ... -o check.csv
+    gradsched study topology-replay --compute NAME CSV ... \\
+        --topology NAME FILE flat|hierarchical ... [--measured NAME SWEEP.csv ...] -o topo.csv
+    gradsched study scaling-check --spec config/published-scaling.yaml -o scaling.csv
+    gradsched study sharded --case NAME COMPUTE NETWORK COMM P SEMANTICS ... -o sharded.csv
+
+Each verb parses its cases, calls one function of :mod:`gradsched.experiments` and writes its
+frame; no logic lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gradsched.commands._args import integer, parse_int, size
+from gradsched.commands._outputs import output_file
+from gradsched.errors import ConfigError
+from gradsched.limits import MAX_REPLAY_ITERATIONS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``study`` and its verbs: ``ps-replay``, ``topology-check``, ``topology-replay``,
+    ``scaling-check``, ``sharded``."""
+    parser = sub.add_parser("study", help="run a study's cases (replays, checks) into a CSV")
+    ssub = parser.add_subparsers(dest="study_command", metavar="STUDY", required=True)
+    p = ssub.add_parser("ps-replay", help="compute traces replayed on all-reduce and on "
+                        "parameter servers (BytePS-style, from a point-to-point sweep)")
+    p.add_argument("--case", nargs=6, action="append", required=True,
+                   metavar=("NAME", "CSV", "NETWORK", "P", "ALLREDUCE", "P2P"),
+                   help="a compute trace on NETWORK at P workers: the all-reduce sweep or "
+                        "model and the point-to-point sweep of the same links (repeatable)")
+    p.add_argument("--layout", action="append", required=True, metavar="S[:colocated]",
+                   help="server layout: S servers (an integer, or P for as many as "
+                        "workers), :colocated with the workers or :separate (repeatable)")
+    p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
+                   help="replayed iterations (>= 2)")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    p.set_defaults(func=_ps_replay)
+
+
+    p = ssub.add_parser("topology-check", help="two-level topology (inter level identified "
+                        "from the first multi-node sweep) vs every multi-node sweep")
+    p.add_argument("--intra", required=True, help="one-node comm trace (the intra level)")
+    p.add_argument("--sweep", nargs="+", required=True, type=Path,
+                   help="multi-node all-ranks sweeps; the first identifies the inter level")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="check CSV")
+    p.set_defaults(func=_topology_check)
+
+    p = ssub.add_parser("topology-replay", help="compute traces replayed on two-level "
+                        "topologies, flat vs hierarchical all-reduce (and on measured sweeps)")
+    p.add_argument("--compute", nargs=2, action="append", required=True,
+                   metavar=("NAME", "CSV"), help="compute trace (repeatable)")
+    p.add_argument("--topology", nargs=3, action="append", required=True,
+                   metavar=("NAME", "FILE", "COLLECTIVE"),
+                   help="topology file and its collective model, flat or hierarchical "
+                        "(repeatable)")
+    p.add_argument("--measured", nargs=2, action="append", default=[],
+                   metavar=("NAME", "SWEEP"),
+                   help="the measured all-ranks sweep of topology NAME's cluster and world "
+                        "size, replayed as the reference (repeatable)")
+    p.add_argument("--algorithms", default="wfbp,ddp,mgwfbp",
+                   help="comma-separated planners (default wfbp,ddp,mgwfbp)")
+    p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
+                   help="replayed iterations (>= 2)")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    p.set_defaults(func=_topology_replay)
+
+
+    p = ssub.add_parser("scaling-check", help="predict published multi-GPU throughput "
+                        "(DDP replay of a GPU trace) and compare")
+    p.add_argument("--spec", type=Path, required=True,
+                   help="YAML of published results (config/published-scaling.yaml)")
+    p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
+                   help="replayed iterations (>= 2)")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    p.set_defaults(func=_scaling_check)
+
+
+    p = ssub.add_parser("sharded", help="every sharded planner and the optimum, replayed on "
+                        "several cases")
+    p.add_argument("--case", nargs=6, action="append", required=True,
+                   metavar=("NAME", "COMPUTE", "NETWORK", "COMM", "P", "SEMANTICS"),
+                   help="a compute trace (named NAME) on NETWORK (the comm sweep or model "
+                        "COMM) at P ranks, SEMANTICS streams (GPU) or blocking (CPU, gloo) "
+                        "(repeatable)")
+    p.add_argument("--memory-cap", type=size(), default=None,
+                   help="cap on gathered parameters and gradients for the optimum (bytes)")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    p.set_defaults(func=_sharded)
+
+
+def _ps_replay(args: argparse.Namespace) -> int:
+    from gradsched.experiments.ps import PSCase, parse_layout, ps_replay
+    from gradsched.io import write_csv_atomic
+
+    if args.iterations < 2:
+        raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")
+    cases = []
+    for name, csv, network, world, allreduce, p2p in args.case:
+        try:
+            workers = parse_int(world)
+        except ValueError:
+            raise ConfigError(f"--case {name}: P must be an integer, got {world!r}") from None
+        if workers < 2:
+            raise ConfigError(f"--case {name}: P must be >= 2, got {workers}")
+        cases.append(PSCase(name, Path(csv), network, workers, allreduce, p2p))
+    frame = ps_replay(cases, [parse_layout(v) for v in args.layout], args.iterations)
+    write_csv_atomic(args.output, frame)
+    print(f"wrote {args.output} ({len(frame)} rows)")
+    return 0
+
+
+def _topology_check(args: argparse.Namespace) -> int:
+    from gradsched.experiments.topology_check import topology_check
+    from gradsched.io import write_csv_atomic
+
+    frame = topology_check(args.intra, args.sweep)
+    write_csv_atomic(args.output, frame)
+    print(f"wrote {args.output} ({len(frame)} rows)")
+    return 0
+
+
+def _topology_replay(args: argparse.Namespace) -> int:
+    from gradsched.experiments import expand_algorithms
+    from gradsched.experiments.topology import TopologyCase, topology_replay
+    from gradsched.io import write_csv_atomic
+
+    if args.iterations < 2:
+        raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")
+    measured = dict(args.measured)
+    names = [name for name, _, _ in args.topology]
+    unknown = sorted(set(measured) - set(names))
+    if unknown:
+        raise ConfigError(f"--measured {unknown[0]}: no --topology of that name")
+    computes = dict(args.compute)
+    if len(computes) != len(args.compute):
+        raise ConfigError("--compute: two traces share a name")
+    cases = [TopologyCase(name, Path(file), collective,
+                          Path(measured[name]) if name in measured else None)
+             for name, file, collective in args.topology]
+    frame = topology_replay(computes, cases, expand_algorithms(args.algorithms),
+                            args.iterations)
+    write_csv_atomic(args.output, frame)
+    print(f"wrote {args.output} ({len(frame)} rows)")
+    return 0
+
+
+def _scaling_check(args: argparse.Namespace) -> int:
+    from gradsched.experiments.scaling import load_spec, scaling_check
+    from gradsched.io import write_csv_atomic
+
+    if args.iterations < 2:
+        raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")
+    frame = scaling_check(load_spec(args.spec), args.iterations)
+    write_csv_atomic(args.output, frame)
+    for row in frame.itertuples(index=False):
+        print(f"{row.system}: 1 GPU {row.predicted_img_s_1:.0f} vs {row.published_img_s_1:.0f} "
+              f"img/s ({row.error_1_pct:+.1f}%), {row.world_size} GPUs "
+              f"{row.predicted_img_s_p:.0f} vs {row.published_img_s_p:.0f} img/s "
+              f"({row.error_p_pct:+.1f}%), scaling {row.predicted_scaling:.2f}x vs "
+              f"{row.published_scaling:.2f}x [{row.comm_model}]")
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _sharded(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from gradsched.costmodel.base import load_comm_spec
+    from gradsched.errors import ConfigError
+    from gradsched.experiments.sharded import compare
+    from gradsched.io import write_csv_atomic
+    from gradsched.traces.bundle import ComputeTrace
+    from gradsched.units import parse_int
+
+    rows = []
+    for name, compute, network, comm, world, mode in args.case:
+        if mode not in ("streams", "blocking"):
+            raise ConfigError(f"--case {name}: semantics must be streams or blocking, not "
+                              f"{mode!r}")
+        trace = ComputeTrace.load(compute)
+        world_size = parse_int(world)
+        for row in compare(trace, load_comm_spec(comm), world_size, semantics=mode,
+                           memory_cap_bytes=args.memory_cap):
+            rows.append({"compute": name, "network": network, "world_size": world_size,
+                         "semantics": mode, **row})
+    write_csv_atomic(args.output, pd.DataFrame(rows))
+    print(f"wrote {args.output} ({len(rows)} rows)")
+    return 0

@@ -1,0 +1,273 @@
+r"""The communication cost models fitted to the sweeps (Section "Cost models"): the fit
+table and the cross-world-size table, the measured-vs-fitted curves and the held-out error
+figure, and the prose macros (medians, maxima and claim 1's counts).
+
+Claim 1's counts: on how many comm series a fitted model predicts held-out message sizes
+better than one alpha-beta line, over every series and over the real K80 cluster's. The
+medians hide where alpha-beta wins: on B-Caffe's per-blob gradient-exchange times, measured
+inside training runs on the MG-WFBP authors' K80 cluster (``traces/comm/external/
+bcaffe-googlenet-*``, importer ``bcaffe``), the straight line beats interpolation on most
+series. The paper and the README quote these counts, never typed numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from gradsched.costmodel.base import load_comm_spec
+from gradsched.intermediates import read_intermediate
+from gradsched.report.algorithms import MODEL_LABELS
+from gradsched.report.figure_style import (
+    FONT_PT,
+    panel_grid,
+    placeholder,
+    plain_log_ticks,
+    save,
+    series_style,
+    setup_style,
+    width_in,
+)
+from gradsched.report.formatting import fmt
+from gradsched.report.latex import NA, camel, latex_escape, number
+
+STANDARD_MODELS = ("alpha-beta", "piecewise", "interp")
+
+
+def fit_macros(fits: pd.DataFrame | None) -> dict[str, str]:
+    out: dict[str, str] = {"NumCommTraces": NA, "NumFittedModels": NA,
+                           **fit_count_macros(None)}
+    for model in STANDARD_MODELS:
+        for key in ("MedianHeldoutMape", "MaxHeldoutMape", "MaxHeldoutMapeTrace", "NumFits"):
+            out[key + camel(model)] = NA
+    if fits is None or fits.empty:
+        return out
+    out["NumCommTraces"] = str(fits["trace"].nunique())
+    out["NumFittedModels"] = str(fits["model"].nunique())
+    out.update(fit_count_macros(fits))
+    for model, group in sorted(fits.groupby("model")):
+        values = group["heldout_mape_pct"].astype(float).dropna()
+        key = camel(str(model))
+        out[f"MedianHeldoutMape{key}"] = number(float(values.median()) if len(values) else None)
+        out[f"MaxHeldoutMape{key}"] = number(float(values.max()) if len(values) else None)
+        out[f"NumFits{key}"] = str(len(values))
+        if len(values):
+            worst = group.loc[values.idxmax(), "trace"]
+            out[f"MaxHeldoutMapeTrace{key}"] = latex_escape(Path(str(worst)).stem)
+    return out
+
+
+def crossws_macros(cross: pd.DataFrame | None) -> dict[str, str]:
+    if cross is None or cross.empty:
+        return {"NumCrossWsPredictions": NA, "MedianCrossWsMape": NA, "MaxCrossWsMape": NA}
+    values = cross["mape_pct"].astype(float).dropna()
+    return {
+        "NumCrossWsPredictions": str(len(values)),
+        "MedianCrossWsMape": number(float(values.median()) if len(values) else None),
+        "MaxCrossWsMape": number(float(values.max()) if len(values) else None),
+    }
+
+
+K80_IN_TRAINING_PREFIX = "bcaffe-googlenet-"
+"""Fit-table ``trace`` names of the K80 cluster's in-training series (B-Caffe's per-blob
+logs); the cluster's OSU sweeps (``bcaffe-osu-*``) are benchmark sweeps, not among them."""
+
+
+FIT_COUNT_KEYS = ("FitsPiecewiseBeatsAlphaBeta", "FitsInterpBeatsAlphaBeta",
+        "FitsKEightNumSeries", "FitsKEightAlphaBetaBeatsInterp",
+        "FitsKEightAlphaBetaBeatsPiecewise")
+
+
+def heldout_wide(fits: pd.DataFrame) -> pd.DataFrame:
+    """One row per trace, one column per model: the held-out MAPE in percent."""
+    return fits.pivot_table(index="trace", columns="model", values="heldout_mape_pct",
+                            aggfunc="first")
+
+
+def wins(wide: pd.DataFrame, better: str, worse: str) -> int:
+    """Series on which model ``better`` has a strictly lower held-out MAPE than ``worse``
+    (a series missing either model counts as no win)."""
+    if better not in wide or worse not in wide:
+        return 0
+    return int((wide[better] < wide[worse]).sum())
+
+
+def fit_count_macros(fits: pd.DataFrame | None) -> dict[str, str]:
+    """The counts above as macro texts (:data:`~.latex.NA` without a fits table)."""
+    out = dict.fromkeys(FIT_COUNT_KEYS, NA)
+    if fits is None or fits.empty:
+        return out
+    wide = heldout_wide(fits)
+    k80 = wide[wide.index.astype(str).str.startswith(K80_IN_TRAINING_PREFIX)]
+    out["FitsPiecewiseBeatsAlphaBeta"] = str(wins(wide, "piecewise", "alpha-beta"))
+    out["FitsInterpBeatsAlphaBeta"] = str(wins(wide, "interp", "alpha-beta"))
+    if len(k80):
+        out["FitsKEightNumSeries"] = str(len(k80))
+        out["FitsKEightAlphaBetaBeatsInterp"] = str(wins(k80, "alpha-beta", "interp"))
+        out["FitsKEightAlphaBetaBeatsPiecewise"] = str(wins(k80, "alpha-beta", "piecewise"))
+    return out
+
+
+def _stem(path: object) -> str:
+    return Path(str(path)).stem
+
+
+def fits_table(fits: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Held-out MAPE per comm trace (rows) and model (columns)."""
+    if fits.empty:
+        return pd.DataFrame(columns=["comm trace", "collective", "P [ranks]"]), "lll"
+    frame = fits.copy()
+    frame["trace"] = frame["trace"].map(_stem)
+    keys = ["trace", "collective", "backend", "world_size", "nodes", "n_sizes"]
+    wide = frame.pivot_table(index=keys, columns="model", values="heldout_mape_pct",
+                             aggfunc="first", sort=True).reset_index()
+    models = sorted(set(frame["model"]), key=lambda m: (
+        list(MODEL_LABELS).index(m) if m in MODEL_LABELS else len(MODEL_LABELS), m))
+    out = pd.DataFrame({
+        "comm trace": wide["trace"],
+        "collective": wide["collective"].str.replace("_", "-"),
+        "backend": wide["backend"],
+        "P [ranks]": wide["world_size"].astype(int).astype(str),
+        "nodes": wide["nodes"].astype(int).astype(str),
+        "sizes [count]": wide["n_sizes"].astype(int).astype(str),
+    })
+    for model in models:
+        out[f"held-out MAPE {MODEL_LABELS.get(model, model)} [%]"] = wide[model].map(
+            lambda v: fmt(v, 1))
+    return out, "llllrr" + "r" * len(models)
+
+
+def crossws_table(cross: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Cross-world-size prediction errors."""
+    cols = ["series", "collective", "algorithm", "fit on P [ranks]", "predict P [ranks]",
+            "nodes", "MAPE [%]", "max APE [%]"]
+    if cross.empty:
+        return pd.DataFrame(columns=cols), "lllllrrr"
+    frame = cross.sort_values(["series", "collective", "algorithm", "predict_world_size"],
+                              kind="stable")
+    out = pd.DataFrame({
+        "series": frame["series"].map(_stem),
+        "collective": frame["collective"].str.replace("_", "-"),
+        "algorithm": frame["algorithm"].astype(str),
+        "fit on P [ranks]": frame["fit_world_sizes"].astype(str).str.replace(
+            r"[;,]\s*", ", ", regex=True),
+        "predict P [ranks]": frame["predict_world_size"].astype(int).astype(str),
+        "nodes": frame["nodes"].astype(int).astype(str),
+        "MAPE [%]": frame["mape_pct"].map(lambda v: fmt(v, 1)),
+        "max APE [%]": frame["max_ape_pct"].map(lambda v: fmt(v, 1)),
+    })
+    return out.reset_index(drop=True), "lllllrrr"
+
+
+MODEL_ORDER = ("alpha-beta", "piecewise", "interp", "analytic")
+
+
+def _measured(comm_csv: Path) -> tuple[pd.DataFrame, str, int]:
+    frame = pd.read_csv(comm_csv, comment="#")
+    if "in_place" in frame and (frame["in_place"] == 0).any():
+        frame = frame[frame["in_place"] == 0]
+    collective = str(frame["collective"].mode().iloc[0])
+    frame = frame[frame["collective"] == collective]
+    world = int(frame["world_size"].mode().iloc[0])
+    frame = frame[frame["world_size"] == world]
+    return frame.sort_values("bytes"), collective, world
+
+
+def fit_curves(comm_csvs: Sequence[str | Path], model_jsons: Sequence[str | Path],
+               fits_csv: str | Path | None, out_pdf: str | Path, out_png: str | Path,
+               ncols: int = 3) -> None:
+    """(a) Measured vs fitted time against message size, one log-log panel per comm trace.
+
+    Model files are named ``<trace stem>.<model kind>.json``; the legend gives each model's
+    held-out MAPE from ``fits_csv`` (the k-fold error by message size).
+    """
+    comm_csvs = [Path(p) for p in comm_csvs]
+    if not comm_csvs:
+        placeholder(out_pdf, out_png, "Measured vs fitted collective time",
+                    "no comm trace selected (config: figures.fit_curves)")
+        return
+    fits = read_intermediate(fits_csv) if fits_csv else pd.DataFrame()
+    models: dict[str, dict[str, Path]] = {}
+    for path in map(Path, model_jsons):
+        stem, _, kind = path.name[: -len(".json")].rpartition(".")
+        models.setdefault(stem, {})[kind] = path
+    setup_style()
+    fig, axes = panel_grid(len(comm_csvs), ncols, height=2.1)
+    styles = {kind: series_style(i + 1) for i, kind in enumerate(MODEL_ORDER)}
+    for ax, comm in zip(axes, comm_csvs, strict=True):
+        data, collective, world = _measured(comm)
+        x = data["bytes"].to_numpy(float)
+        ax.scatter(x, data["time_s"] * 1e6, s=8, color="black", zorder=3, label="measured")
+        grid = np.geomspace(x.min(), x.max(), 200)
+        kinds = sorted(models.get(comm.stem, {}),
+                       key=lambda k: MODEL_ORDER.index(k) if k in MODEL_ORDER else 99)
+        mapes = []
+        for kind in kinds:
+            model = load_comm_spec(str(models[comm.stem][kind]))
+            y = model.times(collective, grid, world) * 1e6
+            style = styles.get(kind, series_style(len(styles) + 1))
+            ax.plot(grid, y, lw=1.2, color=style["color"], ls=style["ls"], label=kind)
+            mapes.append(f"{kind} {_heldout(fits, comm.stem, kind)}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        plain_log_ticks(ax)
+        # the held-out errors in the title, not in a legend over the curves
+        ax.set_title(f"{comm.stem}\n{collective}, P={world}\n" + ", ".join(mapes),
+                     fontsize=FONT_PT - 1)
+        ax.set_xlabel("message size [bytes]")
+        ax.set_ylabel("time [us]")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False,
+               title="measured and fitted models (title: held-out MAPE, 5-fold by size)")
+    save(fig, out_pdf, out_png)
+
+
+def _heldout(fits: pd.DataFrame, trace: str, kind: str) -> str:
+    """The held-out MAPE of ``kind`` on ``trace`` from the fit table, or n/a."""
+    if fits.empty:
+        return "n/a"
+    row = fits[(fits["trace"] == trace) & (fits["model"] == kind)]
+    if not len(row) or math.isnan(float(row["heldout_mape_pct"].iloc[0])):
+        return "n/a"
+    return f"{float(row['heldout_mape_pct'].iloc[0]):.1f}%"
+
+
+def fit_mape(fits_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> None:
+    """(b) Held-out MAPE per comm trace (rows) and model (colour), log scale."""
+    fits = read_intermediate(fits_csv)
+    fits = fits.dropna(subset=["heldout_mape_pct"])
+    if fits.empty:
+        placeholder(out_pdf, out_png, "Held-out MAPE per comm trace",
+                    "the fit table has no held-out errors")
+        return
+    setup_style()
+    fits = fits.assign(trace=fits["trace"].map(lambda t: Path(str(t)).stem))
+    order = sorted(fits["trace"].unique())
+    kinds = sorted(fits["model"].unique(),
+                   key=lambda k: MODEL_ORDER.index(k) if k in MODEL_ORDER else 99)
+    fig, ax = plt.subplots(figsize=(width_in(0.85), 0.9 + 0.04 * len(order) * max(3, len(kinds))),
+                           layout="constrained")
+    palette = [series_style(MODEL_ORDER.index(k) + 1 if k in MODEL_ORDER else 9)["color"]
+               for k in kinds]
+    sns.barplot(data=fits, y="trace", x="heldout_mape_pct", hue="model", order=order,
+                hue_order=kinds, orient="h", palette=palette, ax=ax, errorbar=None)
+    ax.set_xscale("log")
+    plain_log_ticks(ax)
+    ax.set_xlabel("held-out MAPE [%] (5-fold by message size, log scale)")
+    ax.set_ylabel("comm trace")
+    # the legend below the axes: inside, it hid the bars of the last traces
+    handles, labels = ax.get_legend_handles_labels()
+    ax.get_legend().remove()
+    fig.legend(handles, labels, title="model", loc="outside lower center", ncol=len(labels),
+               frameon=False)
+    save(fig, out_pdf, out_png)

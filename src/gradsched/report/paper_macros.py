@@ -1,0 +1,105 @@
+r"""Every prose macro of the paper in one ``\newcommand`` file: each study module computes
+its own group (``<study>_macros``) of the frames it is given; this module gathers them and
+:func:`gradsched.report.latex.write_macros` writes them (``gradsched report macros``).
+
+The re-execution's statistics (case statistics, ``best`` against PyTorch DDP, the stock-DDP
+comparison) are computed by the measuring side (:func:`gradsched.reexec.analysis.quoted`)
+and passed in as frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from gradsched.report.architectures import architecture_macros
+from gradsched.report.burst import burst_macros
+from gradsched.report.calibrated import calibrated_gap_macros
+from gradsched.report.captures import (
+    cpu_capture_macros,
+    gpu_capture_macros,
+    gpu_validation_macros,
+)
+from gradsched.report.compare import compare_macros
+from gradsched.report.fits import crossws_macros, fit_macros
+from gradsched.report.gpu_generations import gpu_generation_macros
+from gradsched.report.headline import headline_model_macros
+from gradsched.report.reexec import reexec_boot_macros, reexec_macros
+from gradsched.report.replay import Headline, replay_macros
+from gradsched.report.sharded import sharded_measured_macros
+from gradsched.report.stock_ddp import (
+    executor_bench_macros,
+    reexec_versus_macros,
+    stock_ddp_macros,
+)
+from gradsched.report.trace_facts import trace_fact_macros
+from gradsched.report.tuned_caps import tuned_cap_macros
+from gradsched.traces.bundle import CommTrace, ComputeTrace
+
+
+@dataclass(frozen=True)
+class ReexecFrames:
+    """The re-execution's frames the prose quotes (the fields of
+    :class:`gradsched.reexec.analysis.Quoted`, and the measured rows themselves)."""
+
+    measured: pd.DataFrame | None = None
+    """The rows of measured.csv."""
+    cases: pd.DataFrame | None = None
+    """Case statistics without the per-iteration data."""
+    stats: pd.DataFrame | None = None
+    """Case statistics with the bootstrap intervals (``reexec analyze --stats``)."""
+    versus: pd.DataFrame | None = None
+    """``best`` against PyTorch DDP and the executor's DDP plan, with intervals."""
+    stock_ddp: pd.DataFrame | None = None
+    """Stock DDP with a plan's per-bucket caps against the baselines."""
+    level_pct: float | None = None
+    """The bootstrap's confidence level, in percent."""
+    replicates: int | None = None
+    """The bootstrap's replicates."""
+
+
+def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = None,
+               collected: pd.DataFrame | None = None, compare: pd.DataFrame | None = None,
+               headline: Headline | None = None,
+               reexec: ReexecFrames | None = None,
+               executor_bench: dict | None = None,
+               architectures: list[dict] | None = None,
+               gpu_kineto: pd.DataFrame | None = None,
+               gpu_corrections: pd.DataFrame | None = None,
+               gpu_captures: dict[str, dict | None] | None = None,
+               compute_traces: list[ComputeTrace] | None = None,
+               sweeps: list[CommTrace] | None = None,
+               burst_sweep: CommTrace | None = None,
+               headline_models: pd.DataFrame | None = None,
+               headline_comm: str | None = None,
+               calibrated: pd.DataFrame | None = None,
+               captured: pd.DataFrame | None = None,
+               sharded_measured: pd.DataFrame | None = None) -> dict[str, str]:
+    """Every macro (name without prefix -> TeX text). ``compute_traces`` and ``sweeps``:
+    the committed traces whose facts the prose quotes (:mod:`.trace_facts`);
+    ``burst_sweep``: the shaped sweep whose token-bucket burst it quotes (:mod:`.burst`)."""
+    reexec = reexec or ReexecFrames()
+    out: dict[str, str] = {}
+    out.update(fit_macros(fits))
+    out.update(crossws_macros(cross))
+    out.update(replay_macros(collected, headline or Headline()))
+    out.update(headline_model_macros(headline_models, fits, headline_comm))
+    out.update(calibrated_gap_macros(calibrated))
+    out.update(cpu_capture_macros(captured))
+    out.update(gpu_generation_macros(collected))
+    out.update(compare_macros(compare))
+    out.update(reexec_macros(reexec.cases, reexec.measured))
+    out.update(reexec_boot_macros(reexec.stats, reexec.level_pct, reexec.replicates))
+    out.update(reexec_versus_macros(reexec.versus))
+    out.update(stock_ddp_macros(reexec.stock_ddp))
+    out.update(sharded_measured_macros(sharded_measured))
+    out.update(architecture_macros(architectures))
+    out.update(executor_bench_macros(executor_bench))
+    out.update(gpu_validation_macros(gpu_kineto, gpu_corrections))
+    out.update(gpu_capture_macros(gpu_captures or {}))
+    # --- facts quoted in the prose (trace_facts.py, burst.py, tuned_caps.py) ---
+    out.update(trace_fact_macros(compute_traces or [], sweeps or []))
+    out.update(burst_macros(burst_sweep))
+    out.update(tuned_cap_macros(reexec.stats))
+    return out
