@@ -112,8 +112,8 @@ _GPU_KEYS = ("GpuImportTraces", "GpuImportFwdMinPct", "GpuImportBwdMinPct",
 def gpu_validation_macros(kineto: pd.DataFrame | None, corrections: pd.DataFrame | None
                           ) -> dict[str, str]:
     """Our own H200 measurements: the Kineto import of the hook-free profiler traces
-    (data/h200/kineto-import-report.csv, workflow/scripts/h200_kineto_report.py) and the
-    corrected captures (data/h200/correction-report.csv, workflow/scripts/h200_correct.py)."""
+    (data/h200/kineto-import-report.csv, tools/h200_kineto_report.py) and the
+    corrected captures (data/h200/correction-report.csv, tools/h200_correct.py)."""
     out = dict.fromkeys(_GPU_KEYS, NA)
     if kineto is not None and len(kineto):
         ratio = pd.concat([kineto["fwd_kernel_over_event"], kineto["bwd_kernel_over_event"]])
