@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import json
 import os
 import re
@@ -30,7 +29,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-import pandas as pd
 import yaml
 
 from gradsched.errors import InputError
@@ -350,18 +348,3 @@ def read_text(path: str | Path) -> str:
         raise InputError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
                          f"{exc.start}); save the file as UTF-8", path=path,
                          line=line) from exc
-
-
-def read_csv_checked(path: str | Path, **kwargs: Any) -> Any:
-    """``pandas.read_csv`` of ``path`` whose failures name the file: missing, unreadable,
-    not UTF-8, empty or malformed CSV raise :class:`~gradsched.errors.InputError`."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("file not found", path=path)
-    text = read_text(path)
-    try:
-        return pd.read_csv(io.StringIO(text), **kwargs)
-    except pd.errors.EmptyDataError as exc:
-        raise InputError("file is empty (no header)", path=path) from exc
-    except pd.errors.ParserError as exc:
-        raise InputError(f"not a well-formed CSV: {exc}", path=path) from exc
