@@ -30,7 +30,6 @@ mismatch is not an error here; ``gradsched run`` reports it loudly). Plans
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import itertools
 import os
@@ -363,9 +362,7 @@ def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
                "iters": iters, "warmup": warmup, "seq_len": seq_len, "seed": seed,
                "timeout_s": timeout_s, "ranks_per_node": ranks_per_node, "ps_servers": 0,
                "profile_dir": None}
-    ns = argparse.Namespace(rank=None, backend=backend, op_timeout_s=timeout_s,
-                            threads=threads, master=None, init_timeout_s=60.0)
-    rank, world = init_group(ns)
+    rank, world = init_group(backend=backend, op_timeout_s=timeout_s, threads=threads)
     try:
         mine = run_rank(rank, world, payload)
         gathered: list[Any] = [None] * world
