@@ -381,7 +381,7 @@ def test_bucket_algorithms_match_the_runtime() -> None:
     plan.py, so this test ties the two lists)."""
     pytest.importorskip("torch")
     from gradsched.collectives import COLLECTIVE_ALGORITHMS
-    from gradsched.runtime.executor import REDUCER_ALGORITHMS
+    from gradsched.runtime.bucket_layout import REDUCER_ALGORITHMS
 
     assert set(BUCKET_ALGORITHMS) == {*COLLECTIVE_ALGORITHMS["all_reduce"],
                                       *REDUCER_ALGORITHMS}
