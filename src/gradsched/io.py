@@ -12,13 +12,19 @@ FIFO, a socket, a folder, a block device) is refused (:func:`output_target`).
 Temporary names carry the writer's process id and start time
 (``.NAME.PID-START.RANDOM.tmp``, :func:`process_tag`), so that a later run recognises the
 leftovers of a process that was killed and removes them (:func:`remove_leftovers`).
+
+Configuration files are checked against their JSON schema (:func:`check_schema`, the
+schemas of ``workflow/schemas/`` that the workflow validates with too); a mismatch names
+the file and the field.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
+import math
 import os
 import re
 import shutil
@@ -29,9 +35,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+import jsonschema
 import yaml
 
-from gradsched.errors import InputError
+from gradsched.errors import ConfigFileError, InputError
 
 STREAM_PATHS = ("/dev/stdout", "/dev/stderr")
 """Paths that name this process's own output streams: written through, whatever they are."""
@@ -348,3 +355,62 @@ def read_text(path: str | Path) -> str:
         raise InputError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
                          f"{exc.start}); save the file as UTF-8", path=path,
                          line=line) from exc
+
+
+# --------------------------------------------------------------------------- config schemas
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+"""The configuration files' JSON schemas (written in YAML); ``workflow/rules/common.smk``
+validates the workflow's copies of the same files with them."""
+
+
+def _strict_types() -> Any:
+    """JSON Schema's type checker with ``integer`` an int (not a float such as ``3.0``, not
+    a bool) and ``number`` a finite int or float: a NaN passes every ``minimum`` and
+    ``maximum`` comparison, so it must fail the type."""
+    checker = jsonschema.Draft202012Validator.TYPE_CHECKER
+    return checker.redefine_many({
+        "integer": lambda _, value: isinstance(value, int) and not isinstance(value, bool),
+        "number": lambda _, value: (isinstance(value, int | float)
+                                    and not isinstance(value, bool) and math.isfinite(value)),
+    })
+
+
+@functools.cache
+def schema_validator(name: str) -> Any:
+    """The checked validator of ``SCHEMA_DIR / name`` (loaded once per process)."""
+    path = SCHEMA_DIR / name
+    schema = read_yaml(path, missing="configuration schema not found (gradsched reads its "
+                       "schemas from the source checkout's workflow/schemas/)")
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    strict = jsonschema.validators.extend(cls, type_checker=_strict_types())
+    return strict(schema)
+
+
+def schema_field(parts: Any) -> str:
+    """``cases[2].name`` of a place in a document (keys and list positions)."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out.lstrip(".")
+
+
+def check_schema(data: Any, name: str, path: str | Path, *, part: Any = None,
+                 field: str = "") -> None:
+    """Check ``data``, read from ``path``, against the schema file ``name`` (or, with
+    ``part``, against that sub-schema of it, e.g. ``{"$ref": "#/$defs/settings"}``). A
+    mismatch raises :class:`~gradsched.errors.ConfigFileError` naming the file and the
+    field (``field`` is the place of ``data`` in its file), with the schema's description
+    of the field when it has one."""
+    validator = schema_validator(name)
+    if part is not None:
+        validator = validator.evolve(schema=part)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is None:
+        return
+    where = schema_field([*([field] if field else []), *error.absolute_path])
+    message = error.message
+    description = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if description and error.validator in ("oneOf", "anyOf", "type", "enum", "pattern"):
+        message += f" (expected {' '.join(description.split())})"
+    raise ConfigFileError(message, path=path, field=where or None)
