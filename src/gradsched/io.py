@@ -400,17 +400,36 @@ def check_schema(data: Any, name: str, path: str | Path, *, part: Any = None,
     """Check ``data``, read from ``path``, against the schema file ``name`` (or, with
     ``part``, against that sub-schema of it, e.g. ``{"$ref": "#/$defs/settings"}``). A
     mismatch raises :class:`~gradsched.errors.ConfigFileError` naming the file and the
-    field (``field`` is the place of ``data`` in its file), with the schema's description
-    of the field when it has one."""
+    field (``field`` is the place of ``data`` in its file): a missing field is named
+    itself, and a wrong value gets the schema's description of its field when it has one."""
     validator = schema_validator(name)
     if part is not None:
         validator = validator.evolve(schema=part)
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is None:
         return
-    where = schema_field([*([field] if field else []), *error.absolute_path])
-    message = error.message
+    parts = [*([field] if field else []), *error.absolute_path]
+    message, missing = _schema_message(error)
+    raise ConfigFileError(message, path=path, field=schema_field([*parts, *missing]) or None)
+
+
+def _schema_message(error: Any) -> tuple[str, list[str]]:
+    """The message of a schema violation, and the missing field it is about (if any)."""
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    if error.validator == "required":
+        missing = [n for n in error.validator_value if n not in instance][:1]
+        return "missing (a required field)", missing
+    known = error.schema.get("properties") if isinstance(error.schema, dict) else None
+    if error.validator == "additionalProperties" and isinstance(known, dict):
+        unknown = [n for n in instance if n not in known][:1]
+        return f"unknown field; known: {', '.join(sorted(known))}", unknown
+    alternatives = list(error.context or ())
+    if error.validator in ("anyOf", "oneOf") and alternatives and all(
+            alt.validator == "required" for alt in alternatives):
+        names = [n for alt in alternatives for n in alt.validator_value if n not in instance]
+        return f"needs {' or '.join(repr(n) for n in names)}", []
     description = error.schema.get("description") if isinstance(error.schema, dict) else None
-    if description and error.validator in ("oneOf", "anyOf", "type", "enum", "pattern"):
-        message += f" (expected {' '.join(description.split())})"
-    raise ConfigFileError(message, path=path, field=where or None)
+    if description and error.absolute_path and error.validator in (
+            "oneOf", "anyOf", "type", "enum", "pattern", "minLength"):
+        return f"{error.message} (expected {' '.join(description.split())})", []
+    return error.message, []
