@@ -45,7 +45,8 @@ class Case:
 
 @dataclass(frozen=True)
 class Settings:
-    """How every case is measured and predicted."""
+    """How every case is measured and predicted; read from a file by
+    :func:`parse_settings`, which checks it (values given in code are taken as they are)."""
 
     algorithms: tuple[str, ...] = ALGORITHMS
     # None: DDP constructed without bucket_cap_mb (what a user gets: 25 MiB, 1 MiB first)
