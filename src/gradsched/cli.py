@@ -16,6 +16,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+# numpy and pandas load with the command line, where a Ctrl-C during their imports is noted
+# (gradsched/__main__.py): imported first inside a library that imports them optionally
+# (torch does), the ImportError numpy makes of a KeyboardInterrupt is swallowed and the
+# command runs on to its end.
+import numpy  # noqa: F401
+import pandas  # noqa: F401
+
 import gradsched
 from gradsched import commands
 from gradsched.commands._outputs import mark_outputs, preflight

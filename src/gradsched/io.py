@@ -12,14 +12,19 @@ FIFO, a socket, a folder, a block device) is refused (:func:`output_target`).
 Temporary names carry the writer's process id and start time
 (``.NAME.PID-START.RANDOM.tmp``, :func:`process_tag`), so that a later run recognises the
 leftovers of a process that was killed and removes them (:func:`remove_leftovers`).
+
+Configuration files are checked against their JSON schema (:func:`check_schema`, the
+schemas of ``workflow/schemas/`` that the workflow validates with too); a mismatch names
+the file and the field.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import io
+import functools
 import json
+import math
 import os
 import re
 import shutil
@@ -30,10 +35,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-import pandas as pd
+import jsonschema
 import yaml
 
-from gradsched.errors import InputError
+from gradsched.errors import ConfigFileError, InputError
 
 STREAM_PATHS = ("/dev/stdout", "/dev/stderr")
 """Paths that name this process's own output streams: written through, whatever they are."""
@@ -352,16 +357,79 @@ def read_text(path: str | Path) -> str:
                          line=line) from exc
 
 
-def read_csv_checked(path: str | Path, **kwargs: Any) -> Any:
-    """``pandas.read_csv`` of ``path`` whose failures name the file: missing, unreadable,
-    not UTF-8, empty or malformed CSV raise :class:`~gradsched.errors.InputError`."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("file not found", path=path)
-    text = read_text(path)
-    try:
-        return pd.read_csv(io.StringIO(text), **kwargs)
-    except pd.errors.EmptyDataError as exc:
-        raise InputError("file is empty (no header)", path=path) from exc
-    except pd.errors.ParserError as exc:
-        raise InputError(f"not a well-formed CSV: {exc}", path=path) from exc
+# --------------------------------------------------------------------------- config schemas
+SCHEMA_DIR = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+"""The configuration files' JSON schemas (written in YAML); ``workflow/rules/common.smk``
+validates the workflow's copies of the same files with them."""
+
+
+def _strict_types() -> Any:
+    """JSON Schema's type checker with ``integer`` an int (not a float such as ``3.0``, not
+    a bool) and ``number`` a finite int or float: a NaN passes every ``minimum`` and
+    ``maximum`` comparison, so it must fail the type."""
+    checker = jsonschema.Draft202012Validator.TYPE_CHECKER
+    return checker.redefine_many({
+        "integer": lambda _, value: isinstance(value, int) and not isinstance(value, bool),
+        "number": lambda _, value: (isinstance(value, int | float)
+                                    and not isinstance(value, bool) and math.isfinite(value)),
+    })
+
+
+@functools.cache
+def schema_validator(name: str) -> Any:
+    """The checked validator of ``SCHEMA_DIR / name`` (loaded once per process)."""
+    path = SCHEMA_DIR / name
+    schema = read_yaml(path, missing="configuration schema not found (gradsched reads its "
+                       "schemas from the source checkout's workflow/schemas/)")
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    strict = jsonschema.validators.extend(cls, type_checker=_strict_types())
+    return strict(schema)
+
+
+def schema_field(parts: Any) -> str:
+    """``cases[2].name`` of a place in a document (keys and list positions)."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out.lstrip(".")
+
+
+def check_schema(data: Any, name: str, path: str | Path, *, part: Any = None,
+                 field: str = "") -> None:
+    """Check ``data``, read from ``path``, against the schema file ``name`` (or, with
+    ``part``, against that sub-schema of it, e.g. ``{"$ref": "#/$defs/settings"}``). A
+    mismatch raises :class:`~gradsched.errors.ConfigFileError` naming the file and the
+    field (``field`` is the place of ``data`` in its file): a missing field is named
+    itself, and a wrong value gets the schema's description of its field when it has one."""
+    validator = schema_validator(name)
+    if part is not None:
+        validator = validator.evolve(schema=part)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is None:
+        return
+    parts = [*([field] if field else []), *error.absolute_path]
+    message, missing = _schema_message(error)
+    raise ConfigFileError(message, path=path, field=schema_field([*parts, *missing]) or None)
+
+
+def _schema_message(error: Any) -> tuple[str, list[str]]:
+    """The message of a schema violation, and the missing field it is about (if any)."""
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    if error.validator == "required":
+        missing = [n for n in error.validator_value if n not in instance][:1]
+        return "missing (a required field)", missing
+    known = error.schema.get("properties") if isinstance(error.schema, dict) else None
+    if error.validator == "additionalProperties" and isinstance(known, dict):
+        unknown = [n for n in instance if n not in known][:1]
+        return f"unknown field; known: {', '.join(sorted(known))}", unknown
+    alternatives = list(error.context or ())
+    if error.validator in ("anyOf", "oneOf") and alternatives and all(
+            alt.validator == "required" for alt in alternatives):
+        names = [n for alt in alternatives for n in alt.validator_value if n not in instance]
+        return f"needs {' or '.join(repr(n) for n in names)}", []
+    description = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if description and error.absolute_path and error.validator in (
+            "oneOf", "anyOf", "type", "enum", "pattern", "minLength"):
+        return f"{error.message} (expected {' '.join(description.split())})", []
+    return error.message, []

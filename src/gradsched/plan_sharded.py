@@ -78,11 +78,6 @@ class ShardedPlan:
     def n_units(self) -> int:
         return len(self.units)
 
-    def root_tensors(self, names: Sequence[str]) -> tuple[str, ...]:
-        """The tensors of ``names`` in no unit (the root's), in the given order."""
-        inside = {t for u in self.units for t in u.tensors}
-        return tuple(n for n in names if n not in inside)
-
     def check_covers(self, names: Sequence[str], source: str | None = None) -> None:
         """Every unit tensor is a tensor of the trace, in exactly one unit."""
         known = set(names)

@@ -154,10 +154,6 @@ class Staging:
         self._entries.append(_Entry(tmp, target))
         return tmp
 
-    def user_path(self, path: str | Path) -> Path:
-        """The user's path for ``path`` inside a stand-in (``path`` itself otherwise)."""
-        return _user_path(path, self._entries)
-
     def commit(self) -> None:
         """Move every stand-in's content into place, then remove the stand-ins. If a move
         fails, the targets are restored as they were and the error is raised."""

@@ -172,7 +172,7 @@ def test_topology_world_size_differs_from_the_traces(tmp_path: Path, capsys) -> 
 def test_missing_level(tmp_path: Path, capsys) -> None:
     topo = _topology(tmp_path, 2, 2, inter=None)
     _fails(capsys, ["advise", "--compute", str(R18), "--topology", str(topo)], "topo.yaml",
-           "missing field 'inter'")
+           "field 'inter': missing")
     topo = _topology(tmp_path, 2, 2, name="badlevel.yaml", intra=str(tmp_path / "no.csv"))
     _fails(capsys, ["advise", "--compute", str(R18), "--topology", str(topo)],
            "badlevel.yaml", "intra")

@@ -159,17 +159,18 @@ def test_level_path_is_relative_to_the_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("change", "field", "message"), [
     ({"ranks_per_node": None, "world_size": 9}, "world_size", "not divisible by 2 nodes"),
-    ({"inter": None}, "inter", "missing field 'inter'"),
-    ({"intra": None}, "intra", "missing field 'intra'"),
-    ({"ranks_per_node": 0}, "ranks_per_node", "must be in"),
-    ({"nodes": -1}, "nodes", "must be in"),
-    ({"nodes": 2.5}, "nodes", "must be an integer"),
-    ({"ranks_per_node": None}, "ranks_per_node", "missing field 'ranks_per_node'"),
+    ({"inter": None}, "inter", "missing"),
+    ({"intra": None}, "intra", "missing"),
+    ({"ranks_per_node": 0}, "ranks_per_node", "less than the minimum of 1"),
+    ({"nodes": -1}, "nodes", "less than the minimum of 1"),
+    ({"nodes": 2.5}, "nodes", "not of type 'integer'"),
+    ({"ranks_per_node": None}, None, "needs 'ranks_per_node' or 'world_size'"),
     ({"world_size": 10}, "world_size", "!= nodes x ranks_per_node"),
-    ({"intra": 3}, "intra", "must be a --comm spec"),
+    ({"intra": 3}, "intra", "expected a --comm spec"),
+    ({"intra": " "}, "intra", "must be a --comm spec"),
     ({"inter": "nowhere.csv"}, "inter", "the inter-node level: .*nowhere.csv.*not found"),
     ({"inter": "alpha-beta:alpha=1"}, "inter", "missing beta"),
-    ({"extra": 1}, "extra", "unknown field"),
+    ({"extra": 1}, "extra", "unknown field; known: inter, intra, nodes"),
 ])
 def test_bad_descriptions_are_clear_errors(tmp_path: Path, change: dict, field: str | None,
                                            message: str) -> None:

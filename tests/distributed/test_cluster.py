@@ -81,19 +81,19 @@ def test_every_change_runs_with_termination_signals_held(prefix, monkeypatch):
     """A SIGTERM must take effect between build steps, never while ``subprocess`` starts
     ``ip``: an exception raised there leaves ``ip`` running on its own, and the namespace
     it creates appears after teardown has looked for it."""
-    real_run = cl._run
+    real_run = cl.run_ip
     unheld: list[str] = []
 
     def recording_run(cmd, **kwargs):
         changes = any(word in cmd for word in ("add", "set"))
-        if changes and signal.getsignal(signal.SIGTERM) is cl._raise_exit:
+        if changes and signal.getsignal(signal.SIGTERM) is cl.raise_exit:
             unheld.append(" ".join(cmd))
         return real_run(cmd, **kwargs)
 
-    monkeypatch.setattr(cl, "_run", recording_run)
+    monkeypatch.setattr(cl, "run_ip", recording_run)
     before = signal.getsignal(signal.SIGTERM)
     with EmulatedCluster(2, "100mbit", prefix=prefix):
-        assert signal.getsignal(signal.SIGTERM) is cl._raise_exit
+        assert signal.getsignal(signal.SIGTERM) is cl.raise_exit
     assert unheld == []
     assert signal.getsignal(signal.SIGTERM) is before
 
@@ -105,7 +105,7 @@ def test_sigterm_during_a_namespace_add_is_delivered_after_it_is_recorded(prefix
     """The signal is sent to the process (the kernel may hand it to a BLAS thread that
     does not block it) just before ``ip netns add``; it must take effect only after the
     command returned and its namespace was recorded, and teardown must remove it."""
-    real_run = cl._run
+    real_run = cl.run_ip
     target = cl.ClusterLayout(2, prefix).namespace(0)
     finished: list[str] = []
 
@@ -116,14 +116,14 @@ def test_sigterm_during_a_namespace_add_is_delivered_after_it_is_recorded(prefix
         finished.append(cmd[-1])
         return out
 
-    monkeypatch.setattr(cl, "_run", signalled_run)
+    monkeypatch.setattr(cl, "run_ip", signalled_run)
     cluster = EmulatedCluster(2, "100mbit", prefix=prefix)
     with pytest.raises(SystemExit) as exit_info:
         cluster.open()
     assert exit_info.value.code == 128 + signal.SIGTERM
     assert finished[-1] == target, "the signal cut the namespace's creation short"
     assert ours(prefix) == []
-    assert signal.getsignal(signal.SIGTERM) is not cl._raise_exit
+    assert signal.getsignal(signal.SIGTERM) is not cl.raise_exit
 
 
 @network

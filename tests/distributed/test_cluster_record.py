@@ -20,15 +20,15 @@ def test_a_prefix_is_claimed_once(tmp_path, monkeypatch):
     path = cluster_record.record_path("p-")
     cluster = EmulatedCluster(2, None, prefix="p-")
     record = cluster._new_record()
-    cluster_record._claim_record(path, record)
+    cluster_record.claim_record(path, record)
     with pytest.raises(ClusterError, match="in use by a running cluster"):
-        cluster_record._claim_record(path, cluster._new_record())
+        cluster_record.claim_record(path, cluster._new_record())
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     record["owner"] = {"pid": int(gone.stdout), "start_time": "0"}
     path.write_text(json.dumps(record))
     with pytest.raises(ClusterError, match=f"killed .*gradsched cluster clean {path}"):
-        cluster_record._claim_record(path, cluster._new_record())
+        cluster_record.claim_record(path, cluster._new_record())
     assert [p.name for p in tmp_path.joinpath("clusters").iterdir()] == ["p-.json"]
 
 

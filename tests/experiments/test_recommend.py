@@ -11,8 +11,8 @@ from gradsched.experiments.recommend import (
     decide,
     gain_pct,
     pick_ddp,
-    sig,
 )
+from gradsched.experiments.recommend_text import sig
 
 
 def test_pick_ddp_ties_go_to_the_default_then_the_smallest_cap() -> None:

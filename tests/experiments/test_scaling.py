@@ -86,30 +86,36 @@ def test_a_sweep_without_the_world_size_needs_comm_fit_on(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ({"batch_per_gpu": 0}, "field 'batch_per_gpu': expected a positive integer"),
-    ({"batch_per_gpu": float("nan")}, "field 'batch_per_gpu': expected a positive integer"),
-    ({"world_size": 1, "published_img_s": {1: 1.0}}, "world_size must be >= 2"),
+    ({"batch_per_gpu": 0}, r"field 'cases\[0\].batch_per_gpu': 0 is less than the minimum"),
+    ({"batch_per_gpu": float("nan")}, r"field 'cases\[0\].batch_per_gpu': nan is not of type"),
+    ({"batch_per_gpu": 8.0}, r"field 'cases\[0\].batch_per_gpu': 8.0 is not of type"),
+    ({"world_size": 1, "published_img_s": {1: 1.0}},
+     r"field 'cases\[0\].world_size': 1 is less than the minimum of 2"),
     ({"published_img_s": {1: 100.0, 4: 300.0}}, "keys 1 and 8"),
-    ({"published_img_s": {1: -1.0, 8: 300.0}}, "field 'published_img_s': expected a positive"),
-    ({"compute": "missing.csv"}, "no such file"),
-    ({"comm_fit_on": 4}, "field 'comm_fit_on': expected a list"),
-    ({"key": "v100"}, "field 'key': expected letters only"),
+    ({"published_img_s": {1: -1.0, 8: 300.0}},
+     r"field 'cases\[0\].published_img_s\[1\]': -1.0 is less than or equal to the minimum"),
+    ({"compute": "missing.csv"}, r"field 'cases\[0\].compute': no such file"),
+    ({"comm_fit_on": 4}, r"field 'cases\[0\].comm_fit_on': 4 is not of type 'array'"),
+    ({"key": "v100"}, r"field 'cases\[0\].key': 'v100' does not match"),
 ])
 def test_bad_specs_are_refused_with_file_case_and_field(tmp_path: Path, override: dict,
                                                         message: str) -> None:
     _files(tmp_path)
     with pytest.raises(InputError, match=message) as err:
         scaling.load_spec(_spec(tmp_path, **override), tmp_path)
-    assert "spec.yaml" in str(err.value) and err.value.row == 1
+    assert "spec.yaml" in str(err.value) and err.value.field.startswith("cases[0]")
 
 
 def test_a_spec_without_cases_or_a_field_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "spec.yaml"
     path.write_text("cases: []\n")
-    with pytest.raises(InputError, match="non-empty list 'cases'"):
+    with pytest.raises(InputError, match=r"field 'cases': .* should be non-empty"):
         scaling.load_spec(path, tmp_path)
     path.write_text("cases:\n  - {key: x, system: x}\n")
-    with pytest.raises(InputError, match="field 'compute': missing field"):
+    with pytest.raises(InputError, match=r"field 'cases\[0\].compute': missing"):
+        scaling.load_spec(path, tmp_path)
+    path.write_text("")
+    with pytest.raises(InputError, match="None is not of type 'object'"):
         scaling.load_spec(path, tmp_path)
 
 

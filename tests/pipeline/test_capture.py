@@ -61,23 +61,35 @@ def test_compute_args_in_entry_order_with_the_no_update_switch() -> None:
         stage.compute_args(spec, "cpu", "other")
 
 
-def test_cli_flags_join_lists_and_refuse_unknown_keys_and_booleans() -> None:
+def test_cli_flags_join_lists_and_quote() -> None:
     table = {"a": "--a", "b": "--b"}
-    assert stage.cli_flags({"a": [1, 25], "b": "x y", "skip": 1}, table, "w", skip=("skip",)) \
+    assert stage.cli_flags({"a": [1, 25], "b": "x y", "skip": 1}, table, skip=("skip",)) \
         == "--a 1,25 --b 'x y'"
-    with pytest.raises(ConfigError, match=r"w: unknown key 'c'; known: a, b"):
-        stage.cli_flags({"c": 1}, table, "w")
-    with pytest.raises(ConfigError, match="w: a must not be a boolean"):
-        stage.cli_flags({"a": True}, table, "w")
 
 
-def test_comm_entries_require_name_rate_and_nproc() -> None:
-    with pytest.raises(ConfigError, match="missing name"):
-        stage.comm_entries({"comm": {"loopback": [{}]}}, "loopback")
-    with pytest.raises(ConfigError, match="missing rate"):
-        stage.comm_entries({"comm": {"cluster": [{"name": "x"}]}}, "cluster")
-    with pytest.raises(ConfigError, match="missing nproc_per_node"):
-        stage.comm_entries({"comm": {"torchrun": [{"name": "x"}]}}, "torchrun")
+@pytest.mark.parametrize("spec, field, needle", [
+    ({"comm": {"loopback": [{}]}}, "capture.comm.loopback[0].name", "missing"),
+    ({"comm": {"cluster": [{"name": "x"}]}}, "capture.comm.cluster[0].rate", "missing"),
+    ({"comm": {"torchrun": [{"name": "x"}]}}, "capture.comm.torchrun[0].nproc_per_node",
+     "missing"),
+    ({"iteration": [{"name": "x"}]}, "capture.iteration[0].model", "missing"),
+    ({"compute": [{"model": "m", "batch_size": 1, "clock": "sun"}]},
+     "capture.compute[0].clock", "'sun' is not one of"),
+    ({"comm": {"loopback": [{"name": "x", "iters": True}]}}, "capture.comm.loopback[0].iters",
+     "True is not of type 'integer'"),
+    ({"comm": {"loopback": [{"name": "x", "colour": 1}]}}, "capture.comm.loopback[0].colour",
+     "unknown field"),
+    ({"tiers": ["tpu"]}, "capture.tiers[0]", "'tpu' is not one of"),
+    ([1], "capture", "not of type 'object'"),
+])
+def test_select_spec_checks_the_schema(spec: object, field: str, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle) as info:
+        stage.select_spec(None, spec, "capture.yaml")
+    assert str(info.value).startswith(f"capture.yaml, field '{field}'")
+
+
+def test_the_shipped_capture_config_matches_the_schema() -> None:
+    assert stage.select_spec(None, shipped()) == shipped()
 
 
 def test_comm_args_map_rate_to_cluster_and_in_place_to_a_switch() -> None:
@@ -102,8 +114,6 @@ def test_iteration_entries_split_by_launcher() -> None:
     assert stage.iteration_nproc(spec, "resnet50-b64-nccl-8") == 8
     with pytest.raises(ConfigError, match="for this launcher"):
         stage.iteration_args(spec, "resnet18-b16-gloo-2", True)
-    with pytest.raises(ConfigError, match=r"capture.iteration\[0\]: missing model"):
-        stage.iteration_entries({"iteration": [{"name": "x"}]}, False)
 
 
 def test_capture_targets_per_tier() -> None:
@@ -135,8 +145,6 @@ def test_select_spec_prefers_the_main_config() -> None:
     assert stage.select_spec({"tiers": ["gpu"]}, {"tiers": ["cpu"]}) == {"tiers": ["gpu"]}
     assert stage.select_spec(None, {"tiers": ["cpu"]}) == {"tiers": ["cpu"]}
     assert stage.select_spec(None, None) == {}
-    with pytest.raises(ConfigError, match="capture: must be a mapping"):
-        stage.select_spec([1], None)
 
 
 def test_torchrun_command(tmp_path: Path) -> None:

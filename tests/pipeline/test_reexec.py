@@ -97,11 +97,27 @@ def _schema() -> dict:
 
 
 def test_schema_agrees_with_the_network_table_and_the_parsers() -> None:
-    from gradsched.reexec.config import _CASE_KEYS, Settings
+    from gradsched.reexec.config import Case, Settings
 
     defs = _schema()
     assert defs["network"]["enum"] == list(NETWORKS)
-    assert set(defs["case"]["properties"]) == _CASE_KEYS
+    assert set(defs["case"]["properties"]) == set(Case.__dataclass_fields__)
     assert set(defs["settings"]["properties"]) == set(Settings.__dataclass_fields__)
     assert set(defs["interference"]["properties"]) == \
         set(stage.INTERFERENCE_OPTIONS) | {"networks", "world_sizes"}
+
+
+def test_schema_bounds_are_the_limits() -> None:
+    """The schema states the package's limits (gradsched.limits, gradsched.names)."""
+    from gradsched.limits import MAX_RANKS, MAX_REPLAY_ITERATIONS, MAX_SECONDS
+    from gradsched.names import MAX_NAME_CHARS, PLAIN_NAME
+
+    defs = _schema()
+    settings, case = defs["settings"]["properties"], defs["case"]["properties"]
+    assert defs["iterations"]["maximum"] == MAX_REPLAY_ITERATIONS
+    for key in ("warmup", "replay_iterations"):
+        assert settings[key]["maximum"] == MAX_REPLAY_ITERATIONS
+    assert settings["timeout_s"]["maximum"] == MAX_SECONDS
+    assert case["world_size"]["maximum"] == MAX_RANKS
+    assert case["name"]["maxLength"] == MAX_NAME_CHARS
+    assert case["name"]["pattern"] == f"^{PLAIN_NAME.pattern}$"

@@ -63,32 +63,56 @@ def test_cases_default_comm_and_names():
 
 
 @pytest.mark.parametrize("entry, message", [
-    ({"model": "m", "batch_size": 1, "world_size": 2, "network": "10gbit", "compute": "c"},
-     "network"),
-    ({"model": "m", "batch_size": 1, "world_size": 1, "network": "loopback", "compute": "c"},
-     "world_size"),
-    ({"model": "m", "batch_size": 1, "world_size": 2, "network": "loopback"}, "compute"),
-    ({"model": "m", "batch_size": 1, "world_size": 2, "network": "loopback", "compute": "c",
-      "colour": 1}, "unknown"),
+    ({"model": "m", "batch_size": 1, "world_size": 2, "network": "10gbit", "compute": "c.csv"},
+     r"field 'cases\[0\].network'.*'10gbit' is not one of"),
+    ({"model": "m", "batch_size": 1, "world_size": 1, "network": "loopback", "compute": "c.csv"},
+     r"field 'cases\[0\].world_size'.*less than the minimum of 2"),
+    ({"model": "m", "batch_size": 1, "world_size": 2, "network": "loopback"},
+     r"field 'cases\[0\].compute': missing"),
+    ({"model": "m", "batch_size": 1, "world_size": 2, "network": "loopback",
+      "compute": "c.csv", "colour": 1}, r"field 'cases\[0\].colour': unknown field"),
+    ({"model": "m", "batch_size": 2.0, "world_size": 2, "network": "loopback",
+      "compute": "c.csv"}, r"field 'cases\[0\].batch_size'.*not of type 'integer'"),
+    ({"model": "m", "batch_size": 1, "world_size": 2, "network": "loopback",
+      "compute": "c.txt"}, r"field 'cases\[0\].compute'.*a compute trace CSV"),
 ])
 def test_bad_cases_are_refused(entry, message):
-    with pytest.raises(InputError, match=message):
-        config.parse_cases([entry])
+    with pytest.raises(InputError, match=message) as info:
+        config.parse_cases([entry], "reexec.yaml")
+    assert str(info.value).startswith("reexec.yaml, field 'cases[0]")
 
 
 def test_duplicate_case_and_bad_settings():
     entry = {"model": "m", "batch_size": 1, "world_size": 2, "network": "loopback",
-             "compute": "c"}
+             "compute": "c.csv"}
     with pytest.raises(InputError, match="second case"):
         config.parse_cases([entry, entry])
-    with pytest.raises(InputError, match="unknown settings"):
+    with pytest.raises(InputError, match=r"field 'settings.iterz': unknown field"):
         config.parse_settings({"iterz": 3})
     with pytest.raises(ConfigError, match="unknown algorithm"):
         config.parse_settings({"algorithms": ["nope"]})
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"field 'settings.iters'.*minimum of 1"):
         config.parse_settings({"iters": 0})
+    with pytest.raises(ConfigError, match=r"field 'settings.timeout_s'"):
+        config.parse_settings({"timeout_s": float("nan")})
     with pytest.raises(ConfigError, match="unknown case"):
         config.select_cases(config.parse_cases([entry]), ["other"])
+
+
+@pytest.mark.parametrize("text, field", [
+    ("reexec: {cases: []}", "reexec.cases"),
+    ("reexec: {settings: {iters: 0}, cases: []}", "reexec.settings.iters"),
+    ("reexec: {cases: [{model: m}]}", "reexec.cases[0].batch_size"),
+    ("reexec: {case: []}", "reexec.case"),
+    ("reexec: [1]", "reexec"),
+    ("- 1", None),
+])
+def test_config_file_errors_name_the_file_and_the_field(tmp_path, text, field):
+    path = tmp_path / "reexec.yaml"
+    path.write_text(text + "\n")
+    with pytest.raises(InputError) as info:
+        config.load_config(path)
+    assert info.value.path == str(path) and info.value.field == field
 
 
 def test_committed_config_parses(repo):
@@ -131,7 +155,7 @@ def test_ddp_default_cap_is_its_own_item(tmp_path):
     cp = run.make_case_plans(case, settings)
     native = {it["key"]: it["bucket_cap_mb"] for it in cp.items if it["kind"] == "ddp"}
     assert native == {"ddp-native-default": None, "ddp-native-25": 25.0}
-    with pytest.raises(InputError, match="'default'"):
+    with pytest.raises(InputError, match=r"field 'settings.ddp_bucket_cap_mb\[0\]'.*'default'"):
         config.parse_settings({"ddp_bucket_cap_mb": ["big"]})
 
 

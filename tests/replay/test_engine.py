@@ -206,10 +206,10 @@ def test_lower_bound_parts():
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 12), seed=st.integers(0, 10_000))
 def test_fast_paths_equal_the_general_list_schedule(n, seed):
-    from gradsched.replay.engine import (
-        _fifo_one_channel,
-        _joint_schedule,
-        _priority_one_channel,
+    from gradsched.replay.list_schedule import (
+        fifo_one_channel,
+        joint_schedule,
+        priority_one_channel,
     )
     from gradsched.replay.prep import plan_items, trace_arrays
 
@@ -217,13 +217,13 @@ def test_fast_paths_equal_the_general_list_schedule(n, seed):
     arrays = trace_arrays(trace)
     plan = _random_plan(trace, seed)
     items = plan_items(arrays, plan, AlphaBetaModel(1e-4, 1e-9), 4, 0.0)
-    general = _joint_schedule(items, arrays, 1, 1.0, 1.0)
-    fast = _priority_one_channel(items, arrays.backward_s)
+    general = joint_schedule(items, arrays, 1, 1.0, 1.0)
+    fast = priority_one_channel(items, arrays.backward_s)
     np.testing.assert_allclose(fast[1], general[1], rtol=1e-12, atol=1e-15)
     assert general[2] == pytest.approx(arrays.backward_s)  # no interference: no stretch
     if plan.buckets[0].collective == "all_reduce" and all(
             b.priority is None for b in plan.buckets):
-        fifo = _fifo_one_channel(items.ready_offset_s, items.duration_s)
+        fifo = fifo_one_channel(items.ready_offset_s, items.duration_s)
         np.testing.assert_allclose(fifo[1], general[1], rtol=1e-12, atol=1e-15)
 
 

@@ -317,7 +317,7 @@ def test_two_clusters_with_overlapping_prefixes(tmp_path, run_dir):
     try:
         a.open()
         b.open()
-        b_inodes = {n: netns._ns_inode(n) for n in b.layout.namespaces}
+        b_inodes = {n: netns.namespace_inode(n) for n in b.layout.namespaces}
         sleeper = subprocess.Popen([*b.prefix_for(1), "sleep", "600"])
         b.record_process(sleeper.pid)
         # The same prefix again: refused, A untouched.
@@ -328,7 +328,7 @@ def test_two_clusters_with_overlapping_prefixes(tmp_path, run_dir):
             cluster_record.clean_names([b.layout.switch])
         a.close()
         assert _existing(a.layout.namespaces) == []
-        assert {n: netns._ns_inode(n) for n in b.layout.namespaces} == b_inodes
+        assert {n: netns.namespace_inode(n) for n in b.layout.namespaces} == b_inodes
         assert sleeper.poll() is None and foreign in netns.list_namespaces()
         assert cluster_record.record_path(b_prefix).exists()
         assert not cluster_record.record_path(a_prefix).exists()
@@ -350,10 +350,10 @@ def test_existing_namespace_is_refused_not_reused(tmp_path, run_dir):
     taken = f"{prefix}r1"
     subprocess.run(["ip", "netns", "add", taken], check=True)
     try:
-        inode = netns._ns_inode(taken)
+        inode = netns.namespace_inode(taken)
         with pytest.raises(cl.ClusterError, match=f"{taken} exist already"):
             cl.EmulatedCluster(2, None, prefix=prefix, install_signal_handlers=False).open()
-        assert netns._ns_inode(taken) == inode  # untouched
+        assert netns.namespace_inode(taken) == inode  # untouched
         assert _existing(cl.ClusterLayout(2, prefix).namespaces) == [taken]
         assert not cluster_record.record_path(prefix).exists()
     finally:

@@ -29,7 +29,6 @@ must then be on a file system every rank sees).
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
 import shutil
@@ -288,12 +287,11 @@ def capture_iterations_torchrun(opts: IterationOptions, out_dir: str | Path) -> 
     opts.check()
     out_dir = Path(out_dir)
     staging = out_dir.with_name(f".{out_dir.name}.torchrun-partial")
-    ns = argparse.Namespace(rank=None, backend=opts.backend, op_timeout_s=600.0,
-                            threads=opts.threads_per_rank, master=None, init_timeout_s=60.0)
     started = dt.datetime.now(dt.UTC)
     load_before = load_average()
     t0 = time.monotonic()
-    rank, world = init_group(ns)
+    rank, world = init_group(backend=opts.backend, op_timeout_s=600.0,
+                             threads=opts.threads_per_rank)
     try:
         if rank == 0:
             shutil.rmtree(staging, ignore_errors=True)

@@ -52,9 +52,9 @@ from gradsched.experiments.recommend import (
     DEFAULT_CAPS_MB,
     DEFAULT_MARGIN_PCT,
     advise,
-    render,
     resolve_world_size,
 )
+from gradsched.experiments.recommend_text import render
 from gradsched.io import write_json_atomic
 from gradsched.names import registry_model
 from gradsched.reexec.config import load_interference

@@ -201,11 +201,6 @@ def register_model(cls: type[CommModel]) -> type[CommModel]:
     return cls
 
 
-def model_kinds() -> list[str]:
-    """Registered model kinds."""
-    return sorted(_REGISTRY)
-
-
 def model_from_dict(data: dict[str, Any], source: str = "<dict>") -> CommModel:
     """Rebuild a model from its JSON description."""
     kind = data.get("kind")

@@ -103,8 +103,6 @@ DEFAULT_PARTITION_BYTES = 4_096_000
 
 P2P_COLLECTIVE = "p2p"
 P2P_RANKS = 2
-PUSH_COLLECTIVES = ("reduce_scatter", "reduce")
-PULL_COLLECTIVES = ("all_gather", "broadcast")
 FIELDS = ("workers", "servers", "colocated", "partition_bytes", "placement", "p2p")
 PLACEMENTS = ("round-robin", "balanced")
 

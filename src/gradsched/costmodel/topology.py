@@ -67,7 +67,7 @@ from gradsched.costmodel.base import (
     register_model,
 )
 from gradsched.errors import ConfigError, GradschedError, InputError
-from gradsched.io import read_json, read_yaml
+from gradsched.io import check_schema, read_json, read_yaml
 
 LEVELS = ("intra", "inter")
 TOPOLOGY_COLLECTIVES = ("flat", "hierarchical")
@@ -135,7 +135,7 @@ def _load_level(spec: Any, level: str, source: Path) -> CommModel:
     file's folder) or a model JSON object."""
     if isinstance(spec, dict):
         return model_from_dict(spec, source=f"{source} ({level})")
-    if not isinstance(spec, str) or not spec.strip():
+    if not spec.strip():
         raise InputError(f"the {level}-node level must be a --comm spec (a comm-trace CSV, a "
                          "model JSON, alpha-beta:alpha=<s>,beta=<s/byte>) or a model object",
                          path=source, field=level)
@@ -158,45 +158,31 @@ def _read_description(path: Path) -> dict[str, Any]:
     return data
 
 
+SCHEMA = "topology.schema.yaml"
+"""The description's schema (``workflow/schemas/``): its fields, their types and ranges."""
+
+
 def topology_from_dict(data: dict[str, Any], source: str | Path = "<topology>") -> Topology:
     """Build a :class:`Topology` from ``{"nodes", "ranks_per_node" | "world_size", "intra",
-    "inter"}``; every problem is an :class:`InputError` naming ``source`` and the field."""
+    "inter"}``, checked against :data:`SCHEMA`, then for what a schema cannot state (the
+    world size agrees with the nodes); every problem is an :class:`InputError` naming
+    ``source`` and the field."""
     source = Path(source)
-    known = {"nodes", "ranks_per_node", "world_size", "intra", "inter"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise InputError(f"unknown field(s) {', '.join(map(repr, unknown))}; known: "
-                         + ", ".join(sorted(known)), path=source, field=unknown[0])
-    for field in ("nodes", *LEVELS):
-        if field not in data:
-            raise InputError(f"missing field {field!r}", path=source, field=field)
-    nodes = _positive_int(data["nodes"], "nodes", source)
-    if "ranks_per_node" in data:
-        ranks = _positive_int(data["ranks_per_node"], "ranks_per_node", source)
-        if "world_size" in data and _positive_int(data["world_size"], "world_size",
-                                                  source) != nodes * ranks:
-            raise InputError(f"world_size {data['world_size']} != nodes x ranks_per_node "
-                             f"= {nodes * ranks}", path=source, field="world_size")
-    elif "world_size" in data:
-        world = _positive_int(data["world_size"], "world_size", source)
-        if world % nodes:
-            raise InputError(f"world size {world} is not divisible by {nodes} nodes",
-                             path=source, field="world_size")
+    check_schema(data, SCHEMA, source)
+    nodes = data["nodes"]
+    ranks = data.get("ranks_per_node")
+    world = data.get("world_size")
+    if ranks is None and world % nodes:
+        raise InputError(f"world size {world} is not divisible by {nodes} nodes",
+                         path=source, field="world_size")
+    if ranks is None:
         ranks = world // nodes
-    else:
-        raise InputError("missing field 'ranks_per_node' (or 'world_size')", path=source,
-                         field="ranks_per_node")
+    elif world is not None and world != nodes * ranks:
+        raise InputError(f"world_size {world} != nodes x ranks_per_node = {nodes * ranks}",
+                         path=source, field="world_size")
     intra = _load_level(data["intra"], "intra", source)
     inter = _load_level(data["inter"], "inter", source)
     return Topology(nodes, ranks, intra, inter)
-
-
-def _positive_int(value: Any, field: str, source: Path) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"must be an integer, got {value!r}", path=source, field=field)
-    if not 1 <= value <= MAX_RANKS:
-        raise InputError(f"must be in [1, {MAX_RANKS}], got {value}", path=source, field=field)
-    return value
 
 
 def load_topology(path: str | Path) -> Topology:

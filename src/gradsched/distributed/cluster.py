@@ -66,17 +66,23 @@ from typing import Any
 
 from gradsched.distributed.cluster_record import (
     RECORD_VERSION,
-    _claim_record,
-    _note_leftovers,
-    _owned,
-    _remove,
-    _write_record,
+    claim_record,
+    note_leftovers,
+    owned_namespaces,
     record_path,
+    remove_namespaces,
+    write_record,
 )
 from gradsched.distributed.launch import LaunchSpec
-from gradsched.distributed.lifeline import _raise_exit
-from gradsched.distributed.netns import ClusterError, _ns_inode, _run, list_namespaces, preflight
-from gradsched.distributed.processes import _start_time
+from gradsched.distributed.lifeline import raise_exit
+from gradsched.distributed.netns import (
+    ClusterError,
+    list_namespaces,
+    namespace_inode,
+    preflight,
+    run_ip,
+)
+from gradsched.distributed.processes import process_start_time
 from gradsched.distributed.shaping import parse_rate, rate_label, tbf_params
 from gradsched.errors import ConfigError
 from gradsched.signal_hold import signals_held
@@ -240,11 +246,11 @@ class EmulatedCluster:
             if self._up:
                 return
             self._record = self._new_record()
-            _claim_record(self.record_path, self._record)
+            claim_record(self.record_path, self._record)
             self._up = True  # from here on, close() must run
         atexit.register(self.close)
         self._set_signal_handlers()
-        _note_leftovers()
+        note_leftovers()
         try:
             self._refuse_existing()
             self._build()
@@ -263,7 +269,8 @@ class EmulatedCluster:
         try:
             with signals_held():
                 atexit.unregister(self.close)
-                failed = _remove(self._record.get("processes", []), _owned(self._record))
+                failed = remove_namespaces(self._record.get("processes", []),
+                                           owned_namespaces(self._record))
                 if not failed:
                     self.record_path.unlink(missing_ok=True)
         finally:
@@ -279,14 +286,14 @@ class EmulatedCluster:
             if not self._up:
                 return
             self._record.setdefault("processes", []).append(
-                {"pid": pid, "start_time": _start_time(pid)})
-            _write_record(self.record_path, self._record)
+                {"pid": pid, "start_time": process_start_time(pid)})
+            write_record(self.record_path, self._record)
 
     # -- internals -------------------------------------------------------------------------
     def _new_record(self) -> dict[str, Any]:
         me = os.getpid()
         return {"version": RECORD_VERSION, "prefix": self.layout.prefix,
-                "owner": {"pid": me, "start_time": _start_time(me), "argv": sys.argv[:8]},
+                "owner": {"pid": me, "start_time": process_start_time(me), "argv": sys.argv[:8]},
                 "namespaces": {name: {"inode": None, "links": self.layout.links(name)}
                                for name in self.layout.namespaces},
                 "processes": []}
@@ -309,10 +316,10 @@ class EmulatedCluster:
         for ``ip`` to start would leave ``ip`` running on its own, creating the
         namespace after teardown had looked for it)."""
         with signals_held():
-            _run(["ip", "netns", "add", name])
+            run_ip(["ip", "netns", "add", name])
             with self._lock:
-                self._record["namespaces"][name]["inode"] = _ns_inode(name)
-                _write_record(self.record_path, self._record)
+                self._record["namespaces"][name]["inode"] = namespace_inode(name)
+                write_record(self.record_path, self._record)
 
     @staticmethod
     def _change(cmd: list[str]) -> None:
@@ -320,7 +327,7 @@ class EmulatedCluster:
         held (see :meth:`_add_namespace`): it either finishes before teardown or never
         starts."""
         with signals_held():
-            _run(cmd)
+            run_ip(cmd)
 
     def _build(self) -> None:
         lay = self.layout
@@ -353,7 +360,7 @@ class EmulatedCluster:
         end = time.monotonic() + timeout_s
         sw = self.layout.switch
         while True:
-            out = _run(["ip", "-n", sw, "-br", "link", "show", "master", BRIDGE])
+            out = run_ip(["ip", "-n", sw, "-br", "link", "show", "master", BRIDGE])
             states = [line.split()[1] for line in out.splitlines() if line.strip()]
             if len(states) == self.layout.nodes and all(s in ("UP", "UNKNOWN") for s in states):
                 return
@@ -366,7 +373,7 @@ class EmulatedCluster:
             return
         for sig in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(ValueError, OSError):
-                self._old_handlers[sig] = signal.signal(sig, _raise_exit)
+                self._old_handlers[sig] = signal.signal(sig, raise_exit)
 
     def _restore_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gradsched.distributed.netns import ClusterError, _ns_inode, _ns_pids
-from gradsched.distributed.processes import _alive, _kill
+from gradsched.distributed.netns import ClusterError, namespace_inode, namespace_pids
+from gradsched.distributed.processes import kill_processes, still_running
 from gradsched.io import write_json_atomic
 
 RECORD_VERSION = 1
@@ -55,12 +55,12 @@ def load_record(path: str | Path) -> dict[str, Any]:
     return record
 
 
-def _write_record(path: Path, record: dict[str, Any]) -> None:
+def write_record(path: Path, record: dict[str, Any]) -> None:
     """Rewrite ``path`` atomically (temp file in the same folder, then rename)."""
     write_json_atomic(path, record)
 
 
-def _claim_record(path: Path, record: dict[str, Any]) -> None:
+def claim_record(path: Path, record: dict[str, Any]) -> None:
     """Create ``path`` holding ``record``, atomically and only if it does not exist.
 
     The complete file is written under a temporary name and hard-linked into place
@@ -80,7 +80,7 @@ def _claim_record(path: Path, record: dict[str, Any]) -> None:
 
 def owner_alive(record: dict[str, Any]) -> bool:
     """Whether the process that created the record's cluster still runs."""
-    return _alive(record["owner"])
+    return still_running(record["owner"])
 
 
 def _taken_message(path: Path) -> str:
@@ -96,7 +96,7 @@ def _taken_message(path: Path) -> str:
             f"is gone); remove them with: gradsched cluster clean {path}")
 
 
-def _owned(record: dict[str, Any], names: Iterable[str] | None = None) -> list[str]:
+def owned_namespaces(record: dict[str, Any], names: Iterable[str] | None = None) -> list[str]:
     """The record's namespaces (or ``names`` among them) that exist and are the ones it
     created: same nsfs inode. A namespace recorded as about to be created (no inode yet:
     the run died between ``ip netns add`` and the record update) counts only when no
@@ -105,23 +105,23 @@ def _owned(record: dict[str, Any], names: Iterable[str] | None = None) -> list[s
     owned = []
     for name in wanted:
         entry = record["namespaces"].get(name)
-        inode = _ns_inode(name)
+        inode = namespace_inode(name)
         if entry is None or inode is None:
             continue
-        if entry.get("inode") == inode or (entry.get("inode") is None and not _ns_pids(name)):
+        if entry.get("inode") == inode or (entry.get("inode") is None and not namespace_pids(name)):
             owned.append(name)
     return owned
 
 
-def _remove(processes: Sequence[dict[str, Any]], names: Sequence[str]) -> list[str]:
+def remove_namespaces(processes: Sequence[dict[str, Any]], names: Sequence[str]) -> list[str]:
     """Kill ``processes`` (recorded ones) and what runs in ``names``, delete ``names``;
     return the failures."""
-    _kill(processes, names)
+    kill_processes(processes, names)
     failed = []
     for name in names:
         out = subprocess.run(["ip", "netns", "del", name], capture_output=True, text=True,
                              timeout=20, check=False)
-        if out.returncode != 0 and _ns_inode(name) is not None:
+        if out.returncode != 0 and namespace_inode(name) is not None:
             failed.append(f"{name}: {out.stderr.strip()}")
     return failed
 
@@ -146,12 +146,12 @@ def clean_record(path: str | Path) -> list[str]:
     if owner_alive(record):
         raise ClusterError(f"{path}: its cluster is still running (pid "
                            f"{record['owner']['pid']}); stop that process instead")
-    names = _owned(record)
-    failed = _remove(record.get("processes", []), names)
+    names = owned_namespaces(record)
+    failed = remove_namespaces(record.get("processes", []), names)
     if failed:
         raise ClusterError(f"{path}: could not remove " + "; ".join(failed))
     unverified = [n for n, e in record["namespaces"].items()
-                  if e.get("inode") is None and n not in names and _ns_inode(n) is not None]
+                  if e.get("inode") is None and n not in names and namespace_inode(n) is not None]
     if unverified:  # keep the record: these may still be ours
         raise ClusterError(f"{path}: {', '.join(unverified)} exist, but the run died before "
                            "recording their identity and processes run inside them, so "
@@ -179,30 +179,31 @@ def clean_names(names: Sequence[str]) -> list[str]:
         by_record.setdefault(path, (record, []))[1].append(name)
     removed: list[str] = []
     for path, (record, wanted) in by_record.items():
-        owned = _owned(record, wanted)
-        failed = _remove([], owned)
+        owned = owned_namespaces(record, wanted)
+        failed = remove_namespaces([], owned)
         if failed:
             raise ClusterError(f"{path}: could not remove " + "; ".join(failed))
         removed.extend(owned)
         for name in wanted:
             record["namespaces"].pop(name, None)
         if record["namespaces"]:
-            _write_record(path, record)
+            write_record(path, record)
         else:
             path.unlink(missing_ok=True)
     return removed
 
 
-def _note_leftovers() -> None:
+def note_leftovers() -> None:
     """Say on stderr (once per cluster) which records of killed runs still hold
     namespaces; they are never removed without being asked for."""
     stale = [str(p) for p, r in find_records()
-             if r is not None and not owner_alive(r) and _owned(r)]
+             if r is not None and not owner_alive(r) and owned_namespaces(r)]
     if stale:
         print(f"cluster: note: {len(stale)} run(s) killed earlier left namespaces behind; "
               f"remove them with: gradsched cluster clean RECORD ({', '.join(stale)})",
               file=sys.stderr)
 
 
-__all__ = ["RECORD_VERSION", "clean_names", "clean_record", "find_records", "load_record",
-           "owner_alive", "record_dir", "record_path"]
+__all__ = ["RECORD_VERSION", "claim_record", "clean_names", "clean_record", "find_records",
+           "load_record", "note_leftovers", "owned_namespaces", "owner_alive", "record_dir",
+           "record_path", "remove_namespaces", "write_record"]

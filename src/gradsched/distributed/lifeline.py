@@ -43,7 +43,7 @@ _EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 # ----------------------------------------------------------------------------- launcher
 
 
-def _raise_exit(signum: int, frame: FrameType | None) -> None:
+def raise_exit(signum: int, frame: FrameType | None) -> None:
     """Turn a terminating signal into SystemExit so ``with`` blocks and finally clauses run."""
     raise SystemExit(128 + signum)
 
@@ -62,7 +62,7 @@ def exit_on_signals(signals: tuple[int, ...] = _EXIT_SIGNALS) -> Iterator[None]:
         for sig in signals:
             with contextlib.suppress(ValueError, OSError):
                 if signal.getsignal(sig) == signal.SIG_DFL:
-                    old[sig] = signal.signal(sig, _raise_exit)
+                    old[sig] = signal.signal(sig, raise_exit)
     try:
         yield
     finally:

@@ -20,7 +20,7 @@ class ClusterError(GradschedError, RuntimeError):
     """The emulated cluster could not be set up (or torn down)."""
 
 
-def _run(cmd: Sequence[str], *, check: bool = True, timeout: float = 20.0) -> str:
+def run_ip(cmd: Sequence[str], *, check: bool = True, timeout: float = 20.0) -> str:
     """Run an iproute2 command; a failure raises :class:`ClusterError` with its stderr."""
     try:
         proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout,
@@ -46,21 +46,22 @@ def preflight() -> None:
     for tool in ("ip", "tc"):
         if shutil.which(tool) is None:
             raise ClusterError(f"{tool!r} not found: the emulated cluster needs iproute2")
-    _run(["ip", "netns", "list"])
+    run_ip(["ip", "netns", "list"])
 
 
 def list_namespaces() -> list[str]:
     """Names of the network namespaces that ``ip netns`` knows."""
-    out = _run(["ip", "netns", "list"])
+    out = run_ip(["ip", "netns", "list"])
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def _ns_pids(name: str) -> list[int]:
-    out = _run(["ip", "netns", "pids", name], check=False)
+def namespace_pids(name: str) -> list[int]:
+    """The processes running inside the network namespace ``name`` (``ip netns pids``)."""
+    out = run_ip(["ip", "netns", "pids", name], check=False)
     return [int(tok) for tok in out.split() if tok.isdigit()]
 
 
-def _ns_inode(name: str) -> int | None:
+def namespace_inode(name: str) -> int | None:
     """The identity (nsfs inode) of the namespace mounted as ``name``, or None if absent."""
     try:
         return (NETNS_DIR / name).stat().st_ino
@@ -68,4 +69,5 @@ def _ns_inode(name: str) -> int | None:
         return None
 
 
-__all__ = ["NETNS_DIR", "ClusterError", "list_namespaces", "preflight"]
+__all__ = ["NETNS_DIR", "ClusterError", "list_namespaces", "namespace_inode", "namespace_pids",
+           "preflight", "run_ip"]

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gradsched.distributed.netns import _ns_pids
+from gradsched.distributed.netns import namespace_pids
 
 
-def _start_time(pid: int) -> str | None:
+def process_start_time(pid: int) -> str | None:
     """The start time (clock ticks since boot) of ``pid``, or None if it does not exist."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
@@ -32,10 +32,10 @@ def _is_zombie(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def _alive(proc: dict[str, Any]) -> bool:
+def still_running(proc: dict[str, Any]) -> bool:
     """Whether the recorded process ``{"pid", "start_time"}`` is still the same process."""
     pid = int(proc["pid"])
-    return _start_time(pid) == proc.get("start_time") and not _is_zombie(pid)
+    return process_start_time(pid) == proc.get("start_time") and not _is_zombie(pid)
 
 
 def _signal_all(pids: Iterable[int], groups: Iterable[int], sig: int) -> None:
@@ -47,16 +47,16 @@ def _signal_all(pids: Iterable[int], groups: Iterable[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def _kill(recorded: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
+def kill_processes(recorded: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
     """SIGTERM, then after 3 s SIGKILL: the recorded processes that are still the same
     processes (pid and start time; their process groups when they lead one) and whatever
     runs inside ``names`` (namespaces this cluster created: only its ranks and their
     children run there)."""
     me = os.getpid()
-    live = [p for p in recorded if int(p["pid"]) != me and _alive(p)]
+    live = [p for p in recorded if int(p["pid"]) != me and still_running(p)]
     groups = {int(p["pid"]) for p in live if _pgid(int(p["pid"])) == int(p["pid"])}
     groups.discard(os.getpgid(0))
-    pids = {int(p["pid"]) for p in live} | {pid for n in names for pid in _ns_pids(n)}
+    pids = {int(p["pid"]) for p in live} | {pid for n in names for pid in namespace_pids(n)}
     pids.discard(me)
     _signal_all(pids, groups, signal.SIGTERM)
     end = time.monotonic() + 3.0

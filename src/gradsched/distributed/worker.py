@@ -59,33 +59,45 @@ def load_task(name: str) -> Any:
     return getattr(importlib.import_module(module_name), attr)
 
 
-def init_group(args: argparse.Namespace) -> tuple[int, int]:
-    """Initialise the process group with timeouts; return (rank, world_size)."""
+def init_group(*, backend: str = "gloo", threads: int = 1, op_timeout_s: float = 300.0,
+               rank: int | None = None, world_size: int | None = None,
+               master: str | None = None, init_timeout_s: float = 60.0) -> tuple[int, int]:
+    """Initialise the process group with timeouts; return (rank, world_size).
+
+    ``rank`` None: under ``torchrun`` (``env://``: RANK and WORLD_SIZE from the
+    environment); otherwise ``world_size`` ranks meet at rank 0's TCP store ``master``
+    (``host:port``) within ``init_timeout_s``. Collectives time out after ``op_timeout_s``.
+    """
     import torch
     import torch.distributed as dist
 
-    torch.set_num_threads(args.threads)
-    timeout = dt.timedelta(seconds=args.op_timeout_s)
-    if args.rank is None:  # torchrun
+    torch.set_num_threads(threads)
+    timeout = dt.timedelta(seconds=op_timeout_s)
+    if rank is None:  # torchrun
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        init = "env://"
-    else:
-        rank, world = args.rank, args.world_size
-        init = f"tcp://{args.master}"
-    if args.backend == "nccl":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+        _use_local_gpu(backend, rank)
+        dist.init_process_group(backend, init_method="env://", timeout=timeout)
+        return rank, world
+    if world_size is None or master is None:
+        raise ConfigError("init_group: a rank needs world_size and master (host:port)")
+    _use_local_gpu(backend, rank)
     # The store connection honours the init timeout; collectives the op timeout.
     from torch.distributed import TCPStore
 
-    if init.startswith("tcp://"):
-        host, port = args.master.rsplit(":", 1)
-        store = TCPStore(host, int(port), world, is_master=(rank == 0),
-                         timeout=dt.timedelta(seconds=args.init_timeout_s))
-        dist.init_process_group(args.backend, store=store, rank=rank, world_size=world,
-                                timeout=timeout)
-    else:
-        dist.init_process_group(args.backend, init_method=init, timeout=timeout)
-    return rank, world
+    host, port = master.rsplit(":", 1)
+    store = TCPStore(host, int(port), world_size, is_master=(rank == 0),
+                     timeout=dt.timedelta(seconds=init_timeout_s))
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                            timeout=timeout)
+    return rank, world_size
+
+
+def _use_local_gpu(backend: str, rank: int) -> None:
+    """Under NCCL, bind this rank to its node-local GPU (``LOCAL_RANK``, else ``rank``)."""
+    if backend == "nccl":
+        import torch
+
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         watch_parent(lambda: shutil.rmtree(workdir, ignore_errors=True),
                      lifeline_fd=args.lifeline_fd)
     try:
-        rank, world = init_group(args)
+        rank, world = init_group(
+            backend=args.backend, threads=args.threads, op_timeout_s=args.op_timeout_s,
+            rank=args.rank, world_size=args.world_size, master=args.master,
+            init_timeout_s=args.init_timeout_s)
     except Exception as exc:
         print(f"rank {args.rank}: could not join the process group at {args.master}: {exc}",
               file=sys.stderr)

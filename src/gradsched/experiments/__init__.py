@@ -20,7 +20,7 @@ each other:
   multi-node sweep, checked against the others;
 * :mod:`~gradsched.experiments.scaling` -- the replay against published multi-GPU scaling;
 * :mod:`~gradsched.experiments.recommend` -- ``gradsched advise``: tuned DDP against the
-  gradsched plan;
+  gradsched plan (its text: :mod:`~gradsched.experiments.recommend_text`);
 * :mod:`~gradsched.experiments.compression` -- a plan replayed with and without gradient
   compression.
 """

@@ -17,7 +17,7 @@ all-reduce side with ``syncsgd``, ``wfbp``, ``mgwfbp``, ``bytescheduler``, ``ddp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,19 +117,3 @@ def parse_layout(text: str) -> Layout:
         if servers < 1:
             raise ConfigError(f"--layout {text!r}: at least one server")
     return Layout(servers, where == "colocated")
-
-
-def cases_from_mapping(spec: Mapping[str, object]) -> list[PSCase]:
-    """Cases of a ``{compute: {name: csv}, networks: {name: {allreduce: pattern with
-    {P}, p2p: csv}}, world_sizes: [...]}`` mapping (the workflow config)."""
-    computes = dict(spec.get("compute") or {})  # type: ignore[call-overload]
-    networks = dict(spec.get("networks") or {})  # type: ignore[call-overload]
-    worlds = [int(w) for w in spec.get("world_sizes") or []]  # type: ignore[union-attr]
-    cases = []
-    for name, trace in computes.items():
-        for net, paths in networks.items():
-            for world in worlds:
-                cases.append(PSCase(str(name), Path(str(trace)), str(net), world,
-                                    str(paths["allreduce"]).format(P=world),
-                                    str(paths["p2p"])))
-    return cases

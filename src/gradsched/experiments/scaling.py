@@ -24,7 +24,6 @@ type and a single-node NVLink-class comm sweep. For each case:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,9 @@ import pandas as pd
 
 from gradsched.costmodel.base import CommModel, load_comm_spec
 from gradsched.costmodel.fit import cross_world_size
-from gradsched.errors import InputError
+from gradsched.errors import ConfigFileError, InputError
 from gradsched.experiments.grid import compare
-from gradsched.io import read_yaml
+from gradsched.io import check_schema, read_yaml
 from gradsched.replay.engine import ReplayOptions
 from gradsched.traces.bundle import ComputeTrace
 
@@ -65,66 +64,44 @@ class ScalingCase:
     comm_fit_on: tuple[int, ...] = ()
 
 
-def _positive(value: Any, path: Path, row: int, field: str, integer: bool = False) -> float:
-    ok = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
-        kind = "a positive integer" if integer else "a positive finite number"
-        raise InputError(f"expected {kind}, got {value!r}", path=path, row=row, field=field)
-    return value
+SCHEMA = "published-scaling.schema.yaml"
+"""The spec's schema (``workflow/schemas/``): every field's type and range."""
 
 
-def _case(item: Any, path: Path, row: int, base: Path) -> ScalingCase:
-    if not isinstance(item, dict):
-        raise InputError("a case must be a mapping", path=path, row=row)
-    for key in ("key", "system", "compute", "comm", "world_size", "batch_per_gpu",
-                "published_img_s"):
-        if key not in item:
-            raise InputError("missing field", path=path, row=row, field=key)
-    if not isinstance(item["key"], str) or not item["key"].isalpha():
-        raise InputError(f"expected letters only, got {item['key']!r}", path=path, row=row,
-                         field="key")
-    world = int(_positive(item["world_size"], path, row, "world_size", integer=True))
-    if world < 2:
-        raise InputError(f"world_size must be >= 2, got {world}", path=path, row=row,
-                         field="world_size")
+def _case(item: dict[str, Any], path: Path, index: int, base: Path) -> ScalingCase:
+    """A case that matches the schema, checked for what the schema cannot state: the
+    published images/s are for 1 GPU and for ``world_size`` GPUs, and the files exist."""
+    at = f"cases[{index}]"
+    world = item["world_size"]
     published = item["published_img_s"]
-    if not isinstance(published, dict) or set(published) != {1, world}:
-        raise InputError(f"expected images/s for exactly 1 and {world} GPUs (keys 1 and "
-                         f"{world})", path=path, row=row, field="published_img_s")
-    fit_on = item.get("comm_fit_on") or []
-    if not isinstance(fit_on, list):
-        raise InputError("expected a list of world sizes", path=path, row=row,
-                         field="comm_fit_on")
-    fit = tuple(int(_positive(w, path, row, "comm_fit_on", integer=True)) for w in fit_on)
+    if set(published) != {1, world}:
+        raise ConfigFileError(f"expected images/s for exactly 1 and {world} GPUs (keys 1 and "
+                              f"{world})", path=path, field=f"{at}.published_img_s")
     files = {}
     for key in ("compute", "comm"):
-        target = base / str(item[key])
+        target = base / item[key]
         if not target.is_file():
-            raise InputError(f"no such file: {target}", path=path, row=row, field=key)
+            raise ConfigFileError(f"no such file: {target}", path=path, field=f"{at}.{key}")
         files[key] = target
     return ScalingCase(
-        key=item["key"], system=str(item["system"]), compute=files["compute"], comm=files["comm"],
-        world_size=world,
-        batch_per_gpu=int(_positive(item["batch_per_gpu"], path, row, "batch_per_gpu",
-                                    integer=True)),
-        published_1=float(_positive(published[1], path, row, "published_img_s")),
-        published_p=float(_positive(published[world], path, row, "published_img_s")),
-        comm_fit_on=fit,
+        key=item["key"], system=item["system"], compute=files["compute"], comm=files["comm"],
+        world_size=world, batch_per_gpu=item["batch_per_gpu"],
+        published_1=float(published[1]), published_p=float(published[world]),
+        comm_fit_on=tuple(item.get("comm_fit_on") or ()),
     )
 
 
 def load_spec(path: str | Path, base: str | Path = ".") -> list[ScalingCase]:
-    """The cases of a spec file; file paths in it are relative to ``base`` (the repository).
-    ``row`` in an error is the 1-based case number."""
+    """The cases of a spec file, checked against :data:`SCHEMA` (errors name the file and
+    the field, e.g. ``cases[0].world_size``); file paths in it are relative to ``base``
+    (the repository)."""
     path = Path(path)
     doc = read_yaml(path)  # missing, unreadable, not UTF-8 or not YAML: named
-    if not isinstance(doc, dict) or not isinstance(doc.get("cases"), list) or not doc["cases"]:
-        raise InputError("expected a mapping with a non-empty list 'cases'", path=path,
-                         field="cases")
-    cases = [_case(item, path, i, Path(base)) for i, item in enumerate(doc["cases"], start=1)]
+    check_schema(doc, SCHEMA, path)
+    cases = [_case(item, path, i, Path(base)) for i, item in enumerate(doc["cases"])]
     keys = [c.key.lower() for c in cases]
     if len(set(keys)) != len(keys):
-        raise InputError("two cases share a key", path=path, field="key")
+        raise ConfigFileError("two cases share a key", path=path, field="cases")
     return cases
 
 

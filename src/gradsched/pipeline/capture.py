@@ -1,9 +1,12 @@
 """The capture stage (``workflow/rules/capture.smk``): targets and CLI arguments.
 
-The configuration is the ``capture:`` mapping of ``config/capture.yaml`` (schema:
-``workflow/schemas/capture.schema.yaml``). Each list entry becomes one ``gradsched capture``
-command; the option tables below map an entry's keys to that command's flags and are the
-one place that lists them (the schema's keys are checked against them by the tests).
+The configuration is the ``capture:`` mapping of ``config/capture.yaml``, checked once
+against its schema (``workflow/schemas/capture.schema.yaml``: every key, type and range) by
+:func:`select_spec`; the functions here check only what the schema cannot state (a compute
+entry complete once the defaults are merged in, names that become file names, no two
+entries for one output). Each list entry becomes one ``gradsched capture`` command; the
+option tables below map an entry's keys to that command's flags and are the one place that
+lists them (the schema's keys are checked against them by the tests).
 """
 
 from __future__ import annotations
@@ -14,7 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from gradsched.errors import ConfigError, InputError
+from gradsched.io import check_schema
 from gradsched.names import plain_name, registry_model
+
+SCHEMA = "capture.schema.yaml"
+"""The capture configuration's schema (``workflow/schemas/``)."""
 
 TIERS = ("cpu", "cluster", "gpu")
 """Capture tiers: CPU (compute, loopback sweeps, CPU DDP), emulated cluster (root), GPU."""
@@ -81,13 +88,14 @@ def checked_name(value: Any, field: str, *, model: bool = False) -> str:
         raise ConfigError(f"capture config: {exc}") from None
 
 
-def select_spec(from_config: Any, from_file: Any) -> dict[str, Any]:
-    """The capture mapping: the main config's ``capture:`` when present, else the file's."""
+def select_spec(from_config: Any, from_file: Any,
+                where: str | Path = "config/capture.yaml") -> dict[str, Any]:
+    """The capture mapping: the main config's ``capture:`` when present, else the file's
+    (``where``), checked against :data:`SCHEMA`."""
     spec = from_config
     if spec is None:
         spec = from_file or {}
-    if not isinstance(spec, dict):
-        raise ConfigError("capture: must be a mapping")
+    check_schema(spec, SCHEMA, where, part={"$ref": "#/$defs/capture"}, field="capture")
     return spec
 
 
@@ -102,20 +110,14 @@ def torchrun_command(executable: str) -> str:
 def cli_flags(
     entry: Mapping[str, Any],
     table: Mapping[str, str],
-    where: str,
     skip: Sequence[str] = (),
 ) -> str:
-    """``--flag value`` of every key of ``entry`` (lists joined by commas), in its order."""
+    """``--flag value`` of every key of ``entry`` (lists joined by commas), in its order;
+    ``entry`` matches the schema, whose keys are those of ``table`` and ``skip``."""
     args = []
     for key, value in entry.items():
         if key in skip:
             continue
-        if key not in table:
-            raise ConfigError(
-                f"{where}: unknown key {key!r}; known: {', '.join(sorted(table))}"
-            )
-        if isinstance(value, bool):
-            raise ConfigError(f"{where}: {key} must not be a boolean")
         if isinstance(value, list):
             value = ",".join(str(v) for v in value)
         args.append(f"{table[key]} {shlex.quote(str(value))}")
@@ -162,7 +164,7 @@ def compute_entry(capture: Mapping[str, Any], device: str, stem: str) -> dict[st
 def compute_args(capture: Mapping[str, Any], device: str, stem: str) -> str:
     """``gradsched capture compute`` arguments of one compute entry."""
     entry = compute_entry(capture, device, stem)
-    args = cli_flags(entry, COMPUTE_OPTIONS, "capture.compute", skip=COMPUTE_OTHER_KEYS)
+    args = cli_flags(entry, COMPUTE_OPTIONS, skip=COMPUTE_OTHER_KEYS)
     return args + (" --no-update" if entry.get("no_update") else "")
 
 
@@ -177,12 +179,6 @@ def comm_entries(capture: Mapping[str, Any], kind: str) -> dict[str, dict[str, A
     """{name: entry} of ``capture.comm.<kind>`` (loopback, cluster or torchrun)."""
     out = {}
     for i, entry in enumerate((capture.get("comm") or {}).get(kind) or []):
-        if "name" not in entry:
-            raise ConfigError(f"capture.comm.{kind}[{i}]: missing name")
-        if kind == "cluster" and "rate" not in entry:
-            raise ConfigError(f"capture.comm.cluster[{i}]: missing rate (e.g. 1gbit)")
-        if kind == "torchrun" and "nproc_per_node" not in entry:
-            raise ConfigError(f"capture.comm.torchrun[{i}]: missing nproc_per_node")
         out[checked_name(entry["name"], f"capture.comm.{kind}[{i}].name")] = entry
     return out
 
@@ -197,12 +193,7 @@ def comm_entry(capture: Mapping[str, Any], kind: str, name: str) -> dict[str, An
 def comm_args(capture: Mapping[str, Any], kind: str, name: str) -> str:
     """``gradsched capture comm`` arguments of one sweep entry."""
     entry = comm_entry(capture, kind, name)
-    args = cli_flags(
-        entry,
-        COMM_OPTIONS,
-        f"capture.comm.{kind}",
-        skip=COMM_OTHER_KEYS,
-    )
+    args = cli_flags(entry, COMM_OPTIONS, skip=COMM_OTHER_KEYS)
     return args + (" --in-place" if entry.get("in_place") else "")
 
 
@@ -211,9 +202,6 @@ def iteration_entries(capture: Mapping[str, Any], gpu: bool) -> dict[str, dict[s
     ``gpu``, else without."""
     out = {}
     for i, entry in enumerate(capture.get("iteration") or []):
-        for key in ("name", "model", "batch_size"):
-            if key not in entry:
-                raise ConfigError(f"capture.iteration[{i}]: missing {key}")
         checked_name(entry["name"], f"capture.iteration[{i}].name")
         checked_name(entry["model"], f"capture.iteration[{i}].model", model=True)
         if ("nproc_per_node" in entry) == gpu:
@@ -226,12 +214,7 @@ def iteration_args(capture: Mapping[str, Any], name: str, gpu: bool) -> str:
     entries = iteration_entries(capture, gpu)
     if name not in entries:
         raise ConfigError(f"no capture.iteration entry named {name!r} for this launcher")
-    return cli_flags(
-        entries[name],
-        ITERATION_OPTIONS,
-        "capture.iteration",
-        skip=ITERATION_OTHER_KEYS,
-    )
+    return cli_flags(entries[name], ITERATION_OPTIONS, skip=ITERATION_OTHER_KEYS)
 
 
 def nproc(entries: Mapping[str, Mapping[str, Any]], name: str) -> int:

@@ -4,7 +4,6 @@ each case's plans and predictions use (``config/reexec.yaml``; the experiment it
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -13,8 +12,8 @@ from typing import Any
 
 from gradsched.errors import ConfigError, ConfigFileError, InputError
 from gradsched.experiments.grid import expand_algorithms
-from gradsched.io import read_json, read_yaml
-from gradsched.limits import MAX_RANKS, MAX_REPLAY_ITERATIONS, MAX_SECONDS, in_range, is_real
+from gradsched.io import check_schema, read_json, read_yaml
+from gradsched.limits import MAX_SECONDS, in_range
 from gradsched.names import plain_name, registry_model
 from gradsched.networks import NETWORKS, tc_rate
 from gradsched.planners import WFBP_FAMILY
@@ -46,7 +45,8 @@ class Case:
 
 @dataclass(frozen=True)
 class Settings:
-    """How every case is measured and predicted."""
+    """How every case is measured and predicted; read from a file by
+    :func:`parse_settings`, which checks it (values given in code are taken as they are)."""
 
     algorithms: tuple[str, ...] = ALGORITHMS
     # None: DDP constructed without bucket_cap_mb (what a user gets: 25 MiB, 1 MiB first)
@@ -65,23 +65,6 @@ class Settings:
     replay_iterations: int = 5
     allow_load: bool = False  # measure although other work uses the machine (flagged)
 
-    def __post_init__(self) -> None:
-        if self.iters < 1 or self.warmup < 0 or self.rounds < 1:
-            raise ConfigError("reexec: iters >= 1, warmup >= 0 and rounds >= 1 are required")
-        if self.backend not in ("gloo", "nccl"):
-            raise ConfigError(f"reexec: backend must be gloo or nccl, not {self.backend!r}")
-        for cap in self.ddp_bucket_cap_mb:
-            if cap is not None and not 0 < cap < math.inf:
-                raise ConfigError(f"reexec: ddp_bucket_cap_mb must be > 0, got {cap}")
-        for name in self.ddp_bucket_cap_mb_list_from:
-            if name not in WFBP_FAMILY:
-                raise ConfigError(f"reexec: ddp_bucket_cap_mb_list_from: {name!r} does not "
-                                  "make contiguous all-reduce plans that stock DDP can run; "
-                                  f"one of {', '.join(WFBP_FAMILY)}")
-        if self.ddp_bucket_cap_mb_list_from and self.warmup < 1:
-            raise ConfigError("reexec: ddp_bucket_cap_mb_list_from needs warmup >= 1 (DDP "
-                              "rebuilds its buckets after the first iteration)")
-
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["algorithms"] = list(self.algorithms)
@@ -91,162 +74,108 @@ class Settings:
         return out
 
 
-_CASE_KEYS = {"name", "model", "batch_size", "world_size", "network", "compute", "comm",
-              "seq_len"}
+SCHEMA = "reexec.schema.yaml"
+"""The file's schema (``workflow/schemas/``): every field's type and range."""
 
+SETTINGS_SCHEMA = {"$ref": "#/$defs/settings"}
+CASES_SCHEMA = {"type": "array", "items": {"$ref": "#/$defs/case"}}
 
-_SETTING_KEYS = {f for f in Settings.__dataclass_fields__}
 
 def load_config(path: str | Path) -> tuple[list[Case], Settings]:
-    """Read ``config/reexec.yaml`` (mapping ``reexec`` with ``settings`` and ``cases``)."""
+    """Read ``config/reexec.yaml`` (mapping ``reexec`` with ``settings`` and ``cases``),
+    checked against :data:`SCHEMA`, then by :func:`check_settings` and
+    :func:`check_cases`."""
     path = Path(path)
     data = read_yaml(path, missing="config file not found")
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigFileError("expected a mapping 'reexec'", path=path)
-    spec = data.get("reexec", data)
-    if not isinstance(spec, dict):
-        raise ConfigFileError("expected a mapping 'reexec'", path=path)
-    raw_settings = spec.get("settings")
-    settings = parse_settings({} if raw_settings is None else raw_settings, path)
-    cases = spec.get("cases")
-    if cases is None or cases == []:  # an empty file or a misspelt key: nothing would run
+    document = data if "reexec" in data else {"reexec": data}
+    check_schema(document, SCHEMA, path)
+    spec = document["reexec"] or {}
+    if not spec.get("cases"):  # an empty file or a misspelt key: nothing would run
         raise ConfigFileError("no cases: expected reexec: {settings: ..., cases: [...]}",
                               path=path, field="reexec.cases")
-    return parse_cases(cases, path), settings
-
-
-def _cap(value: Any, where: str | Path) -> float | None:
-    """A ``ddp_bucket_cap_mb`` entry: a number of MiB, or ``default`` (None)."""
-    if value is None or value == "default":
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigFileError(f"ddp_bucket_cap_mb entries are MiB or 'default', got {value!r}",
-                         path=where, field="settings.ddp_bucket_cap_mb")
-    return float(value)
-
-
-_SETTING_INTS: dict[str, tuple[int, int]] = {
-    "warmup": (0, MAX_REPLAY_ITERATIONS), "iters": (1, MAX_REPLAY_ITERATIONS),
-    "rounds": (1, MAX_REPLAY_ITERATIONS), "threads": (1, 4096), "seed": (0, 2**32 - 1),
-    "replay_iterations": (2, MAX_REPLAY_ITERATIONS)}
-"""Integer settings and their accepted ranges."""
-
-
-def _integer(value: Any, low: int, high: int, where: str | Path, name: str) -> int:
-    """``value`` as an integer in ``[low, high]`` (not a bool, a float or a string)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigFileError(f"needs an integer in [{low}, {high}], got {value!r}", path=where,
-                         field=name)
-    return value
-
-
-def _text(value: Any, where: str | Path, name: str) -> str:
-    """``value`` as a non-empty string."""
-    if not isinstance(value, str) or not value:
-        raise ConfigFileError(f"needs a non-empty string, got {value!r}", path=where, field=name)
-    return value
-
-
-def _string_list(value: Any, where: str | Path, name: str) -> tuple[str, ...]:
-    """``value`` as a list of strings."""
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigFileError(f"needs a list of names, got {value!r}", path=where, field=name)
-    return tuple(value)
+    settings = _settings(spec.get("settings") or {}, path)
+    return _cases(spec["cases"], path), settings
 
 
 def parse_settings(raw: Mapping[str, Any], where: str | Path = "<config>") -> Settings:
-    """``settings:`` mapping -> :class:`Settings`; unknown keys and values of the wrong
-    type or range are refused naming the file and ``settings.<key>``."""
-    if not isinstance(raw, Mapping):
-        raise ConfigFileError(f"needs a mapping, got {raw!r}", path=where, field="settings")
-    unknown = set(raw) - _SETTING_KEYS
-    if unknown:
-        raise ConfigFileError(f"unknown settings key(s) {sorted(unknown)}; known: "
-                         f"{sorted(_SETTING_KEYS)}", path=where, field="settings")
-    values = dict(raw)
-    for key, (low, high) in _SETTING_INTS.items():
-        if key in values:
-            values[key] = _integer(values[key], low, high, where, f"settings.{key}")
-    if "algorithms" in values:
-        values["algorithms"] = _string_list(values["algorithms"], where,
-                                            "settings.algorithms")
-        try:
-            expand_algorithms(list(values["algorithms"]))
-        except ConfigError as exc:
-            raise ConfigFileError(str(exc), path=where, field="settings.algorithms") from None
-    if "ddp_bucket_cap_mb_list_from" in values:
-        values["ddp_bucket_cap_mb_list_from"] = _string_list(
-            values["ddp_bucket_cap_mb_list_from"], where, "settings.ddp_bucket_cap_mb_list_from")
-        try:
-            Settings(ddp_bucket_cap_mb_list_from=values["ddp_bucket_cap_mb_list_from"])
-        except ConfigError as exc:
-            raise ConfigFileError(str(exc), path=where,
-                                  field="settings.ddp_bucket_cap_mb_list_from") from None
-    if "ddp_bucket_cap_mb" in values:
-        caps = values["ddp_bucket_cap_mb"]
-        if not isinstance(caps, list):
-            raise ConfigFileError(f"needs a list of MiB or 'default', got {caps!r}", path=where,
-                             field="settings.ddp_bucket_cap_mb")
-        values["ddp_bucket_cap_mb"] = tuple(_cap(v, where) for v in caps)
-    if "knobs" in values and not (isinstance(values["knobs"], Mapping) and all(
-            isinstance(v, Mapping) for v in values["knobs"].values())):
-        raise ConfigFileError("needs a mapping planner -> {knob: value}, got "
-                         f"{values['knobs']!r}", path=where, field="settings.knobs")
-    if "backend" in values:
-        values["backend"] = _text(values["backend"], where, "settings.backend")
-    timeout = values.get("timeout_s", 1.0)
-    if not is_real(timeout) or not in_range(timeout, 0.0, MAX_SECONDS, low_open=True):
-        raise ConfigFileError(f"needs a number of seconds in (0, {MAX_SECONDS:g}], got "
-                         f"{timeout!r}", path=where, field="settings.timeout_s")
-    if not isinstance(values.get("allow_load", False), bool):
-        raise ConfigFileError(f"needs true or false, got {values['allow_load']!r}", path=where,
-                         field="settings.allow_load")
-    try:
-        return Settings(**values)
-    except ConfigError as exc:
-        raise ConfigFileError(str(exc), path=where, field="settings") from None
+    """``settings:`` mapping (of the config file, or of a measured case's ``meta.json``)
+    -> :class:`Settings`; checked against :data:`SCHEMA`, then by :func:`check_settings`."""
+    check_schema(raw, SCHEMA, where, part=SETTINGS_SCHEMA, field="settings")
+    return _settings(raw, where)
 
 
 def parse_cases(raw: Sequence[Mapping[str, Any]], where: str | Path = "<config>") -> list[Case]:
-    """``cases:`` list -> :class:`Case` objects; ``comm`` defaults to the committed sweep."""
-    if not isinstance(raw, list):
-        raise ConfigFileError(f"needs a list of cases, got {raw!r}", path=where, field="cases")
+    """``cases:`` list -> :class:`Case` objects; checked against :data:`SCHEMA`, then by
+    :func:`check_cases`; ``comm`` defaults to the committed sweep."""
+    check_schema(raw, SCHEMA, where, part=CASES_SCHEMA, field="cases")
+    return _cases(raw, where)
+
+
+def _settings(raw: Mapping[str, Any], where: str | Path) -> Settings:
+    """:class:`Settings` of a settings mapping that matches the schema."""
+    values = dict(raw)
+    for key in ("algorithms", "ddp_bucket_cap_mb_list_from"):
+        if key in values:
+            values[key] = tuple(values[key])
+    if "ddp_bucket_cap_mb" in values:
+        values["ddp_bucket_cap_mb"] = tuple(
+            None if cap in (None, "default") else float(cap)
+            for cap in values["ddp_bucket_cap_mb"])
+    settings = Settings(**values)
+    check_settings(settings, where)
+    return settings
+
+
+def _cases(raw: Sequence[Mapping[str, Any]], where: str | Path) -> list[Case]:
+    """:class:`Case` objects of a cases list that matches the schema, with the defaults
+    of ``name`` and ``comm``."""
     cases = []
-    names: set[str] = set()
-    for i, entry in enumerate(raw):
-        at = f"cases[{i}]"
-        if not isinstance(entry, Mapping):
-            raise ConfigFileError(f"a case is a mapping, got {entry!r}", path=where, field=at)
-        unknown = set(entry) - _CASE_KEYS
-        if unknown:
-            raise ConfigFileError(f"unknown key(s) {sorted(unknown)}", path=where, field=at)
-        for key in ("model", "batch_size", "world_size", "network", "compute"):
-            if key not in entry:
-                raise ConfigFileError(f"missing {key!r}", path=where, field=at)
-        network = _text(entry["network"], where, f"{at}.network")
-        if network not in NETWORKS:
-            raise ConfigFileError(f"network must be one of {sorted(NETWORKS)}, not {network!r}",
-                             path=where, field=f"{at}.network")
-        world = _integer(entry["world_size"], 2, MAX_RANKS, where, f"{at}.world_size")
-        batch = _integer(entry["batch_size"], 1, 2**31 - 1, where, f"{at}.batch_size")
-        model = registry_model(_text(entry["model"], where, f"{at}.model"), path=where,
-                               field=f"{at}.model")
-        compute = _text(entry["compute"], where, f"{at}.compute")
-        comm = entry.get("comm") or f"traces/comm/cpu/gloo-{network}-p{world}.csv"
-        comm = _text(comm, where, f"{at}.comm")
-        name = plain_name(_text(entry.get("name") or f"{model}-b{batch}-p{world}-{network}",
-                                where, f"{at}.name"), path=where, field=f"{at}.name")
-        seq_len = entry.get("seq_len")
-        if seq_len is not None:
-            seq_len = _integer(seq_len, 1, 2**31 - 1, where, f"{at}.seq_len")
-        if name in names:
-            raise ConfigFileError(f"a second case named {name!r}", path=where, field=f"{at}.name")
-        names.add(name)
-        cases.append(Case(name=name, model=model, batch_size=batch, world_size=world,
-                          network=network, compute=compute, comm=comm, seq_len=seq_len))
+    for entry in raw:
+        network, world, batch = entry["network"], entry["world_size"], entry["batch_size"]
+        cases.append(Case(
+            name=entry.get("name") or f"{entry['model']}-b{batch}-p{world}-{network}",
+            model=entry["model"], batch_size=batch, world_size=world, network=network,
+            compute=entry["compute"],
+            comm=entry.get("comm") or f"traces/comm/cpu/gloo-{network}-p{world}.csv",
+            seq_len=entry.get("seq_len")))
+    check_cases(cases, where)
     return cases
+
+
+# ------------------------------------------------- what the schema cannot state
+def check_settings(settings: Settings, where: str | Path) -> None:
+    """Known planners, per-bucket cap lists only from contiguous all-reduce planners, and
+    the warmup those lists need (DDP rebuilds its buckets after the first iteration)."""
+    try:
+        expand_algorithms(list(settings.algorithms))
+    except ConfigError as exc:
+        raise ConfigFileError(str(exc), path=where, field="settings.algorithms") from None
+    for name in settings.ddp_bucket_cap_mb_list_from:
+        if name not in WFBP_FAMILY:
+            raise ConfigFileError(f"{name!r} does not make contiguous all-reduce plans that "
+                                  f"stock DDP can run; one of {', '.join(WFBP_FAMILY)}",
+                                  path=where, field="settings.ddp_bucket_cap_mb_list_from")
+    if settings.ddp_bucket_cap_mb_list_from and settings.warmup < 1:
+        raise ConfigFileError("ddp_bucket_cap_mb_list_from needs warmup >= 1 (DDP rebuilds "
+                              "its buckets after the first iteration)", path=where,
+                              field="settings.warmup")
+
+
+def check_cases(cases: Sequence[Case], where: str | Path) -> None:
+    """Models of the zoo (never ``package.module:attr``), plain and unique case names (a
+    name becomes the case's output folder)."""
+    names: set[str] = set()
+    for i, case in enumerate(cases):
+        registry_model(case.model, path=where, field=f"cases[{i}].model")
+        plain_name(case.name, path=where, field=f"cases[{i}].name")
+        if case.name in names:
+            raise ConfigFileError(f"a second case named {case.name!r}", path=where,
+                                  field=f"cases[{i}].name")
+        names.add(case.name)
 
 
 def select_cases(cases: Sequence[Case], names: Iterable[str] | None) -> list[Case]:

@@ -18,7 +18,6 @@ layout from ``ranks_per_node`` (runtime/hierarchical.py).
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 from dataclasses import dataclass
@@ -143,9 +142,7 @@ def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
                     ranks_per_node=ranks_per_node)
     protocol_items = [i.item() for i in items]
     check_counts(protocol_items, timing)
-    ns = argparse.Namespace(rank=None, backend=backend, op_timeout_s=timeout_s,
-                            threads=threads, master=None, init_timeout_s=60.0)
-    rank, world = init_group(ns)
+    rank, world = init_group(backend=backend, op_timeout_s=timeout_s, threads=threads)
     try:
         mine = {"rank": rank, "runs": rank_runs(rank, world, protocol_items, timing)}
         gathered: list[Any] = [None] * world

@@ -60,7 +60,8 @@ The executor is what the replay (:mod:`gradsched.replay.engine`) models, made re
   ``find_unused_parameters=True``. With ``False`` (default) it gets a zero gradient (the
   optimizer's momentum / weight decay still act on it).
 * **Frozen parameters** (``requires_grad=False``) are not communicated; a plan naming one,
-  or naming an unknown parameter, or missing a trainable one is refused with a clear error.
+  or naming an unknown parameter, or missing a trainable one is refused with a clear error
+  (:mod:`gradsched.runtime.bucket_layout` lays the plan onto the model).
 
 Works with gloo and NCCL (buffers live on the parameters' device). Every wait has a
 timeout; a peer that never issues a collective ends the run with an error, not a hang.
@@ -83,10 +84,17 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from gradsched.collectives import algorithms, get_allreduce
+from gradsched.collectives import get_allreduce
 from gradsched.compression import DistComm
 from gradsched.errors import ConfigError, GradschedError
-from gradsched.plan import Bucket, Plan, launch_order
+from gradsched.plan import Plan, launch_order
+from gradsched.runtime.bucket_layout import (
+    REDUCER_ALGORITHMS,
+    bucket_layout,
+    bucket_slots,
+    layer_index,
+    parameter_owners,
+)
 from gradsched.runtime.bucket_state import BucketState
 from gradsched.runtime.hierarchical import HierarchicalReducer
 from gradsched.runtime.layer_steps import LayerSteps
@@ -113,21 +121,6 @@ def _p2p_allreduce(name: str) -> Any:
     return get_allreduce(name)
 
 
-# Bucket algorithms run by a reducer object on a background thread:
-# runtime/hierarchical.py (two-level all-reduce) and runtime/ps.py (parameter servers).
-REDUCER_ALGORITHMS = ("hierarchical", "ps")
-
-
-def _check_algorithm(plan_name: str, k: int, spec: Any) -> None:
-    """A bucket may name one of gradsched's all-reduce algorithms (lp, ring, mst, rd, rhd)
-    or a reducer (:data:`REDUCER_ALGORITHMS`)."""
-    if spec.collective != "all_reduce":
-        raise ConfigError(f"plan '{plan_name}': bucket {k} names algorithm "
-                          f"{spec.algorithm!r}, but only all_reduce buckets can use one")
-    known = [*algorithms("all_reduce"), *REDUCER_ALGORITHMS]
-    if spec.algorithm not in known:
-        raise ConfigError(f"plan '{plan_name}': bucket {k}: unknown all-reduce algorithm "
-                          f"{spec.algorithm!r}; known: {', '.join(known)}")
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
@@ -187,11 +180,8 @@ class PlanExecutor:
         self.find_unused = find_unused_parameters
         self.timeout = dt.timedelta(seconds=timeout_s)
         self.per_layer = plan.update == "per_layer"
-        self._buckets = self._layout(model, plan)
-        self._slot: dict[nn.Parameter, tuple[int, int]] = {}
-        for b in self._buckets:
-            for m, p in enumerate(b.params):
-                self._slot[p] = (b.index, m)
+        self._buckets = bucket_layout(model, plan, self.world, self.find_unused)
+        self._slot = bucket_slots(self._buckets)
         self._order = launch_order(plan, [b.numel for b in self._buckets])
         self._reducers = self._make_reducers(ranks_per_node, ps_client)
         # Gradient compression (gradsched.compression): every plain all-reduce bucket (one
@@ -199,8 +189,9 @@ class PlanExecutor:
         self.compressor = compressor
         self._compress_state = self._compression_states(compressor)
         self.compressed_bytes_sent = 0
-        self._owner, self._layer_of = self._owners(model)
-        self._layers, self._module_layer = self._layer_index()
+        self._owner, self._layer_of = parameter_owners(model, self._slot)
+        self._layers, self._module_layer = layer_index(self._buckets, self._slot, self._owner,
+                                                       self._layer_of)
         self._layer_steps = (LayerSteps(optimizer, [[b.params[m] for b, m in members]
                                                     for members in self._layers])
                              if self.per_layer else None)
@@ -244,54 +235,6 @@ class PlanExecutor:
                 handles.append(module.register_forward_pre_hook(self._pre_forward))
         return handles
 
-    @staticmethod
-    def _bucket_params(plan: Plan, k: int, spec: Bucket, named: dict[str, nn.Parameter],
-                       trainable: set[str], seen: dict[str, int]
-                       ) -> tuple[list[nn.Parameter], list[str]]:
-        """The parameters bucket ``k`` names, checked (known, trainable, in one bucket)."""
-        params, names = [], []
-        for name in spec.tensors:
-            if name not in named:
-                raise ConfigError(f"plan '{plan.algorithm}': bucket {k} names {name!r}, "
-                                  "which is not a parameter of the model (names are "
-                                  "those of model.named_parameters())")
-            if name not in trainable:
-                raise ConfigError(f"plan '{plan.algorithm}': bucket {k} names {name!r}, "
-                                  "which is frozen (requires_grad=False); leave frozen "
-                                  "parameters out of the plan")
-            if name in seen:
-                raise ConfigError(f"plan '{plan.algorithm}': parameter {name!r} is in "
-                                  f"buckets {seen[name]} and {k}")
-            seen[name] = k
-            params.append(named[name])
-            names.append(name)
-        return params, names
-
-    def _layout(self, model: nn.Module, plan: Plan) -> list[BucketState]:
-        named = dict(model.named_parameters())
-        trainable = {n for n, p in named.items() if p.requires_grad}
-        seen: dict[str, int] = {}
-        buckets = []
-        for k, spec in enumerate(plan.buckets):
-            if not spec.tensors:
-                raise ConfigError(f"plan '{plan.algorithm}': bucket {k} is empty")
-            params, names = self._bucket_params(plan, k, spec, named, trainable, seen)
-            kinds = {(p.dtype, p.device) for p in params}
-            if len(kinds) > 1:
-                raise ConfigError(f"plan '{plan.algorithm}': bucket {k} mixes dtypes/devices "
-                                  f"{sorted(str(x) for x in kinds)}")
-            if spec.algorithm != "default":
-                _check_algorithm(plan.algorithm, k, spec)
-            if any(p.is_sparse for p in params):
-                raise ConfigError(f"plan '{plan.algorithm}': bucket {k}: sparse parameters "
-                                  "are not supported")
-            buckets.append(BucketState(k, spec, params, names, self.world, self.find_unused))
-        missing = [n for n in named if n in trainable and n not in seen]
-        if missing:
-            raise ConfigError(f"plan '{plan.algorithm}': {len(missing)} trainable parameters "
-                              f"are in no bucket, first {missing[0]!r}")
-        return buckets
-
     def _make_reducers(self, ranks_per_node: int | None, ps_client: Any) -> dict[str, Any]:
         """The reducers the plan's buckets name (``hierarchical``: subgroups of the
         default group, created here by every rank; ``ps``: the caller's client)."""
@@ -309,35 +252,6 @@ class PlanExecutor:
                                   "buckets (algorithm: ps) but no ps_client was given")
             reducers["ps"] = ps_client
         return reducers
-
-    def _owners(self, model: nn.Module) -> tuple[dict[nn.Parameter, nn.Module],
-                                                 dict[nn.Parameter, int]]:
-        """The module that directly owns each parameter, and its layer index (order of
-        first appearance in ``named_parameters``, i.e. forward order for ordinary models)."""
-        owner: dict[nn.Parameter, nn.Module] = {}
-        for module in model.modules():
-            for p in module.parameters(recurse=False):
-                if p in self._slot and p not in owner:
-                    owner[p] = module
-        layer_of: dict[nn.Parameter, int] = {}
-        module_index: dict[int, int] = {}
-        for _, p in model.named_parameters():
-            if p in owner:
-                mid = id(owner[p])
-                module_index.setdefault(mid, len(module_index))
-                layer_of[p] = module_index[mid]
-        return owner, layer_of
-
-    def _layer_index(self) -> tuple[list[list[tuple[BucketState, int]]], dict[int, int]]:
-        """(bucket, member) of every parameter of each layer (layers in forward order,
-        parameters in ``named_parameters`` order), and the layer of each owning module (by
-        ``id``): the per-layer update's index, built once."""
-        layers: list[list[tuple[BucketState, int]]] = [[] for _ in set(self._layer_of.values())]
-        for p, layer in self._layer_of.items():
-            k, m = self._slot[p]
-            layers[layer].append((self._buckets[k], m))
-        module_layer = {id(self._owner[p]): layer for p, layer in self._layer_of.items()}
-        return layers, module_layer
 
     def _set_stream_wait(self) -> None:
         """NCCL buckets on a GPU wait on the CUDA stream (``work.wait()`` without a timeout
