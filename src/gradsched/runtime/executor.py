@@ -188,7 +188,6 @@ class PlanExecutor:
         # chunk, library algorithm, no used-flags) is compressed and reduced synchronously.
         self.compressor = compressor
         self._compress_state = self._compression_states(compressor)
-        self.compressed_bytes_sent = 0
         self._owner, self._layer_of = parameter_owners(model, self._slot)
         self._layers, self._module_layer = layer_index(self._buckets, self._slot, self._owner,
                                                        self._layer_of)
@@ -477,8 +476,6 @@ class PlanExecutor:
         out = self.compressor.compress_and_reduce(grad, params, self._compress_state[b.index],
                                                   DistComm(self.group), self.steps)
         b.flat[:b.numel].copy_(out)
-        self.compressed_bytes_sent += self.compressor.bytes_sent(b.numel, self.world,
-                                                                 b.flat.element_size())
 
     def _end_backward(self) -> None:
         """End of backward (autograd callback): complete buckets with missing gradients,
