@@ -1,6 +1,6 @@
 """The import graph of ``src/gradsched``, read with :mod:`ast` (imports inside functions count).
 
-A *unit* is a subpackage (``gradsched.replay``) or a top-level module (``gradsched.advise``).
+A *unit* is a subpackage (``gradsched.replay``) or a top-level module (``gradsched.plan``).
 The layering tests (``tests/test_layering.py``) check this graph against the table in
 ``docs/architecture.md``: no cycle between units or between modules, no unit importing one it
 may not, and no import written inside a function to hide an edge.
@@ -92,7 +92,7 @@ def resolve(target: str, known: set[str]) -> str | None:
 
 
 def unit(module: str) -> str:
-    """``gradsched.replay.engine`` -> ``replay``; ``gradsched.advise`` -> ``advise``."""
+    """``gradsched.replay.engine`` -> ``replay``; ``gradsched.plan`` -> ``plan``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 

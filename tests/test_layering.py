@@ -6,6 +6,7 @@ cycle from Python's import machinery, not from a reader.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,30 @@ def test_cycle_finder_on_known_graphs() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}) == [["a", "b"], ["c", "d"]]
+
+
+def private_imports(root: Path) -> list[str]:
+    """Every ``from gradsched.x import _name`` under ``root``: a private name used by another
+    module is a seam that should be public."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gradsched"):
+                found += [f"{path}:{node.lineno}: {node.module}.{alias.name}"
+                          for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    repo = SRC.parent
+    found = [hit for tree in ("src", "workflow", "benchmarks", "tools")
+             for hit in private_imports(repo / tree)]
+    assert found == [], "\n".join(found)
+
+
+def test_the_private_import_check_finds_a_planted_one(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from gradsched.runtime.bench import _timed\n"
+                                   "from gradsched.io import read_text\n")
+    assert [hit.split(": ")[1] for hit in private_imports(tmp_path)] == \
+        ["gradsched.runtime.bench._timed"]
