@@ -41,7 +41,7 @@ with the replay engine (:mod:`gradsched.replay.engine`):
 Every predicted time replays the trace as written (its compute times are those of the
 machine it was captured on); the executor's own overhead against DDP on the same buckets
 (measured by ``benchmarks/bench_executor_vs_ddp.py``) is not in the prediction, which is
-what ``--validate`` (:func:`gradsched.advise.validate`) measures: stock DDP with the
+what ``--validate`` (:func:`gradsched.reexec.validate.validate`) measures: stock DDP with the
 per-bucket list, at the best uniform cap and at the current setting (and the plan through
 the executor, when it is recommended), for real on this machine, with bootstrap 95 %
 intervals of the speedups.
@@ -56,7 +56,7 @@ the topology's, and the margin is the largest held-out MAPE of the levels
 Each prediction is one case of the experiments' grid
 (:func:`gradsched.experiments.grid.run_algorithm`: plan, with the replay scoring the
 planners that search, and replay). No torch import: the validation, which runs things for
-real, is :mod:`gradsched.advise`. The advice as text, with the commands that apply it, is
+real, is :mod:`gradsched.reexec.validate`. The advice as text, with the commands that apply it, is
 :mod:`gradsched.experiments.recommend_text`.
 """
 

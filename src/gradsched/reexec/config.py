@@ -1,6 +1,6 @@
 """The re-execution's configuration: its cases, its settings and the interference JSON
-each case's plans and predictions use (``config/reexec.yaml``; the experiment itself is
-:mod:`gradsched.reexec.experiment`)."""
+each case's plans and predictions use (``config/reexec.yaml``; the experiment's method is
+in :mod:`gradsched.reexec`)."""
 
 from __future__ import annotations
 
