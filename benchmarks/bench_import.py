@@ -37,3 +37,21 @@ def _import_all(external: Path) -> int:
 def test_import_every_shipped_log(benchmark, external: Path) -> None:
     rows = benchmark.pedantic(_import_all, args=(external,), rounds=3, iterations=1)
     assert rows > 2000
+
+
+def test_cli_help_start_up(benchmark) -> None:
+    """CPU seconds of ``gradsched --help`` in a fresh interpreter (the start-up every
+    command line pays before its verb's module loads)."""
+    import resource
+    import subprocess
+    import sys
+
+    def run() -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-m", "gradsched", "--help"], check=True,
+                       capture_output=True, timeout=60)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+    cpu_s = benchmark.pedantic(run, rounds=5, iterations=1)
+    benchmark.extra_info["cpu_s"] = cpu_s

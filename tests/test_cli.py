@@ -33,9 +33,32 @@ def test_verb_table_is_what_the_command_modules_register() -> None:
         assert alone[verb].format_help() == full[verb].format_help()
 
 
-def test_an_unknown_first_word_gets_the_full_parser() -> None:
+def test_the_verb_help_is_what_the_command_modules_register() -> None:
     from gradsched import cli
 
-    assert cli.command_modules(["--help"]) == cli.command_modules()
-    assert cli.command_modules(["replya"]) == cli.command_modules()
-    assert cli.command_modules(["fit", "x.csv"]) == ["fit"]
+    full = build_parser()._subparsers._group_actions[0]
+    registered = {action.dest: action.help for action in full._choices_actions}
+    assert registered == cli.VERB_HELP
+
+
+def test_a_command_line_without_a_verb_lists_the_verbs_and_loads_no_command() -> None:
+    """``gradsched --help``, a typo, nothing: the verbs and their help, from the table, in a
+    process that never imports a command module, pandas, numpy or torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom gradsched.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('pandas', 'numpy', 'scipy', 'matplotlib', 'torch') or "
+            "m.startswith('gradsched.commands.') and not m.split('.')[-1].startswith('_'))\n"
+            "print('LOADED', heavy, file=sys.stderr)\n")
+    for argv in (["--help"], ["replya"], []):
+        proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
+                              text=True, timeout=60)
+        assert "LOADED []" in proc.stderr, (argv, proc.stderr[-2000:])
+    listed = subprocess.run([sys.executable, "-m", "gradsched", "--help"], capture_output=True,
+                            text=True, timeout=60).stdout
+    from gradsched import cli
+
+    assert all(f"    {verb}" in listed for verb in cli.VERB_HELP)

@@ -40,6 +40,31 @@ VERB_MODULES = {
 }
 
 
+VERB_HELP = {
+    "advise": "recommend DDP's bucket caps (uniform or per bucket), or a gradsched plan, only "
+              "where predicted to win by more than the model's error",
+    "bench": "benchmark gradsched's collective algorithms",
+    "capture": "capture real traces with PyTorch (compute, profiled iterations, collective "
+               "sweeps)",
+    "cluster": "run a command per rank in an emulated cluster of network namespaces (needs "
+               "root); 'cluster check' measures the shaped bandwidth",
+    "compress": "gradient compression: train, profile, report",
+    "fit": "fit comm cost models to comm traces; held-out error",
+    "import": "import public measurement logs as traces",
+    "plan": "make one algorithm's plan (JSON), or a plan's DDP bucket_cap_mb_list (--emit ddp)",
+    "reexec": "re-execute plans for real and compare with the replay",
+    "replay": "plan and replay algorithms; one result row each",
+    "report": "figures, tables, macros and checks from results",
+    "run": "time plans through the executor (or PyTorch DDP) on real ranks",
+    "shard": "sharded data parallelism: FSDP2 units and prefetch",
+    "study": "run a study's cases (replays, checks) into a CSV",
+    "traces": "validate, correct and list trace bundles, model an LLM's; print column "
+              "dictionaries",
+}
+"""Each verb's one-line help, as its module registers it (tests/test_cli.py checks): the
+top-level ``--help`` lists the verbs without loading any command module."""
+
+
 def command_modules(argv: list[str] | None = None) -> list[str]:
     """The command modules to load for ``argv``: its verb's module when the first word is a
     known verb, else every module (``--help``, ``--version``, a typo: the full parser)."""
@@ -51,7 +76,9 @@ def command_modules(argv: list[str] | None = None) -> list[str]:
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser with the sub-commands of :func:`command_modules` (all of them without
-    ``argv``)."""
+    ``argv``). A command line whose first word is not a verb (``--help``, a typo, nothing)
+    gets the verbs' names and one-line help only (:data:`VERB_HELP`): enough to list them
+    or refuse, and no command module is loaded."""
     parser = argparse.ArgumentParser(
         prog="gradsched",
         description="Communication scheduling for data-parallel training: import and "
@@ -59,6 +86,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gradsched {gradsched.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    if argv is not None and (not argv or argv[0] not in VERB_MODULES):
+        for verb, text in VERB_HELP.items():
+            sub.add_parser(verb, help=text)
+        return parser
     for name in command_modules(argv):
         importlib.import_module(f"{commands.__name__}.{name}").register(sub)
     mark_outputs(parser)

@@ -15,7 +15,8 @@ from gradsched.traces.columns import column_dictionary_markdown
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("traces", help="validate trace bundles; print column dictionaries")
+    parser = sub.add_parser("traces", help="validate, correct and list trace bundles, model an "
+                            "LLM's; print column dictionaries")
     tsub = parser.add_subparsers(dest="traces_command", required=True)
     val = tsub.add_parser("validate", help="validate compute/comm trace CSVs and sidecars")
     val.add_argument("paths", nargs="+", type=Path, help="trace CSVs (kind read from the sidecar)")
