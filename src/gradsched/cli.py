@@ -16,13 +16,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-# numpy and pandas load with the command line, where a Ctrl-C during their imports is noted
-# (gradsched/__main__.py): imported first inside a library that imports them optionally
-# (torch does), the ImportError numpy makes of a KeyboardInterrupt is swallowed and the
-# command runs on to its end.
-import numpy  # noqa: F401
-import pandas  # noqa: F401
-
 import gradsched
 from gradsched import commands
 from gradsched.commands._outputs import mark_outputs, preflight
@@ -74,6 +67,15 @@ def command_modules(argv: list[str] | None = None) -> list[str]:
                   if not info.name.startswith("_"))  # _*: helpers of the command modules
 
 
+def load_array_libraries() -> None:
+    """numpy and pandas, imported before any command module and under :func:`main`'s watch
+    for Ctrl-C: imported first inside a library that imports them optionally (torch does),
+    the ImportError numpy makes of a KeyboardInterrupt would be swallowed and the command
+    would run on to its end. (The verbs' list alone needs neither.)"""
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser with the sub-commands of :func:`command_modules` (all of them without
     ``argv``). A command line whose first word is not a verb (``--help``, a typo, nothing)
@@ -90,6 +92,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         for verb, text in VERB_HELP.items():
             sub.add_parser(verb, help=text)
         return parser
+    load_array_libraries()
     for name in command_modules(argv):
         importlib.import_module(f"{commands.__name__}.{name}").register(sub)
     mark_outputs(parser)
