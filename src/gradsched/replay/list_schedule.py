@@ -15,6 +15,7 @@ from gradsched.errors import ConfigError
 from gradsched.replay.prep import AG, RS, PlanItems, TraceArrays
 
 _EPS = 1e-15
+_DONE = 1e-12  # a bandwidth phase with this little work left has ended
 
 
 def fifo_one_channel(eligible: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -67,21 +68,22 @@ def priority_one_channel(items: PlanItems, backward_s: float) -> tuple[np.ndarra
     return start, end
 
 
-def _items_by_release_position(items: PlanItems) -> dict[int, list[int]]:
+def items_by_release_position(bucket_of: list[int], kind: list[int], last_pos: list[int],
+                              n: int) -> dict[int, list[int]]:
     """Backward position -> the items (all but all-gathers) whose bucket's last gradient
     is produced there, in item order."""
     by_pos: dict[int, list[int]] = {}
-    first_items = [i for i in range(items.n_per_iteration) if items.kind[i] != AG]
-    for i in first_items:
-        by_pos.setdefault(int(items.bucket_last_pos[items.bucket[i]]), []).append(i)
+    for i in range(n):
+        if kind[i] != AG:
+            by_pos.setdefault(last_pos[bucket_of[i]], []).append(i)
     return by_pos
 
 
 def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa: C901
-                    compute_slowdown: float, comm_slowdown: float,
-                    collective_cpu_s: float = 0.0, sequence: np.ndarray | None = None,
-                    credit_bytes: float | None = None
-                    ) -> tuple[np.ndarray, np.ndarray, float]:
+                   compute_slowdown: float, comm_slowdown: float,
+                   collective_cpu_s: float = 0.0, sequence: np.ndarray | None = None,
+                   credit_bytes: float | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, float]:
     """The general list schedule: priorities, all-gathers, several channels sharing
     bandwidth, and backward compute simulated together with communication, with
     interference (factors of 1 and 0 s = none): a collective starting while backward
@@ -94,38 +96,58 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
     and the (stretched) end of backward, all relative to the start of backward. Forward
     passes are not slowed (a documented simplification).
 
+    **Cost per event, whatever the number of collectives in flight.** A collective's
+    latency phase runs at ``1/comm_mult`` of real time and every collective in its
+    bandwidth phase at ``1/(in_bw x comm_mult)`` (processor sharing), so each phase keeps one
+    clock of its own (virtual time, as in fair-queueing schedulers: Demers, Keshav and
+    Shenker, SIGCOMM 1989) and a heap of the clock readings at which its collectives end:
+    an event advances two clocks and pops what ended, ``O(log n)``, instead of updating
+    every active collective. Collectives ending at one instant complete in the order they
+    started.
+
     This is the replay's hot path (an event loop run for every plan the searches try),
-    so it stays one function: the loop's state (clock, backward work left, the pending,
-    ready and active sets, bytes in flight) lives in local variables, which Python reads
-    much faster than attributes of a state object, and splitting the loop's phases into
-    functions would add a call per phase per event. Only the setup is a function
-    (:func:`_items_by_release_position`). Hence its McCabe complexity (21) is above the
-    project's limit (``# noqa: C901``)."""
+    so it stays one function with its state in local variables (Python reads them much
+    faster than attributes) and the items' arrays as Python lists (no numpy scalar per
+    access); hence its McCabe complexity above the project's limit (``# noqa: C901``)."""
     n = items.n_per_iteration
-    start, end = np.zeros(n), np.zeros(n)
+    start, end = [0.0] * n, [0.0] * n
+    kind = items.kind.tolist()
+    bucket_of = items.bucket.tolist()
+    nbytes = items.nbytes.tolist()
+    latency = items.latency_s.tolist()
+    duration = items.duration_s.tolist()
+    prio = items.key_priority.tolist()
+    ag_of = items.ag_of.tolist()
+    unpack = items.bucket_unpack_s.tolist()
+    release = items.bucket_release_s.tolist()
+    order_key = sequence.tolist() if sequence is not None else None
     segments = arrays.backward_seq_s.tolist()
     n_seg = len(segments)
-    by_pos = _items_by_release_position(items)
+    by_pos = items_by_release_position(bucket_of, kind, items.bucket_last_pos.tolist(), n)
     pending: list[tuple[float, int]] = []
     ready: list[tuple[tuple[int, float, float, int], int]] = []
-    active: dict[int, list[float]] = {}
+    # latency phase: (latency clock at its end, start number, item); the clock runs at
+    # 1/comm_mult of real time, the same for every item in this phase
+    in_latency: list[tuple[float, int, int]] = []
+    # bandwidth phase: (bandwidth clock at its end, start number, item); the clock runs at
+    # 1/(in_bw * comm_mult): every item in this phase shares the bandwidth equally
+    in_bandwidth: list[tuple[float, int, int]] = []
+    lat_clock = bw_clock = 0.0
+    n_active = 0
+    number_of: dict[int, int] = {}
     waiting_gathers: list[int] = []
     pos, left, now = 0, (segments[0] if n_seg else 0.0), 0.0
     next_seq, started = 0, 0
-    expected = int(np.sum(items.kind != AG) + np.sum(items.ag_of >= 0))
+    expected = sum(1 for k in kind if k != AG) + sum(1 for j in ag_of if j >= 0)
     credit = np.inf if credit_bytes is None else float(credit_bytes)
     in_flight = 0.0
     backward_end = 0.0 if n_seg == 0 else np.inf
 
-    def release_position(p: int) -> None:
-        for i in by_pos.get(p, ()):
-            b = items.bucket[i]
-            elig = max(now + items.bucket_unpack_s[b], items.bucket_release_s[b])
-            heapq.heappush(pending, (elig, i))
-
     while True:
-        while pos < n_seg and left <= _EPS:  # finished (or empty) backward segments
-            release_position(pos)
+        while pos < n_seg and left <= _EPS:
+            for i in by_pos.get(pos, ()):
+                b = bucket_of[i]
+                heapq.heappush(pending, (max(now + unpack[b], release[b]), i))
             pos += 1
             left = segments[pos] if pos < n_seg else 0.0
             if pos == n_seg:
@@ -135,54 +157,69 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
                 waiting_gathers.clear()
         while pending and pending[0][0] <= now + _EPS:
             elig, i = heapq.heappop(pending)
-            if sequence is not None:
-                heapq.heappush(ready, ((0, float(sequence[i]), elig, i), i))
+            if order_key is not None:
+                heapq.heappush(ready, ((0, float(order_key[i]), elig, i), i))
             else:
-                cls = 1 if items.kind[i] == AG else 0
-                heapq.heappush(ready, ((cls, float(items.key_priority[i]), elig, i), i))
-        while ready and len(active) < channels and in_flight < credit and (
-                sequence is None or sequence[ready[0][1]] == next_seq):
+                heapq.heappush(ready, ((1 if kind[i] == AG else 0, prio[i], elig, i), i))
+        while ready and n_active < channels and in_flight < credit and (
+                order_key is None or order_key[ready[0][1]] == next_seq):
             _, i = heapq.heappop(ready)
             next_seq += 1
+            number_of[i] = started
             started += 1
-            in_flight += float(items.nbytes[i])
-            lat = float(items.latency_s[i])
-            active[i] = [lat, float(items.duration_s[i]) - lat]
+            n_active += 1
+            in_flight += nbytes[i]
+            lat = latency[i]
+            if lat > _EPS:
+                heapq.heappush(in_latency, (lat_clock + lat, number_of[i], i))
+            else:
+                heapq.heappush(in_bandwidth, (bw_clock + (duration[i] - lat), number_of[i], i))
             start[i] = now
             if pos < n_seg:
                 left += collective_cpu_s
         computing = pos < n_seg
-        if not computing and not active and not pending:
+        if not computing and not n_active and not pending:
             if started < expected:
                 raise ConfigError(f"replay: {expected - started} collective(s) never started "
                                   "(the issue sequence waits for an item that never "
                                   "becomes eligible)")
             break
         comm_mult = comm_slowdown if computing else 1.0
-        in_bw = sum(1 for st in active.values() if st[0] <= _EPS)
+        in_bw = len(in_bandwidth)
         compute_rate = 1.0 / compute_slowdown if in_bw else 1.0
-        steps = [st[0] * comm_mult if st[0] > _EPS else st[1] * in_bw * comm_mult
-                 for st in active.values()]
+        step = np.inf
+        if in_latency:
+            step = (in_latency[0][0] - lat_clock) * comm_mult
+        if in_bw:
+            step = min(step, (in_bandwidth[0][0] - bw_clock) * in_bw * comm_mult)
         if computing:
-            steps.append(left / compute_rate)
-        if pending and len(active) < channels:
-            steps.append(pending[0][0] - now)
-        step = max(min(steps), 0.0)
+            step = min(step, left / compute_rate)
+        if pending and n_active < channels:
+            step = min(step, pending[0][0] - now)
+        step = max(step, 0.0)
         if computing:
             left -= step * compute_rate
-        for st in active.values():
-            if st[0] > _EPS:
-                st[0] -= step / comm_mult
-            else:
-                st[1] -= step / (in_bw * comm_mult)
+        lat_clock += step / comm_mult
+        if in_bw:
+            bw_clock += step / (in_bw * comm_mult)
         now += step
-        for i in [i for i, st in active.items() if st[0] <= _EPS and st[1] <= 1e-12]:
-            del active[i]
-            in_flight = in_flight - float(items.nbytes[i]) if active else 0.0
+        done = []
+        while in_bandwidth and in_bandwidth[0][0] - bw_clock <= _DONE:
+            done.append(heapq.heappop(in_bandwidth))
+        while in_latency and in_latency[0][0] - lat_clock <= _EPS:
+            _, number, i = heapq.heappop(in_latency)
+            work = duration[i] - latency[i]
+            if work <= _DONE:
+                done.append((0.0, number, i))
+            else:
+                heapq.heappush(in_bandwidth, (bw_clock + work, number, i))
+        for _, _, i in sorted(done, key=lambda d: d[1]):
+            n_active -= 1
+            in_flight = in_flight - nbytes[i] if n_active else 0.0
             end[i] = now
-            if items.kind[i] == RS and items.ag_of[i] >= 0:
+            if kind[i] == RS and ag_of[i] >= 0:
                 if pos < n_seg:
-                    waiting_gathers.append(int(items.ag_of[i]))
+                    waiting_gathers.append(ag_of[i])
                 else:
-                    heapq.heappush(pending, (now, int(items.ag_of[i])))
-    return start, end, float(backward_end)
+                    heapq.heappush(pending, (now, ag_of[i]))
+    return np.asarray(start), np.asarray(end), float(backward_end)
