@@ -80,3 +80,12 @@ def test_a_tie_goes_to_the_smaller_secondary_cost_then_to_the_first() -> None:
     scores = {"wfbp": 1.0, "contig": 1.0 + 1e-13, "ddp": 1.1}
     assert fastest_label_by(scores, {"wfbp": 202, "contig": 29, "ddp": 8}) == "contig"
     assert fastest_label_by(scores, {"wfbp": 5, "contig": 5, "ddp": 1}) == "wfbp"
+
+
+def test_a_plan_at_the_bound_has_no_gap() -> None:
+    from gradsched.experiments.grid import gap_to_bound_pct
+
+    bound = 19.5468015
+    assert gap_to_bound_pct(bound * (1 + 4e-16), bound) == 0.0  # the order of a sum's terms
+    assert gap_to_bound_pct(bound * 1.01, bound) == pytest.approx(1.0)
+    assert gap_to_bound_pct(1.0, 0.0) == 0.0

@@ -26,6 +26,7 @@ from gradsched.planners import ALGORITHMS_ALL, REPLAY_KNOBS, planner_names, repl
 from gradsched.replay.bounds import lower_bound
 from gradsched.replay.engine import ReplayOptions, ReplayResult, replay
 from gradsched.replay.timeline import write_timeline
+from gradsched.ties import same_time
 from gradsched.traces.bundle import ComputeTrace
 
 RESULT_COLUMNS = (
@@ -34,6 +35,15 @@ RESULT_COLUMNS = (
     "comm_below_range_pct", "comm_above_range_pct", "world_size_basis", "compute_bound_by",
     "compute_spread",
 )
+
+
+def gap_to_bound_pct(iteration_s: float, bound_s: float) -> float:
+    """How far above the lower bound an iteration is, in percent; 0 when the two are the
+    same time (:func:`gradsched.ties.same_time`): a plan at the bound is at it, not 1e-14 %
+    above it by the order of a sum's terms."""
+    if bound_s <= 0 or same_time(iteration_s, bound_s):
+        return 0.0
+    return 100.0 * (iteration_s / bound_s - 1.0)
 
 
 def resolve_world_size(model: CommModel, requested: int | None,
@@ -180,7 +190,7 @@ def compare(
             "n_buckets": result.n_buckets,
             "comm_busy_s": result.comm_busy_s,
             "lower_bound_s": bound,
-            "gap_to_lb_pct": 100.0 * (result.iteration_s / bound - 1.0) if bound > 0 else 0.0,
+            "gap_to_lb_pct": gap_to_bound_pct(result.iteration_s, bound),
             "knobs": json.dumps(plan.knobs, sort_keys=True, default=str),
             "comm_below_range_pct": result.comm_below_range_pct,
             "comm_above_range_pct": result.comm_above_range_pct,
