@@ -442,8 +442,6 @@ CASES: list[Case] = [
     Case("partial", "capture iteration --model tiny-mlp --batch-size 2 -o {d}/a_file",
          "existing file"),
     # --- plans: bounded resources, checked fields ---
-    Case("plan-bounds", f"{REPLAY} --algorithms bytescheduler "
-         "--knob bytescheduler.partition_params=1", "collectives per iteration"),
     Case("plan-bounds", f"{RUN} --plan {{d}}/plan_chunks_1e9.json -o {{d}}/r.csv",
          "chunks must be an integer in [1, 100000]", ("r.csv",)),
     Case("plan-bounds", f"{RUN} --plan {{d}}/plan_chunks_float.json -o {{d}}/r.csv",

@@ -272,7 +272,9 @@ def test_advise_validate_refuses_its_json_before_measuring(
     def must_not_run(*args: object, **kwargs: object) -> None:
         raise AssertionError("the measurement ran before the output was checked")
 
-    monkeypatch.setattr(advise_command, "validate", must_not_run)
+    import gradsched.reexec.validate as validate_module  # what --validate loads when it runs
+
+    monkeypatch.setattr(validate_module, "validate", must_not_run)
     monkeypatch.setattr(advise_command, "advise", must_not_run)
     target = work / "c.csv" / "advice.json"
     if where == "symlink":

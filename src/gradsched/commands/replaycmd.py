@@ -185,6 +185,11 @@ def _plan(args: argparse.Namespace) -> int:
     plan.save(args.output)
     print(f"{args.algorithm}: {plan.n_buckets} buckets for {trace.n_tensors} tensors "
           f"-> {args.output}")
+    coarsened = plan.info.get("partition_coarsened")
+    if coarsened:  # the budget of collectives made the planner use a larger partition
+        print(f"gradsched {args.command}: note: partition of {coarsened['asked_params']} "
+              f"parameters coarsened to {coarsened['used_params']}: {coarsened['why']}",
+              file=sys.stderr)
     return 0
 
 
