@@ -122,6 +122,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     sh.add_argument("--memory-cap", type=size(), default=None, metavar="BYTES",
                     help="cap on gathered parameters and unsharded gradients per rank "
                          "(e.g. 600M)")
+    sh.add_argument("--gpu-memory", type=size(), default=None, metavar="BYTES",
+                    help="memory of one GPU (e.g. 80G); no layout gathers more than it leaves "
+                         "after the parameter, gradient and Adam-state shards; default: the "
+                         "trace's device when it names a known GPU")
     val = p.add_argument_group("validation (--validate: run the candidates for real)")
     val.add_argument("--validate", action="store_true",
                      help="run stock DDP with the per-bucket caps, the best uniform cap and "
@@ -183,8 +187,8 @@ def _run(args: argparse.Namespace) -> int:
     trace, model, world, interference = _load(args)
     if args.sharded:
         return _run_sharded(args, trace, model, world)
-    if args.memory_cap is not None or args.semantics is not None:
-        raise ConfigError("--memory-cap and --semantics need --sharded")
+    if args.memory_cap is not None or args.semantics is not None or args.gpu_memory is not None:
+        raise ConfigError("--memory-cap, --gpu-memory and --semantics need --sharded")
     if args.validate and args.model is None and trace.meta.get("model"):
         # the sidecar's model: a zoo name only (data never selects code), checked before
         # any work
@@ -241,7 +245,7 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
     semantics = args.semantics or ("blocking" if device.startswith("cpu") else "streams")
     adv = advise_sharded(trace, model, world, comm_spec=args.comm,  # type: ignore[arg-type]
                          semantics=semantics, memory_cap_bytes=args.memory_cap,
-                         margin_pct=args.margin_pct)
+                         margin_pct=args.margin_pct, gpu_memory_bytes=args.gpu_memory)
     print(render_sharded(adv), end="")
     out = {"sharded": adv.to_dict()}
     if args.validate:

@@ -47,6 +47,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-cap", type=size(), default=None,
                    help="cap on the gathered parameters and gradients in flight per rank "
                         "(bytes, e.g. 600M), for the optimum")
+    p.add_argument("--gpu-memory", type=size(), default=None,
+                   help="memory of one GPU (e.g. 80G): the optimum gathers no more than it "
+                        "leaves after the parameter, gradient and Adam-state shards; default: "
+                        "the trace's device when it names a known GPU")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -127,7 +131,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     trace, model = _inputs(args)
     rows = compare(trace, model, args.world_size, semantics=args.semantics,
-                   memory_cap_bytes=args.memory_cap)
+                   memory_cap_bytes=_optimum_cap(args, trace))
     frame = pd.DataFrame(rows)
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.output is not None:
@@ -143,10 +147,24 @@ def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None):
 
     if name == OPTIMUM:
         if knobs:
-            raise SystemExit(f"gradsched: {OPTIMUM} takes --memory-cap and --semantics, no knobs")
+            raise SystemExit(f"gradsched: {OPTIMUM} takes --memory-cap, --gpu-memory and "
+                             "--semantics, no knobs")
         return optimum(trace, model, args.world_size, semantics=args.semantics,
-                       memory_cap_bytes=args.memory_cap).plan
+                       memory_cap_bytes=_optimum_cap(args, trace)).plan
     return make_sharded_plan(name, trace, model, args.world_size, knobs)
+
+
+def _optimum_cap(args: argparse.Namespace, trace) -> float | None:
+    """The optimum's cap: ``--memory-cap`` and what the GPU's memory leaves, the smaller
+    (:func:`gradsched.experiments.sharded_memory.memory_budget`); said on stdout."""
+    from gradsched.experiments.sharded_memory import memory_budget
+
+    budget = memory_budget(trace, args.world_size, args.gpu_memory)
+    if budget is None:
+        return args.memory_cap
+    print(f"memory: {budget.text()}")
+    cap = budget.gathered_cap_bytes
+    return cap if args.memory_cap is None else min(cap, args.memory_cap)
 
 
 def _write_plans(args: argparse.Namespace, trace, model, names: list[str]) -> None:
@@ -182,6 +200,10 @@ def _plan(args: argparse.Namespace) -> int:
           f"{result.iteration_s:.4g} s per iteration, peak of gathered parameters and gradients "
           f"{result.gathered_peak_bytes / 2**20:.4g} MiB -> {args.output}")
     print(fully_shard_code(plan, trace.names))
+    if str(plan.info.get("method", "")).startswith("search"):
+        print(f"note: the best of a {plan.info['method']}, {plan.info['replays']} replays: "
+              f"within {plan.info['gap_to_bound_pct']:.3g} % of the lower bound, not proven "
+              "optimal")
     return 0
 
 

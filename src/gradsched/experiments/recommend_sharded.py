@@ -19,7 +19,9 @@ from typing import Any
 
 from gradsched.costmodel.base import CommModel
 from gradsched.experiments.recommend import Margin, domain_notes, model_margin
-from gradsched.experiments.sharded import optimum
+from gradsched.experiments.sharded import Scored, optimum
+from gradsched.experiments.sharded_blocking import NoLayoutFits
+from gradsched.experiments.sharded_memory import MemoryBudget, memory_budget
 from gradsched.plan_sharded import ShardedPlan, fully_shard_code
 from gradsched.planners.sharded import fsdp2
 from gradsched.replay.sharded import (
@@ -50,17 +52,30 @@ class ShardedAdvice:
     notes: tuple[str, ...] = ()
     """Where the prediction lies outside what the comm model measured
     (:func:`gradsched.experiments.recommend.domain_notes`)."""
+    smallest_peak_bytes: float | None = None
+    """Set when no layout of whole blocks fits the memory cap: the least peak any reached
+    (``best`` is then FSDP2's default, shown for reference)."""
 
     @property
     def gain_pct(self) -> float:
         return 100.0 * (self.default_replay.iteration_s / self.best_replay.iteration_s - 1.0)
 
     @property
+    def default_fits(self) -> bool:
+        """Whether FSDP2's default layout fits the memory cap (always, without one)."""
+        return (self.memory_cap_bytes is None
+                or self.default_replay.gathered_peak_bytes <= self.memory_cap_bytes)
+
+    @property
     def recommend_best(self) -> bool:
-        """The optimum, when faster than FSDP2's default by more than the margin (never on
-        a tie, :func:`gradsched.ties.faster`, whatever the margin)."""
-        return (faster(self.best_replay.iteration_s, self.default_replay.iteration_s)
-                and self.gain_pct > self.margin.pct)
+        """The optimum, when FSDP2's default does not fit the memory cap, or when it is
+        faster than the default by more than the margin (never on a tie,
+        :func:`gradsched.ties.faster`, whatever the margin)."""
+        if self.smallest_peak_bytes is not None:
+            return False
+        return not self.default_fits or (
+            faster(self.best_replay.iteration_s, self.default_replay.iteration_s)
+            and self.gain_pct > self.margin.pct)
 
     @property
     def chosen(self) -> ShardedPlan:
@@ -71,7 +86,10 @@ class ShardedAdvice:
                 "memory_cap_bytes": self.memory_cap_bytes,
                 "margin_pct": self.margin.pct, "margin_source": self.margin.source,
                 "gain_pct": self.gain_pct,
-                "recommendation": "optimum" if self.recommend_best else "keep-fsdp2-default",
+                "recommendation": ("none-fits" if self.smallest_peak_bytes is not None
+                                   else "optimum" if self.recommend_best
+                                   else "keep-fsdp2-default"),
+                "smallest_peak_bytes": self.smallest_peak_bytes,
                 "notes": list(self.notes),
                 "default": {"plan": self.default.to_dict(),
                             "replay": self.default_replay.to_dict()},
@@ -81,19 +99,50 @@ class ShardedAdvice:
 def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
                    comm_spec: str, semantics: Semantics,
                    memory_cap_bytes: float | None = None,
-                   margin_pct: float | None = None) -> ShardedAdvice:
-    """FSDP2's default and the optimum, replayed, and the margin (module docstring)."""
+                   margin_pct: float | None = None,
+                   gpu_memory_bytes: float | None = None) -> ShardedAdvice:
+    """FSDP2's default and the optimum, replayed, and the margin (module docstring). The
+    optimum never gathers more than the GPU's memory leaves
+    (:func:`gradsched.experiments.sharded_memory.memory_budget`: ``gpu_memory_bytes``, or
+    the trace's device) nor more than ``memory_cap_bytes``."""
+    budget = memory_budget(trace, world_size, gpu_memory_bytes)
+    cap = memory_cap_bytes
+    if budget is not None:
+        cap = budget.gathered_cap_bytes if cap is None else min(cap, budget.gathered_cap_bytes)
     default = fsdp2(trace, model, world_size)
     default_replay = replay_sharded(trace, default, model, world_size, semantics=semantics)
-    best = optimum(trace, model, world_size, semantics=semantics,
-                   memory_cap_bytes=memory_cap_bytes)
+    smallest = None
+    try:
+        best = optimum(trace, model, world_size, semantics=semantics, memory_cap_bytes=cap)
+    except NoLayoutFits as exc:  # said in the advice, with FSDP2's default for reference
+        best, smallest = Scored(default, default_replay), exc.smallest_peak_bytes
     margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct)
-    notes = domain_notes(
+    notes = memory_notes(budget, semantics) + search_notes(best.plan) + domain_notes(
         [(f"the {label} layout", sharded_range_shares(trace, plan, model, world_size))
          for label, plan in (("FSDP2 default", default), ("optimum", best.plan))],
         model.world_size_basis(world_size))
     return ShardedAdvice(default, default_replay, best.plan, best.replay, margin, semantics,
-                         world_size, memory_cap_bytes, tuple(trace.names), tuple(notes))
+                         world_size, cap, tuple(trace.names), tuple(notes), smallest)
+
+
+def memory_notes(budget: MemoryBudget | None, semantics: str) -> list[str]:
+    """What the memory cap rests on, or that no GPU memory was known."""
+    if budget is not None:
+        return [f"memory: {budget.text()}"]
+    if semantics == "blocking":
+        return []
+    return ["memory: the trace names no GPU whose memory is known; give --gpu-memory (e.g. "
+            "80G) so that no layout gathers more than the GPU holds"]
+
+
+def search_notes(plan: ShardedPlan) -> list[str]:
+    """That the optimum was searched, not enumerated, and how far from the bound it is."""
+    info = plan.info
+    if not str(info.get("method", "")).startswith("search"):
+        return []
+    return [f"the optimum is the best of a {info['method']}, {info['replays']} replays: "
+            f"within {info['gap_to_bound_pct']:.3g} % of the lower bound "
+            f"({info['lower_bound_s']:.4g} s), not proven optimal"]
 
 
 def _row(label: str, plan: ShardedPlan, result: ShardedReplay) -> str:
@@ -108,17 +157,27 @@ def render_sharded(adv: ShardedAdvice) -> str:
     lines = [f"gradsched advise --sharded: {adv.world_size} ranks, {adv.semantics} "
              "collectives; predicted iteration time (replay) and peak of gathered parameters "
              "and unsharded gradients per rank:",
-             _row("FSDP2 default (per block)", adv.default, adv.default_replay),
-             _row("optimum", adv.best, adv.best_replay)]
+             _row("FSDP2 default (per block)", adv.default, adv.default_replay)]
+    if adv.smallest_peak_bytes is None:  # else no layout fits: there is no optimum to show
+        lines.append(_row("optimum", adv.best, adv.best_replay))
     if adv.memory_cap_bytes is not None:
         lines.append(f"  memory cap: {adv.memory_cap_bytes / MIB:.4g} MiB"
-                     + ("" if adv.default_replay.gathered_peak_bytes <= adv.memory_cap_bytes
-                        else " (FSDP2's default exceeds it)"))
+                     + ("" if adv.default_fits else " (FSDP2's default exceeds it)"))
     band = (adv.gain_pct - adv.margin.pct, adv.gain_pct + adv.margin.pct)
-    lines.append(f"gain of the optimum: {adv.gain_pct:+.3g} % (band {band[0]:+.3g} to "
-                 f"{band[1]:+.3g} %: the model's error band, not a confidence interval); "
-                 f"margin {adv.margin.pct:g} % ({adv.margin.source})")
-    if adv.recommend_best:
+    if adv.smallest_peak_bytes is None:
+        lines.append(f"gain of the optimum: {adv.gain_pct:+.3g} % (band {band[0]:+.3g} to "
+                     f"{band[1]:+.3g} %: the model's error band, not a confidence interval); "
+                     f"margin {adv.margin.pct:g} % ({adv.margin.source})")
+    if adv.smallest_peak_bytes is not None:
+        lines.append(f"RECOMMENDATION: no layout of whole blocks fits: the smallest peak found "
+                     f"is {adv.smallest_peak_bytes / MIB:.4g} MiB against the cap of "
+                     f"{adv.memory_cap_bytes / MIB:.4g} MiB. Shard below the block (a "
+                     "fully_shard per sub-module, e.g. per expert), or add tensor or expert "
+                     "parallelism; FSDP2's per-block layout, for reference:")
+    elif adv.recommend_best and not adv.default_fits:
+        lines.append("RECOMMENDATION: this layout, which fits the memory cap where FSDP2's "
+                     "default does not (replace your fully_shard calls):")
+    elif adv.recommend_best:
         lines.append("RECOMMENDATION: this layout (replace your fully_shard calls):")
     else:
         lines.append("RECOMMENDATION: keep FSDP2's defaults (one fully_shard per block); "

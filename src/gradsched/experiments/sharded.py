@@ -9,8 +9,9 @@ units or none, a forward prefetch depth ``0..max_prefetch`` and a backward one
 (:func:`gradsched.replay.sharded.replay_sharded`, the plan's own model); the fastest whose
 ``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties, within
 :data:`gradsched.ties.RTOL`: fewer units, then smaller peak, then the enumeration order).
-Exact within that space, by exhaustion; a model with more than :data:`MAX_GROUPINGS`
-groupings is refused rather than searched partially. A cap that no candidate meets is an
+Exact within that space, by exhaustion, up to :data:`MAX_GROUPINGS` groupings; beyond,
+streams semantics get the best of a search, which says so and states its gap to the lower
+bound (:mod:`gradsched.experiments.sharded_search`). A cap that no candidate meets is an
 error that names the smallest peak found.
 
 **Blocking semantics** (FSDP2 on gloo), with or without a memory cap: the host waits for
@@ -23,15 +24,22 @@ semantics.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel, comm_times
+from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError, InputError
-from gradsched.experiments.sharded_blocking import better, blocking_optimum, range_times
+from gradsched.experiments.sharded_blocking import better, blocking_optimum, no_fit
+from gradsched.experiments.sharded_candidates import (
+    Key,
+    LayoutScorer,
+    Setting,
+    every_grouping,
+    settings,
+)
+from gradsched.experiments.sharded_search import searched_optimum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
     SHARDED_PLANNERS,
@@ -42,11 +50,9 @@ from gradsched.planners.sharded import (
 from gradsched.replay.sharded import (
     Semantics,
     ShardedReplay,
-    replay_layout,
     replay_sharded,
 )
 from gradsched.replay.sharded_bounds import sharded_lower_bound_s
-from gradsched.replay.sharded_layout import layout_from_ranges
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import block_ranges, layer_seq
 
@@ -63,13 +69,6 @@ class Scored:
     replay: ShardedReplay
 
 
-def groupings(n_blocks: int) -> Iterable[np.ndarray]:
-    """Every grouping of ``n_blocks`` consecutive blocks, as exclusive end indices."""
-    for cuts in itertools.product((False, True), repeat=max(n_blocks - 1, 0)):
-        inner = [i + 1 for i, cut in enumerate(cuts) if cut]
-        yield np.asarray([*inner, n_blocks], dtype=np.int64)
-
-
 def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
             semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
             max_prefetch: int = 2) -> Scored:
@@ -81,6 +80,10 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                          "a numeric path component)", path=trace.path, field="name")
     if semantics == "blocking":
         return Scored(*blocking_optimum(trace, model, world_size,
+                                        memory_cap_bytes=memory_cap_bytes,
+                                        max_prefetch=max_prefetch, algorithm=OPTIMUM))
+    if 2 ** (len(blocks) - 1) > MAX_GROUPINGS:
+        return Scored(*searched_optimum(trace, model, world_size, semantics=semantics,
                                         memory_cap_bytes=memory_cap_bytes,
                                         max_prefetch=max_prefetch, algorithm=OPTIMUM))
     return exhaustive_optimum(trace, model, world_size, semantics=semantics,
@@ -99,38 +102,19 @@ def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *
                           f"enumerates at most {MAX_GROUPINGS}")
     if max_prefetch < 0:
         raise ConfigError(f"max_prefetch must be >= 0, got {max_prefetch}")
-    best: tuple[tuple[float, int, float], tuple[list[tuple[int, int]], bool, int, int]] | None
-    best = None
-    smallest_peak = np.inf
-    depths = range(max_prefetch + 1)
-    backward_depths = range(1, max(max_prefetch, 1) + 1)
-    ag, rs = range_times(seq, blocks, model, world_size)
-    root = float(seq.nbytes.sum()) - sum(float(seq.nbytes[a:b + 1].sum()) for a, b in blocks)
-    # the root's all-gather and reduce-scatter (unused by the replay when it has no bytes)
-    root_t = [float(comm_times(model, c, np.asarray([max(root, 1.0)]), world_size)[0])
-              for c in ("all_gather", "reduce_scatter")]
-    for ends in groupings(len(blocks)):
-        ranges = merge_blocks(blocks, ends)
-        starts = [0, *ends[:-1].tolist()]
-        pairs = list(zip(starts, (ends - 1).tolist(), strict=True))
-        ag_u = np.asarray([ag[a, b] for a, b in pairs] + [root_t[0]])
-        rs_u = np.asarray([rs[a, b] for a, b in pairs] + [root_t[1]])
-        for reshard, fwd, bwd in itertools.product((True, False), depths, backward_depths):
-            layout = layout_from_ranges(seq, ranges, (reshard,) * len(ranges))
-            result = replay_layout(seq, layout, fwd, bwd, ag_u, rs_u, world_size,
-                                   blocking=semantics == "blocking")
-            smallest_peak = min(smallest_peak, result.gathered_peak_bytes)
-            if memory_cap_bytes is not None and result.gathered_peak_bytes > memory_cap_bytes:
-                continue
-            key = (result.iteration_s, len(ranges), result.gathered_peak_bytes)
-            if best is None or better(key, best[0]):
-                best = (key, (ranges, reshard, fwd, bwd))
+    scorer = LayoutScorer(seq, blocks, model, world_size, semantics == "blocking",
+                          memory_cap_bytes)
+    best: tuple[Key, tuple[np.ndarray, Setting]] | None = None
+    for ends in every_grouping(len(blocks)):
+        for setting in settings(max_prefetch):
+            scored = scorer.score(ends, setting)
+            if scored is not None and (best is None or better(scored[0], best[0])):
+                best = (scored[0], (ends, setting))
     if best is None:
-        raise ConfigError(f"no sharded plan fits the memory cap of {memory_cap_bytes:.4g} bytes: "
-                          f"the smallest peak of gathered parameters and gradients is "
-                          f"{smallest_peak:.4g} bytes")
-    ranges, reshard, fwd, bwd = best[1]
-    plan = ShardedPlan(algorithm=OPTIMUM, units=units_from_ranges(seq, ranges, reshard),
+        raise no_fit(memory_cap_bytes, scorer.smallest_peak)
+    ends, (reshard, fwd, bwd) = best[1]
+    plan = ShardedPlan(algorithm=OPTIMUM,
+                       units=units_from_ranges(seq, merge_blocks(blocks, ends), reshard),
                        forward_prefetch=fwd, backward_prefetch=bwd,
                        knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
                               "semantics": semantics})

@@ -43,6 +43,23 @@ from gradsched.ties import same_time
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
 
+
+class NoLayoutFits(ConfigError):
+    """No layout of whole blocks keeps its peak of gathered parameters and unsharded
+    gradients within the memory cap; ``smallest_peak_bytes`` is the least any reached."""
+
+    def __init__(self, message: str, smallest_peak_bytes: float) -> None:
+        super().__init__(message)
+        self.smallest_peak_bytes = smallest_peak_bytes
+
+
+def no_fit(memory_cap_bytes: float | None, smallest_peak: float) -> NoLayoutFits:
+    """The error when no candidate fits the memory cap, naming the smallest peak."""
+    return NoLayoutFits(f"no sharded plan fits the memory cap of {memory_cap_bytes:.4g} "
+                        f"bytes: the smallest peak of gathered parameters and gradients is "
+                        f"{smallest_peak:.4g} bytes", smallest_peak)
+
+
 Value = tuple[float, int, float]  # (seconds, units, peak bytes) of a prefix
 INF: Value = (math.inf, 0, math.inf)
 
@@ -103,9 +120,7 @@ def blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     if best is None:
         smallest = min(_resharded(ag, size, root, math.inf, peak_only=True)[0][0],
                        _kept(ag, size, root, math.inf, peak_only=True)[0][0])
-        raise ConfigError(f"no sharded plan fits the memory cap of {cap:.4g} bytes: the "
-                          f"smallest peak of gathered parameters and gradients is "
-                          f"{smallest:.4g} bytes")
+        raise no_fit(cap, smallest)
     (_, _, peak), ranges, reshard = best
     plan = ShardedPlan(algorithm=algorithm, units=units_from_ranges(seq, ranges, reshard),
                        forward_prefetch=0, backward_prefetch=1,

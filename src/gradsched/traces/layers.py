@@ -65,8 +65,10 @@ def layer_seq(trace: ComputeTrace) -> LayerSeq:
     layers = frame["layer"].to_numpy()
     keys, layer_of = np.unique(layers, return_inverse=True)
     names = frame["name"].tolist()
-    tensors = tuple(tuple(n for n, k in zip(names, layer_of, strict=True) if k == j)
-                    for j in range(keys.size))
+    grouped: list[list[str]] = [[] for _ in range(keys.size)]
+    for name, j in zip(names, layer_of.tolist(), strict=True):  # one pass: O(tensors)
+        grouped[j].append(name)
+    tensors = tuple(tuple(group) for group in grouped)
     blocks = []
     for j, group in enumerate(tensors):
         found = {block_of(t) for t in group}

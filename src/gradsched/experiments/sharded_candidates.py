@@ -1,0 +1,110 @@
+"""Scoring sharded layouts for the searches over unit groupings: one grouping of blocks
+(exclusive end indices) with one setting (resharding, forward and backward prefetch depth)
+replayed by :func:`gradsched.replay.sharded.replay_layout` with collective times computed
+once per run of blocks, its key ``(seconds, units, peak)`` for :func:`better`, and the
+smallest peak seen (for the error when nothing fits the memory cap)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradsched.costmodel.base import CommModel, comm_times
+from gradsched.experiments.sharded_blocking import range_times
+from gradsched.planners.sharded import merge_blocks
+from gradsched.replay.sharded import ShardedReplay, replay_layout
+from gradsched.replay.sharded_layout import layout_from_ranges
+from gradsched.traces.layers import LayerSeq
+
+Setting = tuple[bool, int, int]
+"""(reshard after forward, forward prefetch depth, backward prefetch depth)."""
+Key = tuple[float, int, float]
+"""(iteration seconds, units, peak bytes): smaller is better, in that order."""
+
+
+def settings(max_prefetch: int) -> list[Setting]:
+    """Every setting: reshard or not, forward depth ``0..max``, backward ``1..max`` (FSDP2
+    always prefetches one unit in backward)."""
+    return list(itertools.product((True, False), range(max_prefetch + 1),
+                                  range(1, max(max_prefetch, 1) + 1)))
+
+
+@dataclass
+class LayoutScorer:
+    """Replays layouts of one trace, model and world size (module docstring)."""
+
+    seq: LayerSeq
+    blocks: list[tuple[int, int]]
+    model: CommModel
+    world_size: int
+    blocking: bool
+    memory_cap_bytes: float | None
+    smallest_peak: float = np.inf
+    evaluated: int = 0
+    _times: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
+    _root: list[float] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._times = range_times(self.seq, self.blocks, self.model, self.world_size)
+        root = float(self.seq.nbytes.sum()) - sum(float(self.seq.nbytes[a:b + 1].sum())
+                                                  for a, b in self.blocks)
+        # the root's all-gather and reduce-scatter (unused by the replay when it has no bytes)
+        self._root = [float(comm_times(self.model, c, np.asarray([max(root, 1.0)]),
+                                       self.world_size)[0])
+                      for c in ("all_gather", "reduce_scatter")]
+
+    def score(self, ends: np.ndarray, setting: Setting) -> tuple[Key, ShardedReplay] | None:
+        """The key and replay of grouping ``ends`` under ``setting``; None over the cap."""
+        reshard, forward, backward = setting
+        ranges = merge_blocks(self.blocks, ends)
+        starts = [0, *ends[:-1].tolist()]
+        ag, rs = self._times
+        pairs = list(zip(starts, (ends - 1).tolist(), strict=True))
+        ag_u = np.asarray([ag[a, b] for a, b in pairs] + [self._root[0]])
+        rs_u = np.asarray([rs[a, b] for a, b in pairs] + [self._root[1]])
+        layout = layout_from_ranges(self.seq, ranges, (reshard,) * len(ranges))
+        result = replay_layout(self.seq, layout, forward, backward, ag_u, rs_u,
+                               self.world_size, blocking=self.blocking)
+        self.evaluated += 1
+        self.smallest_peak = min(self.smallest_peak, result.gathered_peak_bytes)
+        if self.memory_cap_bytes is not None \
+                and result.gathered_peak_bytes > self.memory_cap_bytes:
+            return None
+        return (result.iteration_s, len(ranges), result.gathered_peak_bytes), result
+
+
+def every_grouping(n_blocks: int) -> Iterator[np.ndarray]:
+    """Every grouping of ``n_blocks`` consecutive blocks, as exclusive end indices."""
+    for cuts in itertools.product((False, True), repeat=max(n_blocks - 1, 0)):
+        inner = [i + 1 for i, cut in enumerate(cuts) if cut]
+        yield np.asarray([*inner, n_blocks], dtype=np.int64)
+
+
+def block_level(seq: LayerSeq, blocks: list[tuple[int, int]]
+                ) -> tuple[LayerSeq, list[tuple[int, int]]]:
+    """``seq`` with each block's layers summed into one (the root's layers kept), and the
+    blocks' ranges in it. A unit is a run of whole blocks, so the replay of a grouping is the
+    same on either, up to the order of the sums; the search scores candidates on this one,
+    which is as long as the blocks, not the layers."""
+    first_of = {a: b for a, b in blocks}
+    groups: list[tuple[int, int]] = []
+    j = 0
+    while j < seq.n:
+        last = first_of.get(j, j)
+        groups.append((j, last))
+        j = last + 1
+
+    def summed(values: np.ndarray) -> np.ndarray:
+        return np.asarray([float(values[a:b + 1].sum()) for a, b in groups])
+
+    reduced = LayerSeq(
+        tensors=tuple(tuple(t for k in range(a, b + 1) for t in seq.tensors[k])
+                      for a, b in groups),
+        nbytes=summed(seq.nbytes), forward_s=summed(seq.forward_s),
+        backward_s=summed(seq.backward_s), update_s=summed(seq.update_s),
+        block=tuple(seq.block[a] for a, _ in groups))
+    position = {a: i for i, (a, _) in enumerate(groups)}
+    return reduced, [(position[a], position[a]) for a, _ in blocks]

@@ -1,0 +1,86 @@
+"""What a sharded layout may gather on one GPU: the GPU's memory less what every layout
+keeps resident (ZeRO-3 / FSDP2, Rajbhandari et al., SC 2020, Section 3: parameters,
+gradients and optimizer state, each sharded over the ``P`` ranks).
+
+* parameter and gradient shards: ``2 x bytes / P`` (the trace's gradient bytes, one copy
+  each), as the sharded replay's ``resident_bytes``;
+* Adam's state: two moments in fp32, and an fp32 master copy of the weights when they
+  train in a 16-bit type (mixed precision, Micikevicius et al., ICLR 2018): ``K`` bytes
+  per parameter, ``K = 12`` for 16-bit weights and ``8`` for fp32 (ZeRO, Section 3.1,
+  ``K = 12``), sharded: ``K x numel / P``.
+
+The rest is the budget for gathered parameters and unsharded gradients, the peak the replay
+predicts. Activations are not in a compute trace and are not counted: the budget is an
+upper bound on what a layout may gather, and a layout that fits it may still not fit with
+its activations.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gradsched.errors import ConfigError
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.workloads.gpus import GPU_MEMORY_BYTES
+
+ADAM_STATE_BYTES = {2: 12.0, 4: 8.0}
+"""Adam's bytes per parameter by the gradient element size (16-bit: master copy + 2
+moments in fp32; fp32: 2 moments)."""
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """One GPU's memory and what is resident on it (bytes)."""
+
+    gpu_bytes: float
+    source: str
+    shards_bytes: float
+    optimizer_bytes: float
+
+    @property
+    def gathered_cap_bytes(self) -> float:
+        return self.gpu_bytes - self.shards_bytes - self.optimizer_bytes
+
+    def text(self) -> str:
+        gib = 2**30
+        return (f"GPU memory {self.gpu_bytes / gib:.4g} GiB ({self.source}) - parameter and "
+                f"gradient shards {self.shards_bytes / gib:.4g} GiB - Adam's state "
+                f"{self.optimizer_bytes / gib:.4g} GiB = {self.gathered_cap_bytes / gib:.4g} GiB "
+                "for gathered parameters and unsharded gradients (activations not counted)")
+
+
+def device_memory(device: str) -> float | None:
+    """The memory of the GPU a trace's ``device`` names: a size written in it (``80GB``)
+    or its family's (:data:`gradsched.workloads.gpus.GPU_MEMORY_BYTES`); None for others."""
+    written = re.search(r"(\d+)\s*G(?:i?B)\b", device, re.IGNORECASE)
+    if written:
+        return float(written.group(1)) * 2**30
+    lowered = device.lower()
+    for family, size in GPU_MEMORY_BYTES.items():
+        if family in lowered:
+            return size
+    return None
+
+
+def memory_budget(trace: ComputeTrace, world_size: int,
+                  gpu_memory_bytes: float | None) -> MemoryBudget | None:
+    """The budget for ``trace`` on ``world_size`` ranks; the GPU's memory from
+    ``gpu_memory_bytes`` or else the trace's device; None when neither says."""
+    source = "--gpu-memory"
+    if gpu_memory_bytes is None:
+        gpu_memory_bytes = device_memory(str(trace.meta.get("device", "")))
+        source = f"the trace's device: {trace.meta.get('device')}"
+        if gpu_memory_bytes is None:
+            return None
+    frame = trace.frame
+    total_bytes = float(frame["bytes"].sum())
+    numel = float(frame["numel"].sum())
+    element = round(total_bytes / numel) if numel else 4
+    ranks = max(world_size, 1)
+    budget = MemoryBudget(gpu_bytes=float(gpu_memory_bytes), source=source,
+                          shards_bytes=2.0 * total_bytes / ranks,
+                          optimizer_bytes=ADAM_STATE_BYTES.get(element, 12.0) * numel / ranks)
+    if budget.gathered_cap_bytes <= 0:
+        raise ConfigError(f"the resident shards alone exceed the GPU's memory: {budget.text()}")
+    return budget
