@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 COMMON = frozenset({"errors", "io", "staging", "signal_hold", "run_order", "limits", "networks",
                     "units", "provenance", "plan", "plan_sharded", "names", "intermediates",
-                    "admission", "ties"})
+                    "admission", "ties", "gpus"})
 """The common ground every unit may import."""
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -36,6 +36,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "plan_sharded": frozenset({"errors", "io"}),
     "admission": frozenset({"errors"}),
     "ties": frozenset(),
+    "gpus": frozenset(),
     "traces": COMMON,
     "costmodel": COMMON | {"traces"},
     "planners": COMMON | {"traces", "costmodel"},

@@ -18,7 +18,7 @@ measurement: the sidecar says ``capture_method: flops-model`` and ``synthetic: t
   the final norm, where its matrix product runs, forward ``2 T V d``, backward twice that.
 
 **Seconds** = FLOPs / (``peak_flops`` x ``mfu``). Peaks are the vendors' dense bf16
-figures (:data:`gradsched.workloads.gpus.GPU_PEAK_FLOPS`); 40 % model-FLOPs utilisation is
+figures (:data:`gradsched.gpus.GPU_PEAK_FLOPS`); 40 % model-FLOPs utilisation is
 the order reported for large dense training (Chowdhery et al. 2022, PaLM, Table 3: 46.2 %;
 Narayanan et al. 2021: 52 % of peak at 1T parameters), and is a knob, not a fact about any
 one job.
@@ -36,7 +36,7 @@ import pandas as pd
 
 from gradsched.errors import ConfigError
 from gradsched.traces.bundle import ComputeTrace
-from gradsched.workloads.gpus import GPU_PEAK_FLOPS
+from gradsched.gpus import GPU_PEAK_FLOPS
 from gradsched.workloads.llm import LlmShape, build_meta_model, llm_shape
 
 DTYPE_BYTES = {"bf16": 2, "fp32": 4}

@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_flops(tsub: argparse._SubParsersAction) -> None:
-    from gradsched.workloads.gpus import GPU_PEAK_FLOPS
+    from gradsched.gpus import GPU_PEAK_FLOPS
     from gradsched.workloads.llm import llm_names
 
     flops = tsub.add_parser("flops", help="a compute trace of a published LLM shape (LLaMA-2-70B, "

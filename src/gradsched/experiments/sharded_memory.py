@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from gradsched.errors import ConfigError
 from gradsched.traces.bundle import ComputeTrace
-from gradsched.workloads.gpus import GPU_MEMORY_BYTES
+from gradsched.gpus import GPU_MEMORY_BYTES
 
 ADAM_STATE_BYTES = {2: 12.0, 4: 8.0}
 """Adam's bytes per parameter by the gradient element size (16-bit: master copy + 2
@@ -52,7 +52,7 @@ class MemoryBudget:
 
 def device_memory(device: str) -> float | None:
     """The memory of the GPU a trace's ``device`` names: a size written in it (``80GB``)
-    or its family's (:data:`gradsched.workloads.gpus.GPU_MEMORY_BYTES`); None for others."""
+    or its family's (:data:`gradsched.gpus.GPU_MEMORY_BYTES`); None for others."""
     written = re.search(r"(\d+)\s*G(?:i?B)\b", device, re.IGNORECASE)
     if written:
         return float(written.group(1)) * 2**30
