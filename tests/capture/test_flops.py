@@ -11,8 +11,8 @@ import pytest
 
 from gradsched.capture.flops import FlopsSetting, attention_flops, flops_trace
 from gradsched.errors import ConfigError
-from gradsched.traces import ComputeTrace
 from gradsched.gpus import GPU_PEAK_FLOPS
+from gradsched.traces import ComputeTrace
 from gradsched.workloads.llm import llm_shape
 
 pytest.importorskip("torch")

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import ConfigError
-from gradsched.traces.bundle import ComputeTrace
 from gradsched.gpus import GPU_PEAK_FLOPS
+from gradsched.traces.bundle import ComputeTrace
 from gradsched.workloads.llm import LlmShape, build_meta_model, llm_shape
 
 DTYPE_BYTES = {"bf16": 2, "fp32": 4}

@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 
 from gradsched.errors import ConfigError
-from gradsched.traces.bundle import ComputeTrace
 from gradsched.gpus import GPU_MEMORY_BYTES
+from gradsched.traces.bundle import ComputeTrace
 
 ADAM_STATE_BYTES = {2: 12.0, 4: 8.0}
 """Adam's bytes per parameter by the gradient element size (16-bit: master copy + 2
