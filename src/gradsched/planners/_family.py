@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -203,6 +203,35 @@ def optimal_ends(seq: ReadySeq, model: CommModel, world_size: int,
         ends.append(i)
         i = int(choice[i])
     return np.asarray(ends[::-1], dtype=np.int64), float(f[n])
+
+
+MAX_EXACT_TENSORS = 4096
+"""Tensors :func:`optimal_ends` (``O(n^2)``) groups exactly; :func:`bounded_optimal_ends`
+puts the bucket boundaries of longer sequences on every ``k``-th tensor instead."""
+
+
+def bounded_optimal_ends(seq: ReadySeq, model: CommModel, world_size: int
+                         ) -> tuple[np.ndarray, float, dict[str, Any]]:
+    """:func:`optimal_ends`, exact up to :data:`MAX_EXACT_TENSORS` tensors. Beyond, the
+    program runs on runs of ``k = ceil(n / MAX_EXACT_TENSORS)`` consecutive tensors (a run is
+    ready when its last tensor is, its bytes their sum), so buckets may end only every
+    ``k``-th tensor: the best such grouping, whose finish time is exact for it. The third
+    value says so (empty when exact), for the plan's info."""
+    if seq.n <= MAX_EXACT_TENSORS:
+        ends, finish = optimal_ends(seq, model, world_size)
+        return ends, finish, {}
+    step = -(-seq.n // MAX_EXACT_TENSORS)
+    run_ends = np.append(np.arange(step, seq.n, step), seq.n)
+    starts = np.concatenate([[0], run_ends[:-1]])
+    runs = replace(seq, names=tuple(seq.names[e - 1] for e in run_ends),
+                   nbytes=np.add.reduceat(seq.nbytes, starts),
+                   numel=np.add.reduceat(seq.numel, starts), ready_s=seq.ready_s[run_ends - 1],
+                   layer=seq.layer[run_ends - 1])
+    ends, finish = optimal_ends(runs, model, world_size)
+    return run_ends[ends - 1], finish, {"coarsened": {
+        "tensors_per_run": int(step),
+        "why": f"{seq.n} tensors exceed the {MAX_EXACT_TENSORS} the exact O(n^2) program "
+               "groups: bucket boundaries every run of tensors, the best such grouping"}}
 
 
 def _row_full(i: int, f: np.ndarray, prefix: np.ndarray, ready: float, model: CommModel,

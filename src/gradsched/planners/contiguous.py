@@ -1,4 +1,6 @@
-"""``contiguous_optimum`` (ours): the exact optimum of the contiguous-bucket family.
+"""``contiguous_optimum`` (ours): the exact optimum of the contiguous-bucket family (up to
+:data:`gradsched.planners._family.MAX_EXACT_TENSORS` tensors; beyond, the best grouping with
+boundaries every ``k``-th tensor, said in the plan's info ``coarsened``).
 
 The family: every bucket is a contiguous run of tensors in ready order, all-reduced once
 on one communication stream, with one global update after the last all-reduce; WFBP,
@@ -24,8 +26,8 @@ from gradsched.plan import Plan
 from gradsched.planners._family import (
     Knob,
     base_info,
+    bounded_optimal_ends,
     iteration_from_finish,
-    optimal_ends,
     plan_from_ends,
     ready_seq,
 )
@@ -40,7 +42,7 @@ KNOBS: tuple[Knob, ...] = ()
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, **knobs: Any) -> Plan:
     """The DP's grouping; info records the predicted finish and iteration time."""
     seq = ready_seq(trace)
-    ends, finish = optimal_ends(seq, model, world_size)
-    info = base_info(trace, world_size) | {
+    ends, finish, bounded = bounded_optimal_ends(seq, model, world_size)
+    info = base_info(trace, world_size) | bounded | {
         "finish_s": finish, "iteration_s": iteration_from_finish(seq, finish)}
     return plan_from_ends(NAME, seq, ends, knobs={}, info=info)

@@ -34,10 +34,10 @@ from gradsched.planners._family import (
     Knob,
     ScorerFactory,
     base_info,
+    bounded_optimal_ends,
     check_choice,
     iteration_from_finish,
     need_scorer,
-    optimal_ends,
     plan_from_ends,
     ready_seq,
 )
@@ -96,9 +96,9 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *, families: st
     if bo_iters < 1:
         raise ConfigError(f"knob bo_iters must be >= 1, got {bo_iters}")
     seq = ready_seq(trace)
-    ends, finish = optimal_ends(seq, model, world_size)
+    ends, finish, bounded = bounded_optimal_ends(seq, model, world_size)
     knobs = {"families": families, "bo_iters": bo_iters, "replay_iterations": replay_iterations}
-    info = base_info(trace, world_size) | {
+    info = base_info(trace, world_size) | bounded | {
         "wfbp_optimum_finish_s": finish,
         "wfbp_optimum_iteration_s": iteration_from_finish(seq, finish),
     }
