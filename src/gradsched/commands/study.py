@@ -97,42 +97,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _ps_replay(args: argparse.Namespace) -> int:
     from gradsched.experiments.ps import PSCase, parse_layout, ps_replay
-    from gradsched.io import write_csv_atomic
 
-    if args.iterations < 2:
-        raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")
     cases = []
     for name, csv, network, world, allreduce, p2p in args.case:
-        try:
-            workers = parse_int(world)
-        except ValueError:
-            raise ConfigError(f"--case {name}: P must be an integer, got {world!r}") from None
-        if workers < 2:
-            raise ConfigError(f"--case {name}: P must be >= 2, got {workers}")
-        cases.append(PSCase(name, Path(csv), network, workers, allreduce, p2p))
+        cases.append(PSCase(name, Path(csv), network, _ranks(name, world), allreduce, p2p))
     frame = ps_replay(cases, [parse_layout(v) for v in args.layout], args.iterations)
-    write_csv_atomic(args.output, frame)
-    print(f"wrote {args.output} ({len(frame)} rows)")
-    return 0
+    return _write(args, frame)
 
 
 def _topology_check(args: argparse.Namespace) -> int:
     from gradsched.experiments.topology_check import topology_check
-    from gradsched.io import write_csv_atomic
 
     frame = topology_check(args.intra, args.sweep)
-    write_csv_atomic(args.output, frame)
-    print(f"wrote {args.output} ({len(frame)} rows)")
-    return 0
+    return _write(args, frame)
 
 
 def _topology_replay(args: argparse.Namespace) -> int:
     from gradsched.experiments import expand_algorithms
     from gradsched.experiments.topology import TopologyCase, topology_replay
-    from gradsched.io import write_csv_atomic
 
-    if args.iterations < 2:
-        raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")
     measured = dict(args.measured)
     names = [name for name, _, _ in args.topology]
     unknown = sorted(set(measured) - set(names))
@@ -146,26 +129,20 @@ def _topology_replay(args: argparse.Namespace) -> int:
              for name, file, collective in args.topology]
     frame = topology_replay(computes, cases, expand_algorithms(args.algorithms),
                             args.iterations)
-    write_csv_atomic(args.output, frame)
-    print(f"wrote {args.output} ({len(frame)} rows)")
-    return 0
+    return _write(args, frame)
 
 
 def _scaling_check(args: argparse.Namespace) -> int:
     from gradsched.experiments.scaling import load_spec, scaling_check
-    from gradsched.io import write_csv_atomic
 
-    if args.iterations < 2:
-        raise ConfigError(f"--iterations must be >= 2, got {args.iterations}")
     frame = scaling_check(load_spec(args.spec), args.iterations)
-    write_csv_atomic(args.output, frame)
+    _write(args, frame)
     for row in frame.itertuples(index=False):
         print(f"{row.system}: 1 GPU {row.predicted_img_s_1:.0f} vs {row.published_img_s_1:.0f} "
               f"img/s ({row.error_1_pct:+.1f}%), {row.world_size} GPUs "
               f"{row.predicted_img_s_p:.0f} vs {row.published_img_s_p:.0f} img/s "
               f"({row.error_p_pct:+.1f}%), scaling {row.predicted_scaling:.2f}x vs "
               f"{row.published_scaling:.2f}x [{row.comm_model}]")
-    print(f"wrote {args.output}")
     return 0
 
 
@@ -173,11 +150,8 @@ def _sharded(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from gradsched.costmodel.base import load_comm_spec
-    from gradsched.errors import ConfigError
     from gradsched.experiments.sharded import compare
-    from gradsched.io import write_csv_atomic
     from gradsched.traces.bundle import ComputeTrace
-    from gradsched.units import parse_int
 
     rows = []
     for name, compute, network, comm, world, mode in args.case:
@@ -185,11 +159,29 @@ def _sharded(args: argparse.Namespace) -> int:
             raise ConfigError(f"--case {name}: semantics must be streams or blocking, not "
                               f"{mode!r}")
         trace = ComputeTrace.load(compute)
-        world_size = parse_int(world)
+        world_size = _ranks(name, world)
         for row in compare(trace, load_comm_spec(comm), world_size, semantics=mode,
                            memory_cap_bytes=args.memory_cap):
             rows.append({"compute": name, "network": network, "world_size": world_size,
                          "semantics": mode, **row})
-    write_csv_atomic(args.output, pd.DataFrame(rows))
-    print(f"wrote {args.output} ({len(rows)} rows)")
+    return _write(args, pd.DataFrame(rows))
+
+
+def _ranks(case: str, text: str) -> int:
+    """A case's P: an integer >= 2, or a ConfigError naming the case."""
+    try:
+        ranks = parse_int(text)
+    except ValueError:
+        raise ConfigError(f"--case {case}: P must be an integer, got {text!r}") from None
+    if ranks < 2:
+        raise ConfigError(f"--case {case}: P must be >= 2, got {ranks}")
+    return ranks
+
+
+def _write(args: argparse.Namespace, frame: object) -> int:
+    """The study's frame as ``--output`` (written atomically), and one line saying so."""
+    from gradsched.io import write_csv_atomic
+
+    write_csv_atomic(args.output, frame)
+    print(f"wrote {args.output} ({len(frame)} rows)")  # type: ignore[arg-type]
     return 0
