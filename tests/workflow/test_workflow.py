@@ -234,6 +234,12 @@ def test_smoke_runs_for_real_then_nothing_to_do(tmp_path: Path) -> None:
     wd = copy_workflow(tmp_path / "wd")
     proc = run(["--cores", "2", "smoke"], wd, timeout=180)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # every job ran in the warm server (gradsched.forkserver), which left nothing behind
+    said = proc.stdout + proc.stderr
+    served = re.search(r"gradsched forkserver: (\d+) commands served, (\d+) refused", said)
+    folder = re.search(r"gradsched forkserver: serving jobs at (\S+)/socket", said)
+    assert served and int(served[1]) >= 3 and served[2] == "0", said[-2000:]
+    assert folder and not Path(folder[1]).exists()
     fig = wd / "results/smoke/replay-vs-world-size"
     assert _is_pdf(fig.with_suffix(".pdf"))
     assert _is_png(fig.with_suffix(".png"))

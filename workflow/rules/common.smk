@@ -14,6 +14,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from gradsched.errors import ConfigError
+from gradsched.forkserver import lifecycle as forkserver
 from gradsched.pipeline import capture as capture_stage
 from gradsched.pipeline import reexec as reexec_stage
 from gradsched.pipeline.configfiles import check_names, load_checked
@@ -23,6 +24,23 @@ validate(config, "../schemas/config.schema.yaml")
 # The CLI of the package, run with the interpreter that runs Snakemake (the .venv one);
 # -P: the working folder is not put on the import path (docs/errors.md).
 GS = f"{shlex.quote(sys.executable)} -P -m gradsched"
+
+
+# One warm process imports the package once and forks each `gradsched` job (a fresh
+# interpreter spends more on imports than most jobs on work); a job it cannot run exactly as
+# a fresh process would runs in its own (gradsched.forkserver).
+onstart:
+    print(forkserver.start())
+
+
+onsuccess:
+    print(forkserver.stop())
+
+
+onerror:
+    print(forkserver.stop())
+
+
 RESULTS = config["results_dir"]
 LOGS = "logs" if RESULTS == "results" else f"{RESULTS}/logs"
 PAPER_DIR = config["paper_dir"]
