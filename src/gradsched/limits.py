@@ -25,6 +25,9 @@ MAX_RANKS = 2**20
 MAX_REPLAY_ITERATIONS = 10_000
 """Most iterations the replay simulates (steady state is reached after a few)."""
 
+MAX_GRAD_ACCUM = 4096
+"""Most micro-batches per optimizer step (gradient accumulation) the replays and runs take."""
+
 MAX_COLLECTIVES_PER_ITERATION = 100_000
 """Most collectives one plan may launch per iteration (sum of its buckets' chunks)."""
 
@@ -47,3 +50,10 @@ def physical_memory_bytes() -> int | None:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, OSError, ValueError):
         return None
+
+
+def is_grad_accum(value: object) -> bool:
+    """Whether ``value`` is a number of micro-batches per optimizer step: an int (not a
+    bool) in ``[1, MAX_GRAD_ACCUM]``."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and 1 <= value <= MAX_GRAD_ACCUM)

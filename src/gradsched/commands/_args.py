@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 
 from gradsched.errors import ConfigError
-from gradsched.limits import MAX_RANKS, MAX_SECONDS
+from gradsched.limits import MAX_GRAD_ACCUM, MAX_RANKS, MAX_SECONDS
 from gradsched.units import parse_int, parse_real, parse_size
 
 _INT_MAX = 2**62  # below int64 overflow in any sum gradsched forms
@@ -60,6 +60,15 @@ def integer(low: int = -_INT_MAX, high: int = _INT_MAX) -> Callable[[str], int]:
 
     parse.__name__ = "integer"
     return parse
+
+
+def add_grad_accum(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                   what: str) -> None:
+    """``--grad-accum K``: micro-batches per optimizer step (an integer in ``[1,
+    MAX_GRAD_ACCUM]``; 0, -1, 1.5 or text are refused by argparse naming the option)."""
+    parser.add_argument("--grad-accum", type=integer(1, MAX_GRAD_ACCUM), default=1,
+                        metavar="K", help="gradient accumulation: K micro-batches per "
+                        f"optimizer step, only the last communicating; {what} (default 1)")
 
 
 def positive_int(text: str) -> int:

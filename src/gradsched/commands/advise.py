@@ -33,6 +33,7 @@ from pathlib import Path
 
 from gradsched.commands._admit import admit_training
 from gradsched.commands._args import (
+    add_grad_accum,
     add_oversubscribe,
     integer,
     non_negative_count,
@@ -112,6 +113,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write the advice (and the validation) as JSON")
     p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
                    help="backend of --validate and of the printed commands")
+    add_grad_accum(p, "advise compares what the replay predicts per step (DDP under "
+                   "no_sync(), FSDP2 with gradient sync off); no --validate")
     sh = p.add_argument_group("sharded data parallelism (--sharded: FSDP2 layouts instead of DDP)")
     sh.add_argument("--sharded", action="store_true",
                     help="advise an FSDP2 layout (units, resharding, prefetch) instead of DDP's "
@@ -184,6 +187,9 @@ def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.validate and args.grad_accum != 1:
+        raise ConfigError("--validate measures one micro-batch per step; drop --grad-accum "
+                          "(measured accumulation is not validated yet)")
     trace, model, world, interference = _load(args)
     if args.sharded:
         return _run_sharded(args, trace, model, world)
@@ -199,10 +205,12 @@ def _run(args: argparse.Namespace) -> int:
                  caps_mb=args.caps, interference=interference, iterations=args.iterations,
                  margin_pct=args.margin_pct, forward_ratio=args.forward_ratio,
                  topology_collective=(args.topology_collective or "hierarchical")
-                 if topology else None, current_cap_mb=args.current_bucket_cap_mb)
+                 if topology else None, current_cap_mb=args.current_bucket_cap_mb,
+                 grad_accum=args.grad_accum)
     if args.plan_out is not None:
         rec.plan.save(args.plan_out)
-    hint = None if args.validate else "to measure it here: add --validate"
+    hint = None if args.validate or args.grad_accum != 1 else \
+        "to measure it here: add --validate"
     print(render(rec, plan_out=str(args.plan_out) if args.plan_out else None,
                  backend=args.backend, validate_hint=hint), end="")
     out = rec.to_dict()
@@ -245,7 +253,8 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
     semantics = args.semantics or ("blocking" if device.startswith("cpu") else "streams")
     adv = advise_sharded(trace, model, world, comm_spec=args.comm,  # type: ignore[arg-type]
                          semantics=semantics, memory_cap_bytes=args.memory_cap,
-                         margin_pct=args.margin_pct, gpu_memory_bytes=args.gpu_memory)
+                         margin_pct=args.margin_pct, gpu_memory_bytes=args.gpu_memory,
+                         grad_accum=args.grad_accum)
     print(render_sharded(adv), end="")
     out = {"sharded": adv.to_dict()}
     if args.validate:

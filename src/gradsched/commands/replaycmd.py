@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gradsched.commands._args import integer, real, seconds, world_size
+from gradsched.commands._args import add_grad_accum, integer, real, seconds, world_size
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.costmodel.base import CommModel, load_comm_spec
 from gradsched.costmodel.domain import RangeShares, row_shares, shares_warning
@@ -75,6 +75,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="for a trace that did not measure forward (B-Caffe): assume "
                         "forward = R x backward (default 0.5, the MG-WFBP simulator's "
                         "assumption; 0 = the trace as written); refused for a measured one")
+    add_grad_accum(parser, "scored planners score, and the replay replays, whole steps; "
+                   "results then carry a grad_accum column")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -176,7 +178,7 @@ def _plan(args: argparse.Namespace) -> int:
     knob_args = parse_knob_args(args.knob)
     check_knobs_used(knob_args, [args.algorithm])
     knobs = knobs_for(args.algorithm, knob_args)
-    plan = make_plan(args.algorithm, trace, model, world, knobs)
+    plan = make_plan(args.algorithm, trace, model, world, knobs, args.grad_accum)
     plan.check_covers(trace.names)
     warn_domain(args.command, args.algorithm, plan_range_shares(trace, plan, model, world),
                 model.world_size_basis(world))
@@ -206,6 +208,8 @@ def _check_plan_args(args: argparse.Namespace) -> None:
         raise ConfigError("--from converts a plan: give --emit ddp")
     given = [f"--{a}" for a in ("comm", "topology", "ps", "knob", "world_size")
              if getattr(args, a, None) not in (None, [])]
+    if args.grad_accum != 1:
+        given.append("--grad_accum")
     if given:
         raise ConfigError(f"{given[0].replace('_', '-')} plans; --from converts a plan "
                           "written before (drop one of them)")
@@ -257,7 +261,7 @@ def _replay(args: argparse.Namespace) -> int:
         interference = load_interference(args.interference)[0]
     options = ReplayOptions(iterations=args.iterations, channels=args.channels,
                             pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,
-                            **interference)
+                            grad_accum=args.grad_accum, **interference)
     with Staging() as stage:  # the results CSV, timelines and plans: all or none
         output = stage.file(args.output)
         timeline = stage.folder(args.timeline) if args.timeline is not None else None

@@ -16,6 +16,7 @@ from typing import Any
 
 from gradsched.commands._admit import admit_training
 from gradsched.commands._args import (
+    add_grad_accum,
     add_oversubscribe,
     count,
     integer,
@@ -97,6 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--torchrun", action="store_true",
                      help="run under torchrun (multi-node): ranks from the environment "
                      "(RANK, WORLD_SIZE = --world-size); rank 0 writes the outputs")
+    add_grad_accum(run, "a timed iteration is one optimizer step: the first K-1 backward "
+                   "passes under no_sync() (executor and DDP), the K-th communicating, each "
+                   "loss divided by K; the CSVs then carry a grad_accum column")
     run.add_argument("-o", "--output", type=output_file, required=True, help="per-iteration CSV")
     run.set_defaults(func=_run)
 
@@ -250,7 +254,7 @@ def _run(args: argparse.Namespace) -> int:
                                    seq_len=args.seq_len, seed=args.seed,
                                    timeout_s=args.timeout_s,
                                    ranks_per_node=args.ranks_per_node,
-                                   ps_servers=args.ps_servers)
+                                   ps_servers=args.ps_servers, grad_accum=args.grad_accum)
         write_csv_atomic(output, frame)
         write_csv_atomic(summary_out, summary)
     _print(args, summary)
@@ -280,7 +284,8 @@ def _run_torchrun(args: argparse.Namespace, items: list[Any]) -> int:
     frames = run_items_torchrun(items, model=args.model, batch_size=args.batch_size,
                                 backend=args.backend, iters=args.iters, warmup=args.warmup,
                                 threads=args.threads, seq_len=args.seq_len, seed=args.seed,
-                                timeout_s=args.timeout_s, ranks_per_node=args.ranks_per_node)
+                                timeout_s=args.timeout_s, ranks_per_node=args.ranks_per_node,
+                                grad_accum=args.grad_accum)
     if frames is None:  # not rank 0
         return 0
     frame, summary = frames

@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gradsched.commands._args import integer, positive_seconds, size
+from gradsched.commands._args import add_grad_accum, integer, positive_seconds, size
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.limits import MAX_RANKS
 
@@ -51,6 +51,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="memory of one GPU (e.g. 80G): the optimum gathers no more than it "
                         "leaves after the parameter, gradient and Adam-state shards; default: "
                         "the trace's device when it names a known GPU")
+    add_grad_accum(p, "every micro-batch all-gathers, the last reduce-scatters (FSDP2 "
+                   "set_requires_gradient_sync(False) on the others); planned and replayed "
+                   "per step")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -131,7 +134,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     trace, model = _inputs(args)
     rows = compare(trace, model, args.world_size, semantics=args.semantics,
-                   memory_cap_bytes=_optimum_cap(args, trace))
+                   memory_cap_bytes=_optimum_cap(args, trace), grad_accum=args.grad_accum)
     frame = pd.DataFrame(rows)
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.output is not None:
@@ -150,7 +153,8 @@ def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None):
             raise SystemExit(f"gradsched: {OPTIMUM} takes --memory-cap, --gpu-memory and "
                              "--semantics, no knobs")
         return optimum(trace, model, args.world_size, semantics=args.semantics,
-                       memory_cap_bytes=_optimum_cap(args, trace)).plan
+                       memory_cap_bytes=_optimum_cap(args, trace),
+                       grad_accum=args.grad_accum).plan
     return make_sharded_plan(name, trace, model, args.world_size, knobs)
 
 
@@ -190,14 +194,16 @@ def _plan(args: argparse.Namespace) -> int:
             raise ConfigError(f"--knob {item!r}: expected NAME=VALUE")
         knobs[key.strip()] = value.strip()
     plan = _one_plan(args, trace, model, args.algorithm, knobs)
-    result = replay_sharded(trace, plan, model, args.world_size, semantics=args.semantics)
+    result = replay_sharded(trace, plan, model, args.world_size, semantics=args.semantics,
+                            grad_accum=args.grad_accum)
     warn_domain(args.command, plan.algorithm,
                 sharded_range_shares(trace, plan, model, args.world_size),
                 model.world_size_basis(args.world_size))
     plan.save(args.output)
     print(f"{plan.algorithm}: {plan.n_units} units (+ root), forward prefetch "
           f"{plan.forward_prefetch}, backward prefetch {plan.backward_prefetch}; predicted "
-          f"{result.iteration_s:.4g} s per iteration, peak of gathered parameters and gradients "
+          f"{result.iteration_s:.4g} s per {_step(args)}, peak of gathered parameters and "
+          "gradients "
           f"{result.gathered_peak_bytes / 2**20:.4g} MiB -> {args.output}")
     print(fully_shard_code(plan, trace.names))
     if str(plan.info.get("method", "")).startswith("search"):
@@ -205,6 +211,11 @@ def _plan(args: argparse.Namespace) -> int:
               f"within {plan.info['gap_to_bound_pct']:.3g} % of the lower bound, not proven "
               "optimal")
     return 0
+
+
+def _step(args: argparse.Namespace) -> str:
+    return "iteration" if args.grad_accum == 1 else \
+        f"optimizer step of {args.grad_accum} micro-batches"
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -3,7 +3,9 @@ size).
 
 :func:`compare` plans and replays several algorithms on one case; it is the function
 behind ``gradsched replay`` and the pipeline's replay rules, one row per algorithm with the
-columns of :data:`RESULT_COLUMNS`. :func:`run_grid` runs it over a list of
+columns of :data:`RESULT_COLUMNS` (and ``grad_accum`` after them when the replay options
+accumulate over more than one micro-batch: rows without it are the one-micro-batch rows
+written before the option existed). :func:`run_grid` runs it over a list of
 :class:`GridCase` (traces x comm models x world sizes), each case's rows labelled; the
 studies of :mod:`gradsched.experiments` declare their cases and shape its frame.
 """
@@ -132,10 +134,10 @@ def scoring_knobs(algorithm: str, replay_settings: Mapping[str, Any],
 
 
 def plan_case(algorithm: str, trace: ComputeTrace, model: CommModel, world_size: int,
-              knobs: Mapping[str, Any] | None = None) -> Plan:
-    """The algorithm's plan of one case (scored planners scored by replay), checked to
-    cover every tensor of the trace."""
-    plan = make_plan(algorithm, trace, model, world_size, dict(knobs or {}))
+              knobs: Mapping[str, Any] | None = None, grad_accum: int = 1) -> Plan:
+    """The algorithm's plan of one case (scored planners scored by the replay of a step of
+    ``grad_accum`` micro-batches), checked to cover every tensor of the trace."""
+    plan = make_plan(algorithm, trace, model, world_size, dict(knobs or {}), grad_accum)
     plan.check_covers(trace.names)
     return plan
 
@@ -150,7 +152,8 @@ def run_algorithm(
     timeline: bool = False,
 ) -> tuple[Plan, ReplayResult]:
     """Make the algorithm's plan (:func:`plan_case`) and replay it."""
-    plan = plan_case(algorithm, trace, model, world_size, knobs)
+    grad_accum = options.grad_accum if options is not None else 1
+    plan = plan_case(algorithm, trace, model, world_size, knobs, grad_accum)
     return plan, replay(trace, plan, model, world_size, options, timeline=timeline)
 
 
@@ -168,7 +171,8 @@ def compare(
     replay's interference and issue order as knobs (``best``) scores its candidates with
     those of ``options`` (unless its knobs say otherwise)."""
     knobs = knobs or {}
-    bound = lower_bound(trace, model, world_size).lower_bound_s
+    grad_accum = options.grad_accum if options is not None else 1
+    bound = lower_bound(trace, model, world_size, grad_accum).lower_bound_s
     rows = []
     for algorithm in algorithms:
         own = knobs_for(algorithm, knobs)
@@ -199,7 +203,10 @@ def compare(
                                                                     "unknown"),
             "compute_spread": trace.compute_spread,
         })
-    return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    if grad_accum != 1:
+        frame["grad_accum"] = grad_accum
+    return frame
 
 
 @dataclass(frozen=True)

@@ -470,14 +470,16 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
            interference: Mapping[str, float] | None = None, iterations: int = 5,
            margin_pct: float | None = None, forward_ratio: float | None = None,
            topology_collective: str | None = None,
-           current_cap_mb: float | None = None) -> Recommendation:
+           current_cap_mb: float | None = None, grad_accum: int = 1) -> Recommendation:
     """The current DDP setting (torch's default, or ``current_cap_mb``) vs the best
     uniform cap vs the per-bucket list vs the gradsched plan on one (trace, comm model,
     world size); ``topology_collective`` says that ``comm`` is a topology file and
-    ``model`` its ``flat``/``hierarchical`` collective model."""
+    ``model`` its ``flat``/``hierarchical`` collective model. Every candidate is replayed
+    (and ``best`` scores its own) per optimizer step of ``grad_accum`` micro-batches
+    (:mod:`gradsched.replay.engine`), so the gains are shares of a step."""
     inter = dict(interference or {})
     settings = {"issue": "executor", **inter}
-    options = ReplayOptions(iterations=iterations, **settings)
+    options = ReplayOptions(iterations=iterations, grad_accum=grad_accum, **settings)
     grid = list(caps_mb) + ([current_cap_mb] if current_cap_mb is not None else [])
     sweep = sweep_ddp(trace, model, world_size, grid, options)
     current = next(p for p in sweep if p.bucket_cap_mb == current_cap_mb)
@@ -490,6 +492,11 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
                     None if listed is None else listed.iteration_s, result.iteration_s,
                     margin.pct)
     notes = [] if why_not is None else [why_not]
+    if grad_accum != 1:
+        notes.append(f"times are per optimizer step of {grad_accum} micro-batches (the first "
+                     f"{grad_accum - 1} under no_sync(): no communication); the exposed "
+                     "communication is that of one micro-batch, its share of the step about "
+                     f"1/{grad_accum} of what it is without accumulation")
     notes += domain_notes(
         [("DDP's current setting", current.shares), ("the best uniform cap", best_ddp.shares),
          ("the per-bucket caps", None if listed is None else listed.shares),
@@ -508,5 +515,6 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
         seq_len=trace.meta.get("seq_len"), ddp_sweep=sweep, ddp_current=current,
         ddp_best=best_ddp, ddp_list=listed, plan=plan, plan_s=result.iteration_s,
         plan_collectives_per_iter=result.n_collectives, margin=margin, choice=choice,
-        options={"iterations": iterations, **settings},
+        options={"iterations": iterations, **settings}
+        | ({} if grad_accum == 1 else {"grad_accum": grad_accum}),
         forward_ratio=forward_ratio, notes=notes, topology_collective=topology_collective)

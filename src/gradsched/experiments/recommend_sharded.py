@@ -100,8 +100,10 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
                    comm_spec: str, semantics: Semantics,
                    memory_cap_bytes: float | None = None,
                    margin_pct: float | None = None,
-                   gpu_memory_bytes: float | None = None) -> ShardedAdvice:
-    """FSDP2's default and the optimum, replayed, and the margin (module docstring). The
+                   gpu_memory_bytes: float | None = None,
+                   grad_accum: int = 1) -> ShardedAdvice:
+    """FSDP2's default and the optimum, replayed for one optimizer step of ``grad_accum``
+    micro-batches (:mod:`gradsched.replay.sharded`), and the margin (module docstring). The
     optimum never gathers more than the GPU's memory leaves
     (:func:`gradsched.experiments.sharded_memory.memory_budget`: ``gpu_memory_bytes``, or
     the trace's device) nor more than ``memory_cap_bytes``."""
@@ -110,14 +112,20 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
     if budget is not None:
         cap = budget.gathered_cap_bytes if cap is None else min(cap, budget.gathered_cap_bytes)
     default = fsdp2(trace, model, world_size)
-    default_replay = replay_sharded(trace, default, model, world_size, semantics=semantics)
+    default_replay = replay_sharded(trace, default, model, world_size, semantics=semantics,
+                                    grad_accum=grad_accum)
     smallest = None
     try:
-        best = optimum(trace, model, world_size, semantics=semantics, memory_cap_bytes=cap)
+        best = optimum(trace, model, world_size, semantics=semantics, memory_cap_bytes=cap,
+                       grad_accum=grad_accum)
     except NoLayoutFits as exc:  # said in the advice, with FSDP2's default for reference
         best, smallest = Scored(default, default_replay), exc.smallest_peak_bytes
     margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct)
-    notes = memory_notes(budget, semantics) + search_notes(best.plan) + domain_notes(
+    accum = [] if grad_accum == 1 else [
+        f"times are per optimizer step of {grad_accum} micro-batches (gradient sync off "
+        "for the first ones: every micro-batch all-gathers, the last reduce-scatters; the "
+        "unsharded gradients are held across micro-batches)"]
+    notes = accum + memory_notes(budget, semantics) + search_notes(best.plan) + domain_notes(
         [(f"the {label} layout", sharded_range_shares(trace, plan, model, world_size))
          for label, plan in (("FSDP2 default", default), ("optimum", best.plan))],
         model.world_size_basis(world_size))

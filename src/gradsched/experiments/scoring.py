@@ -3,7 +3,10 @@
 The planners that search by scoring candidate plans (``best``, ``search``, ``dear``,
 ``bytescheduler``, ``bytescheduler-ps``) define the scorer they need
 (:class:`gradsched.planners.ScorerFactory`) but never import the replay engine, which lies
-above them; this module is the factory they are given.
+above them; this module is the factory they are given. With gradient accumulation
+(``grad_accum`` micro-batches per step, :mod:`gradsched.replay.engine`) every scoring replay
+replays a whole step, so a planner scores its candidates at the ``k`` its plan is judged
+by.
 """
 
 from __future__ import annotations
@@ -54,11 +57,14 @@ class SharedReplayCaches:
     ByteScheduler's and DeAR's searches among its candidates, and each of them, and ``best``
     itself, scores a plan another already replayed without replaying it again."""
 
-    def __init__(self) -> None:
+    def __init__(self, grad_accum: int = 1) -> None:
         self._caches: dict[tuple[Any, ...], ReplayCache] = {}
+        self.grad_accum = grad_accum
 
     def __call__(self, trace: ComputeTrace, model: CommModel, world_size: int,
                  iterations: int = 5, **interference: Any) -> ReplayCache:
+        if self.grad_accum != 1:
+            interference = {"grad_accum": self.grad_accum, **interference}
         options = ReplayOptions(iterations=iterations, **interference)  # defaults filled in
         key = (id(trace), id(model), world_size, options)
         if key not in self._caches:  # the cache holds trace and model: their ids stay unique
@@ -68,8 +74,15 @@ class SharedReplayCaches:
 
 
 def make_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
-              knobs: Mapping[str, str | float | int] | None = None) -> Plan:
-    """:func:`gradsched.planners.make_plan` with candidate plans scored by the replay, one
-    cache of replays shared by every planner the call runs (:class:`SharedReplayCaches`)."""
-    return planners.make_plan(name, trace, model, world_size, knobs,
-                              scorer=SharedReplayCaches())
+              knobs: Mapping[str, str | float | int] | None = None,
+              grad_accum: int = 1) -> Plan:
+    """:func:`gradsched.planners.make_plan` with candidate plans scored by the replay of one
+    optimizer step of ``grad_accum`` micro-batches, one cache of replays shared by every
+    planner the call runs (:class:`SharedReplayCaches`). A plan made with ``grad_accum``
+    other than 1 says so in ``info``."""
+    ReplayOptions(grad_accum=grad_accum)  # checked before any planner runs
+    plan = planners.make_plan(name, trace, model, world_size, knobs,
+                              scorer=SharedReplayCaches(grad_accum))
+    if grad_accum != 1:
+        plan.info["grad_accum"] = grad_accum
+    return plan

@@ -14,6 +14,13 @@ streams semantics get the best of a search, which says so and states its gap to 
 bound (:mod:`gradsched.experiments.sharded_search`). A cap that no candidate meets is an
 error that names the smallest peak found.
 
+**Gradient accumulation** (``grad_accum`` = ``k``): every candidate is replayed for one
+optimizer step of ``k`` micro-batches (:mod:`gradsched.replay.sharded`: ``k`` rounds of
+all-gathers, one of reduce-scatters, the unsharded gradients held across micro-batches),
+the lower bound likewise; with ``k > 1`` the blocking program (whose time and memory
+formulas are for one micro-batch) gives way to exhaustion, or beyond
+:data:`MAX_GROUPINGS` to the search. Row and plan carry ``grad_accum`` only when ``k != 1``.
+
 **Blocking semantics** (FSDP2 on gloo), with or without a memory cap: the host waits for
 every collective, so the iteration is the compute plus the sum of every collective's time,
 whatever the prefetch depths; the optimum is found exactly, with any number of blocks, by
@@ -36,6 +43,7 @@ from gradsched.experiments.sharded_candidates import (
     Key,
     LayoutScorer,
     Setting,
+    accum_knob,
     every_grouping,
     settings,
 )
@@ -50,6 +58,7 @@ from gradsched.planners.sharded import (
 from gradsched.replay.sharded import (
     Semantics,
     ShardedReplay,
+    check_grad_accum,
     replay_sharded,
 )
 from gradsched.replay.sharded_bounds import sharded_lower_bound_s
@@ -71,28 +80,31 @@ class Scored:
 
 def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
             semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
-            max_prefetch: int = 2) -> Scored:
+            max_prefetch: int = 2, grad_accum: int = 1) -> Scored:
     """The exact optimum (module docstring)."""
+    check_grad_accum(grad_accum)
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
     if not blocks:
         raise InputError("no blocks to group: every tensor belongs to the root (names without "
                          "a numeric path component)", path=trace.path, field="name")
-    if semantics == "blocking":
+    if semantics == "blocking" and grad_accum == 1:
         return Scored(*blocking_optimum(trace, model, world_size,
                                         memory_cap_bytes=memory_cap_bytes,
                                         max_prefetch=max_prefetch, algorithm=OPTIMUM))
     if 2 ** (len(blocks) - 1) > MAX_GROUPINGS:
         return Scored(*searched_optimum(trace, model, world_size, semantics=semantics,
                                         memory_cap_bytes=memory_cap_bytes,
-                                        max_prefetch=max_prefetch, algorithm=OPTIMUM))
+                                        max_prefetch=max_prefetch, algorithm=OPTIMUM,
+                                        grad_accum=grad_accum))
     return exhaustive_optimum(trace, model, world_size, semantics=semantics,
-                              memory_cap_bytes=memory_cap_bytes, max_prefetch=max_prefetch)
+                              memory_cap_bytes=memory_cap_bytes, max_prefetch=max_prefetch,
+                              grad_accum=grad_accum)
 
 
 def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                        semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
-                       max_prefetch: int = 2) -> Scored:
+                       max_prefetch: int = 2, grad_accum: int = 1) -> Scored:
     """The optimum by exhaustion of every candidate (module docstring), any semantics."""
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
@@ -103,7 +115,7 @@ def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *
     if max_prefetch < 0:
         raise ConfigError(f"max_prefetch must be >= 0, got {max_prefetch}")
     scorer = LayoutScorer(seq, blocks, model, world_size, semantics == "blocking",
-                          memory_cap_bytes)
+                          memory_cap_bytes, grad_accum)
     best: tuple[Key, tuple[np.ndarray, Setting]] | None = None
     for ends in every_grouping(len(blocks)):
         for setting in settings(max_prefetch):
@@ -117,8 +129,9 @@ def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *
                        units=units_from_ranges(seq, merge_blocks(blocks, ends), reshard),
                        forward_prefetch=fwd, backward_prefetch=bwd,
                        knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
-                              "semantics": semantics})
-    return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics))
+                              "semantics": semantics} | accum_knob(grad_accum))
+    return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics,
+                                       grad_accum=grad_accum))
 
 
 CASE_COLUMNS = ("algorithm", "n_units", "forward_prefetch", "backward_prefetch",
@@ -129,23 +142,27 @@ CASE_COLUMNS = ("algorithm", "n_units", "forward_prefetch", "backward_prefetch",
 def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
             algorithms: Sequence[str] = (*SHARDED_PLANNERS, OPTIMUM),
             semantics: Semantics = "streams",
-            memory_cap_bytes: float | None = None) -> list[dict[str, object]]:
-    """One row per algorithm (``CASE_COLUMNS``): its plan replayed, and the lower bound."""
-    bound = sharded_lower_bound_s(trace, model, world_size)
+            memory_cap_bytes: float | None = None,
+            grad_accum: int = 1) -> list[dict[str, object]]:
+    """One row per algorithm (``CASE_COLUMNS``, and ``grad_accum`` when it is not 1): its
+    plan replayed for one step of ``grad_accum`` micro-batches, and the lower bound."""
+    check_grad_accum(grad_accum)
+    bound = sharded_lower_bound_s(trace, model, world_size, grad_accum)
     rows = []
     for name in algorithms:
         if name == OPTIMUM:
             scored = optimum(trace, model, world_size, semantics=semantics,
-                             memory_cap_bytes=memory_cap_bytes)
+                             memory_cap_bytes=memory_cap_bytes, grad_accum=grad_accum)
             plan, result = scored.plan, scored.replay
         else:
             plan = make_sharded_plan(name, trace, model, world_size)
-            result = replay_sharded(trace, plan, model, world_size, semantics=semantics)
+            result = replay_sharded(trace, plan, model, world_size, semantics=semantics,
+                                    grad_accum=grad_accum)
         flags = {u.reshard_after_forward for u in plan.units}
         rows.append({"algorithm": name, "n_units": plan.n_units,
                      "forward_prefetch": plan.forward_prefetch,
                      "backward_prefetch": plan.backward_prefetch,
                      "reshard_after_forward": flags.pop() if len(flags) == 1 else "mixed",
                      **{k: v for k, v in result.to_dict().items() if k in CASE_COLUMNS},
-                     "lower_bound_s": bound})
+                     "lower_bound_s": bound, **accum_knob(grad_accum)})
     return rows

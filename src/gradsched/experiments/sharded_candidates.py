@@ -25,6 +25,12 @@ Key = tuple[float, int, float]
 """(iteration seconds, units, peak bytes): smaller is better, in that order."""
 
 
+def accum_knob(grad_accum: int) -> dict[str, int]:
+    """The plan knob recording ``grad_accum`` (none at 1: plans made without accumulation
+    stay as they were written)."""
+    return {} if grad_accum == 1 else {"grad_accum": grad_accum}
+
+
 def settings(max_prefetch: int) -> list[Setting]:
     """Every setting: reshard or not, forward depth ``0..max``, backward ``1..max`` (FSDP2
     always prefetches one unit in backward)."""
@@ -42,6 +48,7 @@ class LayoutScorer:
     world_size: int
     blocking: bool
     memory_cap_bytes: float | None
+    grad_accum: int = 1
     smallest_peak: float = np.inf
     evaluated: int = 0
     _times: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
@@ -67,7 +74,8 @@ class LayoutScorer:
         rs_u = np.asarray([rs[a, b] for a, b in pairs] + [self._root[1]])
         layout = layout_from_ranges(self.seq, ranges, (reshard,) * len(ranges))
         result = replay_layout(self.seq, layout, forward, backward, ag_u, rs_u,
-                               self.world_size, blocking=self.blocking)
+                               self.world_size, blocking=self.blocking,
+                               grad_accum=self.grad_accum)
         self.evaluated += 1
         self.smallest_peak = min(self.smallest_peak, result.gathered_peak_bytes)
         if self.memory_cap_bytes is not None \

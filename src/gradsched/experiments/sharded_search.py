@@ -34,6 +34,7 @@ from gradsched.experiments.sharded_candidates import (
     Key,
     LayoutScorer,
     Setting,
+    accum_knob,
     block_level,
     settings,
 )
@@ -120,13 +121,15 @@ def local_search(scorer: LayoutScorer, start: Best, n_blocks: int) -> Best:
 
 def searched_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                      semantics: Semantics, memory_cap_bytes: float | None,
-                     max_prefetch: int, algorithm: str) -> tuple[ShardedPlan, ShardedReplay]:
+                     max_prefetch: int, algorithm: str,
+                     grad_accum: int = 1) -> tuple[ShardedPlan, ShardedReplay]:
     """The search of the module docstring; ``ConfigError`` naming the smallest peak when
-    no candidate fits the cap."""
+    no candidate fits the cap. ``grad_accum``: micro-batches per step, scored so (the
+    blocking program's seed is a one-micro-batch optimum, a seed only)."""
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
     scorer = LayoutScorer(*block_level(seq, blocks), model, world_size,
-                          semantics == "blocking", memory_cap_bytes)
+                          semantics == "blocking", memory_cap_bytes, grad_accum)
     seeds = uniform_groupings(len(blocks)) + blocking_seeds(trace, model, world_size,
                                                             memory_cap_bytes, seq, blocks)
     best: Best | None = None
@@ -139,13 +142,14 @@ def searched_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     for setting in settings(max_prefetch):
         best = _consider(scorer, best[1], setting, best)  # type: ignore[assignment]
     _, ends, (reshard, fwd, bwd) = best
-    bound = sharded_lower_bound_s(trace, model, world_size)
+    bound = sharded_lower_bound_s(trace, model, world_size, grad_accum)
     plan = ShardedPlan(algorithm=algorithm,
                        units=units_from_ranges(seq, merge_blocks(blocks, ends), reshard),
                        forward_prefetch=fwd, backward_prefetch=bwd,
                        knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
-                              "semantics": semantics})
-    replayed = replay_sharded(trace, plan, model, world_size, semantics=semantics)
+                              "semantics": semantics} | accum_knob(grad_accum))
+    replayed = replay_sharded(trace, plan, model, world_size, semantics=semantics,
+                              grad_accum=grad_accum)
     plan.info.update({"method": f"search (not exhaustive: {len(blocks)} blocks give "
                                 f"2^{len(blocks) - 1} groupings)",
                       "replays": scorer.evaluated, "lower_bound_s": bound,

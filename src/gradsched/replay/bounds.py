@@ -23,6 +23,11 @@ model only:
    A global update waits for every byte, which is never earlier, so the per-layer case
    covers both update modes.
 
+With gradient accumulation (``k`` micro-batches per step, :mod:`gradsched.replay.engine`)
+the ``k - 1`` micro-batches without communication come before the last one's forward in
+every plan and nothing can overlap them (no gradient is final), so the bound of a step is
+the bound above plus ``(k - 1) x (F + B)`` (``accumulation_s``).
+
 The bound is ``max(F + B + U, max_j [max(D_j, B) + F_j.. + U_j..])`` (``F``, ``U``:
 forward and update times; ``F_j..``: from layer ``j`` on); its ``j = L - 1``, ``t = r_first``
 term contains the pure bandwidth bound ``r_first + s_min + total / b``. The part above
@@ -34,7 +39,7 @@ traces with random ready orders under every model kind and find no plan below it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -54,11 +59,14 @@ class LowerBound:
     tail_s: float
     sustained_algbw_Bps: float
     startup_s: float = 0.0
+    accumulation_s: float = 0.0
+    """The communication-free micro-batches of gradient accumulation (0 without)."""
 
     @property
     def lower_bound_s(self) -> float:
-        return max(self.compute_s + self.tail_s,
-                   self.first_ready_s + self.startup_s + self.bandwidth_s)
+        one = max(self.compute_s + self.tail_s,
+                  self.first_ready_s + self.startup_s + self.bandwidth_s)
+        return one + self.accumulation_s if self.accumulation_s else one
 
 
 def delivery_s(a: TraceArrays, rate_Bps: float, startup_s: float) -> np.ndarray:
@@ -120,8 +128,18 @@ def _delivery_any_order(a: TraceArrays, order: np.ndarray, times: np.ndarray,
     return np.where(ends >= 0, after[np.maximum(ends, 0)] if after.size else 0, -np.inf)
 
 
-def lower_bound(trace: ComputeTrace, model: CommModel, world_size: int) -> LowerBound:
-    """The lower bound of ``trace`` on ``world_size`` ranks under ``model``."""
+def lower_bound(trace: ComputeTrace, model: CommModel, world_size: int,
+                grad_accum: int = 1) -> LowerBound:
+    """The lower bound of ``trace`` on ``world_size`` ranks under ``model``, per optimizer
+    step of ``grad_accum`` micro-batches (module docstring)."""
+    bound = _one_micro_batch(trace, model, world_size)
+    if grad_accum == 1:
+        return bound
+    a = trace_arrays(trace)
+    return replace(bound, accumulation_s=(grad_accum - 1) * (a.forward_s + a.backward_s))
+
+
+def _one_micro_batch(trace: ComputeTrace, model: CommModel, world_size: int) -> LowerBound:
     a = trace_arrays(trace)
     compute = a.forward_s + a.backward_s + a.update_s
     total = float(a.nbytes.sum())

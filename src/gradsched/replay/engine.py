@@ -50,8 +50,32 @@ Model (one worker stands for all: data parallelism is symmetric):
   collectives progress at 1/``comm_slowdown``. Backward and communication are then
   simulated together, event by event.
 
-The iteration time is the steady-state period between ends of backward. The replay is a
-pure function of its inputs.
+* Gradient accumulation (``ReplayOptions.grad_accum`` = ``k``, default 1): one replayed
+  iteration is one optimizer step of ``k`` micro-batches, as ``DDP.no_sync()`` runs it
+  (``torch/nn/parallel/distributed.py``: inside ``no_sync`` ``require_backward_grad_sync``
+  is false, so ``_pre_forward`` does not prepare the reducer and the autograd hooks only
+  accumulate into ``param.grad``; DeepSpeed's and Megatron's ``gradient_accumulation_steps``
+  do the same for data parallelism): ``k - 1`` micro-batches of forward and backward with
+  no communication, then one with the plan's communication exactly as at ``k = 1``
+  (relative to the start of that last backward), then the update. With
+  ``update="per_layer"`` the first micro-batch's forward is the one that waits, layer by
+  layer, for the previous step's communication and runs the update; the later forwards
+  do not wait. So the step is the ``k = 1`` iteration plus ``(k - 1) x (forward +
+  backward)`` of pure compute, for every plan: the exposed communication does not change,
+  its share of the step falls about ``k``-fold, and the fastest plan of the DDP family is
+  the same at every ``k``. What changes for the published planners: MG-WFBP (Shi et al.)
+  and OASR merge buckets so that one iteration's communication overlaps *that
+  iteration's* backward; under accumulation it can overlap only the last micro-batch's
+  backward (``1/k`` of the step's compute), so their merge decisions stay right but the
+  overlap they promise is a ``1/k`` share. WFBP, DDP's and Horovod's buckets likewise
+  hide communication under the last backward only. ByteScheduler and DeAR overlap
+  communication with the *next* forward (per-layer update); under accumulation only the
+  first micro-batch's forward is available, so their "next iteration" is that
+  micro-batch. No plan can use the ``k - 1`` communication-free micro-batches: the
+  gradients are not final until the last backward.
+
+The iteration time is the steady-state period between ends of backward (of the last
+micro-batch, with accumulation). The replay is a pure function of its inputs.
 """
 
 from __future__ import annotations
@@ -62,7 +86,13 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
-from gradsched.limits import MAX_REPLAY_ITERATIONS, MAX_SECONDS, in_range
+from gradsched.limits import (
+    MAX_GRAD_ACCUM,
+    MAX_REPLAY_ITERATIONS,
+    MAX_SECONDS,
+    in_range,
+    is_grad_accum,
+)
 from gradsched.plan import AG_ISSUE_MODES, Plan, launch_order
 from gradsched.replay.list_schedule import (
     fifo_one_channel,
@@ -105,8 +135,14 @@ class ReplayOptions:
     comm_slowdown: float = 1.0
     collective_cpu_s: float = 0.0
     issue: str = "dynamic"
+    grad_accum: int = 1
+    """Micro-batches per optimizer step: ``grad_accum - 1`` without communication, then
+    one with the plan's (module docstring)."""
 
     def __post_init__(self) -> None:
+        if not is_grad_accum(self.grad_accum):
+            raise ConfigError(f"grad_accum must be an integer in [1, {MAX_GRAD_ACCUM}] "
+                              f"(micro-batches per optimizer step), got {self.grad_accum!r}")
         if self.issue not in ISSUE_MODES:
             raise ConfigError(f"issue must be one of {ISSUE_MODES}, not {self.issue!r}")
         # Every check is written so that NaN fails it: a NaN slowdown or pack cost made
@@ -184,7 +220,8 @@ def replay(
     if world_size < 1:
         raise ConfigError("world_size must be >= 1")
     plan.check_resources()  # bounded collectives per iteration before any array is built
-    events = options.iterations * (plan.n_collectives + 3 * trace.n_tensors)
+    events = options.iterations * (plan.n_collectives + (1 + 2 * options.grad_accum)
+                                   * trace.n_tensors)
     if timeline and events > MAX_TIMELINE_EVENTS:
         raise ConfigError(f"a timeline of {options.iterations} iterations of plan "
                           f"'{plan.algorithm}' holds about {events} events; at most "
@@ -210,11 +247,12 @@ def replay(
                              defer_gathers=lookahead)
     if lookahead:
         schedule = lookahead_gathers(schedule, items, arrays)
-    sim = _Iterations(arrays, items, schedule, plan.update == "per_layer", timeline)
+    sim = _Iterations(arrays, items, schedule, plan.update == "per_layer", timeline,
+                      options.grad_accum)
     bwd_ends = [sim.run(i) for i in range(options.iterations)]
     first = 1 if options.iterations >= 3 else 0
     period = (bwd_ends[-1] - bwd_ends[first]) / (options.iterations - 1 - first)
-    compute = arrays.forward_s + arrays.backward_s + arrays.update_s
+    compute = (arrays.forward_s + arrays.backward_s) * options.grad_accum + arrays.update_s
     shares = range_shares(items, model, world_size)
     return ReplayResult(
         algorithm=plan.algorithm,
@@ -383,8 +421,9 @@ class _Iterations:
     one iteration to the next."""
 
     def __init__(self, arrays: TraceArrays, items: PlanItems, schedule: CommSchedule,
-                 per_layer: bool, timeline: bool) -> None:
+                 per_layer: bool, timeline: bool, grad_accum: int = 1) -> None:
         self.a = arrays
+        self.grad_accum = grad_accum
         self.items = items
         self.schedule = schedule
         self.per_layer = per_layer
@@ -400,13 +439,20 @@ class _Iterations:
         self.all_done_rel = max(self.backward_s, float(tensor_done.max(initial=0.0)))
 
     def run(self, it: int) -> float:
-        """Simulate iteration ``it``; return the time its backward ends."""
+        """Simulate iteration ``it`` (one optimizer step: ``grad_accum`` micro-batches);
+        return the time its last backward ends."""
         a = self.a
-        if self.per_layer:
-            self._forward_per_layer(it)
-        else:
-            self._event(it, "compute", "forward", "forward", self.clock, self.clock + a.forward_s)
-            self.clock += a.forward_s
+        for micro in range(self.grad_accum):
+            if micro == 0 and self.per_layer:
+                self._forward_per_layer(it)
+            else:
+                self._event(it, "compute", "forward", "forward", self.clock,
+                            self.clock + a.forward_s)
+                self.clock += a.forward_s
+            if micro < self.grad_accum - 1:  # no_sync: no communication, no update
+                self._event(it, "compute", "backward", f"backward (micro-batch {micro}, "
+                            "no sync)", self.clock, self.clock + a.backward_s)
+                self.clock += a.backward_s  # no collective: no interference either
         bwd_start = self.clock
         bwd_end = bwd_start + self.backward_s
         self._event(it, "compute", "backward", "backward", bwd_start, bwd_end)

@@ -27,6 +27,34 @@ The model (per rank, ``P`` ranks, steady state):
   ``foreach_reduce`` call the collectives with ``async_op=False``, so the host, which
   also computes, waits for each one).
 
+**Gradient accumulation** (``grad_accum`` = ``k`` micro-batches per optimizer step, default
+1). The first ``k - 1`` micro-batches run with FSDP2's ``set_requires_gradient_sync(False)``
+(torch 2.14, ``torch/distributed/fsdp/_fully_shard/_fully_shard.py`` L413-435: it sets
+``reduce_grads = False`` on every parameter group), the last with sync on. Every
+micro-batch all-gathers as the plan says, forward and backward: ``pre_forward`` and
+``pre_backward`` call ``unshard`` whatever ``reduce_grads`` is
+(``_fsdp_param_group.py`` L550-605), and ``post_backward`` with ``reduce_grads`` false
+accumulates the unsharded gradient, reshards (``reshard_after_backward``, default true,
+L224) and returns before any reduce-scatter (L607-632: ``if not self.reduce_grads: ...
+self.reshard() ... to_accumulated_grad_if_needed() ... return``); so the next
+micro-batch's forward all-gathers every unit again, resharded after forward or not. Only
+the last micro-batch reduce-scatters (``foreach_reduce`` below L632); the root's
+``_root_post_backward_final_callback`` (``_fsdp_state.py`` L401-440) only runs the groups'
+``post_backward`` and finalises, with the same early return. So per step, ``k`` forward
+all-gathers per unit (``2k`` with resharding after forward), ``k`` of the root, one
+reduce-scatter each. The plan's ``reshard_after_forward`` therefore costs ``k`` extra
+all-gathers per unit per step instead of one, which moves the optimum towards not
+resharding as ``k`` grows (``set_reshard_after_backward(False)``, which would keep the
+parameters gathered between micro-batches, is not in a plan and not modelled).
+**Memory under accumulation:** the unsharded gradients are kept across micro-batches
+(``accumulate_unsharded_grad_if_needed`` / ``to_accumulated_grad_if_needed``): each
+unit's from the start of its backward in the first micro-batch until its reduce-scatter
+in the last ends, the root's likewise. The published sharded planners' defaults assume
+one micro-batch per step: FSDP2's ``reshard_after_forward=True`` trades one extra
+all-gather per step for memory, which under accumulation is ``k`` extra all-gathers;
+ZeRO-3's and the saturation cap's unit sizes assume the reduce-scatters of every step
+overlap backward, which holds for the last micro-batch only.
+
 **Memory.** Per rank, over the iteration: the gathered (unsharded) parameters of each unit
 from its all-gather's issue until it is freed (after forward if resharded, after its
 backward otherwise; a backward all-gather until the end of the unit's backward), plus the
@@ -53,6 +81,7 @@ from gradsched.costmodel.domain import (
     range_bounds,
 )
 from gradsched.errors import ConfigError
+from gradsched.limits import MAX_GRAD_ACCUM, is_grad_accum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.replay.sharded_layout import ROOT, UnitLayout, unit_layout
 from gradsched.traces.bundle import ComputeTrace
@@ -126,33 +155,47 @@ class _Run:
         return best
 
 
+def check_grad_accum(grad_accum: int) -> int:
+    """``grad_accum`` if it is a number of micro-batches per step, else ``ConfigError``."""
+    if not is_grad_accum(grad_accum):
+        raise ConfigError(f"grad_accum must be an integer in [1, {MAX_GRAD_ACCUM}] "
+                          f"(micro-batches per optimizer step), got {grad_accum!r}")
+    return grad_accum
+
+
 def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, world_size: int,
-                   *, semantics: Semantics = "streams") -> ShardedReplay:
-    """Replay ``plan`` for ``trace`` on ``world_size`` ranks (see the module docstring)."""
+                   *, semantics: Semantics = "streams", grad_accum: int = 1) -> ShardedReplay:
+    """Replay ``plan`` for ``trace`` on ``world_size`` ranks, one optimizer step of
+    ``grad_accum`` micro-batches (see the module docstring)."""
     if semantics not in SEMANTICS:
         raise ConfigError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
+    check_grad_accum(grad_accum)
     seq = layer_seq(trace)
     layout = unit_layout(plan, seq, trace.path)
     sizes = np.append(layout.unit_bytes, layout.root_bytes)
     return replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
                          comm_times(model, "all_gather", sizes, world_size),
                          comm_times(model, "reduce_scatter", sizes, world_size), world_size,
-                         blocking=semantics == "blocking")
+                         blocking=semantics == "blocking", grad_accum=grad_accum)
 
 
 def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
                   ag: np.ndarray, rs: np.ndarray, world: int, *,
-                  blocking: bool) -> ShardedReplay:
+                  blocking: bool, grad_accum: int = 1) -> ShardedReplay:
     """The replay of a checked layout with its all-gather and reduce-scatter times given
-    (``ag[k]``, ``rs[k]`` per unit, the root's last), for searches that replay many plans."""
+    (``ag[k]``, ``rs[k]`` per unit, the root's last), for searches that replay many plans;
+    ``grad_accum`` micro-batches per step, only the last reduce-scattering."""
     run = _Run(blocking)
     runs = _runs(seq, layout)
-    root_ready = _forward(runs, layout, depth_f, ag, run)
-    forward_end = run.t
-    rs_end = _backward(runs, layout, depth_b, ag, rs, run, root_ready)
-    backward_end = run.t
+    for micro in range(grad_accum):
+        root_ready = _forward(runs, layout, depth_f, ag, run)
+        forward_end = run.t
+        rs_end = _backward(runs, layout, depth_b, ag, rs, run, root_ready,
+                           reduce=micro == grad_accum - 1, grads_held=micro > 0)
+        backward_end = run.t
     run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world, 1)
-    compute = float(seq.forward_s.sum() + seq.backward_s.sum() + seq.update_s.sum() / world)
+    compute = float((seq.forward_s.sum() + seq.backward_s.sum()) * grad_accum
+                    + seq.update_s.sum() / world)
     total = float(seq.nbytes.sum())
     return ShardedReplay(iteration_s=run.t, forward_end_s=forward_end,
                          backward_end_s=backward_end, compute_s=compute,
@@ -200,17 +243,22 @@ def _forward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: in
 
 
 def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
-              ag: np.ndarray, rs: np.ndarray, run: _Run, root_ready: float) -> float:
-    """Backward pass; returns when the last reduce-scatter ends."""
+              ag: np.ndarray, rs: np.ndarray, run: _Run, root_ready: float, *,
+              reduce: bool = True, grads_held: bool = False) -> float:
+    """Backward pass; returns when the last reduce-scatter ends. ``reduce`` false: a
+    micro-batch with gradient sync off (no reduce-scatter, the unsharded gradients kept);
+    ``grads_held``: an earlier micro-batch allocated them already."""
     n_units = len(layout.ranges)
     gathered = np.full(n_units, -math.inf)  # backward all-gather ends (-inf: not needed)
     issued = [not r for r in layout.reshard]
     last_rs = run.t
-    run.alloc(run.t, layout.root_bytes)  # root gradients, from the start of backward
+    if not grads_held:
+        run.alloc(run.t, layout.root_bytes)  # root gradients, from the start of backward
     for k, _, backward_s in reversed(runs):
         wait = root_ready
         if k != ROOT:
-            run.alloc(run.t, layout.unit_bytes[k])  # this unit's unsharded gradients
+            if not grads_held:
+                run.alloc(run.t, layout.unit_bytes[k])  # this unit's unsharded gradients
             for target in range(k, max(k - depth, 0) - 1, -1):
                 if not issued[target]:
                     issued[target] = True
@@ -220,12 +268,14 @@ def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: i
         run.t = max(run.t, wait) + backward_s
         if k != ROOT:
             run.free(run.t, layout.unit_bytes[k])  # gathered parameters, after backward
-            last_rs = run.issue(rs[k], layout.unit_bytes[k])
-            run.free(last_rs, layout.unit_bytes[k])  # gradients, once reduce-scattered
+            if reduce:
+                last_rs = run.issue(rs[k], layout.unit_bytes[k])
+                run.free(last_rs, layout.unit_bytes[k])  # gradients, once reduce-scattered
     if layout.root_bytes > 0:
         run.free(run.t, layout.root_bytes)  # the root's gathered parameters
-        last_rs = run.issue(rs[-1], layout.root_bytes)
-        run.free(last_rs, layout.root_bytes)
+        if reduce:
+            last_rs = run.issue(rs[-1], layout.root_bytes)
+            run.free(last_rs, layout.root_bytes)
     return max(last_rs, run.channel_free)
 
 

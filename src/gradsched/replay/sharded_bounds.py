@@ -16,6 +16,11 @@ the replay:
    channel: ``total / b`` plus one start-up of each, before the update.
 
 The bound is ``max(C + first-layer terms, s_ag + s_rs + total / b + U / P)``.
+
+With gradient accumulation (``k`` micro-batches per step, only the last reduce-scattering;
+:mod:`gradsched.replay.sharded`) the compute is ``k (F + B) + U / P`` and, every unit
+being resharded after each backward, every byte is all-gathered at least ``k`` times:
+the wire term is ``k s_ag + s_rs + (k + 1) total / (2 b) + U / P``.
 """
 
 from __future__ import annotations
@@ -24,13 +29,17 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel
 from gradsched.traces.bundle import ComputeTrace
-from gradsched.traces.layers import layer_seq
+from gradsched.traces.layers import LayerSeq, layer_seq
 
 
-def sharded_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int) -> float:
-    """The lower bound (seconds) of ``trace`` on ``world_size`` ranks under ``model``."""
+def sharded_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int,
+                          grad_accum: int = 1) -> float:
+    """The lower bound (seconds) of ``trace`` on ``world_size`` ranks under ``model``, per
+    optimizer step of ``grad_accum`` micro-batches."""
     seq = layer_seq(trace)
     update = float(seq.update_s.sum()) / max(world_size, 1)
+    if grad_accum != 1:
+        return _accumulated(seq, model, world_size, grad_accum, update)
     compute = float(seq.forward_s.sum() + seq.backward_s.sum()) + update
     if world_size <= 1 or seq.n == 0:
         return compute
@@ -40,3 +49,17 @@ def sharded_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int
     half = 0.0 if not np.isfinite(rate) else float(seq.nbytes[0]) / (2.0 * rate)
     wire = 0.0 if not np.isfinite(rate) else float(seq.nbytes.sum()) / rate
     return max(compute + s_ag + s_rs + 2.0 * half, s_ag + s_rs + wire + update)
+
+
+def _accumulated(seq: LayerSeq, model: CommModel, world_size: int, k: int,
+                 update: float) -> float:
+    """The bound of a step of ``k > 1`` micro-batches (module docstring)."""
+    compute = float(seq.forward_s.sum() + seq.backward_s.sum()) * k + update
+    if world_size <= 1 or seq.n == 0:
+        return compute
+    rate = model.sustained_algbw_Bps(world_size)
+    s_ag = model.startup_s("all_gather", world_size)
+    s_rs = model.startup_s("reduce_scatter", world_size)
+    half = 0.0 if not np.isfinite(rate) else float(seq.nbytes[0]) / (2.0 * rate)
+    wire = 0.0 if not np.isfinite(rate) else (k + 1) * float(seq.nbytes.sum()) / (2.0 * rate)
+    return max(compute + s_ag + s_rs + 2.0 * half, k * s_ag + s_rs + wire + update)

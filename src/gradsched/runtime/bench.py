@@ -96,11 +96,13 @@ def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: 
               backend: str = "gloo", iters: int = 20, warmup: int = 5, threads: int = 1,
               cluster: str | None = None, profile_dir: str | Path | None = None,
               seq_len: int | None = None, seed: int = 0, timeout_s: float = 300.0,
-              ranks_per_node: int | None = None, ps_servers: int = 0) -> tuple[Any, Any]:
+              ranks_per_node: int | None = None, ps_servers: int = 0,
+              grad_accum: int = 1) -> tuple[Any, Any]:
     """Launch the ranks and time every item (one round of the timing protocol); return
     (per-iteration frame, summary frame). ``world_size`` counts the workers; ``ps_servers``
     server ranks are launched after them (each in its own namespace on the emulated
-    cluster)."""
+    cluster). ``grad_accum``: micro-batches per timed iteration (an optimizer step;
+    :mod:`gradsched.runtime.runners`); the frames then carry a ``grad_accum`` column."""
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
     if world_size < 1:
@@ -112,19 +114,31 @@ def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: 
     timing = Timing(model=model, batch_size=batch_size, rounds=1, warmup=warmup, iters=iters,
                     seed=seed, seq_len=seq_len, timeout_s=timeout_s,
                     profile_dir=str(Path(profile_dir).resolve()) if profile_dir else None,
-                    ranks_per_node=ranks_per_node, ps_servers=ps_servers)
+                    ranks_per_node=ranks_per_node, ps_servers=ps_servers,
+                    grad_accum=grad_accum)
     launched = launch_rounds([i.item() for i in items], timing, world_size=world_size,
                              backend=backend, threads=threads, cluster=cluster)
-    return _frames(items, launched.results, model=model, batch_size=batch_size,
-                   world_size=world_size, backend=backend,
-                   bandwidth=cluster if cluster is not None else "loopback")
+    return _with_accum(_frames(items, launched.results, model=model, batch_size=batch_size,
+                               world_size=world_size, backend=backend,
+                               bandwidth=cluster if cluster is not None else "loopback"),
+                       grad_accum)
+
+
+def _with_accum(frames: tuple[Any, Any], grad_accum: int) -> tuple[Any, Any]:
+    """The frames with a ``grad_accum`` column when it is not 1 (frames without it are
+    the one-micro-batch frames written before the option existed)."""
+    if grad_accum != 1:
+        for frame in frames:
+            frame["grad_accum"] = grad_accum
+    return frames
 
 
 def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
                        backend: str = "gloo", iters: int = 20, warmup: int = 5,
                        threads: int = 1, seq_len: int | None = None, seed: int = 0,
                        timeout_s: float = 300.0,
-                       ranks_per_node: int | None = None) -> tuple[Any, Any] | None:
+                       ranks_per_node: int | None = None,
+                       grad_accum: int = 1) -> tuple[Any, Any] | None:
     """As :func:`run_items`, in a process that ``torchrun`` started: join the group from
     the environment (``env://``: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), run this
     rank's share, gather every rank's times; rank 0 returns the frames (column
@@ -139,7 +153,7 @@ def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
     timing = Timing(model=model, batch_size=batch_size, rounds=1, warmup=warmup, iters=iters,
                     seed=seed, seq_len=seq_len, timeout_s=timeout_s,
-                    ranks_per_node=ranks_per_node)
+                    ranks_per_node=ranks_per_node, grad_accum=grad_accum)
     protocol_items = [i.item() for i in items]
     check_counts(protocol_items, timing)
     rank, world = init_group(backend=backend, op_timeout_s=timeout_s, threads=threads)
@@ -153,8 +167,9 @@ def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
         dist.destroy_process_group()
     if rank != 0:
         return None
-    return _frames(items, gathered, model=model, batch_size=batch_size, world_size=world,
-                   backend=backend, bandwidth="torchrun")
+    return _with_accum(_frames(items, gathered, model=model, batch_size=batch_size,
+                               world_size=world, backend=backend, bandwidth="torchrun"),
+                       grad_accum)
 
 
 def _frames(items: list[RunItem], results: list[Any], *, model: str, batch_size: int,

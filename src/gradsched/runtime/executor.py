@@ -63,6 +63,17 @@ The executor is what the replay (:mod:`gradsched.replay.engine`) models, made re
   or naming an unknown parameter, or missing a trainable one is refused with a clear error
   (:mod:`gradsched.runtime.bucket_layout` lays the plan onto the model).
 
+* **Gradient accumulation.** ``with executor.no_sync():`` (as DDP's ``no_sync``) around
+  the backward passes of the first ``k - 1`` micro-batches: the gradient hooks leave
+  ``.grad`` to autograd, which accumulates into it, and issue nothing; the next backward
+  outside ``no_sync`` finds each parameter's sum in ``.grad`` (the post-accumulate hook
+  fires after autograd added the micro-batch's gradient), copies it into its bucket and
+  communicates as usual; then :meth:`step`. Per-layer updates still run in the first
+  micro-batch's forward (the pre-forward hooks), so they overlap that forward only. The
+  gradient is the *sum* of the micro-batches' gradients, averaged over ranks: scale each
+  micro-batch's loss by ``1 / k`` for the mean over the step's samples (what
+  :mod:`gradsched.runtime.runners` does).
+
 Works with gloo and NCCL (buffers live on the parameters' device). Every wait has a
 timeout; a peer that never issues a collective ends the run with an error, not a hang.
 With NCCL on a GPU a wait is a stream-side wait (``work.wait()``: the compute stream waits
@@ -207,6 +218,7 @@ class PlanExecutor:
         self._due = [False] * len(self._layers)  # per-layer updates not yet applied
         self._n_due = 0
         self._stale_watch: set[nn.Parameter] = set()
+        self._no_sync = False
         self.stats = StepStats()
         self.steps = 0
         self._reset_stats()
@@ -360,6 +372,22 @@ class PlanExecutor:
                 self._update(layer)
 
     @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Backward passes inside accumulate into ``.grad`` without any collective (module
+        docstring, "Gradient accumulation"); the first backward outside communicates the
+        sums. Not with a compressor or a parameter server (their state is per step)."""
+        if self._in_backward:
+            raise ExecutorError("no_sync() entered during backward")
+        if self.compressor is not None or self._reducers.get("ps") is not None:
+            raise ExecutorError("no_sync(): gradient accumulation is not supported with "
+                                "compression or a parameter server")
+        previous, self._no_sync = self._no_sync, True
+        try:
+            yield
+        finally:
+            self._no_sync = previous
+
+    @contextlib.contextmanager
     def synchronized(self) -> Iterator[nn.Module]:
         """``with executor.synchronized() as model:`` -- weights up to date inside."""
         self.flush()
@@ -402,6 +430,10 @@ class PlanExecutor:
             torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
 
     def _grad_hook(self, p: torch.Tensor) -> None:
+        if self._no_sync:  # accumulate: autograd keeps the sum in .grad; no collective
+            if self._n_due:  # an update a skipped forward left: apply it, keeping .grad
+                self._flush_keeping_grads()
+            return
         grad = p.grad
         # Release .grad first: a per-layer flush below steps the optimizer, which must see
         # no gradient but the ones it is meant to apply.
@@ -427,6 +459,16 @@ class PlanExecutor:
         if b.missing == 0:
             self._complete(b)
             self._issue_ready()
+
+    def _flush_keeping_grads(self) -> None:
+        """Apply the pending per-layer updates during a ``no_sync`` backward without losing
+        a gradient accumulated so far (the update points ``.grad`` at its slice)."""
+        params = [b.params[m] for layer, due in enumerate(self._due) if due
+                  for b, m in self._layers[layer]]
+        kept = [p.grad for p in params]
+        self.flush()
+        for p, grad in zip(params, kept, strict=True):
+            p.grad = grad
 
     def _complete(self, b: BucketState) -> None:
         if b.with_flags:  # pre-divided like the gradients: the sum is the used fraction

@@ -44,6 +44,7 @@ import torch.distributed as dist
 from gradsched.distributed import LaunchSpec, launch
 from gradsched.distributed.cluster import EmulatedCluster
 from gradsched.errors import ConfigError
+from gradsched.limits import MAX_GRAD_ACCUM, is_grad_accum
 from gradsched.run_order import round_order
 from gradsched.runtime import load
 from gradsched.runtime.cpu_memory import iteration_peak_bytes
@@ -103,6 +104,8 @@ class Timing:
     profile_dir: str | None = None
     ranks_per_node: int | None = None
     ps_servers: int = 0
+    grad_accum: int = 1
+    """Micro-batches per timed iteration (one optimizer step; :mod:`.runners`)."""
 
 
 def check_counts(items: Sequence[Item], timing: Timing) -> None:
@@ -111,6 +114,12 @@ def check_counts(items: Sequence[Item], timing: Timing) -> None:
         raise ConfigError("nothing to run: no item to time")
     if timing.iters < 1 or timing.warmup < 0 or timing.rounds < 1:
         raise ConfigError("--iters and --rounds must be >= 1 and --warmup >= 0")
+    if not is_grad_accum(timing.grad_accum):
+        raise ConfigError(f"--grad-accum must be an integer in [1, {MAX_GRAD_ACCUM}], got "
+                          f"{timing.grad_accum!r}")
+    if timing.grad_accum != 1 and timing.ps_servers:
+        raise ConfigError("--grad-accum with parameter servers is not supported (the PS "
+                          "client's state is per step)")
     if timing.warmup < 1 and any(i.kind == "ddp-list" for i in items):
         raise ConfigError("--warmup 0 with a per-bucket DDP list (bucket_cap_mb_list): DDP "
                           "rebuilds its buckets only after the first iteration, so give "
@@ -185,7 +194,7 @@ def _timed_runner(rank: int, item: Item, index: int, timing: Timing, spec: Any,
                   device: str, ps: tuple[Any, Any] | None) -> dict[str, Any]:
     batches = [spec.make_batch() for _ in range(timing.n_batches)]
     context = {"timeout_s": timing.timeout_s, "ranks_per_node": timing.ranks_per_node,
-               "ps": ps}
+               "ps": ps, "grad_accum": timing.grad_accum}
     runner = make_runner(item.kind, asdict(item), spec, batches, device, context)
     try:
         times = timed_iterations(runner.one, timing.warmup, timing.iters, runner.settle)

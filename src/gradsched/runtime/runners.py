@@ -15,12 +15,25 @@ same synthetic batches; what differs is who moves the gradients:
   (:func:`gradsched.runtime.fsdp2.apply_plan`); reported: the units FSDP2 formed;
 * ``control``: the *compute-only control*: forward, backward and SGD step with no
   communication at all.
+
+**Gradient accumulation** (``context["grad_accum"]`` = ``k``, default 1): one iteration is
+one optimizer step of ``k`` micro-batches (the batches cycled), each loss scaled by
+``1 / k`` so that the step's gradient is the mean over its ``k`` micro-batches (with
+equal micro-batches and a mean loss: the gradient of the concatenated batch). The first
+``k - 1`` backward passes run without communication: the executor's
+:meth:`~gradsched.runtime.executor.PlanExecutor.no_sync`, stock DDP's ``no_sync()``
+(``torch/nn/parallel/distributed.py``: ``require_backward_grad_sync`` false, so the reducer
+is not prepared and its hooks only accumulate), FSDP2's
+``set_requires_gradient_sync(False)`` (all-gathers still run, reduce-scatters do not;
+:mod:`gradsched.replay.sharded`); the ``k``-th communicates; then the update. ``k = 1``
+runs exactly as before (no scaling, no context).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,33 +107,71 @@ def device_sync(device: str) -> Callable[[], None]:
     return sync
 
 
+Silence = Callable[[], contextlib.AbstractContextManager[Any]]
+"""A context in which a backward pass communicates nothing (gradient accumulation)."""
+
+
 def make_runner(kind: str, raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
                 context: dict[str, Any]) -> Runner:
     """The :class:`Runner` of an item of ``kind`` (module docstring); ``raw``: the item's
-    fields; ``context``: ``timeout_s``, ``ranks_per_node`` and the parameter-server layout
-    (``ps``: (layout, workers' group), or None)."""
+    fields; ``context``: ``timeout_s``, ``ranks_per_node``, the parameter-server layout
+    (``ps``: (layout, workers' group), or None) and ``grad_accum`` (default 1)."""
+    k = int(context.get("grad_accum", 1))
     if kind == "plan":
-        return _executor_runner(raw, spec, batches, device, context)
+        return _executor_runner(raw, spec, batches, device, context, k)
     if kind in ("ddp", "ddp-list"):
-        return _ddp_runner(raw, spec, batches, device)
+        return _ddp_runner(raw, spec, batches, device, k)
     if kind == "fsdp2":
-        return _fsdp2_runner(raw, spec, batches, device)
+        return _fsdp2_runner(raw, spec, batches, device, k)
     if kind == "control":
-        return _plain_runner(spec, spec.model, sgd(spec.model), batches, device)
+        return _plain_runner(spec, spec.model, sgd(spec.model), batches, device, k)
     raise ConfigError(f"unknown item kind {kind!r}")
 
 
-def _plain_runner(spec: Any, model: Any, opt: Any, batches: list[Any], device: str) -> Runner:
+def accumulate(loss: Callable[[Any], Any], batches: list[Any], i: int, k: int,
+               silence: Silence) -> None:
+    """The backward passes of step ``i`` (module docstring): micro-batches ``i k .. i k +
+    k - 1`` of ``batches`` (cycled), the first ``k - 1`` inside ``silence()``, each loss
+    divided by ``k``; ``k = 1``: one plain backward of batch ``i``."""
+    if k == 1:
+        loss(batches[i % len(batches)]).backward()
+        return
+    for micro in range(k):
+        batch = batches[(i * k + micro) % len(batches)]
+        with silence() if micro < k - 1 else contextlib.nullcontext():
+            (loss(batch) / k).backward()
+
+
+@contextlib.contextmanager
+def _no_context() -> Iterator[None]:
+    yield
+
+
+def _plain_runner(spec: Any, model: Any, opt: Any, batches: list[Any], device: str,
+                  k: int = 1, silence: Silence = _no_context) -> Runner:
     def one(i: int) -> None:
-        spec.loss(model, batches[i % len(batches)]).backward()
+        accumulate(lambda b: spec.loss(model, b), batches, i, k, silence)
         opt.step()
         opt.zero_grad(set_to_none=True)
 
     return Runner(one, device_sync(device))
 
 
+def fsdp2_silence(model: Any) -> Silence:
+    """FSDP2's accumulation context: gradient sync off inside, back on after
+    (``FSDPModule.set_requires_gradient_sync``, on every unit: ``recurse=True``)."""
+    @contextlib.contextmanager
+    def silence() -> Iterator[None]:
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
+    return silence
+
+
 def _executor_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
-                     context: dict[str, Any]) -> Runner:
+                     context: dict[str, Any], k: int = 1) -> Runner:
     model = spec.model
     plan = Plan.from_dict(raw["plan"])
     ex = PlanExecutor(model, plan, sgd(model), timeout_s=float(context["timeout_s"]),
@@ -128,7 +179,7 @@ def _executor_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device:
     sync = device_sync(device)
 
     def one(i: int) -> None:
-        spec.loss(model, batches[i % len(batches)]).backward()
+        accumulate(lambda b: spec.loss(model, b), batches, i, k, ex.no_sync)
         ex.step()
 
     def settle() -> None:
@@ -149,7 +200,8 @@ def _executor_group(plan: Plan, model: Any, context: dict[str, Any]) -> dict[str
     return {"process_group": group, "ps_client": PSClient(layout, schedule)}
 
 
-def _ddp_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str) -> Runner:
+def _ddp_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
+                k: int = 1) -> Runner:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     model = spec.model
@@ -158,7 +210,7 @@ def _ddp_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str)
     extra = {"bucket_cap_mb_list": list(caps)} if caps else {}
     wrapped = DDP(model, bucket_cap_mb=raw.get("bucket_cap_mb"), **extra,
                   device_ids=[torch.device(device).index] if device != "cpu" else None)
-    plain = _plain_runner(spec, wrapped, opt, batches, device)
+    plain = _plain_runner(spec, wrapped, opt, batches, device, k, wrapped.no_sync)
 
     def report() -> dict[str, Any]:
         return {"rebuilt_buckets": rebuilt_buckets(wrapped, model) if caps else None}
@@ -166,9 +218,11 @@ def _ddp_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str)
     return Runner(plain.one, plain.settle, report)
 
 
-def _fsdp2_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str) -> Runner:
+def _fsdp2_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
+                  k: int = 1) -> Runner:
     units = apply_plan(spec.model, ShardedPlan.from_dict(raw["plan"]))
-    plain = _plain_runner(spec, spec.model, sgd(spec.model), batches, device)
+    plain = _plain_runner(spec, spec.model, sgd(spec.model), batches, device, k,
+                          fsdp2_silence(spec.model))
     return Runner(plain.one, plain.settle, lambda: {"unit_tensors": sharded_groups(units)})
 
 
