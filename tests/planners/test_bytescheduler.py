@@ -147,3 +147,31 @@ def test_a_partition_over_the_collective_budget_is_coarsened_and_said() -> None:
     assert coarse["used_params"] == plan.info["partition_params"] > 1_000_000
     fine = bytescheduler.bs_plan(tasks, partition=10_000_000, credit=None, knobs={}, info={})
     assert "partition_coarsened" not in fine.info and fine.n_collectives == 11_000
+
+
+def test_a_scored_candidate_is_held_to_the_search_budget_and_says_so() -> None:
+    """The tuned plan and every candidate ``search`` sweeps launch at most
+    SCORED_COLLECTIVES collectives; an untuned plan keeps the replay's own limit."""
+    tasks = bytescheduler.Tasks(members=(("a.weight",), ("b.weight",)),
+                                numel=np.asarray([60_000_000_000, 50_000_000_000]),
+                                priority=np.asarray([0, 1]), bytes_per_param=2.0)
+    budget = bytescheduler.SCORED_COLLECTIVES
+    scored = bytescheduler.bs_plan(tasks, partition=1_000_000, credit=4_000_000, knobs={},
+                                   info={}, budget=budget)
+    assert scored.n_collectives <= budget
+    assert "of a scored candidate" in scored.info["partition_coarsened"]["why"]
+    alone = bytescheduler.bs_plan(tasks, partition=1_000_000, credit=4_000_000, knobs={},
+                                  info={})
+    assert budget < alone.n_collectives <= 100_000
+
+
+def test_no_committed_trace_reaches_the_search_budget() -> None:
+    """The budget changes no committed result: at the finest partition the searches sweep
+    (P3's slices, the sweep's smallest) every committed trace fits."""
+    finest = min(bytescheduler.P3_SLICE_PARAMS, *search.BS_PARTITIONS)
+    traces = sorted((REPO / "traces" / "compute").rglob("*.csv"))
+    assert len(traces) > 20
+    for path in traces:
+        numel = ComputeTrace.load(path).numel
+        parts = int(bytescheduler.n_parts(np.asarray(numel, dtype=np.int64), finest).sum())
+        assert parts <= bytescheduler.SCORED_COLLECTIVES, path

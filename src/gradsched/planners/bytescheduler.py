@@ -101,6 +101,14 @@ P3_SLICE_PARAMS = 50_000
 SEARCHES = ("credit", "partition", "none")
 GRANULARITIES = ("tensor", "layer")
 SEED = 20191027
+SCORED_COLLECTIVES = 60_000
+"""The most collectives per iteration of a candidate a search scores by replay (the credit
+or partition tuning here, ``search``'s sweep): a finer partition is coarsened to the
+smallest that fits (``Plan.info["partition_coarsened"]``), so that a tuning run costs at
+most ``tune_iters`` replays of this many collectives. Every committed trace fits at every
+partition swept (the largest, GPT-Neo 2.7B, launches 53,048 collectives as P3's
+50,000-parameter slices, 42,432 at the sweep's finest 62,500); an LLM (LLaMA-2-70B: 69,407
+at the default partition) is coarsened, and says so."""
 SCORED = True  # searches by scoring candidate plans (takes a ``scorer``)
 KNOBS: tuple[Knob, ...] = (
     Knob("partition_params", int, PARTITION_PARAMS,
@@ -175,18 +183,21 @@ def smallest_partition(numel: np.ndarray, limit: int = MAX_COLLECTIVES_PER_ITERA
 
 
 def bs_plan(tasks: Tasks, *, partition: int, credit: int | None, knobs: dict[str, Any],
-            info: dict[str, Any]) -> Plan:
+            info: dict[str, Any], budget: int = MAX_COLLECTIVES_PER_ITERATION) -> Plan:
     """The plan for one partition and credit (parameters); ``credit=None``: one part at a
-    time (P3). A partition so small that the parts exceed the replay's collective budget
-    (:data:`gradsched.limits.MAX_COLLECTIVES_PER_ITERATION`) is coarsened to the smallest
-    that fits, and ``info["partition_coarsened"]`` says from what to what."""
+    time (P3). A partition so small that the parts exceed ``budget`` collectives per
+    iteration (the replay's :data:`gradsched.limits.MAX_COLLECTIVES_PER_ITERATION`, or a
+    search's :data:`SCORED_COLLECTIVES`) is coarsened to the smallest that fits, and
+    ``info["partition_coarsened"]`` says from what to what."""
     chunks = n_parts(tasks.numel, partition)
-    if int(chunks.sum()) > MAX_COLLECTIVES_PER_ITERATION:
-        used = smallest_partition(tasks.numel)
+    if int(chunks.sum()) > budget:
+        used = smallest_partition(tasks.numel, budget)
         info = dict(info) | {"partition_coarsened": {
             "asked_params": partition, "used_params": used,
             "why": f"{int(chunks.sum())} parts exceed the budget of "
-                   f"{MAX_COLLECTIVES_PER_ITERATION} collectives per iteration"}}
+                   f"{budget} collectives per iteration"
+                   + (" of a scored candidate" if budget < MAX_COLLECTIVES_PER_ITERATION
+                      else "")}}
         partition, chunks = used, n_parts(tasks.numel, used)
     buckets = tuple(Bucket(tensors=m, chunks=int(c), priority=int(p))
                     for m, c, p in zip(tasks.members, chunks, tasks.priority, strict=True))
@@ -217,26 +228,30 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
          partition_params: int = PARTITION_PARAMS, credit_params: int = CREDIT_PARAMS,
          search: str = "credit", tune_iters: int = TUNER_EVALUATIONS,
          granularity: str = "tensor", p3: bool = False, replay_iterations: int = 5,
-         scorer: ScorerFactory | None = None) -> Plan:
+         scorer: ScorerFactory | None = None,
+         budget: int = MAX_COLLECTIVES_PER_ITERATION) -> Plan:
     """ByteScheduler's (or P3's) plan, the credit tuned (candidates scored by ``scorer``)
-    unless ``search`` says otherwise."""
+    unless ``search`` says otherwise. ``budget``: the most collectives per iteration of an
+    untuned plan (a search that scores it passes :data:`SCORED_COLLECTIVES`); a tuned plan
+    and its candidates are held to :data:`SCORED_COLLECTIVES`."""
     check_knobs(partition_params, credit_params, search, tune_iters, granularity, p3)
     tasks = make_tasks(trace, granularity)
     info = base_info(trace, world_size)
     if p3:
         knobs = {"p3": True, "granularity": granularity, "slice_params": P3_SLICE_PARAMS}
-        return bs_plan(tasks, partition=P3_SLICE_PARAMS, credit=None, knobs=knobs, info=info)
+        return bs_plan(tasks, partition=P3_SLICE_PARAMS, credit=None, knobs=knobs, info=info,
+                       budget=budget)
     knobs = {"partition_params": partition_params, "credit_params": credit_params,
              "search": search, "granularity": granularity, "p3": False}
     if search == "none":
         return bs_plan(tasks, partition=partition_params, credit=credit_params, knobs=knobs,
-                       info=info)
+                       info=info, budget=budget)
     knobs |= {"tune_iters": tune_iters, "replay_iterations": replay_iterations}
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
     if search == "credit":
         def objective(x: float) -> float:
             return score(bs_plan(tasks, partition=partition_params, credit=int(x),
-                                 knobs=knobs, info=info))
+                                 knobs=knobs, info=info, budget=SCORED_COLLECTIVES))
 
         result = minimize_1d(objective, *CREDIT_SPACE_PARAMS, iterations=tune_iters,
                              log_scale=False, n_random=min(TUNER_RANDOM, tune_iters),
@@ -245,7 +260,7 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
     else:
         def objective(x: float) -> float:
             return score(bs_plan(tasks, partition=round(x), credit=credit_params,
-                                 knobs=knobs, info=info))
+                                 knobs=knobs, info=info, budget=SCORED_COLLECTIVES))
 
         result = minimize_1d(objective, *PARTITION_SPACE_PARAMS, iterations=tune_iters,
                              initial=[partition_params], seed=SEED)
@@ -257,4 +272,4 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
                       for x, y in zip(result.xs, result.ys, strict=True)],
     }
     return bs_plan(tasks, partition=best["partition"], credit=best["credit"], knobs=knobs,
-                   info=info)
+                   info=info, budget=SCORED_COLLECTIVES)

@@ -12,7 +12,9 @@ hence the iteration time ``forward + max(backward, finish) + update``.
 Part 2, ``families=all`` (default): the knobbed families outside the WFBP family are
 searched too and every candidate is scored by the replay engine: DDP over a cap sweep,
 Horovod (both default sets), ByteScheduler (per tensor) over a partition x credit sweep
-in parameters, with its credit tuning and partition search, and P3, DeAR with its
+in parameters, with its credit tuning and partition search, and P3 (each ByteScheduler
+candidate within :data:`gradsched.planners.bytescheduler.SCORED_COLLECTIVES` collectives
+per iteration: a finer partition is coarsened, and its plan says so), DeAR with its
 Bayesian optimisation. The fastest candidate wins; candidates whose times tie within
 :data:`gradsched.ties.RTOL` go to the one with the fewest collectives per iteration, then
 to the earlier one in the order above (the WFBP optimum first); never to floating-point
@@ -76,9 +78,11 @@ def family_candidates(trace: ComputeTrace, model: CommModel, world_size: int, *,
         for parts in BS_PARTITIONS:
             yield (f"bytescheduler(partition_params={parts},credit_params={credit})",
                    bytescheduler.plan(trace, model, world_size, partition_params=parts,
-                                      credit_params=credit, search="none"))
-    yield "bytescheduler(p3=true)", bytescheduler.plan(trace, model, world_size, p3=True,
-                                                       search="none")
+                                      credit_params=credit, search="none",
+                                      budget=bytescheduler.SCORED_COLLECTIVES))
+    yield "bytescheduler(p3=true)", bytescheduler.plan(
+        trace, model, world_size, p3=True, search="none",
+        budget=bytescheduler.SCORED_COLLECTIVES)
     for search in ("credit", "partition"):
         yield f"bytescheduler(search={search})", bytescheduler.plan(
             trace, model, world_size, search=search, replay_iterations=replay_iterations,

@@ -8,6 +8,7 @@ All times are relative to the start of backward."""
 from __future__ import annotations
 
 import heapq
+import operator
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from gradsched.replay.prep import AG, RS, PlanItems, TraceArrays
 
 _EPS = 1e-15
 _DONE = 1e-12  # a bandwidth phase with this little work left has ended
+_start_number = operator.itemgetter(1)  # of a (clock, start number, item) entry
 
 
 def fifo_one_channel(eligible: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,7 +127,7 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
     n_seg = len(segments)
     by_pos = items_by_release_position(bucket_of, kind, items.bucket_last_pos.tolist(), n)
     pending: list[tuple[float, int]] = []
-    ready: list[tuple[tuple[int, float, float, int], int]] = []
+    ready: list[tuple[int, float, float, int]] = []  # (class, priority, eligible, item)
     # latency phase: (latency clock at its end, start number, item); the clock runs at
     # 1/comm_mult of real time, the same for every item in this phase
     in_latency: list[tuple[float, int, int]] = []
@@ -134,7 +136,6 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
     in_bandwidth: list[tuple[float, int, int]] = []
     lat_clock = bw_clock = 0.0
     n_active = 0
-    number_of: dict[int, int] = {}
     waiting_gathers: list[int] = []
     pos, left, now = 0, (segments[0] if n_seg else 0.0), 0.0
     next_seq, started = 0, 0
@@ -142,38 +143,39 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
     credit = np.inf if credit_bytes is None else float(credit_bytes)
     in_flight = 0.0
     backward_end = 0.0 if n_seg == 0 else np.inf
+    inf, heappush, heappop = np.inf, heapq.heappush, heapq.heappop
 
     while True:
         while pos < n_seg and left <= _EPS:
             for i in by_pos.get(pos, ()):
                 b = bucket_of[i]
-                heapq.heappush(pending, (max(now + unpack[b], release[b]), i))
+                heappush(pending, (max(now + unpack[b], release[b]), i))
             pos += 1
             left = segments[pos] if pos < n_seg else 0.0
             if pos == n_seg:
                 backward_end = now
                 for j in waiting_gathers:
-                    heapq.heappush(pending, (now, j))
+                    heappush(pending, (now, j))
                 waiting_gathers.clear()
         while pending and pending[0][0] <= now + _EPS:
-            elig, i = heapq.heappop(pending)
+            elig, i = heappop(pending)
             if order_key is not None:
-                heapq.heappush(ready, ((0, float(order_key[i]), elig, i), i))
+                heappush(ready, (0, float(order_key[i]), elig, i))
             else:
-                heapq.heappush(ready, ((1 if kind[i] == AG else 0, prio[i], elig, i), i))
+                heappush(ready, (1 if kind[i] == AG else 0, prio[i], elig, i))
         while ready and n_active < channels and in_flight < credit and (
-                order_key is None or order_key[ready[0][1]] == next_seq):
-            _, i = heapq.heappop(ready)
+                order_key is None or order_key[ready[0][3]] == next_seq):
+            i = heappop(ready)[3]
             next_seq += 1
-            number_of[i] = started
+            number = started
             started += 1
             n_active += 1
             in_flight += nbytes[i]
             lat = latency[i]
             if lat > _EPS:
-                heapq.heappush(in_latency, (lat_clock + lat, number_of[i], i))
+                heappush(in_latency, (lat_clock + lat, number, i))
             else:
-                heapq.heappush(in_bandwidth, (bw_clock + (duration[i] - lat), number_of[i], i))
+                heappush(in_bandwidth, (bw_clock + (duration[i] - lat), number, i))
             start[i] = now
             if pos < n_seg:
                 left += collective_cpu_s
@@ -187,16 +189,24 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
         comm_mult = comm_slowdown if computing else 1.0
         in_bw = len(in_bandwidth)
         compute_rate = 1.0 / compute_slowdown if in_bw else 1.0
-        step = np.inf
+        # the next event (comparisons, not min(): the same values, no call per event)
+        step = inf
         if in_latency:
             step = (in_latency[0][0] - lat_clock) * comm_mult
         if in_bw:
-            step = min(step, (in_bandwidth[0][0] - bw_clock) * in_bw * comm_mult)
+            until = (in_bandwidth[0][0] - bw_clock) * in_bw * comm_mult
+            if until < step:
+                step = until
         if computing:
-            step = min(step, left / compute_rate)
+            until = left / compute_rate
+            if until < step:
+                step = until
         if pending and n_active < channels:
-            step = min(step, pending[0][0] - now)
-        step = max(step, 0.0)
+            until = pending[0][0] - now
+            if until < step:
+                step = until
+        if step < 0.0:
+            step = 0.0
         if computing:
             left -= step * compute_rate
         lat_clock += step / comm_mult
@@ -205,15 +215,17 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
         now += step
         done = []
         while in_bandwidth and in_bandwidth[0][0] - bw_clock <= _DONE:
-            done.append(heapq.heappop(in_bandwidth))
+            done.append(heappop(in_bandwidth))
         while in_latency and in_latency[0][0] - lat_clock <= _EPS:
-            _, number, i = heapq.heappop(in_latency)
+            _, number, i = heappop(in_latency)
             work = duration[i] - latency[i]
             if work <= _DONE:
                 done.append((0.0, number, i))
             else:
-                heapq.heappush(in_bandwidth, (bw_clock + work, number, i))
-        for _, _, i in sorted(done, key=lambda d: d[1]):
+                heappush(in_bandwidth, (bw_clock + work, number, i))
+        if len(done) > 1:
+            done.sort(key=_start_number)
+        for _, _, i in done:
             n_active -= 1
             in_flight = in_flight - nbytes[i] if n_active else 0.0
             end[i] = now
@@ -221,5 +233,5 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
                 if pos < n_seg:
                     waiting_gathers.append(ag_of[i])
                 else:
-                    heapq.heappush(pending, (now, ag_of[i]))
+                    heappush(pending, (now, ag_of[i]))
     return np.asarray(start), np.asarray(end), float(backward_end)
