@@ -10,9 +10,12 @@ units or none, a forward prefetch depth ``0..max_prefetch`` and a backward one
 ``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties, within
 :data:`gradsched.ties.RTOL`: fewer units, then smaller peak, then the enumeration order).
 Exact within that space, by exhaustion, up to :data:`MAX_GROUPINGS` groupings; beyond,
-streams semantics get the best of a search, which says so and states its gap to the lower
-bound (:mod:`gradsched.experiments.sharded_search`). A cap that no candidate meets is an
-error that names the smallest peak found.
+streams semantics get :func:`gradsched.experiments.sharded_program.program_optimum`: a
+dynamic program, exact and polynomial, for the settings whose time is a sum over windows of
+units (resharded units, forward depth 0 or 1, backward depth 1, no root layers between
+blocks) and a search for the others; the plan's ``info`` says which method covered which
+setting, and the gap to the lower bound. A cap that no candidate meets is an error that
+names the smallest peak found.
 
 **Blocking semantics** (FSDP2 on gloo), with or without a memory cap: the host waits for
 every collective, so the iteration is the compute plus the sum of every collective's time,
@@ -39,7 +42,7 @@ from gradsched.experiments.sharded_candidates import (
     every_grouping,
     settings,
 )
-from gradsched.experiments.sharded_search import searched_optimum
+from gradsched.experiments.sharded_program import program_optimum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
     SHARDED_PLANNERS,
@@ -83,9 +86,10 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                                         memory_cap_bytes=memory_cap_bytes,
                                         max_prefetch=max_prefetch, algorithm=OPTIMUM))
     if 2 ** (len(blocks) - 1) > MAX_GROUPINGS:
-        return Scored(*searched_optimum(trace, model, world_size, semantics=semantics,
-                                        memory_cap_bytes=memory_cap_bytes,
-                                        max_prefetch=max_prefetch, algorithm=OPTIMUM))
+        return Scored(*program_optimum(trace, model, world_size,
+                                       memory_cap_bytes=memory_cap_bytes,
+                                       max_prefetch=max_prefetch, algorithm=OPTIMUM,
+                                       enumerate_up_to=MAX_GROUPINGS))
     return exhaustive_optimum(trace, model, world_size, semantics=semantics,
                               memory_cap_bytes=memory_cap_bytes, max_prefetch=max_prefetch)
 
