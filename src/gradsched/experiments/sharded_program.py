@@ -227,19 +227,20 @@ def program(t: Tables, forward_depth: int, cap: float, units_weight: float
     n_pad = t.ag.shape[0]
     last = n_pad - 1 - PAD  # padded boundary after the last block
     limit = cap - 2.0 * t.root_bytes
-    into: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # c -> value[a, b, d], best x
-    first = np.full((PAD, PAD, n_pad), math.inf)  # (0, 1, 2, d): the first unit [2, d)
+    # c -> value[a, b, d - c - 1] and best x of the states (a, b, c, d)
+    into: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    first = np.full((PAD, PAD, n_pad - PAD - 1), math.inf)  # (0, 1, 2, d): first unit [2, d)
     for d in range(PAD + 1, last + 1):
         own = t.ag[PAD, d] + (t.fwd[PAD, d] if forward_depth == 0 else 0.0)
-        first[PAD - 2, PAD - 1, d] = own + units_weight
+        first[PAD - 2, PAD - 1, d - PAD - 1] = own + units_weight
     into[PAD] = (first, np.zeros(first.shape, dtype=np.int32))
     for c in range(PAD + 1, n_pad - 1):
         value = np.full((c, c, c), math.inf)  # states (x, a, b, c)
         for b in range(PAD, c):
             held = into[b][0]
-            value[:b, :b, b] = held[:, :, c]
+            value[:b, :b, b] = held[:, :, c - b - 1]
         into[c] = _step(t, value, c, last, forward_depth, limit, units_weight)
-    final = into[last + 1][0][:, :, n_pad - 1]
+    final = into[last + 1][0][:, :, 0]
     if not np.isfinite(final).any():
         return None
     a, b = np.unravel_index(int(np.argmin(final)), final.shape)
@@ -269,10 +270,10 @@ def _step(t: Tables, value: np.ndarray, c: int, last: int, forward_depth: int, l
     else:
         term = term + t.ag[c, d] + t.fwd[c, d]
     term = term + units_weight * (d <= last)
-    out = np.full((c, c, n_pad), math.inf)
-    xs = np.zeros((c, c, n_pad), dtype=np.int32)
-    out[:, :, nxt] = best + term
-    xs[:, :, nxt] = where
+    out = np.full((c, c, n_pad - c - 1), math.inf)
+    xs = np.zeros(out.shape, dtype=np.int32)
+    out[:, :, nxt - c - 1] = best + term
+    xs[:, :, nxt - c - 1] = where
     return out, xs
 
 
@@ -306,7 +307,7 @@ def _back(into: dict[int, tuple[np.ndarray, np.ndarray]], a: int, b: int,
     c, d = last + 1, last + 2
     bounds = [d, c, b, a]
     while c > PAD:
-        x = int(into[c][1][a, b, d])
+        x = int(into[c][1][a, b, d - c - 1])
         a, b, c, d = x, a, b, c
         bounds.append(a)
     return sorted(p - PAD for p in set(bounds) if PAD < p <= last)
