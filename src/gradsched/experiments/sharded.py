@@ -10,10 +10,10 @@ units or none, a forward prefetch depth ``0..max_prefetch`` and a backward one
 ``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties, within
 :data:`gradsched.ties.RTOL`: fewer units, then smaller peak, then the enumeration order).
 Exact within that space, by exhaustion, up to :data:`MAX_GROUPINGS` groupings; beyond,
-streams semantics get :func:`gradsched.experiments.sharded_program.program_optimum`: a
-dynamic program, exact and polynomial, for the settings whose time is a sum over windows of
-units (resharded units, forward depth 0 or 1, backward depth 1, no root layers between
-blocks) and a search for the others; the plan's ``info`` says which method covered which
+streams semantics get :func:`gradsched.experiments.sharded_streams.streams_optimum`:
+dynamic programs, exact, for forward prefetch depth 0 or 1 with units resharded (backward
+depth 1) or kept gathered (any depth, with a cap that fits every grouping or none), and a
+search for the other settings; the plan's ``info`` says which method covered which
 setting, and the gap to the lower bound. A cap that no candidate meets is an error that
 names the smallest peak found.
 
@@ -42,7 +42,7 @@ from gradsched.experiments.sharded_candidates import (
     every_grouping,
     settings,
 )
-from gradsched.experiments.sharded_program import program_optimum
+from gradsched.experiments.sharded_streams import streams_optimum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
     SHARDED_PLANNERS,
@@ -86,7 +86,7 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                                         memory_cap_bytes=memory_cap_bytes,
                                         max_prefetch=max_prefetch, algorithm=OPTIMUM))
     if 2 ** (len(blocks) - 1) > MAX_GROUPINGS:
-        return Scored(*program_optimum(trace, model, world_size,
+        return Scored(*streams_optimum(trace, model, world_size,
                                        memory_cap_bytes=memory_cap_bytes,
                                        max_prefetch=max_prefetch, algorithm=OPTIMUM,
                                        enumerate_up_to=MAX_GROUPINGS))

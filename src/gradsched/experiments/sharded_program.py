@@ -32,12 +32,13 @@ bytes); the forward's ``R + U_k + U_{k+1}`` is lower. A window of four units.
 ``[c, d)``, and checks unit ``[a, b)``'s memory window. The check bounds ``U`` of
 ``[x, a)``, which shrinks as ``x`` grows, so the best predecessor is a suffix minimum over
 ``x``: ``O(n^4)`` work, vectorised. Time ties within :data:`gradsched.ties.RTOL` lean to
-fewer units (a penalty far below the tolerance per unit); the chosen grouping is replayed.
+fewer units (a penalty far below the tolerance per unit); the caller replays the grouping.
 
 **Not here** (not a sum over bounded windows): units kept gathered (their reduce-scatters
-queue with no all-gather between, a lag carried over any number of units), prefetch depth 2
-(the all-gather queue's lead likewise) and root layers between blocks (the lag of one
-reduce-scatter enters the next window). :func:`window_applies` says which.
+queue with no all-gather between, a lag carried over any number of units: see
+:mod:`gradsched.experiments.sharded_kept`), prefetch depth 2 (the all-gather queue's lead
+likewise) and root layers between blocks (the lag of one reduce-scatter enters the next
+window). :func:`window_applies` says whether the tables apply.
 """
 
 from __future__ import annotations
@@ -49,34 +50,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradsched.costmodel.base import CommModel, comm_times
-from gradsched.experiments.grid import gap_to_bound_pct
-from gradsched.experiments.sharded_blocking import better, no_fit, range_times
-from gradsched.experiments.sharded_candidates import (
-    LayoutScorer,
-    Setting,
-    block_level,
-    every_grouping,
-    settings,
-)
-from gradsched.experiments.sharded_search import (
-    Best,
-    consider,
-    search,
-    seed_groupings,
-    uniform_groupings,
-)
-from gradsched.plan_sharded import ShardedPlan
-from gradsched.planners.sharded import merge_blocks, units_from_ranges
-from gradsched.replay.sharded import ShardedReplay, replay_sharded
-from gradsched.replay.sharded_bounds import sharded_lower_bound_s
-from gradsched.ties import RTOL
-from gradsched.traces.bundle import ComputeTrace
-from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
+from gradsched.experiments.sharded_blocking import range_times
+from gradsched.traces.layers import LayerSeq
 
 PAD = 2
-EXACT = "dynamic program (exact)"
-ENUMERATED = "exhaustion (exact)"
-SEARCHED = "search (not exact)"
 """Virtual empty units before the first block (boundaries 0, 1) and after the last."""
 
 
@@ -102,82 +79,6 @@ class Tables:
 def window_applies(seq: LayerSeq, blocks: list[tuple[int, int]]) -> bool:
     """Whether no root layer lies between two blocks (the recurrence's assumption)."""
     return all(b0 + 1 == a1 for (_, b0), (a1, _) in itertools.pairwise(blocks))
-
-
-def exact_settings(seq: LayerSeq, blocks: list[tuple[int, int]],
-                   max_prefetch: int) -> list[Setting]:
-    """The settings the program solves exactly for this model (module docstring)."""
-    if not window_applies(seq, blocks):
-        return []
-    return [(True, depth, 1) for depth in (0, 1) if depth <= max_prefetch]
-
-
-def program_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
-                    memory_cap_bytes: float | None, max_prefetch: int, algorithm: str,
-                    enumerate_up_to: int) -> tuple[ShardedPlan, ShardedReplay]:
-    """The fastest candidate of :func:`gradsched.experiments.sharded.exhaustive_optimum`'s
-    space in streams semantics: the program for :func:`exact_settings`, exhaustion of the
-    other settings when ``2^(n-1) <= enumerate_up_to`` groupings, else the search of
-    :mod:`gradsched.experiments.sharded_search` seeded also with the program's groupings.
-    ``info`` says which method covered each setting; ``NoLayoutFits`` when nothing fits."""
-    seq = layer_seq(trace)
-    blocks = block_ranges(seq)
-    level = block_level(seq, blocks)
-    scorer = LayoutScorer(*level, model, world_size, False, memory_cap_bytes)
-    cap = math.inf if memory_cap_bytes is None else float(memory_cap_bytes)
-    exact = exact_settings(seq, blocks, max_prefetch)
-    rest = [s for s in settings(max_prefetch) if s not in exact]
-    methods = dict.fromkeys(exact, EXACT)
-    best: Best | None = None
-    if exact:
-        t = tables(*level, model, world_size)
-        compute = float(seq.forward_s.sum() + seq.backward_s.sum())
-        weight = RTOL * compute / (8.0 * (len(blocks) + 1))
-        for setting in exact:
-            found = program(t, setting[1], cap, weight)
-            if found is not None:
-                best = consider(scorer, np.asarray(found[1], dtype=np.int64), setting, best)
-    if rest and 2 ** (len(blocks) - 1) <= enumerate_up_to:
-        methods.update(dict.fromkeys(rest, ENUMERATED))
-        for ends in every_grouping(len(blocks)):
-            for setting in rest:
-                best = consider(scorer, ends, setting, best)
-    elif rest:
-        methods.update(dict.fromkeys(rest, SEARCHED))
-        seeds = seed_groupings(trace, model, world_size, memory_cap_bytes)
-        found = search(scorer, seeds + ([best[1]] if best else []), rest, len(blocks))
-        if found is not None and (best is None or better(found[0], best[0])):
-            best = found
-    if best is None:
-        for ends in uniform_groupings(len(blocks)):  # the smallest peak, for the error
-            for setting in exact:
-                scorer.score(ends, setting)
-        raise no_fit(cap, scorer.smallest_peak)
-    return _plan(trace, model, world_size, best, methods, memory_cap_bytes, max_prefetch,
-                 algorithm)
-
-
-def _plan(trace: ComputeTrace, model: CommModel, world_size: int, best: Best,
-          methods: dict[Setting, str], memory_cap_bytes: float | None, max_prefetch: int,
-          algorithm: str) -> tuple[ShardedPlan, ShardedReplay]:
-    _, ends, (reshard, fwd, bwd) = best
-    seq = layer_seq(trace)
-    plan = ShardedPlan(algorithm=algorithm,
-                       units=units_from_ranges(seq, merge_blocks(block_ranges(seq), ends),
-                                               reshard),
-                       forward_prefetch=fwd, backward_prefetch=bwd,
-                       knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
-                              "semantics": "streams"})
-    replayed = replay_sharded(trace, plan, model, world_size, semantics="streams")
-    bound = sharded_lower_bound_s(trace, model, world_size)
-    labels = {f"reshard={s[0]} forward={s[1]} backward={s[2]}": how for s, how in methods.items()}
-    exact = all(how != SEARCHED for how in methods.values())
-    summary = "; ".join(f"{how}: {', '.join(k for k, v in labels.items() if v == how)}"
-                        for how in (EXACT, ENUMERATED, SEARCHED) if how in labels.values())
-    plan.info.update({"method": ("exact: " if exact else "not exact: ") + summary,
-                      "methods": labels, "exact": exact, "lower_bound_s": bound,
-                      "gap_to_bound_pct": gap_to_bound_pct(replayed.iteration_s, bound)})
-    return plan, replayed
 
 
 def tables(seq: LayerSeq, blocks: list[tuple[int, int]], model: CommModel,
