@@ -12,7 +12,11 @@ from hypothesis import strategies as st
 from gradsched.costmodel.base import AlphaBetaModel
 from gradsched.errors import ConfigError
 from gradsched.experiments import sharded_search
-from gradsched.experiments.recommend_sharded import advise_sharded, render_sharded
+from gradsched.experiments.recommend_sharded import (
+    advise_sharded,
+    render_sharded,
+    search_notes,
+)
 from gradsched.experiments.sharded import exhaustive_optimum, optimum
 from gradsched.experiments.sharded_memory import device_memory, memory_budget
 from gradsched.experiments.sharded_streams import streams_optimum
@@ -55,6 +59,7 @@ def test_many_blocks_get_an_answer_that_says_how() -> None:
                                      "forward=0 backward=1, ")
     assert "; search (not exact): " in info["method"] and not info["exact"]
     assert info["methods"]["reshard=True forward=2 backward=2"] == "search (not exact)"
+    assert search_notes(scored.plan)[0].startswith("the optimum is not exact: ")
     bound = sharded_lower_bound_s(trace, MODEL, 64)
     assert info["lower_bound_s"] == bound <= scored.replay.iteration_s
     assert scored.replay.iteration_s <= replay_sharded(trace, fsdp2(trace, MODEL, 64), MODEL,
