@@ -132,27 +132,34 @@ def test_a_planted_off_by_one_is_caught(monkeypatch: pytest.MonkeyPatch) -> None
     assert sp.backward_term is window and sk.lag_step is lag
 
 
+def assert_same_optimum(trace: ComputeTrace, model: CommModel, world: int, max_prefetch: int,
+                        cap: float | None) -> None:
+    """The streams optimum (enumerating only what no program covers) against the exhaustive
+    optimum: the same time, within the cap, or both find that nothing fits."""
+    def ours() -> tuple:
+        return streams.streams_optimum(trace, model, world, memory_cap_bytes=cap,
+                                       max_prefetch=max_prefetch, algorithm="dp",
+                                       enumerate_up_to=2**15)
+    try:
+        want = exhaustive_optimum(trace, model, world, memory_cap_bytes=cap,
+                                  max_prefetch=max_prefetch)
+    except NoLayoutFits:
+        with pytest.raises(NoLayoutFits):
+            ours()
+        return
+    plan, got = ours()
+    assert same_time(got.iteration_s, want.replay.iteration_s)
+    assert cap is None or got.gathered_peak_bytes <= cap
+    assert plan.info["exact"] and plan.info["gap_to_bound_pct"] >= 0
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_program_optimum_equals_the_exhaustive_optimum(seed: int) -> None:
     trace, model = synthetic_case(1000 + seed)
     max_prefetch = 1 + seed % 2
     free = exhaustive_optimum(trace, model, P, max_prefetch=max_prefetch)
     for cap in (None, 0.8 * free.replay.gathered_peak_bytes, 1.0):
-        try:
-            want = exhaustive_optimum(trace, model, P, memory_cap_bytes=cap,
-                                      max_prefetch=max_prefetch)
-        except NoLayoutFits:
-            with pytest.raises(NoLayoutFits):
-                streams.streams_optimum(trace, model, P, memory_cap_bytes=cap,
-                                   max_prefetch=max_prefetch, algorithm="dp",
-                                   enumerate_up_to=2**15)
-            continue
-        plan, got = streams.streams_optimum(trace, model, P, memory_cap_bytes=cap,
-                                       max_prefetch=max_prefetch, algorithm="dp",
-                                       enumerate_up_to=2**15)
-        assert same_time(got.iteration_s, want.replay.iteration_s)
-        assert cap is None or got.gathered_peak_bytes <= cap
-        assert plan.info["exact"] and plan.info["gap_to_bound_pct"] >= 0
+        assert_same_optimum(trace, model, P, max_prefetch, cap)
 
 
 def test_on_resnet18s_trace() -> None:
@@ -162,10 +169,11 @@ def test_on_resnet18s_trace() -> None:
     assert sp.window_applies(seq, block_ranges(seq))  # stem and head only
     for cap in (None, 0.0):
         assert disagreements(trace, model, 2, cap, world=2) == []
-    want = exhaustive_optimum(trace, model, 2, max_prefetch=1)
-    _, got = streams.streams_optimum(trace, model, 2, memory_cap_bytes=None, max_prefetch=1,
-                                algorithm="dp", enumerate_up_to=2**15)
-    assert same_time(got.iteration_s, want.replay.iteration_s)
+    for max_prefetch in (1, 2):
+        free = exhaustive_optimum(trace, model, 2, max_prefetch=max_prefetch)
+        for share in (None, 1.0, 0.95, 0.8):
+            cap = None if share is None else share * free.replay.gathered_peak_bytes
+            assert_same_optimum(trace, model, 2, max_prefetch, cap)
 
 
 def test_beyond_enumeration_the_plan_says_which_setting_was_searched() -> None:
