@@ -1,4 +1,4 @@
-"""The sharded search for models with many blocks: it answers, says it searched, never
+"""The sharded optimum for models with many blocks: it answers, says how, never
 beats the exhaustive optimum or the lower bound, and keeps to the memory cap; the memory
 budget a GPU leaves. Traces are SYNTHETIC (tests/replay/test_sharded.py)."""
 
@@ -12,9 +12,14 @@ from hypothesis import strategies as st
 from gradsched.costmodel.base import AlphaBetaModel
 from gradsched.errors import ConfigError
 from gradsched.experiments import sharded_search
-from gradsched.experiments.recommend_sharded import advise_sharded, render_sharded
+from gradsched.experiments.recommend_sharded import (
+    advise_sharded,
+    render_sharded,
+    search_notes,
+)
 from gradsched.experiments.sharded import exhaustive_optimum, optimum
 from gradsched.experiments.sharded_memory import device_memory, memory_budget
+from gradsched.experiments.sharded_streams import streams_optimum
 from gradsched.planners.sharded import fsdp2
 from gradsched.replay.sharded import replay_sharded
 from gradsched.replay.sharded_bounds import sharded_lower_bound_s
@@ -38,20 +43,23 @@ def many_blocks(n: int, seed: int = 0) -> ComputeTrace:
 def test_search_never_beats_the_exhaustive_optimum(seed: int) -> None:
     trace = random_block_trace(seed)
     exact = exhaustive_optimum(trace, MODEL, 8)
-    plan, found = sharded_search.searched_optimum(trace, MODEL, 8, semantics="streams",
-                                                  memory_cap_bytes=None, max_prefetch=2,
-                                                  algorithm="s")
+    plan, found = streams_optimum(trace, MODEL, 8, memory_cap_bytes=None, max_prefetch=2,
+                                  algorithm="s", enumerate_up_to=1)
     assert found.iteration_s >= exact.replay.iteration_s * (1 - 1e-12)
     default = replay_sharded(trace, fsdp2(trace, MODEL, 8), MODEL, 8)
     assert found.iteration_s <= default.iteration_s * (1 + 1e-12)  # the default is a seed
     assert plan.info["gap_to_bound_pct"] >= 0
 
 
-def test_many_blocks_get_an_answer_that_says_it_searched() -> None:
+def test_many_blocks_get_an_answer_that_says_how() -> None:
     trace = many_blocks(40)
     scored = optimum(trace, MODEL, 64)
     info = scored.plan.info
-    assert info["method"].startswith("search (not exhaustive: 40 blocks give 2^39")
+    assert info["method"].startswith("not exact: dynamic program (exact): reshard=True "
+                                     "forward=0 backward=1, ")
+    assert "; search (not exact): " in info["method"] and not info["exact"]
+    assert info["methods"]["reshard=True forward=2 backward=2"] == "search (not exact)"
+    assert search_notes(scored.plan)[0].startswith("the optimum is not exact: ")
     bound = sharded_lower_bound_s(trace, MODEL, 64)
     assert info["lower_bound_s"] == bound <= scored.replay.iteration_s
     assert scored.replay.iteration_s <= replay_sharded(trace, fsdp2(trace, MODEL, 64), MODEL,

@@ -206,10 +206,9 @@ def _plan(args: argparse.Namespace) -> int:
           "gradients "
           f"{result.gathered_peak_bytes / 2**20:.4g} MiB -> {args.output}")
     print(fully_shard_code(plan, trace.names))
-    if str(plan.info.get("method", "")).startswith("search"):
-        print(f"note: the best of a {plan.info['method']}, {plan.info['replays']} replays: "
-              f"within {plan.info['gap_to_bound_pct']:.3g} % of the lower bound, not proven "
-              "optimal")
+    if plan.info.get("exact") is False:
+        print(f"note: {plan.info['method']}: within {plan.info['gap_to_bound_pct']:.3g} % of "
+              "the lower bound, not proven optimal")
     return 0
 
 

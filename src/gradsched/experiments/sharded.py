@@ -10,16 +10,20 @@ units or none, a forward prefetch depth ``0..max_prefetch`` and a backward one
 ``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties, within
 :data:`gradsched.ties.RTOL`: fewer units, then smaller peak, then the enumeration order).
 Exact within that space, by exhaustion, up to :data:`MAX_GROUPINGS` groupings; beyond,
-streams semantics get the best of a search, which says so and states its gap to the lower
-bound (:mod:`gradsched.experiments.sharded_search`). A cap that no candidate meets is an
-error that names the smallest peak found.
+streams semantics get :func:`gradsched.experiments.sharded_streams.streams_optimum`:
+dynamic programs, exact, for forward prefetch depth 0 or 1 with units resharded (backward
+depth 1) or kept gathered (any depth, with a cap that fits every grouping or none), and a
+search for the other settings; the plan's ``info`` says which method covered which
+setting, and the gap to the lower bound. A cap that no candidate meets is an error that
+names the smallest peak found.
 
 **Gradient accumulation** (``grad_accum`` = ``k``): every candidate is replayed for one
 optimizer step of ``k`` micro-batches (:mod:`gradsched.replay.sharded`: ``k`` rounds of
 all-gathers, one of reduce-scatters, the unsharded gradients held across micro-batches),
-the lower bound likewise; with ``k > 1`` the blocking program (whose time and memory
-formulas are for one micro-batch) gives way to exhaustion, or beyond
-:data:`MAX_GROUPINGS` to the search. Row and plan carry ``grad_accum`` only when ``k != 1``.
+the lower bound likewise; with ``k > 1`` the programs (whose time and memory formulas are
+for one micro-batch: blocking, and the streams programs) give way to exhaustion, or beyond
+:data:`MAX_GROUPINGS` to the search, and the plan says so. Row and plan carry
+``grad_accum`` only when ``k != 1``.
 
 **Blocking semantics** (FSDP2 on gloo), with or without a memory cap: the host waits for
 every collective, so the iteration is the compute plus the sum of every collective's time,
@@ -47,7 +51,7 @@ from gradsched.experiments.sharded_candidates import (
     every_grouping,
     settings,
 )
-from gradsched.experiments.sharded_search import searched_optimum
+from gradsched.experiments.sharded_streams import streams_optimum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
     SHARDED_PLANNERS,
@@ -81,7 +85,9 @@ class Scored:
 def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
             semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
             max_prefetch: int = 2, grad_accum: int = 1) -> Scored:
-    """The exact optimum (module docstring)."""
+    """The optimum (module docstring): exact by exhaustion up to :data:`MAX_GROUPINGS`
+    groupings, in blocking semantics, and beyond for the settings the streams programs
+    solve; the plan's ``info`` says where a search stood in."""
     check_grad_accum(grad_accum)
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
@@ -93,10 +99,11 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                                         memory_cap_bytes=memory_cap_bytes,
                                         max_prefetch=max_prefetch, algorithm=OPTIMUM))
     if 2 ** (len(blocks) - 1) > MAX_GROUPINGS:
-        return Scored(*searched_optimum(trace, model, world_size, semantics=semantics,
-                                        memory_cap_bytes=memory_cap_bytes,
-                                        max_prefetch=max_prefetch, algorithm=OPTIMUM,
-                                        grad_accum=grad_accum))
+        return Scored(*streams_optimum(trace, model, world_size,
+                                       memory_cap_bytes=memory_cap_bytes,
+                                       max_prefetch=max_prefetch, algorithm=OPTIMUM,
+                                       enumerate_up_to=MAX_GROUPINGS, semantics=semantics,
+                                       grad_accum=grad_accum))
     return exhaustive_optimum(trace, model, world_size, semantics=semantics,
                               memory_cap_bytes=memory_cap_bytes, max_prefetch=max_prefetch,
                               grad_accum=grad_accum)

@@ -1,11 +1,9 @@
-"""The sharded layout for models with more blocks than the exhaustive optimum enumerates
-(:data:`gradsched.experiments.sharded.MAX_GROUPINGS`): the best of a search, said to be one,
-with the sharded lower bound beside it.
+"""A search over block groupings for the streams settings the window program of
+:mod:`gradsched.experiments.sharded_program` does not solve exactly (units kept gathered,
+prefetch depth 2, root layers between blocks) when there are too many blocks to enumerate.
 
-No polynomial algorithm is known here for the streams semantics: a unit's all-gather can
-overlap the compute of units before it and its reduce-scatter queues behind later
-all-gathers on the one channel, so a grouping's time is not a sum over its units (blocking
-semantics is, and :mod:`gradsched.experiments.sharded_blocking` solves it exactly). So:
+There a grouping's time is not a sum over bounded windows of units: a reduce-scatter queue
+or an all-gather queue can carry a lag over any number of units. So:
 
 1. **Seeds**, each under every setting (resharding, forward and backward prefetch depth):
    one unit per block (FSDP2's default), ``k`` blocks per unit for every ``k``, and the
@@ -17,9 +15,9 @@ semantics is, and :mod:`gradsched.experiments.sharded_blocking` solves it exactl
    :data:`EVALUATIONS` replays.
 3. The best grouping again under every setting.
 
-Every candidate respects the memory cap. The plan's ``info`` records the method, the number
-of replays, the lower bound (:func:`gradsched.replay.sharded_bounds.sharded_lower_bound_s`)
-and the gap to it: the distance to the true optimum is at most that gap.
+Every candidate respects the memory cap. The caller's plan ``info`` records the method, the
+lower bound (:func:`gradsched.replay.sharded_bounds.sharded_lower_bound_s`) and the gap to
+it: the distance to the true optimum is at most that gap.
 """
 
 from __future__ import annotations
@@ -28,20 +26,13 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
-from gradsched.experiments.grid import gap_to_bound_pct
-from gradsched.experiments.sharded_blocking import better, blocking_optimum, no_fit
+from gradsched.experiments.sharded_blocking import better, blocking_optimum
 from gradsched.experiments.sharded_candidates import (
     Key,
     LayoutScorer,
     Setting,
-    accum_knob,
-    block_level,
-    settings,
 )
 from gradsched.plan_sharded import ShardedPlan
-from gradsched.planners.sharded import merge_blocks, units_from_ranges
-from gradsched.replay.sharded import Semantics, ShardedReplay, replay_sharded
-from gradsched.replay.sharded_bounds import sharded_lower_bound_s
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
 
@@ -96,7 +87,7 @@ def neighbours(ends: np.ndarray, n_blocks: int) -> list[np.ndarray]:
     return [np.asarray([*c, n_blocks], dtype=np.int64) for c in sorted(out)]
 
 
-def _consider(scorer: LayoutScorer, ends: np.ndarray, setting: Setting,
+def consider(scorer: LayoutScorer, ends: np.ndarray, setting: Setting,
               best: Best | None) -> Best | None:
     scored = scorer.score(ends, setting)
     if scored is not None and (best is None or better(scored[0], best[0])):
@@ -113,45 +104,32 @@ def local_search(scorer: LayoutScorer, start: Best, n_blocks: int) -> Best:
         for ends in neighbours(incumbent[1], n_blocks):
             if scorer.evaluated >= limit:
                 break
-            best = _consider(scorer, ends, incumbent[2], best)  # type: ignore[assignment]
+            best = consider(scorer, ends, incumbent[2], best)  # type: ignore[assignment]
         if best is incumbent:
             break
     return best
 
 
-def searched_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
-                     semantics: Semantics, memory_cap_bytes: float | None,
-                     max_prefetch: int, algorithm: str,
-                     grad_accum: int = 1) -> tuple[ShardedPlan, ShardedReplay]:
-    """The search of the module docstring; ``ConfigError`` naming the smallest peak when
-    no candidate fits the cap. ``grad_accum``: micro-batches per step, scored so (the
-    blocking program's seed is a one-micro-batch optimum, a seed only)."""
-    seq = layer_seq(trace)
-    blocks = block_ranges(seq)
-    scorer = LayoutScorer(*block_level(seq, blocks), model, world_size,
-                          semantics == "blocking", memory_cap_bytes, grad_accum)
-    seeds = uniform_groupings(len(blocks)) + blocking_seeds(trace, model, world_size,
-                                                            memory_cap_bytes, seq, blocks)
+def search(scorer: LayoutScorer, seeds: list[np.ndarray], candidates: list[Setting],
+           n_blocks: int) -> Best | None:
+    """Steps 1-3 of the module docstring over the settings ``candidates``; None when no
+    seed fits the memory cap."""
     best: Best | None = None
     for ends in {tuple(e.tolist()): e for e in seeds}.values():
-        for setting in settings(max_prefetch):
-            best = _consider(scorer, ends, setting, best)
+        for setting in candidates:
+            best = consider(scorer, ends, setting, best)
     if best is None:
-        raise no_fit(memory_cap_bytes, scorer.smallest_peak)
-    best = local_search(scorer, best, len(blocks))
-    for setting in settings(max_prefetch):
-        best = _consider(scorer, best[1], setting, best)  # type: ignore[assignment]
-    _, ends, (reshard, fwd, bwd) = best
-    bound = sharded_lower_bound_s(trace, model, world_size, grad_accum)
-    plan = ShardedPlan(algorithm=algorithm,
-                       units=units_from_ranges(seq, merge_blocks(blocks, ends), reshard),
-                       forward_prefetch=fwd, backward_prefetch=bwd,
-                       knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
-                              "semantics": semantics} | accum_knob(grad_accum))
-    replayed = replay_sharded(trace, plan, model, world_size, semantics=semantics,
-                              grad_accum=grad_accum)
-    plan.info.update({"method": f"search (not exhaustive: {len(blocks)} blocks give "
-                                f"2^{len(blocks) - 1} groupings)",
-                      "replays": scorer.evaluated, "lower_bound_s": bound,
-                      "gap_to_bound_pct": gap_to_bound_pct(replayed.iteration_s, bound)})
-    return plan, replayed
+        return None
+    best = local_search(scorer, best, n_blocks)
+    for setting in candidates:
+        best = consider(scorer, best[1], setting, best)  # type: ignore[assignment]
+    return best
+
+
+def seed_groupings(trace: ComputeTrace, model: CommModel, world_size: int,
+                   memory_cap_bytes: float | None) -> list[np.ndarray]:
+    """The seeds of step 1: uniform groupings and the blocking program's."""
+    seq = layer_seq(trace)
+    blocks = block_ranges(seq)
+    return uniform_groupings(len(blocks)) + blocking_seeds(trace, model, world_size,
+                                                           memory_cap_bytes, seq, blocks)
