@@ -10,6 +10,8 @@ metadata.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -19,11 +21,13 @@ from gradsched.costmodel import AlphaBetaModel
 from gradsched.errors import ConfigError
 from gradsched.experiments import make_plan
 from gradsched.plan import Bucket, Plan
-from gradsched.planners import bytescheduler
+from gradsched.planners import bytescheduler, search
 from gradsched.replay import replay
 from gradsched.traces import ComputeTrace
 from tests.planners.test_dear import MS
 from tests.planners.test_planners import MB, bucket_names, engine_s, tiny_trace
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------------------------------
@@ -172,6 +176,6 @@ def test_no_committed_trace_reaches_the_search_budget() -> None:
     traces = sorted((REPO / "traces" / "compute").rglob("*.csv"))
     assert len(traces) > 20
     for path in traces:
-        numel = ComputeTrace.load(path).numel
-        parts = int(bytescheduler.n_parts(np.asarray(numel, dtype=np.int64), finest).sum())
+        numel = bytescheduler.make_tasks(ComputeTrace.load(path), "tensor").numel
+        parts = int(bytescheduler.n_parts(numel, finest).sum())
         assert parts <= bytescheduler.SCORED_COLLECTIVES, path
