@@ -67,7 +67,7 @@ Remaining differences from the reference code (a reconstruction):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -137,6 +137,18 @@ class Tasks:
     numel: np.ndarray
     priority: np.ndarray
     bytes_per_param: float  # the trace's mean, to turn the credit into bytes
+    _buckets: dict[int, tuple[Bucket, ...]] = field(default_factory=dict, compare=False,
+                                                    repr=False)
+
+    def buckets(self, partition: int) -> tuple[Bucket, ...]:
+        """One bucket per task, in ``ceil(numel / partition)`` chunks, made once per
+        partition (a credit search replans the same partition with every credit)."""
+        if partition not in self._buckets:
+            chunks = n_parts(self.numel, partition).tolist()
+            self._buckets[partition] = tuple(
+                Bucket(tensors=m, chunks=c, priority=p) for m, c, p in
+                zip(self.members, chunks, self.priority.tolist(), strict=True))
+        return self._buckets[partition]
 
 
 def make_tasks(trace: ComputeTrace, granularity: str) -> Tasks:
@@ -144,20 +156,22 @@ def make_tasks(trace: ComputeTrace, granularity: str) -> Tasks:
     (priority = the layer's index), listed in ready order (of a layer's last gradient)."""
     seq = ready_seq(trace)
     forward_index = {name: i for i, name in enumerate(trace.frame["name"])}
-    if granularity == "tensor":
-        groups = [np.array([i]) for i in range(seq.n)]
-        priority = [forward_index[name] for name in seq.names]
-    else:
-        layers, inverse = np.unique(seq.layer, return_inverse=True)
-        groups = [np.flatnonzero(inverse == k) for k in range(len(layers))]
-        groups.sort(key=lambda m: (float(seq.ready_s[m].max()), int(m.max())))
-        priority = [int(seq.layer[m[0]]) for m in groups]
     total_numel = float(seq.numel.sum())
+    bytes_per_param = float(seq.nbytes.sum()) / total_numel if total_numel else 4.0
+    if granularity == "tensor":  # one task per tensor: no grouping to do
+        return Tasks(members=tuple((name,) for name in seq.names),
+                     numel=np.asarray(seq.numel, dtype=np.int64),
+                     priority=np.asarray([forward_index[name] for name in seq.names],
+                                         dtype=np.int64),
+                     bytes_per_param=bytes_per_param)
+    layers, inverse = np.unique(seq.layer, return_inverse=True)
+    groups = [np.flatnonzero(inverse == k) for k in range(len(layers))]
+    groups.sort(key=lambda m: (float(seq.ready_s[m].max()), int(m.max())))
     return Tasks(
         members=tuple(tuple(seq.names[i] for i in m) for m in groups),
         numel=np.array([int(seq.numel[m].sum()) for m in groups], dtype=np.int64),
-        priority=np.asarray(priority, dtype=np.int64),
-        bytes_per_param=float(seq.nbytes.sum()) / total_numel if total_numel else 4.0,
+        priority=np.asarray([int(seq.layer[m[0]]) for m in groups], dtype=np.int64),
+        bytes_per_param=bytes_per_param,
     )
 
 
@@ -199,8 +213,7 @@ def bs_plan(tasks: Tasks, *, partition: int, credit: int | None, knobs: dict[str
                    + (" of a scored candidate" if budget < MAX_COLLECTIVES_PER_ITERATION
                       else "")}}
         partition, chunks = used, n_parts(tasks.numel, used)
-    buckets = tuple(Bucket(tensors=m, chunks=int(c), priority=int(p))
-                    for m, c, p in zip(tasks.members, chunks, tasks.priority, strict=True))
+    buckets = tasks.buckets(partition)
     info = dict(info) | {"partition_params": partition, "credit_params": credit,
                          "tensors_over_max_partition": int(np.sum(chunks > MAX_PARTITION))}
     if credit is None:
@@ -229,13 +242,14 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
          search: str = "credit", tune_iters: int = TUNER_EVALUATIONS,
          granularity: str = "tensor", p3: bool = False, replay_iterations: int = 5,
          scorer: ScorerFactory | None = None,
-         budget: int = MAX_COLLECTIVES_PER_ITERATION) -> Plan:
+         budget: int = MAX_COLLECTIVES_PER_ITERATION, tasks: Tasks | None = None) -> Plan:
     """ByteScheduler's (or P3's) plan, the credit tuned (candidates scored by ``scorer``)
     unless ``search`` says otherwise. ``budget``: the most collectives per iteration of an
     untuned plan (a search that scores it passes :data:`SCORED_COLLECTIVES`); a tuned plan
-    and its candidates are held to :data:`SCORED_COLLECTIVES`."""
+    and its candidates are held to :data:`SCORED_COLLECTIVES`. ``tasks``: this trace's
+    :func:`make_tasks` at ``granularity``, for a caller that plans many partitions."""
     check_knobs(partition_params, credit_params, search, tune_iters, granularity, p3)
-    tasks = make_tasks(trace, granularity)
+    tasks = tasks if tasks is not None else make_tasks(trace, granularity)
     info = base_info(trace, world_size)
     if p3:
         knobs = {"p3": True, "granularity": granularity, "slice_params": P3_SLICE_PARAMS}

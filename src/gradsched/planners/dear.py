@@ -101,7 +101,9 @@ def layer_groups(seq: ReadySeq, threshold_bytes: float) -> list[np.ndarray]:
             total = size
         group_of_layer[li] = group
     tensor_group = group_of_layer[inverse]
-    return [np.flatnonzero(tensor_group == g) for g in range(group + 1)]
+    order = np.argsort(tensor_group, kind="stable")  # ascending indices within each group
+    bounds = np.searchsorted(tensor_group[order], np.arange(group + 2))
+    return [order[bounds[g]:bounds[g + 1]] for g in range(group + 1)]
 
 
 def dear_plan(seq: ReadySeq, threshold_mb: float, knobs: dict[str, Any],

@@ -48,8 +48,13 @@ def mgwfbp_ends(seq: ReadySeq, model: CommModel, world_size: int) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
 
+    seen: dict[float, float] = {}  # a merged group's time is asked again as the next step's
+
     def t(nbytes: float) -> float:
-        return float(comm_times(model, "all_reduce", np.asarray([nbytes]), world_size)[0])
+        if nbytes not in seen:
+            seen[nbytes] = float(comm_times(model, "all_reduce", np.asarray([nbytes]),
+                                            world_size)[0])
+        return seen[nbytes]
 
     ends: list[int] = []
     prev_finish = -np.inf  # finish of the last closed group

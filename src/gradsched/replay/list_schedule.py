@@ -70,15 +70,17 @@ def priority_one_channel(items: PlanItems, backward_s: float) -> tuple[np.ndarra
     return start, end
 
 
-def items_by_release_position(bucket_of: list[int], kind: list[int], last_pos: list[int],
-                              n: int) -> dict[int, list[int]]:
+def items_by_release_position(items: PlanItems) -> dict[int, list[int]]:
     """Backward position -> the items (all but all-gathers) whose bucket's last gradient
-    is produced there, in item order."""
-    by_pos: dict[int, list[int]] = {}
-    for i in range(n):
-        if kind[i] != AG:
-            by_pos.setdefault(last_pos[bucket_of[i]], []).append(i)
-    return by_pos
+    is produced there, in item order (one stable sort)."""
+    released = np.flatnonzero(items.kind != AG)
+    if released.size == 0:
+        return {}
+    position = items.bucket_last_pos[items.bucket[released]]
+    order = np.argsort(position, kind="stable")
+    keys, starts = np.unique(position[order], return_index=True)
+    groups = np.split(released[order], starts[1:])
+    return {int(k): group.tolist() for k, group in zip(keys.tolist(), groups, strict=True)}
 
 
 def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa: C901
@@ -125,7 +127,7 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
     order_key = sequence.tolist() if sequence is not None else None
     segments = arrays.backward_seq_s.tolist()
     n_seg = len(segments)
-    by_pos = items_by_release_position(bucket_of, kind, items.bucket_last_pos.tolist(), n)
+    by_pos = items_by_release_position(items)
     pending: list[tuple[float, int]] = []
     ready: list[tuple[int, float, float, int]] = []  # (class, priority, eligible, item)
     # latency phase: (latency clock at its end, start number, item); the clock runs at
