@@ -17,9 +17,22 @@ of ``rs_ag`` buckets are issued: ``eager`` (all after backward, in forward order
 ``lookahead`` (DeAR's reference code: the first group's after the reduce-scatters, then
 group g+1's in the forward pre-hook of group g; see :mod:`gradsched.replay.engine`).
 
+Sharded optimizers (version 3). A ``reduce_scatter`` bucket reduce-scatters its
+gradients and gathers nothing back (each rank keeps the shard it updates: Megatron-LM's
+distributed optimizer, DeepSpeed ZeRO-1/2). ``optimizer`` says who updates what:
+``replicated`` (default: every rank steps every parameter), ``sharded`` (each rank steps
+``1/P`` of the parameters, so the global step costs ``update_s / P``, then the
+``param_sync`` collectives run back to back before the next forward) or ``bucket_owner``
+(torch's ``hook_with_zero_step``: after backward, bucket k's all-reduce is waited for,
+its owner rank ``k mod P`` steps it and broadcasts it; see
+:mod:`gradsched.replay.engine`). ``param_sync`` is a list of :class:`ParamSync`: one
+collective each (``all_gather`` or ``broadcast``) of a number of parameter bytes.
+
 The JSON form is versioned (``format_version``); loading an unknown version fails clearly.
 Version 2 added ``ag_issue`` and ``credit_bytes``; a version-1 file reads as ``eager``
-with no credit.
+with no credit. Version 3 added ``optimizer``, ``param_sync`` and ``reduce_scatter``
+buckets; a plan that uses none of them is still written as version 2 (the lowest version
+that holds it), so every earlier plan's JSON is unchanged.
 """
 
 from __future__ import annotations
@@ -43,11 +56,12 @@ from gradsched.limits import (
 )
 
 FORMAT = "gradsched.plan"
-FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)
-BUCKET_COLLECTIVES = ("all_reduce", "rs_ag")
+FORMAT_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
+BUCKET_COLLECTIVES = ("all_reduce", "rs_ag", "reduce_scatter")
 PLAN_KEYS = frozenset({"format", "format_version", "algorithm", "knobs", "update", "channels",
-                       "ag_issue", "credit_bytes", "info", "buckets"})
+                       "ag_issue", "credit_bytes", "info", "buckets", "optimizer",
+                       "param_sync"})
 """The keys of a plan JSON (:meth:`Plan.to_dict`); any other is refused when loaded."""
 BUCKET_KEYS = frozenset({"tensors", "collective", "chunks", "priority", "release_s",
                          "algorithm"})
@@ -59,8 +73,12 @@ the runtime (two-level ``hierarchical``, parameter-server ``ps``); any but ``def
 needs an ``all_reduce`` bucket. Checked when a plan is loaded, before any rank starts."""
 UPDATE_MODES = ("global", "per_layer")
 AG_ISSUE_MODES = ("eager", "lookahead")
+OPTIMIZER_MODES = ("replicated", "sharded", "bucket_owner")
+"""Who steps which parameters (module docstring, "Sharded optimizers")."""
+SYNC_COLLECTIVES = ("all_gather", "broadcast")
+"""What a :class:`ParamSync` may run."""
 
-Collective = Literal["all_reduce", "rs_ag"]
+Collective = Literal["all_reduce", "rs_ag", "reduce_scatter"]
 UpdateMode = Literal["global", "per_layer"]
 AgIssue = Literal["eager", "lookahead"]
 
@@ -89,6 +107,18 @@ class Bucket:
 
 
 @dataclass(frozen=True)
+class ParamSync:
+    """One collective of the parameter synchronisation after a sharded step: ``nbytes``
+    parameter bytes all-gathered (or broadcast from their owner)."""
+
+    collective: str
+    nbytes: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"collective": self.collective, "bytes": self.nbytes}
+
+
+@dataclass(frozen=True)
 class Plan:
     """An ordered list of buckets plus the algorithm and knobs that produced it."""
 
@@ -100,11 +130,27 @@ class Plan:
     info: dict[str, Any] = field(default_factory=dict)
     ag_issue: AgIssue = "eager"
     credit_bytes: float | None = None
+    optimizer: str = "replicated"
+    param_sync: tuple[ParamSync, ...] = ()
+
+    @property
+    def uses_v3(self) -> bool:
+        """Whether the plan needs format version 3 (a sharded optimizer's fields)."""
+        return (self.optimizer != "replicated" or bool(self.param_sync)
+                or any(b.collective == "reduce_scatter" for b in self.buckets))
 
     def to_dict(self) -> dict[str, Any]:
+        out = self._to_dict_v2()
+        if self.uses_v3:
+            out["format_version"] = FORMAT_VERSION
+            out["optimizer"] = self.optimizer
+            out["param_sync"] = [s.to_dict() for s in self.param_sync]
+        return out
+
+    def _to_dict_v2(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            "format_version": 2,
             "algorithm": self.algorithm,
             "knobs": self.knobs,
             "update": self.update,
@@ -125,8 +171,12 @@ class Plan:
 
     @property
     def n_collectives(self) -> int:
-        """Collectives launched per iteration: ``chunks`` per bucket, twice for ``rs_ag``."""
-        return sum(b.chunks * (2 if b.collective == "rs_ag" else 1) for b in self.buckets)
+        """Collectives launched per iteration: ``chunks`` per bucket, twice for ``rs_ag``,
+        plus the parameter synchronisation (``param_sync``, or one broadcast per bucket
+        with ``optimizer="bucket_owner"``)."""
+        sync = len(self.buckets) if self.optimizer == "bucket_owner" else len(self.param_sync)
+        return sum(b.chunks * (2 if b.collective == "rs_ag" else 1)
+                   for b in self.buckets) + sync
 
     def check_resources(self, world_size: int | None = None, element_bytes: int = 4,
                         memory_bytes: int | None = None, source: str | None = None,
@@ -165,7 +215,7 @@ class Plan:
         total = 0
         for bucket in self.buckets:
             payload = sum(numel.get(t, 0) for t in bucket.tensors) if numel else 0
-            if bucket.collective == "rs_ag":
+            if bucket.collective in ("rs_ag", "reduce_scatter"):  # the executor gathers both
                 per_chunk = max(math.ceil(payload / (bucket.chunks * world_size)), 1)
                 elements = per_chunk * (world_size + 1) * bucket.chunks
             else:
@@ -221,6 +271,7 @@ class Plan:
             raise InputError("channels must be an integer in [1, 1024] or null", path=source,
                              field="channels")
         ag_issue, credit = _v2_fields(data, source, version)
+        optimizer, param_sync = _v3_fields(data, source, version)
         raw_buckets = data.get("buckets", [])
         if not isinstance(raw_buckets, list):
             raise InputError("buckets must be a list", path=source, field="buckets")
@@ -236,7 +287,12 @@ class Plan:
                              field="algorithm")
         plan = cls(algorithm=name, buckets=tuple(buckets),
                    knobs=dict(data.get("knobs", {})), update=update, channels=channels,
-                   info=dict(data.get("info", {})), ag_issue=ag_issue, credit_bytes=credit)
+                   info=dict(data.get("info", {})), ag_issue=ag_issue, credit_bytes=credit,
+                   optimizer=optimizer, param_sync=param_sync)
+        if version < 3 and plan.uses_v3:
+            raise InputError("reduce_scatter buckets need plan format version 3",
+                             path=source, field="buckets")
+        check_optimizer(plan)
         plan.check_resources(source=source)
         return plan
 
@@ -265,6 +321,64 @@ def _v2_fields(data: dict[str, Any], source: str, version: int) -> tuple[AgIssue
                          path=source,
                          field="credit_bytes")
     return ag_issue, float(credit) if credit is not None else None
+
+
+def _v3_fields(data: dict[str, Any], source: str,
+               version: int) -> tuple[str, tuple[ParamSync, ...]]:
+    """``optimizer`` and ``param_sync`` (format version 3; absent before)."""
+    if version < 3:
+        for name in ("optimizer", "param_sync"):
+            if name in data:
+                raise InputError(f"{name} needs plan format version 3", path=source,
+                                 field=name)
+        return "replicated", ()
+    optimizer = data.get("optimizer", "replicated")
+    if optimizer not in OPTIMIZER_MODES:
+        raise InputError(f"optimizer must be one of {OPTIMIZER_MODES}", path=source,
+                         field="optimizer")
+    raw = data.get("param_sync", [])
+    if not isinstance(raw, list) or len(raw) > MAX_COLLECTIVES_PER_ITERATION:
+        raise InputError(f"param_sync must be a list of at most "
+                         f"{MAX_COLLECTIVES_PER_ITERATION} collectives", path=source,
+                         field="param_sync")
+    out = []
+    for index, item in enumerate(raw):
+        where = f"param_sync[{index}]"
+        if not isinstance(item, dict) or set(item) != {"collective", "bytes"}:
+            raise InputError("a param_sync entry is an object with collective and bytes",
+                             path=source, field=where)
+        if item["collective"] not in SYNC_COLLECTIVES:
+            raise InputError(f"collective must be one of {SYNC_COLLECTIVES}", path=source,
+                             field=f"{where}.collective")
+        nbytes = item["bytes"]
+        if not is_real(nbytes) or not in_range(nbytes, 0, MAX_BYTES):
+            raise InputError(f"bytes must be a number in [0, {MAX_BYTES}]", path=source,
+                             field=f"{where}.bytes")
+        out.append(ParamSync(item["collective"], float(nbytes)))
+    return optimizer, tuple(out)
+
+
+def check_optimizer(plan: Plan) -> None:
+    """The sharded-optimizer fields agree with each other and with the update (a plan
+    built in code skips :meth:`Plan.from_dict`)."""
+    if plan.optimizer not in OPTIMIZER_MODES:
+        raise InputError(f"plan '{plan.algorithm}': optimizer must be one of "
+                         f"{OPTIMIZER_MODES}, not {plan.optimizer!r}", field="optimizer")
+    if plan.optimizer != "replicated" and plan.update != "global":
+        raise InputError(f"plan '{plan.algorithm}': optimizer={plan.optimizer} needs "
+                         "update=global", field="optimizer")
+    if plan.param_sync and plan.optimizer != "sharded":
+        raise InputError(f"plan '{plan.algorithm}': param_sync needs optimizer=sharded",
+                         field="param_sync")
+    if plan.optimizer == "bucket_owner" and any(b.collective != "all_reduce"
+                                                for b in plan.buckets):
+        raise InputError(f"plan '{plan.algorithm}': optimizer=bucket_owner (torch's "
+                         "hook_with_zero_step) needs all_reduce buckets", field="optimizer")
+    for sync in plan.param_sync:
+        if sync.collective not in SYNC_COLLECTIVES or not (
+                math.isfinite(sync.nbytes) and 0 <= sync.nbytes <= MAX_BYTES):
+            raise InputError(f"plan '{plan.algorithm}': bad param_sync entry {sync!r}",
+                             field="param_sync")
 
 
 def _bucket_from_dict(raw: dict[str, Any], source: str, index: int) -> Bucket:

@@ -92,7 +92,8 @@ PLAN_ALGORITHM = "best"
 LIST_ALGORITHM = "contiguous_optimum"
 """The planner whose buckets become the per-bucket caps (``bucket_cap_mb_list``)."""
 # the collectives each bucket kind of a plan runs (plan.py: all_reduce, or rs_ag)
-COLLECTIVES_OF = {"all_reduce": ("all_reduce",), "rs_ag": ("reduce_scatter", "all_gather")}
+COLLECTIVES_OF = {"all_reduce": ("all_reduce",), "rs_ag": ("reduce_scatter", "all_gather"),
+                  "reduce_scatter": ("reduce_scatter",)}
 
 
 # --------------------------------------------------------------------------- inputs

@@ -25,13 +25,16 @@ from gradsched.planners import (
     ddp,
     ddp_list,
     dear,
+    deepspeed_zero,
     horovod,
+    megatron,
     mgwfbp,
     oasr,
     search,
     syncsgd,
     wfbp,
     wfbp_ps,
+    zero1_torch,
 )
 from gradsched.planners._family import Knob, Scorer, ScorerFactory
 from gradsched.traces.bundle import ComputeTrace
@@ -49,8 +52,11 @@ ALGORITHMS_ALL: tuple[str, ...] = (
 PS_ALGORITHMS: tuple[str, ...] = ("bsp-ps", "wfbp-ps", "bytescheduler-ps")
 # Planners usable by name (plan, replay, the workflow's algorithm lists) but not in "all":
 # ``ddp-list`` plans the contiguous optimum's buckets again, as DDP caps (adding it to "all"
-# would add a row to every replay without a new schedule).
-EXTRA_ALGORITHMS: tuple[str, ...] = ("ddp-list",)
+# would add a row to every replay without a new schedule); the sharded-optimizer
+# frameworks (Megatron-LM's grad buffer, DeepSpeed ZeRO-1/2, torch's ZeRO-1) step 1/P of
+# the parameters, a different optimizer from the one every planner of "all" (and the
+# ``search`` that bounds them) assumes.
+EXTRA_ALGORITHMS: tuple[str, ...] = ("ddp-list", "megatron", "deepspeed_zero", "zero1_torch")
 # Planners whose plans are contiguous all-reduce groupings with a global update.
 WFBP_FAMILY: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "mgwfbp", "oasr",
                                  "contiguous_optimum", "ddp-list")
@@ -91,7 +97,8 @@ class PlannerSpec:
 PLANNERS: dict[str, PlannerSpec] = {
     m.NAME: PlannerSpec(m.NAME, m.plan, m.SUMMARY, m.KNOBS, getattr(m, "SCORED", False))
     for m in (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, contiguous,
-              search, best, bsp_ps, wfbp_ps, bytescheduler_ps, ddp_list)
+              search, best, bsp_ps, wfbp_ps, bytescheduler_ps, ddp_list, megatron,
+              deepspeed_zero, zero1_torch)
 }
 
 

@@ -33,6 +33,23 @@ Model (one worker stands for all: data parallelism is symmetric):
   ``update="per_layer"``: the next forward of layer l waits for the communication of
   l's tensors, then runs l's update and forward (ByteScheduler, DeAR).
 
+* Sharded optimizers (``Plan.optimizer``, ``Plan.param_sync``; ``update="global"``
+  only). ``sharded``: each rank steps ``1/P`` of the parameters, so the step after all
+  communication lasts ``update_s / P`` (an even split: the largest shard is not
+  modelled); then the ``param_sync`` collectives (parameter all-gathers or broadcasts)
+  run back to back on one stream, and the next forward starts after the last (Megatron-LM's
+  distributed optimizer without ``overlap_param_gather``, DeepSpeed ZeRO-1/2, torch's
+  ``ZeroRedundancyOptimizer.step``). ``bucket_owner`` is torch's ``hook_with_zero_step``
+  (``torch/distributed/algorithms/ddp_comm_hooks/ddp_zero_hook.py``, ``hook_with_zero_fn``):
+  at the end of backward (the last bucket's hook), for each bucket k in order, the rank
+  ``k mod P`` that owns it (``ZeroRedundancyOptimizer._get_assigned_rank``) waits for
+  k's all-reduce and steps k's parameters (their whole ``update_s``), and every rank
+  issues k's broadcast from that owner; broadcasts run one at a time, each once its owner
+  has stepped; the next forward starts when every rank has stepped its buckets and every
+  broadcast has ended (``wait_for_broadcasts``). Collectives are priced by the model
+  (``broadcast`` of the bucket's bytes). With ``replicated`` (the default) nothing here
+  applies and the arithmetic is the one above.
+
 * Issue order (``issue``): ``dynamic`` (default) is the algorithm as designed: a free
   channel starts the eligible item with the smallest key, whenever it became eligible.
   ``executor`` is what :class:`gradsched.runtime.PlanExecutor` can do on a real process
@@ -93,7 +110,7 @@ from gradsched.limits import (
     in_range,
     is_grad_accum,
 )
-from gradsched.plan import AG_ISSUE_MODES, Plan, launch_order
+from gradsched.plan import AG_ISSUE_MODES, Plan, check_optimizer, launch_order
 from gradsched.replay.list_schedule import (
     fifo_one_channel,
     joint_schedule,
@@ -247,21 +264,24 @@ def replay(
                              defer_gathers=lookahead)
     if lookahead:
         schedule = lookahead_gathers(schedule, items, arrays)
+    post = post_update(plan, items, schedule, arrays, model, world_size)
     sim = _Iterations(arrays, items, schedule, plan.update == "per_layer", timeline,
-                      options.grad_accum)
+                      options.grad_accum, post)
     bwd_ends = [sim.run(i) for i in range(options.iterations)]
     first = 1 if options.iterations >= 3 else 0
     period = (bwd_ends[-1] - bwd_ends[first]) / (options.iterations - 1 - first)
-    compute = (arrays.forward_s + arrays.backward_s) * options.grad_accum + arrays.update_s
+    update = arrays.update_s if post is None else post.step_compute_s
+    compute = (arrays.forward_s + arrays.backward_s) * options.grad_accum + update
     shares = range_shares(items, model, world_size)
     return ReplayResult(
         algorithm=plan.algorithm,
         iteration_s=period,
         compute_s=compute,
         exposed_comm_s=max(period - compute, 0.0),
-        n_collectives=items.n_per_iteration,
+        n_collectives=items.n_per_iteration + (0 if post is None else len(post.sync_s)),
         n_buckets=len(plan.buckets),
-        comm_busy_s=float(items.duration_s.sum()),
+        comm_busy_s=float(items.duration_s.sum())
+        + (0.0 if post is None else float(sum(post.sync_s))),
         events=sim.events,
         comm_below_range_pct=shares.below_or_none,
         comm_above_range_pct=shares.above_or_none,
@@ -271,7 +291,9 @@ def replay(
 
 def check_plan_timing(plan: Plan) -> None:
     """Reject an unknown ``ag_issue`` or a credit that is not a positive byte count (a
-    plan built in code skips :meth:`Plan.from_dict`'s checks)."""
+    plan built in code skips :meth:`Plan.from_dict`'s checks), and sharded-optimizer
+    fields that disagree (:func:`gradsched.plan.check_optimizer`)."""
+    check_optimizer(plan)
     if plan.ag_issue not in AG_ISSUE_MODES:
         raise ConfigError(f"plan '{plan.algorithm}': ag_issue must be one of "
                           f"{AG_ISSUE_MODES}, not {plan.ag_issue!r}")
@@ -426,13 +448,91 @@ def lookahead_gathers(schedule: CommSchedule, items: PlanItems,
     return CommSchedule(start, end, _bucket_done(items, end), schedule.backward_end_s)
 
 
+@dataclass(frozen=True)
+class PostUpdate:
+    """What a sharded optimizer does after backward (module docstring, "Sharded
+    optimizers"), relative to the start of backward: ``forward_rel_s``, when the next
+    forward may start; the step's compute on the busiest rank; each parameter
+    collective's duration and start; each rank-step interval (for the timeline)."""
+
+    forward_rel_s: float
+    step_compute_s: float
+    sync_s: tuple[float, ...]
+    sync_start_rel_s: tuple[float, ...]
+    sync_kind: tuple[str, ...]
+    steps_rel_s: tuple[tuple[float, float], ...]
+
+
+def post_update(plan: Plan, items: PlanItems, schedule: CommSchedule, arrays: TraceArrays,
+                model: CommModel, world_size: int) -> PostUpdate | None:
+    """The post-backward phase of a sharded optimizer; ``None`` for ``replicated`` (the
+    engine's own global or per-layer update then applies, unchanged)."""
+    if plan.optimizer == "replicated":
+        return None
+    if plan.update != "global":
+        raise ConfigError(f"plan '{plan.algorithm}': optimizer={plan.optimizer} needs "
+                          "update=global")
+    done = schedule.bucket_done_s
+    all_done = max(schedule.backward_end_s, float(np.max(done, initial=0.0)))
+    if plan.optimizer == "sharded":
+        step = arrays.update_s / world_size
+        kinds = tuple(s.collective for s in plan.param_sync)
+        dur = _sync_times(model, kinds, [s.nbytes for s in plan.param_sync], world_size)
+        starts, t = [], all_done + step
+        for d in dur:
+            starts.append(t)
+            t += d
+        return PostUpdate(t, step, tuple(dur), tuple(starts), kinds,
+                          ((all_done, all_done + step),))
+    if plan.optimizer != "bucket_owner":
+        raise ConfigError(f"plan '{plan.algorithm}': unknown optimizer {plan.optimizer!r}")
+    n_b = len(plan.buckets)
+    per_tensor = (arrays.tensor_update_s if arrays.tensor_update_s is not None
+                  else np.zeros(len(arrays.ready_s)))
+    bucket_update = np.bincount(items.member_bucket, per_tensor[items.member_index], n_b)
+    bucket_bytes = np.bincount(items.member_bucket, arrays.nbytes[items.member_index], n_b)
+    dur = _sync_times(model, ("broadcast",) * n_b, bucket_bytes.tolist(), world_size)
+    owners = min(world_size, max(n_b, 1))
+    clock = [schedule.backward_end_s] * owners  # the last bucket's hook: end of backward
+    work = [0.0] * owners
+    issued, bcast_end = schedule.backward_end_s, schedule.backward_end_s
+    starts, steps = [], []
+    for k in range(n_b):
+        r = k % world_size  # ZeroRedundancyOptimizer._get_assigned_rank
+        begin = max(clock[r], float(done[k]))  # allreduce_future.wait()
+        clock[r] = begin + float(bucket_update[k])  # _perform_local_step
+        work[r] += float(bucket_update[k])
+        steps.append((begin, clock[r]))
+        issued = max(issued, clock[r])  # every rank has issued k's broadcast
+        start = max(issued, bcast_end)
+        starts.append(start)
+        bcast_end = start + dur[k]
+    forward = max(max(clock), bcast_end, all_done)
+    return PostUpdate(forward, max(work), tuple(dur), tuple(starts), ("broadcast",) * n_b,
+                      tuple(steps))
+
+
+def _sync_times(model: CommModel, kinds: tuple[str, ...], nbytes: list[float],
+                world_size: int) -> list[float]:
+    """Seconds of each parameter collective (one rank communicates nothing)."""
+    out = []
+    for kind, size in zip(kinds, nbytes, strict=True):
+        t = 0.0 if world_size <= 1 else model.time(kind, float(size), world_size)
+        if not (np.isfinite(t) and t >= 0):
+            raise ConfigError("the cost model returned a negative or non-finite time")
+        out.append(float(t))
+    return out
+
+
 class _Iterations:
     """The compute clock and when each layer's parameters are up to date, carried from
     one iteration to the next."""
 
     def __init__(self, arrays: TraceArrays, items: PlanItems, schedule: CommSchedule,
-                 per_layer: bool, timeline: bool, grad_accum: int = 1) -> None:
+                 per_layer: bool, timeline: bool, grad_accum: int = 1,
+                 post: PostUpdate | None = None) -> None:
         self.a = arrays
+        self.post = post
         self.grad_accum = grad_accum
         self.items = items
         self.schedule = schedule
@@ -471,12 +571,28 @@ class _Iterations:
         if self.per_layer:
             self.params_ready = bwd_start + self.layer_done_rel
             self.clock = bwd_end
+        elif self.post is not None:
+            self._post_events(it, bwd_start)
+            self.clock = bwd_start + self.post.forward_rel_s
         else:
             step_start = bwd_start + self.all_done_rel
             self._event(it, "compute", "update", "optimizer step", step_start,
                         step_start + a.update_s)
             self.clock = step_start + a.update_s
         return bwd_end
+
+    def _post_events(self, it: int, bwd_start: float) -> None:
+        """Timeline of a sharded optimizer's step(s) and parameter collectives."""
+        post = self.post
+        if not self.timeline or post is None:
+            return
+        for begin, end in post.steps_rel_s:
+            self._event(it, "compute", "update", "optimizer step (shard)", bwd_start + begin,
+                        bwd_start + end)
+        for k, (start, d, kind) in enumerate(zip(post.sync_start_rel_s, post.sync_s,
+                                                 post.sync_kind, strict=True)):
+            self._event(it, "comm", kind, f"param sync {k}", bwd_start + start,
+                        bwd_start + start + d)
 
     def _forward_per_layer(self, it: int) -> None:
         """t_l = max(t_{l-1}, p_l) + w_l, vectorised as W_l + max(t0, max_{j<=l}(p_j - W_{j-1}))."""

@@ -31,6 +31,7 @@ class TraceArrays:
     forward_s: float
     backward_s: float
     update_s: float
+    tensor_update_s: np.ndarray | None = None  # per tensor: its share of the update
 
 
 def trace_arrays(trace: ComputeTrace) -> TraceArrays:
@@ -57,6 +58,7 @@ def trace_arrays(trace: ComputeTrace) -> TraceArrays:
         forward_s=float(frame["forward_s"].sum()),
         backward_s=float(backward.sum()),
         update_s=float(frame["update_s"].sum()),
+        tensor_update_s=frame["update_s"].to_numpy(dtype=float),
     )
     trace._cache["arrays"] = arrays
     return arrays
@@ -120,10 +122,12 @@ def plan_items(
                     dtype=float)
     chunks = np.array([b.chunks for b in buckets], dtype=np.int64)
     decoupled = np.array([b.collective == "rs_ag" for b in buckets])
+    scattered = decoupled | np.array([b.collective == "reduce_scatter" for b in buckets])
 
-    # First items: all-reduce or reduce-scatter chunks, in plan order.
+    # First items: all-reduce or reduce-scatter chunks, in plan order (a reduce_scatter
+    # bucket has no all-gather twin: its parameters come back through Plan.param_sync).
     first_b = np.repeat(np.arange(n_buckets), chunks)
-    first_kind = np.where(decoupled[first_b], RS, AR)
+    first_kind = np.where(scattered[first_b], RS, AR)
     # Then the all-gather twins of reduce-scatter chunks (DeAR gathers in forward order:
     # a bucket's first layer is its priority unless one is set).
     ag_b = first_b[decoupled[first_b]]
@@ -145,7 +149,8 @@ def plan_items(
     if np.any(~np.isfinite(duration)) or np.any(duration < 0):
         raise ConfigError("the cost model returned a negative or non-finite time")
     ag_of = np.full(len(bucket_idx), -1, dtype=np.int64)
-    ag_of[np.flatnonzero(kind_arr == RS)] = np.flatnonzero(kind_arr == AG)
+    n_first = len(first_b)
+    ag_of[np.flatnonzero(decoupled[first_b])] = np.arange(n_first, len(bucket_idx))
     return PlanItems(
         bucket=bucket_idx, kind=kind_arr, nbytes=nbytes, duration_s=duration,
         latency_s=latency, ready_offset_s=ready_off, key_priority=key_priority, ag_of=ag_of,

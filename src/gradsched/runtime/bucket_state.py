@@ -24,7 +24,9 @@ class BucketState:
         self.spec = spec
         self.params = params
         self.names = names
-        self.decoupled = spec.collective == "rs_ag"
+        # a reduce_scatter bucket's shards are gathered back like rs_ag's: the executor
+        # steps every parameter on every rank (no sharded optimizer), the same arithmetic
+        self.decoupled = spec.collective in ("rs_ag", "reduce_scatter")
         self.numels = [p.numel() for p in params]
         self.offsets = [0]
         for n in self.numels[:-1]:

@@ -13,7 +13,10 @@ The executor is what the replay (:mod:`gradsched.replay.engine`) models, made re
   An ``rs_ag`` bucket launches reduce-scatters during backward and, after backward, the
   matching all-gathers, which the next forward waits for layer by layer: DeAR (Zhang,
   Shi et al., ICDCS 2023). The all-gathers gather the averaged gradient shards, so every
-  rank holds the whole averaged gradient and runs the same optimizer update.
+  rank holds the whole averaged gradient and runs the same optimizer update. A
+  ``reduce_scatter`` bucket (a sharded optimizer's, :mod:`gradsched.plan`) runs the same
+  way: the executor has no sharded optimizer, so it gathers the gradient shards back and
+  ignores ``Plan.optimizer``/``param_sync`` (the same parameters, not the same timing).
 * **Launch order.** A process group matches collectives by the order they are issued, so
   every rank must issue them in the same order. An order chosen from local readiness could
   pair different buckets on different ranks; the executor therefore issues the items of an
