@@ -97,7 +97,7 @@ def expected_traffic(plan: Plan, model_name: str, world: int, flags: bool
     nbytes = dict(counts)
     for b in plan.buckets:
         payload = sum(numel[n] for n in b.tensors) + (len(b.tensors) if flags else 0)
-        if b.collective == "rs_ag":
+        if b.collective in ("rs_ag", "reduce_scatter"):  # the executor gathers both back
             chunk = math.ceil(payload / (b.chunks * world)) * world
             for kind in ("reduce_scatter", "all_gather"):
                 counts[kind] += b.chunks
