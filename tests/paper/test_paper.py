@@ -80,7 +80,7 @@ def test_main_tex_includes_every_figure_and_table() -> None:
     }
     assert tabs == {
         "reexec-summary", "reexec-stock-ddp", "topology-replay", "ps-replay", "architectures",
-        "sharded", "sharded-measured",
+        "sharded", "sharded-measured", "llm-scale",
         "captured-compute", "captured-comm", "fits", "crossws", "replay", "compare", "forward",
         "headline-models",
         "topology",

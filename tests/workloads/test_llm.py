@@ -6,7 +6,7 @@ import pytest
 
 from gradsched.errors import ConfigError
 from gradsched.traces.layers import block_ranges, layer_seq
-from gradsched.workloads.llm import LLM_SHAPES, build_meta_model, llm_shape
+from gradsched.workloads.llm import LLM_SHAPES, build_meta_model, llm_shape, parameter_list
 
 pytest.importorskip("torch")
 
@@ -57,3 +57,11 @@ def test_blocks_are_the_decoder_layers(models: dict) -> None:
 
     trace = flops_trace("gpt3-175b")
     assert len(block_ranges(layer_seq(trace))) == 96
+
+
+@pytest.mark.parametrize("name", sorted(LLM_SHAPES))
+def test_the_torch_free_parameter_list_is_the_meta_models(models: dict, name: str) -> None:
+    """What the FLOPs traces are built from without torch is exactly the model's
+    ``named_parameters()``: names, order and sizes."""
+    listed = parameter_list(name)
+    assert listed == models[name]  # the fixture lists the meta model's named_parameters()

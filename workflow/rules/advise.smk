@@ -49,3 +49,84 @@ rule advise:
     input:
         rules.advise_example.output,
         rules.advise_list_example.output,
+
+
+# LLM scale (in `all` via TABLES): what `advise` and `advise --sharded` answer for the
+# published LLaMA-2-70B, GPT-3-175B and DeepSeek-V3 shapes at 1,024 ranks. Compute: the FLOPs
+# model of `gradsched traces flops` (modelled, not measured; the parameter lists come from
+# the published configurations, no torch needed). Communication: the cross-world-size
+# extrapolation of the ABCI A100 sweeps, far beyond what they measured.
+LLM_MODELS = ("llama-2-70b", "gpt3-175b", "deepseek-v3")
+LLM_WORLD = 1024
+LLM_COMM = f"{RESULTS}/extrapolate/abci-a100-ib.scaled.json"
+TABLES.append("llm-scale")
+
+
+rule llm_trace:
+    """A compute trace of a published LLM shape from the FLOPs model (labelled synthetic)."""
+    output:
+        csv=f"{RESULTS}/llm/{{llm}}.csv",
+        meta=f"{RESULTS}/llm/{{llm}}.meta.json",
+    log:
+        f"{LOGS}/llm/{{llm}}-trace.log",
+    wildcard_constraints:
+        llm="|".join(LLM_MODELS),
+    shell:
+        "{GS} traces flops --model {wildcards.llm} -o {output.csv} > {log} 2>&1"
+
+
+rule llm_advise:
+    """advise (DDP's caps, the per-bucket caps, the gradsched plan) on an LLM shape."""
+    input:
+        compute=rules.llm_trace.output.csv,
+        comm=LLM_COMM,
+    output:
+        text=f"{RESULTS}/llm/{{llm}}-advise.txt",
+        json=f"{RESULTS}/llm/{{llm}}-advise.json",
+    log:
+        f"{LOGS}/llm/{{llm}}-advise.log",
+    wildcard_constraints:
+        llm="|".join(LLM_MODELS),
+    params:
+        world=LLM_WORLD,
+    shell:
+        "{GS} advise --compute {input.compute} --comm {input.comm} "
+        "--world-size {params.world} --json {output.json} "
+        "> {output.text}.tmp 2> {log} && mv {output.text}.tmp {output.text}"
+
+
+rule llm_advise_sharded:
+    """advise --sharded (FSDP2 layouts under the trace GPU's memory) on an LLM shape."""
+    input:
+        compute=rules.llm_trace.output.csv,
+        comm=LLM_COMM,
+    output:
+        text=f"{RESULTS}/llm/{{llm}}-sharded.txt",
+        json=f"{RESULTS}/llm/{{llm}}-sharded.json",
+    log:
+        f"{LOGS}/llm/{{llm}}-sharded.log",
+    wildcard_constraints:
+        llm="|".join(LLM_MODELS),
+    params:
+        world=LLM_WORLD,
+    shell:
+        "{GS} advise --sharded --compute {input.compute} --comm {input.comm} "
+        "--world-size {params.world} --json {output.json} "
+        "> {output.text}.tmp 2> {log} && mv {output.text}.tmp {output.text}"
+
+
+rule table_llm_scale:
+    """One row per LLM shape: DDP and FSDP2 advice at 1,024 ranks (LaTeX + Markdown)."""
+    input:
+        ddp=expand(rules.llm_advise.output.json, llm=LLM_MODELS),
+        sharded=expand(rules.llm_advise_sharded.output.json, llm=LLM_MODELS),
+    output:
+        tex=f"{TAB}/llm-scale.tex",
+        md=reported(f"{TAB}/llm-scale.md", "llm-scale", "LLM scale"),
+    log:
+        f"{LOGS}/tables/llm-scale.log",
+    params:
+        models=" ".join(LLM_MODELS),
+    shell:
+        "{GS} report llm-scale --model {params.models} --advice {input.ddp} "
+        "--sharded {input.sharded} --tex {output.tex} --md {output.md} > {log} 2>&1"

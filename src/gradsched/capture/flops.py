@@ -1,5 +1,6 @@
 """A compute trace from a FLOPs model, for architectures no machine here can run: one row
-per parameter tensor of a meta-device model (:mod:`gradsched.workloads.llm`), its forward
+per parameter tensor of the published shape (:func:`gradsched.workloads.llm.parameter_list`,
+the meta-device model's parameters, listed without torch), its forward
 and backward seconds priced as FLOPs over a stated fraction of the GPU's peak. Never a
 measurement: the sidecar says ``capture_method: flops-model`` and ``synthetic: true``.
 
@@ -37,7 +38,7 @@ import pandas as pd
 from gradsched.errors import ConfigError
 from gradsched.gpus import GPU_PEAK_FLOPS
 from gradsched.traces.bundle import ComputeTrace
-from gradsched.workloads.llm import LlmShape, build_meta_model, llm_shape
+from gradsched.workloads.llm import LlmShape, llm_shape, parameter_list
 
 DTYPE_BYTES = {"bf16": 2, "fp32": 4}
 CAPTURE_METHOD = "flops-model"
@@ -107,7 +108,7 @@ def flops_trace(name: str, setting: FlopsSetting | None = None) -> ComputeTrace:
     if setting.seq_len is None:
         setting = replace(setting, seq_len=shape.max_positions)
     setting.check(shape)
-    params = [(n, int(p.numel())) for n, p in build_meta_model(name).named_parameters()]
+    params = parameter_list(name)
     rate = GPU_PEAK_FLOPS[setting.gpu] * setting.mfu
     fwd = np.asarray([forward_flops(n, k, shape, setting) for n, k in params]) / rate
     owners = [n.rsplit(".", 1)[0] for n, _ in params]

@@ -122,6 +122,76 @@ def build_meta_model(name: str) -> Any:
         return decoder_classes()[shape.kind](shape)
 
 
+def parameter_list(name: str) -> list[tuple[str, int]]:
+    """``(name, numel)`` of every parameter of :func:`build_meta_model`'s model, in
+    registration order, without torch (the trace builders' input; a test checks it against
+    the meta-device model's ``named_parameters()``)."""
+    s = llm_shape(name)
+    if s.kind == "gpt":
+        return _gpt_parameters(s)
+    out = [("model.embed_tokens.weight", s.vocab * s.hidden)]
+    for i in range(s.layers):
+        out += _decoder_layer_parameters(s, i, f"model.layers.{i}")
+    out += [("model.norm.weight", s.hidden), ("lm_head.weight", s.vocab * s.hidden)]
+    return out
+
+
+def _linear(prefix: str, n_in: int, n_out: int, bias: bool = False) -> list[tuple[str, int]]:
+    return [(f"{prefix}.weight", n_in * n_out)] + ([(f"{prefix}.bias", n_out)] if bias else [])
+
+
+def _swiglu(prefix: str, hidden: int, ffn: int) -> list[tuple[str, int]]:
+    return (_linear(f"{prefix}.gate_proj", hidden, ffn) + _linear(f"{prefix}.up_proj", hidden, ffn)
+            + _linear(f"{prefix}.down_proj", ffn, hidden))
+
+
+def _attention_parameters(s: LlmShape, prefix: str) -> list[tuple[str, int]]:
+    if s.latent is None:
+        kv = s.kv_heads * s.head_dim
+        return (_linear(f"{prefix}.q_proj", s.hidden, s.hidden)
+                + _linear(f"{prefix}.k_proj", s.hidden, kv)
+                + _linear(f"{prefix}.v_proj", s.hidden, kv)
+                + _linear(f"{prefix}.o_proj", s.hidden, s.hidden))
+    la = s.latent
+    qk = la.nope_head_dim + la.rope_head_dim
+    out = _linear(f"{prefix}.q_a_proj", s.hidden, la.q_rank)
+    out.append((f"{prefix}.q_a_layernorm.weight", la.q_rank))
+    out += _linear(f"{prefix}.q_b_proj", la.q_rank, s.heads * qk)
+    out += _linear(f"{prefix}.kv_a_proj_with_mqa", s.hidden, la.kv_rank + la.rope_head_dim)
+    out.append((f"{prefix}.kv_a_layernorm.weight", la.kv_rank))
+    out += _linear(f"{prefix}.kv_b_proj", la.kv_rank, s.heads * (la.nope_head_dim + la.v_head_dim))
+    out += _linear(f"{prefix}.o_proj", s.heads * la.v_head_dim, s.hidden)
+    return out
+
+
+def _decoder_layer_parameters(s: LlmShape, index: int, prefix: str) -> list[tuple[str, int]]:
+    out = [(f"{prefix}.input_layernorm.weight", s.hidden)]
+    out += _attention_parameters(s, f"{prefix}.self_attn")
+    out += [(f"{prefix}.post_attention_layernorm.weight", s.hidden)]
+    m = s.moe
+    if m is None or index < m.first_dense_layers:
+        return out + _swiglu(f"{prefix}.mlp", s.hidden, s.ffn)
+    out += _linear(f"{prefix}.mlp.gate", s.hidden, m.routed_experts)
+    for e in range(m.routed_experts):
+        out += _swiglu(f"{prefix}.mlp.experts.{e}", s.hidden, m.expert_ffn)
+    return out + _swiglu(f"{prefix}.mlp.shared_experts", s.hidden, m.shared_experts * m.expert_ffn)
+
+
+def _gpt_parameters(s: LlmShape) -> list[tuple[str, int]]:
+    out = [("transformer.wte.weight", s.vocab * s.hidden),
+           ("transformer.wpe.weight", s.max_positions * s.hidden)]
+    for i in range(s.layers):
+        p = f"transformer.h.{i}"
+        out += [(f"{p}.ln_1.weight", s.hidden), (f"{p}.ln_1.bias", s.hidden)]
+        out += _linear(f"{p}.attn.c_attn", s.hidden, 3 * s.hidden, bias=True)
+        out += _linear(f"{p}.attn.c_proj", s.hidden, s.hidden, bias=True)
+        out += [(f"{p}.ln_2.weight", s.hidden), (f"{p}.ln_2.bias", s.hidden)]
+        out += _linear(f"{p}.mlp.c_fc", s.hidden, s.ffn, bias=True)
+        out += _linear(f"{p}.mlp.c_proj", s.ffn, s.hidden, bias=True)
+    out += [("transformer.ln_f.weight", s.hidden), ("transformer.ln_f.bias", s.hidden)]
+    return out
+
+
 @cache
 def decoder_classes() -> dict[str, Any]:
     """The module classes by :attr:`LlmShape.kind`, defined when torch is first needed

@@ -22,7 +22,8 @@ No logic lives here: every sub-command formats what is on disk by calling
 :mod:`gradsched.report` (``gradsched study ...`` runs the studies whose CSVs these format;
 ``report macros`` has the measuring side compute the re-execution's frames it quotes). One
 module per group of verbs (:mod:`.collect`, :mod:`.figures`, :mod:`.tables`,
-:mod:`.topology`, :mod:`.architectures`, :mod:`.paper`, :mod:`.scaling`, :mod:`.compare`),
+:mod:`.topology`, :mod:`.architectures`, :mod:`.paper`, :mod:`.scaling`, :mod:`.compare`,
+:mod:`.sharded`, :mod:`.llm_scale`),
 each with its ``register``; :func:`register` adds them in the order ``gradsched report
 --help`` lists.
 """
@@ -36,6 +37,7 @@ from gradsched.commands.report import (
     collect,
     compare,
     figures,
+    llm_scale,
     paper,
     scaling,
     sharded,
@@ -55,5 +57,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     paper.register_captions(rsub)
     scaling.register(rsub)
     sharded.register(rsub)
+    llm_scale.register(rsub)
     paper.register(rsub)
     compare.register(rsub)
