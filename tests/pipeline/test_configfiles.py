@@ -25,6 +25,7 @@ TOPOLOGY = "config/topologies/abci-a100-2x8-flat.yaml"
 FILES = {  # config file -> its schema
     "config/capture.yaml": "capture",
     "config/reexec.yaml": "reexec",
+    "config/reexec-accum.yaml": "reexec",
     "config/published-scaling.yaml": "published-scaling",
     **{f"config/topologies/{p.name}": "topology"
        for p in sorted((REPO / "config/topologies").glob("*.yaml"))},

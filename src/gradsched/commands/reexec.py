@@ -11,6 +11,10 @@ Sub-commands:
   machine (gloo on CPU, or ``--backend nccl`` on a GPU node) -> a small JSON.
 * ``analyze`` -- errors, median |error|, worst, Kendall tau (with and without
   interference), best plan vs DDP; a table (CSV, Markdown, LaTeX) and a figure.
+* ``accum`` -- gradient accumulation and ZeRO-1 (``config/reexec-accum.yaml``): per case
+  and family (stock DDP, best, ZeRO-1 with and without overlap) predicted vs measured with
+  bootstrap intervals, median |error| per family and k; tables and macros
+  (:mod:`gradsched.reexec.accum`).
 
 See ``gradsched.reexec`` for the method.
 """
@@ -32,12 +36,16 @@ from gradsched.commands._args import (
     world_size,
 )
 from gradsched.commands._outputs import output_file, output_folder
+from gradsched.errors import ConfigError
+from gradsched.io import write_csv_atomic
+from gradsched.reexec.accum import analyze_accum
 from gradsched.reexec.analysis import analyze
 from gradsched.reexec.config import load_config, parse_interference_args, select_cases
 from gradsched.reexec.interference import calibrate
 from gradsched.reexec.predict import collect
 from gradsched.reexec.run import run_case
 from gradsched.report.reexec import write_analysis
+from gradsched.report.reexec_accum import write_accum
 from gradsched.staging import Staging, check_writable
 
 INTERFERENCE_BUFFERS = 3
@@ -53,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_collect(rsub)
     _add_interference(rsub)
     _add_analyze(rsub)
+    _add_accum(rsub)
 
 
 def _add_run(rsub: argparse._SubParsersAction) -> None:
@@ -152,6 +161,47 @@ def _add_analyze(rsub: argparse._SubParsersAction) -> None:
     ana.add_argument("--figure", type=output_file, default=None, help="figure (PDF)")
     ana.add_argument("--png", type=output_file, default=None, help="figure (PNG)")
     ana.set_defaults(func=_analyze)
+
+
+def _add_accum(rsub: argparse._SubParsersAction) -> None:
+    acc = rsub.add_parser("accum", help="gradient accumulation and ZeRO-1: predicted vs "
+                          "measured per family and k, with bootstrap intervals")
+    acc.add_argument("--input", type=Path, required=True, help="measured.csv (from collect)")
+    acc.add_argument("--iterations", type=Path, required=True,
+                     help="iterations.csv (from collect): the bootstrap's iterations")
+    acc.add_argument("--rows", type=output_file, default=None,
+                     help="CSV: one row per case and family")
+    acc.add_argument("--summary", type=output_file, default=None,
+                     help="CSV: median |error| per family and k")
+    acc.add_argument("--tex", type=output_file, default=None, help="LaTeX table (per case)")
+    acc.add_argument("--md", type=output_file, default=None, help="its Markdown twin")
+    acc.add_argument("--summary-tex", type=output_file, default=None,
+                     help="LaTeX table (per family and k)")
+    acc.add_argument("--summary-md", type=output_file, default=None, help="its Markdown twin")
+    acc.add_argument("--macros", type=output_file, default=None,
+                     help="\\newcommand file of the numbers the prose quotes")
+    acc.set_defaults(func=_accum)
+
+
+def _accum(args: argparse.Namespace) -> int:
+    for tex, md in (("tex", "md"), ("summary_tex", "summary_md")):
+        if (getattr(args, tex) is None) != (getattr(args, md) is None):
+            raise ConfigError(f"--{tex.replace('_', '-')} and --{md.replace('_', '-')} go "
+                              "together (a table and its Markdown twin)")
+    rows, summary = analyze_accum(args.input, args.iterations)
+    names = ("rows", "summary", "tex", "md", "summary_tex", "summary_md", "macros")
+    with Staging() as stage:  # every requested output, or none
+        out = {name: stage.file(getattr(args, name)) if getattr(args, name) else None
+               for name in names}
+        if out["rows"] is not None:
+            write_csv_atomic(out["rows"], rows)
+        if out["summary"] is not None:
+            write_csv_atomic(out["summary"], summary)
+        write_accum(rows, summary, tex=out["tex"], md=out["md"],
+                    summary_tex=out["summary_tex"], summary_md=out["summary_md"],
+                    macros=out["macros"])
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -143,3 +143,55 @@ def committed_files(fig: str, tab: str, results: str) -> list[str]:
         f"{tab}/reexec-stock-ddp.md",
         f"{results}/reexec-committed/stats.csv",
     ]
+
+
+# ----------------------------------------- gradient accumulation and ZeRO-1 (reexec-accum)
+ACCUM_CONFIG = "config/reexec-accum.yaml"
+"""The accumulation / ZeRO-1 case set (same schema as ``config/reexec.yaml``)."""
+
+
+def committed_interference(data_dir: str, network: str, world: int) -> str:
+    """The committed calibration of one (network, world size):
+    ``<data_dir>/interference-<network>-p<world>.json``."""
+    if network not in NETWORKS:
+        raise ConfigError(f"reexec: unknown network {network!r}")
+    return f"{data_dir}/interference-{network}-p{int(world)}.json"
+
+
+def accum_case_interference(cases: Sequence[CaseLike], name: str, data_dir: str) -> str:
+    """The committed calibration the case ``name`` of the accumulation set plans with."""
+    by_name = {c.name: c for c in cases}
+    if name not in by_name:
+        raise ConfigError(f"reexec-accum: no case {name!r} in {ACCUM_CONFIG}")
+    case = by_name[name]
+    return committed_interference(data_dir, case.network, case.world_size)
+
+
+def accum_interference_files(cases: Sequence[CaseLike], data_dir: str) -> list[str]:
+    """The committed calibrations of every (network, world size) of ``cases``, sorted."""
+    return sorted({committed_interference(data_dir, c.network, c.world_size) for c in cases})
+
+
+def accum_collect_args(files: Sequence[str]) -> str:
+    """``--interference <network>-p<world>=JSON`` for every committed calibration file."""
+    args = []
+    for path in files:
+        stem = Path(path).name.removeprefix("interference-").removesuffix(".json")
+        args.append("--interference " + shlex.quote(f"{stem}={path}"))
+    return " ".join(args)
+
+
+def accum_committed_files(tab: str, gen: str, results: str, data_dir: str) -> list[str]:
+    """Tables, macros and CSVs of the committed accumulation / ZeRO-1 measurements (for
+    `all`); none before they are committed (``<data_dir>/measured.csv``)."""
+    if not Path(data_dir, "measured.csv").is_file():
+        return []
+    return [
+        f"{tab}/reexec-accum.tex",
+        f"{tab}/reexec-accum.md",
+        f"{tab}/reexec-accum-summary.tex",
+        f"{tab}/reexec-accum-summary.md",
+        f"{gen}/reexec-accum-macros.tex",
+        f"{results}/reexec-accum-committed/rows.csv",
+        f"{results}/reexec-accum-committed/summary.csv",
+    ]

@@ -13,13 +13,18 @@ from typing import Any
 from gradsched.errors import ConfigError, ConfigFileError, InputError
 from gradsched.experiments.grid import expand_algorithms
 from gradsched.io import check_schema, read_json, read_yaml
-from gradsched.limits import MAX_SECONDS, in_range
+from gradsched.limits import MAX_GRAD_ACCUM, MAX_SECONDS, in_range, is_grad_accum
 from gradsched.names import plain_name, registry_model
 from gradsched.networks import NETWORKS, tc_rate
 from gradsched.planners import WFBP_FAMILY
 from gradsched.replay.engine import MAX_SLOWDOWN
 
 # --------------------------------------------------------------------------- cases
+ZERO1_MODES: dict[str, str] = {"plain": "zero1", "overlap": "zero1-overlap"}
+"""A case's ``zero1`` modes -> their item (and row) labels: ``plain``:
+``ZeroRedundancyOptimizer`` stepped after backward; ``overlap``: ``overlap_with_ddp`` with
+DDP's ``hook_with_zero_step`` (:mod:`gradsched.planners.zero1_torch`)."""
+
 ALGORITHMS: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "horovod", "mgwfbp", "oasr", "dear",
                                "bytescheduler", "best")
 
@@ -36,6 +41,12 @@ class Case:
     compute: str  # compute trace CSV
     comm: str  # comm trace CSV (one world size) or fitted model JSON
     seq_len: int | None = None
+    grad_accum: int = 1
+    """Micro-batches per optimizer step: every item of the case times (and the replay
+    predicts) one step of ``grad_accum`` micro-batches (:mod:`gradsched.runtime.runners`)."""
+    zero1: tuple[str, ...] = ()
+    """ZeRO-1 items of the case (:data:`ZERO1_MODES`): stock DDP with torch's
+    ``ZeroRedundancyOptimizer``, predicted by the ``zero1_torch`` plan."""
 
     @property
     def rate(self) -> str | None:
@@ -136,14 +147,25 @@ def _cases(raw: Sequence[Mapping[str, Any]], where: str | Path) -> list[Case]:
     cases = []
     for entry in raw:
         network, world, batch = entry["network"], entry["world_size"], entry["batch_size"]
+        accum = entry.get("grad_accum", 1)
+        suffix = "" if accum == 1 else f"-k{accum}"  # k = 1: the names of before
         cases.append(Case(
-            name=entry.get("name") or f"{entry['model']}-b{batch}-p{world}-{network}",
+            name=entry.get("name") or f"{entry['model']}-b{batch}-p{world}-{network}{suffix}",
             model=entry["model"], batch_size=batch, world_size=world, network=network,
             compute=entry["compute"],
             comm=entry.get("comm") or f"traces/comm/cpu/gloo-{network}-p{world}.csv",
-            seq_len=entry.get("seq_len")))
+            seq_len=entry.get("seq_len"), grad_accum=accum,
+            zero1=tuple(entry.get("zero1") or ())))
     check_cases(cases, where)
     return cases
+
+
+def case_of(raw: Mapping[str, Any]) -> Case:
+    """The :class:`Case` a measured case's ``meta.json`` records (``asdict``; folders
+    measured before ``grad_accum`` and ``zero1`` existed: 1 and none)."""
+    values = dict(raw)
+    values["zero1"] = tuple(values.get("zero1") or ())
+    return Case(**values)
 
 
 # ------------------------------------------------- what the schema cannot state
@@ -167,10 +189,26 @@ def check_settings(settings: Settings, where: str | Path) -> None:
 
 def check_cases(cases: Sequence[Case], where: str | Path) -> None:
     """Models of the zoo (never ``package.module:attr``), plain and unique case names (a
-    name becomes the case's output folder)."""
+    name becomes the case's output folder), micro-batches per step in ``[1,
+    MAX_GRAD_ACCUM]``, known ZeRO-1 modes, and ZeRO-1 only without accumulation."""
     names: set[str] = set()
     for i, case in enumerate(cases):
         registry_model(case.model, path=where, field=f"cases[{i}].model")
+        if not is_grad_accum(case.grad_accum):
+            raise ConfigFileError(f"grad_accum must be an integer in [1, {MAX_GRAD_ACCUM}] "
+                                  f"(micro-batches per optimizer step), got "
+                                  f"{case.grad_accum!r}", path=where,
+                                  field=f"cases[{i}].grad_accum")
+        for mode in case.zero1:
+            if mode not in ZERO1_MODES:
+                raise ConfigFileError(f"unknown ZeRO-1 mode {mode!r}; one of "
+                                      f"{', '.join(ZERO1_MODES)}", path=where,
+                                      field=f"cases[{i}].zero1")
+        if case.zero1 and case.grad_accum != 1:
+            raise ConfigFileError("ZeRO-1 items run at grad_accum 1 only (torch's "
+                                  "overlap_with_ddp hook under no_sync is not validated); "
+                                  "give zero1 in a case without grad_accum", path=where,
+                                  field=f"cases[{i}].zero1")
         plain_name(case.name, path=where, field=f"cases[{i}].name")
         if case.name in names:
             raise ConfigFileError(f"a second case named {case.name!r}", path=where,

@@ -20,8 +20,9 @@ from gradsched.intermediates import ITERATIONS, read_intermediate
 from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.plan import Plan
 from gradsched.reexec.config import (
-    Case,
+    ZERO1_MODES,
     InterferenceSpec,
+    case_of,
     interference_for,
     load_interference,
     parse_settings,
@@ -56,9 +57,14 @@ def scaled_trace(trace: Any, scale: float) -> Any:
     return out
 
 
-def trace_compute_s(trace: Any) -> float:
-    """Sum of the trace's forward, backward and update times (the replay's compute)."""
-    return float(trace.forward_total_s + trace.backward_total_s + trace.update_total_s)
+def trace_compute_s(trace: Any, grad_accum: int = 1) -> float:
+    """Sum of the trace's forward, backward and update times (the replay's compute), per
+    optimizer step of ``grad_accum`` micro-batches: forward and backward ``grad_accum``
+    times, the update once (:mod:`gradsched.replay.engine`)."""
+    if grad_accum == 1:
+        return float(trace.forward_total_s + trace.backward_total_s + trace.update_total_s)
+    return float((trace.forward_total_s + trace.backward_total_s) * grad_accum
+                 + trace.update_total_s)
 
 
 def _foreign_stats(times: pd.DataFrame) -> dict[str, float | int]:
@@ -81,11 +87,12 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 def row_kind(label: str) -> str:
     """``ddp-native`` (stock DDP, one cap), ``ddp-list`` (stock DDP, a planner's buckets as
-    ``bucket_cap_mb_list``) or ``plan`` (gradsched's executor)."""
+    ``bucket_cap_mb_list``), ``zero1`` (stock DDP with ``ZeroRedundancyOptimizer``) or
+    ``plan`` (gradsched's executor)."""
     for kind in ("ddp-native", "ddp-list"):
         if label.startswith(f"{kind}-"):
             return kind
-    return "plan"
+    return "zero1" if label in ZERO1_MODES.values() else "plan"
 
 
 def rebuilt_match(meta: dict[str, Any], label: str) -> bool | None:
@@ -102,7 +109,8 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
     if not meta_file.is_file():
         raise InputError("no meta.json: not a measured case folder", path=folder)
     meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    case = Case(**meta["case"])
+    case = case_of(meta["case"])
+    k = case.grad_accum
     settings = parse_settings(meta["settings"], meta_file)
     frame = read_intermediate(folder / "iterations.csv", (ITERATIONS,))
     control = frame.loc[frame["item"] == CONTROL, "iteration_s"].tolist()
@@ -110,16 +118,19 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
         raise InputError("no compute-only control iterations", path=folder / "iterations.csv")
     trace = ComputeTrace.load(case.compute)
     model = load_comm_spec(case.comm)
-    scale = statistics.median(control) / trace_compute_s(trace)
+    scale = statistics.median(control) / trace_compute_s(trace, k)
     scaled = scaled_trace(trace, scale)
     inter_path = interference_for(interference, case.network, case.world_size)
     params, _ = load_interference(inter_path)
-    plain = ReplayOptions(iterations=settings.replay_iterations, issue="executor")
-    inter = ReplayOptions(iterations=settings.replay_iterations, issue="executor", **params)
-    dynamic = ReplayOptions(iterations=settings.replay_iterations, issue="dynamic", **params)
+    plain = ReplayOptions(iterations=settings.replay_iterations, issue="executor",
+                          grad_accum=k)
+    inter = ReplayOptions(iterations=settings.replay_iterations, issue="executor",
+                          grad_accum=k, **params)
+    dynamic = ReplayOptions(iterations=settings.replay_iterations, issue="dynamic",
+                            grad_accum=k, **params)
     # the lower bound of any plan on the scaled trace (replay/bounds.py; no interference):
     # how much faster than a baseline any schedule could be under the model
-    bound = lower_bound(scaled, model, case.world_size).lower_bound_s
+    bound = lower_bound(scaled, model, case.world_size, k).lower_bound_s
     rows = []
     base = {"case": case.name, "model": case.model, "batch_size": case.batch_size,
             "world_size": case.world_size, "bandwidth": case.network}
@@ -149,17 +160,18 @@ def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> p
     ctrl = frame.loc[frame["item"] == CONTROL]
     rows.append(base | {
         "algorithm": CONTROL, "kind": "control", "item": CONTROL, "n_buckets": 0,
-        "n_collectives": 0, "update": "global", "predicted_raw_s": trace_compute_s(trace),
-        "compute_scale": scale, "predicted_s": trace_compute_s(scaled),
-        "predicted_interference_s": trace_compute_s(scaled),
-        "predicted_dynamic_s": trace_compute_s(scaled), **params,
+        "n_collectives": 0, "update": "global",
+        "predicted_raw_s": trace_compute_s(trace, k),
+        "compute_scale": scale, "predicted_s": trace_compute_s(scaled, k),
+        "predicted_interference_s": trace_compute_s(scaled, k),
+        "predicted_dynamic_s": trace_compute_s(scaled, k), **params,
         **_stats(ctrl["iteration_s"].tolist()), "iters": len(ctrl),
         "rounds": int(ctrl["round"].nunique()),
         "load_avg": float(ctrl.groupby("round")["load_avg_1m"].first().mean()),
         "load_avg_min": float(ctrl["load_avg_1m"].min()),
         "load_avg_max": float(ctrl["load_avg_1m"].max()), **_foreign_stats(ctrl),
         "bound_s": bound})
-    return pd.DataFrame(rows, columns=list(MEASURED_COLUMNS))
+    return pd.DataFrame(rows, columns=list(MEASURED_COLUMNS)).assign(grad_accum=k)
 
 
 def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
@@ -171,6 +183,9 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
         raise ConfigError("no case folders given")
     frames = [collect_case(f, interference) for f in folders]
     table = pd.concat(frames, ignore_index=True)
+    accumulating = bool((table["grad_accum"] != 1).any())
+    if not accumulating:  # data without accumulation: the columns of before
+        table = table.drop(columns="grad_accum")
     write_csv_atomic(output, table)
     if iterations_output is not None:
         its = pd.concat([read_intermediate(Path(f) / "iterations.csv", (ITERATIONS,))
@@ -213,6 +228,9 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
                                      "exactly the plan's buckets on every rank and round",
                 "measured_s": "median iteration over all rounds (period between starts "
                               "of iterations, max over ranks)",
+                **({"grad_accum": "micro-batches per optimizer step: every time of the "
+                                  "row (measured, predicted, control) is one step of "
+                                  "grad_accum micro-batches"} if accumulating else {}),
                 "load_avg": "mean over rounds of the 1-minute load average read before the "
                             "item ran; load_avg_min/max over its runs"},
             "interference": inter, "cases": metas})

@@ -27,6 +27,7 @@ from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.planners.ddp_caps import ddp_caps
 from gradsched.provenance import machine_versions
 from gradsched.reexec.config import (
+    ZERO1_MODES,
     Case,
     InterferenceSpec,
     Settings,
@@ -94,8 +95,11 @@ def make_case_plans(case: Case, settings: Settings,
     ``interference`` (``compute_slowdown``, ``comm_slowdown``, ``collective_cpu_s``) is
     given to the ``best`` planner's scoring replay, which also assumes the executor's
     fixed issue order (knobs set in the config win). Each plan is made (and checked) as
-    every case of the experiments' grid is, :func:`gradsched.experiments.grid.plan_case`."""
+    every case of the experiments' grid is, :func:`gradsched.experiments.grid.plan_case`,
+    for a step of the case's ``grad_accum`` micro-batches. The case's ZeRO-1 modes add one
+    ``zero1`` item each, whose plan (and prediction) is ``zero1_torch``'s."""
     trace = ComputeTrace.load(case.compute)
+    k = case.grad_accum
     model = load_comm_spec(case.comm)
     plans: dict[str, Any] = {}
     item_of: dict[str, str] = {}
@@ -105,7 +109,7 @@ def make_case_plans(case: Case, settings: Settings,
         # planners that score by replay score what the executor will run
         knobs = scoring_knobs(algorithm, {"issue": "executor", **(interference or {})},
                               settings.knobs.get(algorithm, {}))
-        plan = plan_case(algorithm, trace, model, case.world_size, knobs)
+        plan = plan_case(algorithm, trace, model, case.world_size, knobs, k)
         plans[algorithm] = plan
         data = plan.to_dict()
         key = executor_key(data)
@@ -119,15 +123,23 @@ def make_case_plans(case: Case, settings: Settings,
         if plan is None:  # not measured through the executor: planned as the others are
             knobs = scoring_knobs(planner, {"issue": "executor", **(interference or {})},
                                   settings.knobs.get(planner, {}))
-            plan = plan_case(planner, trace, model, case.world_size, knobs)
+            plan = plan_case(planner, trace, model, case.world_size, knobs, k)
         label = ddp_list_label(planner)
         plans[label] = plan  # its prediction: the replay of the plan (the same buckets)
         items.append(ddp_list_item(planner, plan, trace))
         item_of[label] = label
     for cap in settings.ddp_bucket_cap_mb:
         label = ddp_label(cap)
-        plans[label] = plan_case("ddp", trace, model, case.world_size, {"bucket_cap_mb": cap})
+        plans[label] = plan_case("ddp", trace, model, case.world_size, {"bucket_cap_mb": cap},
+                                 k)
         items.append({"key": label, "kind": "ddp", "plan": None, "bucket_cap_mb": cap})
+        item_of[label] = label
+    for mode in case.zero1:
+        label = ZERO1_MODES[mode]
+        plans[label] = plan_case("zero1_torch", trace, model, case.world_size,
+                                 {"overlap_with_ddp": mode == "overlap"}, k)
+        items.append({"key": label, "kind": "zero1", "plan": plans[label].to_dict(),
+                      "bucket_cap_mb": None})
         item_of[label] = label
     items.append({"key": CONTROL, "kind": "control", "plan": None, "bucket_cap_mb": None})
     return CasePlans(plans=plans, item_of=item_of, items=items)
@@ -154,7 +166,8 @@ def measure_case(case: Case, settings: Settings, case_plans: CasePlans
                   expected_buckets=it.get("expected_buckets")) for it in case_plans.items]
     timing = Timing(model=case.model, batch_size=case.batch_size, rounds=settings.rounds,
                     warmup=settings.warmup, iters=settings.iters, seed=settings.seed,
-                    seq_len=case.seq_len, timeout_s=settings.timeout_s)
+                    seq_len=case.seq_len, timeout_s=settings.timeout_s,
+                    grad_accum=case.grad_accum)
     n_runs = settings.rounds * len(items)
     launched = launch_rounds(
         items, timing, world_size=case.world_size, backend=settings.backend,

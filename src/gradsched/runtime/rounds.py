@@ -3,7 +3,8 @@
 Behind ``gradsched run``, ``gradsched advise --validate``, the all-reduce re-execution
 (:mod:`gradsched.reexec.run`) and the sharded one (:mod:`gradsched.reexec.sharded`). An
 *item* (:class:`Item`) is a plan through gradsched's executor, stock PyTorch DDP with one
-``bucket_cap_mb`` or a ``bucket_cap_mb_list``, an FSDP2 plan, or the compute-only control
+``bucket_cap_mb`` or a ``bucket_cap_mb_list``, an FSDP2 plan, ZeRO-1 (stock DDP with torch's
+``ZeroRedundancyOptimizer``, with or without ``overlap_with_ddp``), or the compute-only control
 (how each trains: :mod:`gradsched.runtime.runners`).
 
 On every rank, ``rounds`` rounds each run every item once, in the round's seeded random
@@ -52,7 +53,7 @@ from gradsched.runtime.ps import PSLayout, workers_group
 from gradsched.runtime.runners import make_runner, serve_item
 from gradsched.workloads import build_model
 
-KINDS = ("plan", "ddp", "ddp-list", "fsdp2", "control")
+KINDS = ("plan", "ddp", "ddp-list", "fsdp2", "zero1", "control")
 """Item kinds (:mod:`gradsched.runtime.runners`)."""
 
 TASK = "gradsched.runtime.rounds:rounds_task"
@@ -64,7 +65,8 @@ class MachineBusyError(ConfigError):
 
 @dataclass(frozen=True)
 class Item:
-    """One thing to time. ``plan``: an executor plan's or a sharded plan's JSON dict;
+    """One thing to time. ``plan``: an executor plan's or a sharded plan's JSON dict (a
+    ``zero1`` item: its ``zero1_torch`` plan, whose ``optimizer`` says overlap or not);
     ``bucket_cap_mb`` / ``bucket_cap_mb_list``: stock DDP's caps (MiB);
     ``expected_buckets``: the tensor names of each bucket a ``ddp-list`` item should rebuild
     (checked by the caller); ``name``: the file-safe stem of its profiles (default ``key``)."""
@@ -81,7 +83,7 @@ class Item:
         if self.kind not in KINDS:
             raise ConfigError(f"item {self.key!r}: kind {self.kind!r} is not one of "
                               f"{', '.join(KINDS)}")
-        if self.kind in ("plan", "fsdp2") and self.plan is None:
+        if self.kind in ("plan", "fsdp2", "zero1") and self.plan is None:
             raise ConfigError(f"item {self.key!r}: a {self.kind} item needs its plan")
         if self.kind == "ddp-list" and not self.bucket_cap_mb_list:
             raise ConfigError(f"item {self.key!r}: a ddp-list item needs bucket_cap_mb_list")
@@ -117,6 +119,9 @@ def check_counts(items: Sequence[Item], timing: Timing) -> None:
     if not is_grad_accum(timing.grad_accum):
         raise ConfigError(f"--grad-accum must be an integer in [1, {MAX_GRAD_ACCUM}], got "
                           f"{timing.grad_accum!r}")
+    if timing.grad_accum != 1 and any(i.kind == "zero1" for i in items):
+        raise ConfigError("--grad-accum with a ZeRO-1 item is not supported (torch's "
+                          "overlap_with_ddp hook under no_sync is not validated)")
     if timing.grad_accum != 1 and timing.ps_servers:
         raise ConfigError("--grad-accum with parameter servers is not supported (the PS "
                           "client's state is per step)")

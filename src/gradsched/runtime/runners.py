@@ -13,6 +13,13 @@ same synthetic batches; what differs is who moves the gradients:
   (``_get_ddp_logging_data()["rebuilt_per_bucket_param_indices"]``, as parameter names);
 * ``fsdp2``: stock FSDP2 sharded as a :class:`~gradsched.plan_sharded.ShardedPlan` says
   (:func:`gradsched.runtime.fsdp2.apply_plan`); reported: the units FSDP2 formed;
+* ``zero1``: stock DDP at its default caps with torch's ``ZeroRedundancyOptimizer`` (SGD
+  as above) in place of SGD; with the plan's ``optimizer = "bucket_owner"``
+  (:mod:`gradsched.planners.zero1_torch`, ``overlap_with_ddp``) the optimizer steps inside
+  DDP's comm hook (:func:`gradsched.runtime.zero1.overlap_hook`), and the runner first runs
+  the :data:`~gradsched.runtime.zero1.WARMUP` iterations in which that hook steps nothing
+  (untimed, while the runner is built), so that every iteration the protocol runs is a
+  full step; reported: nothing;
 * ``control``: the *compute-only control*: forward, backward and SGD step with no
   communication at all.
 
@@ -45,6 +52,8 @@ from gradsched.plan_sharded import ShardedPlan
 from gradsched.runtime.executor import PlanExecutor
 from gradsched.runtime.fsdp2 import apply_plan, sharded_groups
 from gradsched.runtime.ps import PSClient, bench_server, partition_schedule
+from gradsched.runtime.zero1 import WARMUP as ZERO1_WARMUP
+from gradsched.runtime.zero1 import overlap_hook
 
 
 @dataclass
@@ -123,6 +132,8 @@ def make_runner(kind: str, raw: dict[str, Any], spec: Any, batches: list[Any], d
         return _ddp_runner(raw, spec, batches, device, k)
     if kind == "fsdp2":
         return _fsdp2_runner(raw, spec, batches, device, k)
+    if kind == "zero1":
+        return _zero1_runner(raw, spec, batches, device, k)
     if kind == "control":
         return _plain_runner(spec, spec.model, sgd(spec.model), batches, device, k)
     raise ConfigError(f"unknown item kind {kind!r}")
@@ -216,6 +227,31 @@ def _ddp_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
         return {"rebuilt_buckets": rebuilt_buckets(wrapped, model) if caps else None}
 
     return Runner(plain.one, plain.settle, report)
+
+
+def _zero1_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
+                  k: int = 1) -> Runner:
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = spec.model
+    overlap = Plan.from_dict(raw["plan"]).optimizer == "bucket_owner"
+    wrapped = DDP(model, device_ids=[torch.device(device).index] if device != "cpu" else None)
+    opt = ZeroRedundancyOptimizer([p for p in model.parameters() if p.requires_grad],
+                                  optimizer_class=torch.optim.SGD, overlap_with_ddp=overlap,
+                                  lr=0.01, momentum=0.9)
+    if overlap:
+        wrapped.register_comm_hook(None, overlap_hook(wrapped, opt))
+
+    def one(i: int) -> None:
+        accumulate(lambda b: spec.loss(wrapped, b), batches, i, k, wrapped.no_sync)
+        if not overlap:  # with overlap the hook stepped during backward
+            opt.step()
+        wrapped.zero_grad(set_to_none=True)
+
+    for i in range(ZERO1_WARMUP if overlap else 0):  # the hook's buckets become final
+        one(i)
+    return Runner(one, device_sync(device))
 
 
 def _fsdp2_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,

@@ -45,6 +45,13 @@ WARMUP = 2
 LR, MOMENTUM = 0.05, 0.9
 
 
+def overlap_hook(ddp: Any, opt: Any) -> Any:
+    """``hook_with_zero_step(allreduce_hook, ddp, opt)``, built on gloo too (its gloo
+    check answered as ``nccl`` for the duration of the call; module docstring)."""
+    with mock.patch.object(dist, "get_backend", return_value="nccl"):
+        return ddp_zero_hook.hook_with_zero_step(default_hooks.allreduce_hook, ddp, opt)
+
+
 def _batches(model: str, rank: int, batch: int, n: int) -> list[Any]:
     """This rank's ``n`` batches (seeded by rank, the same for every mode)."""
     spec = build_model(model, batch, seed=1000 + rank)
@@ -63,9 +70,7 @@ def _train(mode: str, model: str, rank: int, batches: list[Any], bucket_cap_mb: 
                                       overlap_with_ddp=mode == "zero_overlap", lr=LR,
                                       momentum=MOMENTUM)
     if mode == "zero_overlap":
-        with mock.patch.object(dist, "get_backend", return_value="nccl"):
-            hook = ddp_zero_hook.hook_with_zero_step(default_hooks.allreduce_hook, ddp, opt)
-        ddp.register_comm_hook(None, hook)
+        ddp.register_comm_hook(None, overlap_hook(ddp, opt))
     for i, b in enumerate(batches):
         ddp.zero_grad(set_to_none=True)
         spec.loss(ddp, b).backward()
