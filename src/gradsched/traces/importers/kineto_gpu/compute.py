@@ -12,13 +12,13 @@ import pandas as pd
 from gradsched.errors import InputError
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.importers import WarningSink
+from gradsched.traces.importers.kineto_gpu.host import HOST_METHOD
 from gradsched.traces.importers.kineto_gpu.options import (
     IMPORTER,
     IMPORTER_VERSION,
     Options,
     provenance,
 )
-from gradsched.traces.importers.kineto_gpu.host import HOST_METHOD
 from gradsched.traces.importers.kineto_gpu.params import param_sizes, read_param_table
 from gradsched.traces.importers.kineto_gpu.step import GpuStep
 
