@@ -56,6 +56,7 @@ def test_launch_queue_depth_from_a_committed_h200_trace():
     """gpt2 fp32 on the H200 blocks its launches once about 1020 are pending."""
     from gradsched.traces.importers.kineto.events import complete_events, read_documents
 
-    label, doc = read_documents("data/h200/kineto-steps/gpt2-s1024-b8-cuda-fp32.pt.trace.json.gz")[0]
+    path = "data/h200/kineto-steps/gpt2-s1024-b8-cuda-fp32.pt.trace.json.gz"
+    label, doc = read_documents(path)[0]
     events, _ = complete_events(doc, label)
     assert 1000 <= pending_at_waits(events) <= 1024
