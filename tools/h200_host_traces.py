@@ -62,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         changed = [p.name for p in write(Path(tmp))
                    if not filecmp.cmp(p, OUT / p.name, shallow=False)]
+        total = len(list(Path(tmp).iterdir()))
     for name in changed:
         print(f"differs: {OUT / name}", file=sys.stderr)
+    print(f"{total - len(changed)} of {total} files reproduced byte for byte")
     return 1 if changed else 0
 
 
