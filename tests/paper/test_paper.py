@@ -84,7 +84,7 @@ def test_main_tex_includes_every_figure_and_table() -> None:
         "captured-compute", "captured-comm", "fits", "crossws", "replay", "compare", "forward",
         "headline-models",
         "topology",
-        "replay-v100", "replay-a100-gh200", "replay-h200", "gpu-scaling",
+        "replay-v100", "replay-a100-gh200", "replay-h200", "gpu-scaling", "host-check",
         "collectives-summary", "collectives-broadcast", "collectives-formula-errors",
         "compression-summary", "reexec",
     }

@@ -1,5 +1,6 @@
-"""The H200 maintainer tools (tools/h200_correct.py, tools/h200_kineto_report.py) regenerate
-what they committed byte for byte, and workflow/scripts/ holds only scripts a rule runs."""
+"""The H200 maintainer tools (tools/h200_correct.py, h200_kineto_report.py,
+h200_host_traces.py) regenerate what they committed byte for byte, and workflow/scripts/
+holds only scripts a rule runs."""
 
 from __future__ import annotations
 
@@ -31,6 +32,13 @@ def test_h200_kineto_import_report_reproduces() -> None:
     proc = _tool("h200_kineto_report.py")
     assert proc.returncode == 0, proc.stderr
     assert "2 of 2 reports reproduced byte for byte" in proc.stdout
+
+
+@pytest.mark.slow
+def test_h200_host_traces_reproduce() -> None:
+    proc = _tool("h200_host_traces.py")
+    assert proc.returncode == 0, proc.stderr
+    assert "36 of 36 files reproduced byte for byte" in proc.stdout
 
 
 def test_every_workflow_script_is_run_by_a_rule() -> None:

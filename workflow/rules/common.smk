@@ -385,7 +385,11 @@ REPLAY_FAMILY_TABLES = [
     for family in case_families()
     if family not in MAIN_REPLAY_FAMILIES
 ]
-TABLES += REPLAY_FAMILY_TABLES + ["gpu-scaling"]
+TABLES += REPLAY_FAMILY_TABLES + ["gpu-scaling", "host-check"]
+# host-check: the host-aware replay of the H200 host traces (tools/h200_host_traces.py) vs
+# the hook-free CUDA-event iterations of the same process.
+HOST_TRACES = sorted(glob.glob("traces/compute/h200-kineto/*.csv"))
+HOST_SUMMARY = "data/h200/kineto-steps/kineto-steps-summary.json"
 # The forward-time sensitivity (the forward table): the real K80 case, whose trace did not
 # measure forward, replayed with forward = 0, 0.5 (the MG-WFBP simulator's assumption, the
 # default) and 1 x backward.

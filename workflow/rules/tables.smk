@@ -116,6 +116,35 @@ rule table_gpu_scaling:
         "--title 'Predicted vs published DGX ResNet-50 throughput' > {log} 2>&1"
 
 
+rule host_check:
+    """The host-aware and the single-stream replay of the H200 host traces vs the hook-free
+    CUDA-event iterations (forward + backward) of the same process."""
+    input:
+        traces=HOST_TRACES,
+        summary=HOST_SUMMARY,
+    output:
+        f"{RESULTS}/h200/host-check.csv",
+    log:
+        f"{LOGS}/h200/host-check.log",
+    shell:
+        "{GS} study host-check {input.traces} --summary {input.summary} -o {output} "
+        "> {log} 2>&1"
+
+
+rule table_host_check:
+    """Measured vs both replays per H200 configuration, with median and worst |error|."""
+    input:
+        f"{RESULTS}/h200/host-check.csv",
+    output:
+        tex=f"{TAB}/host-check.tex",
+        md=reported(f"{TAB}/host-check.md", "host-check", "Tables"),
+    log:
+        f"{LOGS}/tables/host-check.log",
+    shell:
+        "{GS} report host-check-table --input {input} --tex {output.tex} --md {output.md} "
+        "--title 'Host-aware vs single-stream replay, H200 hook-free iterations' > {log} 2>&1"
+
+
 rule traces_inventory:
     """One row per captured trace: what was measured, how, and its quality checks."""
     input:

@@ -131,6 +131,10 @@ def _kineto_gpu_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--world-size", type=positive_int)
     g.add_argument("--device", help="default: the trace's deviceProperties")
     g.add_argument("--source", help="provenance text stored in the metadata")
+    g.add_argument("--host", action="store_true",
+                   help="also write the host columns (host_forward_s, host_backward_s, "
+                   "forward_launches, backward_launches: the launching thread's time per "
+                   "layer) that `gradsched replay --host` uses")
 
 
 def _run_kineto_gpu(args: argparse.Namespace) -> int:
@@ -141,7 +145,7 @@ def _run_kineto_gpu(args: argparse.Namespace) -> int:
     options = Options(model=args.model, step=args.step, step_range=args.step_range,
                       rank=args.rank, params=args.params,
                       batch_size=args.batch_size, world_size=args.world_size,
-                      device=args.device, source=args.source)
+                      device=args.device, source=args.source, host=args.host)
     with Staging() as stage:  # the compute trace and the comm record: both or neither
         compute_out = stage.file(args.compute_out)
         comm_out = stage.file(args.comm_out) if args.comm_out is not None else None

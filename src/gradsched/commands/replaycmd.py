@@ -129,6 +129,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--interference", type=Path, default=None, metavar="JSON",
                      help="take the three interference parameters from this JSON "
                      "(gradsched reexec interference); overrides the three options")
+    rep.add_argument("--host", action="store_true",
+                     help="host-aware replay: a launching thread and the device stream with "
+                     "a bounded launch queue (gradsched.replay.host); needs a trace with "
+                     "host columns (gradsched import kineto --host)")
+    rep.add_argument("--launch-queue", type=integer(1, 1 << 24), default=1024,
+                     help="with --host: launches the host may have pending (default 1024)")
+    rep.add_argument("--collective-launch-s", type=seconds, default=0.0,
+                     help="with --host: host time to issue one collective at the hook, s")
     rep.set_defaults(func=_replay)
 
 
@@ -261,7 +269,9 @@ def _replay(args: argparse.Namespace) -> int:
         interference = load_interference(args.interference)[0]
     options = ReplayOptions(iterations=args.iterations, channels=args.channels,
                             pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,
-                            grad_accum=args.grad_accum, **interference)
+                            grad_accum=args.grad_accum, host=args.host,
+                            launch_queue=args.launch_queue,
+                            collective_launch_s=args.collective_launch_s, **interference)
     with Staging() as stage:  # the results CSV, timelines and plans: all or none
         output = stage.file(args.output)
         timeline = stage.folder(args.timeline) if args.timeline is not None else None

@@ -8,6 +8,7 @@ write the frame they return as a CSV (the report formats it: ``gradsched report 
         --topology NAME FILE flat|hierarchical ... [--measured NAME SWEEP.csv ...] -o topo.csv
     gradsched study scaling-check --spec config/published-scaling.yaml -o scaling.csv
     gradsched study sharded --case NAME COMPUTE NETWORK COMM P SEMANTICS ... -o sharded.csv
+    gradsched study host-check --summary kineto-steps-summary.json TRACE.csv ... -o host.csv
 
 Each verb parses its cases, calls one function of :mod:`gradsched.experiments` and writes its
 frame; no logic lives here.
@@ -26,7 +27,7 @@ from gradsched.limits import MAX_REPLAY_ITERATIONS
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``study`` and its verbs: ``ps-replay``, ``topology-check``, ``topology-replay``,
-    ``scaling-check``, ``sharded``."""
+    ``scaling-check``, ``sharded``, ``host-check``."""
     parser = sub.add_parser("study", help="run a study's cases (replays, checks) into a CSV")
     ssub = parser.add_subparsers(dest="study_command", metavar="STUDY", required=True)
     p = ssub.add_parser("ps-replay", help="compute traces replayed on all-reduce and on "
@@ -81,6 +82,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_scaling_check)
 
+
+    p = ssub.add_parser("host-check", help="the host-aware replay and the single-stream "
+                        "replay of traces with host columns vs hook-free CUDA-event iterations")
+    p.add_argument("traces", nargs="+", type=Path,
+                   help="compute traces with host columns, named <config>.csv")
+    p.add_argument("--summary", type=Path, required=True,
+                   help="CUDA-event medians per config (kineto-steps-summary.json)")
+    p.add_argument("--launch-queue", type=integer(1, 1 << 24), default=1024,
+                   help="launches the host may have pending (default 1024)")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    p.set_defaults(func=_host_check)
 
     p = ssub.add_parser("sharded", help="every sharded planner and the optimum, replayed on "
                         "several cases")
@@ -176,6 +188,20 @@ def _ranks(case: str, text: str) -> int:
     if ranks < 2:
         raise ConfigError(f"--case {case}: P must be >= 2, got {ranks}")
     return ranks
+
+
+def _host_check(args: argparse.Namespace) -> int:
+    from gradsched.experiments.host_check import cases_from_summary, host_check, summary
+
+    frame = host_check(cases_from_summary(args.traces, args.summary), args.launch_queue)
+    _write(args, frame)
+    stats = summary(frame)
+    print(f"|error| median / worst: single-stream "
+          f"{stats['single_stream_median_abs_error_pct']:.1f} / "
+          f"{stats['single_stream_worst_abs_error_pct']:.1f} %, host-aware "
+          f"{stats['host_aware_median_abs_error_pct']:.1f} / "
+          f"{stats['host_aware_worst_abs_error_pct']:.1f} %")
+    return 0
 
 
 def _write(args: argparse.Namespace, frame: object) -> int:

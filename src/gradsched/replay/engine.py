@@ -111,6 +111,7 @@ from gradsched.limits import (
     is_grad_accum,
 )
 from gradsched.plan import AG_ISSUE_MODES, Plan, check_optimizer, launch_order
+from gradsched.replay.host import DEFAULT_LAUNCH_QUEUE, host_iteration
 from gradsched.replay.list_schedule import (
     fifo_one_channel,
     joint_schedule,
@@ -137,6 +138,8 @@ MAX_TIMELINE_EVENTS = 20_000_000
 """Most events a timeline export may hold (a few GB of Python objects)."""
 MAX_PACK_S_PER_BYTE = 1.0
 """Largest pack/unpack cost accepted, seconds per byte."""
+MAX_LAUNCH_QUEUE = 1 << 24
+"""Largest launch queue accepted (launches)."""
 MAX_FORWARD_RATIO = 10.0
 """Largest assumed forward/backward ratio for a trace without measured forward."""
 
@@ -155,8 +158,24 @@ class ReplayOptions:
     grad_accum: int = 1
     """Micro-batches per optimizer step: ``grad_accum - 1`` without communication, then
     one with the plan's (module docstring)."""
+    host: bool = False
+    """Replay the host as a resource (:mod:`gradsched.replay.host`); needs a trace with the
+    host columns."""
+    launch_queue: int = DEFAULT_LAUNCH_QUEUE
+    """With ``host``: launches the host may have pending on the device."""
+    collective_launch_s: float = 0.0
+    """With ``host``: host time to issue one collective at the hook."""
 
     def __post_init__(self) -> None:
+        if not 1 <= self.launch_queue <= MAX_LAUNCH_QUEUE:
+            raise ConfigError(f"launch_queue must be in [1, {MAX_LAUNCH_QUEUE}] launches, got "
+                              f"{self.launch_queue!r}")
+        if not in_range(self.collective_launch_s, 0.0, MAX_SECONDS):
+            raise ConfigError(f"collective_launch_s must be a finite number in [0, "
+                              f"{MAX_SECONDS:g}] seconds, got {self.collective_launch_s!r}")
+        if self.host and (self.interference or self.grad_accum != 1 or self.channels != 1):
+            raise ConfigError("the host-aware replay (host) models one communication "
+                              "channel, no interference and no gradient accumulation")
         if not is_grad_accum(self.grad_accum):
             raise ConfigError(f"grad_accum must be an integer in [1, {MAX_GRAD_ACCUM}] "
                               f"(micro-batches per optimizer step), got {self.grad_accum!r}")
@@ -246,6 +265,8 @@ def replay(
     arrays = trace_arrays(trace)
     items = plan_items(arrays, plan, model, world_size, options.pack_s_per_byte)
     check_plan_timing(plan)
+    if options.host:
+        return _host_result(trace, arrays, plan, items, model, world_size, options, timeline)
     channels = plan.channels or options.channels
     if plan.credit_bytes is not None and plan.channels is None:
         channels = max(items.n_per_iteration, 1)  # the credit alone limits concurrency
@@ -285,6 +306,29 @@ def replay(
         events=sim.events,
         comm_below_range_pct=shares.below_or_none,
         comm_above_range_pct=shares.above_or_none,
+        world_size_basis=model.world_size_basis(world_size),
+    )
+
+
+def _host_result(trace: ComputeTrace, arrays: TraceArrays, plan: Plan, items: PlanItems,
+                 model: CommModel, world_size: int, options: ReplayOptions, timeline: bool
+                 ) -> ReplayResult:
+    """:func:`replay` with ``options.host`` (:mod:`gradsched.replay.host`)."""
+    if timeline:
+        raise ConfigError("the host-aware replay writes no timeline")
+    if options.issue != "dynamic" or plan.credit_bytes is not None or (plan.channels or 1) != 1:
+        raise ConfigError(f"plan '{plan.algorithm}': the host-aware replay issues collectives "
+                          "in hook order on one channel (no credit, issue=dynamic)")
+    it = host_iteration(trace, arrays, plan, items, options.launch_queue,
+                        options.collective_launch_s)
+    compute = arrays.forward_s + arrays.backward_s + arrays.update_s
+    shares = range_shares(items, model, world_size)
+    return ReplayResult(
+        algorithm=plan.algorithm, iteration_s=it.iteration_s, compute_s=compute,
+        exposed_comm_s=max(it.comm_end_s - max(it.host_end_s, it.device_end_s), 0.0),
+        n_collectives=items.n_per_iteration, n_buckets=len(plan.buckets),
+        comm_busy_s=float(items.duration_s.sum()),
+        comm_below_range_pct=shares.below_or_none, comm_above_range_pct=shares.above_or_none,
         world_size_basis=model.world_size_basis(world_size),
     )
 

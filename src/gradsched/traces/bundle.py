@@ -26,6 +26,7 @@ from gradsched.traces.columns import (
     COMM_KEY,
     COMM_SERIES,
     COMPUTE_COLUMNS,
+    HOST_COLUMNS,
 )
 from gradsched.traces.validate import check_frame_values, parse_frame, read_csv_text
 
@@ -233,6 +234,11 @@ def _check_compute_rows(frame: pd.DataFrame, path: str | Path) -> None:
                 f"bytes/numel = {r:g} is not an element size (1, 2, 4 or 8)",
                 path=path, row=i + 1, line=i + 2, field="bytes",
             )
+    present = [c for c in HOST_COLUMNS if c in frame.columns]
+    if present and len(present) != len(HOST_COLUMNS):
+        missing = next(c for c in HOST_COLUMNS if c not in frame.columns)
+        raise InputError(f"{present[0]} needs {missing} (the host columns come together)",
+                         path=path, field=missing)
     for stat in ("forward", "backward"):
         lo, hi = f"{stat}_p10_s", f"{stat}_p90_s"
         if lo in frame.columns and hi in frame.columns:

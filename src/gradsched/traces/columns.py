@@ -59,7 +59,20 @@ COMPUTE_COLUMNS: tuple[Column, ...] = (
            minimum=0.0),
     Column("backward_p90_s", "float", False, "s", "90th percentile of backward_s", "0.00035",
            minimum=0.0),
+    Column("host_forward_s", "float", False, "s", "host (CPU) time the launching thread spends "
+           "on this tensor's forward ops, taken like forward_s (on the layer's first row): "
+           "each op from its start to the next op's start, less waits for the GPU; with "
+           "host_backward_s (both or neither)", "0.00004", minimum=0.0),
+    Column("host_backward_s", "float", False, "s", "host time of the backward ops taken like "
+           "backward_s (after the previous gradient's AccumulateGrad up to this one's), less "
+           "waits for the GPU", "0.00009", minimum=0.0),
+    Column("forward_launches", "int", False, "launches", "GPU activities (kernels, memcpy, "
+           "memset; not NCCL) the ops of forward_s launch", "6", minimum=0),
+    Column("backward_launches", "int", False, "launches", "GPU activities the ops of "
+           "backward_s launch", "11", minimum=0),
 )
+HOST_COLUMNS: tuple[str, ...] = ("host_forward_s", "host_backward_s")
+"""The host columns: a trace has both or neither (the host-aware replay needs both)."""
 
 COMM_COLUMNS: tuple[Column, ...] = (
     Column("collective", "str", True, "-", "collective operation", "all_reduce",

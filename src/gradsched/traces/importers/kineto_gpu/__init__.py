@@ -74,6 +74,13 @@ How the trace is read (the links PyTorch's profiler records, see kineto's
    parameters' registration order, ``torch/nn/parallel/distributed.py``
    ``_compute_bucket_assignment_by_size``), which also checks a parameter table.
 
+11. Host time (``Options.host``, ``--host``; :mod:`.host`): a top-level op's host time is
+   from its start to the next top-level op's start on its thread, less the waits for the
+   GPU inside (synchronizing runtime calls; launch calls blocked on a full launch queue);
+   the rows take it by the rules of items 4-5 as ``host_forward_s`` and ``host_backward_s``,
+   with the launches counted as ``forward_launches`` and ``backward_launches``. Without the
+   option the output is as before, byte for byte.
+
 Several ranks of one step (a ``.tar.gz`` of traces, one per rank): the collectives of all ranks
 go to one comm record. Ranks are aligned on their common collective sequence: a collective
 ends at the same moment on every rank, so a rank's clock offset is the median difference of

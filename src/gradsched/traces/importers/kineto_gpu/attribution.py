@@ -3,6 +3,7 @@ their forward time and the rows in forward order (package docstring, items 3-6).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,13 +22,16 @@ class Grad:
     ready: int
 
 
-def backward_grads(bw_ops: list[Op], label: str) -> tuple[list[Grad], float]:
-    """Walk the backward ops; each AccumulateGrad closes one gradient. Returns the tail."""
+def backward_grads(bw_ops: list[Op], label: str,
+                   value: Callable[[Op], float] = Op.kernel_s) -> tuple[list[Grad], float]:
+    """Walk the backward ops; each AccumulateGrad closes one gradient, whose ``backward_s``
+    is ``value`` (kernel time, or another per-op quantity) summed since the previous one.
+    Returns the tail."""
     grads: list[Grad] = []
     pending = 0.0
     node: int | None = None
     for op in bw_ops:
-        pending += op.kernel_s()
+        pending += value(op)
         if op.backward:
             node = op.backward_seq
         elif op.accumulate:

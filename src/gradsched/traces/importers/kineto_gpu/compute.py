@@ -12,6 +12,7 @@ import pandas as pd
 from gradsched.errors import InputError
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.importers import WarningSink
+from gradsched.traces.importers.kineto_gpu.host import HOST_METHOD
 from gradsched.traces.importers.kineto_gpu.options import (
     IMPORTER,
     IMPORTER_VERSION,
@@ -34,6 +35,9 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
         "backward_s": gstep.frame["backward_s"].astype(float),
         "ready_order": gstep.frame["ready_order"].astype(int),
     })
+    if gstep.host is not None:
+        for col in HOST_COLUMNS:
+            frame[col] = gstep.frame[col].to_numpy()
     batch = options.batch_size or gstep.batch_size
     if batch is None:
         raise InputError(f"batch size not recorded: {gstep.batch_note}; pass batch_size "
@@ -88,11 +92,16 @@ def build_compute(gstep: GpuStep, options: Options, path: str | Path, sink: Warn
     }
     if buckets:
         meta["ddp_buckets"] = buckets
+    if gstep.host is not None:
+        meta["host"] = {**gstep.host, "method": HOST_METHOD}
     if options.hardware:
         meta["hardware"] = options.hardware
     if gstep.label.startswith(f"{path}:"):
         meta["archive_member"] = gstep.label[len(str(path)) + 1:]
     return ComputeTrace.from_frame(frame, meta)
+
+
+HOST_COLUMNS = ("host_forward_s", "host_backward_s", "forward_launches", "backward_launches")
 
 
 def _attribution(totals: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,9 @@ class Options:
     date: str = "not recorded in the trace"
     note: str | None = None
     cpu_bound_share: float = 0.8
+    host: bool = False
+    """Also write the host columns (``host_forward_s``, ``host_backward_s``,
+    ``forward_launches``, ``backward_launches``; :mod:`.host`)."""
 
 
 def provenance(options: Options, label: str) -> str:

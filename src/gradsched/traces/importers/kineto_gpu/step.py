@@ -20,6 +20,11 @@ from gradsched.traces.importers.kineto_gpu.attribution import (
 from gradsched.traces.importers.kineto_gpu.batch import batch_from_shapes
 from gradsched.traces.importers.kineto_gpu.busy import busy_share, gpu_busy
 from gradsched.traces.importers.kineto_gpu.collectives import Collective, to_collective
+from gradsched.traces.importers.kineto_gpu.host import (
+    forward_host,
+    host_costs,
+    pending_at_waits,
+)
 from gradsched.traces.importers.kineto_gpu.modules import (
     forward_times_by_module,
     innermost,
@@ -58,6 +63,8 @@ class GpuStep:
     dtype: str | None
     header: dict[str, Any]
     warnings: list[str]
+    host: dict[str, Any] | None = None
+    """Host totals when ``Options.host`` (:func:`_host_columns`)."""
 
 
 def _header_facts(header: dict[str, Any], kernels: list[Event]) -> tuple[Any, Any, Any]:
@@ -140,6 +147,12 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
     owner = forward_owner(grads, fwd_ops, label)
     fwd_time, fwd_tail, fwd_facts = _forward(events, ops, fwd_ops, owner, step, first_bw)
     frame = grad_rows(grads, owner, fwd_time)
+    host = None
+    if options.host:
+        window = [op for op in ops if (op.span.pid, op.span.tid) == fwd_tid
+                  and (fwd_ops[0].span.ts if fwd_ops else first_bw) <= op.span.ts < first_bw]
+        host = _host_columns(frame, events, ops, window, fwd_ops, bw_ops, owner, step,
+                             label)
     collectives = [to_collective(k, launches[correlation(k, label)], by_extid, label)
                    for k in gpu if is_nccl(k) and correlation(k, label) in launches]
     collectives.sort(key=lambda c: (c.launch.event.ts, c.kernel.ts))
@@ -164,4 +177,45 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
                    collectives=collectives,
                    backward_start_us=min(bw_kernels) if bw_kernels else None,
                    totals=totals, batch_size=batch, batch_note=batch_note, dtype=dtype,
-                   header=header, warnings=warnings)
+                   header=header, warnings=warnings, host=host)
+
+
+def _host_columns(frame: pd.DataFrame, events: list[Event], ops: list[Op], window: list[Op],
+                  fwd_ops: list[Op], bw_ops: list[Op], owner: dict[int, int], step: Event,
+                  label: str) -> dict[str, Any]:
+    """Add ``host_forward_s``, ``host_backward_s``, ``forward_launches`` and
+    ``backward_launches`` to ``frame`` (:mod:`.host`); return the sidecar's host facts."""
+    first_bw = min((op.span.ts for op in bw_ops if op.backward), default=step.end)
+    costs = host_costs(ops, events, step.ts, step.end, ((step.pid, step.tid), first_bw))
+
+    def host(op: Op) -> float:
+        return costs[id(op)].host_s
+
+    def launches(op: Op) -> float:
+        return costs[id(op)].launches
+
+    owners = set(owner.values())
+    fwd_host, fwd_tail = forward_host(window, fwd_ops, owners, host)
+    fwd_launch, _ = forward_host(window, fwd_ops, owners, launches)
+    bw_host, bw_tail = backward_grads(bw_ops, label, host)
+    bw_launch, bw_launch_tail = backward_grads(bw_ops, label, launches)
+    first = ~frame["op_index"].duplicated()
+    ops_of = frame["op_index"]
+    by_ready = {g.ready: g.backward_s for g in bw_host}
+    launch_by_ready = {g.ready: g.backward_s for g in bw_launch}
+    frame["host_forward_s"] = [round(fwd_host[o], 9) if f else 0.0
+                               for o, f in zip(ops_of, first, strict=True)]
+    frame["host_backward_s"] = [round(by_ready[r], 9) for r in frame["ready_order"]]
+    frame["forward_launches"] = [int(fwd_launch[o]) if f else 0
+                                 for o, f in zip(ops_of, first, strict=True)]
+    frame["backward_launches"] = [int(launch_by_ready[r]) for r in frame["ready_order"]]
+    waited = sum(costs[id(op)].waited_s for op in window + bw_ops)
+    return {
+        "host_forward_total_s": round(float(frame["host_forward_s"].sum()), 9),
+        "host_backward_total_s": round(float(frame["host_backward_s"].sum()), 9),
+        "host_forward_tail_s": round(fwd_tail, 9),
+        "host_backward_tail_s": round(bw_tail, 9),
+        "host_waited_s": round(waited, 9),
+        "backward_tail_launches": int(bw_launch_tail),
+        "launch_queue_pending_at_waits": pending_at_waits(events),
+    }
