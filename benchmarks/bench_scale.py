@@ -60,7 +60,6 @@ def test_lower_bound(benchmark, n: int) -> None:
 
 @pytest.fixture(scope="module")
 def llm_traces(tmp_path_factory) -> dict[str, Path]:
-    pytest.importorskip("torch")
     folder = tmp_path_factory.mktemp("llm")
     out = {}
     for name in ("llama-2-70b", "gpt3-175b", "deepseek-v3"):
@@ -70,15 +69,26 @@ def llm_traces(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+COMMANDS = {  # the four answers a user at LLM scale asks for
+    "advise": ["advise"],
+    "advise-sharded": ["advise", "--sharded"],
+    "plan-best": ["plan", "--algorithm", "best", "-o", "{out}/plan.json"],
+    "shard-plan": ["shard", "plan", "--algorithm", "sharded-optimum", "--gpu-memory", "141G",
+                   "-o", "{out}/sharded.json"],
+}
+"""``shard plan`` at 141 GiB (an H200's): at the trace's 80 GiB no layout of whole blocks of
+DeepSeek-V3 fits, and the command says so instead of writing a plan."""
+
+
 @pytest.mark.parametrize("name", ["llama-2-70b", "gpt3-175b", "deepseek-v3"])
-@pytest.mark.parametrize("sharded", [False, True], ids=["ddp", "sharded"])
-def test_advise_llm_at_1024_ranks(benchmark, llm_traces: dict, name: str,
-                                  sharded: bool) -> None:
-    """``gradsched advise`` (and ``--sharded``) in a fresh process: wall from the benchmark,
-    CPU seconds and peak resident memory from the child's rusage."""
-    command = [sys.executable, "-m", "gradsched", "advise", "--compute", str(llm_traces[name]),
-               "--comm", "alpha-beta:20e-6,1e-10", "--world-size", "1024",
-               *(["--sharded"] if sharded else [])]
+@pytest.mark.parametrize("what", sorted(COMMANDS))
+def test_llm_at_1024_ranks(benchmark, llm_traces: dict, name: str, what: str,
+                           tmp_path: Path) -> None:
+    """One command in a fresh process: wall from the benchmark, CPU seconds and peak
+    resident memory from the child's rusage."""
+    words = [w.format(out=tmp_path) for w in COMMANDS[what]]
+    command = [sys.executable, "-m", "gradsched", *words, "--compute", str(llm_traces[name]),
+               "--comm", "alpha-beta:alpha=20e-6,beta=1e-10", "--world-size", "1024"]
 
     def run() -> subprocess.CompletedProcess:
         return subprocess.run(command, capture_output=True, text=True, timeout=1200)
@@ -91,3 +101,4 @@ def test_advise_llm_at_1024_ranks(benchmark, llm_traces: dict, name: str,
     benchmark.extra_info["peak_rss_MiB"] = after.ru_maxrss / 1024
     benchmark.extra_info["exit_status"] = proc.returncode
     benchmark.extra_info["last_line"] = (proc.stdout or proc.stderr).strip().splitlines()[-1:]
+    assert proc.returncode == 0, proc.stderr[-2000:]
