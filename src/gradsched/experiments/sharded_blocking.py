@@ -57,7 +57,9 @@ def no_fit(memory_cap_bytes: float | None, smallest_peak: float) -> NoLayoutFits
     """The error when no candidate fits the memory cap, naming the smallest peak."""
     return NoLayoutFits(f"no sharded plan fits the memory cap of {memory_cap_bytes:.4g} "
                         f"bytes: the smallest peak of gathered parameters and gradients is "
-                        f"{smallest_peak:.4g} bytes", smallest_peak)
+                        f"{smallest_peak:.4g} bytes (a GPU with more memory, sharding below "
+                        "the block, e.g. a fully_shard per expert, or tensor or expert "
+                        "parallelism would be needed)", smallest_peak)
 
 
 Value = tuple[float, int, float]  # (seconds, units, peak bytes) of a prefix
