@@ -60,7 +60,8 @@ def preload() -> None:
     """Every command module (the full parser) and :data:`PRELOADED`."""
     cli.build_parser()
     for name in PRELOADED:
-        importlib.import_module(name)
+        with contextlib.suppress(ImportError):  # a command that needs it says so itself
+            importlib.import_module(name)
 
 
 Command = Callable[[list[str]], "int | None"]
