@@ -168,17 +168,26 @@ def _unit(raw: Any, index: int, source: str) -> Unit:
     return Unit(tensors=tuple(tensors), reshard_after_forward=reshard)
 
 
-def covering_modules(unit_tensors: Sequence[str], all_tensors: Sequence[str]) -> list[str]:
-    """The fewest module names whose parameters are exactly ``unit_tensors`` (tensor names
-    ``<module>.<param>``, modules from the dotted prefixes): a module is named instead of
-    its children when every tensor under it is in the unit. In first-tensor order; ``""``
-    is the model itself."""
-    unit = set(unit_tensors)
+def tensors_under(all_tensors: Sequence[str]) -> dict[str, set[str]]:
+    """Every module name (the dotted prefixes of the tensor names; ``""`` the model) -> the
+    tensors under it: built once for all the units of a plan."""
     under: dict[str, set[str]] = {}
     for name in all_tensors:
         parts = name.split(".")
         for i in range(len(parts)):
             under.setdefault(".".join(parts[:i]), set()).add(name)
+    return under
+
+
+def covering_modules(unit_tensors: Sequence[str], all_tensors: Sequence[str],
+                     under: dict[str, set[str]] | None = None) -> list[str]:
+    """The fewest module names whose parameters are exactly ``unit_tensors`` (tensor names
+    ``<module>.<param>``, modules from the dotted prefixes): a module is named instead of
+    its children when every tensor under it is in the unit. In first-tensor order; ``""``
+    is the model itself. ``under``: :func:`tensors_under` of ``all_tensors``, when the
+    caller covers many units."""
+    unit = set(unit_tensors)
+    under = tensors_under(all_tensors) if under is None else under
     chosen: list[str] = []
     for name in unit_tensors:
         parts = name.split(".")
@@ -202,8 +211,9 @@ def fully_shard_code(plan: ShardedPlan, names: Sequence[str]) -> str:
     fewest modules covering it (:func:`covering_modules`, from the tensor names ``names``),
     ``fully_shard(model)`` for the root, then the prefetch lists."""
     lines = []
+    under = tensors_under(names)
     for k, unit in enumerate(plan.units):
-        mods = covering_modules(unit.tensors, names)
+        mods = covering_modules(unit.tensors, names, under)
         ref = ", ".join(f"model.get_submodule({m!r})" for m in mods)
         lines.append(f"u{k} = [{ref}]")
         lines.append(f"fully_shard(u{k}, reshard_after_forward={unit.reshard_after_forward})")

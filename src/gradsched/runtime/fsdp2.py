@@ -22,13 +22,15 @@ from __future__ import annotations
 from torch import nn
 
 from gradsched.errors import ConfigError, InputError
-from gradsched.plan_sharded import ShardedPlan, covering_modules
+from gradsched.plan_sharded import ShardedPlan, covering_modules, tensors_under
 
 
 def unit_modules(model: nn.Module, plan: ShardedPlan) -> list[list[nn.Module]]:
     """The modules owning each unit's tensors, checked to hold no tensor of another unit."""
     modules = dict(model.named_modules())
     params = {n for n, p in model.named_parameters() if p.requires_grad}
+    all_params = sorted(params)
+    under = tensors_under(all_params)
     owner_of: dict[str, int] = {}
     out: list[list[nn.Module]] = []
     for k, unit in enumerate(plan.units):
@@ -44,7 +46,7 @@ def unit_modules(model: nn.Module, plan: ShardedPlan) -> list[list[nn.Module]]:
                                  f"and {k}; FSDP2 shards whole modules", field="tensors")
             if name not in names:
                 names.append(name)
-        out.append([modules[n] for n in covering_modules(unit.tensors, sorted(params))])
+        out.append([modules[n] for n in covering_modules(unit.tensors, all_params, under)])
     for name, k in owner_of.items():
         own = {f"{name}.{p}" if name else p for p, q in modules[name].named_parameters(
             recurse=False) if q.requires_grad}
