@@ -29,31 +29,17 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel
 from gradsched.traces.bundle import ComputeTrace
-from gradsched.traces.layers import LayerSeq, layer_seq
+from gradsched.traces.layers import layer_seq
 
 
 def sharded_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int,
                           grad_accum: int = 1) -> float:
     """The lower bound (seconds) of ``trace`` on ``world_size`` ranks under ``model``, per
-    optimizer step of ``grad_accum`` micro-batches."""
+    optimizer step of ``grad_accum`` micro-batches (module docstring; with one micro-batch
+    the wire term is ``2 x total / (2 b)``, the same double as ``total / b``)."""
     seq = layer_seq(trace)
+    k = grad_accum
     update = float(seq.update_s.sum()) / max(world_size, 1)
-    if grad_accum != 1:
-        return _accumulated(seq, model, world_size, grad_accum, update)
-    compute = float(seq.forward_s.sum() + seq.backward_s.sum()) + update
-    if world_size <= 1 or seq.n == 0:
-        return compute
-    rate = model.sustained_algbw_Bps(world_size)
-    s_ag = model.startup_s("all_gather", world_size)
-    s_rs = model.startup_s("reduce_scatter", world_size)
-    half = 0.0 if not np.isfinite(rate) else float(seq.nbytes[0]) / (2.0 * rate)
-    wire = 0.0 if not np.isfinite(rate) else float(seq.nbytes.sum()) / rate
-    return max(compute + s_ag + s_rs + 2.0 * half, s_ag + s_rs + wire + update)
-
-
-def _accumulated(seq: LayerSeq, model: CommModel, world_size: int, k: int,
-                 update: float) -> float:
-    """The bound of a step of ``k > 1`` micro-batches (module docstring)."""
     compute = float(seq.forward_s.sum() + seq.backward_s.sum()) * k + update
     if world_size <= 1 or seq.n == 0:
         return compute
