@@ -34,7 +34,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "provenance": frozenset({"errors", "io"}),
     "plan": frozenset({"errors", "io", "limits"}),
     "plan_sharded": frozenset({"errors", "io"}),
-    "admission": frozenset({"errors"}),
+    "admission": frozenset({"errors", "io"}),
     "ties": frozenset(),
     "gpus": frozenset(),
     "printable": frozenset(),

@@ -22,6 +22,7 @@ import gradsched
 from gradsched import commands
 from gradsched.commands._outputs import mark_outputs, preflight
 from gradsched.errors import GradschedError
+from gradsched.io import max_input_bytes
 from gradsched.printable import PrintableStream
 
 # The command module that registers each verb: a run loads only its verb's module. Loading
@@ -223,6 +224,7 @@ def _main(argv: list[str]) -> int:
 def _run(args: argparse.Namespace, argv: list[str], interrupts: _Interrupts) -> int:
     """Run the parsed command; every failure is one line on stderr."""
     try:
+        max_input_bytes()  # $GRADSCHED_MAX_INPUT_BYTES checked once, whatever the command
         preflight(args)  # every output checked before any work starts
         code = _call(args)
         if interrupts.hit:  # a library caught the KeyboardInterrupt
