@@ -163,11 +163,37 @@ def remove_leftovers(folder: str | Path) -> list[Path]:
     return removed
 
 
+NAME_MAX = 255
+"""Longest file name (bytes) on Linux file systems; ``os.pathconf`` may say less."""
+
+_RANDOM_CHARS = 8
+"""Length of ``tempfile``'s random part."""
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return min(int(os.pathconf(folder, "PC_NAME_MAX")), NAME_MAX)
+    except (OSError, ValueError):
+        return NAME_MAX
+
+
+def _shorten(name: str, limit: int) -> str:
+    """``name`` cut to at most ``limit`` bytes of UTF-8 (whole characters; at least one)."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) <= limit:
+        return name
+    return raw[:max(limit, 1)].decode("utf-8", "ignore") or "x"
+
+
 def temporary(folder: Path, name: str, *, suffix: str, directory: bool = False) -> Path:
     """A new temporary file or folder ``.NAME.PID-START.RANDOM<suffix>`` in ``folder``
-    (leftovers of dead processes there are removed first)."""
+    (leftovers of dead processes there are removed first). ``NAME`` is shortened so that
+    the whole name fits the file system's limit: an output whose own name is legal (say
+    244 bytes) is never refused because its hidden temporary name would be too long."""
     remove_leftovers(folder)
-    prefix = f".{name}.{process_tag()}."
+    tag = process_tag()
+    fixed = len(f"..{tag}.".encode()) + _RANDOM_CHARS + len(suffix.encode())
+    prefix = f".{_shorten(name, _name_max(folder) - fixed)}.{tag}."
     if directory:
         return Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=folder))
     fd, made = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
@@ -288,13 +314,34 @@ def parse_json(text: str, path: str | Path) -> Any:
                          path=path) from None
 
 
+def _unique_keys_mapping(self: Any, node: Any, deep: bool = False) -> Any:
+    """PyYAML's mapping constructor, refusing a key written twice in one mapping (PyYAML
+    keeps the last silently: ``iters: 5`` then ``iters: 500`` would run 500)."""
+    if isinstance(node, yaml.MappingNode):
+        self.flatten_mapping(node)
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: PyYAML's own error follows
+                break
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first on line {first.line + 1})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark
+    return yaml.SafeLoader.construct_mapping(self, node, deep=deep)
+
+
 def _strict_yaml_loader() -> type:
     """A safe YAML loader whose plain scalars become numbers and booleans only when spelt
     as in YAML 1.2 and JSON: ``16``, ``-3``, ``2.5``, ``1e-3``, ``true``. PyYAML's YAML 1.1
     rules read ``1_6`` as 16, ``012`` as 10 (octal), ``1:30`` as 90 (base 60) and ``on``/
     ``yes`` as true: values a user did not write. Those stay strings, which the reader
     then refuses by field."""
-    loader = type("StrictSafeLoader", (yaml.SafeLoader,), {})
+    loader = type("StrictSafeLoader", (yaml.SafeLoader,),
+                  {"construct_mapping": _unique_keys_mapping})
     dropped = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}
     loader.yaml_implicit_resolvers = {
         first: [(tag, rx) for tag, rx in resolvers if tag not in dropped]
