@@ -39,6 +39,9 @@ def poisoned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "pc.csv").write_text(compute.replace("\nlayer", f"\nlay{POISON}er"), encoding="utf-8")
     comm = (d / "m.csv").read_text(encoding="utf-8")
     (d / "pm.csv").write_text(comm.replace("gloo", f"gl{POISON}oo"), encoding="utf-8")
+    (d / "cr.csv").write_text(compute.replace("\nlayer", "\nlay\rer", 1), encoding="utf-8")
+    (d / "cr.meta.json").write_text((d / "c.meta.json").read_text(encoding="utf-8"),
+                                    encoding="utf-8")
     for src, dst in (("c", "pc"), ("m", "pm")):
         meta = json.loads((d / f"{src}.meta.json").read_text(encoding="utf-8"))
         for key in ("source", "hardware", "model", "device"):
@@ -63,6 +66,8 @@ WALK = [
     "traces validate {d}/pc.csv {d}/pm.csv",
     "report table fits --input {d}/t.csv --tex {d}/x.tex --md {d}/x.md",
     f"traces validate {{d}}/missing{POISON}.csv",
+    "traces validate {d}/cr.csv",
+    "replay --compute {d}/cr.csv --comm {d}/m.csv --world-size 4 -o {d}/r3.csv",
 ]
 
 
