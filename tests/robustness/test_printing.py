@@ -111,3 +111,18 @@ def test_printable_escapes_controls_and_keeps_layout() -> None:
     assert printable("a\tb\nc") == "a\tb\nc"
     assert printable("x\x1b[31my\r\x7f\x9b\u202e") == "x\\x1b[31my\\x0d\\x7f\\x9b\\u202e"
     assert is_printable("plain text, ünïcode") and not is_printable("\x1b")
+
+
+def test_the_stream_escapes_every_write_path() -> None:
+    """``write`` and ``writelines`` both go through the sanitiser (a ``writelines`` left to
+    the wrapped stream would bypass it)."""
+    import io
+
+    from gradsched.printable import PrintableStream
+
+    buffer = io.StringIO()
+    stream = PrintableStream(buffer)
+    stream.write("a\x1b")
+    stream.writelines(["b\x07\n", "c\t"])
+    assert buffer.getvalue() == "a\\x1bb\\x07\nc\t"
+    assert stream.wrapped is buffer and stream.getvalue() == buffer.getvalue()
