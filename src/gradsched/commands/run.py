@@ -210,7 +210,7 @@ def _run(args: argparse.Namespace) -> int:
     from gradsched.runtime.prelaunch import check_plans, check_torchrun_env
 
     if args.torchrun:  # before torch is loaded: one line, not a C++ stack or a long wait
-        check_torchrun_env()
+        check_torchrun_env(world_size=args.world_size)
     from gradsched.runtime.bench import RunItem, run_items
 
     items = []

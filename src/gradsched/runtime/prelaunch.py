@@ -113,11 +113,16 @@ def _resolves(host: str, timeout_s: float) -> str | None:
 
 
 def check_torchrun_env(env: Mapping[str, str] | None = None, *,
+                       world_size: int | None = None,
                        resolve_timeout_s: float = RESOLVE_TIMEOUT_S) -> TorchrunEnv:
     """The torchrun variables of ``env`` (default: this process's), checked before the
-    process group is initialised; a bad one raises :class:`ConfigError` naming it."""
+    process group is initialised; a bad one raises :class:`ConfigError` naming it.
+    ``world_size``: the command's ``--world-size``, which ``WORLD_SIZE`` must equal."""
     env = os.environ if env is None else env
     world = _integer(env, "WORLD_SIZE", 1, MAX_RANKS)
+    if world_size is not None and world != world_size:
+        raise ConfigError(f"--world-size {world_size} but torchrun started WORLD_SIZE={world} "
+                          "ranks (nnodes x nproc-per-node)")
     rank = _integer(env, "RANK", 0, MAX_RANKS - 1)
     if rank >= world:
         raise ConfigError(f"--torchrun: $RANK={rank} is not below $WORLD_SIZE={world}")
