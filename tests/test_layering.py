@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 COMMON = frozenset({"errors", "io", "staging", "signal_hold", "run_order", "limits", "networks",
                     "units", "provenance", "plan", "plan_sharded", "names", "intermediates",
-                    "admission", "ties", "gpus"})
+                    "admission", "ties", "gpus", "printable"})
 """The common ground every unit may import."""
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -34,9 +34,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "provenance": frozenset({"errors", "io"}),
     "plan": frozenset({"errors", "io", "limits"}),
     "plan_sharded": frozenset({"errors", "io"}),
-    "admission": frozenset({"errors"}),
+    "admission": frozenset({"errors", "io"}),
     "ties": frozenset(),
     "gpus": frozenset(),
+    "printable": frozenset(),
     "traces": COMMON,
     "costmodel": COMMON | {"traces"},
     "planners": COMMON | {"traces", "costmodel"},

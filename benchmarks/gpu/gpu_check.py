@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -305,17 +306,40 @@ def busy_fields(trace: Path) -> dict[str, Any]:
                     "busy_period_end), a fraction in [0, 1]"}
 
 
+def _seconds(text: str) -> float:
+    """argparse type: a finite number of seconds above 0 and at most 1e6 (``nan``, ``inf``,
+    ``0`` and ``-5`` refused: a NaN budget would pass every ``<`` test and plan nothing)."""
+    try:
+        value = float(text.strip()) if text.strip().lower() not in ("nan", "inf", "-inf",
+                                                                    "infinity") else None
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or not 0 < value <= 1e6:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds in (0, 1e6]")
+    return value
+
+
+def _count(low: int, high: int) -> Any:
+    """argparse type factory: ASCII digits, an integer in ``[low, high]``."""
+    def parse(text: str) -> int:
+        stripped = text.strip()
+        if not (stripped.isascii() and stripped.isdigit()) or not low <= int(stripped) <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer in {low}..{high}")
+        return int(stripped)
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd")
     t = sub.add_parser("truth", help="(internal) hook-free iterations of one configuration")
     t.add_argument("--model", required=True)
-    t.add_argument("--batch-size", type=int, required=True)
-    t.add_argument("--seq-len", type=int)
+    t.add_argument("--batch-size", type=_count(1, 1 << 20), required=True)
+    t.add_argument("--seq-len", type=_count(1, 1 << 20))
     t.add_argument("--dtype", default="fp32")
-    t.add_argument("--threads", type=int, default=8)
-    t.add_argument("--warmup", type=int, default=5)
-    t.add_argument("--iters", type=int, default=20)
+    t.add_argument("--threads", type=_count(1, 1024), default=8)
+    t.add_argument("--warmup", type=_count(0, 10_000), default=5)
+    t.add_argument("--iters", type=_count(1, 10_000), default=20)
     t.add_argument("--trace", type=Path, required=True)
     t.add_argument("--summary", type=Path, required=True)
     b = sub.add_parser("busy", help="busy fraction of the truth traces of gpu-check archives "
@@ -323,10 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("paths", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=REPO / "results/gpu-check",
                         help="folder of the archive (default results/gpu-check)")
-    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+    parser.add_argument("--budget-s", type=_seconds, default=DEFAULT_BUDGET_S,
                         help=f"wall-clock budget of all steps (default {DEFAULT_BUDGET_S:.0f})")
     parser.add_argument("--configs", choices=("quick", "all"), default="quick")
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", type=_count(1, 1024), default=8)
     args = parser.parse_args(argv)
 
     if args.cmd == "busy":

@@ -32,6 +32,7 @@ import zlib
 from pathlib import Path
 
 from gradsched.errors import ConfigError
+from gradsched.io import INPUT_LIMIT_ENV, MAX_INPUT_BYTES, max_input_bytes
 
 OVERSUBSCRIPTION = 4
 """Most threads (ranks x threads per rank) per usable CPU without ``--oversubscribe``:
@@ -47,13 +48,6 @@ RANK_BASE_BYTES = 256 << 20
 MEMORY_HEADROOM = 0.9
 """Fraction of the available memory a run may plan to use (the rest is for the page cache,
 the launcher and estimation error)."""
-
-MAX_INPUT_BYTES = 2 << 30
-"""Largest input file, and largest decompressed size of a compressed one (2 GiB): a parsed
-JSON trace takes several times its text in memory. Override with the environment variable
-``GRADSCHED_MAX_INPUT_BYTES`` for a genuine trace that is larger."""
-
-INPUT_LIMIT_ENV = "GRADSCHED_MAX_INPUT_BYTES"
 
 JSON_EXPANSION = 8
 """Memory a parsed JSON document takes per byte of its text (Python objects), about."""
@@ -259,13 +253,7 @@ def input_limit() -> int:
     """Bytes one input may hold once decompressed: :data:`MAX_INPUT_BYTES` (or
     ``$GRADSCHED_MAX_INPUT_BYTES``), and at most the available memory over
     :data:`JSON_EXPANSION`."""
-    limit = MAX_INPUT_BYTES
-    raw = os.environ.get(INPUT_LIMIT_ENV)
-    if raw is not None:
-        if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-            raise ConfigError(f"${INPUT_LIMIT_ENV} {raw!r}: expected a positive number of "
-                              "bytes (ASCII digits)")
-        limit = int(raw)
+    limit = max_input_bytes()
     memory, _ = available_memory()
     if memory is not None:
         limit = min(limit, max(memory // JSON_EXPANSION, 1))

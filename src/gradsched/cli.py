@@ -7,12 +7,14 @@ sub-command(s) and sets ``func`` (called with the parsed arguments, returning an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import pkgutil
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ import gradsched
 from gradsched import commands
 from gradsched.commands._outputs import mark_outputs, preflight
 from gradsched.errors import GradschedError
+from gradsched.io import max_input_bytes
+from gradsched.printable import PrintableStream
 
 # The command module that registers each verb: a run loads only its verb's module. Loading
 # all of them (scipy.stats, matplotlib, the advisor) cost every process ~1.8 s of CPU on the
@@ -172,8 +176,32 @@ class _Interrupts:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script. Ctrl-C at any point (while the command modules
-    load, while ranks start, while they run) ends with one line and exit status 130."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    load, while ranks start, while they run) ends with one line and exit status 130.
+    Everything the command prints goes through :func:`gradsched.printable.printable`
+    (control characters read from data files are escaped, never sent to the terminal)."""
+    with _printable_streams():
+        return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+@contextlib.contextmanager
+def _printable_streams() -> Iterator[None]:
+    """``sys.stdout``/``sys.stderr`` wrapped in :class:`PrintableStream` while a command
+    runs (once: a nested :func:`main` keeps the outer wrapper); restored afterwards."""
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, PrintableStream):
+        sys.stdout = PrintableStream(sys.stdout)
+    if not isinstance(sys.stderr, PrintableStream):
+        sys.stderr = PrintableStream(sys.stderr)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        sys.stdout, sys.stderr = saved
+
+
+def _main(argv: list[str]) -> int:
     command = ""
     with _Interrupts() as interrupts:
         try:
@@ -196,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace, argv: list[str], interrupts: _Interrupts) -> int:
     """Run the parsed command; every failure is one line on stderr."""
     try:
+        max_input_bytes()  # $GRADSCHED_MAX_INPUT_BYTES checked once, whatever the command
         preflight(args)  # every output checked before any work starts
         code = _call(args)
         if interrupts.hit:  # a library caught the KeyboardInterrupt

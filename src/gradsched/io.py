@@ -38,7 +38,7 @@ from typing import IO, Any
 import jsonschema
 import yaml
 
-from gradsched.errors import ConfigFileError, InputError
+from gradsched.errors import ConfigError, ConfigFileError, InputError
 
 STREAM_PATHS = ("/dev/stdout", "/dev/stderr")
 """Paths that name this process's own output streams: written through, whatever they are."""
@@ -163,11 +163,37 @@ def remove_leftovers(folder: str | Path) -> list[Path]:
     return removed
 
 
+NAME_MAX = 255
+"""Longest file name (bytes) on Linux file systems; ``os.pathconf`` may say less."""
+
+_RANDOM_CHARS = 8
+"""Length of ``tempfile``'s random part."""
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return min(int(os.pathconf(folder, "PC_NAME_MAX")), NAME_MAX)
+    except (OSError, ValueError):
+        return NAME_MAX
+
+
+def _shorten(name: str, limit: int) -> str:
+    """``name`` cut to at most ``limit`` bytes of UTF-8 (whole characters; at least one)."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) <= limit:
+        return name
+    return raw[:max(limit, 1)].decode("utf-8", "ignore") or "x"
+
+
 def temporary(folder: Path, name: str, *, suffix: str, directory: bool = False) -> Path:
     """A new temporary file or folder ``.NAME.PID-START.RANDOM<suffix>`` in ``folder``
-    (leftovers of dead processes there are removed first)."""
+    (leftovers of dead processes there are removed first). ``NAME`` is shortened so that
+    the whole name fits the file system's limit: an output whose own name is legal (say
+    244 bytes) is never refused because its hidden temporary name would be too long."""
     remove_leftovers(folder)
-    prefix = f".{name}.{process_tag()}."
+    tag = process_tag()
+    fixed = len(f"..{tag}.".encode()) + _RANDOM_CHARS + len(suffix.encode())
+    prefix = f".{_shorten(name, _name_max(folder) - fixed)}.{tag}."
     if directory:
         return Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=folder))
     fd, made = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
@@ -265,18 +291,47 @@ def read_json(path: str | Path, missing: str = "file not found", *,
     path = Path(path)
     if not path.is_file():
         raise InputError(missing, path=path)
-    text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from exc
-    except RecursionError as exc:
-        raise InputError("JSON nested too deeply", path=path) from exc
+    data = parse_json(read_text(path), path)
     if kind is not None and not isinstance(data, kind):
         want = {dict: "an object", list: "an array"}.get(kind, kind.__name__)
         raise InputError(f"the JSON top level must be {want}, not {_json_type(data)}",
                          path=path)
     return data
+
+
+def parse_json(text: str, path: str | Path) -> Any:
+    """The JSON document ``text`` (read from ``path``): the one JSON parser of every input.
+    Invalid JSON raises :class:`~gradsched.errors.InputError` naming the file and line;
+    nesting deeper than Python's recursion allows (``[[[[...]]]]`` 200 000 deep) is refused
+    the same way, never a RecursionError."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg} (column {exc.colno})", path=path,
+                         line=exc.lineno) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply (more levels than gradsched reads)",
+                         path=path) from None
+
+
+def _unique_keys_mapping(self: Any, node: Any, deep: bool = False) -> Any:
+    """PyYAML's mapping constructor, refusing a key written twice in one mapping (PyYAML
+    keeps the last silently: ``iters: 5`` then ``iters: 500`` would run 500)."""
+    if isinstance(node, yaml.MappingNode):
+        self.flatten_mapping(node)
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: PyYAML's own error follows
+                break
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first on line {first.line + 1})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark
+    return yaml.SafeLoader.construct_mapping(self, node, deep=deep)
 
 
 def _strict_yaml_loader() -> type:
@@ -285,7 +340,8 @@ def _strict_yaml_loader() -> type:
     rules read ``1_6`` as 16, ``012`` as 10 (octal), ``1:30`` as 90 (base 60) and ``on``/
     ``yes`` as true: values a user did not write. Those stay strings, which the reader
     then refuses by field."""
-    loader = type("StrictSafeLoader", (yaml.SafeLoader,), {})
+    loader = type("StrictSafeLoader", (yaml.SafeLoader,),
+                  {"construct_mapping": _unique_keys_mapping})
     dropped = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"}
     loader.yaml_implicit_resolvers = {
         first: [(tag, rx) for tag, rx in resolvers if tag not in dropped]
@@ -334,13 +390,46 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+MAX_INPUT_BYTES = 2 << 30
+"""Largest input file, and largest decompressed size of a compressed one (2 GiB): a parsed
+JSON trace takes several times its text in memory. Override with the environment variable
+``GRADSCHED_MAX_INPUT_BYTES`` for a genuine input that is larger."""
+
+INPUT_LIMIT_ENV = "GRADSCHED_MAX_INPUT_BYTES"
+
+
+def max_input_bytes() -> int:
+    """:data:`MAX_INPUT_BYTES`, or ``$GRADSCHED_MAX_INPUT_BYTES`` when set: plain ASCII
+    digits, at least 1 (``0``, an empty value, ``1e9``, ``1_000`` and ``-1`` are refused
+    with a :class:`~gradsched.errors.ConfigError` naming the variable)."""
+    raw = os.environ.get(INPUT_LIMIT_ENV)
+    if raw is None:
+        return MAX_INPUT_BYTES
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
+        raise ConfigError(f"${INPUT_LIMIT_ENV} {raw!r}: expected a positive number of bytes "
+                          "(ASCII digits)")
+    return int(raw)
+
+
 def read_bytes(path: str | Path) -> bytes:
-    """The bytes of ``path``; an unreadable file raises
+    """The bytes of ``path``: the one reader of every input file. A file larger than
+    :func:`max_input_bytes` is refused before it is read, and an unreadable file raises
     :class:`~gradsched.errors.InputError` naming it (not a bare OSError)."""
+    limit = max_input_bytes()
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+                raise InputError(f"{info.st_size} bytes is beyond the bound of {limit} bytes "
+                                 f"per input (${INPUT_LIMIT_ENV}); split the input, or raise "
+                                 f"${INPUT_LIMIT_ENV} if it is genuine", path=path)
+            data = handle.read(limit + 1)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+    if len(data) > limit:  # a device or a pipe that streams more than the bound
+        raise InputError(f"more than {limit} bytes: beyond the bound per input "
+                         f"(${INPUT_LIMIT_ENV})", path=path)
+    return data
 
 
 def read_text(path: str | Path) -> str:

@@ -28,6 +28,10 @@ MAX_REPLAY_ITERATIONS = 10_000
 MAX_GRAD_ACCUM = 4096
 """Most micro-batches per optimizer step (gradient accumulation) the replays and runs take."""
 
+MAX_KNOB_MAGNITUDE = 1e15
+"""Largest magnitude of a numeric planner knob (MB, bytes, parameters, seconds or counts),
+for the DDP-style and the sharded planners alike."""
+
 MAX_COLLECTIVES_PER_ITERATION = 100_000
 """Most collectives one plan may launch per iteration (sum of its buckets' chunks)."""
 

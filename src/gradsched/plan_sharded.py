@@ -39,6 +39,9 @@ PLAN_KEYS = frozenset({"format", "format_version", "algorithm", "knobs", "info",
 UNIT_KEYS = frozenset({"tensors", "reshard_after_forward"})
 MAX_PREFETCH = 64
 
+MAX_UNITS = 100_000
+"""Most units a sharded plan may hold (as many collectives per iteration as a plan)."""
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -113,8 +116,12 @@ class ShardedPlan:
         if unknown:
             raise InputError(f"unknown key {unknown[0]!r}", path=source, field=unknown[0])
         units = data.get("units")
-        if not isinstance(units, list):
-            raise InputError("'units' must be a list", path=source, field="units")
+        if not isinstance(units, list) or not units:
+            raise InputError("'units' must be a non-empty list (a plan of no units shards "
+                             "nothing: every tensor in the root)", path=source, field="units")
+        if len(units) > MAX_UNITS:
+            raise InputError(f"{len(units)} units: at most {MAX_UNITS}", path=source,
+                             field="units")
         return cls(algorithm=_text(data.get("algorithm", "custom"), source, "algorithm"),
                    units=tuple(_unit(u, i, source) for i, u in enumerate(units)),
                    forward_prefetch=_depth(data.get("forward_prefetch", 0), source,

@@ -30,9 +30,12 @@ Pure (no torch): used by ``capture compute`` on CUDA and by ``gradsched traces c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gradsched.errors import InputError
+from gradsched.io import read_json
+from gradsched.limits import MAX_SECONDS, in_range, is_real
 from gradsched.traces.bundle import ComputeTrace
 
 METHOD = "rescale-to-hook-free"
@@ -61,6 +64,45 @@ class CorrectionInputs:
     overhead_threshold: float = OVERHEAD_THRESHOLD
     tolerance: float = TOLERANCE
     derived_from: str | None = None
+
+
+def read_hook_free_summary(path: str | Path, stem: str) -> list[HookFree]:
+    """The hook-free medians that the summary JSON ``path`` holds for the trace ``stem``
+    (``{stem: {"cuda_event_medians_s": {label: {"forward": s, "backward": s}}}}``, or one
+    ``{"forward", "backward"}`` without labels). Every median is checked where it is read:
+    a JSON number (not text, a list or a boolean), positive and at most
+    :data:`~gradsched.limits.MAX_SECONDS`; anything else is refused naming the file and
+    the field, never turned into a float later."""
+    data = read_json(path)
+    entry = data.get(stem)
+    if entry is None:
+        return []
+    if not isinstance(entry, dict):
+        raise InputError("must be an object", path=path, field=stem)
+    meds = entry.get("cuda_event_medians_s")
+    where = f"{stem}.cuda_event_medians_s"
+    if meds is None:
+        return []
+    if not isinstance(meds, dict):
+        raise InputError("must be an object of {forward, backward} medians", path=path,
+                         field=where)
+    meds = {"": meds} if "forward" in meds else meds
+    out = []
+    for label, med in sorted(meds.items()):
+        field_ = f"{where}.{label}" if label else where
+        if not isinstance(med, dict) or "forward" not in med or "backward" not in med:
+            raise InputError("must be an object with 'forward' and 'backward' medians (s)",
+                             path=path, field=field_)
+        times = []
+        for key in ("forward", "backward"):
+            value = med[key]
+            if not is_real(value) or not in_range(value, 0, MAX_SECONDS, low_open=True):
+                raise InputError(f"{value!r} is not a median in seconds (a JSON number "
+                                 f"above 0 and at most {MAX_SECONDS:g} s)", path=path,
+                                 field=f"{field_}.{key}")
+            times.append(float(value))
+        out.append(HookFree(f"{Path(path).name} {label}".strip(), times[0], times[1]))
+    return out
 
 
 def _need(meta: dict[str, Any], key: str) -> float:

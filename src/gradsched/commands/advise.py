@@ -90,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "all-reduce/all-gather by level (default hierarchical)")
     p.add_argument("--world-size", type=world_size, default=None,
                    help="number of ranks (default: the one world size the comm model holds)")
-    p.add_argument("--caps", type=_caps, default=list(DEFAULT_CAPS_MB), metavar="MIB,...",
+    p.add_argument("--caps", type=_caps, default=None, metavar="MIB,...",
                    help="DDP bucket_cap_mb grid swept besides torch's default (default "
                         + ",".join(f"{c:g}" for c in DEFAULT_CAPS_MB) + ")")
     p.add_argument("--current-bucket-cap-mb", type=_cap, default=None, metavar="MIB",
@@ -108,7 +108,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="for a trace that did not measure forward: forward = R x backward "
                         "(default 0.5)")
     p.add_argument("--plan-out", type=output_file, default=None, metavar="PLAN.json",
-                   help="also write the gradsched plan here (input of gradsched run)")
+                   help="also write the gradsched plan here (input of gradsched run; with "
+                        "--sharded the recommended FSDP2 layout, input of gradsched shard run)")
     p.add_argument("--json", type=output_file, default=None, metavar="PATH",
                    help="write the advice (and the validation) as JSON")
     p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
@@ -202,7 +203,8 @@ def _run(args: argparse.Namespace) -> int:
     topology = args.topology is not None
     rec = advise(trace, model, world, compute=str(args.compute),  # type: ignore[arg-type]
                  comm=str(args.topology) if topology else args.comm,
-                 caps_mb=args.caps, interference=interference, iterations=args.iterations,
+                 caps_mb=args.caps if args.caps is not None else list(DEFAULT_CAPS_MB),
+                 interference=interference, iterations=args.iterations,
                  margin_pct=args.margin_pct, forward_ratio=args.forward_ratio,
                  topology_collective=(args.topology_collective or "hierarchical")
                  if topology else None, current_cap_mb=args.current_bucket_cap_mb,
@@ -249,6 +251,11 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
 
     if args.topology is not None:
         raise ConfigError("--sharded takes --comm, not --topology")
+    for flag, given in (("--caps", args.caps), ("--interference", args.interference),
+                        ("--current-bucket-cap-mb", args.current_bucket_cap_mb)):
+        if given is not None:  # DDP's settings: an FSDP2 layout has no buckets to cap
+            raise ConfigError(f"{flag} is a DDP setting; --sharded advises FSDP2 units and "
+                              "does not read it (drop one of them)")
     device = str(trace.meta.get("device", ""))  # type: ignore[attr-defined]
     semantics = args.semantics or ("blocking" if device.startswith("cpu") else "streams")
     adv = advise_sharded(trace, model, world, comm_spec=args.comm,  # type: ignore[arg-type]
@@ -257,6 +264,10 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
                          grad_accum=args.grad_accum)
     print(render_sharded(adv), end="")
     out = {"sharded": adv.to_dict()}
+    if args.plan_out is not None:  # the recommended layout, input of gradsched shard run
+        adv.chosen.save(args.plan_out)
+        print(f"-> {args.plan_out} ({adv.chosen.algorithm}: gradsched shard run --plan "
+              f"{args.plan_out})")
     if args.validate:
         model_name = args.model or trace.meta.get("model")  # type: ignore[attr-defined]
         batch = args.batch_size or trace.meta.get("batch_size")  # type: ignore[attr-defined]

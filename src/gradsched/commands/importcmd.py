@@ -176,7 +176,15 @@ def _run_kineto(args: argparse.Namespace) -> int:
     with Staging() as stage:  # PREFIX.iterations.csv, .collectives.csv, .meta.json
         prefix = Path(args.output)
         staged = stage.file(prefix)
-        result = import_kineto(args.traces, clip_cpu_spans=not args.no_clip)
+        for flag, given in (("--comm-out", args.comm_out), ("--step-range", args.step_range),
+                            ("--rank", args.rank), ("--params", args.params),
+                            ("--batch-size", args.batch_size),
+                            ("--world-size", args.world_size), ("--device", args.device),
+                            ("--source", args.source), ("--model", args.model != "unknown")):
+            if given not in (None, False):
+                raise ConfigError(f"{flag} is used only with --compute-out (the GPU path); "
+                                  "the per-iteration import does not read it")
+        result = import_kineto(args.traces, clip_cpu_spans=not args.no_clip, step=args.step)
         for warning in result.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         paths = [prefix.with_name(p.name) for p in result.write(staged)]

@@ -179,7 +179,13 @@ def _plan(args: argparse.Namespace) -> int:
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     if args.source is not None:
         plan = Plan.load(args.source)
-        plan.check_covers(trace.names)
+        try:
+            plan.check_covers(trace.names)
+        except InputError as exc:  # a plan for another trace: name the plan file
+            if exc.path is not None:
+                raise
+            raise InputError(f"{exc.reason} (compute trace {args.compute})",
+                             path=args.source, field=exc.field) from None
         return _emit_ddp(plan, trace, args)
     model = _comm_model(args)
     world = _world_size(args, trace, model)
@@ -213,14 +219,14 @@ def _check_plan_args(args: argparse.Namespace) -> None:
     if args.source is None:
         return
     if args.emit != "ddp":
-        raise ConfigError("--from converts a plan: give --emit ddp")
+        raise ConfigError(f"--from {args.source} converts a plan: give --emit ddp")
     given = [f"--{a}" for a in ("comm", "topology", "ps", "knob", "world_size")
              if getattr(args, a, None) not in (None, [])]
     if args.grad_accum != 1:
         given.append("--grad_accum")
     if given:
-        raise ConfigError(f"{given[0].replace('_', '-')} plans; --from converts a plan "
-                          "written before (drop one of them)")
+        raise ConfigError(f"{given[0].replace('_', '-')} plans; --from {args.source} "
+                          "converts a plan written before (drop one of them)")
 
 
 def _emit_ddp(plan: Plan, trace: ComputeTrace, args: argparse.Namespace) -> int:

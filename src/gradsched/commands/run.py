@@ -167,15 +167,15 @@ def list_items(args: argparse.Namespace, trainable: dict[str, int] | None) -> li
         return items
     from gradsched.errors import InputError
     from gradsched.planners.ddp_caps import ddp_caps
-    from gradsched.runtime.coverage import check_plan_covers_model, model_parameters
+    from gradsched.runtime.prelaunch import check_plans
     from gradsched.traces.bundle import ComputeTrace
 
     trace = ComputeTrace.load(args.compute)
-    if trainable is None:
-        trainable = model_parameters(args.model, args.batch_size, args.seq_len)
     for path in args.ddp_caps_from:
         plan = Plan.load(path)
-        check_plan_covers_model(plan, trainable, model=args.model, source=str(path))
+        trainable = check_plans([(str(path), plan)], model=args.model,
+                                batch_size=args.batch_size, seq_len=args.seq_len,
+                                trainable=trainable)
         try:
             caps = ddp_caps(plan, trace)
         except InputError as exc:  # the refusal, naming the plan file
@@ -207,15 +207,18 @@ def summary_path(output: Path) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from gradsched.runtime.prelaunch import check_plans, check_torchrun_env
+
+    if args.torchrun:  # before torch is loaded: one line, not a C++ stack or a long wait
+        check_torchrun_env(world_size=args.world_size)
     from gradsched.runtime.bench import RunItem, run_items
-    from gradsched.runtime.coverage import check_plan_covers_model, model_parameters
 
     items = []
     plans = [(path, Plan.load(path)) for path in args.plan]
-    if plans:
-        trainable = model_parameters(args.model, args.batch_size, args.seq_len)
-    for path, plan in plans:  # before any rank starts
-        check_plan_covers_model(plan, trainable, model=args.model, source=str(path))
+    if plans:  # before any rank starts
+        trainable = check_plans([(str(p), plan) for p, plan in plans], model=args.model,
+                                batch_size=args.batch_size, seq_len=args.seq_len)
+    for path, plan in plans:
         plan.check_resources(args.world_size, source=str(path), numel=trainable)
         items.append(RunItem(label=str(path), algorithm=plan.algorithm, plan=plan.to_dict()))
     _check_architecture(args, plans)

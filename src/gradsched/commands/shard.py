@@ -226,8 +226,11 @@ def _run(args: argparse.Namespace) -> int:
     from gradsched.io import write_csv_atomic
     from gradsched.plan_sharded import ShardedPlan
     from gradsched.reexec.sharded import run_plans
+    from gradsched.runtime.prelaunch import check_plans
 
     plans = [ShardedPlan.load(p) for p in args.plan]
+    check_plans(list(zip(map(str, args.plan), plans, strict=True)), model=args.model,
+                batch_size=args.batch_size, seq_len=args.seq_len)  # before any rank starts
     pooled, groups = run_plans(plans, model=args.model, batch_size=args.batch_size,
                        world_size=args.world_size, rounds=args.rounds, iters=args.iters,
                        warmup=args.warmup, cluster=args.cluster, seq_len=args.seq_len,

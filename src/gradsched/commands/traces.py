@@ -94,18 +94,11 @@ def _inventory(args: argparse.Namespace) -> int:
 
 
 def _correct(args: argparse.Namespace) -> int:
-    from gradsched.capture.correction import CorrectionInputs, HookFree, correct
-    from gradsched.io import read_json
+    from gradsched.capture.correction import CorrectionInputs, correct, read_hook_free_summary
 
     trace = ComputeTrace.load(args.trace)
-    samples = []
-    for summary in args.hook_free_summary:
-        meds = (read_json(summary).get(args.trace.stem) or {}).get("cuda_event_medians_s")
-        meds = {"": meds} if isinstance(meds, dict) and "forward" in meds else meds or {}
-        for label, med in sorted(meds.items()):
-            if isinstance(med, dict) and "forward" in med and "backward" in med:
-                samples.append(HookFree(f"{summary.name} {label}".strip(),
-                                        float(med["forward"]), float(med["backward"])))
+    samples = [s for summary in args.hook_free_summary
+               for s in read_hook_free_summary(summary, args.trace.stem)]
     inputs = CorrectionInputs(samples=samples, gpu_busy=args.gpu_busy,
                               gpu_busy_source=args.gpu_busy_source,
                               derived_from=args.trace.as_posix())

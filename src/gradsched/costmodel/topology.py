@@ -68,13 +68,15 @@ from gradsched.costmodel.base import (
 )
 from gradsched.errors import ConfigError, GradschedError, InputError
 from gradsched.io import check_schema, read_json, read_yaml
+from gradsched.limits import MAX_RANKS as LIMIT_RANKS
 
 LEVELS = ("intra", "inter")
 TOPOLOGY_COLLECTIVES = ("flat", "hierarchical")
 """The collective cost models over a topology (``--topology-collective``)."""
 
-MAX_RANKS = 1 << 20
-"""Largest node count or ranks per node accepted (a guard against typos)."""
+MAX_RANKS = LIMIT_RANKS
+"""Largest node count, ranks per node, and world size (their product) accepted: the world
+size limit of :mod:`gradsched.limits`."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,10 @@ class Topology:
                 raise ConfigError(f"topology: {name} must be an integer, got {value!r}")
             if not 1 <= int(value) <= MAX_RANKS:
                 raise ConfigError(f"topology: {name} must be in [1, {MAX_RANKS}], got {value}")
+        if int(self.nodes) * int(self.ranks_per_node) > MAX_RANKS:
+            raise ConfigError(f"topology: {self.nodes} nodes x {self.ranks_per_node} ranks "
+                              f"per node = {int(self.nodes) * int(self.ranks_per_node)} ranks, "
+                              f"beyond the world size limit of {MAX_RANKS} (2**20) ranks")
         for level in LEVELS:
             if not isinstance(getattr(self, level), CommModel):
                 raise ConfigError(f"topology: the {level}-node level is not a comm model")

@@ -12,9 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gradsched.errors import ConfigError, InputError
+from gradsched.io import read_yaml
 from gradsched.names import plain_name
 
 Validate = Callable[[Any, str], Any]
@@ -53,7 +52,7 @@ def load_checked(path: str | Path, schema: str, validate: Validate) -> dict[str,
     path = Path(path)
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml(path) or {}  # duplicate keys and YAML 1.1 spellings refused
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping, got {type(data).__name__}")
     return check_mapping(data, path, schema, validate)

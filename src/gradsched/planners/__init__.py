@@ -15,6 +15,7 @@ from typing import Any
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
+from gradsched.limits import MAX_KNOB_MAGNITUDE
 from gradsched.plan import Plan
 from gradsched.planners import (
     best,
@@ -167,7 +168,7 @@ def replay_knobs(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k in REPLAY_KNOBS and k in own}
 
 
-KNOB_MAGNITUDE = 1e15
+KNOB_MAGNITUDE = MAX_KNOB_MAGNITUDE
 """Largest magnitude of a numeric knob (MB, bytes, parameters, seconds or counts)."""
 MAX_SEARCH_ITERS = 10_000
 """Largest search or replay budget (knobs named ``*_iters`` or ``*_iterations``)."""

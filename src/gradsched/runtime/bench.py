@@ -18,7 +18,6 @@ layout from ``ranks_per_node`` (runtime/hierarchical.py).
 
 from __future__ import annotations
 
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ import torch.distributed as dist
 from gradsched.distributed.launch import collective_failed
 from gradsched.distributed.worker import init_group
 from gradsched.errors import ConfigError
+from gradsched.runtime.prelaunch import check_torchrun_env
 from gradsched.runtime.rounds import (
     Item,
     Timing,
@@ -145,10 +145,7 @@ def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
     ``bandwidth`` = ``torchrun``), the other ranks None. A failed collective (a peer rank or
     its node died) raises :class:`~gradsched.distributed.DistributedError` naming the rank.
     """
-    for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        if var not in os.environ:
-            raise ConfigError(f"--torchrun: ${var} is not set; start this command with "
-                              "torchrun")
+    check_torchrun_env()  # the pre-launch gate, before init_process_group
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
     timing = Timing(model=model, batch_size=batch_size, rounds=1, warmup=warmup, iters=iters,

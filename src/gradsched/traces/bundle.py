@@ -199,7 +199,23 @@ class ComputeTrace:
 
     @property
     def total_bytes(self) -> int:
-        return int(self.frame["bytes"].sum())
+        """The tensors' bytes, summed exactly (Python integers: a long trace of large
+        tensors cannot wrap int64) and refused beyond :data:`MAX_TOTAL_BYTES`."""
+        return checked_byte_sum(self.frame["bytes"], self.path)
+
+
+MAX_TOTAL_BYTES = 2**62
+"""Largest sum of bytes accepted (a model or a sweep): int64 sums of it cannot wrap."""
+
+
+def checked_byte_sum(values: Any, path: str | Path) -> int:
+    """The exact sum of the byte counts ``values`` (read from ``path``); a sum beyond
+    :data:`MAX_TOTAL_BYTES` raises :class:`InputError` instead of wrapping int64."""
+    total = sum(int(v) for v in values)
+    if total > MAX_TOTAL_BYTES:
+        raise InputError(f"the bytes add up to {total}, beyond {MAX_TOTAL_BYTES} (2**62): a "
+                         "sum of int64 byte counts would wrap", path=path, field="bytes")
+    return total
 
 
 def _check_compute_rows(frame: pd.DataFrame, path: str | Path) -> None:

@@ -73,15 +73,19 @@ def read_csv_text(path: str | Path) -> pd.DataFrame:
 def _check_cell_counts(text: str, path: Path) -> None:
     """Every row has as many cells as the header: pandas would read a first row with one
     cell more as an index column and shift every field by one (a misleading error)."""
-    rows = csv.reader(io.StringIO(text))
-    header = next(rows, None)
-    if header is None:
-        return
-    for number, row in enumerate(rows, start=1):
-        if row and len(row) != len(header):
-            line = rows.line_num
-            raise InputError(f"{len(row)} cells, but the header has {len(header)}",
-                             path=path, line=line, row=number)
+    rows = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(rows, None)
+        if header is None:
+            return
+        for number, row in enumerate(rows, start=1):
+            if row and len(row) != len(header):
+                line = rows.line_num
+                raise InputError(f"{len(row)} cells, but the header has {len(header)}",
+                                 path=path, line=line, row=number)
+    except csv.Error as exc:  # a bare carriage return inside a cell, a NUL byte
+        raise InputError(f"not a well-formed CSV: {exc}", path=path,
+                         line=rows.line_num or None) from None
 
 
 def check_header(frame: pd.DataFrame, columns: tuple[Column, ...], path: str | Path) -> None:

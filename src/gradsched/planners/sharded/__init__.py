@@ -38,6 +38,7 @@ exact optimum, which scores candidates with the replay, is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -46,10 +47,12 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
+from gradsched.limits import MAX_KNOB_MAGNITUDE
 from gradsched.plan_sharded import ShardedPlan, Unit
 from gradsched.planners._family import MB, fill_groups
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
+from gradsched.units import parse_int, parse_real
 
 SATURATION_EFFICIENCY = 0.9  # comm_analysis.compute_min_saturation_bytes target_efficiency
 SATURATION_MIN_MB = 10.0  # pre_bucketing_fsdp_collectives_min_bucket_cap_mb
@@ -221,13 +224,30 @@ def make_sharded_plan(name: str, trace: ComputeTrace, model: CommModel, world_si
 
 
 def _parse(key: str, value: Any, kind: type) -> Any:
-    if not isinstance(value, str):
-        return value
+    """A knob value of type ``kind``: strings in the one number grammar
+    (:mod:`gradsched.units`), numbers finite and of magnitude at most
+    :data:`~gradsched.limits.MAX_KNOB_MAGNITUDE` (``unit_mb=1e308`` is refused, as for
+    the DDP-style planners' knobs)."""
     try:
         if kind is bool:
-            if value.lower() not in ("true", "false"):
+            if isinstance(value, bool):
+                return value
+            if not isinstance(value, str) or value.lower() not in ("true", "false"):
                 raise ValueError(value)
             return value.lower() == "true"
-        return kind(value)
-    except ValueError:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        if kind is int:
+            number: Any = parse_int(value) if isinstance(value, str) else value
+            if not isinstance(number, int):
+                raise ValueError(value)
+        elif kind is float:
+            number = parse_real(value) if isinstance(value, str) else float(value)
+        else:
+            return kind(value)
+    except (TypeError, ValueError):
         raise ConfigError(f"knob {key}: expected {kind.__name__}, got {value!r}") from None
+    if not math.isfinite(number) or abs(number) > MAX_KNOB_MAGNITUDE:
+        raise ConfigError(f"knob {key}: {value!r} is not a finite number of magnitude "
+                          f"<= {MAX_KNOB_MAGNITUDE:g}")
+    return number

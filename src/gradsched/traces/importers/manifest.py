@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -165,10 +166,12 @@ def load_manifest(path: str | Path) -> list[Entry]:
     outs: dict[str, int] = {}
     for i, entry in enumerate(entries):
         for out in filter(None, (entry.out, entry.comm_out)):
-            if out in outs:
-                raise InputError(f"output {out!r} is also written by entry {outs[out] + 1}",
-                                 path=path, row=i + 1, field=f"files[{i}].out")
-            outs[out] = i
+            key = os.path.normpath(out)  # same.csv, ./same.csv and a/../same.csv: one file
+            if key in outs:
+                raise InputError(f"output {out!r} is also written by entry {outs[key] + 1} "
+                                 f"(both are {key!r})", path=path, row=i + 1,
+                                 field=f"files[{i}].out")
+            outs[key] = i
     return entries
 
 

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.io import read_json
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.importers import IMPORTER_VERSION, ImportResult, WarningSink
 
@@ -138,14 +139,7 @@ class Options:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise InputError("file not found", path=path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc.reason}", path=path) from None
+    doc = read_json(path, kind=None)
     if not isinstance(doc, dict) or not doc:
         raise InputError("expected {micro_batch: {tensor_parallel: {layer: [f, b, u]}}}",
                          path=path)
@@ -166,9 +160,9 @@ def find_duplicates(path: Path, doc: dict[str, Any]) -> list[str]:
         if other.resolve() == path.resolve():
             continue
         try:
-            if content_hash(json.loads(other.read_text(encoding="utf-8"))) == mine:
+            if content_hash(read_json(other, kind=None)) == mine:
                 same.append(str(other.relative_to(root)))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except InputError:
             continue
     return same
 

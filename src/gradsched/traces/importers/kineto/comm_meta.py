@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gradsched.errors import InputError
+from gradsched.limits import MAX_BYTES, MAX_RANKS
 from gradsched.traces.importers.kineto.events import Event
 
 # c10::ScalarType names (record_param_comms / kernel args) and the C++ type names of
@@ -65,11 +66,15 @@ def _int_arg(ev: Event, key: str, path: str) -> int | None:
                          field=f"traceEvents[{ev.index}].args.{key}")
     try:
         number = int(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InputError(f"{key!r} must be a number, got {value!r}", path=path,
                          field=f"traceEvents[{ev.index}].args.{key}") from None
     if number < 0:
         raise InputError(f"{key!r} is negative ({number})", path=path,
+                         field=f"traceEvents[{ev.index}].args.{key}")
+    low, high = (1, MAX_RANKS) if key == "Group size" else (0, MAX_BYTES)
+    if not low <= number <= high:
+        raise InputError(f"{key!r} is {number}, outside {low}..{high}", path=path,
                          field=f"traceEvents[{ev.index}].args.{key}")
     return number
 

@@ -20,7 +20,15 @@ import numpy as np
 
 from gradsched.admission import ResourceError, check_input_size, gunzip_bounded, input_limit
 from gradsched.errors import InputError
-from gradsched.io import read_bytes
+from gradsched.io import parse_json, read_bytes
+from gradsched.limits import MAX_SECONDS
+
+MAX_DURATION_US = MAX_SECONDS * 1e6
+"""Longest event accepted (:data:`~gradsched.limits.MAX_SECONDS`, in microseconds)."""
+
+MAX_TIMESTAMP_US = float(2**62)
+"""Latest timestamp accepted (microseconds since the profiler's epoch): far beyond any clock,
+far below what makes sums of timestamps lose every digit."""
 
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 """The span ``prof.step()`` records around each profiled iteration."""
@@ -71,6 +79,8 @@ def decode_trace_bytes(raw: bytes, label: str | Path) -> Any:
         raise InputError(f"not valid JSON ({exc.msg}, column {exc.colno}, character "
                          f"{exc.pos} of {len(text)}); a truncated profile?", path=label,
                          line=exc.lineno) from None
+    except RecursionError:
+        return parse_json(text, label)  # the shared reader's refusal, one line
 
 
 def read_documents(path: str | Path) -> list[tuple[str, Any]]:
@@ -165,6 +175,13 @@ def _complete_event(i: int, ev: dict[str, Any], path: str) -> Event:
     if values[1] < 0:
         raise InputError(f"event {name!r} has a negative duration {values[1]:g} us",
                          path=path, field=f"{where}.dur")
+    if values[1] > MAX_DURATION_US:
+        raise InputError(f"event {name!r} lasts {values[1]:g} us, beyond the physical range "
+                         f"(at most {MAX_SECONDS:g} s)", path=path, field=f"{where}.dur")
+    if not 0 <= values[0] <= MAX_TIMESTAMP_US:
+        raise InputError(f"event {name!r} has timestamp {values[0]:g} us, outside 0 to "
+                         f"{MAX_TIMESTAMP_US:g} us (profiler timestamps are not negative)",
+                         path=path, field=f"{where}.ts")
     args = ev.get("args", {})
     if args is None:
         args = {}

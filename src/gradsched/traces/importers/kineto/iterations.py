@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,6 +16,7 @@ import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import write_csv_atomic, write_json_atomic
+from gradsched.limits import MAX_RANKS
 from gradsched.traces.importers.kineto.comm_meta import NCCL_KERNEL_RE
 from gradsched.traces.importers.kineto.events import (
     STEP_RE,
@@ -111,12 +114,29 @@ def _compute_intervals(events: list[Event], source: str | None,
     return subtract(busy, comm_ops)
 
 
-def _distributed_info(header: dict[str, Any], fallback_rank: int | None
+def _whole(info: dict[str, Any], key: str, low: int, high: int, path: str) -> int | None:
+    """``distributedInfo[key]``: None when absent, else an integer in ``[low, high]``."""
+    value = info.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InputError(f"{value!r} is not an integer in {low}..{high}", path=path,
+                         field=f"distributedInfo.{key}")
+    return value
+
+
+def _distributed_info(header: dict[str, Any], fallback_rank: int | None, path: str
                       ) -> tuple[Any, Any, Any]:
-    """(rank, world size, backend) from the trace's ``distributedInfo``."""
+    """(rank, world size, backend) from the trace's ``distributedInfo``, checked: a world
+    size in 1..2^20 and a rank below it."""
     info = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) \
         else {}
-    return info.get("rank", fallback_rank), info.get("world_size"), info.get("backend")
+    world = _whole(info, "world_size", 1, MAX_RANKS, path)
+    rank = _whole(info, "rank", 0, MAX_RANKS - 1, path)
+    if rank is not None and world is not None and rank >= world:
+        raise InputError(f"rank {rank} of a world of {world} ranks: a rank is below the "
+                         "world size", path=path, field="distributedInfo.rank")
+    return (fallback_rank if rank is None else rank), world, info.get("backend")
 
 
 def _profiler_steps(events: list[Event], path: str, warnings: list[str]
@@ -128,6 +148,17 @@ def _profiler_steps(events: list[Event], path: str, warnings: list[str]
         if match:
             steps.append((int(match.group(1)), ev))
     steps.sort(key=lambda s: s[1].ts)
+    seen: dict[int, Event] = {}
+    for (_, ev), (_, before) in zip(steps[1:], steps, strict=False):
+        if ev.ts < before.end:
+            raise InputError(f"{ev.name} starts at {ev.ts:g} us, before {before.name} ends "
+                             f"({before.end:g} us): profiler steps do not overlap",
+                             path=path, field=f"traceEvents[{ev.index}].ts")
+    for number, ev in steps:
+        if number in seen:
+            raise InputError(f"{ev.name} appears twice (events {seen[number].index} and "
+                             f"{ev.index})", path=path, field=f"traceEvents[{ev.index}].name")
+        seen[number] = ev
     if not steps:
         if not events:
             raise InputError("no complete ('X') events: nothing was profiled", path=path,
@@ -210,7 +241,7 @@ def parse_kineto(doc: Any, path: str | Path, *, fallback_rank: int | None = None
     path = str(path)
     events, header = complete_events(doc, path)
     warnings: list[str] = []
-    rank, world, backend = _distributed_info(header, fallback_rank)
+    rank, world, backend = _distributed_info(header, fallback_rank, path)
     steps = _profiler_steps(events, path, warnings)
     source, rows, lanes = collective_rows(events, path, world, warnings)
     if world is None:
@@ -235,14 +266,54 @@ def parse_kineto(doc: Any, path: str | Path, *, fallback_rank: int | None = None
                       iterations=iterations, collectives=coll, warnings=warnings)
 
 
-def import_kineto(paths: Sequence[str | Path], *, clip_cpu_spans: bool = True) -> KinetoImport:
-    """Parse every file; concatenate their tables (rank from the trace, else file order)."""
+def _distinct(paths: Sequence[str | Path]) -> None:
+    """Refuse a file given twice (also under another spelling or through a link): it would
+    count as two ranks."""
+    seen: dict[tuple[int, int], str] = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # the reader names a missing file
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            raise InputError(f"the same file as {seen[key]} (given twice: it would count as "
+                             "two ranks)", path=path)
+        seen[key] = str(path)
+
+
+def _only_step(parsed: KinetoFile, step: int) -> KinetoFile:
+    """``parsed`` with only the rows of ``ProfilerStep#step``; refused when it has none."""
+    numbers = parsed.iterations["iteration"].tolist()
+    if step not in numbers:
+        raise InputError(f"no ProfilerStep#{step} (the trace has steps "
+                         f"{', '.join(map(str, numbers)) or 'none'})", path=parsed.path,
+                         field="step")
+    its = parsed.iterations[parsed.iterations["iteration"] == step].reset_index(drop=True)
+    coll = parsed.collectives[parsed.collectives["iteration"] == step].reset_index(drop=True)
+    return dataclasses.replace(parsed, iterations=its, collectives=coll)
+
+
+def import_kineto(paths: Sequence[str | Path], *, clip_cpu_spans: bool = True,
+                  step: int | None = None) -> KinetoImport:
+    """Parse every file; concatenate their tables (rank from the trace, else file order).
+    ``step``: keep only ``ProfilerStep#step``, refused when a file does not have it. Two
+    files of one rank, or one file given twice, are refused."""
     if not paths:
         raise InputError("no trace files given")
+    _distinct(paths)
     files = []
+    ranks: dict[Any, str] = {}
     for i, path in enumerate(paths):
-        files.append(parse_kineto(read_trace_json(path), path, fallback_rank=i,
-                                  clip_cpu_spans=clip_cpu_spans))
+        parsed = parse_kineto(read_trace_json(path), path, fallback_rank=i,
+                              clip_cpu_spans=clip_cpu_spans)
+        if parsed.rank in ranks:
+            raise InputError(f"rank {parsed.rank} again (also {ranks[parsed.rank]}): one "
+                             "trace per rank", path=path, field="distributedInfo.rank")
+        ranks[parsed.rank] = str(path)
+        if step is not None:
+            parsed = _only_step(parsed, step)
+        files.append(parsed)
     iterations = pd.concat([f.iterations for f in files], ignore_index=True)
     collectives = pd.concat([f.collectives for f in files], ignore_index=True) \
         if any(len(f.collectives) for f in files) else files[0].collectives
