@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.io import read_csv_frame
 from gradsched.report.formatting import MISSING, fmt
 from gradsched.report.latex import NA, number
 
@@ -84,7 +85,7 @@ def printed_avg_busbw(log: str | Path) -> float:
 
 def recomputed_avg_busbw(trace_csv: str | Path) -> float:
     """Mean bus bandwidth (GB/s, GB = 1e9) over every row of an imported comm trace."""
-    frame = pd.read_csv(trace_csv, comment="#")
+    frame = read_csv_frame(trace_csv, comment="#")
     factors = [BUS_FACTOR[c](int(n)) for c, n in zip(frame["collective"], frame["world_size"],
                                                     strict=True)]
     busbw = frame["bytes"] / frame["time_s"] * pd.Series(factors, index=frame.index)
@@ -125,7 +126,7 @@ def bcaffe_merge_row(log: str | Path, replay_csv: str | Path, case: str) -> dict
     if "merged_us" not in dump or dump["merged_us"].sum() <= 0:
         raise InputError("the dump has no merged_us times (not an MG-WFBP run)", path=log)
     published = float(dump["merged_us"].sum() / dump["comm_us"].sum())
-    results = pd.read_csv(replay_csv).set_index("algorithm")
+    results = read_csv_frame(replay_csv).set_index("algorithm")
     for alg in ("wfbp", "mgwfbp"):
         if alg not in results.index:
             raise InputError(f"the replay results lack {alg}", path=replay_csv)
