@@ -48,6 +48,18 @@ def _busbw(d: Path, big: Path) -> object:
     return recomputed_avg_busbw(big)
 
 
+def _nccl_log(d: Path, big: Path) -> object:
+    from gradsched.report.compare import printed_avg_busbw
+
+    return printed_avg_busbw(big)
+
+
+def _bcaffe_log(d: Path, big: Path) -> object:
+    from gradsched.report.compare import bcaffe_last_dump
+
+    return bcaffe_last_dump(big)
+
+
 def _host_check(d: Path, big: Path) -> object:
     from gradsched.report.host_check import write_host_check_table
 
@@ -107,6 +119,8 @@ READERS: dict[str, Callable[[Path, Path], object]] = {
     "kineto_gpu.params:read_param_table": _params,
     "report.collectives:error_summary": _error_summary,
     "report.compare:recomputed_avg_busbw": _busbw,
+    "report.compare:printed_avg_busbw": _nccl_log,
+    "report.compare:bcaffe_last_dump": _bcaffe_log,
     "report.host_check:write_host_check_table": _host_check,
     "report.compression:accuracy_vs_step": _compression,
     "report.collect:comm_nodes": _comm_nodes,

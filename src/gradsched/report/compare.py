@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import read_csv_frame
+from gradsched.io import read_bytes, read_csv_frame
 from gradsched.report.formatting import MISSING, fmt
 from gradsched.report.latex import NA, number
 
@@ -75,9 +75,17 @@ class Row:
                 "verdict": "within" if ok else "outside", "note": self.note}
 
 
+def _log_text(log: str | Path) -> str:
+    """The text of a tool's log through the input gate (size bound, errors naming the
+    file): undecodable bytes replaced and newlines universal, as ``Path.read_text(
+    encoding="utf-8", errors="replace")`` reads it."""
+    text = read_bytes(log).decode("utf-8", errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def printed_avg_busbw(log: str | Path) -> float:
     """The 'Avg bus bandwidth' (GB/s) an nccl-tests log prints."""
-    found = _AVG_RE.findall(Path(log).read_text(encoding="utf-8", errors="replace"))
+    found = _AVG_RE.findall(_log_text(log))
     if not found:
         raise InputError("no '# Avg bus bandwidth' line", path=log)
     return float(found[-1])
@@ -102,7 +110,7 @@ def bcaffe_last_dump(log: str | Path) -> pd.DataFrame:
     """The last complete dump with non-zero compute times of a B-Caffe log
     (columns param_id, size, compute_us, comm_us, merged_us)."""
     dumps: list[list[list[float]]] = []
-    for raw in Path(log).read_text(encoding="utf-8", errors="replace").splitlines():
+    for raw in _log_text(log).splitlines():
         match = _BCAFFE_RE.search(raw.strip())
         if not match:
             continue
