@@ -1,8 +1,7 @@
 """Atomic file writes: write to a temporary file in the same folder, then rename.
 
 An interrupted run therefore never leaves a half-written output behind. Also the one
-JSON reader (:func:`read_json`) whose errors name the file and line, and the CSV reader
-(:func:`read_csv_frame`) of the tables that are read whole.
+JSON reader (:func:`read_json`) whose errors name the file and line.
 
 Only a regular file (or a path that does not exist yet) is replaced by a rename. A
 character device (``/dev/null``, a terminal) and the process's own streams
@@ -445,18 +444,6 @@ def read_text(path: str | Path) -> str:
         raise InputError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
                          f"{exc.start}); save the file as UTF-8", path=path,
                          line=line) from exc
-
-
-def read_csv_frame(path: str | Path, **read_csv: Any) -> Any:
-    """``pandas.read_csv(path, **read_csv)`` of the text :func:`read_text` reads: the size
-    bound and the UTF-8 check apply and their errors name the file. The frame is the one
-    ``pandas.read_csv(path, ...)`` returns (the same bytes, parsed the same way); pandas'
-    own parse errors pass through unchanged. pandas is imported here, on first use."""
-    import io as _io
-
-    import pandas as pd
-
-    return pd.read_csv(_io.StringIO(read_text(path)), **read_csv)
 
 
 # --------------------------------------------------------------------------- config schemas

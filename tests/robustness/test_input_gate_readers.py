@@ -167,7 +167,7 @@ def test_read_csv_frame_is_pandas_read_csv(tmp_path: Path) -> None:
     values, same dtypes, with ``comment=``/``usecols=`` passed through."""
     import pandas as pd
 
-    from gradsched.io import read_csv_frame
+    from gradsched.intermediates import read_csv_frame
 
     path = tmp_path / "t.csv"
     path.write_bytes(b"\xef\xbb\xbf# a comment\r\nname,n,x,flag,empty\r\n"

@@ -38,7 +38,7 @@ from gradsched.compression import make_compressor
 from gradsched.compression.base import Compressor
 from gradsched.costmodel.base import CommModel, model_from_dict
 from gradsched.errors import ConfigError, InputError
-from gradsched.io import read_csv_frame
+from gradsched.intermediates import read_csv_frame
 
 
 @dataclass(frozen=True)

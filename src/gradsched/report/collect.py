@@ -19,8 +19,7 @@ import pandas as pd
 
 from gradsched.costmodel.domain import MOSTLY_OUTSIDE_PCT
 from gradsched.errors import ConfigError, InputError
-from gradsched.intermediates import REPLAY, read_intermediate
-from gradsched.io import read_csv_frame
+from gradsched.intermediates import REPLAY, read_csv_frame, read_intermediate
 
 REPLAY_RESULT_COLUMNS = REPLAY.names
 CASE_COLUMNS = ("trace", "network", "comm_file", "nodes", "family", "pairing", "extrapolated")

@@ -30,7 +30,8 @@ from matplotlib.lines import Line2D
 
 from gradsched.costmodel.formulas import cost
 from gradsched.costmodel.tuned import FormulaFit, fits_from_json, load_samples, predict
-from gradsched.io import read_csv_frame, read_json
+from gradsched.intermediates import read_csv_frame
+from gradsched.io import read_json
 from gradsched.report.figure_style import (
     legend_union,
     panel_grid,

@@ -32,7 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import read_bytes, read_csv_frame
+from gradsched.intermediates import read_csv_frame
+from gradsched.io import read_bytes
 from gradsched.report.formatting import MISSING, fmt
 from gradsched.report.latex import NA, number
 

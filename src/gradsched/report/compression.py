@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gradsched.io import read_csv_frame
+from gradsched.intermediates import read_csv_frame
 from gradsched.report.figure_style import (
     legend_union,
     placeholder,

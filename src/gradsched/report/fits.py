@@ -26,8 +26,7 @@ import pandas as pd
 import seaborn as sns
 
 from gradsched.costmodel.base import load_comm_spec
-from gradsched.intermediates import read_intermediate
-from gradsched.io import read_csv_frame
+from gradsched.intermediates import read_csv_frame, read_intermediate
 from gradsched.report.algorithms import MODEL_LABELS
 from gradsched.report.figure_style import (
     FONT_PT,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import read_csv_frame
+from gradsched.intermediates import read_csv_frame
 from gradsched.report.formatting import fmt
 from gradsched.report.latex import camel, number, write_macros, write_table
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from gradsched.io import read_csv_frame
+from gradsched.intermediates import read_csv_frame
 from gradsched.report.algorithms import algorithm_label, algorithm_sort_key
 from gradsched.report.figure_style import placeholder, save, setup_style, width_in
 

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import read_csv_frame, read_json, write_csv_atomic, write_json_atomic
+from gradsched.intermediates import read_csv_frame
+from gradsched.io import read_json, write_csv_atomic, write_json_atomic
 from gradsched.traces.bundle import meta_path
 from gradsched.traces.importers.kineto.iterations import COLLECTIVE_COLUMNS
 from gradsched.traces.importers.kineto_gpu.options import (

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import read_csv_frame
+from gradsched.intermediates import read_csv_frame
 from gradsched.traces.importers.kineto.comm_meta import DTYPE_BYTES
 
 ROW_BY_ROW = "row by row"
