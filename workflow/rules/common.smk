@@ -4,17 +4,18 @@
 # CLI, and stage helpers live in gradsched.pipeline.
 
 import glob
+import io
 import shlex
 import shutil
 import sys
 from pathlib import Path
 
-import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
 from gradsched.forkserver import lifecycle as forkserver
+from gradsched.io import read_text, read_yaml
 from gradsched.pipeline import capture as capture_stage
 from gradsched.pipeline import reexec as reexec_stage
 from gradsched.pipeline.configfiles import check_names, load_checked
@@ -213,8 +214,12 @@ def replay_results(set_name):
 # ---------------------------------------------------------------- extrapolation
 def _sweep_world(path):
     """The world size of a comm trace CSV (its first data row)."""
-    with open(path, encoding="utf-8") as handle:
-        rows = [line for line in handle if line.strip() and not line.startswith("#")]
+    try:  # the input gate: size bound, UTF-8, errors naming the file
+        text = read_text(path)
+    except InputError as exc:
+        _fail(str(exc))
+    handle = io.StringIO(text, newline=None)  # universal newlines, as open() reads
+    rows = [line for line in handle if line.strip() and not line.startswith("#")]
     header = rows[0].strip().split(",")
     return int(rows[1].strip().split(",")[header.index("world_size")])
 
@@ -320,7 +325,11 @@ def nccl_pairs():
     manifest = Path(config.get("compare", {}).get("manifest", "traces/manifest.yaml"))
     if not manifest.is_file():
         return []
-    entries = (yaml.safe_load(manifest.read_text()) or {}).get("files") or []
+    try:  # strict YAML: duplicate keys refused, errors naming the file
+        data = read_yaml(manifest)
+    except InputError as exc:
+        _fail(str(exc))
+    entries = (data or {}).get("files") or []
     return [
         (e["file"], f"traces/{e['out']}")
         for e in entries

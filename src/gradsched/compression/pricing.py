@@ -38,6 +38,7 @@ from gradsched.compression import make_compressor
 from gradsched.compression.base import Compressor
 from gradsched.costmodel.base import CommModel, model_from_dict
 from gradsched.errors import ConfigError, InputError
+from gradsched.intermediates import read_csv_frame
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def compute_cost_from_profile(profile: str | Path | Any, method: str, density: f
     profile rows of ``method`` at ``density`` (within 1 %; dense: every density).
     ``column="compute_s_min"`` uses the fastest call instead of the median (less sensitive
     to other processes on a shared machine)."""
-    frame = profile if isinstance(profile, pd.DataFrame) else pd.read_csv(profile)
+    frame = profile if isinstance(profile, pd.DataFrame) else read_csv_frame(profile)
     rows = frame[(frame["method"] == method)
                  & (np.isclose(frame["density"], density, rtol=1e-2) | (method == "dense"))]
     if world_size is not None and "world_size" in rows and (rows["world_size"] == world_size

@@ -186,6 +186,10 @@ def topology_from_dict(data: dict[str, Any], source: str | Path = "<topology>") 
     elif world is not None and world != nodes * ranks:
         raise InputError(f"world_size {world} != nodes x ranks_per_node = {nodes * ranks}",
                          path=source, field="world_size")
+    if nodes * ranks > MAX_RANKS:  # checked here too, so that the error names the file
+        raise InputError(f"{nodes} nodes x {ranks} ranks per node = {nodes * ranks} ranks, "
+                         f"beyond the world size limit of {MAX_RANKS} (2**20) ranks",
+                         path=source, field="ranks_per_node")
     intra = _load_level(data["intra"], "intra", source)
     inter = _load_level(data["inter"], "inter", source)
     return Topology(nodes, ranks, intra, inter)

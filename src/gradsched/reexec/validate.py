@@ -12,8 +12,8 @@ every round, that DDP rebuilt exactly the caps' buckets
 ``--sharded``: FSDP2's default and the optimum through the sharded re-execution's
 measurement (:func:`gradsched.reexec.sharded.measure_plans`).
 
-Before any rank starts, the plan must cover the model
-(:func:`gradsched.runtime.coverage.check_plan_covers_model`, on the meta device). The
+Before any rank starts, the plan must cover the model: the pre-launch gate that ``gradsched
+run`` calls too (:func:`gradsched.runtime.prelaunch.check_plans`, on the meta device). The
 recommendation itself is :mod:`gradsched.experiments.recommend`. This module imports the
 runtime (and so torch): ``gradsched advise`` loads it only with ``--validate``.
 """
@@ -33,7 +33,7 @@ from gradsched.experiments.recommend import PLAN_ALGORITHM, Recommendation
 from gradsched.reexec.run import rebuilt_record
 from gradsched.reexec.sharded import ShardedCase, iteration_rows, measure_plans, replicates
 from gradsched.reexec.uncertainty import N_BOOT, bootstrap_medians, ratio_interval
-from gradsched.runtime.coverage import check_plan_covers_model, model_parameters
+from gradsched.runtime.prelaunch import check_plans
 from gradsched.runtime.rounds import Item, Timing, launch_rounds, runs_of, slowest
 
 CASE = "advise-validate"
@@ -178,16 +178,15 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
     bootstrap the speedups."""
     if rounds < 1 or iters < 2 or warmup < 0:
         raise ConfigError("--rounds must be >= 1, --iters >= 2 and --warmup >= 0")
-    trainable = model_parameters(model_name, batch_size, seq_len)
     hint = ": give --model the model the trace was captured from"
-    check_plan_covers_model(rec.plan, trainable, model=model_name, source=rec.compute,
-                            hint=hint)
+    trainable = check_plans([(rec.compute, rec.plan)], model=model_name,
+                            batch_size=batch_size, seq_len=seq_len, hint=hint)
     if rec.ddp_list is not None:
         if warmup < 1:
             raise ConfigError("--warmup must be >= 1 to run per-bucket caps: DDP rebuilds its "
                               "buckets after the first iteration")
-        check_plan_covers_model(rec.ddp_list.plan, trainable, model=model_name,
-                                source=rec.compute, hint=hint)
+        check_plans([(rec.compute, rec.ddp_list.plan)], model=model_name,
+                    batch_size=batch_size, seq_len=seq_len, trainable=trainable, hint=hint)
     items = validation_items(rec)
     timing = Timing(model=model_name, batch_size=batch_size, rounds=rounds, warmup=warmup,
                     iters=iters, seq_len=seq_len, timeout_s=timeout_s)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from gradsched.costmodel.domain import MOSTLY_OUTSIDE_PCT
 from gradsched.errors import ConfigError, InputError
-from gradsched.intermediates import REPLAY, read_intermediate
+from gradsched.intermediates import REPLAY, read_csv_frame, read_intermediate
 
 REPLAY_RESULT_COLUMNS = REPLAY.names
 CASE_COLUMNS = ("trace", "network", "comm_file", "nodes", "family", "pairing", "extrapolated")
@@ -57,7 +57,7 @@ class Case:
 
 def comm_nodes(path: str | Path) -> int:
     """The single node count of a comm trace CSV (an error names the file otherwise)."""
-    frame = pd.read_csv(path, comment="#", usecols=["nodes"])
+    frame = read_csv_frame(path, comment="#", usecols=["nodes"])
     values = sorted(frame["nodes"].dropna().unique())
     if len(values) != 1:
         raise InputError(f"expected one node count, found {values}", path=path, field="nodes")
@@ -66,7 +66,7 @@ def comm_nodes(path: str | Path) -> int:
 
 def extrapolated_nodes(reference: str | Path, world_size: int) -> int:
     """Nodes of ``world_size`` ranks at the ranks per node of a reference comm trace."""
-    frame = pd.read_csv(reference, comment="#", usecols=["world_size", "nodes"])
+    frame = read_csv_frame(reference, comment="#", usecols=["world_size", "nodes"])
     pairs = sorted({(int(w), int(n)) for w, n in zip(frame["world_size"], frame["nodes"],
                                                        strict=True)})
     if len(pairs) != 1:

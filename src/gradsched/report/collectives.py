@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D
 
 from gradsched.costmodel.formulas import cost
 from gradsched.costmodel.tuned import FormulaFit, fits_from_json, load_samples, predict
+from gradsched.intermediates import read_csv_frame
 from gradsched.io import read_json
 from gradsched.report.figure_style import (
     legend_union,
@@ -317,7 +318,7 @@ SIZE_BANDS = ((0, 4096, "<=4 KiB"), (4096, 1 << 18, "4-256 KiB"), (1 << 18, math
 def error_summary(errors_csv: str | Path) -> pd.DataFrame:
     """Formula vs measurement per (network, collective, algorithm, fit): MAPE, the median
     absolute and signed percentage error per size band, and the worst error."""
-    err = pd.read_csv(errors_csv)
+    err = read_csv_frame(errors_csv)
     err["abs"] = err["rel_err_pct"].abs()
     keys = ["network", "collective", "algorithm", "fit"]
     out = (err.groupby(keys).agg(mape_pct=("abs", "mean"), max_ape_pct=("abs", "max"),

@@ -32,6 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.intermediates import read_csv_frame
+from gradsched.io import read_bytes
 from gradsched.report.formatting import MISSING, fmt
 from gradsched.report.latex import NA, number
 
@@ -74,9 +76,17 @@ class Row:
                 "verdict": "within" if ok else "outside", "note": self.note}
 
 
+def _log_text(log: str | Path) -> str:
+    """The text of a tool's log through the input gate (size bound, errors naming the
+    file): undecodable bytes replaced and newlines universal, as ``Path.read_text(
+    encoding="utf-8", errors="replace")`` reads it."""
+    text = read_bytes(log).decode("utf-8", errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def printed_avg_busbw(log: str | Path) -> float:
     """The 'Avg bus bandwidth' (GB/s) an nccl-tests log prints."""
-    found = _AVG_RE.findall(Path(log).read_text(encoding="utf-8", errors="replace"))
+    found = _AVG_RE.findall(_log_text(log))
     if not found:
         raise InputError("no '# Avg bus bandwidth' line", path=log)
     return float(found[-1])
@@ -84,7 +94,7 @@ def printed_avg_busbw(log: str | Path) -> float:
 
 def recomputed_avg_busbw(trace_csv: str | Path) -> float:
     """Mean bus bandwidth (GB/s, GB = 1e9) over every row of an imported comm trace."""
-    frame = pd.read_csv(trace_csv, comment="#")
+    frame = read_csv_frame(trace_csv, comment="#")
     factors = [BUS_FACTOR[c](int(n)) for c, n in zip(frame["collective"], frame["world_size"],
                                                     strict=True)]
     busbw = frame["bytes"] / frame["time_s"] * pd.Series(factors, index=frame.index)
@@ -101,7 +111,7 @@ def bcaffe_last_dump(log: str | Path) -> pd.DataFrame:
     """The last complete dump with non-zero compute times of a B-Caffe log
     (columns param_id, size, compute_us, comm_us, merged_us)."""
     dumps: list[list[list[float]]] = []
-    for raw in Path(log).read_text(encoding="utf-8", errors="replace").splitlines():
+    for raw in _log_text(log).splitlines():
         match = _BCAFFE_RE.search(raw.strip())
         if not match:
             continue
@@ -125,7 +135,7 @@ def bcaffe_merge_row(log: str | Path, replay_csv: str | Path, case: str) -> dict
     if "merged_us" not in dump or dump["merged_us"].sum() <= 0:
         raise InputError("the dump has no merged_us times (not an MG-WFBP run)", path=log)
     published = float(dump["merged_us"].sum() / dump["comm_us"].sum())
-    results = pd.read_csv(replay_csv).set_index("algorithm")
+    results = read_csv_frame(replay_csv).set_index("algorithm")
     for alg in ("wfbp", "mgwfbp"):
         if alg not in results.index:
             raise InputError(f"the replay results lack {alg}", path=replay_csv)

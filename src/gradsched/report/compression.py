@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gradsched.intermediates import read_csv_frame
 from gradsched.report.figure_style import (
     legend_union,
     placeholder,
@@ -61,7 +62,7 @@ def _load(path: str | Path) -> pd.DataFrame | None:
     p = Path(path)
     if not p.is_file():
         return None
-    frame = pd.read_csv(p)
+    frame = read_csv_frame(p)
     return frame if not frame.empty else None
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 import seaborn as sns
 
 from gradsched.costmodel.base import load_comm_spec
-from gradsched.intermediates import read_intermediate
+from gradsched.intermediates import read_csv_frame, read_intermediate
 from gradsched.report.algorithms import MODEL_LABELS
 from gradsched.report.figure_style import (
     FONT_PT,
@@ -173,7 +173,7 @@ MODEL_ORDER = ("alpha-beta", "piecewise", "interp", "analytic")
 
 
 def _measured(comm_csv: Path) -> tuple[pd.DataFrame, str, int]:
-    frame = pd.read_csv(comm_csv, comment="#")
+    frame = read_csv_frame(comm_csv, comment="#")
     if "in_place" in frame and (frame["in_place"] == 0).any():
         frame = frame[frame["in_place"] == 0]
     collective = str(frame["collective"].mode().iloc[0])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.intermediates import read_csv_frame
 from gradsched.report.formatting import fmt
 from gradsched.report.latex import camel, number, write_macros, write_table
 
@@ -51,7 +52,7 @@ def scaling_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 def write_scaling_table(csv: str | Path, tex: str | Path, md: str | Path,
                         title: str = "") -> pd.DataFrame:
     """The scaling-check table of a CSV written by :func:`scaling_check`."""
-    frame = pd.read_csv(csv)
+    frame = read_csv_frame(csv)
     missing = [c for c in READ_COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s) {', '.join(missing)}", path=csv)
@@ -91,7 +92,7 @@ def scaling_macros(frame: pd.DataFrame) -> dict[str, str]:
 
 def write_scaling_macros(csv: str | Path, out: str | Path) -> dict[str, str]:
     """The macros of a scaling-check CSV, written as ``\\newcommand`` lines."""
-    frame = pd.read_csv(csv)
+    frame = read_csv_frame(csv)
     missing = [c for c in READ_COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s) {', '.join(missing)}", path=csv)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from gradsched.intermediates import read_csv_frame
 from gradsched.report.algorithms import algorithm_label, algorithm_sort_key
 from gradsched.report.figure_style import placeholder, save, setup_style, width_in
 
@@ -31,7 +32,7 @@ def timeline(timeline_csvs: Mapping[str, str | Path] | Sequence[str | Path], out
     """
     paths = (dict(timeline_csvs) if isinstance(timeline_csvs, Mapping) else
              {Path(p).name.split(".")[0]: Path(p) for p in timeline_csvs})
-    frames = {alg: pd.read_csv(p) for alg, p in paths.items()}
+    frames = {alg: read_csv_frame(p) for alg, p in paths.items()}
     frames = {alg: f for alg, f in frames.items() if not f.empty}
     if not frames:
         placeholder(out_pdf, out_png, "Replay timelines", "no timeline CSV with events")

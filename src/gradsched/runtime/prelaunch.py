@@ -38,9 +38,11 @@ RESOLVE_TIMEOUT_S = 2.0
 
 def check_plans(plans: Sequence[tuple[str, Plan | ShardedPlan]], *, model: str,
                 batch_size: int, seq_len: int | None,
-                trainable: Mapping[str, int] | None = None) -> dict[str, int]:
+                trainable: Mapping[str, int] | None = None,
+                hint: str = "") -> dict[str, int]:
     """Refuse any plan (``(source, plan)`` pairs) that does not fit ``model``, built on the
-    meta device; return the model's trainable parameters (name -> elements)."""
+    meta device; return the model's trainable parameters (name -> elements). ``hint`` ends
+    a DDP-style plan's refusal (say, which ``--model`` to give)."""
     if trainable is None:
         trainable = model_parameters(model, batch_size, seq_len)
     names = list(trainable)
@@ -48,7 +50,7 @@ def check_plans(plans: Sequence[tuple[str, Plan | ShardedPlan]], *, model: str,
         if isinstance(plan, ShardedPlan):
             check_sharded_plan_covers_model(plan, names, model=model, source=source)
         else:
-            check_plan_covers_model(plan, trainable, model=model, source=source)
+            check_plan_covers_model(plan, trainable, model=model, source=source, hint=hint)
     return dict(trainable)
 
 

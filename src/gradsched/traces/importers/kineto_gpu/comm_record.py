@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.intermediates import read_csv_frame
 from gradsched.io import read_json, write_csv_atomic, write_json_atomic
 from gradsched.traces.bundle import meta_path
 from gradsched.traces.importers.kineto.iterations import COLLECTIVE_COLUMNS
@@ -52,7 +53,7 @@ class CommRecord:
             raise InputError(f"sidecar kind must be {RECORD_KIND!r}", path=meta_path(path),
                              field="kind")
         try:
-            frame = pd.read_csv(path)
+            frame = read_csv_frame(path)
         except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
             raise InputError(f"not a CSV table: {exc}", path=path) from None
         if list(frame.columns) != RECORD_COLUMNS:

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.intermediates import read_csv_frame
 from gradsched.traces.importers.kineto.comm_meta import DTYPE_BYTES
 
 ROW_BY_ROW = "row by row"
@@ -41,7 +42,7 @@ def read_param_table(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise InputError("parameter table not found", path=path)
     try:
-        table = pd.read_csv(path)
+        table = read_csv_frame(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError(f"not a CSV table: {exc}", path=path) from None
     for column in ("name", "numel"):
