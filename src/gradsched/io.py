@@ -432,18 +432,29 @@ def read_bytes(path: str | Path) -> bytes:
     return data
 
 
-def read_text(path: str | Path) -> str:
+def read_text(path: str | Path, *, replace_errors: bool = False,
+              universal_newlines: bool = False) -> str:
     """The UTF-8 text of ``path``; an unreadable file or bytes that are not UTF-8 raise
-    :class:`~gradsched.errors.InputError` naming the file (and the line of the bad byte)."""
+    :class:`~gradsched.errors.InputError` naming the file (and the line of the bad byte).
+    ``replace_errors``: bad bytes become U+FFFD instead (a log); ``universal_newlines``:
+    ``\r\n`` and ``\r`` become ``\n``, as :meth:`pathlib.Path.read_text` reads."""
     raw = read_bytes(path)
+    if replace_errors:
+        text = raw.decode("utf-8", errors="replace")
+        return _universal(text) if universal_newlines else text
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
+        return _universal(text) if universal_newlines else text
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         path = Path(path)
         raise InputError(f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
                          f"{exc.start}); save the file as UTF-8", path=path,
                          line=line) from exc
+
+
+def _universal(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # --------------------------------------------------------------------------- config schemas

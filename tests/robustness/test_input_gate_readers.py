@@ -114,7 +114,28 @@ def _pricing(d: Path, big: Path) -> object:
     return compute_cost_from_profile(big, "topk", 1 / 64)
 
 
+def _latex_log(d: Path, big: Path) -> object:
+    from gradsched.report.latexlog import check_log
+
+    return check_log(big)
+
+
+def _captions(d: Path, big: Path) -> object:
+    from gradsched.report.captions import paper_source
+
+    return paper_source(big)
+
+
+def _claims(d: Path, big: Path) -> object:
+    from gradsched.report.claims import write_claims
+
+    return write_claims(big, d / "claims.md")
+
+
 READERS: dict[str, Callable[[Path, Path], object]] = {
+    "report.latexlog:check_log": _latex_log,
+    "report.captions:paper_source": _captions,
+    "report.claims:write_claims": _claims,
     "kineto_gpu.comm_record:CommRecord.load": _comm_record,
     "kineto_gpu.params:read_param_table": _params,
     "report.collectives:error_summary": _error_summary,

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from gradsched.errors import InputError
-from gradsched.io import write_text_atomic
+from gradsched.io import read_text, write_text_atomic
 
 _ENV = re.compile(r"\\begin\{(figure|table|sidewaystable|sidewaysfigure)\*?\}(.*?)"
                   r"\\end\{\1\*?\}", re.S)
@@ -68,9 +68,9 @@ def paper_source(main_tex: str | Path) -> str:
         part = path.parent / (name if name.endswith(".tex") else f"{name}.tex")
         if not part.is_file():
             raise InputError(f"\\input{{{name}}}: file not found", path=path)
-        return part.read_text(encoding="utf-8")
+        return read_text(part, universal_newlines=True)
 
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, universal_newlines=True)
     for _ in range(MAX_INPUT_DEPTH):
         if not _SECTION.search(text):
             return text

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from gradsched.errors import InputError
-from gradsched.io import write_text_atomic
+from gradsched.io import read_text, write_text_atomic
 from gradsched.report.latex import parse_macros
 
 TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.tex)
@@ -200,4 +200,4 @@ def write_claims(macros_tex: str | Path, out: str | Path) -> None:
     path = Path(macros_tex)
     if not path.is_file():
         raise InputError("macros file not found (run the pipeline first)", path=path)
-    write_text_atomic(out, render_claims(parse_macros(path.read_text(encoding="utf-8"))))
+    write_text_atomic(out, render_claims(parse_macros(read_text(path, universal_newlines=True))))

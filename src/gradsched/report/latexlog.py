@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from gradsched.errors import InputError
+from gradsched.io import read_text
 
 PATTERNS = (
     re.compile(r"Float too large for page by [0-9.]+pt on input line \d+"),
@@ -37,4 +38,4 @@ def check_log(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise InputError("LaTeX log not found", path=path)
-    return problems(path.read_text(encoding="utf-8", errors="replace"))
+    return problems(read_text(path, replace_errors=True, universal_newlines=True))
