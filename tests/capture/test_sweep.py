@@ -51,7 +51,7 @@ def test_two_rank_gloo_sweep_writes_a_valid_comm_trace(tmp_path):
     assert meta["hardware"].endswith("loopback")
     assert meta["world_size"] == 2 and meta["nodes"] == 1
     assert meta["software"]["torch"]
-    assert meta["iterations"]["all_reduce"]["4"] == 5
+    assert meta["iterations"]["all_reduce"]["4"] == 10
     assert any("rounded up" in w for w in meta["warnings"])
 
 
