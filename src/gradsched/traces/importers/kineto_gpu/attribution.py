@@ -82,13 +82,22 @@ def forward_owner(grads: list[Grad], fwd_ops: list[Op], label: str) -> dict[int,
 
 def forward_times(fwd_ops: list[Op], owners: list[int]) -> tuple[dict[int, float], float]:
     """Forward kernel time per owning op (time since the previous owner), plus the tail."""
-    owned = set(owners)
+    return owned_sums(fwd_ops, fwd_ops, set(owners), Op.kernel_s)
+
+
+def owned_sums(window: list[Op], fwd_ops: list[Op], owners: set[int],
+               value: Callable[[Op], float]) -> tuple[dict[int, float], float]:
+    """``value`` summed per owning forward op (index into ``fwd_ops``) over the window's ops
+    since the previous owning op; what follows the last owning op goes to it and is
+    returned as the tail."""
+    position = {id(op): i for i, op in enumerate(fwd_ops)}
     out: dict[int, float] = {}
     pending = 0.0
     last = None
-    for i, op in enumerate(fwd_ops):
-        pending += op.kernel_s()
-        if i in owned:
+    for op in window:
+        pending += value(op)
+        i = position.get(id(op))
+        if i is not None and i in owners:
             out[i] = pending
             pending = 0.0
             last = i

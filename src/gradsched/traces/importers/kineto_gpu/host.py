@@ -29,7 +29,6 @@ it larger), so a host-bound trace overstates the unprofiled host time.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
@@ -118,27 +117,6 @@ def host_costs(ops: list[Op], events: list[Event], lo: float, hi: float,
                                    waited_s=min(waited, window) * 1e-6,
                                    launches=sum(1 for g in op.kernels if not is_nccl(g)))
     return out
-
-
-def forward_host(window: list[Op], fwd_ops: list[Op], owners: set[int],
-                 value: Callable[[Op], float]) -> tuple[dict[int, float], float]:
-    """``value`` summed per owning forward op (index into ``fwd_ops``) over the forward
-    window's ops since the previous owning op; what follows the last owning op goes to it
-    and is returned as the tail."""
-    position = {id(op): i for i, op in enumerate(fwd_ops)}
-    out: dict[int, float] = {}
-    pending = 0.0
-    last = None
-    for op in window:
-        pending += value(op)
-        i = position.get(id(op))
-        if i is not None and i in owners:
-            out[i] = pending
-            pending = 0.0
-            last = i
-    if last is not None:
-        out[last] += pending
-    return out, pending
 
 
 def pending_at_waits(events: list[Event]) -> int | None:

@@ -16,15 +16,12 @@ from gradsched.traces.importers.kineto_gpu.attribution import (
     forward_owner,
     forward_times,
     grad_rows,
+    owned_sums,
 )
 from gradsched.traces.importers.kineto_gpu.batch import batch_from_shapes
 from gradsched.traces.importers.kineto_gpu.busy import busy_share, gpu_busy
 from gradsched.traces.importers.kineto_gpu.collectives import Collective, to_collective
-from gradsched.traces.importers.kineto_gpu.host import (
-    forward_host,
-    host_costs,
-    pending_at_waits,
-)
+from gradsched.traces.importers.kineto_gpu.host import host_costs, pending_at_waits
 from gradsched.traces.importers.kineto_gpu.modules import (
     forward_times_by_module,
     innermost,
@@ -195,8 +192,8 @@ def _host_columns(frame: pd.DataFrame, events: list[Event], ops: list[Op], windo
         return costs[id(op)].launches
 
     owners = set(owner.values())
-    fwd_host, fwd_tail = forward_host(window, fwd_ops, owners, host)
-    fwd_launch, _ = forward_host(window, fwd_ops, owners, launches)
+    fwd_host, fwd_tail = owned_sums(window, fwd_ops, owners, host)
+    fwd_launch, _ = owned_sums(window, fwd_ops, owners, launches)
     bw_host, bw_tail = backward_grads(bw_ops, label, host)
     bw_launch, bw_launch_tail = backward_grads(bw_ops, label, launches)
     first = ~frame["op_index"].duplicated()
