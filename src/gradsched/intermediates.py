@@ -233,13 +233,19 @@ def check_frame(frame: pd.DataFrame, path: str | Path,
     return frame
 
 
-def read_csv_frame(path: str | Path, **read_csv: Any) -> pd.DataFrame:
+def read_csv_frame(path: str | Path, required: Sequence[str] = (),
+                   **read_csv: Any) -> pd.DataFrame:
     """``pandas.read_csv(path, **read_csv)`` of the text :func:`gradsched.io.read_text`
     reads (the input gate): the size bound and the UTF-8 check apply and their errors name
     the file. The frame is the one ``pandas.read_csv(path, ...)`` returns (the same bytes,
     parsed the same way); pandas' own parse errors pass through unchanged. Unlike
-    :func:`read_intermediate` nothing is checked beyond that."""
-    return pd.read_csv(io.StringIO(read_text(path)), **read_csv)
+    :func:`read_intermediate` nothing is checked beyond the ``required`` columns (an
+    :class:`InputError` naming the file and the missing ones)."""
+    frame = pd.read_csv(io.StringIO(read_text(path)), **read_csv)
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}", path=path)
+    return frame
 
 
 def read_intermediate(path: str | Path, specs: Sequence[Spec] | None = None, *,

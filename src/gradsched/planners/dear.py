@@ -6,7 +6,7 @@ lzhangbv/dear_pytorch (commit 43138d8), ``dear/dear_dopt.py`` (the optimizer
 ``dear/__init__.py`` exports) and ``dear/dopt_rsag_bo.py`` (the same with BO tuning).
 
 Schedule (``ag_issue=lookahead``, default; ``Plan.ag_issue``, replayed by
-:func:`gradsched.replay.engine.lookahead_gathers`): each fused group is reduce-scattered
+:func:`gradsched.replay.lookahead.lookahead_gathers`): each fused group is reduce-scattered
 as soon as all its gradients are in (``_push_to_buffer``, dear_dopt.py L258-272, launched
 from the gradient hook L246-255); ``step()`` waits for every reduce-scatter and issues the
 first group's all-gather (``_bp_barrier``, L348-353); the forward pre-hook of the first

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from gradsched.errors import InputError
 from gradsched.intermediates import read_csv_frame
 from gradsched.report.formatting import fmt
 from gradsched.report.latex import write_table
@@ -46,10 +45,7 @@ def host_check_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 def write_host_check_table(csv: str | Path, tex: str | Path, md: str | Path,
                            title: str = "") -> pd.DataFrame:
     """The host-check table of a CSV written by ``gradsched study host-check``."""
-    frame = read_csv_frame(csv)
-    missing = [c for c in READ_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(f"missing column(s) {', '.join(missing)}", path=csv)
+    frame = read_csv_frame(csv, required=READ_COLUMNS)
     table, align = host_check_table(frame)
     write_table(table, tex, md, align=align, title=title)
     return table

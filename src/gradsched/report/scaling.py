@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from gradsched.errors import InputError
 from gradsched.intermediates import read_csv_frame
 from gradsched.report.formatting import fmt
 from gradsched.report.latex import camel, number, write_macros, write_table
@@ -52,10 +51,7 @@ def scaling_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 def write_scaling_table(csv: str | Path, tex: str | Path, md: str | Path,
                         title: str = "") -> pd.DataFrame:
     """The scaling-check table of a CSV written by :func:`scaling_check`."""
-    frame = read_csv_frame(csv)
-    missing = [c for c in READ_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(f"missing column(s) {', '.join(missing)}", path=csv)
+    frame = read_csv_frame(csv, required=READ_COLUMNS)
     table, align = scaling_table(frame)
     write_table(table, tex, md, align=align, title=title)
     return table
@@ -92,10 +88,7 @@ def scaling_macros(frame: pd.DataFrame) -> dict[str, str]:
 
 def write_scaling_macros(csv: str | Path, out: str | Path) -> dict[str, str]:
     """The macros of a scaling-check CSV, written as ``\\newcommand`` lines."""
-    frame = read_csv_frame(csv)
-    missing = [c for c in READ_COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(f"missing column(s) {', '.join(missing)}", path=csv)
+    frame = read_csv_frame(csv, required=READ_COLUMNS)
     macros = scaling_macros(frame)
     write_macros(out, macros)
     return macros
