@@ -14,12 +14,16 @@ each step in its own process with a time limit taken from what is left of the bu
    skipped before anything runs), with the settings of the committed H200 traces (warm-up 5,
    20 iterations, 8 threads, wall clock);
 2. the hook-free ground truth of each of those configurations: 20 iterations timed by CUDA
-   events around forward (with the loss), ``backward()`` and the optimizer step with no hooks
-   and no profiler, then two ``torch.profiler`` iterations (CPU + CUDA, ``ProfilerStep#2``
-   and ``#3``) whose Chrome trace ``gradsched import kineto`` reads; the GPU's busy fraction
-   is the importer's (``gradsched.traces.importers.kineto_gpu.step_busy``): the union of
-   ``ProfilerStep#2``'s GPU activities over its GPU period, from its first activity to the
-   first activity of ``#3``, a fraction in [0, 1];
+   events around forward (with the loss), ``backward()`` and the optimizer step with no
+   hooks and no profiler -- with the host's wall-clock span of issuing the forward and of
+   ``backward()`` (``host_forward_ms``/``host_backward_ms``: ``time.perf_counter`` around
+   the calls, which return once their kernels are queued, so the host's launch time without
+   the profiler's per-op cost, unless the launch queue was full) -- then two
+   ``torch.profiler`` iterations (CPU + CUDA, ``ProfilerStep#2`` and ``#3``) whose Chrome
+   trace ``gradsched import kineto`` reads; the GPU's busy fraction is the importer's
+   (``gradsched.traces.importers.kineto_gpu.step_busy``): the union of ``ProfilerStep#2``'s
+   GPU activities over its GPU period, from its first activity to the first activity of
+   ``#3``, a fraction in [0, 1];
 3. the executor check: ``gradsched plan`` (DDP's, MG-WFBP's and DeAR's plans of ResNet-50
    from the committed CPU trace) and ``gradsched run --backend nccl --world-size 1`` with the
    executor and PyTorch DDP's default, i.e. the host-side cost of each way of running the same
@@ -247,13 +251,17 @@ def truth(args: argparse.Namespace) -> int:
     opt = torch.optim.SGD(spec.model.parameters(), lr=1e-3, momentum=0.9)
     batch = spec.make_batch()
 
-    def step(events: list[Any] | None = None) -> None:
+    def step(events: list[Any] | None = None, host: list[float] | None = None) -> None:
         mark = (lambda i: events[i].record()) if events else (lambda i: None)
+        clock = host.append if host is not None else (lambda t: None)
         mark(0)
         opt.zero_grad(set_to_none=True)
+        clock(time.perf_counter())
         loss = spec.loss(spec.model, batch)
+        clock(time.perf_counter())
         mark(1)
         loss.backward()
+        clock(time.perf_counter())
         mark(2)
         opt.step()
         mark(3)
@@ -262,11 +270,15 @@ def truth(args: argparse.Namespace) -> int:
         step()
     torch.cuda.synchronize()
     times: dict[str, list[float]] = {"forward_ms": [], "backward_ms": [], "update_ms": [],
-                                     "iteration_ms": []}
+                                     "iteration_ms": [], "host_forward_ms": [],
+                                     "host_backward_ms": []}
     for _ in range(args.iters):
         events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
-        step(events)
+        host: list[float] = []
+        step(events, host)
         torch.cuda.synchronize()
+        times["host_forward_ms"].append((host[1] - host[0]) * 1e3)
+        times["host_backward_ms"].append((host[2] - host[1]) * 1e3)
         times["forward_ms"].append(events[0].elapsed_time(events[1]))
         times["backward_ms"].append(events[1].elapsed_time(events[2]))
         times["update_ms"].append(events[2].elapsed_time(events[3]))
