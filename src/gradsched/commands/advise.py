@@ -264,10 +264,6 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
                          grad_accum=args.grad_accum)
     print(render_sharded(adv), end="")
     out = {"sharded": adv.to_dict()}
-    if args.plan_out is not None:  # the recommended layout, input of gradsched shard run
-        adv.chosen.save(args.plan_out)
-        print(f"-> {args.plan_out} ({adv.chosen.algorithm}: gradsched shard run --plan "
-              f"{args.plan_out})")
     if args.validate:
         model_name = args.model or trace.meta.get("model")  # type: ignore[attr-defined]
         batch = args.batch_size or trace.meta.get("batch_size")  # type: ignore[attr-defined]
@@ -290,9 +286,14 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
         result = validate_sharded(adv, model_name=str(model_name), batch_size=int(batch),
                                   rounds=args.rounds, iters=max(args.iters, 2),
                                   warmup=max(args.warmup, 1), seq_len=args.seq_len,
-                                  cluster=args.cluster, timeout_s=args.timeout_s)
+                                  cluster=args.cluster, timeout_s=args.timeout_s,
+                                  source=str(args.compute))
         print(render_sharded_validation(result), end="")
         out["validation"] = result
+    if args.plan_out is not None:  # the recommended layout, input of gradsched shard run;
+        adv.chosen.save(args.plan_out)  # after a validation: nothing written when it fails
+        print(f"-> {args.plan_out} ({adv.chosen.algorithm}: gradsched shard run --plan "
+              f"{args.plan_out})")
     if args.json is not None:
         write_json_atomic(args.json, out)
         print(f"-> {args.json}")

@@ -8,7 +8,8 @@
   (:mod:`gradsched.capture.sweep`).
 
 Every option goes through the hardened types of :mod:`gradsched.commands._args`, and every
-launch is admitted (:mod:`gradsched.admission`) before a rank starts.
+launch is admitted (:mod:`gradsched.admission`) before a rank starts; under ``--torchrun``
+the environment is checked first (:mod:`gradsched.runtime.prelaunch`).
 """
 
 from __future__ import annotations
@@ -198,6 +199,8 @@ def _run_compute(args: argparse.Namespace) -> int:
 
 
 def _run_iteration(args: argparse.Namespace) -> int:
+    if args.torchrun:  # before the process group: one line, not a C++ stack or a long wait
+        _check_torchrun_env()
     from gradsched.capture.iteration import (
         IterationOptions,
         capture_iterations,
@@ -252,10 +255,21 @@ def comm_config(args: argparse.Namespace) -> SweepConfig:
     return config
 
 
+def _check_torchrun_env() -> None:
+    """The pre-launch gate's check of the variables torchrun sets
+    (:func:`gradsched.runtime.prelaunch.check_torchrun_env`); ``--world-size`` is ignored
+    under torchrun, so ``WORLD_SIZE`` is not compared with it."""
+    from gradsched.runtime.prelaunch import check_torchrun_env
+
+    check_torchrun_env()
+
+
 def _run_comm(args: argparse.Namespace) -> int:
     from gradsched.capture import sweep
 
     config = comm_config(args)
+    if args.torchrun:  # before the process group: one line, not a C++ stack or a long wait
+        _check_torchrun_env()
     out: Path = args.output
     if out.suffix != ".csv":
         raise ConfigError(f"output {out}: expected a .csv path (the sidecar goes beside it)")

@@ -43,7 +43,7 @@ from gradsched.reexec.analysis import analyze
 from gradsched.reexec.config import load_config, parse_interference_args, select_cases
 from gradsched.reexec.interference import calibrate
 from gradsched.reexec.predict import collect
-from gradsched.reexec.run import run_case
+from gradsched.reexec.run import case_plans_for, executor_buffer_bytes, run_case
 from gradsched.report.reexec import write_analysis
 from gradsched.report.reexec_accum import write_accum
 from gradsched.staging import Staging, check_writable
@@ -213,23 +213,33 @@ def _run(args: argparse.Namespace) -> int:
     if overrides:
         settings = dataclasses.replace(settings, **overrides)
     chosen = select_cases(cases, args.case)
-    if not args.list:
-        for case in chosen:  # every case admitted before the first one starts
-            admit_training(f"reexec run: case {case.name}", model=case.model,
-                           batch_size=case.batch_size, ranks=case.world_size,
-                           threads=settings.threads, seq_len=case.seq_len,
-                           oversubscribe=args.oversubscribe,
-                           device="cuda" if settings.backend == "nccl" else "cpu")
-        check_writable(args.output, directory=True)  # before the measurements
     if args.list:
         for c in chosen:
             print(f"{c.name}: {c.model} b{c.batch_size} P={c.world_size} {c.network} "
                   f"compute={c.compute} comm={c.comm}")
         return 0
-    for case in chosen:
+    from gradsched.runtime.prelaunch import check_plans  # loads torch
+
+    interference = parse_interference_args(args.interference)
+    planned = []
+    for case in chosen:  # every case planned, checked and admitted before the first starts
+        case_plans = case_plans_for(case, settings, interference)
+        numel = check_plans(  # the pre-launch gate: the plans against the model, on meta
+            [(str(case.compute), plan) for plan in case_plans.plans.values()],
+            model=case.model, batch_size=case.batch_size, seq_len=case.seq_len,
+            hint=f" (case {case.name}'s plans are made from this trace: give the compute "
+            f"trace of model {case.model!r})")
+        admit_training(f"reexec run: case {case.name}", model=case.model,
+                       batch_size=case.batch_size, ranks=case.world_size,
+                       threads=settings.threads, seq_len=case.seq_len,
+                       oversubscribe=args.oversubscribe,
+                       extra_bytes_per_rank=executor_buffer_bytes(case, case_plans, numel),
+                       device="cuda" if settings.backend == "nccl" else "cpu")
+        planned.append((case, case_plans))
+    check_writable(args.output, directory=True)  # before the measurements
+    for case, case_plans in planned:
         print(f"reexec run: {case.name} ...", flush=True)
-        folder = run_case(case, settings, args.output,
-                          parse_interference_args(args.interference))
+        folder = run_case(case, settings, args.output, interference, case_plans)
         print(f"-> {folder}", flush=True)
     return 0
 

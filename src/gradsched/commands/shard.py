@@ -27,7 +27,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gradsched.commands._args import add_grad_accum, integer, positive_seconds, size
+from gradsched.commands._admit import admit_training
+from gradsched.commands._args import (
+    add_grad_accum,
+    add_oversubscribe,
+    integer,
+    positive_seconds,
+    size,
+)
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.limits import MAX_RANKS
 
@@ -89,6 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iters", type=integer(1, 10_000), default=5)
     p.add_argument("--warmup", type=integer(1, 10_000), default=1)
     p.add_argument("--timeout", type=positive_seconds, default=300.0, help="seconds per collective")
+    add_oversubscribe(p)
     p.add_argument("-o", "--output", type=output_file, default=None,
                    help="CSV: one row per plan and timed iteration")
     p.set_defaults(func=_run)
@@ -114,6 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iters", type=integer(1, 10_000), default=3)
     p.add_argument("--warmup", type=integer(1, 10_000), default=1)
     p.add_argument("--timeout", type=positive_seconds, default=600.0)
+    add_oversubscribe(p)
     p.add_argument("-o", "--output", type=output_folder, required=True,
                    help="folder: measured.csv, iterations.csv, meta.json, plans/")
     p.set_defaults(func=_measure)
@@ -231,6 +240,9 @@ def _run(args: argparse.Namespace) -> int:
     plans = [ShardedPlan.load(p) for p in args.plan]
     check_plans(list(zip(map(str, args.plan), plans, strict=True)), model=args.model,
                 batch_size=args.batch_size, seq_len=args.seq_len)  # before any rank starts
+    admit_training("shard run", model=args.model, batch_size=args.batch_size,
+                   ranks=args.world_size, seq_len=args.seq_len,
+                   oversubscribe=args.oversubscribe)
     pooled, groups = run_plans(plans, model=args.model, batch_size=args.batch_size,
                        world_size=args.world_size, rounds=args.rounds, iters=args.iters,
                        warmup=args.warmup, cluster=args.cluster, seq_len=args.seq_len,
@@ -271,13 +283,15 @@ def _measure(args: argparse.Namespace) -> int:
     model = load_comm_spec(comm)
     case = ShardedCase(args.model, args.batch_size, args.world_size, args.network,
                        tc_rate(args.network))
+    admit_training("shard measure", model=args.model, batch_size=args.batch_size,
+                   ranks=args.world_size, oversubscribe=args.oversubscribe)
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     started = dt.datetime.now(dt.UTC)
     load_before = load_average()
     rows, iterations, plans = measure(case, trace, model, algorithms, rounds=args.rounds,
                                       iters=args.iters, warmup=args.warmup,
                                       memory_cap_bytes=args.memory_cap,
-                                      timeout_s=args.timeout)
+                                      timeout_s=args.timeout, source=str(compute))
     meta = {"kind": "sharded-reexec", "command": shlex.join(["gradsched", *sys.argv[1:]]),
             "compute": compute, "comm": comm, "started_utc": started.isoformat(),
             "ended_utc": dt.datetime.now(dt.UTC).isoformat(),

@@ -7,7 +7,9 @@ initialises a ``torch.distributed`` process group with a timeout, runs the task 
 its result atomically to a file. The launcher
 
 * fails fast: when any rank exits non-zero, the others are terminated and a
-  :class:`DistributedError` names the rank and shows the end of its stderr;
+  :class:`DistributedError` of one line names the rank, its exit status and its error
+  (the line the rank left, else the last line of its output that is not a traceback's or
+  a C++ stack's; with ``$GRADSCHED_TRACEBACK`` set, the end of its output follows);
 * never hangs: an overall deadline bounds the run; process-group init and every
   collective have timeouts inside the ranks;
 * cleans up on every exit path (including Ctrl-C, SIGTERM and SIGHUP, which raise
@@ -41,6 +43,7 @@ from typing import Any
 
 from gradsched.admission import check_ranks
 from gradsched.distributed.lifeline import exit_on_signals
+from gradsched.distributed.worker import ERROR_LINE_CHARS, failure_path
 from gradsched.errors import GradschedError
 from gradsched.names import package_task
 from gradsched.signal_hold import signals_held
@@ -182,17 +185,17 @@ def _wait(procs: list[subprocess.Popen[bytes]], spec: LaunchSpec, workdir: Path)
                 others = [r for r, c in enumerate(codes) if c not in (None, 0) and r != rank]
                 also = f" (then ranks {others} failed)" if others else ""
                 raise DistributedError(
-                    f"rank {rank} of {spec.world_size} exited with code {codes[rank]}{also}; "
-                    f"the other ranks were stopped.\n--- rank {rank} output (end) ---\n"
-                    + _tail(workdir / f"rank{rank}.stderr"))
+                    f"rank {rank} of {spec.world_size} {_exit_status(codes[rank])}{also}; the "
+                    f"other ranks were stopped: {rank_error(workdir, rank)}"
+                    + _details(workdir, rank))
             if all(c == 0 for c in codes):
                 return
             if time.monotonic() > deadline:
                 waiting = [r for r, c in enumerate(codes) if c is None]
                 raise DistributedError(
                     f"ranks {waiting} still running after the {spec.deadline_s:g} s deadline; "
-                    "stopped them.\n--- rank %d output (end) ---\n%s"
-                    % (waiting[0], _tail(workdir / f"rank{waiting[0]}.stderr")))
+                    f"stopped them (rank {waiting[0]}'s last output: "
+                    f"{rank_error(workdir, waiting[0])})" + _details(workdir, waiting[0]))
 
 
 _SETTLE_S = 1.0
@@ -271,6 +274,43 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
+def _exit_status(code: int | None) -> str:
+    """``exited with code 4``; a signal's name too (``exited with code -9 (SIGKILL)``)."""
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"exited with code {code} ({signal.Signals(-code).name})"
+    return f"exited with code {code}"
+
+
+_NOT_A_MESSAGE = ("Traceback", "File \"", "frame #", "Exception raised from", "^", "~")
+"""Starts of output lines that are a traceback's or a C++ stack's, not an error message."""
+
+
+def rank_error(workdir: Path, rank: int) -> str:
+    """One line saying why ``rank`` failed: the line it left
+    (:func:`gradsched.distributed.worker.record_failure`), else the last line of its
+    output that is neither a Python traceback's nor a C++ stack's frame (a rank killed by a
+    signal may have printed nothing: ``no output``). Whitespace is collapsed and the line
+    bounded to :data:`~gradsched.distributed.worker.ERROR_LINE_CHARS` characters."""
+    try:
+        text = failure_path(workdir, rank).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+        for line in reversed(_tail(workdir / f"rank{rank}.stderr").splitlines()):
+            if line.strip() and not line[:1].isspace() and not line.startswith(_NOT_A_MESSAGE):
+                text = line
+                break
+    return " ".join(text.split())[:ERROR_LINE_CHARS] or "no output"
+
+
+def _details(workdir: Path, rank: int) -> str:
+    """The end of ``rank``'s output, on the lines after the error's, when
+    ``$GRADSCHED_TRACEBACK`` is set (the CLI's switch for tracebacks); else nothing."""
+    if not os.environ.get("GRADSCHED_TRACEBACK"):
+        return ""
+    return f"\n--- rank {rank} output (end) ---\n" + _tail(workdir / f"rank{rank}.stderr")
+
+
 def _tail(path: Path, limit: int = 3000) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -282,6 +322,6 @@ def _tail(path: Path, limit: int = 3000) -> str:
 def _read_result(workdir: Path, rank: int, proc: subprocess.Popen[bytes]) -> Any:
     path = workdir / f"rank{rank}.result.json"
     if not path.is_file():
-        raise DistributedError(f"rank {rank} exited 0 but wrote no result\n"
-                               + _tail(workdir / f"rank{rank}.stderr"))
+        raise DistributedError(f"rank {rank} exited 0 but wrote no result (its last output: "
+                               f"{rank_error(workdir, rank)})" + _details(workdir, rank))
     return json.loads(path.read_text(encoding="utf-8"))

@@ -100,6 +100,33 @@ def _use_local_gpu(backend: str, rank: int) -> None:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
 
 
+ERROR_LINE_CHARS = 300
+"""Longest error line a rank reports to its launcher."""
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, at most :data:`ERROR_LINE_CHARS` characters:
+    what the launcher prints of a failed rank (a torch error's later lines are its C++
+    frames, ``Exception raised from ...``)."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return text[:ERROR_LINE_CHARS]
+
+
+def failure_path(workdir: Path, rank: int) -> Path:
+    """Where rank ``rank`` leaves its one-line error for the launcher."""
+    return workdir / f"rank{rank}.error"
+
+
+def record_failure(workdir: Path, rank: int | None, line: str) -> None:
+    """Leave ``line`` for the launcher (started by it: ``rank`` known; under torchrun the
+    command itself reports)."""
+    if rank is None:
+        return
+    with contextlib.suppress(OSError):
+        failure_path(workdir, rank).write_text(line, encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     drop_implicit_cwd()
     args = _parse(argv)
@@ -116,12 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         print(f"rank {args.rank}: could not join the process group at {args.master}: {exc}",
               file=sys.stderr)
+        record_failure(args.workdir, args.rank, "could not join the process group at "
+                       f"{args.master}: {error_line(exc)}")
         return 3
     payload = json.loads((args.workdir / "payload.json").read_text(encoding="utf-8"))
     try:
         result = task(rank, world, payload)
-    except Exception:
+    except Exception as exc:
         print(f"rank {rank}: task {args.task} failed:\n{traceback.format_exc()}", file=sys.stderr)
+        record_failure(args.workdir, rank, error_line(exc))
         return 4
     import torch.distributed as dist
 

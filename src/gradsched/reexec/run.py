@@ -145,6 +145,27 @@ def make_case_plans(case: Case, settings: Settings,
     return CasePlans(plans=plans, item_of=item_of, items=items)
 
 
+def case_plans_for(case: Case, settings: Settings,
+                   interference: InterferenceSpec = None) -> CasePlans:
+    """The case's plans (:func:`make_case_plans`), the ``best`` planner scoring with the
+    case's calibrated interference when ``interference`` names a file for its network.
+    ``gradsched reexec run`` checks them against the case's model before any case starts
+    (the pre-launch gate, :func:`gradsched.runtime.prelaunch.check_plans`)."""
+    inter_path = interference_for(interference, case.network, case.world_size)
+    params, _ = load_interference(inter_path)
+    return make_case_plans(case, settings, params if inter_path else None)
+
+
+def executor_buffer_bytes(case: Case, case_plans: CasePlans, numel: Mapping[str, int]) -> int:
+    """The largest executor buffers (:meth:`gradsched.plan.Plan.buffer_bytes`) one rank
+    of ``case`` holds for the items run through gradsched's executor (kind ``plan``);
+    ``numel``: the model's parameter sizes (name -> elements)."""
+    executor = {item["key"] for item in case_plans.items if item["kind"] == "plan"}
+    return max((plan.buffer_bytes(case.world_size, numel=numel)
+                for label, plan in case_plans.plans.items()
+                if case_plans.item_of[label] in executor), default=0)
+
+
 # --------------------------------------------------------------------------- measuring
 def measure_case(case: Case, settings: Settings, case_plans: CasePlans
                  ) -> tuple[pd.DataFrame, dict[str, Any], float | None]:
@@ -216,14 +237,18 @@ def rebuilt_record(items: Sequence[Mapping[str, Any]],
 
 
 def run_case(case: Case, settings: Settings, out_dir: str | Path,
-             interference: InterferenceSpec = None) -> Path:
+             interference: InterferenceSpec = None,
+             case_plans: CasePlans | None = None) -> Path:
     """Plan, measure and save one case under ``out_dir/<case>/`` (iterations.csv, plans/,
     meta.json). ``interference``: the calibrated interference JSON(s) that the ``best``
-    planner scores with (see :func:`make_case_plans`). Returns the case folder."""
+    planner scores with (see :func:`make_case_plans`); ``case_plans``: the case's plans
+    when the caller made (and checked) them already (default: :func:`case_plans_for`).
+    Returns the case folder."""
     folder = Path(out_dir) / case.name
     inter_path = interference_for(interference, case.network, case.world_size)
     params, _ = load_interference(inter_path)
-    case_plans = make_case_plans(case, settings, params if inter_path else None)
+    if case_plans is None:
+        case_plans = case_plans_for(case, settings, interference)
     for label, plan in case_plans.plans.items():
         plan.save(folder / "plans" / f"{label}.plan.json")
     load_before = os.getloadavg()

@@ -60,6 +60,7 @@ from gradsched.reexec.predict import scaled_trace, trace_compute_s
 from gradsched.reexec.run import CONTROL
 from gradsched.reexec.uncertainty import Replicates, bootstrap_medians, ratio_interval
 from gradsched.replay.sharded import replay_sharded
+from gradsched.runtime.prelaunch import check_plans
 from gradsched.runtime.rounds import Item, Timing, launch_rounds, runs_of, slowest
 from gradsched.traces.bundle import ComputeTrace
 
@@ -206,11 +207,15 @@ def capped_optimum(trace: ComputeTrace, model: CommModel, world_size: int) -> Sh
 def measure(case: ShardedCase, trace: ComputeTrace, model: CommModel,
             algorithms: Sequence[str], *, rounds: int, iters: int, warmup: int,
             memory_cap_bytes: float | None = None, seed: int = 0,
-            timeout_s: float = 600.0) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
-                                                list[ShardedPlan]]:
+            timeout_s: float = 600.0, source: str = "the compute trace"
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[ShardedPlan]]:
     """Plan, run (with the compute-only control) and predict; returns (one row per plan,
-    one row per timed iteration, the plans)."""
+    one row per timed iteration, the plans). The plans are checked against the case's
+    model before any rank starts (:func:`gradsched.runtime.prelaunch.check_plans`;
+    ``source``: the compute trace they are made from, which a refusal names)."""
     plans = plans_for(trace, model, case.world_size, algorithms, memory_cap_bytes)
+    check_plans([(source, plan) for plan in plans], model=case.model,
+                batch_size=case.batch_size, seq_len=case.seq_len, trace=(source, trace.names))
     runs = measure_plans([*plans, CONTROL], model=case.model,
                          batch_size=case.batch_size, world_size=case.world_size,
                          rounds=rounds, iters=iters, warmup=warmup, cluster=case.cluster,

@@ -12,10 +12,11 @@ every round, that DDP rebuilt exactly the caps' buckets
 ``--sharded``: FSDP2's default and the optimum through the sharded re-execution's
 measurement (:func:`gradsched.reexec.sharded.measure_plans`).
 
-Before any rank starts, the plan must cover the model: the pre-launch gate that ``gradsched
-run`` calls too (:func:`gradsched.runtime.prelaunch.check_plans`, on the meta device). The
-recommendation itself is :mod:`gradsched.experiments.recommend`. This module imports the
-runtime (and so torch): ``gradsched advise`` loads it only with ``--validate``.
+Before any rank starts, the plans must cover the model (the sharded ones too): the pre-launch
+gate that ``gradsched run`` calls (:func:`gradsched.runtime.prelaunch.check_plans`, on the
+meta device). The recommendation itself is :mod:`gradsched.experiments.recommend`. This
+module imports the runtime (and so torch): ``gradsched advise`` loads it only with
+``--validate``.
 """
 
 from __future__ import annotations
@@ -215,14 +216,20 @@ def expected_buckets(rec: Recommendation) -> list[list[str]]:
 # --------------------------------------------------------------------------- sharded
 def validate_sharded(adv: Any, *, model_name: str, batch_size: int, rounds: int = 3,
                      iters: int = 5, warmup: int = 1, seq_len: int | None = None,
-                     cluster: str | None = None, timeout_s: float = 300.0) -> dict[str, Any]:
+                     cluster: str | None = None, timeout_s: float = 300.0,
+                     source: str = "the compute trace") -> dict[str, Any]:
     """FSDP2's default layout and the optimum (a
     :class:`~gradsched.experiments.recommend_sharded.ShardedAdvice`) run with stock FSDP2
     on ``adv.world_size`` local ranks by the sharded re-execution's measurement (gloo;
     :func:`gradsched.reexec.sharded.measure_plans`, interleaved rounds), the units FSDP2
     formed checked against each plan, and the measured speedup of the optimum with the
-    re-execution's bootstrap interval."""
+    re-execution's bootstrap interval. Before any rank starts, both plans must fit the
+    model (:func:`gradsched.runtime.prelaunch.check_plans`; ``source``: the compute trace
+    they were made from, which a refusal names)."""
     plans = [adv.default, adv.best]
+    check_plans([(source, plan) for plan in plans], model=model_name, batch_size=batch_size,
+                seq_len=seq_len, trace=(source, adv.names),
+                hint=": give --model the model the trace was captured from")
     runs = measure_plans(plans, model=model_name, batch_size=batch_size,
                          world_size=adv.world_size, rounds=rounds, iters=iters, warmup=warmup,
                          cluster=cluster, seq_len=seq_len, timeout_s=timeout_s)

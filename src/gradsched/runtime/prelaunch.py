@@ -1,8 +1,12 @@
 """The pre-launch gate: what every multi-process command checks before any rank starts.
 
-One place that ``gradsched run`` (with and without ``--torchrun``), ``gradsched shard run``
-and ``shard measure``, ``reexec`` and ``advise --validate`` call, so that a check added for
-one launcher holds for all of them:
+One place that every command starting ranks calls, so that a check added for one launcher
+holds for all of them: ``gradsched run`` (its ``--plan`` and ``--ddp-caps-from`` plans),
+``shard run`` (its plan files), ``shard measure``, ``reexec run`` (every case's plans,
+before the first case starts) and ``advise
+--validate`` (with ``--sharded`` too; plans made from the compute trace, which a refusal
+names); under ``--torchrun``, ``run``, ``capture iteration`` and ``capture comm`` check the
+environment first:
 
 * **plans against the model** (:func:`check_plans`): a DDP-style :class:`~gradsched.plan.Plan`
   names exactly the model's trainable parameters (:mod:`gradsched.runtime.coverage`); a
@@ -16,6 +20,10 @@ one launcher holds for all of them:
   or wait for minutes on an address that does not resolve): ASCII integers in range, rank
   below the world size, a port in 1..65535, an address that resolves within a short
   timeout. A refusal is a :class:`~gradsched.errors.ConfigError` naming the variable.
+
+The resources (CPUs, processes, memory) are the admission's (:mod:`gradsched.admission`),
+asked by the same commands before a rank starts. A rank that fails after the launch ends
+the command with one line too (:func:`gradsched.distributed.launch`).
 """
 
 from __future__ import annotations
@@ -30,7 +38,11 @@ from gradsched.errors import ConfigError, InputError
 from gradsched.limits import MAX_RANKS
 from gradsched.plan import Plan
 from gradsched.plan_sharded import ShardedPlan, covering_modules
-from gradsched.runtime.coverage import check_plan_covers_model, model_parameters
+from gradsched.runtime.coverage import (
+    check_names_are_parameters,
+    check_plan_covers_model,
+    model_parameters,
+)
 
 RESOLVE_TIMEOUT_S = 2.0
 """Longest wait for ``MASTER_ADDR`` to resolve before the launch is refused."""
@@ -39,13 +51,20 @@ RESOLVE_TIMEOUT_S = 2.0
 def check_plans(plans: Sequence[tuple[str, Plan | ShardedPlan]], *, model: str,
                 batch_size: int, seq_len: int | None,
                 trainable: Mapping[str, int] | None = None,
-                hint: str = "") -> dict[str, int]:
+                hint: str = "", trace: tuple[str, Sequence[str]] | None = None
+                ) -> dict[str, int]:
     """Refuse any plan (``(source, plan)`` pairs) that does not fit ``model``, built on the
     meta device; return the model's trainable parameters (name -> elements). ``hint`` ends
-    a DDP-style plan's refusal (say, which ``--model`` to give)."""
+    a refusal (say, which ``--model`` to give). ``trace``: ``(source, names)`` of the
+    compute trace the plans were made from, whose names must be the model's parameters too
+    (a sharded plan leaves the root module's tensors unnamed: its units alone cannot tell
+    a trace of another model)."""
     if trainable is None:
         trainable = model_parameters(model, batch_size, seq_len)
     names = list(trainable)
+    if trace is not None:
+        check_names_are_parameters(trace[1], trainable, model=model, source=trace[0],
+                                   hint=hint, what="trace")
     for source, plan in plans:
         if isinstance(plan, ShardedPlan):
             check_sharded_plan_covers_model(plan, names, model=model, source=source)
