@@ -119,9 +119,6 @@ def check_counts(items: Sequence[Item], timing: Timing) -> None:
     if not is_grad_accum(timing.grad_accum):
         raise ConfigError(f"--grad-accum must be an integer in [1, {MAX_GRAD_ACCUM}], got "
                           f"{timing.grad_accum!r}")
-    if timing.grad_accum != 1 and any(i.kind == "zero1" for i in items):
-        raise ConfigError("--grad-accum with a ZeRO-1 item is not supported (torch's "
-                          "overlap_with_ddp hook under no_sync is not validated)")
     if timing.grad_accum != 1 and timing.ps_servers:
         raise ConfigError("--grad-accum with parameter servers is not supported (the PS "
                           "client's state is per step)")

@@ -33,7 +33,16 @@ equal micro-batches and a mean loss: the gradient of the concatenated batch). Th
 is not prepared and its hooks only accumulate), FSDP2's
 ``set_requires_gradient_sync(False)`` (all-gathers still run, reduce-scatters do not;
 :mod:`gradsched.replay.sharded`); the ``k``-th communicates; then the update. ``k = 1``
-runs exactly as before (no scaling, no context).
+runs exactly as before (no scaling, no context). ZeRO-1 accumulates under DDP's
+``no_sync()`` as stock DDP does and steps once per step: ``step()`` after the last backward,
+or with ``overlap_with_ddp`` inside the last backward's comm hook, since DDP prepares the
+reducer, whose buckets call the hook, only outside ``no_sync()`` (torch 2.14,
+``torch/nn/parallel/distributed.py`` L1829-1838, ``_post_forward``:
+``prepare_for_backward`` only when ``require_backward_grad_sync``): ``hook_with_zero_step``
+(``ddp_zero_hook.py`` L253-338) sees one backward per step, so its
+:data:`~gradsched.runtime.zero1.WARMUP` counts steps, not micro-batches (checked on 2 gloo
+ranks by :mod:`gradsched.runtime.accum_check`: the third step of ``k`` micro-batches
+updates, by ``-lr`` times the concatenated batch's gradient).
 """
 
 from __future__ import annotations
