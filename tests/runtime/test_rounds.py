@@ -113,6 +113,33 @@ def test_every_kind_runs_k_micro_batches_per_step(one_rank_group) -> None:
                                               ps_servers=1))
 
 
+def test_an_fsdp2_item_keeps_parameters_unsharded_as_its_plan_says(one_rank_group,
+                                                                    monkeypatch) -> None:
+    """The runner passes the plan's keep_unsharded_between_microbatches to FSDP2's
+    accumulation context (what that context does on real ranks:
+    tests/runtime/test_grad_accum.py)."""
+    from dataclasses import replace
+
+    from gradsched.runtime import runners
+
+    seen = []
+    original = runners.fsdp2_silence
+
+    def spy(model, keep_unsharded=False):
+        seen.append(keep_unsharded)
+        return original(model, keep_unsharded)
+    monkeypatch.setattr(runners, "fsdp2_silence", spy)
+    plan = ShardedPlan.from_dict(every_kind()[3].plan)
+    items = [Item("plain", "fsdp2", plan=plan.to_dict()),
+             Item("kept", "fsdp2",
+                  plan=replace(plan, keep_unsharded_between_microbatches=True).to_dict())]
+    timing = Timing(model="tiny-mlp", batch_size=4, rounds=1, warmup=1, iters=1,
+                    grad_accum=2)
+    runs = rounds.rank_runs(0, 1, items, timing)
+    assert sorted(seen) == [False, True]
+    assert all(run["micro_batches"] == 4 for run in runs)
+
+
 def test_memory_peak_is_sampled_on_request(one_rank_group) -> None:
     items = [Item("control", "control")]
     timing = Timing(model="tiny-mlp", batch_size=4, rounds=1, warmup=1, iters=1, memory=True)

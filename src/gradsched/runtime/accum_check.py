@@ -7,8 +7,12 @@ the same seeded initialisation on every rank and per-rank seeded micro-batches. 
 
 * ``plan``: gradsched's executor with an all-reduce plan (``ex.no_sync()``);
 * ``ddp``: stock DDP (``no_sync()``);
-* ``fsdp2``: FSDP2, two units resharded after forward
-  (:func:`gradsched.runtime.runners.fsdp2_silence`);
+* ``fsdp2``, ``fsdp2-noreshard``, ``fsdp2-keep``, ``fsdp2-keep-noreshard``: FSDP2, two
+  units resharded after forward or not (``-noreshard``), the parameters resharded after
+  every backward or kept unsharded between micro-batches (``-keep``:
+  ``set_reshard_after_backward(False)`` on the silent ones;
+  :func:`gradsched.runtime.runners.fsdp2_silence`); reported besides: whether every
+  parameter is sharded again after the step;
 * ``zero1`` / ``zero1-overlap``: stock DDP (``no_sync()``) with torch's
   ``ZeroRedundancyOptimizer`` (SGD), stepped after the last backward, or inside DDP's comm
   hook with ``overlap_with_ddp`` (:func:`gradsched.runtime.zero1.overlap_hook`; after the
@@ -48,7 +52,11 @@ from gradsched.runtime.runners import accumulate, fsdp2_silence
 from gradsched.runtime.zero1 import WARMUP as ZERO1_WARMUP
 from gradsched.runtime.zero1 import overlap_hook
 
-KINDS = ("plan", "ddp", "fsdp2", "zero1", "zero1-overlap")
+FSDP2_KINDS = {"fsdp2": (True, False), "fsdp2-noreshard": (False, False),
+               "fsdp2-keep": (True, True), "fsdp2-keep-noreshard": (False, True)}
+"""FSDP2 kinds: (units resharded after forward, parameters kept unsharded between
+micro-batches)."""
+KINDS = ("plan", "ddp", *FSDP2_KINDS, "zero1", "zero1-overlap")
 LR = 0.1
 COUNTED = (("all_reduce", "all_reduce"), ("all_gather_single", "all_gather"),
            ("all_gather_into_tensor", "all_gather"), ("reduce_scatter_single", "reduce_scatter"),
@@ -157,14 +165,20 @@ def _one_step(kind: str, loss_of: Callable[[Any], Callable[[Batch], torch.Tensor
         return {n: p.grad.detach().clone() for n, p in net.named_parameters()}, None, {}
     if kind in ("zero1", "zero1-overlap"):
         return _zero1_step(net, kind == "zero1-overlap", loss_of, mine, k, segments, counts)
-    if kind == "fsdp2":
-        units = (Unit(("0.weight", "0.bias"), True), Unit(("2.weight", "2.bias"), True))
-        apply_plan(net, ShardedPlan("accum", units=units, forward_prefetch=0,
-                                    backward_prefetch=1))
-        accumulate(loss_of(net), mine, 0, k, fsdp2_silence(net))
+    if kind in FSDP2_KINDS:
+        from torch.distributed.tensor import DTensor
+
+        reshard, keep = FSDP2_KINDS[kind]
+        units = (Unit(("0.weight", "0.bias"), reshard), Unit(("2.weight", "2.bias"), reshard))
+        plan = ShardedPlan("accum", units=units, forward_prefetch=0, backward_prefetch=1,
+                           keep_unsharded_between_microbatches=keep)
+        apply_plan(net, plan)
+        accumulate(loss_of(net), mine, 0, k,
+                   fsdp2_silence(net, plan.keep_unsharded_between_microbatches))
         segments.append(dict(counts))
+        sharded = all(isinstance(p, DTensor) for p in net.parameters())
         return ({n: p.grad.full_tensor().detach().clone() for n, p in net.named_parameters()},
-                None, {})
+                None, {"sharded_after_step": sharded})
     raise ValueError(f"unknown kind {kind!r}")
 
 
