@@ -17,7 +17,13 @@ reduce-scattered together after its backward) and when the all-gathers are issue
   forward (``set_modules_to_forward_prefetch``; 0 = at unit ``k``'s own pre-forward);
 * ``backward_prefetch``: unit ``k``'s backward all-gather is issued when unit ``k + d``
   starts its backward (``set_modules_to_backward_prefetch``; FSDP2 prefetches one unit by
-  default, ``FSDPParamGroup._backward_prefetch``).
+  default, ``FSDPParamGroup._backward_prefetch``);
+* ``keep_unsharded_between_microbatches`` (default false; written only when true): with
+  gradient accumulation, ``model.set_reshard_after_backward(False)`` besides
+  ``set_requires_gradient_sync(False)`` on every micro-batch but the last of a step, so the
+  parameters stay gathered from one micro-batch to the next (FSDP2,
+  ``torch/distributed/fsdp/_fully_shard/_fully_shard.py``, ``set_reshard_after_backward``;
+  priced by :mod:`gradsched.replay.sharded`). Nothing changes with one micro-batch.
 
 The JSON form is versioned (``format_version``); loading an unknown version fails clearly.
 """
@@ -35,7 +41,8 @@ from gradsched.io import read_json, write_json_atomic
 FORMAT = "gradsched.sharded_plan"
 FORMAT_VERSION = 1
 PLAN_KEYS = frozenset({"format", "format_version", "algorithm", "knobs", "info", "units",
-                       "forward_prefetch", "backward_prefetch"})
+                       "forward_prefetch", "backward_prefetch",
+                       "keep_unsharded_between_microbatches"})
 UNIT_KEYS = frozenset({"tensors", "reshard_after_forward"})
 MAX_PREFETCH = 64
 
@@ -65,12 +72,15 @@ class ShardedPlan:
     backward_prefetch: int = 1
     knobs: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    keep_unsharded_between_microbatches: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        keep = {"keep_unsharded_between_microbatches": True} \
+            if self.keep_unsharded_between_microbatches else {}
         return {"format": FORMAT, "format_version": FORMAT_VERSION,
                 "algorithm": self.algorithm, "knobs": self.knobs, "info": self.info,
                 "forward_prefetch": self.forward_prefetch,
-                "backward_prefetch": self.backward_prefetch,
+                "backward_prefetch": self.backward_prefetch, **keep,
                 "units": [u.to_dict() for u in self.units]}
 
     def save(self, path: str | Path) -> None:
@@ -129,7 +139,10 @@ class ShardedPlan:
                    backward_prefetch=_depth(data.get("backward_prefetch", 1), source,
                                             "backward_prefetch"),
                    knobs=_mapping(data.get("knobs", {}), source, "knobs"),
-                   info=_mapping(data.get("info", {}), source, "info"))
+                   info=_mapping(data.get("info", {}), source, "info"),
+                   keep_unsharded_between_microbatches=_flag(
+                       data.get("keep_unsharded_between_microbatches", False), source,
+                       "keep_unsharded_between_microbatches"))
 
     @classmethod
     def load(cls, path: str | Path) -> ShardedPlan:
@@ -147,6 +160,13 @@ def _mapping(value: Any, source: str, name: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InputError(f"'{name}' must be an object", path=source, field=name)
     return dict(value)
+
+
+def _flag(value: Any, source: str, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"'{name}' must be true or false, got {value!r}", path=source,
+                         field=name)
+    return value
 
 
 def _depth(value: Any, source: str, name: str) -> int:
@@ -216,7 +236,9 @@ def covering_modules(unit_tensors: Sequence[str], all_tensors: Sequence[str],
 def fully_shard_code(plan: ShardedPlan, names: Sequence[str]) -> str:
     """The FSDP2 calls that apply ``plan`` to ``model``, as a user pastes them: per unit the
     fewest modules covering it (:func:`covering_modules`, from the tensor names ``names``),
-    ``fully_shard(model)`` for the root, then the prefetch lists."""
+    ``fully_shard(model)`` for the root, then the prefetch lists (and, for a plan that keeps
+    the parameters unsharded between micro-batches, the calls of each micro-batch as
+    comments)."""
     lines = []
     under = tensors_under(names)
     for k, unit in enumerate(plan.units):
@@ -233,4 +255,9 @@ def fully_shard_code(plan: ShardedPlan, names: Sequence[str]) -> str:
         behind = [f"u{j}[0]" for j in range(k - 1, max(k - plan.backward_prefetch, 0) - 1, -1)]
         if behind:
             lines.append(f"u{k}[0].set_modules_to_backward_prefetch([{', '.join(behind)}])")
+    if plan.keep_unsharded_between_microbatches:
+        lines += ["# each micro-batch of a step but the last (gradient accumulation):",
+                  "#   model.set_requires_gradient_sync(False)",
+                  "#   model.set_reshard_after_backward(False)",
+                  "# the last micro-batch: both set back to True before its forward"]
     return "\n".join(lines)

@@ -1,6 +1,6 @@
-"""``--grad-accum K`` on replay, plan, advise, shard and run: bad values are one error line
-naming the option (exit 2); results carry ``grad_accum`` only when K != 1; scored planners
-score whole steps."""
+"""``--grad-accum K`` on replay, plan, advise, shard (compare, plan, run) and run: bad
+values are one error line naming the option (exit 2); results carry ``grad_accum`` only
+when K != 1; scored planners score whole steps."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ VERBS = {
                    "--algorithm", "fsdp2", "-o", "{out}/s.json"],
     "run": ["run", "--baseline", "ddp", "--model", "mlp", "--batch-size", "2",
             "--world-size", "2", "-o", "{out}/m.csv"],
+    "shard run": ["shard", "run", "--model", "tiny-mlp", "--batch-size", "2", "--world-size",
+                  "2", "--plan", "{out}/s.json"],
 }
 
 

@@ -163,3 +163,36 @@ def test_the_best_sharded_plan_changes_with_k_on_a_committed_case() -> None:
     assert not plan1.units[0].reshard_after_forward
     assert all(u.reshard_after_forward for u in plan4.units)
     assert replay_sharded(trace, plan1, model, 2, grad_accum=4).gathered_peak_bytes > cap
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_zero1_torch_syncs_parameters_once_per_step(overlap) -> None:
+    """torch's ZeroRedundancyOptimizer behind DDP (zero1_torch; committed ResNet-18 trace
+    and gloo sweep): under accumulation the all-reduces run in the last micro-batch only,
+    the shard step and the parameter broadcasts once per step after it (step() or, with
+    overlap_with_ddp, the last bucket's hook), so the step is the k = 1 iteration plus
+    (k - 1) x (forward + backward) with the same collectives."""
+    from gradsched.planners import make_plan
+
+    trace = ComputeTrace.load("traces/compute/cpu/resnet18-b4-cpu-fp32.csv")
+    model = load_comm_spec("traces/comm/cpu/gloo-tbf1gbit-p2.csv")
+    plan = make_plan("zero1_torch", trace, model, 2, {"overlap_with_ddp": overlap})
+    assert plan.optimizer == ("bucket_owner" if overlap else "sharded")
+    one = replay(trace, plan, model, 2, ReplayOptions(iterations=3))
+    four = replay(trace, plan, model, 2, ReplayOptions(iterations=3, grad_accum=4),
+                  timeline=True)
+    silent = 3 * (trace.forward_total_s + trace.backward_total_s)
+    assert four.iteration_s == pytest.approx(one.iteration_s + silent)
+    assert four.compute_s == pytest.approx(one.compute_s + silent)
+    assert four.n_collectives == one.n_collectives
+    assert four.comm_busy_s == pytest.approx(one.comm_busy_s)
+    frame = timeline_frame(four)
+    step = frame[frame["iteration"] == 1]
+    last_backward = step[step["kind"] == "backward"]["start_s"].max()
+    syncs = step[step["label"].str.startswith("param sync")]
+    shard_steps = step[step["label"] == "optimizer step (shard)"]
+    n_syncs = len(plan.buckets) if overlap else len(plan.param_sync)
+    assert len(syncs) == n_syncs and (syncs["kind"] == "broadcast").all()
+    assert (syncs["start_s"] >= last_backward - 1e-12).all()
+    assert len(shard_steps) == (len(plan.buckets) if overlap else 1)
+    assert (shard_steps["start_s"] >= last_backward - 1e-12).all()

@@ -90,6 +90,56 @@ def test_every_round_runs_every_item_once_in_its_seeded_order(one_rank_group) ->
     assert by_kind["control"]["n_collectives"] is None
 
 
+def test_every_kind_runs_k_micro_batches_per_step(one_rank_group) -> None:
+    """--grad-accum 2: every kind (the executor, stock DDP with a cap and a cap list, FSDP2,
+    ZeRO-1 with and without overlap_with_ddp, the control) runs 2 micro-batches in every
+    warm-up and timed iteration; ZeRO-1's own warm-up steps, run while its runner is built,
+    are not counted."""
+    bucket = (Bucket(MLP[::-1]),)
+    items = [*every_kind(),
+             *(Item(f"zero1-{opt}", "zero1", plan=Plan("zero1", bucket, optimizer=opt).to_dict())
+               for opt in ("sharded", "bucket_owner"))]
+    timing = Timing(model="tiny-mlp", batch_size=4, rounds=1, warmup=1, iters=2,
+                    grad_accum=2)
+    rounds.check_counts(items, timing)  # ZeRO-1 accumulates too
+    runs = rounds.rank_runs(0, 1, items, timing)
+    assert {items[run["item"]].key: run["micro_batches"] for run in runs} == {
+        item.key: 2 * 3 for item in items}
+    results = [{"runs": runs}]
+    assert [rounds.micro_batches_per_step(results, j, timing) for j in range(len(runs))] \
+        == [2.0] * len(runs)
+    with pytest.raises(ConfigError, match="parameter servers"):
+        rounds.check_counts(items[:1], Timing(model="tiny-mlp", batch_size=4, grad_accum=2,
+                                              ps_servers=1))
+
+
+def test_an_fsdp2_item_keeps_parameters_unsharded_as_its_plan_says(one_rank_group,
+                                                                    monkeypatch) -> None:
+    """The runner passes the plan's keep_unsharded_between_microbatches to FSDP2's
+    accumulation context (what that context does on real ranks:
+    tests/runtime/test_grad_accum.py)."""
+    from dataclasses import replace
+
+    from gradsched.runtime import runners
+
+    seen = []
+    original = runners.fsdp2_silence
+
+    def spy(model, keep_unsharded=False):
+        seen.append(keep_unsharded)
+        return original(model, keep_unsharded)
+    monkeypatch.setattr(runners, "fsdp2_silence", spy)
+    plan = ShardedPlan.from_dict(every_kind()[3].plan)
+    items = [Item("plain", "fsdp2", plan=plan.to_dict()),
+             Item("kept", "fsdp2",
+                  plan=replace(plan, keep_unsharded_between_microbatches=True).to_dict())]
+    timing = Timing(model="tiny-mlp", batch_size=4, rounds=1, warmup=1, iters=1,
+                    grad_accum=2)
+    runs = rounds.rank_runs(0, 1, items, timing)
+    assert sorted(seen) == [False, True]
+    assert all(run["micro_batches"] == 4 for run in runs)
+
+
 def test_memory_peak_is_sampled_on_request(one_rank_group) -> None:
     items = [Item("control", "control")]
     timing = Timing(model="tiny-mlp", batch_size=4, rounds=1, warmup=1, iters=1, memory=True)

@@ -18,7 +18,9 @@ Otherwise it says: keep your setting. Every predicted gain is printed with its b
 gain +- margin: the model's error band, not a statistical confidence interval.
 --validate runs the candidates for real with stock DDP on this machine, in interleaved
 rounds as the re-execution does, and prints bootstrap 95 % intervals of the measured
-speedups (iterations resampled within rounds).
+speedups (iterations resampled within rounds). With --grad-accum K every timed iteration
+is one optimizer step of K micro-batches (the first K-1 under no_sync(), for stock DDP and
+the plan's executor alike), compared with the replay's prediction of that step.
 
 --sharded advises an FSDP2 layout instead (gradsched.experiments.recommend_sharded):
 FSDP2's per-block default against the optimum of unit grouping, resharding and prefetch
@@ -115,7 +117,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
                    help="backend of --validate and of the printed commands")
     add_grad_accum(p, "advise compares what the replay predicts per step (DDP under "
-                   "no_sync(), FSDP2 with gradient sync off); no --validate")
+                   "no_sync(), FSDP2 with gradient sync off); --validate times steps of K "
+                   "micro-batches (not with --sharded)")
     sh = p.add_argument_group("sharded data parallelism (--sharded: FSDP2 layouts instead of DDP)")
     sh.add_argument("--sharded", action="store_true",
                     help="advise an FSDP2 layout (units, resharding, prefetch) instead of DDP's "
@@ -188,9 +191,10 @@ def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.validate and args.grad_accum != 1:
-        raise ConfigError("--validate measures one micro-batch per step; drop --grad-accum "
-                          "(measured accumulation is not validated yet)")
+    if args.validate and args.sharded and args.grad_accum != 1:
+        raise ConfigError("--sharded --validate measures one micro-batch per step; drop "
+                          "--grad-accum (FSDP2's accumulation is measured by gradsched shard "
+                          "run --grad-accum)")
     trace, model, world, interference = _load(args)
     if args.sharded:
         return _run_sharded(args, trace, model, world)
@@ -211,8 +215,7 @@ def _run(args: argparse.Namespace) -> int:
                  grad_accum=args.grad_accum)
     if args.plan_out is not None:
         rec.plan.save(args.plan_out)
-    hint = None if args.validate or args.grad_accum != 1 else \
-        "to measure it here: add --validate"
+    hint = None if args.validate else "to measure it here: add --validate"
     print(render(rec, plan_out=str(args.plan_out) if args.plan_out else None,
                  backend=args.backend, validate_hint=hint), end="")
     out = rec.to_dict()
@@ -232,14 +235,20 @@ def _run(args: argparse.Namespace) -> int:
                        oversubscribe=args.oversubscribe,
                        extra_bytes_per_rank=rec.plan.buffer_bytes(rec.world_size),
                        device="cuda" if args.backend == "nccl" else "cpu")
-        from gradsched.reexec.validate import render_validation, validate  # imports torch
+        from gradsched.reexec.validate import (  # imports torch
+            predicted_s,
+            render_validation,
+            validate,
+        )
 
         result = validate(rec, model_name=str(model_name), batch_size=int(batch),
                           backend=args.backend, rounds=args.rounds, iters=args.iters,
                           warmup=args.warmup, threads=args.threads, seq_len=seq_len,
                           timeout_s=args.timeout_s, cluster=args.cluster)
         print(render_validation(rec, result), end="")
-        out["validation"] = result.to_dict() | {"model": model_name, "batch_size": batch}
+        predicted = {k: v for k, v in predicted_s(rec).items() if k in result.times}
+        out["validation"] = result.to_dict() | {"model": model_name, "batch_size": batch,
+                                                "predicted_s": predicted}
     if args.json is not None:
         write_json_atomic(args.json, out)
         print(f"-> {args.json}")

@@ -4,9 +4,10 @@
         [--semantics streams|blocking] [--memory-cap 600M] [--plans-dir DIR] [-o OUT.csv]
     gradsched shard plan --compute TRACE.csv --comm SWEEP.csv --world-size 2 \\
         --algorithm fsdp2|fsdp2-noreshard|fsdp2-saturation|fsdp2-cap|sharded-optimum [--knob k=v] \\
-        [--memory-cap 600M] -o plan.json
+        [--memory-cap 600M] [--grad-accum K [--keep-unsharded-between-microbatches]] -o plan.json
     gradsched shard run --model resnet18 --batch-size 4 --world-size 2 \\
-        --plan a.json --plan b.json [--cluster tbf1gbit] [--rounds 3] [--iters 5] -o OUT.csv
+        --plan a.json --plan b.json [--cluster tbf1gbit] [--rounds 3] [--iters 5] \\
+        [--grad-accum K] -o OUT.csv
     gradsched shard measure --model resnet18 --batch-size 4 --world-size 2 \\
         --network tbf1gbit [--algorithms fsdp2,fsdp2-noreshard,sharded-optimum-capped] \\
         [--rounds 3] -o DIR
@@ -61,6 +62,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_grad_accum(p, "every micro-batch all-gathers, the last reduce-scatters (FSDP2 "
                    "set_requires_gradient_sync(False) on the others); planned and replayed "
                    "per step")
+    p.add_argument("--keep-unsharded-between-microbatches", action="store_true",
+                   help="with --grad-accum: the plans also call FSDP2's "
+                        "set_reshard_after_backward(False) on every micro-batch but the last, "
+                        "so the parameters stay gathered between micro-batches (only the "
+                        "first all-gathers in forward; more memory); the plan JSON records it")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,6 +96,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seq-len", type=integer(1, 1 << 20), default=None)
     p.add_argument("--world-size", type=integer(2, MAX_RANKS), required=True)
     p.add_argument("--plan", action="append", required=True, help="sharded plan JSON")
+    add_grad_accum(p, "a timed iteration is one optimizer step: FSDP2 "
+                   "set_requires_gradient_sync(False) on the first K-1 micro-batches (and "
+                   "set_reshard_after_backward(False) for a plan that keeps its parameters "
+                   "unsharded between micro-batches), each loss divided by K; the CSV then "
+                   "carries a grad_accum column")
     p.add_argument("--cluster", default=None,
                    help="emulated cluster network (e.g. tbf1gbit; needs root); none: loopback")
     p.add_argument("--rounds", type=integer(1, 100), default=3)
@@ -143,7 +154,8 @@ def _compare(args: argparse.Namespace) -> int:
 
     trace, model = _inputs(args)
     rows = compare(trace, model, args.world_size, semantics=args.semantics,
-                   memory_cap_bytes=_optimum_cap(args, trace), grad_accum=args.grad_accum)
+                   memory_cap_bytes=_optimum_cap(args, trace), grad_accum=args.grad_accum,
+                   keep_unsharded=args.keep_unsharded_between_microbatches)
     frame = pd.DataFrame(rows)
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.output is not None:
@@ -154,17 +166,21 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None):
+    from dataclasses import replace
+
     from gradsched.experiments.sharded import OPTIMUM, optimum
     from gradsched.planners.sharded import make_sharded_plan
 
+    keep = args.keep_unsharded_between_microbatches
     if name == OPTIMUM:
         if knobs:
             raise SystemExit(f"gradsched: {OPTIMUM} takes --memory-cap, --gpu-memory and "
                              "--semantics, no knobs")
         return optimum(trace, model, args.world_size, semantics=args.semantics,
                        memory_cap_bytes=_optimum_cap(args, trace),
-                       grad_accum=args.grad_accum).plan
-    return make_sharded_plan(name, trace, model, args.world_size, knobs)
+                       grad_accum=args.grad_accum, keep_unsharded=keep).plan
+    return replace(make_sharded_plan(name, trace, model, args.world_size, knobs),
+                   keep_unsharded_between_microbatches=keep)
 
 
 def _optimum_cap(args: argparse.Namespace, trace) -> float | None:
@@ -244,19 +260,24 @@ def _run(args: argparse.Namespace) -> int:
                    ranks=args.world_size, seq_len=args.seq_len,
                    oversubscribe=args.oversubscribe)
     pooled, groups = run_plans(plans, model=args.model, batch_size=args.batch_size,
-                       world_size=args.world_size, rounds=args.rounds, iters=args.iters,
-                       warmup=args.warmup, cluster=args.cluster, seq_len=args.seq_len,
-                       timeout_s=args.timeout)
+                               world_size=args.world_size, rounds=args.rounds,
+                               iters=args.iters, warmup=args.warmup, cluster=args.cluster,
+                               seq_len=args.seq_len, timeout_s=args.timeout,
+                               grad_accum=args.grad_accum)
     rows = []
     for path, plan, times, grouped in zip(args.plan, plans, pooled, groups, strict=True):
         expected = [sorted(u.tensors) for u in plan.units]
         if grouped != expected:
             raise DistributedError(f"{path}: FSDP2 grouped the parameters differently from the "
                                    "plan's units")
+        steps = "" if args.grad_accum == 1 else f" (optimizer steps of {args.grad_accum} " \
+            "micro-batches)"
         print(f"{plan.algorithm} ({path}): median {statistics.median(times):.4g} s over "
-              f"{len(times)} iterations")
+              f"{len(times)} iterations{steps}")
         rows += [{"plan": str(path), "algorithm": plan.algorithm, "iteration": i,
-                  "iteration_s": t} for i, t in enumerate(times)]
+                  "iteration_s": t} | ({} if args.grad_accum == 1
+                                       else {"grad_accum": args.grad_accum})
+                 for i, t in enumerate(times)]
     if args.output is not None:
         write_csv_atomic(args.output, pd.DataFrame(rows))
     return 0

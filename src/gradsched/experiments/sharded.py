@@ -20,10 +20,12 @@ names the smallest peak found.
 **Gradient accumulation** (``grad_accum`` = ``k``): every candidate is replayed for one
 optimizer step of ``k`` micro-batches (:mod:`gradsched.replay.sharded`: ``k`` rounds of
 all-gathers, one of reduce-scatters, the unsharded gradients held across micro-batches),
-the lower bound likewise; with ``k > 1`` the programs (whose time and memory formulas are
-for one micro-batch: blocking, and the streams programs) give way to exhaustion, or beyond
-:data:`MAX_GROUPINGS` to the search, and the plan says so. Row and plan carry
-``grad_accum`` only when ``k != 1``.
+the lower bound likewise (``keep_unsharded``: every candidate keeps the parameters
+unsharded between micro-batches, FSDP2's ``set_reshard_after_backward(False)``, so only the
+first micro-batch all-gathers in forward); with ``k > 1`` the programs (whose time and
+memory formulas are for one micro-batch: blocking, and the streams programs) give way to
+exhaustion, or beyond :data:`MAX_GROUPINGS` to the search, and the plan says so. Row and
+plan carry ``grad_accum`` only when ``k != 1``.
 
 **Blocking semantics** (FSDP2 on gloo), with or without a memory cap: the host waits for
 every collective, so the iteration is the compute plus the sum of every collective's time,
@@ -36,7 +38,7 @@ semantics.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -84,10 +86,13 @@ class Scored:
 
 def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
             semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
-            max_prefetch: int = 2, grad_accum: int = 1) -> Scored:
+            max_prefetch: int = 2, grad_accum: int = 1,
+            keep_unsharded: bool = False) -> Scored:
     """The optimum (module docstring): exact by exhaustion up to :data:`MAX_GROUPINGS`
     groupings, in blocking semantics, and beyond for the settings the streams programs
-    solve; the plan's ``info`` says where a search stood in."""
+    solve; the plan's ``info`` says where a search stood in. ``keep_unsharded``: every
+    candidate keeps the parameters unsharded between micro-batches
+    (``ShardedPlan.keep_unsharded_between_microbatches``; nothing changes at one)."""
     check_grad_accum(grad_accum)
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
@@ -95,23 +100,26 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
         raise InputError("no blocks to group: every tensor belongs to the root (names without "
                          "a numeric path component)", path=trace.path, field="name")
     if semantics == "blocking" and grad_accum == 1:
-        return Scored(*blocking_optimum(trace, model, world_size,
+        plan, result = blocking_optimum(trace, model, world_size,
                                         memory_cap_bytes=memory_cap_bytes,
-                                        max_prefetch=max_prefetch, algorithm=OPTIMUM))
+                                        max_prefetch=max_prefetch, algorithm=OPTIMUM)
+        return Scored(replace(plan, keep_unsharded_between_microbatches=keep_unsharded),
+                      result)
     if 2 ** (len(blocks) - 1) > MAX_GROUPINGS:
         return Scored(*streams_optimum(trace, model, world_size,
                                        memory_cap_bytes=memory_cap_bytes,
                                        max_prefetch=max_prefetch, algorithm=OPTIMUM,
                                        enumerate_up_to=MAX_GROUPINGS, semantics=semantics,
-                                       grad_accum=grad_accum))
+                                       grad_accum=grad_accum, keep_unsharded=keep_unsharded))
     return exhaustive_optimum(trace, model, world_size, semantics=semantics,
                               memory_cap_bytes=memory_cap_bytes, max_prefetch=max_prefetch,
-                              grad_accum=grad_accum)
+                              grad_accum=grad_accum, keep_unsharded=keep_unsharded)
 
 
 def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                        semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
-                       max_prefetch: int = 2, grad_accum: int = 1) -> Scored:
+                       max_prefetch: int = 2, grad_accum: int = 1,
+                       keep_unsharded: bool = False) -> Scored:
     """The optimum by exhaustion of every candidate (module docstring), any semantics."""
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
@@ -122,7 +130,7 @@ def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *
     if max_prefetch < 0:
         raise ConfigError(f"max_prefetch must be >= 0, got {max_prefetch}")
     scorer = LayoutScorer(seq, blocks, model, world_size, semantics == "blocking",
-                          memory_cap_bytes, grad_accum)
+                          memory_cap_bytes, grad_accum, keep_unsharded)
     best: tuple[Key, tuple[np.ndarray, Setting]] | None = None
     for ends in every_grouping(len(blocks)):
         for setting in settings(max_prefetch):
@@ -136,7 +144,8 @@ def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *
                        units=units_from_ranges(seq, merge_blocks(blocks, ends), reshard),
                        forward_prefetch=fwd, backward_prefetch=bwd,
                        knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
-                              "semantics": semantics} | accum_knob(grad_accum))
+                              "semantics": semantics} | accum_knob(grad_accum),
+                       keep_unsharded_between_microbatches=keep_unsharded)
     return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics,
                                        grad_accum=grad_accum))
 
@@ -150,19 +159,23 @@ def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
             algorithms: Sequence[str] = (*SHARDED_PLANNERS, OPTIMUM),
             semantics: Semantics = "streams",
             memory_cap_bytes: float | None = None,
-            grad_accum: int = 1) -> list[dict[str, object]]:
-    """One row per algorithm (``CASE_COLUMNS``, and ``grad_accum`` when it is not 1): its
-    plan replayed for one step of ``grad_accum`` micro-batches, and the lower bound."""
+            grad_accum: int = 1, keep_unsharded: bool = False) -> list[dict[str, object]]:
+    """One row per algorithm (``CASE_COLUMNS``, ``grad_accum`` when it is not 1 and
+    ``keep_unsharded_between_microbatches`` when ``keep_unsharded``): its plan (keeping the
+    parameters unsharded between micro-batches when ``keep_unsharded``) replayed for one
+    step of ``grad_accum`` micro-batches, and the lower bound."""
     check_grad_accum(grad_accum)
-    bound = sharded_lower_bound_s(trace, model, world_size, grad_accum)
+    bound = sharded_lower_bound_s(trace, model, world_size, grad_accum, keep_unsharded)
     rows = []
     for name in algorithms:
         if name == OPTIMUM:
             scored = optimum(trace, model, world_size, semantics=semantics,
-                             memory_cap_bytes=memory_cap_bytes, grad_accum=grad_accum)
+                             memory_cap_bytes=memory_cap_bytes, grad_accum=grad_accum,
+                             keep_unsharded=keep_unsharded)
             plan, result = scored.plan, scored.replay
         else:
-            plan = make_sharded_plan(name, trace, model, world_size)
+            plan = replace(make_sharded_plan(name, trace, model, world_size),
+                           keep_unsharded_between_microbatches=keep_unsharded)
             result = replay_sharded(trace, plan, model, world_size, semantics=semantics,
                                     grad_accum=grad_accum)
         flags = {u.reshard_after_forward for u in plan.units}
@@ -171,5 +184,7 @@ def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
                      "backward_prefetch": plan.backward_prefetch,
                      "reshard_after_forward": flags.pop() if len(flags) == 1 else "mixed",
                      **{k: v for k, v in result.to_dict().items() if k in CASE_COLUMNS},
-                     "lower_bound_s": bound, **accum_knob(grad_accum)})
+                     "lower_bound_s": bound, **accum_knob(grad_accum),
+                     **({"keep_unsharded_between_microbatches": True}
+                        if keep_unsharded else {})})
     return rows

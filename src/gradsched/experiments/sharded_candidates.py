@@ -1,6 +1,7 @@
 """Scoring sharded layouts for the searches over unit groupings: one grouping of blocks
 (exclusive end indices) with one setting (resharding, forward and backward prefetch depth)
-replayed by :func:`gradsched.replay.sharded.replay_layout` with collective times computed
+replayed by :func:`gradsched.replay.sharded.replay_layout` (``keep_unsharded``: the
+parameters kept gathered between micro-batches) with collective times computed
 once per run of blocks, its key ``(seconds, units, peak)`` for :func:`better`, and the
 smallest peak seen (for the error when nothing fits the memory cap)."""
 
@@ -49,6 +50,7 @@ class LayoutScorer:
     blocking: bool
     memory_cap_bytes: float | None
     grad_accum: int = 1
+    keep_unsharded: bool = False
     smallest_peak: float = np.inf
     evaluated: int = 0
     _times: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
@@ -75,7 +77,7 @@ class LayoutScorer:
         layout = layout_from_ranges(self.seq, ranges, (reshard,) * len(ranges))
         result = replay_layout(self.seq, layout, forward, backward, ag_u, rs_u,
                                self.world_size, blocking=self.blocking,
-                               grad_accum=self.grad_accum)
+                               grad_accum=self.grad_accum, keep_unsharded=self.keep_unsharded)
         self.evaluated += 1
         self.smallest_peak = min(self.smallest_peak, result.gathered_peak_bytes)
         if self.memory_cap_bytes is not None \

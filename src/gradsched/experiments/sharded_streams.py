@@ -82,7 +82,8 @@ def solve(t: Tables, setting: Setting, cap: float, units_weight: float) -> list[
 def streams_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                     memory_cap_bytes: float | None, max_prefetch: int, algorithm: str,
                     enumerate_up_to: int, semantics: Semantics = "streams",
-                    grad_accum: int = 1) -> tuple[ShardedPlan, ShardedReplay]:
+                    grad_accum: int = 1,
+                    keep_unsharded: bool = False) -> tuple[ShardedPlan, ShardedReplay]:
     """The fastest candidate of the exhaustive optimum's space by the methods of the module
     docstring (exhaustion of the other settings when ``2^(n-1) <= enumerate_up_to``);
     ``NoLayoutFits`` when nothing fits the cap."""
@@ -90,7 +91,7 @@ def streams_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     blocks = block_ranges(seq)
     level = block_level(seq, blocks)
     scorer = LayoutScorer(*level, model, world_size, semantics == "blocking",
-                          memory_cap_bytes, grad_accum)
+                          memory_cap_bytes, grad_accum, keep_unsharded)
     cap = math.inf if memory_cap_bytes is None else float(memory_cap_bytes)
     programs_apply = semantics == "streams" and grad_accum == 1 and window_applies(seq, blocks)
     t = tables(*level, model, world_size) if programs_apply else None
@@ -120,12 +121,12 @@ def streams_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                 scorer.score(ends, setting)
         raise no_fit(cap, scorer.smallest_peak)
     return _plan(trace, model, world_size, best, methods, memory_cap_bytes, max_prefetch,
-                 algorithm, semantics, grad_accum)
+                 algorithm, semantics, grad_accum, keep_unsharded)
 
 
 def _plan(trace: ComputeTrace, model: CommModel, world_size: int, best: Best,
           methods: dict[Setting, str], memory_cap_bytes: float | None, max_prefetch: int,
-          algorithm: str, semantics: Semantics, grad_accum: int
+          algorithm: str, semantics: Semantics, grad_accum: int, keep_unsharded: bool
           ) -> tuple[ShardedPlan, ShardedReplay]:
     _, ends, (reshard, fwd, bwd) = best
     seq = layer_seq(trace)
@@ -134,10 +135,11 @@ def _plan(trace: ComputeTrace, model: CommModel, world_size: int, best: Best,
                                                reshard),
                        forward_prefetch=fwd, backward_prefetch=bwd,
                        knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
-                              "semantics": semantics} | accum_knob(grad_accum))
+                              "semantics": semantics} | accum_knob(grad_accum),
+                       keep_unsharded_between_microbatches=keep_unsharded)
     replayed = replay_sharded(trace, plan, model, world_size, semantics=semantics,
                               grad_accum=grad_accum)
-    bound = sharded_lower_bound_s(trace, model, world_size, grad_accum)
+    bound = sharded_lower_bound_s(trace, model, world_size, grad_accum, keep_unsharded)
     labels = {f"reshard={s[0]} forward={s[1]} backward={s[2]}": how for s, how in methods.items()}
     exact = all(how != SEARCHED for how in methods.values())
     summary = "; ".join(f"{how}: {', '.join(k for k, v in labels.items() if v == how)}"

@@ -26,6 +26,15 @@ Read from the installed torch 2.14.1, ``torch/distributed/optim/zero_redundancy_
   (``wait_for_broadcasts``, L336-338). Replayed as ``Plan.optimizer="bucket_owner"``
   (:mod:`gradsched.replay.engine`).
 
+Gradient accumulation (``k`` micro-batches per step, :mod:`gradsched.replay.engine`): the
+first ``k - 1`` run under DDP's ``no_sync()``, so no all-reduce and no hook
+(``torch/nn/parallel/distributed.py`` L1829-1838: the reducer is prepared only when
+``require_backward_grad_sync``); the last all-reduces as at ``k = 1``, and the sharded step
+and the broadcasts (``step()``, or the last bucket's hook) run once per step after it. The
+plan is the same at every ``k``; the replay prices the step as the ``k = 1`` iteration plus
+``(k - 1)`` silent forward and backward passes (checked for real by
+:mod:`gradsched.runtime.accum_check`).
+
 A reconstruction, where it differs: the sharded step is priced ``update_s / P`` (an even
 split; the greedy partition's largest shard is not modelled); the broadcasts, issued all at
 once, run one at a time in the replay; ``hook_with_zero_step_interleaved`` and

@@ -190,7 +190,8 @@ def check_settings(settings: Settings, where: str | Path) -> None:
 def check_cases(cases: Sequence[Case], where: str | Path) -> None:
     """Models of the zoo (never ``package.module:attr``), plain and unique case names (a
     name becomes the case's output folder), micro-batches per step in ``[1,
-    MAX_GRAD_ACCUM]``, known ZeRO-1 modes, and ZeRO-1 only without accumulation."""
+    MAX_GRAD_ACCUM]`` and known ZeRO-1 modes (at any ``grad_accum``: both accumulate under
+    DDP's ``no_sync()``, :mod:`gradsched.runtime.runners`)."""
     names: set[str] = set()
     for i, case in enumerate(cases):
         registry_model(case.model, path=where, field=f"cases[{i}].model")
@@ -204,11 +205,6 @@ def check_cases(cases: Sequence[Case], where: str | Path) -> None:
                 raise ConfigFileError(f"unknown ZeRO-1 mode {mode!r}; one of "
                                       f"{', '.join(ZERO1_MODES)}", path=where,
                                       field=f"cases[{i}].zero1")
-        if case.zero1 and case.grad_accum != 1:
-            raise ConfigFileError("ZeRO-1 items run at grad_accum 1 only (torch's "
-                                  "overlap_with_ddp hook under no_sync is not validated); "
-                                  "give zero1 in a case without grad_accum", path=where,
-                                  field=f"cases[{i}].zero1")
         plain_name(case.name, path=where, field=f"cases[{i}].name")
         if case.name in names:
             raise ConfigFileError(f"a second case named {case.name!r}", path=where,

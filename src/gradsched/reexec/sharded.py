@@ -115,11 +115,12 @@ def measure_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, mod
                   batch_size: int, world_size: int, rounds: int = 3, iters: int = 5,
                   warmup: int = 1, threads: int = 1, cluster: str | None = None,
                   seq_len: int | None = None, seed: int = 0, timeout_s: float = 300.0,
-                  memory: bool = False) -> PlanRuns:
+                  memory: bool = False, grad_accum: int = 1) -> PlanRuns:
     """Launch the ranks (loopback, or the emulated cluster at ``cluster``'s rate) and run
     every plan (or :data:`~gradsched.reexec.run.CONTROL`, the compute-only control)
     ``rounds`` times in interleaved random order (:class:`PlanRuns`); ``memory``: one more,
-    profiled iteration after each run's timed ones."""
+    profiled iteration after each run's timed ones; every iteration one optimizer step of
+    ``grad_accum`` micro-batches (:mod:`gradsched.runtime.runners`)."""
     if not plans:
         raise ConfigError("nothing to run: give at least one sharded plan")
     if iters < 1 or warmup < 1 or rounds < 1:
@@ -129,7 +130,7 @@ def measure_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, mod
              else Item(p.algorithm, "fsdp2", plan=p.to_dict()) for p in plans]
     timing = Timing(model=model, batch_size=batch_size, rounds=rounds, warmup=warmup,
                     iters=iters, seed=seed, seq_len=seq_len, timeout_s=timeout_s,
-                    memory=memory)
+                    memory=memory, grad_accum=grad_accum)
     results = launch_rounds(items, timing, world_size=world_size, threads=threads,
                             cluster=cluster).results
     out = PlanRuns([], [], [], [])
@@ -149,12 +150,14 @@ def run_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: 
               batch_size: int, world_size: int,
               rounds: int = 3, iters: int = 5, warmup: int = 1, threads: int = 1,
               cluster: str | None = None, seq_len: int | None = None, seed: int = 0,
-              timeout_s: float = 300.0) -> tuple[list[list[float]], list[list[list[str]]]]:
+              timeout_s: float = 300.0,
+              grad_accum: int = 1) -> tuple[list[list[float]], list[list[list[str]]]]:
     """:func:`measure_plans` without memory: per item, the pooled timed iterations and the
     units FSDP2 formed."""
     runs = measure_plans(plans, model=model, batch_size=batch_size, world_size=world_size,
                          rounds=rounds, iters=iters, warmup=warmup, threads=threads,
-                         cluster=cluster, seq_len=seq_len, seed=seed, timeout_s=timeout_s)
+                         cluster=cluster, seq_len=seq_len, seed=seed, timeout_s=timeout_s,
+                         grad_accum=grad_accum)
     return runs.times_s, runs.groups
 
 

@@ -10,7 +10,12 @@ Efron & Tibshirani 1993, ch. 13). Every run of the caps also checks, on every ra
 every round, that DDP rebuilt exactly the caps' buckets
 (:func:`gradsched.reexec.run.rebuilt_record`, as the re-execution's ``ddp-list`` items).
 ``--sharded``: FSDP2's default and the optimum through the sharded re-execution's
-measurement (:func:`gradsched.reexec.sharded.measure_plans`).
+measurement (:func:`gradsched.reexec.sharded.measure_plans`). With ``--grad-accum K``
+(the recommendation's ``options["grad_accum"]``) every timed iteration of every item is
+one optimizer step of ``K`` micro-batches (:mod:`gradsched.runtime.runners`: the first
+``K - 1`` under stock DDP's ``no_sync()`` or the executor's), each item's time shown beside
+the replay's prediction of that step, and the micro-batches each step ran are counted
+(:func:`gradsched.runtime.rounds.micro_batches_per_step`).
 
 Before any rank starts, the plans must cover the model (the sharded ones too): the pre-launch
 gate that ``gradsched run`` calls (:func:`gradsched.runtime.prelaunch.check_plans`, on the
@@ -35,7 +40,14 @@ from gradsched.reexec.run import rebuilt_record
 from gradsched.reexec.sharded import ShardedCase, iteration_rows, measure_plans, replicates
 from gradsched.reexec.uncertainty import N_BOOT, bootstrap_medians, ratio_interval
 from gradsched.runtime.prelaunch import check_plans
-from gradsched.runtime.rounds import Item, Timing, launch_rounds, runs_of, slowest
+from gradsched.runtime.rounds import (
+    Item,
+    Timing,
+    launch_rounds,
+    micro_batches_per_step,
+    runs_of,
+    slowest,
+)
 
 CASE = "advise-validate"
 """The case name that seeds the bootstrap of a validation."""
@@ -73,6 +85,8 @@ class Validation:
     rebuilt_match: bool | None  # the list's rebuilt buckets are the caps' (None: no list)
     load_avg_1m: tuple[float, float] = (math.nan, math.nan)  # before, after the runs
     cpus: int = 0
+    grad_accum: int = 1  # micro-batches per timed iteration (one optimizer step)
+    micro_batches: dict[str, float] | None = None  # kind -> measured per step, fewest
 
     @property
     def loaded(self) -> bool:
@@ -91,7 +105,8 @@ class Validation:
             "median_s": {k: float(np.median(v)) for k, v in self.times.items()},
             "speedups": {k: dict(zip(("point", "low", "high"), v, strict=True))
                          for k, v in self.speedups.items()},
-            "rebuilt_buckets_match": self.rebuilt_match}
+            "rebuilt_buckets_match": self.rebuilt_match, "grad_accum": self.grad_accum,
+            "micro_batches_per_step": self.micro_batches}
 
 
 def speedups(rows: pd.DataFrame, kinds: list[str]) -> dict[str, tuple[float, float, float]]:
@@ -115,19 +130,21 @@ def _verdict(low: float, high: float) -> str:
 def render_validation(rec: Recommendation, val: Validation) -> str:
     """The human text of a validation."""
     n = {k: len(v) for k, v in val.times.items()}
+    step = "iteration" if val.grad_accum == 1 else \
+        f"optimizer step of {val.grad_accum} micro-batches"
     lines = [f"validation ({val.backend}, {rec.world_size} ranks on this machine, "
              f"{val.rounds} rounds x {val.iters} timed iterations after {val.warmup} "
-             "warm-up, median of the slowest rank's iteration times):"]
+             f"warm-up, median of the slowest rank's time per {step}):"]
+    pred = predicted_s(rec)
     for kind, values in val.times.items():
         lines.append(f"  {KIND_LABELS[kind]}:  {float(np.median(values)):.3g} s  "
-                     f"(n={n[kind]})")
+                     f"(n={n[kind]}; predicted {pred[kind]:.3g} s)")
     if val.rebuilt_match is not None:
         lines.append("  rebuilt buckets: " + (
             f"DDP rebuilt exactly the {rec.ddp_list.n_buckets} buckets of the caps"
             if val.rebuilt_match and rec.ddp_list is not None
             else "DDP did NOT rebuild the caps' buckets on this torch: the list does not "
             "reproduce the planned buckets"))
-    pred = predicted_s(rec)
     for key, (point, low, high) in val.speedups.items():
         new, old = key.split("_over_")
         lines.append(f"measured speedup of {KIND_LABELS[new]} over {KIND_LABELS[old]}: "
@@ -189,8 +206,9 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
         check_plans([(rec.compute, rec.ddp_list.plan)], model=model_name,
                     batch_size=batch_size, seq_len=seq_len, trainable=trainable, hint=hint)
     items = validation_items(rec)
+    k = int(rec.options.get("grad_accum", 1))  # the replay's step: k micro-batches
     timing = Timing(model=model_name, batch_size=batch_size, rounds=rounds, warmup=warmup,
-                    iters=iters, seq_len=seq_len, timeout_s=timeout_s)
+                    iters=iters, seq_len=seq_len, timeout_s=timeout_s, grad_accum=k)
     before = os.getloadavg()[0]
     results = launch_rounds(items, timing, world_size=rec.world_size, backend=backend,
                             threads=threads, cluster=cluster).results
@@ -202,9 +220,11 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
              for item in items}
     rebuilt = rebuilt_record([asdict(i) for i in items], results).get("list")
     match = None if rebuilt is None else bool(rebuilt["buckets_match_plan"])
+    micro = {item.key: min(micro_batches_per_step(results, run, timing)
+                           for run in runs_of(results, i)) for i, item in enumerate(items)}
     return Validation(backend, rounds, iters, warmup, times,
                       speedups(rows, [i.key for i in items]), match,
-                      (before, os.getloadavg()[0]), os.cpu_count() or 0)
+                      (before, os.getloadavg()[0]), os.cpu_count() or 0, k, micro)
 
 
 def expected_buckets(rec: Recommendation) -> list[list[str]]:

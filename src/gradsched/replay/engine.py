@@ -89,7 +89,10 @@ Model (one worker stands for all: data parallelism is symmetric):
   communication with the *next* forward (per-layer update); under accumulation only the
   first micro-batch's forward is available, so their "next iteration" is that
   micro-batch. No plan can use the ``k - 1`` communication-free micro-batches: the
-  gradients are not final until the last backward.
+  gradients are not final until the last backward. A sharded optimizer's step and
+  parameter collectives (``Plan.optimizer``) run once per step, after the last
+  micro-batch's communication, as ZeRO-1 under ``no_sync()`` does
+  (:mod:`gradsched.planners.zero1_torch`).
 
 The iteration time is the steady-state period between ends of backward (of the last
 micro-batch, with accumulation). The replay is a pure function of its inputs.

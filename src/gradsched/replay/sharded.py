@@ -44,8 +44,21 @@ the last micro-batch reduce-scatters (``foreach_reduce`` below L632); the root's
 all-gathers per unit (``2k`` with resharding after forward), ``k`` of the root, one
 reduce-scatter each. The plan's ``reshard_after_forward`` therefore costs ``k`` extra
 all-gathers per unit per step instead of one, which moves the optimum towards not
-resharding as ``k`` grows (``set_reshard_after_backward(False)``, which would keep the
-parameters gathered between micro-batches, is not in a plan and not modelled).
+resharding as ``k`` grows.
+**Parameters kept unsharded between micro-batches** (the plan's
+``keep_unsharded_between_microbatches``): FSDP2's ``set_reshard_after_backward(False)``
+(``_fully_shard.py`` L490-511: ``reshard_after_backward`` of every parameter group) on the
+``k - 1`` silent micro-batches, true again for the last. ``post_backward`` then does not
+reshard (``_fsdp_param_group.py`` L627-629), so the next micro-batch's ``pre_forward``
+finds every unit and the root gathered and ``unshard`` returns at once
+(``if self.is_unsharded: return``, L385-386): no forward all-gather after the first
+micro-batch. A unit resharded after forward is still freed by its ``post_forward``
+(``reshard``, L509-511 and L579) and all-gathered again in every backward. So per step:
+one forward all-gather per unit and the root, ``k`` backward ones per resharded unit, one
+reduce-scatter each (with no unit resharded after forward, ZeRO-2-like: one all-gather per
+unit per step). Memory: no gathered parameters are freed after the ``k - 1`` silent
+backwards, only after the last one's; a resharded unit's are still freed between its
+forward and its backward all-gather.
 **Memory under accumulation:** the unsharded gradients are kept across micro-batches
 (``accumulate_unsharded_grad_if_needed`` / ``to_accumulated_grad_if_needed``): each
 unit's from the start of its backward in the first micro-batch until its reduce-scatter
@@ -176,22 +189,29 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
     return replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
                          comm_times(model, "all_gather", sizes, world_size),
                          comm_times(model, "reduce_scatter", sizes, world_size), world_size,
-                         blocking=semantics == "blocking", grad_accum=grad_accum)
+                         blocking=semantics == "blocking", grad_accum=grad_accum,
+                         keep_unsharded=plan.keep_unsharded_between_microbatches)
 
 
 def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
                   ag: np.ndarray, rs: np.ndarray, world: int, *,
-                  blocking: bool, grad_accum: int = 1) -> ShardedReplay:
+                  blocking: bool, grad_accum: int = 1,
+                  keep_unsharded: bool = False) -> ShardedReplay:
     """The replay of a checked layout with its all-gather and reduce-scatter times given
     (``ag[k]``, ``rs[k]`` per unit, the root's last), for searches that replay many plans;
-    ``grad_accum`` micro-batches per step, only the last reduce-scattering."""
+    ``grad_accum`` micro-batches per step, only the last reduce-scattering;
+    ``keep_unsharded``: the parameters stay gathered from one micro-batch's backward to the
+    next one's forward (module docstring)."""
     run = _Run(blocking)
     runs = _runs(seq, layout)
     for micro in range(grad_accum):
-        root_ready = _forward(runs, layout, depth_f, ag, run)
+        last = micro == grad_accum - 1
+        root_ready = _forward(runs, layout, depth_f, ag, run,
+                              kept=keep_unsharded and micro > 0)
         forward_end = run.t
         rs_end = _backward(runs, layout, depth_b, ag, rs, run, root_ready,
-                           reduce=micro == grad_accum - 1, grads_held=micro > 0)
+                           reduce=last, grads_held=micro > 0,
+                           reshard=last or not keep_unsharded)
         backward_end = run.t
     run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world, 1)
     compute = float((seq.forward_s.sum() + seq.backward_s.sum()) * grad_accum
@@ -220,12 +240,15 @@ def _runs(seq: LayerSeq, layout: UnitLayout) -> list[tuple[int, float, float]]:
 
 
 def _forward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
-             ag: np.ndarray, run: _Run) -> float:
-    """Forward pass; returns when the root's all-gather ended (``-inf`` without a root)."""
+             ag: np.ndarray, run: _Run, *, kept: bool = False) -> float:
+    """Forward pass; returns when the root's all-gather ended (``-inf`` without a root or
+    when ``kept``: every unit and the root still gathered from the previous backward, so
+    nothing is all-gathered)."""
     n_units = len(layout.ranges)
-    gathered = np.full(n_units, np.nan)  # end of each unit's forward all-gather
+    # end of each unit's forward all-gather (NaN: not issued yet)
+    gathered = np.full(n_units, -math.inf if kept else np.nan)
     root_ready = -math.inf
-    if layout.root_bytes > 0:
+    if layout.root_bytes > 0 and not kept:
         run.alloc(run.t, layout.root_bytes)
         root_ready = run.issue(ag[-1], layout.root_bytes)
     for k, forward_s, _ in runs:
@@ -244,10 +267,11 @@ def _forward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: in
 
 def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
               ag: np.ndarray, rs: np.ndarray, run: _Run, root_ready: float, *,
-              reduce: bool = True, grads_held: bool = False) -> float:
+              reduce: bool = True, grads_held: bool = False, reshard: bool = True) -> float:
     """Backward pass; returns when the last reduce-scatter ends. ``reduce`` false: a
     micro-batch with gradient sync off (no reduce-scatter, the unsharded gradients kept);
-    ``grads_held``: an earlier micro-batch allocated them already."""
+    ``grads_held``: an earlier micro-batch allocated them already; ``reshard`` false: the
+    gathered parameters are kept after backward (``reshard_after_backward`` off)."""
     n_units = len(layout.ranges)
     gathered = np.full(n_units, -math.inf)  # backward all-gather ends (-inf: not needed)
     issued = [not r for r in layout.reshard]
@@ -267,12 +291,14 @@ def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: i
             wait = gathered[k]
         run.t = max(run.t, wait) + backward_s
         if k != ROOT:
-            run.free(run.t, layout.unit_bytes[k])  # gathered parameters, after backward
+            if reshard:
+                run.free(run.t, layout.unit_bytes[k])  # gathered parameters, after backward
             if reduce:
                 last_rs = run.issue(rs[k], layout.unit_bytes[k])
                 run.free(last_rs, layout.unit_bytes[k])  # gradients, once reduce-scattered
     if layout.root_bytes > 0:
-        run.free(run.t, layout.root_bytes)  # the root's gathered parameters
+        if reshard:
+            run.free(run.t, layout.root_bytes)  # the root's gathered parameters
         if reduce:
             last_rs = run.issue(rs[-1], layout.root_bytes)
             run.free(last_rs, layout.root_bytes)

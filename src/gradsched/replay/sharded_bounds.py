@@ -20,7 +20,10 @@ The bound is ``max(C + first-layer terms, s_ag + s_rs + total / b + U / P)``.
 With gradient accumulation (``k`` micro-batches per step, only the last reduce-scattering;
 :mod:`gradsched.replay.sharded`) the compute is ``k (F + B) + U / P`` and, every unit
 being resharded after each backward, every byte is all-gathered at least ``k`` times:
-the wire term is ``k s_ag + s_rs + (k + 1) total / (2 b) + U / P``.
+the wire term is ``k s_ag + s_rs + (k + 1) total / (2 b) + U / P``. A plan that keeps the
+parameters unsharded between micro-batches (``keep_unsharded_between_microbatches``) may
+all-gather every byte only once per step: its wire term is the one-micro-batch term,
+``s_ag + s_rs + total / b + U / P``.
 """
 
 from __future__ import annotations
@@ -33,12 +36,14 @@ from gradsched.traces.layers import layer_seq
 
 
 def sharded_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int,
-                          grad_accum: int = 1) -> float:
+                          grad_accum: int = 1, keep_unsharded: bool = False) -> float:
     """The lower bound (seconds) of ``trace`` on ``world_size`` ranks under ``model``, per
     optimizer step of ``grad_accum`` micro-batches (module docstring; with one micro-batch
-    the wire term is ``2 x total / (2 b)``, the same double as ``total / b``)."""
+    the wire term is ``2 x total / (2 b)``, the same double as ``total / b``), for plans
+    that keep the parameters unsharded between micro-batches when ``keep_unsharded``."""
     seq = layer_seq(trace)
     k = grad_accum
+    gathers = 1 if keep_unsharded else k  # all-gathers of every byte per step, at least
     update = float(seq.update_s.sum()) / max(world_size, 1)
     compute = float(seq.forward_s.sum() + seq.backward_s.sum()) * k + update
     if world_size <= 1 or seq.n == 0:
@@ -47,5 +52,6 @@ def sharded_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int
     s_ag = model.startup_s("all_gather", world_size)
     s_rs = model.startup_s("reduce_scatter", world_size)
     half = 0.0 if not np.isfinite(rate) else float(seq.nbytes[0]) / (2.0 * rate)
-    wire = 0.0 if not np.isfinite(rate) else (k + 1) * float(seq.nbytes.sum()) / (2.0 * rate)
-    return max(compute + s_ag + s_rs + 2.0 * half, k * s_ag + s_rs + wire + update)
+    wire = 0.0 if not np.isfinite(rate) else \
+        (gathers + 1) * float(seq.nbytes.sum()) / (2.0 * rate)
+    return max(compute + s_ag + s_rs + 2.0 * half, gathers * s_ag + s_rs + wire + update)

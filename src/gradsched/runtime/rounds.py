@@ -16,9 +16,11 @@ Per item and round: a fresh model (fixed seed, by name from :mod:`gradsched.work
 consecutive iterations, ranks aligned by a barrier first, the last one ending after the
 pending work settled; the replay's steady-state period); around it the load sample
 (1-minute load average, this rank's CPU time and the machine's busy time,
-:mod:`gradsched.runtime.load`). The launcher keeps, per iteration, the slowest rank's
-period (:func:`slowest`) and, per run, the cores that anything but the ranks used
-(:func:`foreign_cores_of`).
+:mod:`gradsched.runtime.load`) and the micro-batches the warm-up and timed iterations ran
+(``micro_batches``: calls of the model's loss, ``grad_accum`` per iteration when every
+step accumulated as asked; :func:`micro_batches_per_step`). The launcher keeps, per
+iteration, the slowest rank's period (:func:`slowest`) and, per run, the cores that
+anything but the ranks used (:func:`foreign_cores_of`).
 
 Parameter servers (``ps_servers`` S > 0, :mod:`gradsched.runtime.ps`): ranks
 ``P .. P+S-1`` serve every plan item and time nothing. Optional, after an item's timed
@@ -35,7 +37,7 @@ import math
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,9 +121,6 @@ def check_counts(items: Sequence[Item], timing: Timing) -> None:
     if not is_grad_accum(timing.grad_accum):
         raise ConfigError(f"--grad-accum must be an integer in [1, {MAX_GRAD_ACCUM}], got "
                           f"{timing.grad_accum!r}")
-    if timing.grad_accum != 1 and any(i.kind == "zero1" for i in items):
-        raise ConfigError("--grad-accum with a ZeRO-1 item is not supported (torch's "
-                          "overlap_with_ddp hook under no_sync is not validated)")
     if timing.grad_accum != 1 and timing.ps_servers:
         raise ConfigError("--grad-accum with parameter servers is not supported (the PS "
                           "client's state is per step)")
@@ -182,7 +181,7 @@ def time_item(rank: int, item: Item, index: int, timing: Timing, device: str,
     spec = build_model(timing.model, timing.batch_size, device=device,
                        seq_len=timing.seq_len, seed=timing.seed)
     record: dict[str, Any] = {"times": [], "n_collectives": None, "rebuilt_buckets": None,
-                              "unit_tensors": [], "peak_bytes": None}
+                              "unit_tensors": [], "peak_bytes": None, "micro_batches": None}
     if ps is not None and ps[0].is_server(rank):
         serve_item(ps[0], spec.model, asdict(item), timing.warmup, timing.iters,
                    timing.timeout_s)
@@ -200,10 +199,18 @@ def _timed_runner(rank: int, item: Item, index: int, timing: Timing, spec: Any,
     batches = [spec.make_batch() for _ in range(timing.n_batches)]
     context = {"timeout_s": timing.timeout_s, "ranks_per_node": timing.ranks_per_node,
                "ps": ps, "grad_accum": timing.grad_accum}
-    runner = make_runner(item.kind, asdict(item), spec, batches, device, context)
+    losses = [0]  # micro-batches run: calls of the loss (one per forward)
+
+    def counted(model: Any, batch: Any, _loss: Any = spec.loss) -> Any:
+        losses[0] += 1
+        return _loss(model, batch)
+
+    runner = make_runner(item.kind, asdict(item), replace(spec, loss=counted), batches,
+                         device, context)
+    losses[0] = 0  # a runner may run untimed steps while it is built (ZeRO-1's warm-up)
     try:
         times = timed_iterations(runner.one, timing.warmup, timing.iters, runner.settle)
-        out: dict[str, Any] = {"times": times, **runner.report()}
+        out: dict[str, Any] = {"times": times, "micro_batches": losses[0], **runner.report()}
         after = timing.warmup + timing.iters
         if timing.memory:
             out["peak_bytes"] = iteration_peak_bytes(
@@ -320,6 +327,16 @@ def foreign_cores_of(results: Sequence[Mapping[str, Any]], run: int) -> float:
     value = load.foreign_cores(start, end, sum(float(r["runs"][run]["cpu_s"])
                                                for r in results))
     return math.nan if value is None else value
+
+
+def micro_batches_per_step(results: Sequence[Mapping[str, Any]], run: int,
+                           timing: Timing) -> float:
+    """Run ``run``'s micro-batches per iteration (its warm-up and timed ones), the fewest
+    over the workers: ``timing.grad_accum`` when every rank accumulated as asked."""
+    steps = timing.warmup + timing.iters
+    counts = [r["runs"][run]["micro_batches"] for r in results
+              if r["runs"][run]["micro_batches"] is not None]
+    return min(counts) / steps if counts and steps else math.nan
 
 
 def runs_of(results: Sequence[Mapping[str, Any]], item: int) -> list[int]:

@@ -32,8 +32,19 @@ equal micro-batches and a mean loss: the gradient of the concatenated batch). Th
 (``torch/nn/parallel/distributed.py``: ``require_backward_grad_sync`` false, so the reducer
 is not prepared and its hooks only accumulate), FSDP2's
 ``set_requires_gradient_sync(False)`` (all-gathers still run, reduce-scatters do not;
-:mod:`gradsched.replay.sharded`); the ``k``-th communicates; then the update. ``k = 1``
-runs exactly as before (no scaling, no context).
+with the plan's ``keep_unsharded_between_microbatches`` also
+``set_reshard_after_backward(False)``, so that only the first micro-batch all-gathers in
+forward; :mod:`gradsched.replay.sharded`); the ``k``-th communicates; then the update. ``k = 1``
+runs exactly as before (no scaling, no context). ZeRO-1 accumulates under DDP's
+``no_sync()`` as stock DDP does and steps once per step: ``step()`` after the last backward,
+or with ``overlap_with_ddp`` inside the last backward's comm hook, since DDP prepares the
+reducer, whose buckets call the hook, only outside ``no_sync()`` (torch 2.14,
+``torch/nn/parallel/distributed.py`` L1829-1838, ``_post_forward``:
+``prepare_for_backward`` only when ``require_backward_grad_sync``): ``hook_with_zero_step``
+(``ddp_zero_hook.py`` L253-338) sees one backward per step, so its
+:data:`~gradsched.runtime.zero1.WARMUP` counts steps, not micro-batches (checked on 2 gloo
+ranks by :mod:`gradsched.runtime.accum_check`: the third step of ``k`` micro-batches
+updates, by ``-lr`` times the concatenated batch's gradient).
 """
 
 from __future__ import annotations
@@ -168,16 +179,24 @@ def _plain_runner(spec: Any, model: Any, opt: Any, batches: list[Any], device: s
     return Runner(one, device_sync(device))
 
 
-def fsdp2_silence(model: Any) -> Silence:
+def fsdp2_silence(model: Any, keep_unsharded: bool = False) -> Silence:
     """FSDP2's accumulation context: gradient sync off inside, back on after
-    (``FSDPModule.set_requires_gradient_sync``, on every unit: ``recurse=True``)."""
+    (``FSDPModule.set_requires_gradient_sync``, on every unit: ``recurse=True``); with
+    ``keep_unsharded`` also ``set_reshard_after_backward(False)`` inside and true after
+    (torch 2.14, ``torch/distributed/fsdp/_fully_shard/_fully_shard.py`` L490-511, every
+    unit), so that the parameters gathered in a silent micro-batch stay gathered for the
+    next one (:mod:`gradsched.replay.sharded`)."""
     @contextlib.contextmanager
     def silence() -> Iterator[None]:
         model.set_requires_gradient_sync(False)
+        if keep_unsharded:
+            model.set_reshard_after_backward(False)
         try:
             yield
         finally:
             model.set_requires_gradient_sync(True)
+            if keep_unsharded:
+                model.set_reshard_after_backward(True)
     return silence
 
 
@@ -256,9 +275,10 @@ def _zero1_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: st
 
 def _fsdp2_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
                   k: int = 1) -> Runner:
-    units = apply_plan(spec.model, ShardedPlan.from_dict(raw["plan"]))
+    plan = ShardedPlan.from_dict(raw["plan"])
+    units = apply_plan(spec.model, plan)
     plain = _plain_runner(spec, spec.model, sgd(spec.model), batches, device, k,
-                          fsdp2_silence(spec.model))
+                          fsdp2_silence(spec.model, plan.keep_unsharded_between_microbatches))
     return Runner(plain.one, plain.settle, lambda: {"unit_tensors": sharded_groups(units)})
 
 

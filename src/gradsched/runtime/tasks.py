@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import os
 import time
 from typing import Any
@@ -17,10 +16,8 @@ import torch
 import torch.distributed as dist
 
 from gradsched.compression import make_compressor
-from gradsched.plan import Bucket, Plan
-from gradsched.plan_sharded import ShardedPlan, Unit
+from gradsched.plan import Plan
 from gradsched.runtime.executor import PlanExecutor
-from gradsched.runtime.fsdp2 import apply_plan
 from gradsched.runtime.ps import PSClient, PSLayout, partition_schedule, serve, workers_group
 from gradsched.runtime.reference import (
     loss_of,
@@ -29,7 +26,6 @@ from gradsched.runtime.reference import (
     make_test_model,
     train_ddp,
 )
-from gradsched.runtime.runners import accumulate, fsdp2_silence
 
 
 def _flat(params: dict[str, Any]) -> dict[str, list[float]]:
@@ -134,105 +130,3 @@ def p2p_link_times(rank: int, world_size: int, payload: dict[str, Any]) -> dict[
                 dist.send(ack, dst=0)
     dist.barrier()
     return {"rank": rank, "times_s": times}
-
-
-def accumulation_check(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
-    """One optimizer step of ``payload['k']`` micro-batches with each of the executor
-    (an all-reduce plan), stock DDP and FSDP2, through
-    :func:`gradsched.runtime.runners.accumulate`; per kind, the collectives each
-    micro-batch issued (counted at the ``torch.distributed`` calls, and for DDP by a
-    counting comm hook) and the largest difference between the step's averaged gradient
-    and the gradient of one un-accumulated backward on the concatenation of every rank's
-    micro-batches (mean-squared-error loss)."""
-    import torch.nn.functional as F
-    from torch import nn
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-
-    k = int(payload["k"])
-
-    def model() -> nn.Module:
-        torch.manual_seed(0)
-        return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
-
-    def batch(r: int, m: int) -> tuple[torch.Tensor, torch.Tensor]:
-        g = torch.Generator().manual_seed(1000 * r + m)
-        return torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)
-
-    mine = [batch(rank, m) for m in range(k)]
-    every = [batch(r, m) for r in range(world_size) for m in range(k)]
-    ref_model = model()
-    F.mse_loss(ref_model(torch.cat([x for x, _ in every])),
-               torch.cat([y for _, y in every])).backward()
-    reference = {n: p.grad.detach().clone() for n, p in ref_model.named_parameters()}
-
-    counts = {"all_reduce": 0, "all_gather": 0, "reduce_scatter": 0}
-    wrapped = {}
-    for fn, kind in (("all_reduce", "all_reduce"), ("all_gather_single", "all_gather"),
-                     ("all_gather_into_tensor", "all_gather"),
-                     ("reduce_scatter_single", "reduce_scatter"),
-                     ("reduce_scatter_tensor", "reduce_scatter")):
-        original = getattr(dist, fn, None)
-        if original is None:
-            continue
-
-        def counted(*args: Any, _f: Any = original, _k: str = kind, **kw: Any) -> Any:
-            counts[_k] += 1
-            return _f(*args, **kw)
-        wrapped[fn] = original
-        setattr(dist, fn, counted)
-
-    def ddp_hook(state: Any, bucket: Any) -> Any:
-        counts["all_reduce"] += 1
-        return default_hooks.allreduce_hook(state, bucket)
-    # DDP checks the annotations themselves (strings under postponed evaluation fail)
-    ddp_hook.__annotations__.update(bucket=dist.GradBucket,
-                                    **{"return": torch.futures.Future[torch.Tensor]})
-
-    def counting_loss(net: Any, segments: list[dict[str, int]]) -> Any:
-        def loss(b: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-            segments.append(dict(counts))  # the counts when this micro-batch starts
-            return F.mse_loss(net(b[0]), b[1])
-        return loss
-
-    out: dict[str, Any] = {}
-    try:
-        for kind in ("plan", "ddp", "fsdp2"):
-            net = model()
-            segments: list[dict[str, int]] = []
-            loss = counting_loss(net, segments)
-
-            if kind == "plan":
-                plan = Plan("accum", (Bucket(("2.weight", "2.bias")),
-                                      Bucket(("0.weight", "0.bias"))))
-                ex = PlanExecutor(net, plan, torch.optim.SGD(net.parameters(), lr=0.1),
-                                  timeout_s=60)
-                accumulate(loss, mine, 0, k, ex.no_sync)
-                segments.append(dict(counts))
-                ex.synchronize_grads()
-                grads = {n: p.grad.detach().clone() for n, p in net.named_parameters()}
-                ex.close()
-            elif kind == "ddp":
-                ddp = DDP(net)
-                ddp.register_comm_hook(None, ddp_hook)
-                accumulate(counting_loss(ddp, segments), mine, 0, k, ddp.no_sync)
-                segments.append(dict(counts))
-                grads = {n: p.grad.detach().clone() for n, p in net.named_parameters()}
-            else:
-                units = (Unit(("0.weight", "0.bias"), True), Unit(("2.weight", "2.bias"), True))
-                apply_plan(net, ShardedPlan("accum", units=units, forward_prefetch=0,
-                                            backward_prefetch=1))
-                accumulate(loss, mine, 0, k, fsdp2_silence(net))
-                segments.append(dict(counts))
-                grads = {n: p.grad.full_tensor().detach().clone()
-                         for n, p in net.named_parameters()}
-            per_micro = [{c: after[c] - before[c] for c in counts}
-                         for before, after in itertools.pairwise(segments)]
-            out[kind] = {"per_micro_batch": per_micro,
-                         "max_abs_diff": max(float((grads[n] - reference[n]).abs().max())
-                                             for n in reference)}
-    finally:
-        for fn, original in wrapped.items():
-            setattr(dist, fn, original)
-    return out
