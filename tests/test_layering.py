@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 COMMON = frozenset({"errors", "io", "staging", "signal_hold", "run_order", "limits", "networks",
                     "units", "provenance", "plan", "plan_sharded", "names", "intermediates",
-                    "admission", "ties", "gpus", "printable", "procfs"})
+                    "admission", "ties", "gpus", "printable", "procfs", "readback"})
 """The common ground every unit may import."""
 
 ALLOWED: dict[str, frozenset[str]] = {
@@ -25,6 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "limits": frozenset(),
     "procfs": frozenset({"errors"}),
     "io": frozenset({"errors", "procfs"}),
+    "readback": frozenset({"errors", "io", "limits"}),
     "staging": frozenset({"errors", "io", "signal_hold"}),
     "signal_hold": frozenset(),
     "run_order": frozenset(),

@@ -13,7 +13,9 @@ SYNTHETIC (made below) or copies of committed files, corrupted here.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +36,105 @@ def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str)
     for needle in needles:
         assert needle in last, last
     return last
+
+
+# ------------------------------------------------------------------ ranks' results
+def test_a_rank_result_cut_in_half_names_the_rank_and_file(tmp_path: Path) -> None:
+    from gradsched.distributed.launch import DistributedError, read_result
+
+    whole = json.dumps({"rank": 1, "runs": [{"item": 0, "times": [0.1, 0.2]}]})
+    (tmp_path / "rank1.result.json").write_text(whole[: len(whole) // 2], encoding="utf-8")
+    with pytest.raises(DistributedError, match=r"rank 1 .* result is unreadable: .*"
+                       r"rank1.result.json, line 1: not valid JSON"):
+        read_result(tmp_path, 1)
+    (tmp_path / "rank1.result.json").write_bytes(b'{"runs": "\xff"}')
+    with pytest.raises(DistributedError, match=r"rank1.result.json, line 1: not UTF-8"):
+        read_result(tmp_path, 1)
+    (tmp_path / "rank1.result.json").write_text(whole, encoding="utf-8")
+    assert read_result(tmp_path, 1) == json.loads(whole)
+
+
+def _run(index: int, **over: Any) -> dict[str, Any]:
+    """A SYNTHETIC record of one run, as :func:`gradsched.runtime.rounds.time_item` writes."""
+    return {"round": 0, "position": index, "item": index, "times": [0.01, 0.02],
+            "n_collectives": 3, "rebuilt_buckets": None, "unit_tensors": [],
+            "peak_bytes": None, "load": 0.5, "started_at": "2026-01-01T00:00:00Z",
+            "cpu_s": 0.05, "busy": [10.0, 10.2], "wall": [5.0, 5.1]} | over
+
+
+RECORD_BAD = {
+    "negative-time": ({"times": [0.01, -0.02]}, "runs[1].times[1]"),
+    "nan-time": ({"times": [float("nan"), 0.02]}, "runs[1].times[0]"),
+    "string-time": ({"times": ["0.01", 0.02]}, "runs[1].times[0]"),
+    "times-cut-short": ({"times": [0.01]}, "runs[1].times"),
+    "item-that-does-not-exist": ({"item": 7}, "runs[1].item"),
+    "round-that-does-not-exist": ({"round": 3}, "runs[1].round"),
+    "negative-cpu": ({"cpu_s": -1.0}, "runs[1].cpu_s"),
+    "clock-backwards": ({"wall": [5.0, 4.0]}, "runs[1].wall"),
+    "peak-beyond-int64": ({"peak_bytes": 2**63}, "runs[1].peak_bytes"),
+    "busy-not-a-pair": ({"busy": [1.0]}, "runs[1].busy"),
+}
+
+
+@pytest.mark.parametrize("case", list(RECORD_BAD))
+def test_timing_records_are_checked_before_any_time_is_used(case: str) -> None:
+    from gradsched.runtime.records import check_records
+
+    over, field = RECORD_BAD[case]
+    good = [{"rank": r, "runs": [_run(0), _run(1)]} for r in range(2)]
+    assert check_records(good, items=2, rounds=1, iters=2, workers=2) == good
+    bad = [good[0], {"rank": 1, "runs": [_run(0), _run(1, **over)]}]
+    with pytest.raises(InputError, match=re.escape(f"rank1.result.json, field '{field}'")):
+        check_records(bad, items=2, rounds=1, iters=2, workers=2)
+
+
+def test_timing_records_of_another_rank_or_order_are_refused() -> None:
+    from gradsched.runtime.records import check_records
+
+    runs = [_run(0), _run(1)]
+    with pytest.raises(InputError, match=r"rank1.result.json, field 'rank'"):
+        check_records([{"rank": 0, "runs": runs}, {"rank": 5, "runs": runs}], items=2,
+                      rounds=1, iters=2, workers=2)
+    with pytest.raises(InputError, match=r"rank1.result.json, field 'runs'.* 1 items"):
+        check_records([{"rank": 0, "runs": runs}, {"rank": 1, "runs": runs[:1]}], items=2,
+                      rounds=1, iters=2, workers=2)
+    swapped = [_run(1, position=0), _run(0, position=1)]
+    with pytest.raises(InputError, match=r"rank1.result.json, field 'runs\[0\]'.*same order"):
+        check_records([{"rank": 0, "runs": runs}, {"rank": 1, "runs": swapped}], items=2,
+                      rounds=1, iters=2, workers=2)
+
+
+def test_capture_results_are_checked_before_they_are_used(tmp_path: Path) -> None:
+    """The comm sweep's times and sizes, and a profiled iteration's trace path (a result
+    never sends the importer to another file)."""
+    from gradsched.capture.iteration import IterationOptions, trace_path
+    from gradsched.capture.iteration import check_results as check_iteration
+    from gradsched.capture.sweep_settings import SweepConfig
+    from gradsched.capture.sweep_trace import check_results as check_sweep
+
+    config = SweepConfig(world_size=2, collectives=["all_reduce"])
+    item = {"collective": "all_reduce", "bytes": 1024, "warmup": 1, "times_s": [1e-4, 2e-4]}
+    good = [{"rank": r, "threads": 1, "results": [dict(item)]} for r in range(2)]
+    check_sweep(good, config)
+    for over, field in (({"times_s": [1e-4, float("inf")]}, "results[0].times_s[1]"),
+                        ({"times_s": [-1e-4]}, "results[0].times_s[0]"),
+                        ({"bytes": 2**60}, "results[0].bytes"),
+                        ({"collective": "broadcast"}, "results[0].collective")):
+        bad = [good[0], {"rank": 1, "threads": 1, "results": [item | over]}]
+        with pytest.raises(InputError, match=re.escape(f"rank1.result.json, field '{field}'")):
+            check_sweep(bad, config)
+
+    opts = IterationOptions(model="tiny-mlp", batch_size=4, world_size=1,
+                            bucket_caps_mb=[25.0], iters=2)
+    trace = str(trace_path(tmp_path, 25.0, 0).relative_to(tmp_path))
+    caps = {"25": {"wall_s": [0.1, 0.2], "grad_bytes": 1000, "trace": trace}}
+    check_iteration(tmp_path, opts, [{"rank": 0, "host": "h", "caps": caps}])
+    for over, field in (({"trace": "../../etc/passwd"}, "caps.25.trace"),
+                        ({"wall_s": [0.1, float("nan")]}, "caps.25.wall_s[1]"),
+                        ({"grad_bytes": -1}, "caps.25.grad_bytes")):
+        bad = {"25": caps["25"] | over}
+        with pytest.raises(InputError, match=re.escape(f"rank0.result.json, field '{field}'")):
+            check_iteration(tmp_path, opts, [{"rank": 0, "host": "h", "caps": bad}])
 
 
 # ------------------------------------------------------- /proc and cgroup files
