@@ -137,6 +137,41 @@ def test_capture_results_are_checked_before_they_are_used(tmp_path: Path) -> Non
             check_iteration(tmp_path, opts, [{"rank": 0, "host": "h", "caps": bad}])
 
 
+# ------------------------------------------------------------------ cluster records
+def _record(**over: Any) -> dict[str, Any]:
+    return {"version": 1, "prefix": "p-", "owner": {"pid": 4242, "start_time": "99"},
+            "namespaces": {"p-sw": {"inode": None, "links": ["br0"]}},
+            "processes": [{"pid": 4243, "start_time": None}]} | over
+
+
+CLUSTER_BAD = {
+    "pid-not-a-number": ({"owner": {"pid": "abc", "start_time": "1"}}, "owner.pid"),
+    "pid-minus-one": ({"owner": {"pid": -1, "start_time": "1"}}, "owner.pid"),
+    "pid-true": ({"owner": {"pid": True, "start_time": "1"}}, "owner.pid"),
+    "start-time-garbage": ({"owner": {"pid": 5, "start_time": "1; rm"}}, "owner.start_time"),
+    "process-pid-float": ({"processes": [{"pid": 1.5, "start_time": None}]},
+                          "processes[0].pid"),
+    "namespace-path": ({"namespaces": {"../../etc": {"inode": None}}}, "namespaces"),
+    "inode-negative": ({"namespaces": {"p-sw": {"inode": -3}}}, "namespaces.p-sw.inode"),
+}
+
+
+@pytest.mark.parametrize("case", list(CLUSTER_BAD))
+def test_a_cluster_record_is_checked_before_anything_is_killed_or_removed(
+        case: str, tmp_path: Path) -> None:
+    from gradsched.distributed import cluster_record
+    from gradsched.distributed.netns import ClusterError
+
+    over, field = CLUSTER_BAD[case]
+    path = tmp_path / "p-.json"
+    path.write_text(json.dumps(_record()), encoding="utf-8")
+    assert cluster_record.load_record(path)["owner"]["pid"] == 4242
+    path.write_text(json.dumps(_record(**over)), encoding="utf-8")
+    with pytest.raises(ClusterError, match=re.escape(f"p-.json, field '{field}'")):
+        cluster_record.load_record(path)
+    assert path.is_file()
+
+
 # ------------------------------------------------------- /proc and cgroup files
 def test_proc_stat_fields_must_be_numbers(tmp_path: Path) -> None:
     from gradsched.runtime import load

@@ -14,6 +14,9 @@ from typing import Any
 from gradsched.distributed.netns import namespace_pids
 from gradsched.procfs import process_stat
 
+PID_MAX = 1 << 22
+"""The largest process id Linux hands out (``PID_MAX_LIMIT``, ``include/linux/threads.h``)."""
+
 
 def process_start_time(pid: int) -> str | None:
     """The start time (clock ticks since boot, as decimal digits) of ``pid``, or None if it
