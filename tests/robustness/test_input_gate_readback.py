@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +171,67 @@ def test_a_cluster_record_is_checked_before_anything_is_killed_or_removed(
     with pytest.raises(ClusterError, match=re.escape(f"p-.json, field '{field}'")):
         cluster_record.load_record(path)
     assert path.is_file()
+
+
+# -------------------------------------------------------------- a case's meta.json
+CASE = Path("paper/data/reexec/cases/resnet18-b4-p2-loopback")
+
+META_BAD = {
+    "negative-time": (lambda m: m | {"wall_s": -1.0}, "field 'wall_s'"),
+    "nan-load": (lambda m: m | {"load_average_before": [float("nan"), 1.0, 1.0]},
+                 "field 'load_average_before[0]'"),
+    "case-world-size-0": (lambda m: m | {"case": m["case"] | {"world_size": 0}},
+                          "field 'case.world_size'"),
+    "label-with-a-path": (lambda m: m | {"item_of": {"../../x": "plan-x"}},
+                          "field 'item_of'"),
+    "rebuilt-not-a-boolean": (lambda m: m | {"ddp_rebuilt_buckets": {
+        "ddp-list-x": {"buckets_match_plan": "yes"}}},
+        "field 'ddp_rebuilt_buckets.ddp-list-x.buckets_match_plan'"),
+}
+
+
+@pytest.fixture
+def case_copy(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of a committed case folder; the traces its meta.json names are read from the
+    repository (the working folder)."""
+    monkeypatch.chdir(repo)
+    folder = tmp_path / CASE.name
+    shutil.copytree(repo / CASE, folder)
+    return folder
+
+
+@pytest.mark.parametrize("case", list(META_BAD))
+def test_a_corrupt_meta_json_ends_collect_with_one_line(
+        case: str, case_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit, needle = META_BAD[case]
+    meta_file = case_copy / "meta.json"
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    meta_file.write_text(json.dumps(edit(meta)), encoding="utf-8")
+    _refused(["reexec", "collect", str(case_copy), "-o", str(tmp_path / "m.csv")], capsys,
+             "meta.json", needle)
+    assert not (tmp_path / "m.csv").exists()
+
+
+def test_a_meta_json_cut_in_half_ends_collect_with_one_line(
+        case_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    meta_file = case_copy / "meta.json"
+    text = meta_file.read_text(encoding="utf-8")
+    meta_file.write_text(text[: len(text) // 2], encoding="utf-8")
+    _refused(["reexec", "collect", str(case_copy), "-o", str(tmp_path / "m.csv")], capsys,
+             "meta.json, line", "not valid JSON")
+
+
+@pytest.mark.parametrize("iters", [0, "3", 2.5, None])
+def test_a_sharded_meta_json_gives_its_iterations_as_a_count(
+        iters: Any, repo: Path, tmp_path: Path) -> None:
+    from gradsched.reexec.sharded import read_iterations
+
+    folder = tmp_path / "case"
+    shutil.copytree(repo / "paper/data/sharded/resnet18-b4-p2-tbf1gbit", folder)
+    meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    (folder / "meta.json").write_text(json.dumps(meta | {"iters": iters}), encoding="utf-8")
+    with pytest.raises(InputError, match=r"meta.json, field 'iters'"):
+        read_iterations(folder)
 
 
 # ------------------------------------------------------- /proc and cgroup files
