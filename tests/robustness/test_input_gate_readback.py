@@ -275,6 +275,24 @@ def test_a_sharded_meta_json_gives_its_iterations_as_a_count(
         read_iterations(folder)
 
 
+# ------------------------------------------------------------- tables read back
+def test_a_table_read_back_is_bounded_like_any_input(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``read_intermediate`` without ``named_errors`` read the bytes itself, past the size
+    bound; it keeps its OS and decoding errors, but the bound is the gate's."""
+    from gradsched.intermediates import read_intermediate
+
+    table = tmp_path / "t.csv"
+    table.write_text("a,b\n" + "1,2\n" * 40, encoding="utf-8")
+    assert len(read_intermediate(table)) == 40
+    monkeypatch.setenv("GRADSCHED_MAX_INPUT_BYTES", "64")
+    with pytest.raises(InputError, match=r"t.csv: .*beyond the bound of 64 bytes"):
+        read_intermediate(table)
+    monkeypatch.delenv("GRADSCHED_MAX_INPUT_BYTES")
+    with pytest.raises(FileNotFoundError):  # as pandas failed on it, named by the CLI
+        read_intermediate(tmp_path / "missing.csv")
+
+
 # ------------------------------------------------------- /proc and cgroup files
 def test_proc_stat_fields_must_be_numbers(tmp_path: Path) -> None:
     from gradsched.runtime import load
