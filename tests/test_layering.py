@@ -17,13 +17,15 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 COMMON = frozenset({"errors", "io", "staging", "signal_hold", "run_order", "limits", "networks",
                     "units", "provenance", "plan", "plan_sharded", "names", "intermediates",
-                    "admission", "ties", "gpus", "printable"})
+                    "admission", "ties", "gpus", "printable", "procfs", "readback"})
 """The common ground every unit may import."""
 
 ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "limits": frozenset(),
-    "io": frozenset({"errors"}),
+    "procfs": frozenset({"errors"}),
+    "io": frozenset({"errors", "procfs"}),
+    "readback": frozenset({"errors", "io", "limits"}),
     "staging": frozenset({"errors", "io", "signal_hold"}),
     "signal_hold": frozenset(),
     "run_order": frozenset(),
@@ -31,10 +33,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "networks": frozenset({"errors"}),
     "names": frozenset({"errors"}),
     "intermediates": frozenset({"errors", "io"}),
-    "provenance": frozenset({"errors", "io"}),
+    "provenance": frozenset({"errors", "io", "procfs"}),
     "plan": frozenset({"errors", "io", "limits"}),
     "plan_sharded": frozenset({"errors", "io"}),
-    "admission": frozenset({"errors", "io"}),
+    "admission": frozenset({"errors", "io", "procfs"}),
     "ties": frozenset(),
     "gpus": frozenset(),
     "printable": frozenset(),

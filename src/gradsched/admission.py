@@ -31,8 +31,9 @@ import resource
 import zlib
 from pathlib import Path
 
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
 from gradsched.io import INPUT_LIMIT_ENV, MAX_INPUT_BYTES, max_input_bytes
+from gradsched.procfs import pseudo_int, read_pseudo, read_pseudo_int
 
 OVERSUBSCRIPTION = 4
 """Most threads (ranks x threads per rank) per usable CPU without ``--oversubscribe``:
@@ -56,6 +57,12 @@ MAX_SWEEP_POINTS = 10_000
 """Most measurement points (sizes x collectives x algorithms x world sizes) of one sweep."""
 
 _CHUNK = 1 << 20
+
+PROC_MEMINFO = Path("/proc/meminfo")
+PROC_CGROUP = Path("/proc/self/cgroup")
+PROC_THREADS_MAX = Path("/proc/sys/kernel/threads-max")
+"""The kernel files the checks read (:mod:`gradsched.procfs`: absent means no bound; a
+value that is not a number is an error naming the file and field)."""
 
 
 class ResourceError(ConfigError):
@@ -91,14 +98,14 @@ def _cgroup_dirs(controller: str) -> list[Path]:
     """This process's cgroup folders for ``controller`` (v2 unified and v1), innermost first
     and their parents after them (a parent's limit binds too)."""
     out: list[Path] = []
-    try:
-        lines = Path("/proc/self/cgroup").read_text(encoding="utf-8").splitlines()
-    except OSError:
+    text = read_pseudo(PROC_CGROUP)
+    if text is None:  # not Linux, or no cgroups: no cgroup bound
         return out
-    for line in lines:
+    for number, line in enumerate(text.splitlines(), 1):
         parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[2].startswith("/"):
+            raise InputError("not a cgroup line (ID:CONTROLLERS:/PATH, cgroups(7))",
+                             path=PROC_CGROUP, line=number)
         _, names, rel = parts
         if names == "":
             base = Path("/sys/fs/cgroup")
@@ -117,16 +124,6 @@ def _cgroup_dirs(controller: str) -> list[Path]:
     return out
 
 
-def _read_int(path: Path) -> int | None:
-    try:
-        text = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeError):
-        return None
-    if text == "max" or not text.isdigit():
-        return None
-    return int(text)
-
-
 def cgroup_headroom(controller: str) -> int | None:
     """Room left under this process's cgroup limit (the tightest over its ancestors):
     ``pids`` in tasks, ``memory`` in bytes; None when no limit applies or none is readable."""
@@ -136,10 +133,10 @@ def cgroup_headroom(controller: str) -> int | None:
     best: int | None = None
     for folder in _cgroup_dirs(controller):
         for limit_name, used_name in names:
-            limit = _read_int(folder / limit_name)
+            limit = read_pseudo_int(folder / limit_name, unlimited="max")
             if limit is None or limit >= 1 << 60:
                 continue
-            room = max(limit - (_read_int(folder / used_name) or 0), 0)
+            room = max(limit - (read_pseudo_int(folder / used_name) or 0), 0)
             best = room if best is None else min(best, room)
     return best
 
@@ -153,7 +150,7 @@ def process_headroom() -> tuple[int | None, str]:
     pids = cgroup_headroom("pids")
     if pids is not None:
         bounds.append((pids, "the pids cgroup's pids.max"))
-    threads_max = _read_int(Path("/proc/sys/kernel/threads-max"))
+    threads_max = read_pseudo_int(PROC_THREADS_MAX)
     if threads_max is not None:
         bounds.append((threads_max, "kernel.threads-max"))
     if not bounds:
@@ -180,17 +177,29 @@ def _user_tasks() -> int:
     return count
 
 
+def mem_available(meminfo: Path) -> int | None:
+    """``MemAvailable`` of ``meminfo`` (``/proc/meminfo``, proc(5): ``MemAvailable:  N kB``)
+    in bytes; None when the file is absent or has no such line (kernels before 3.14). A
+    line of another shape raises :class:`~gradsched.errors.InputError` naming the field."""
+    text = read_pseudo(meminfo)
+    for line in (text or "").splitlines():
+        name, _, value = line.partition(":")
+        if name == "MemAvailable":
+            parts = value.split()
+            if len(parts) != 2 or parts[1] != "kB":
+                raise InputError(f"{value.strip()[:40]!r} is not 'N kB'", path=meminfo,
+                                 field="MemAvailable")
+            return pseudo_int(parts[0], meminfo, "MemAvailable") * 1024
+    return None
+
+
 def available_memory() -> tuple[int | None, str]:
     """(bytes this process may still allocate, where the bound comes from): ``MemAvailable``
     and the memory cgroup's headroom, the smaller; None where neither can be read."""
     bounds: list[tuple[int, str]] = []
-    try:
-        for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
-            if line.startswith("MemAvailable:"):
-                bounds.append((int(line.split()[1]) * 1024, "MemAvailable"))
-                break
-    except (OSError, UnicodeError, ValueError, IndexError):
-        pass
+    available = mem_available(PROC_MEMINFO)
+    if available is not None:
+        bounds.append((available, "MemAvailable"))
     room = cgroup_headroom("memory")
     if room is not None:
         bounds.append((room, "the memory cgroup's limit"))
@@ -314,4 +323,4 @@ def gunzip_bounded(raw: bytes, label: str | Path, limit: int | None = None) -> b
 __all__ = ["MAX_INPUT_BYTES", "MAX_SWEEP_POINTS", "OVERSUBSCRIPTION", "RANK_BASE_BYTES",
            "ResourceError", "available_memory", "cgroup_headroom", "check_input_size",
            "check_memory", "check_points", "check_ranks", "gunzip_bounded", "input_limit",
-           "process_headroom", "usable_cpus"]
+           "mem_available", "process_headroom", "usable_cpus"]

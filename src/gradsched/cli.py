@@ -22,7 +22,7 @@ import gradsched
 from gradsched import commands
 from gradsched.commands._outputs import mark_outputs, preflight
 from gradsched.errors import GradschedError
-from gradsched.io import max_input_bytes
+from gradsched.io import max_input_bytes, read_bytes
 from gradsched.printable import PrintableStream
 
 # The command module that registers each verb: a run loads only its verb's module. Loading
@@ -111,13 +111,13 @@ def _undecodable_file(argv: list[str]) -> str | None:
         try:
             if not candidate.is_file() or candidate.stat().st_size > 2**28:
                 continue
-            raw = candidate.read_bytes()
+            raw = read_bytes(candidate)  # the input gate's reader
             if raw[:2] == b"\x1f\x8b" or b"\x00" in raw[:4096]:
                 continue  # compressed or binary: not a text input
             raw.decode("utf-8")
         except UnicodeDecodeError:
             return str(candidate)
-        except OSError:
+        except (OSError, GradschedError):
             continue
     return None
 

@@ -256,9 +256,14 @@ def read_intermediate(path: str | Path, specs: Sequence[Spec] | None = None, *,
     frame (a concatenation of nothing) instead of an error. ``named_errors``: an unreadable
     or non-UTF-8 file is an InputError (:func:`gradsched.io.read_text`), not the OS or
     decoding error."""
-    # without named_errors a missing, unreadable or non-UTF-8 file fails as pandas fails
-    # on it (the CLI names the file and exits 2)
-    text = read_text(path) if named_errors else Path(path).read_bytes().decode("utf-8")
+    try:  # the input gate (size bound, UTF-8) either way
+        text = read_text(path)
+    except InputError as exc:
+        # without named_errors a missing, unreadable or non-UTF-8 file fails as pandas
+        # fails on it (the CLI names the file and exits 2); the size bound is the gate's
+        if named_errors or not isinstance(exc.__cause__, OSError | UnicodeDecodeError):
+            raise
+        raise exc.__cause__ from None
     if not text.strip():
         if empty_ok:
             return pd.DataFrame()

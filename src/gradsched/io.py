@@ -39,6 +39,7 @@ import jsonschema
 import yaml
 
 from gradsched.errors import ConfigError, ConfigFileError, InputError
+from gradsched.procfs import process_stat
 
 STREAM_PATHS = ("/dev/stdout", "/dev/stderr")
 """Paths that name this process's own output streams: written through, whatever they are."""
@@ -110,14 +111,11 @@ def output_target(path: str | Path) -> str:
 
 
 def _start_time(pid: int) -> int | None:
-    """The start time of process ``pid`` in clock ticks since boot (Linux ``/proc``);
-    None where it cannot be read (no such process, or no ``/proc``)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        return int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return None
+    """The start time of process ``pid`` in clock ticks since boot (Linux ``/proc``, read by
+    :func:`gradsched.procfs.process_stat`); None where it cannot be read (no such process,
+    or no ``/proc``)."""
+    stat = process_stat(pid)
+    return None if stat is None else stat[1]
 
 
 def process_tag() -> str:

@@ -33,19 +33,18 @@ from typing import Any, overload
 import numpy as np
 
 import gradsched
-
+from gradsched.procfs import read_pseudo
 
 # ----------------------------------------------------------------------------- machine
+PROC_CPUINFO = Path("/proc/cpuinfo")
+
+
 def _cpuinfo_model() -> str | None:
-    """The ``model name`` of /proc/cpuinfo, or None (not Linux, or an architecture whose
-    cpuinfo has no such line)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    """The ``model name`` of /proc/cpuinfo (read by :func:`gradsched.procfs.read_pseudo`),
+    or None (not Linux, or an architecture whose cpuinfo has no such line)."""
+    for line in (read_pseudo(PROC_CPUINFO) or "").splitlines():
+        if line.lower().startswith("model name"):
+            return line.split(":", 1)[1].strip() if ":" in line else None
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from gradsched.errors import InputError
 from gradsched.runtime import load
 
 
@@ -21,9 +22,10 @@ def test_machine_busy_reads_proc_stat_format(tmp_path):
     hz = __import__("os").sysconf("SC_CLK_TCK")
     stat.write_text(f"cpu  {hz} 0 {hz} 5000 7 0 0 0 0 0\ncpu0 1 2 3\n")
     assert load.machine_busy_s(stat) == pytest.approx(2.0)
-    stat.write_text("garbage\n")
-    assert load.machine_busy_s(stat) is None
-    assert load.machine_busy_s(tmp_path / "missing") is None
+    assert load.machine_busy_s(tmp_path / "missing") is None  # not Linux: no sample
+    stat.write_text("garbage\n")  # there, but not /proc/stat: named, never a silent None
+    with pytest.raises(InputError, match="stat, line 1: the first line is not"):
+        load.machine_busy_s(stat)
 
 
 def test_a_busy_loop_is_seen_as_foreign_load():

@@ -19,6 +19,7 @@ from gradsched.plan import Bucket, Plan
 from gradsched.plan_sharded import ShardedPlan, Unit
 from gradsched.run_order import round_order, run_order
 from gradsched.runtime import rounds
+from gradsched.runtime.records import check_records
 from gradsched.runtime.rounds import Item, Timing
 
 MLP = ("0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias")  # tiny-mlp
@@ -88,6 +89,9 @@ def test_every_round_runs_every_item_once_in_its_seeded_order(one_rank_group) ->
     assert by_kind["ddp-list"]["rebuilt_buckets"] is not None
     assert by_kind["fsdp2"]["unit_tensors"] == [sorted(MLP[0:2]), sorted(MLP[2:6])]
     assert by_kind["control"]["n_collectives"] is None
+    # what the launcher reads back: every kind's records pass its checks
+    mine = [{"rank": 0, "runs": runs}]
+    assert check_records(mine, items=len(items), rounds=3, iters=2, workers=1) == mine
 
 
 def test_every_kind_runs_k_micro_batches_per_step(one_rank_group) -> None:

@@ -42,11 +42,12 @@ from typing import Any
 import pandas as pd
 
 from gradsched.distributed import LaunchSpec, launch
-from gradsched.distributed.launch import collective_failed
+from gradsched.distributed.launch import collective_failed, result_name
 from gradsched.distributed.worker import init_group
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
 from gradsched.io import readable_mode, write_csv_atomic, write_json_atomic
 from gradsched.provenance import load_average, machine_info, software_versions
+from gradsched.readback import count, mapping, rank_in, seconds, sequence
 from gradsched.traces.importers.kineto import import_kineto
 from gradsched.workloads import build_model
 
@@ -189,6 +190,7 @@ def _profile_cap(cap: float, opts: IterationOptions, rank: int, root: Path, devi
 def summarise(root: Path, opts: IterationOptions, results: list[dict[str, Any]]
               ) -> tuple[pd.DataFrame, list[str]]:
     """Import every rank's trace; one summary row per (cap, rank, profiled iteration)."""
+    check_results(root, opts, results)
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
     for cap in opts.bucket_caps_mb:
@@ -214,6 +216,37 @@ def summarise(root: Path, opts: IterationOptions, results: list[dict[str, Any]]
                     "comm_bytes": it["comm_bytes"],
                 })
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS), warnings
+
+
+def check_results(root: Path, opts: IterationOptions, results: list[Any]) -> None:
+    """Every rank's result (:func:`profile_task`), read back, before it is used: one per
+    rank of the world, each bucket cap profiled, the trace the one :func:`trace_path` names
+    (a result never points the import elsewhere), the wall times durations
+    (:mod:`gradsched.readback`), the gradient bytes a count. Else an
+    :class:`~gradsched.errors.InputError` naming the rank's result file and the field."""
+    seen: set[int] = set()
+    for index, result in enumerate(results):
+        where = result_name(index)
+        res = mapping(result, where, "")
+        rank = rank_in(res.get("rank"), opts.world_size, where, "rank")
+        if rank in seen:
+            raise InputError(f"a second result of rank {rank}", path=where, field="rank")
+        seen.add(rank)
+        caps = mapping(res.get("caps"), where, "caps")
+        for cap in opts.bucket_caps_mb:
+            label = cap_label(cap)
+            info = mapping(caps.get(label), where, f"caps.{label}")
+            expected = str(trace_path(root, cap, rank).relative_to(root))
+            if info.get("trace") != expected:
+                raise InputError(f"{info.get('trace')!r} is not this rank's trace "
+                                 f"({expected})", path=where, field=f"caps.{label}.trace")
+            for i, wall in enumerate(sequence(info.get("wall_s"), where,
+                                              f"caps.{label}.wall_s", opts.iters)):
+                seconds(wall, where, f"caps.{label}.wall_s[{i}]")
+            count(info.get("grad_bytes"), where, f"caps.{label}.grad_bytes")
+    if len(seen) != opts.world_size:
+        raise InputError(f"{len(seen)} results for {opts.world_size} ranks",
+                         path=result_name(0), field="rank")
 
 
 def _finish(root: Path, out_dir: Path, opts: IterationOptions, results: list[dict[str, Any]],

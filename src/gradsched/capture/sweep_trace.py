@@ -13,8 +13,12 @@ import pandas as pd
 
 import gradsched
 from gradsched.capture.sweep_settings import IN_PLACE_ONLY, P2P, SweepConfig, SweepError, bus_factor
+from gradsched.distributed.launch import result_name
 from gradsched.distributed.shaping import line_rate_meta
+from gradsched.errors import InputError
+from gradsched.limits import MAX_BYTES
 from gradsched.provenance import comm_software_versions, hardware_summary, load_average
+from gradsched.readback import count, mapping, rank_in, seconds, sequence
 from gradsched.traces import CommTrace
 from gradsched.traces.importers import DROP_FACTOR
 
@@ -129,8 +133,38 @@ def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes:
     }
 
 
+def check_results(per_rank: Sequence[Any], config: SweepConfig) -> None:
+    """Every rank's result (:func:`gradsched.capture.sweep_rank.sweep_task`), read back,
+    before it is used: one per rank of the world, each measured collective one that was
+    asked for, its size a byte count of :mod:`gradsched.limits`' range, its times durations
+    and its warm-ups a positive count (:mod:`gradsched.readback`). Else an
+    :class:`~gradsched.errors.InputError` naming the rank's result file and the field."""
+    if len(per_rank) != config.world_size:
+        raise SweepError(f"{len(per_rank)} results for {config.world_size} ranks")
+    for index, result in enumerate(per_rank):
+        where = result_name(index)
+        res = mapping(result, where, "")
+        if rank_in(res.get("rank", index), config.world_size, where, "rank") != index:
+            raise InputError(f"rank {res['rank']} wrote the result of rank {index}",
+                             path=where, field="rank")
+        count(res.get("threads", 1), where, "threads", low=1)
+        for i, item in enumerate(sequence(res.get("results"), where, "results")):
+            field = f"results[{i}]"
+            item = mapping(item, where, field)
+            if item.get("collective") not in config.collectives:
+                raise InputError(f"{item.get('collective')!r} was not measured (one of "
+                                 f"{', '.join(config.collectives)})", path=where,
+                                 field=f"{field}.collective")
+            count(item.get("bytes"), where, f"{field}.bytes", low=1, high=MAX_BYTES)
+            count(item.get("warmup"), where, f"{field}.warmup", low=1)
+            for j, t in enumerate(sequence(item.get("times_s"), where, f"{field}.times_s")):
+                seconds(t, where, f"{field}.times_s[{j}]")
+
+
 def to_trace(per_rank: list[dict[str, Any]], config: SweepConfig, **meta_kwargs: Any) -> Any:
-    """Rows + sidecar -> a validated :class:`~gradsched.traces.CommTrace`."""
+    """Every rank's result checked (:func:`check_results`), then rows + sidecar -> a
+    validated :class:`~gradsched.traces.CommTrace`."""
+    check_results(per_rank, config)
     nodes = int(meta_kwargs["nodes"])
     frame = summarise(per_rank, backend=config.backend, world_size=config.world_size,
                       nodes=nodes, in_place=config.in_place)
@@ -144,5 +178,5 @@ def notes_to_warnings(notes: Sequence[str]) -> list[str]:
     return [n for n in notes if "rounded up" in n]
 
 
-__all__ = ["P2P_METHOD", "build_meta", "notes_to_warnings",
+__all__ = ["P2P_METHOD", "build_meta", "check_results", "notes_to_warnings",
            "size_drop_warnings", "summarise", "to_trace"]

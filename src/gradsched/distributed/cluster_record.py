@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -21,10 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from gradsched.distributed.netns import ClusterError, namespace_inode, namespace_pids
-from gradsched.distributed.processes import kill_processes, still_running
-from gradsched.io import write_json_atomic
+from gradsched.distributed.processes import PID_MAX, kill_processes, still_running
+from gradsched.errors import InputError
+from gradsched.io import read_json, write_json_atomic
+from gradsched.readback import count, mapping, sequence, text
 
 RECORD_VERSION = 1
+_NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def record_dir() -> Path:
@@ -38,21 +42,51 @@ def record_path(prefix: str) -> Path:
 
 
 def load_record(path: str | Path) -> dict[str, Any]:
-    """Read a record file; a missing or malformed one raises :class:`ClusterError` naming it."""
+    """Read a record file through the input gate (:func:`gradsched.io.read_json`) and check
+    every field it acts on (:func:`check_record`): a missing, unreadable or malformed one
+    raises :class:`ClusterError` naming the file (and the field), and nothing is touched."""
     path = Path(path)
+    if not path.is_file():
+        raise ClusterError(f"{path}: no such cluster record")
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ClusterError(f"{path}: no such cluster record") from exc
-    except (OSError, ValueError) as exc:
-        raise ClusterError(f"{path}: not a readable cluster record ({exc})") from exc
-    ok = (isinstance(record, dict) and record.get("version") == RECORD_VERSION
-          and isinstance(record.get("namespaces"), dict)
-          and isinstance(record.get("owner"), dict) and "pid" in record["owner"])
-    if not ok:
-        raise ClusterError(f"{path}: not a gradsched cluster record (version "
-                           f"{RECORD_VERSION} with 'owner' and 'namespaces')")
+        record = read_json(path)
+        check_record(record, path)
+    except InputError as exc:
+        raise ClusterError(f"not a readable gradsched cluster record (version "
+                           f"{RECORD_VERSION} with 'owner' and 'namespaces'): {exc}") from None
     return record
+
+
+def _process(entry: Any, path: Path, field: str) -> None:
+    """A recorded process: ``{"pid": N, "start_time": "digits" | null}``."""
+    proc = mapping(entry, path, field)
+    count(proc.get("pid"), path, f"{field}.pid", low=1, high=PID_MAX)
+    start = text(proc.get("start_time"), path, f"{field}.start_time", optional=True)
+    if start is not None and not (start.isascii() and start.isdigit()):
+        raise InputError(f"{start[:40]!r} is not a start time (clock ticks since boot)",
+                         path=path, field=f"{field}.start_time")
+
+
+def check_record(record: dict[str, Any], path: Path) -> None:
+    """What :func:`clean_record` and :func:`clean_names` act on, checked before they act:
+    the version, the owner and every recorded process (a pid Linux can hand out, a start
+    time of digits), and every namespace (a name ``ip netns`` takes, without a path
+    separator; its inode a non-negative integer or null; its links strings)."""
+    if record.get("version") != RECORD_VERSION:
+        raise InputError(f"version {record.get('version')!r}, not {RECORD_VERSION}",
+                         path=path, field="version")
+    _process(record.get("owner"), path, "owner")
+    for i, entry in enumerate(sequence(record.get("processes", []), path, "processes")):
+        _process(entry, path, f"processes[{i}]")
+    for name, entry in mapping(record.get("namespaces"), path, "namespaces").items():
+        field = f"namespaces.{name}"
+        if not _NAMESPACE_RE.match(name) or name in (".", ".."):
+            raise InputError(f"{name[:60]!r} is not a namespace name gradsched creates",
+                             path=path, field="namespaces")
+        info = mapping(entry, path, field)
+        count(info.get("inode"), path, f"{field}.inode", high=2**64 - 1, optional=True)
+        for j, link in enumerate(sequence(info.get("links", []), path, f"{field}.links")):
+            text(link, path, f"{field}.links[{j}]")
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:
@@ -204,6 +238,6 @@ def note_leftovers() -> None:
               file=sys.stderr)
 
 
-__all__ = ["RECORD_VERSION", "claim_record", "clean_names", "clean_record", "find_records",
-           "load_record", "note_leftovers", "owned_namespaces", "owner_alive", "record_dir",
-           "record_path", "remove_namespaces", "write_record"]
+__all__ = ["RECORD_VERSION", "check_record", "claim_record", "clean_names", "clean_record",
+           "find_records", "load_record", "note_leftovers", "owned_namespaces", "owner_alive",
+           "record_dir", "record_path", "remove_namespaces", "write_record"]

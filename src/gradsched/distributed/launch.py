@@ -44,7 +44,8 @@ from typing import Any
 from gradsched.admission import check_ranks
 from gradsched.distributed.lifeline import exit_on_signals
 from gradsched.distributed.worker import ERROR_LINE_CHARS, failure_path
-from gradsched.errors import GradschedError
+from gradsched.errors import GradschedError, InputError
+from gradsched.io import parse_json, read_text
 from gradsched.names import package_task
 from gradsched.signal_hold import signals_held
 
@@ -128,7 +129,7 @@ def launch(task: str, payload: dict[str, Any], spec: LaunchSpec) -> list[Any]:
                     if spec.on_spawn is not None:
                         spec.on_spawn(procs[-1].pid)
             _wait(procs, spec, workdir)
-            return [_read_result(workdir, rank, procs[rank]) for rank in range(spec.world_size)]
+            return [read_result(workdir, rank) for rank in range(spec.world_size)]
         finally:
             if workdir is not None:
                 _cleanup(procs, workdir, fds)
@@ -293,8 +294,8 @@ def rank_error(workdir: Path, rank: int) -> str:
     signal may have printed nothing: ``no output``). Whitespace is collapsed and the line
     bounded to :data:`~gradsched.distributed.worker.ERROR_LINE_CHARS` characters."""
     try:
-        text = failure_path(workdir, rank).read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_text(failure_path(workdir, rank), replace_errors=True)
+    except InputError:
         text = ""
         for line in reversed(_tail(workdir / f"rank{rank}.stderr").splitlines()):
             if line.strip() and not line[:1].isspace() and not line.startswith(_NOT_A_MESSAGE):
@@ -312,16 +313,35 @@ def _details(workdir: Path, rank: int) -> str:
 
 
 def _tail(path: Path, limit: int = 3000) -> str:
+    """The end of a rank's output (a log: bad bytes replaced)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_text(path, replace_errors=True)
+    except InputError:
         return "(no output)"
     return text[-limit:] if text else "(no output)"
 
 
-def _read_result(workdir: Path, rank: int, proc: subprocess.Popen[bytes]) -> Any:
-    path = workdir / f"rank{rank}.result.json"
+def result_name(rank: int) -> str:
+    """The file rank ``rank`` writes its task's result to (JSON), in the launch's temporary
+    folder; errors about a result read back name it."""
+    return f"rank{rank}.result.json"
+
+
+def result_path(workdir: Path, rank: int) -> Path:
+    """Where rank ``rank`` writes its task's result."""
+    return workdir / result_name(rank)
+
+
+def read_result(workdir: Path, rank: int) -> Any:
+    """Rank ``rank``'s result, read through the input gate (:func:`gradsched.io.read_text`,
+    :func:`gradsched.io.parse_json`): a result cut short, not UTF-8 or beyond the input
+    bound is a :class:`DistributedError` naming the rank and the file (and line)."""
+    path = result_path(workdir, rank)
     if not path.is_file():
         raise DistributedError(f"rank {rank} exited 0 but wrote no result (its last output: "
                                f"{rank_error(workdir, rank)})" + _details(workdir, rank))
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return parse_json(read_text(path), path)
+    except InputError as exc:
+        raise DistributedError(f"rank {rank} exited 0 but its result is unreadable: "
+                               f"{' '.join(str(exc).split())}") from None

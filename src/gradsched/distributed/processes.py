@@ -9,27 +9,25 @@ import os
 import signal
 import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from gradsched.distributed.netns import namespace_pids
+from gradsched.procfs import process_stat
+
+PID_MAX = 1 << 22
+"""The largest process id Linux hands out (``PID_MAX_LIMIT``, ``include/linux/threads.h``)."""
 
 
 def process_start_time(pid: int) -> str | None:
-    """The start time (clock ticks since boot) of ``pid``, or None if it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    """The start time (clock ticks since boot, as decimal digits) of ``pid``, or None if it
+    does not exist (:func:`gradsched.procfs.process_stat`)."""
+    stat = process_stat(pid)
+    return None if stat is None else str(stat[1])
 
 
 def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+    stat = process_stat(pid)
+    return stat is None or stat[0] == "Z"
 
 
 def still_running(proc: dict[str, Any]) -> bool:

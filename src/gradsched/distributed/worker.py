@@ -26,8 +26,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from gradsched.distributed.launch import result_name
 from gradsched.distributed.lifeline import watch_parent
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
+from gradsched.io import read_json
 from gradsched.names import drop_implicit_cwd, package_task
 
 
@@ -146,7 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         record_failure(args.workdir, args.rank, "could not join the process group at "
                        f"{args.master}: {error_line(exc)}")
         return 3
-    payload = json.loads((args.workdir / "payload.json").read_text(encoding="utf-8"))
+    try:
+        payload = read_json(args.workdir / "payload.json", missing="the launcher's payload "
+                            "is missing")
+    except InputError as exc:
+        print(f"rank {rank}: {exc}", file=sys.stderr)
+        return 5
     try:
         result = task(rank, world, payload)
     except Exception as exc:
@@ -155,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         return 4
     import torch.distributed as dist
 
-    out = args.workdir / f"rank{rank}.result.json"
+    out = args.workdir / result_name(rank)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result), encoding="utf-8")
     tmp.replace(out)

@@ -22,6 +22,7 @@ from types import FrameType
 from gradsched.forkserver.protocol import (
     SOCKET_VARIABLE,
     ProtocolError,
+    frame_int,
     receive_frame,
     send_frame,
 )
@@ -29,6 +30,8 @@ from gradsched.forkserver.protocol import (
 CONNECT_TIMEOUT_S = 2.0
 """How long to wait for the server to accept and answer before running the command here."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PID_MAX = 1 << 22
+"""The largest process id Linux hands out (``PID_MAX_LIMIT``, ``include/linux/threads.h``)."""
 
 
 def run_through_server(argv: list[str]) -> int | None:
@@ -54,8 +57,7 @@ def _started(sock: socket.socket, path: str, argv: list[str]) -> bool:
         sock.connect(path)
         socket.send_fds(sock, [b"\0"], [0, 1, 2])
         send_frame(sock, {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)})
-        reply = receive_frame(sock)
-        if not isinstance(reply.get("pid"), int):
+        if frame_int(receive_frame(sock), "pid", 1, PID_MAX) is None:
             return False
         sock.sendall(b"\0")  # go
     except (OSError, ValueError):
@@ -74,10 +76,10 @@ def _wait_for_exit(sock: socket.socket) -> int:
         signal.signal(sig, forward)
     sock.settimeout(None)
     try:
-        status = receive_frame(sock).get("exit")
+        status = frame_int(receive_frame(sock), "exit", -(2**31), 2**31 - 1)
     except ProtocolError:
         status = None
-    if not isinstance(status, int):
+    if status is None:
         print("gradsched: the command's process ended without an exit status (it was killed)",
               file=sys.stderr)
         return 1

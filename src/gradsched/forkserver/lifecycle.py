@@ -1,6 +1,6 @@
 """Start and stop a :mod:`gradsched.forkserver` server for a Snakemake run (its ``onstart``,
-``onsuccess`` and ``onerror`` handlers; standard library only, so the workflow stays light
-to parse).
+``onsuccess`` and ``onerror`` handlers; the standard library and :mod:`gradsched.io`, which
+the workflow imports anyway, so that it stays light to parse).
 
 The server must see the environment each job's shell will have, or it refuses every command
 (:func:`gradsched.forkserver.server.refusal`). Snakemake's shell jobs get the workflow's
@@ -25,7 +25,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradsched.errors import GradschedError, InputError
 from gradsched.forkserver.protocol import LEDGER, LOG, SOCKET_VARIABLE
+from gradsched.io import read_text
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -75,7 +77,10 @@ def start() -> str:
             env=job_environment(socket_path), start_new_session=True)
     server = Running(process, folder)
     if not _ready(process):
-        tail = (folder / LOG).read_text(errors="replace")[-300:].strip()
+        try:
+            tail = read_text(folder / LOG, replace_errors=True)[-300:].strip()
+        except GradschedError as exc:
+            tail = str(exc)
         _end(server)
         return f"gradsched forkserver: did not start ({tail or 'no output'}); jobs run alone"
     _running.append(server)
@@ -91,24 +96,37 @@ def _ready(process: subprocess.Popen[bytes]) -> bool:
 
 def stop() -> str:
     """Stop the server :func:`start` started; one line counting the commands it served and
-    refused (with the first refusal's reason)."""
+    refused (with the first refusal's reason), or naming the ledger's line that is not one
+    the server writes."""
     if not _running:
         return "gradsched forkserver: not running"
     server = _running.pop()
     os.environ.pop(SOCKET_VARIABLE, None)
-    summary = ledger_summary(server.folder / LEDGER)
-    _end(server)
+    try:
+        summary = ledger_summary(server.folder / LEDGER)
+    except GradschedError as exc:
+        summary = f"stopped; its ledger is not readable: {exc}"
+    finally:
+        _end(server)
     return f"gradsched forkserver: {summary}"
 
 
 def ledger_summary(ledger: Path) -> str:
-    """``N commands served, M refused (first: why)`` from a server's ledger."""
-    try:
-        lines = ledger.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        lines = []
-    refused = [line for line in lines if line != "served"]
-    first = f" (first: {refused[0].removeprefix('refused: ')})" if refused else ""
+    """``N commands served, M refused (first: why)`` from a server's ledger (read through
+    :func:`gradsched.io.read_text`; no ledger: no command came). A line other than
+    ``served`` or ``refused: why`` raises :class:`~gradsched.errors.InputError` naming the
+    ledger and the line."""
+    lines = read_text(ledger).splitlines() if ledger.is_file() else []
+    refused = []
+    for number, line in enumerate(lines, 1):
+        if line == "served":
+            continue
+        if not line.startswith("refused: ") or not line.removeprefix("refused: ").strip():
+            shown = line if len(line) <= 60 else line[:60] + "..."
+            raise InputError(f"{shown!r} is not a ledger line ('served' or 'refused: why')",
+                             path=ledger, line=number)
+        refused.append(line.removeprefix("refused: "))
+    first = f" (first: {refused[0]})" if refused else ""
     return f"{len(lines) - len(refused)} commands served, {len(refused)} refused{first}"
 
 

@@ -55,16 +55,38 @@ def _exactly(sock: socket.socket, count: int) -> bytes:
     return bytes(chunks)
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def receive_frame(sock: socket.socket) -> dict[str, Any]:
     """One frame of :func:`send_frame`; :class:`ProtocolError` on a closed connection or a
-    frame that is not a JSON object within :data:`MAX_FRAME_BYTES`."""
+    frame that is not a JSON object within :data:`MAX_FRAME_BYTES` (``NaN`` and
+    ``Infinity``, which :func:`send_frame` never writes, and nesting deeper than Python's
+    recursion allows are refused the same way).
+
+    Frames are parsed here, not by :func:`gradsched.io.parse_json`: the client imports only
+    the standard library, so that asking a server costs milliseconds; the frame's size is
+    bounded above and its content checked by the side that reads it."""
     (length,) = _LENGTH.unpack(_exactly(sock, _LENGTH.size))
     if length > MAX_FRAME_BYTES:
         raise ProtocolError(f"a frame of {length} bytes")
     try:
-        message = json.loads(_exactly(sock, length).decode("utf-8"))
+        message = json.loads(_exactly(sock, length).decode("utf-8"),
+                             parse_constant=_no_constant)
     except ValueError as exc:
         raise ProtocolError(f"not a JSON frame: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("a JSON frame nested too deeply") from None
     if not isinstance(message, dict):
         raise ProtocolError("a frame that is not a JSON object")
     return message
+
+
+def frame_int(message: dict[str, Any], key: str, low: int, high: int) -> int | None:
+    """``message[key]`` when it is an integer (not a boolean) in ``[low, high]``, else
+    None."""
+    value = message.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return None
+    return value

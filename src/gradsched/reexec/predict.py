@@ -5,7 +5,6 @@ interference (step 3 of the method in :mod:`gradsched.reexec`), next to what was
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -22,11 +21,11 @@ from gradsched.plan import Plan
 from gradsched.reexec.config import (
     ZERO1_MODES,
     InterferenceSpec,
-    case_of,
     interference_for,
     load_interference,
     parse_settings,
 )
+from gradsched.reexec.meta import META, case_meta
 from gradsched.reexec.run import CONTROL, FOREIGN_LIMIT_CORES
 from gradsched.replay.bounds import lower_bound
 from gradsched.replay.engine import ReplayOptions, replay
@@ -105,11 +104,8 @@ def rebuilt_match(meta: dict[str, Any], label: str) -> bool | None:
 def collect_case(folder: str | Path, interference: InterferenceSpec = None) -> pd.DataFrame:
     """One row per algorithm (and DDP cap, and the control) of a measured case folder."""
     folder = Path(folder)
-    meta_file = folder / "meta.json"
-    if not meta_file.is_file():
-        raise InputError("no meta.json: not a measured case folder", path=folder)
-    meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    case = case_of(meta["case"])
+    meta_file = folder / META
+    meta, case = case_meta(folder)  # the input gate, then every field used below
     k = case.grad_accum
     settings = parse_settings(meta["settings"], meta_file)
     frame = read_intermediate(folder / "iterations.csv", (ITERATIONS,))
@@ -195,8 +191,8 @@ def collect(folders: Sequence[str | Path], interference: InterferenceSpec,
     if settings_output is not None:
         metas = {}
         for f in folders:
-            meta = json.loads((Path(f) / "meta.json").read_text(encoding="utf-8"))
-            metas[meta["case"]["name"]] = meta
+            meta, case = case_meta(f)
+            metas[case.name] = meta
         inter = {}
         for net, world in sorted({(m["case"]["network"], m["case"]["world_size"])
                                   for m in metas.values()}):

@@ -39,7 +39,6 @@ is the same for the control (no FSDP2: activations and full gradients).
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -51,11 +50,12 @@ import numpy as np
 import pandas as pd
 
 from gradsched.costmodel.base import CommModel
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.sharded import OPTIMUM, optimum
 from gradsched.intermediates import INT, REAL, TEXT, Column, Spec, read_intermediate
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import make_sharded_plan
+from gradsched.reexec.meta import META, read_meta
 from gradsched.reexec.predict import scaled_trace, trace_compute_s
 from gradsched.reexec.run import CONTROL
 from gradsched.reexec.uncertainty import Replicates, bootstrap_medians, ratio_interval
@@ -260,8 +260,12 @@ def read_iterations(folder: str | Path) -> list[dict[str, Any]]:
     folder = Path(folder)
     frame = read_intermediate(folder / "iterations.csv", (SHARDED_ITERATIONS,))
     if "round" not in frame:
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        frame = frame.assign(round=frame["iteration"] // int(meta["iters"]))
+        iters = read_meta(folder).get("iters")  # the input gate; a count checked there
+        if iters is None:
+            raise InputError("no 'iters': the rounds of iterations.csv (written without a "
+                             "'round' column) cannot be told apart", path=folder / META,
+                             field="iters")
+        frame = frame.assign(round=frame["iteration"] // iters)
     return frame.to_dict("records")
 
 

@@ -30,6 +30,7 @@ from gradsched.distributed.launch import collective_failed
 from gradsched.distributed.worker import init_group
 from gradsched.errors import ConfigError
 from gradsched.runtime.prelaunch import check_torchrun_env
+from gradsched.runtime.records import check_records
 from gradsched.runtime.rounds import (
     Item,
     Timing,
@@ -164,6 +165,8 @@ def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
         dist.destroy_process_group()
     if rank != 0:
         return None
+    check_records(gathered, items=len(protocol_items), rounds=timing.rounds,
+                  iters=timing.iters, workers=world)
     return _with_accum(_frames(items, gathered, model=model, batch_size=batch_size,
                                world_size=world, backend=backend, bandwidth="torchrun"),
                        grad_accum)

@@ -24,8 +24,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradsched.errors import InputError
+from gradsched.procfs import pseudo_int, read_pseudo
+
 PROC_STAT = Path("/proc/stat")
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (guest is in user)
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
+               "guest_nice")  # proc(5), /proc/stat
 
 
 @dataclass(frozen=True)
@@ -38,14 +43,19 @@ class CpuSample:
 
 
 def machine_busy_s(stat: Path = PROC_STAT) -> float | None:
-    """Busy CPU seconds of the whole machine since boot (``/proc/stat``'s ``cpu`` line)."""
-    try:
-        first = stat.read_text(encoding="ascii").splitlines()[0].split()
-    except (OSError, IndexError, UnicodeDecodeError):
+    """Busy CPU seconds of the whole machine since boot (``/proc/stat``'s first line,
+    ``cpu`` and at least the four fields user, nice, system, idle of proc(5)); None where
+    the file cannot be read (not Linux). A first line of another shape or a field that is
+    not a number raises :class:`~gradsched.errors.InputError` naming the file and field."""
+    text = read_pseudo(stat)
+    if text is None:
         return None
-    if not first or first[0] != "cpu":
-        return None
-    ticks = [int(v) for v in first[1:]]
+    first = text.split("\n", 1)[0].split()
+    if len(first) < 5 or first[0] != "cpu":
+        raise InputError("the first line is not the machine's 'cpu' line (cpu user nice "
+                         "system idle ...)", path=stat, line=1)
+    ticks = [pseudo_int(v, stat, f"cpu {_CPU_FIELDS[i] if i < len(_CPU_FIELDS) else i + 1}")
+             for i, v in enumerate(first[1:])]
     hz = os.sysconf("SC_CLK_TCK")
     return sum(ticks[i] for i in _BUSY_FIELDS if i < len(ticks)) / hz
 

@@ -52,6 +52,7 @@ from gradsched.run_order import round_order
 from gradsched.runtime import load
 from gradsched.runtime.cpu_memory import iteration_peak_bytes
 from gradsched.runtime.ps import PSLayout, workers_group
+from gradsched.runtime.records import check_records
 from gradsched.runtime.runners import make_runner, serve_item
 from gradsched.workloads import build_model
 
@@ -281,7 +282,8 @@ def launch_rounds(items: Sequence[Item], timing: Timing, *, world_size: int,
                   deadline_s: float | None = None, busy_limit_cores: float | None = None,
                   what: str = "measurement") -> Launched:
     """Launch ``world_size`` ranks (plus ``timing.ps_servers`` servers; loopback, or the
-    emulated cluster shaped to ``cluster``) running :func:`rounds_task`. With
+    emulated cluster shaped to ``cluster``) running :func:`rounds_task`; every rank's
+    records are checked (:func:`gradsched.runtime.records.check_records`). With
     ``busy_limit_cores``, the machine is sampled for 2 s first and the launch refused
     (:class:`MachineBusyError`) when other work keeps that many cores busy."""
     check_counts(items, timing)
@@ -296,6 +298,8 @@ def launch_rounds(items: Sequence[Item], timing: Timing, *, world_size: int,
             results = launch(TASK, payload, emu.launch_spec(**common))
     else:
         results = launch(TASK, payload, LaunchSpec(ranks, **common))
+    check_records(results, items=len(items), rounds=timing.rounds, iters=timing.iters,
+                  workers=world_size, servers=timing.ps_servers)
     return Launched(results, busy)
 
 
