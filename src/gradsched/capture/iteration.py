@@ -42,7 +42,8 @@ from typing import Any
 import pandas as pd
 
 from gradsched.distributed import LaunchSpec, launch
-from gradsched.distributed.launch import collective_failed, result_name
+from gradsched.distributed.launch import collective_failed
+from gradsched.distributed.rank_files import result_name
 from gradsched.distributed.worker import init_group
 from gradsched.errors import ConfigError, InputError
 from gradsched.io import readable_mode, write_csv_atomic, write_json_atomic

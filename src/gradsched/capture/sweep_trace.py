@@ -13,7 +13,7 @@ import pandas as pd
 
 import gradsched
 from gradsched.capture.sweep_settings import IN_PLACE_ONLY, P2P, SweepConfig, SweepError, bus_factor
-from gradsched.distributed.launch import result_name
+from gradsched.distributed.rank_files import result_name
 from gradsched.distributed.shaping import line_rate_meta
 from gradsched.errors import InputError
 from gradsched.limits import MAX_BYTES

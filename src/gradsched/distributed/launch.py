@@ -43,7 +43,7 @@ from typing import Any
 
 from gradsched.admission import check_ranks
 from gradsched.distributed.lifeline import exit_on_signals
-from gradsched.distributed.worker import ERROR_LINE_CHARS, failure_path
+from gradsched.distributed.rank_files import ERROR_LINE_CHARS, failure_path, result_path
 from gradsched.errors import GradschedError, InputError
 from gradsched.io import parse_json, read_text
 from gradsched.names import package_task
@@ -319,17 +319,6 @@ def _tail(path: Path, limit: int = 3000) -> str:
     except InputError:
         return "(no output)"
     return text[-limit:] if text else "(no output)"
-
-
-def result_name(rank: int) -> str:
-    """The file rank ``rank`` writes its task's result to (JSON), in the launch's temporary
-    folder; errors about a result read back name it."""
-    return f"rank{rank}.result.json"
-
-
-def result_path(workdir: Path, rank: int) -> Path:
-    """Where rank ``rank`` writes its task's result."""
-    return workdir / result_name(rank)
 
 
 def read_result(workdir: Path, rank: int) -> Any:

@@ -26,8 +26,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from gradsched.distributed.launch import result_name
 from gradsched.distributed.lifeline import watch_parent
+from gradsched.distributed.rank_files import ERROR_LINE_CHARS, failure_path, result_name
 from gradsched.errors import ConfigError, InputError
 from gradsched.io import read_json
 from gradsched.names import drop_implicit_cwd, package_task
@@ -102,10 +102,6 @@ def _use_local_gpu(backend: str, rank: int) -> None:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
 
 
-ERROR_LINE_CHARS = 300
-"""Longest error line a rank reports to its launcher."""
-
-
 def error_line(exc: BaseException) -> str:
     """``Type: first line of the message``, at most :data:`ERROR_LINE_CHARS` characters:
     what the launcher prints of a failed rank (a torch error's later lines are its C++
@@ -113,11 +109,6 @@ def error_line(exc: BaseException) -> str:
     first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
     text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     return text[:ERROR_LINE_CHARS]
-
-
-def failure_path(workdir: Path, rank: int) -> Path:
-    """Where rank ``rank`` leaves its one-line error for the launcher."""
-    return workdir / f"rank{rank}.error"
 
 
 def record_failure(workdir: Path, rank: int | None, line: str) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gradsched.distributed.launch import result_name
+from gradsched.distributed.rank_files import result_name
 from gradsched.errors import InputError
 from gradsched.readback import count, mapping, number, rank_in, seconds, sequence, text
 
