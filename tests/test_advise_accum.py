@@ -66,8 +66,20 @@ def test_without_accumulation_one_micro_batch_per_step(tiny_trace: Path, tmp_pat
     assert "time per iteration" in capsys.readouterr().out
 
 
-def test_sharded_validate_with_accumulation_is_refused(tiny_trace: Path, capsys) -> None:
+@pytest.mark.slow
+def test_sharded_validate_times_steps_of_k_micro_batches(tiny_trace: Path, tmp_path: Path,
+                                                        capsys) -> None:
+    """Stock FSDP2 runs 2 micro-batches per timed step (gradient sync off for the first),
+    beside the replay's prediction of that step."""
+    out = tmp_path / "advice.json"
     assert main(["advise", "--compute", str(tiny_trace), "--comm", str(LOOP2), "--sharded",
-                 "--grad-accum", "2", "--validate"]) == 2
-    err = capsys.readouterr().err
-    assert "--sharded --validate" in err and "Traceback" not in err
+                 "--world-size", "2", "--grad-accum", "2", "--json", str(out), "--validate",
+                 "--rounds", "1", "--iters", "2", "--warmup", "1", "--timeout-s", "60"]) == 0
+    text = capsys.readouterr().out
+    advice = json.loads(out.read_text())
+    val = advice["validation"]
+    assert val["grad_accum"] == 2
+    assert val["micro_batches_per_step"] == {"default": 2.0, "optimum": 2.0}
+    assert val["predicted_s"]["default"] == pytest.approx(
+        advice["sharded"]["default"]["replay"]["iteration_s"])
+    assert "optimizer steps of 2 micro-batches" in text and "predicted" in text

@@ -25,7 +25,8 @@ the plan's executor alike), compared with the replay's prediction of that step.
 --sharded advises an FSDP2 layout instead (gradsched.experiments.recommend_sharded):
 FSDP2's per-block default against the optimum of unit grouping, resharding and prefetch
 under --memory-cap, the fully_shard calls to paste, and with --validate both run with
-stock FSDP2.
+stock FSDP2 (with --grad-accum K: steps of K micro-batches, gradient sync off for the
+first K-1).
 """
 
 from __future__ import annotations
@@ -191,10 +192,6 @@ def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.validate and args.sharded and args.grad_accum != 1:
-        raise ConfigError("--sharded --validate measures one micro-batch per step; drop "
-                          "--grad-accum (FSDP2's accumulation is measured by gradsched shard "
-                          "run --grad-accum)")
     trace, model, world, interference = _load(args)
     if args.sharded:
         return _run_sharded(args, trace, model, world)
@@ -296,7 +293,7 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
                                   rounds=args.rounds, iters=max(args.iters, 2),
                                   warmup=max(args.warmup, 1), seq_len=args.seq_len,
                                   cluster=args.cluster, timeout_s=args.timeout_s,
-                                  source=str(args.compute))
+                                  source=str(args.compute), grad_accum=args.grad_accum)
         print(render_sharded_validation(result), end="")
         out["validation"] = result
     if args.plan_out is not None:  # the recommended layout, input of gradsched shard run;

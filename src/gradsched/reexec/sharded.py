@@ -61,7 +61,14 @@ from gradsched.reexec.run import CONTROL
 from gradsched.reexec.uncertainty import Replicates, bootstrap_medians, ratio_interval
 from gradsched.replay.sharded import replay_sharded
 from gradsched.runtime.prelaunch import check_plans
-from gradsched.runtime.rounds import Item, Timing, launch_rounds, runs_of, slowest
+from gradsched.runtime.rounds import (
+    Item,
+    Timing,
+    launch_rounds,
+    micro_batches_per_step,
+    runs_of,
+    slowest,
+)
 from gradsched.traces.bundle import ComputeTrace
 
 BASELINE = "fsdp2"
@@ -103,12 +110,15 @@ class PlanRuns:
     pooled over rounds and the round of each, the parameter names FSDP2 grouped in each
     unit (rank 0, first run; none for the control) and, when measured, the peak of CPU
     memory allocated during one extra iteration (:mod:`gradsched.runtime.cpu_memory`), the
-    largest over ranks and rounds (``None`` when not measured)."""
+    largest over ranks and rounds (``None`` when not measured); the micro-batches each ran
+    per iteration, the fewest over its runs and ranks
+    (:func:`gradsched.runtime.rounds.micro_batches_per_step`)."""
 
     times_s: list[list[float]]
     rounds: list[list[int]]
     groups: list[list[list[str]]]
     peak_bytes: list[int | None]
+    micro_batches: list[float]
 
 
 def measure_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: str,
@@ -133,7 +143,7 @@ def measure_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, mod
                     memory=memory, grad_accum=grad_accum)
     results = launch_rounds(items, timing, world_size=world_size, threads=threads,
                             cluster=cluster).results
-    out = PlanRuns([], [], [], [])
+    out = PlanRuns([], [], [], [], [])
     for k in range(len(items)):
         runs = runs_of(results, k)
         per_run = [slowest(results, j, world_size) for j in runs]
@@ -143,6 +153,7 @@ def measure_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, mod
         out.groups.append(results[0]["runs"][runs[0]]["unit_tensors"])
         out.peak_bytes.append(max(int(r["runs"][j]["peak_bytes"]) for r in results
                                   for j in runs) if memory else None)
+        out.micro_batches.append(min(micro_batches_per_step(results, j, timing) for j in runs))
     return out
 
 

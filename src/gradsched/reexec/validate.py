@@ -237,22 +237,26 @@ def expected_buckets(rec: Recommendation) -> list[list[str]]:
 def validate_sharded(adv: Any, *, model_name: str, batch_size: int, rounds: int = 3,
                      iters: int = 5, warmup: int = 1, seq_len: int | None = None,
                      cluster: str | None = None, timeout_s: float = 300.0,
-                     source: str = "the compute trace") -> dict[str, Any]:
+                     source: str = "the compute trace", grad_accum: int = 1
+                     ) -> dict[str, Any]:
     """FSDP2's default layout and the optimum (a
     :class:`~gradsched.experiments.recommend_sharded.ShardedAdvice`) run with stock FSDP2
     on ``adv.world_size`` local ranks by the sharded re-execution's measurement (gloo;
     :func:`gradsched.reexec.sharded.measure_plans`, interleaved rounds), the units FSDP2
     formed checked against each plan, and the measured speedup of the optimum with the
-    re-execution's bootstrap interval. Before any rank starts, both plans must fit the
-    model (:func:`gradsched.runtime.prelaunch.check_plans`; ``source``: the compute trace
-    they were made from, which a refusal names)."""
+    re-execution's bootstrap interval; every timed iteration one optimizer step of
+    ``grad_accum`` micro-batches (FSDP2 with gradient sync off for the first
+    ``grad_accum - 1``, as the replay of ``adv`` assumed). Before any rank starts, both
+    plans must fit the model (:func:`gradsched.runtime.prelaunch.check_plans`; ``source``:
+    the compute trace they were made from, which a refusal names)."""
     plans = [adv.default, adv.best]
     check_plans([(source, plan) for plan in plans], model=model_name, batch_size=batch_size,
                 seq_len=seq_len, trace=(source, adv.names),
                 hint=": give --model the model the trace was captured from")
     runs = measure_plans(plans, model=model_name, batch_size=batch_size,
                          world_size=adv.world_size, rounds=rounds, iters=iters, warmup=warmup,
-                         cluster=cluster, seq_len=seq_len, timeout_s=timeout_s)
+                         cluster=cluster, seq_len=seq_len, timeout_s=timeout_s,
+                         grad_accum=grad_accum)
     case = ShardedCase(model_name, batch_size, adv.world_size,
                        "loopback" if cluster is None else cluster, cluster, seq_len)
     names = ["default", "optimum"]
@@ -261,11 +265,15 @@ def validate_sharded(adv: Any, *, model_name: str, batch_size: int, rounds: int 
     matched = [g == [sorted(u.tensors) for u in p.units]
                for p, g in zip(plans, runs.groups, strict=True)]
     times = runs.times_s
-    return {"rounds": rounds, "iters": iters, "warmup": warmup,
+    return {"rounds": rounds, "iters": iters, "warmup": warmup, "grad_accum": grad_accum,
+            "predicted_s": {"default": adv.default_replay.iteration_s,
+                            "optimum": adv.best_replay.iteration_s},
             "median_s": {"default": float(np.median(times[0])),
                          "optimum": float(np.median(times[1]))},
             "iteration_s": {"default": times[0], "optimum": times[1]},
             "units_match": {"default": matched[0], "optimum": matched[1]},
+            "micro_batches_per_step": {"default": runs.micro_batches[0],
+                                       "optimum": runs.micro_batches[1]},
             "speedup_optimum_over_default": {"point": point, "low": low, "high": high,
                                              "confidence": 0.95}}
 
@@ -275,7 +283,12 @@ def render_sharded_validation(result: dict[str, Any]) -> str:
     med = result["median_s"]
     sp = result["speedup_optimum_over_default"]
     ok = all(result["units_match"].values())
+    pred = result["predicted_s"]
+    k = result["grad_accum"]
+    step = "iterations" if k == 1 else f"optimizer steps of {k} micro-batches"
     return (f"measured (stock FSDP2, {result['rounds']} rounds x {result['iters']} timed "
-            f"iterations): FSDP2 default {med['default']:.3g} s, optimum {med['optimum']:.3g} s;"
+            f"{step}): FSDP2 default {med['default']:.3g} s (predicted "
+            f"{pred['default']:.3g} s), optimum {med['optimum']:.3g} s (predicted "
+            f"{pred['optimum']:.3g} s);"
             f" speedup {sp['point']:.3f} [{sp['low']:.3f}, {sp['high']:.3f}] (bootstrap 95 %)"
             f"\n  units: FSDP2 formed {'exactly' if ok else 'NOT'} the plans' units\n")
