@@ -91,14 +91,12 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from gradsched.collectives import get_allreduce
 from gradsched.compression import DistComm
 from gradsched.errors import ConfigError, GradschedError
 from gradsched.plan import Plan, launch_order
@@ -112,52 +110,20 @@ from gradsched.runtime.bucket_layout import (
 from gradsched.runtime.bucket_state import BucketState
 from gradsched.runtime.hierarchical import HierarchicalReducer
 from gradsched.runtime.layer_steps import LayerSteps
-
-AR, RS, AG = "all_reduce", "reduce_scatter", "all_gather"
-# torch >= 2.10 names them *_single (the *_tensor names are deprecated aliases).
-_reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-
-
-class _Completed:
-    """The work handle of a collective that already finished (blocking algorithms)."""
-
-    def wait(self, timeout: Any = None) -> bool:
-        return True
-
-    def is_completed(self) -> bool:
-        return True
-
-
-_DONE = _Completed()
-
-
-def _p2p_allreduce(name: str) -> Any:
-    return get_allreduce(name)
-
-
-_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+from gradsched.runtime.step_collectives import (
+    AG,
+    AR,
+    DONE,
+    RS,
+    StepStats,
+    all_gather_into,
+    blocking_allreduce,
+    reduce_scatter_into,
+)
 
 
 class ExecutorError(GradschedError, RuntimeError):
     """The executor was misused, or a collective failed or timed out."""
-
-
-@dataclass
-class StepStats:
-    """What one iteration communicated (counted when issued)."""
-
-    collectives: dict[str, int] = field(default_factory=lambda: {AR: 0, RS: 0, AG: 0})
-    bytes: dict[str, int] = field(default_factory=lambda: {AR: 0, RS: 0, AG: 0})
-    bucket_launches: list[int] = field(default_factory=list)  # AR/RS collectives per bucket
-    bucket_gathers: list[int] = field(default_factory=list)  # AG collectives per bucket
-    unused: list[str] = field(default_factory=list)  # members zero-filled on this rank
-    issue_sequence: list[tuple[str, int, int]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"collectives": dict(self.collectives), "bytes": dict(self.bytes),
-                "bucket_launches": list(self.bucket_launches),
-                "bucket_gathers": list(self.bucket_gathers), "unused": list(self.unused),
-                "issue_sequence": [list(x) for x in self.issue_sequence]}
 
 
 class PlanExecutor:
@@ -488,11 +454,11 @@ class PlanExecutor:
             chunk = b.chunk_views[c]
             nbytes = b.chunk_bytes
             if b.decoupled:
-                work = _reduce_scatter(b.shards[c], chunk, group=self.group, async_op=True)
+                work = reduce_scatter_into(b.shards[c], chunk, group=self.group, async_op=True)
                 kind = RS
             elif k in self._compress_state:
                 self._compress_bucket(b)
-                work = _DONE
+                work = DONE
                 kind = AR
             elif b.spec.algorithm in self._reducers:
                 work = self._reducers[b.spec.algorithm].submit(chunk)
@@ -500,8 +466,8 @@ class PlanExecutor:
             elif b.spec.algorithm != "default":
                 # gradsched's point-to-point implementations are blocking: the bucket is
                 # reduced here, in the hook, before backward continues (no overlap).
-                _p2p_allreduce(b.spec.algorithm)(chunk, self.group)
-                work = _DONE
+                blocking_allreduce(b.spec.algorithm)(chunk, self.group)
+                work = DONE
                 kind = AR
             else:
                 work = dist.all_reduce(chunk, group=self.group, async_op=True)
@@ -539,7 +505,7 @@ class PlanExecutor:
             b = self._buckets[k]
             self._wait(b, b.works, "reduce-scatter")
             for c in range(b.spec.chunks):
-                work = _all_gather(b.chunk_views[c], b.shards[c], group=self.group,
+                work = all_gather_into(b.chunk_views[c], b.shards[c], group=self.group,
                                    async_op=True)
                 b.gather_works.append(work)
                 self.stats.collectives[AG] += 1
