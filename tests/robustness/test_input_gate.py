@@ -14,21 +14,7 @@ import pytest
 
 from gradsched.cli import main
 from tests.conftest import synthetic_comm_trace, synthetic_compute_trace
-
-
-def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "internal error" not in err, err
-    assert code == 2, f"exit {code}: {err}"
-    last = err.strip().splitlines()[-1]
-    assert "error:" in last, err
-    for needle in needles:
-        assert needle in last, last
-    return last
+from tests.robustness.refusal import refused
 
 
 # ------------------------------------------------------------------ traces correct
@@ -49,7 +35,7 @@ def test_hook_free_summary_medians_are_checked(
     summary = hooked / "s.json"
     summary.write_text(json.dumps({"t": {"cuda_event_medians_s": {
         "a": {"forward": median, "backward": 2e-3}}}}), encoding="utf-8")
-    _refused(["traces", "correct", str(hooked / "t.csv"), "-o", str(hooked / "o.csv"),
+    refused(["traces", "correct", str(hooked / "t.csv"), "-o", str(hooked / "o.csv"),
               "--hook-free-summary", str(summary)], capsys, "s.json",
              "t.cuda_event_medians_s.a.forward")
     assert not (hooked / "o.csv").exists()
@@ -59,7 +45,7 @@ def test_hook_free_summary_of_the_wrong_shape_is_refused(
         hooked: Path, capsys: pytest.CaptureFixture[str]) -> None:
     summary = hooked / "shape.json"
     summary.write_text(json.dumps({"t": {"cuda_event_medians_s": [1, 2]}}), encoding="utf-8")
-    _refused(["traces", "correct", str(hooked / "t.csv"), "-o", str(hooked / "o.csv"),
+    refused(["traces", "correct", str(hooked / "t.csv"), "-o", str(hooked / "o.csv"),
               "--hook-free-summary", str(summary)], capsys, "shape.json")
 
 
@@ -102,7 +88,7 @@ def test_kineto_import_refuses_impossible_traces(case: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     events, info, needle = KINETO_BAD[case]
     trace = _kineto(tmp_path / "k.json", events, info)
-    _refused(["import", "kineto", str(trace), "-o", str(tmp_path / "out")], capsys,
+    refused(["import", "kineto", str(trace), "-o", str(tmp_path / "out")], capsys,
              "k.json", needle)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.json"]
 
@@ -110,7 +96,7 @@ def test_kineto_import_refuses_impossible_traces(case: str, tmp_path: Path,
 def test_kineto_import_refuses_a_file_given_twice(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     trace = _kineto(tmp_path / "k.json")
-    _refused(["import", "kineto", str(trace), str(tmp_path / "." / "k.json"), "-o",
+    refused(["import", "kineto", str(trace), str(tmp_path / "." / "k.json"), "-o",
               str(tmp_path / "out")], capsys, "given twice")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.json"]
 
@@ -118,7 +104,7 @@ def test_kineto_import_refuses_a_file_given_twice(tmp_path: Path,
 def test_kineto_import_refuses_a_missing_step(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     trace = _kineto(tmp_path / "k.json")
-    _refused(["import", "kineto", str(trace), "--step", "99", "-o", str(tmp_path / "out")],
+    refused(["import", "kineto", str(trace), "--step", "99", "-o", str(tmp_path / "out")],
              capsys, "ProfilerStep#99", "1, 2")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.json"]
     assert main(["import", "kineto", str(trace), "--step", "2", "-o",
@@ -132,7 +118,7 @@ def test_deeply_nested_args_are_one_line_not_a_recursion_error(
     deep = "[" * 200_000 + "]" * 200_000
     text = json.dumps({"traceEvents": [_x("ProfilerStep#1", 0, 10, x="DEEP")]})
     (tmp_path / "deep.json").write_text(text.replace('"DEEP"', deep), encoding="utf-8")
-    _refused(["import", "kineto", str(tmp_path / "deep.json"), "-o", str(tmp_path / "out")],
+    refused(["import", "kineto", str(tmp_path / "deep.json"), "-o", str(tmp_path / "out")],
              capsys, "deep.json", "nested too deeply")
 
 
@@ -155,7 +141,7 @@ def test_inventory_byte_sum_cannot_wrap_int64(tmp_path: Path,
     (tmp_path / "big.csv").write_text("\n".join([lines[0], *rows]) + "\n", encoding="utf-8")
     (tmp_path / "big.meta.json").write_text(
         (tmp_path / "c.meta.json").read_text(encoding="utf-8"), encoding="utf-8")
-    _refused(["traces", "inventory", str(tmp_path / "big.csv"), "-o", str(tmp_path / "i.csv")],
+    refused(["traces", "inventory", str(tmp_path / "big.csv"), "-o", str(tmp_path / "i.csv")],
              capsys, "big.csv", "2**62")
     assert not (tmp_path / "i.csv").exists()
 
@@ -166,7 +152,7 @@ def test_input_bound_override_is_checked_by_every_command(
         capsys: pytest.CaptureFixture[str]) -> None:
     synthetic_compute_trace(4).save(tmp_path / "c.csv")
     monkeypatch.setenv("GRADSCHED_MAX_INPUT_BYTES", value)
-    _refused(["traces", "validate", str(tmp_path / "c.csv")], capsys,
+    refused(["traces", "validate", str(tmp_path / "c.csv")], capsys,
              "GRADSCHED_MAX_INPUT_BYTES")
 
 
@@ -187,7 +173,7 @@ def test_one_reader_enforces_the_input_bound(argv: list[str], tmp_path: Path,
     (tmp_path / "i.json").write_text(json.dumps({"compute_slowdown": 1.0, "comm_slowdown": 1.0,
                                                  "pad": "x" * 5000}), encoding="utf-8")
     monkeypatch.setenv("GRADSCHED_MAX_INPUT_BYTES", "200")
-    _refused([a.replace("{d}", str(tmp_path)) for a in argv], capsys,
+    refused([a.replace("{d}", str(tmp_path)) for a in argv], capsys,
              "GRADSCHED_MAX_INPUT_BYTES")
     assert not (tmp_path / "o.csv").exists() and not (tmp_path / "f.json").exists()
 
@@ -197,4 +183,4 @@ def test_an_input_beyond_two_gib_is_refused_unread(tmp_path: Path,
     synthetic_compute_trace(4).save(tmp_path / "c.csv")
     with (tmp_path / "c.csv").open("ab") as handle:  # a hole: no disk, no memory
         handle.truncate((2 << 30) + 1)
-    _refused(["traces", "validate", str(tmp_path / "c.csv")], capsys, "c.csv", "bound")
+    refused(["traces", "validate", str(tmp_path / "c.csv")], capsys, "c.csv", "bound")

@@ -22,23 +22,8 @@ from typing import Any
 
 import pytest
 
-from gradsched.cli import main
 from gradsched.errors import InputError
-
-
-def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "internal error" not in err, err
-    assert code == 2, f"exit {code}: {err}"
-    last = err.strip().splitlines()[-1]
-    assert "error:" in last, err
-    for needle in needles:
-        assert needle in last, last
-    return last
+from tests.robustness.refusal import refused
 
 
 # ------------------------------------------------------------------------ forkserver
@@ -248,7 +233,7 @@ def test_a_corrupt_meta_json_ends_collect_with_one_line(
     meta_file = case_copy / "meta.json"
     meta = json.loads(meta_file.read_text(encoding="utf-8"))
     meta_file.write_text(json.dumps(edit(meta)), encoding="utf-8")
-    _refused(["reexec", "collect", str(case_copy), "-o", str(tmp_path / "m.csv")], capsys,
+    refused(["reexec", "collect", str(case_copy), "-o", str(tmp_path / "m.csv")], capsys,
              "meta.json", needle)
     assert not (tmp_path / "m.csv").exists()
 
@@ -258,7 +243,7 @@ def test_a_meta_json_cut_in_half_ends_collect_with_one_line(
     meta_file = case_copy / "meta.json"
     text = meta_file.read_text(encoding="utf-8")
     meta_file.write_text(text[: len(text) // 2], encoding="utf-8")
-    _refused(["reexec", "collect", str(case_copy), "-o", str(tmp_path / "m.csv")], capsys,
+    refused(["reexec", "collect", str(case_copy), "-o", str(tmp_path / "m.csv")], capsys,
              "meta.json, line", "not valid JSON")
 
 
@@ -318,7 +303,7 @@ def test_a_garbage_meminfo_ends_a_command_with_one_line(
     monkeypatch.setattr(admission, "PROC_MEMINFO", meminfo)
     trace = tmp_path / "k.json"
     trace.write_text(json.dumps({"traceEvents": []}), encoding="utf-8")
-    _refused(["import", "kineto", str(trace), "-o", str(tmp_path / "out")], capsys,
+    refused(["import", "kineto", str(trace), "-o", str(tmp_path / "out")], capsys,
              "meminfo, field 'MemAvailable'", "'12x4' is not a number")
     meminfo.write_text("MemAvailable:  2048 kB\n", encoding="ascii")
     assert admission.mem_available(meminfo) == 2048 * 1024

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gradsched.cli import main
+from tests.robustness.refusal import one_line
 
 FORMAT = {"format": "gradsched.sharded_plan", "format_version": 1, "algorithm": "synthetic"}
 
@@ -45,26 +45,13 @@ def no_ranks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return started
 
 
-def _one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "c10::" not in err and "C++" not in err, err
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "error:" in lines[0], err
-    return lines[0]
-
-
 SHARD = ["shard", "run", "--model", "tiny-mlp", "--batch-size", "2", "--world-size", "2"]
 
 
 def test_sharded_plan_naming_a_path_is_refused_before_launch(
         tmp_path: Path, no_ranks: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     plan = _sharded(tmp_path / "shadow.json", [["../../../etc/shadow"]])
-    line = _one_line([*SHARD, "--plan", str(plan)], capsys)
+    line = one_line([*SHARD, "--plan", str(plan)], capsys)
     assert "shadow.json" in line and "../../../etc/shadow" in line
     assert no_ranks == []
 
@@ -78,7 +65,7 @@ def test_another_models_sharded_plan_is_refused_before_launch(
     for name in names:
         blocks.setdefault(name.split(".")[0], []).append(name)
     plan = _sharded(tmp_path / "resnet18.json", list(blocks.values()))
-    line = _one_line([*SHARD, "--plan", str(plan)], capsys)
+    line = one_line([*SHARD, "--plan", str(plan)], capsys)
     assert "resnet18.json" in line and "tiny-mlp" in line
     assert no_ranks == []
 
@@ -90,7 +77,7 @@ def test_sharded_unit_splitting_a_module_is_refused_before_launch(
     names = list(model_parameters("tiny-mlp", 2, None))
     weight = next(n for n in names if n.endswith(".weight") and "." in n)
     plan = _sharded(tmp_path / "split.json", [[weight]])  # its module's bias elsewhere
-    line = _one_line([*SHARD, "--plan", str(plan)], capsys)
+    line = one_line([*SHARD, "--plan", str(plan)], capsys)
     assert "split.json" in line and "whole modules" in line
     assert no_ranks == []
 
@@ -119,7 +106,7 @@ def test_torchrun_environment_is_checked_before_init(
     for key, value in {**GOOD_ENV, **bad}.items():
         monkeypatch.setenv(key, value)
     started = time.monotonic()
-    line = _one_line([*RUN, "-o", str(tmp_path / "x.csv")], capsys)
+    line = one_line([*RUN, "-o", str(tmp_path / "x.csv")], capsys)
     assert time.monotonic() - started < 10
     assert variable in line
     assert no_ranks == []

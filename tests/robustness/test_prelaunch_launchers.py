@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gradsched.cli import main
 from gradsched.traces import ComputeTrace
+from tests.robustness.refusal import one_line
 
 ALPHA_BETA = "alpha-beta:alpha=1e-4,beta=1e-9"
 LOOPBACK_P2 = Path(__file__).resolve().parents[2] / "traces/comm/cpu/gloo-loopback-p2.csv"
@@ -79,19 +79,6 @@ TRACES = {"another-model": lambda p: _model_trace(p / "tiny-cnn.csv", "tiny-cnn"
 """The bad inputs: a trace of another model (tiny-cnn's layers), and one naming a path."""
 
 
-def _one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "c10::" not in err and "frame #" not in err, err
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "error:" in lines[0], err
-    return lines[0]
-
-
 def _names_the_input(line: str, trace: Path, bad: str) -> None:
     assert str(trace) in line, line
     assert (SHADOW in line) if bad == "shadow" else ("tiny-mlp" in line), line
@@ -116,7 +103,7 @@ def test_reexec_run_checks_every_case_before_the_first_starts(
         f"    - {case.format(trace=good, name='good')}\n"
         f"    - {case.format(trace=trace, name='bad')}\n", encoding="utf-8")
     out = tmp_path / "out"
-    line = _one_line(["reexec", "run", "--config", str(config), "--allow-load", "-o",
+    line = one_line(["reexec", "run", "--config", str(config), "--allow-load", "-o",
                       str(out)], capsys)
     _names_the_input(line, trace, bad)
     assert "case bad" in line
@@ -130,7 +117,7 @@ def test_shard_measure_checks_its_plans_before_launch(
         capsys: pytest.CaptureFixture[str]) -> None:
     trace = TRACES[bad](tmp_path)
     out = tmp_path / "measured"
-    line = _one_line(["shard", "measure", "--model", "tiny-mlp", "--batch-size", "4",
+    line = one_line(["shard", "measure", "--model", "tiny-mlp", "--batch-size", "4",
                       "--world-size", "2", "--network", "loopback", "--compute", str(trace),
                       "--comm", ALPHA_BETA, "--algorithms", "fsdp2", "--rounds", "1",
                       "-o", str(out)], capsys)
@@ -145,7 +132,7 @@ def test_advise_sharded_validate_checks_its_plans_before_launch(
         capsys: pytest.CaptureFixture[str]) -> None:
     trace = TRACES[bad](tmp_path)
     plan_out, advice = tmp_path / "plan.json", tmp_path / "advice.json"
-    line = _one_line(["advise", "--sharded", "--compute", str(trace), "--comm", ALPHA_BETA,
+    line = one_line(["advise", "--sharded", "--compute", str(trace), "--comm", ALPHA_BETA,
                       "--world-size", "2", "--validate", "--model", "tiny-mlp",
                       "--batch-size", "4", "--rounds", "1", "--plan-out", str(plan_out),
                       "--json", str(advice)], capsys)
@@ -181,7 +168,7 @@ def test_capture_checks_the_torchrun_environment_before_init(
     for key, value in {**GOOD_ENV, **bad}.items():
         monkeypatch.setenv(key, value)
     argv, out = _capture_argv(what, tmp_path)
-    line = _one_line(argv, capsys)
+    line = one_line(argv, capsys)
     assert variable in line, line
     assert no_ranks == []
     assert not out.exists()
