@@ -66,6 +66,11 @@ COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsc
              "or alpha-beta:alpha=<seconds>,beta=<seconds per byte>")
 
 
+VALIDATION_DEFAULTS: dict[str, int | float] = {"rounds": 3, "iters": 10, "warmup": 2,
+                                               "threads": 1, "timeout_s": 300.0}
+"""The --validate settings' defaults (refused without --validate, like every setting of
+the validation: --model, --batch-size, --seq-len, --cluster, --oversubscribe)."""
+
 _caps = real_list(0.0, 2**30, low_open=True, unit="MiB", example="1,5,25",
                   what="bucket caps must be numbers > 0 (MiB)")
 """DDP bucket caps: comma-separated finite numbers of MiB in (0, 2**30]."""
@@ -143,15 +148,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="samples per rank (default: the trace's meta 'batch_size')")
     val.add_argument("--seq-len", type=positive_int, default=None,
                      help="tokens per sample (default: the trace's meta 'seq_len')")
-    val.add_argument("--rounds", type=positive_int, default=3,
-                     help="rounds; each runs every candidate once, in a seeded random order")
-    val.add_argument("--iters", type=positive_int, default=10,
-                     help="timed iterations per run (>= 2)")
-    val.add_argument("--warmup", type=non_negative_count, default=2,
-                     help="untimed iterations per run first")
-    val.add_argument("--threads", type=threads, default=1, help="intra-op threads per rank")
-    val.add_argument("--timeout-s", type=positive_seconds, default=300.0,
-                     help="limit on every collective wait")
+    val.add_argument("--rounds", type=positive_int, default=None,
+                     help="rounds; each runs every candidate once, in a seeded random order "
+                          f"(default {VALIDATION_DEFAULTS['rounds']})")
+    val.add_argument("--iters", type=positive_int, default=None,
+                     help="timed iterations per run (>= 2; default "
+                          f"{VALIDATION_DEFAULTS['iters']})")
+    val.add_argument("--warmup", type=non_negative_count, default=None,
+                     help="untimed iterations per run first (default "
+                          f"{VALIDATION_DEFAULTS['warmup']})")
+    val.add_argument("--threads", type=threads, default=None,
+                     help="intra-op threads per rank (default "
+                          f"{VALIDATION_DEFAULTS['threads']})")
+    val.add_argument("--timeout-s", type=positive_seconds, default=None,
+                     help="limit on every collective wait (default "
+                          f"{VALIDATION_DEFAULTS['timeout_s']:g})")
     val.add_argument("--cluster", default=None, metavar="RATE",
                      help="run the ranks in emulated network namespaces shaped to RATE "
                           "(e.g. 1gbit, as gradsched run; needs root)")
@@ -187,7 +198,23 @@ def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
     return load_topology(args.topology).collective_model(collective), str(args.topology)
 
 
+def _validation_settings(args: argparse.Namespace) -> None:
+    """The settings of --validate: refused without it (nothing would read them), else
+    their defaults filled in."""
+    names = ("model", "batch_size", "seq_len", "cluster", *VALIDATION_DEFAULTS)
+    given = [name for name in names if getattr(args, name) is not None]
+    if args.oversubscribe:
+        given.append("oversubscribe")
+    if given and not args.validate:
+        raise ConfigError(f"--{given[0].replace('_', '-')} is a setting of --validate (the "
+                          "measured runs): give --validate, or drop it")
+    for name, value in VALIDATION_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+
+
 def _run(args: argparse.Namespace) -> int:
+    _validation_settings(args)
     if args.validate and args.grad_accum != 1:
         raise ConfigError("--validate measures one micro-batch per step; drop --grad-accum "
                           "(measured accumulation is not validated yet)")
