@@ -227,7 +227,9 @@ def _run(args: argparse.Namespace) -> int:
     from gradsched.plan_sharded import ShardedPlan
     from gradsched.reexec.sharded import run_plans
     from gradsched.runtime.prelaunch import check_plans
+    from gradsched.workloads.zoo import check_seq_len
 
+    check_seq_len(args.model, args.seq_len)
     plans = [ShardedPlan.load(p) for p in args.plan]
     check_plans(list(zip(map(str, args.plan), plans, strict=True)), model=args.model,
                 batch_size=args.batch_size, seq_len=args.seq_len)  # before any rank starts
