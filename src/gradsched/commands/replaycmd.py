@@ -47,6 +47,8 @@ from gradsched.traces.bundle import ComputeTrace, meta_path
 from gradsched.traces.forward import with_forward
 
 CAPS_FORMAT = "gradsched.ddp_caps"
+DEFAULT_ITERATIONS = 5
+"""Iterations the replay simulates unless --iterations says otherwise."""
 COMM_HELP = ("comm trace CSV, fitted model JSON, or alpha-beta:alpha=<seconds>,"
              "beta=<seconds per byte>")
 
@@ -110,8 +112,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="write <algorithm>.trace.json (Perfetto) and .timeline.csv here")
     rep.add_argument("--plans", type=output_folder, default=None, metavar="DIR",
                      help="write each algorithm's plan JSON here")
-    rep.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
-                     help="iterations simulated (>= 2)")
+    rep.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=None,
+                     help=f"iterations simulated (>= 2; default {DEFAULT_ITERATIONS})")
     rep.add_argument("--channels", type=integer(1, MAX_CHANNELS), default=1,
                      help="concurrent communication channels sharing bandwidth")
     rep.add_argument("--pack-s-per-byte", type=real(0.0, MAX_PACK_S_PER_BYTE), default=0.0,
@@ -264,6 +266,30 @@ def caps_json(plan: Plan, trace: ComputeTrace, caps: DdpCaps) -> dict[str, objec
             "paste_line": caps.paste_line()}
 
 
+def _check_host_options(args: argparse.Namespace, interference: dict[str, float]) -> None:
+    """The host-aware replay's settings need --host; the settings of the event replay it
+    does not model (one iteration, one channel, no interference, no accumulation) are
+    refused with it."""
+    host_only = [flag for flag, value in (("--launch-queue", args.launch_queue),
+                                          ("--collective-launch-s", args.collective_launch_s))
+                 if value is not None]
+    if host_only and not args.host:
+        raise ConfigError(f"{host_only[0]} is a setting of the host-aware replay: give --host "
+                          "(or drop it)")
+    if not args.host:
+        return
+    not_modelled = [flag for flag, given in (
+        ("--iterations", args.iterations is not None), ("--channels", args.channels != 1),
+        ("--grad-accum", args.grad_accum != 1),
+        ("--interference", args.interference is not None),
+        *((f"--{k.replace('_', '-')}", v != NO_INTERFERENCE[k])
+          for k, v in interference.items())) if given]
+    if not_modelled:
+        raise ConfigError(f"{not_modelled[0]} is not modelled by the host-aware replay (--host: "
+                          "one iteration, one channel, no interference, no accumulation); "
+                          "drop one of them")
+
+
 def _replay(args: argparse.Namespace) -> int:
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     model = _comm_model(args)
@@ -281,13 +307,9 @@ def _replay(args: argparse.Namespace) -> int:
             raise ConfigError(f"give {given[0]} or --interference, not both (the JSON sets "
                               "all three interference parameters)")
         interference = load_interference(args.interference)[0]
-    host_only = [flag for flag, value in (("--launch-queue", args.launch_queue),
-                                          ("--collective-launch-s", args.collective_launch_s))
-                 if value is not None]
-    if host_only and not args.host:
-        raise ConfigError(f"{host_only[0]} is a setting of the host-aware replay: give --host "
-                          "(or drop it)")
-    options = ReplayOptions(iterations=args.iterations, channels=args.channels,
+    _check_host_options(args, interference)
+    options = ReplayOptions(iterations=args.iterations or DEFAULT_ITERATIONS,
+                            channels=args.channels,
                             pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,
                             grad_accum=args.grad_accum, host=args.host,
                             launch_queue=DEFAULT_LAUNCH_QUEUE if args.launch_queue is None
