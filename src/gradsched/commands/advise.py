@@ -66,6 +66,9 @@ COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsc
              "or alpha-beta:alpha=<seconds>,beta=<seconds per byte>")
 
 
+DEFAULT_ITERATIONS = 5
+"""Replay iterations of DDP's candidates unless --iterations says otherwise."""
+
 VALIDATION_DEFAULTS: dict[str, int | float] = {"rounds": 3, "iters": 10, "warmup": 2,
                                                "threads": 1, "timeout_s": 300.0}
 """The --validate settings' defaults (refused without --validate, like every setting of
@@ -107,8 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interference", type=Path, default=None, metavar="JSON",
                    help="calibrated interference (gradsched reexec interference) for the "
                         "replay and the plan's scoring")
-    p.add_argument("--iterations", type=integer(2, 10_000), default=5,
-                   help="replay iterations (>= 2)")
+    p.add_argument("--iterations", type=integer(2, 10_000), default=None,
+                   help="replay iterations of DDP's candidates (>= 2; default "
+                        f"{DEFAULT_ITERATIONS})")
     p.add_argument("--forward-ratio", type=real(0.0, 10.0), default=None, metavar="R",
                    help="for a trace that did not measure forward: forward = R x backward "
                         "(default 0.5)")
@@ -117,8 +121,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--sharded the recommended FSDP2 layout, input of gradsched shard run)")
     p.add_argument("--json", type=output_file, default=None, metavar="PATH",
                    help="write the advice (and the validation) as JSON")
-    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
-                   help="backend of --validate and of the printed commands")
+    p.add_argument("--backend", choices=["gloo", "nccl"], default=None,
+                   help="backend of --validate and of the printed commands (default gloo; "
+                        "not with --sharded, whose validation runs FSDP2 on gloo)")
     add_grad_accum(p, "advise compares what the replay predicts per step (DDP under "
                    "no_sync(), FSDP2 with gradient sync off); no --validate")
     sh = p.add_argument_group("sharded data parallelism (--sharded: FSDP2 layouts instead of DDP)")
@@ -221,6 +226,8 @@ def _run(args: argparse.Namespace) -> int:
     trace, model, world, interference = _load(args)
     if args.sharded:
         return _run_sharded(args, trace, model, world)
+    args.iterations = args.iterations or DEFAULT_ITERATIONS
+    args.backend = args.backend or "gloo"
     if args.memory_cap is not None or args.semantics is not None or args.gpu_memory is not None:
         raise ConfigError("--memory-cap, --gpu-memory and --semantics need --sharded")
     if args.validate and args.model is None and trace.meta.get("model"):
@@ -279,7 +286,8 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
     if args.topology is not None:
         raise ConfigError("--sharded takes --comm, not --topology")
     for flag, given in (("--caps", args.caps), ("--interference", args.interference),
-                        ("--current-bucket-cap-mb", args.current_bucket_cap_mb)):
+                        ("--current-bucket-cap-mb", args.current_bucket_cap_mb),
+                        ("--iterations", args.iterations), ("--backend", args.backend)):
         if given is not None:  # DDP's settings: an FSDP2 layout has no buckets to cap
             raise ConfigError(f"{flag} is a DDP setting; --sharded advises FSDP2 units and "
                               "does not read it (drop one of them)")
