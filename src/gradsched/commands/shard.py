@@ -183,9 +183,16 @@ def _write_plans(args: argparse.Namespace, trace, model, names: list[str]) -> No
 def _plan(args: argparse.Namespace) -> int:
     from gradsched.commands.replaycmd import warn_domain
     from gradsched.errors import ConfigError
+    from gradsched.experiments.sharded import OPTIMUM
     from gradsched.plan_sharded import fully_shard_code
     from gradsched.replay.sharded import replay_sharded, sharded_range_shares
 
+    if args.algorithm != OPTIMUM:  # the other planners take knobs, not a memory budget
+        for flag, given in (("--memory-cap", args.memory_cap),
+                            ("--gpu-memory", args.gpu_memory)):
+            if given is not None:
+                raise ConfigError(f"{flag} bounds {OPTIMUM}'s search; planner "
+                                  f"{args.algorithm!r} does not read it (drop it)")
     trace, model = _inputs(args)
     knobs = {}
     for item in args.knob:
