@@ -403,7 +403,7 @@ CASES: list[Case] = [
          ("r.csv",)),
     Case("unreadable", "import nccl-tests {d}/unreadable.txt -o {d}/n.csv", "cannot read",
          ("n.csv",)),
-    Case("unreadable", "import bcaffe {d}/unreadable.txt --world-size 2 --nodes 2 "
+    Case("unreadable", "import bcaffe {d}/unreadable.txt --world-size 2 "
          "-o {d}/bc3.csv", "cannot read", ("bc3.csv",)),
     Case("unreadable", "import kineto {d}/unreadable.json -o {d}/kin2", "cannot read"),
     Case("unreadable", "import manifest {d}/unreadable.yaml --src {d} -o {d}/mout2",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ from gradsched.commands._args import (
 )
 from gradsched.errors import ConfigError
 from gradsched.units import parse_size
+from tests.robustness.cli_tree import options
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -37,17 +38,6 @@ BAD_NUMBERS = ("1_6", "１６", "١٦", "16\u0660", "nan", "NaN", "inf", "-inf",
                "9" * 400, "0x10", "", "1 6")
 """Texts no numeric option may accept: underscores, non-ASCII digits (full-width,
 Arabic-Indic), non-finite values, overflow, hexadecimal, empty, inner blanks."""
-
-
-def _options(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
-             ) -> Iterator[tuple[str, argparse.Action]]:
-    """``(command path + option, action)`` for every option of ``parser`` and below."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from _options(sub, (*path, name))
-        elif action.option_strings or action.dest != "help":
-            yield " ".join((*path, max(action.option_strings or [action.dest], key=len))), action
 
 
 def _is_number(value: object) -> bool:
@@ -74,7 +64,7 @@ def _numeric_type(kind: Callable[[str], object] | None) -> bool:
 def unhardened(parser: argparse.ArgumentParser) -> list[str]:
     """Numeric options of ``parser`` that do not use a hardened type."""
     wrong = []
-    for name, action in _options(parser):
+    for name, action in options(parser):
         kind = action.type
         if kind in (int, float):
             wrong.append(f"{name}: plain type={kind.__name__}")
@@ -87,7 +77,7 @@ def unhardened(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def numeric_options() -> list[tuple[str, argparse.Action]]:
-    return [(name, action) for name, action in _options(build_parser())
+    return [(name, action) for name, action in options(build_parser())
             if _numeric_type(action.type)]
 
 
@@ -197,7 +187,7 @@ E2E = [
     ["compress", "profile", "--densities", "1/1_6", "-o", "x.csv"],
     ["reexec", "interference", "--comm-bytes", "８M", "-o", "x.json"],
     ["advise", "--compute", "x.csv", "--caps", "1,nan"],
-    ["study", "scaling-check", "--iterations", "1e1"],
+    ["study", "topology-replay", "--iterations", "1e1"],
     ["cluster", "--ranks", "２", "--", "true"],
 ]
 

@@ -95,11 +95,8 @@ rule scaling_check:
         f"{RESULTS}/published/gpu-scaling.csv",
     log:
         f"{LOGS}/published/gpu-scaling.log",
-    params:
-        iterations=config.get("replay", {}).get("iterations", 5),
     shell:
-        "{GS} study scaling-check --spec {input.spec} --iterations {params.iterations} "
-        "-o {output} > {log} 2>&1"
+        "{GS} study scaling-check --spec {input.spec} -o {output} > {log} 2>&1"
 
 
 rule table_gpu_scaling:

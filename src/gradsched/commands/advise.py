@@ -69,6 +69,14 @@ COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsc
              "or alpha-beta:alpha=<seconds>,beta=<seconds per byte>")
 
 
+DEFAULT_ITERATIONS = 5
+"""Replay iterations of DDP's candidates unless --iterations says otherwise."""
+
+VALIDATION_DEFAULTS: dict[str, int | float] = {"rounds": 3, "iters": 10, "warmup": 2,
+                                               "threads": 1, "timeout_s": 300.0}
+"""The --validate settings' defaults (refused without --validate, like every setting of
+the validation: --model, --batch-size, --seq-len, --cluster, --oversubscribe)."""
+
 _caps = real_list(0.0, 2**30, low_open=True, unit="MiB", example="1,5,25",
                   what="bucket caps must be numbers > 0 (MiB)")
 """DDP bucket caps: comma-separated finite numbers of MiB in (0, 2**30]."""
@@ -105,8 +113,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interference", type=Path, default=None, metavar="JSON",
                    help="calibrated interference (gradsched reexec interference) for the "
                         "replay and the plan's scoring")
-    p.add_argument("--iterations", type=integer(2, 10_000), default=5,
-                   help="replay iterations (>= 2)")
+    p.add_argument("--iterations", type=integer(2, 10_000), default=None,
+                   help="replay iterations of DDP's candidates (>= 2; default "
+                        f"{DEFAULT_ITERATIONS})")
     p.add_argument("--forward-ratio", type=real(0.0, 10.0), default=None, metavar="R",
                    help="for a trace that did not measure forward: forward = R x backward "
                         "(default 0.5)")
@@ -115,11 +124,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--sharded the recommended FSDP2 layout, input of gradsched shard run)")
     p.add_argument("--json", type=output_file, default=None, metavar="PATH",
                    help="write the advice (and the validation) as JSON")
-    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
-                   help="backend of --validate and of the printed commands")
+    p.add_argument("--backend", choices=["gloo", "nccl"], default=None,
+                   help="backend of --validate and of the printed commands (default gloo; "
+                        "not with --sharded, whose validation runs FSDP2 on gloo)")
     add_grad_accum(p, "advise compares what the replay predicts per step (DDP under "
                    "no_sync(), FSDP2 with gradient sync off); --validate times steps of K "
-                   "micro-batches (not with --sharded)")
+                   "micro-batches")
     sh = p.add_argument_group("sharded data parallelism (--sharded: FSDP2 layouts instead of DDP)")
     sh.add_argument("--sharded", action="store_true",
                     help="advise an FSDP2 layout (units, resharding, prefetch) instead of DDP's "
@@ -147,15 +157,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="samples per rank (default: the trace's meta 'batch_size')")
     val.add_argument("--seq-len", type=positive_int, default=None,
                      help="tokens per sample (default: the trace's meta 'seq_len')")
-    val.add_argument("--rounds", type=positive_int, default=3,
-                     help="rounds; each runs every candidate once, in a seeded random order")
-    val.add_argument("--iters", type=positive_int, default=10,
-                     help="timed iterations per run (>= 2)")
-    val.add_argument("--warmup", type=non_negative_count, default=2,
-                     help="untimed iterations per run first")
-    val.add_argument("--threads", type=threads, default=1, help="intra-op threads per rank")
-    val.add_argument("--timeout-s", type=positive_seconds, default=300.0,
-                     help="limit on every collective wait")
+    val.add_argument("--rounds", type=positive_int, default=None,
+                     help="rounds; each runs every candidate once, in a seeded random order "
+                          f"(default {VALIDATION_DEFAULTS['rounds']})")
+    val.add_argument("--iters", type=positive_int, default=None,
+                     help="timed iterations per run (>= 2; default "
+                          f"{VALIDATION_DEFAULTS['iters']})")
+    val.add_argument("--warmup", type=non_negative_count, default=None,
+                     help="untimed iterations per run first (default "
+                          f"{VALIDATION_DEFAULTS['warmup']})")
+    val.add_argument("--threads", type=threads, default=None,
+                     help="intra-op threads per rank (default "
+                          f"{VALIDATION_DEFAULTS['threads']})")
+    val.add_argument("--timeout-s", type=positive_seconds, default=None,
+                     help="limit on every collective wait (default "
+                          f"{VALIDATION_DEFAULTS['timeout_s']:g})")
     val.add_argument("--cluster", default=None, metavar="RATE",
                      help="run the ranks in emulated network namespaces shaped to RATE "
                           "(e.g. 1gbit, as gradsched run; needs root)")
@@ -191,10 +207,28 @@ def _comm_model(args: argparse.Namespace) -> tuple[object, str]:
     return load_topology(args.topology).collective_model(collective), str(args.topology)
 
 
+def _validation_settings(args: argparse.Namespace) -> None:
+    """The settings of --validate: refused without it (nothing would read them), else
+    their defaults filled in."""
+    names = ("model", "batch_size", "seq_len", "cluster", *VALIDATION_DEFAULTS)
+    given = [name for name in names if getattr(args, name) is not None]
+    if args.oversubscribe:
+        given.append("oversubscribe")
+    if given and not args.validate:
+        raise ConfigError(f"--{given[0].replace('_', '-')} is a setting of --validate (the "
+                          "measured runs): give --validate, or drop it")
+    for name, value in VALIDATION_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+
+
 def _run(args: argparse.Namespace) -> int:
+    _validation_settings(args)
     trace, model, world, interference = _load(args)
     if args.sharded:
         return _run_sharded(args, trace, model, world)
+    args.iterations = args.iterations or DEFAULT_ITERATIONS
+    args.backend = args.backend or "gloo"
     if args.memory_cap is not None or args.semantics is not None or args.gpu_memory is not None:
         raise ConfigError("--memory-cap, --gpu-memory and --semantics need --sharded")
     if args.validate and args.model is None and trace.meta.get("model"):
@@ -258,7 +292,8 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
     if args.topology is not None:
         raise ConfigError("--sharded takes --comm, not --topology")
     for flag, given in (("--caps", args.caps), ("--interference", args.interference),
-                        ("--current-bucket-cap-mb", args.current_bucket_cap_mb)):
+                        ("--current-bucket-cap-mb", args.current_bucket_cap_mb),
+                        ("--iterations", args.iterations), ("--backend", args.backend)):
         if given is not None:  # DDP's settings: an FSDP2 layout has no buckets to cap
             raise ConfigError(f"{flag} is a DDP setting; --sharded advises FSDP2 units and "
                               "does not read it (drop one of them)")

@@ -57,31 +57,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="fit comm cost models to comm traces; held-out error",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("traces", nargs="+", type=Path, help="comm trace CSV(s)")
-    p.add_argument("--model", default="piecewise", choices=[*FIT_MODELS, "all"],
+    p.add_argument("--model", default=None, choices=[*FIT_MODELS, "all"],
                    help="model to fit (default: piecewise)")
     p.add_argument("-o", "--output", type=output_file,
                    help="write the fitted model JSON (usable as --comm)")
     p.add_argument("--table", type=output_file,
                    help="write the fit (or cross-world-size) table CSV")
-    p.add_argument("--folds", type=positive_int, default=5,
+    p.add_argument("--folds", type=positive_int, default=None,
                    help="k of the k-fold held-out error by message size (default 5)")
     p.add_argument("--in-place", action="store_true",
                    help="fit the in-place rows instead of the out-of-place ones")
     p.add_argument("--cross-world-size", action="store_true",
                    help="derive an analytic model at --fit-on world sizes; error at the others")
     p.add_argument("--fit-on", type=_world_sizes, help="world sizes (ranks) to fit on, e.g. 16,32")
-    p.add_argument("--algorithm", default="ring", type=_algorithms,
+    p.add_argument("--algorithm", default=None, type=_algorithms,
                    help="collective algorithm(s) whose formula is inverted, comma-separated, "
                    f"or all ({', '.join(ALGORITHMS)}; default ring)")
-    p.add_argument("--from", dest="source", default="piecewise",
+    p.add_argument("--from", dest="source", default=None,
                    choices=["piecewise", "alpha-beta"],
                    help="fit at the fit world sizes that is inverted (default piecewise)")
-    p.add_argument("--scale-by", default="world_size", choices=["world_size", "nodes"],
+    p.add_argument("--scale-by", default=None, choices=["world_size", "nodes"],
                    help="P in the formula: ranks (default) or nodes")
-    p.add_argument("--method", default="analytic", choices=["analytic", "scaled", "both"],
+    p.add_argument("--method", default=None, choices=["analytic", "scaled", "both"],
                    help="cross-world-size predictor: the analytic formula (default) or the "
                    "fit at the nearest fit world size scaled by the formula's ratio")
-    p.add_argument("--gamma", type=real(0.0, 1.0, unit="s/byte"), default=0.0,
+    p.add_argument("--gamma", type=real(0.0, 1.0, unit="s/byte"), default=None,
                    help="reduction compute seconds per byte held fixed (default 0)")
     p.set_defaults(func=_run)
 
@@ -94,11 +94,34 @@ def _pct(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.2f}%"
 
 
+CROSS_DEFAULTS = {"fit_on": None, "algorithm": ["ring"], "source": "piecewise",
+                  "scale_by": "world_size", "method": "analytic", "gamma": 0.0}
+"""The settings of ``--cross-world-size`` and their defaults."""
+FIT_DEFAULTS = {"model": "piecewise", "folds": 5}
+"""The settings of the per-file fit (not read by ``--cross-world-size``) and their defaults."""
+
+
+def _settings(args: argparse.Namespace) -> None:
+    """Refuse a setting of the other mode (nothing would read it); fill in the defaults of
+    this one."""
+    mine, other = (CROSS_DEFAULTS, FIT_DEFAULTS) if args.cross_world_size else \
+        (FIT_DEFAULTS, CROSS_DEFAULTS)
+    given = [name for name in other if getattr(args, name) is not None]
+    if given:
+        flag = "--from" if given[0] == "source" else f"--{given[0].replace('_', '-')}"
+        if args.cross_world_size:
+            raise ConfigError(f"{flag} is a setting of the per-file fit; --cross-world-size "
+                              "does not read it (drop it)")
+        raise ConfigError(f"{flag} is only meaningful with --cross-world-size")
+    for name, value in mine.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+
+
 def _run(args: argparse.Namespace) -> int:
+    _settings(args)
     if args.cross_world_size:
         return _run_cross(args)
-    if args.fit_on is not None:
-        raise ConfigError("--fit-on is only meaningful with --cross-world-size")
     if args.folds < 2:
         raise ConfigError(f"--folds must be >= 2, got {args.folds}")
     from gradsched.costmodel.fit import FIT_MODELS

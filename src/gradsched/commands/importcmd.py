@@ -58,7 +58,8 @@ def _add_bcaffe(isub: argparse._SubParsersAction) -> None:
     p.add_argument("--comm-out", type=output_file, help="also write the per-size comm trace here")
     p.add_argument("--world-size", type=positive_int, required=True,
                    help="MPI rank count (B-Caffe: one rank per node)")
-    p.add_argument("--nodes", type=positive_int, required=True, help="node count")
+    p.add_argument("--nodes", type=positive_int, default=None,
+                   help="node count (of the comm trace: needs --comm-out)")
     p.add_argument("--model", default="googlenet")
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--device", default="NVIDIA Tesla K80")
@@ -142,6 +143,10 @@ def _run_kineto_gpu(args: argparse.Namespace) -> int:
 
     if len(args.traces) != 1:
         raise ConfigError("--compute-out takes one trace file (or one .tar.gz of ranks)")
+    for flag, given in (("-o/--output", args.output is not None), ("--no-clip", args.no_clip)):
+        if given:  # the per-iteration import's settings
+            raise ConfigError(f"{flag} is used only by the per-iteration import (without "
+                              "--compute-out); the GPU path does not read it")
     options = Options(model=args.model, step=args.step, step_range=args.step_range,
                       rank=args.rank, params=args.params,
                       batch_size=args.batch_size, world_size=args.world_size,
@@ -180,8 +185,10 @@ def _run_kineto(args: argparse.Namespace) -> int:
                             ("--rank", args.rank), ("--params", args.params),
                             ("--batch-size", args.batch_size),
                             ("--world-size", args.world_size), ("--device", args.device),
-                            ("--source", args.source), ("--model", args.model != "unknown")):
-            if given not in (None, False):
+                            ("--source", args.source), ("--model", args.model != "unknown"
+                                                        or None),
+                            ("--host", args.host or None)):
+            if given is not None:  # --rank 0 is given too
                 raise ConfigError(f"{flag} is used only with --compute-out (the GPU path); "
                                   "the per-iteration import does not read it")
         result = import_kineto(args.traces, clip_cpu_spans=not args.no_clip, step=args.step)
@@ -235,6 +242,13 @@ def _run_osu(args: argparse.Namespace) -> int:
 
 def _run_bcaffe(args: argparse.Namespace) -> int:
     from gradsched.traces.importers.bcaffe import Options, import_bcaffe
+
+    if args.comm_out is None:  # the compute trace records none of them
+        for flag, given in (("--nodes", args.nodes), ("--hardware", args.hardware),
+                            ("--interconnect", args.interconnect)):
+            if given is not None:
+                raise ConfigError(f"{flag} describes the comm trace: give --comm-out (the "
+                                  "compute trace does not record it), or drop it")
 
     options = Options(
         world_size=args.world_size, nodes=args.nodes, model=args.model,

@@ -39,6 +39,7 @@ from gradsched.replay.engine import (
     MAX_SLOWDOWN,
     ReplayOptions,
 )
+from gradsched.replay.host import DEFAULT_LAUNCH_QUEUE
 from gradsched.replay.prep import plan_range_shares
 from gradsched.staging import Staging
 from gradsched.ties import tied_min
@@ -46,6 +47,8 @@ from gradsched.traces.bundle import ComputeTrace, meta_path
 from gradsched.traces.forward import with_forward
 
 CAPS_FORMAT = "gradsched.ddp_caps"
+DEFAULT_ITERATIONS = 5
+"""Iterations the replay simulates unless --iterations says otherwise."""
 COMM_HELP = ("comm trace CSV, fitted model JSON, or alpha-beta:alpha=<seconds>,"
              "beta=<seconds per byte>")
 
@@ -57,9 +60,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="two-level cluster JSON/YAML {nodes, ranks_per_node, intra, inter} "
                         "(costmodel/topology.py) instead of --comm; world size = nodes x ranks")
     parser.add_argument("--topology-collective", choices=["flat", "hierarchical"],
-                        default="hierarchical",
+                        default=None,
                         help="with --topology: one ring over all ranks, or reduce-scatter/"
-                        "all-reduce/all-gather by level (default)")
+                        "all-reduce/all-gather by level (default hierarchical)")
     parser.add_argument("--ps", default=None, metavar="FILE|SPEC",
                         help="parameter server instead of --comm (costmodel/ps.py): a JSON/YAML "
                         "file {workers, servers, colocated, partition_bytes, placement, p2p} or "
@@ -109,8 +112,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="write <algorithm>.trace.json (Perfetto) and .timeline.csv here")
     rep.add_argument("--plans", type=output_folder, default=None, metavar="DIR",
                      help="write each algorithm's plan JSON here")
-    rep.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
-                     help="iterations simulated (>= 2)")
+    rep.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=None,
+                     help=f"iterations simulated (>= 2; default {DEFAULT_ITERATIONS})")
     rep.add_argument("--channels", type=integer(1, MAX_CHANNELS), default=1,
                      help="concurrent communication channels sharing bandwidth")
     rep.add_argument("--pack-s-per-byte", type=real(0.0, MAX_PACK_S_PER_BYTE), default=0.0,
@@ -133,10 +136,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="host-aware replay: a launching thread and the device stream with "
                      "a bounded launch queue (gradsched.replay.host); needs a trace with "
                      "host columns (gradsched import kineto --host)")
-    rep.add_argument("--launch-queue", type=integer(1, 1 << 24), default=1024,
-                     help="with --host: launches the host may have pending (default 1024)")
-    rep.add_argument("--collective-launch-s", type=seconds, default=0.0,
-                     help="with --host: host time to issue one collective at the hook, s")
+    rep.add_argument("--launch-queue", type=integer(1, 1 << 24), default=None,
+                     help="with --host: launches the host may have pending (default "
+                     f"{DEFAULT_LAUNCH_QUEUE})")
+    rep.add_argument("--collective-launch-s", type=seconds, default=None,
+                     help="with --host: host time to issue one collective at the hook, s "
+                     "(default 0)")
     rep.set_defaults(func=_replay)
 
 
@@ -146,11 +151,15 @@ def _comm_model(args: argparse.Namespace) -> CommModel:
     given = [a for a in ("comm", "topology", "ps") if getattr(args, a, None) is not None]
     if len(given) != 1:
         raise ConfigError("give exactly one of --comm, --topology and --ps")
+    if args.topology is None and args.topology_collective is not None:
+        raise ConfigError("--topology-collective needs --topology (it picks the collective "
+                          "model of a two-level cluster)")
     if getattr(args, "ps", None) is not None:
         return PSModel(load_ps(args.ps, args.world_size))
     if args.topology is None:
         return load_comm_spec(args.comm)
-    return load_topology(args.topology).collective_model(args.topology_collective)
+    return load_topology(args.topology).collective_model(
+        args.topology_collective or "hierarchical")
 
 
 def warn_domain(command: str, what: str, shares: RangeShares, basis: str) -> None:
@@ -220,7 +229,8 @@ def _check_plan_args(args: argparse.Namespace) -> None:
         return
     if args.emit != "ddp":
         raise ConfigError(f"--from {args.source} converts a plan: give --emit ddp")
-    given = [f"--{a}" for a in ("comm", "topology", "ps", "knob", "world_size")
+    given = [f"--{a}" for a in ("comm", "topology", "topology_collective", "ps", "knob",
+                                "world_size", "forward_ratio")
              if getattr(args, a, None) not in (None, [])]
     if args.grad_accum != 1:
         given.append("--grad_accum")
@@ -256,6 +266,30 @@ def caps_json(plan: Plan, trace: ComputeTrace, caps: DdpCaps) -> dict[str, objec
             "paste_line": caps.paste_line()}
 
 
+def _check_host_options(args: argparse.Namespace, interference: dict[str, float]) -> None:
+    """The host-aware replay's settings need --host; the settings of the event replay it
+    does not model (one iteration, one channel, no interference, no accumulation) are
+    refused with it."""
+    host_only = [flag for flag, value in (("--launch-queue", args.launch_queue),
+                                          ("--collective-launch-s", args.collective_launch_s))
+                 if value is not None]
+    if host_only and not args.host:
+        raise ConfigError(f"{host_only[0]} is a setting of the host-aware replay: give --host "
+                          "(or drop it)")
+    if not args.host:
+        return
+    not_modelled = [flag for flag, given in (
+        ("--iterations", args.iterations is not None), ("--channels", args.channels != 1),
+        ("--grad-accum", args.grad_accum != 1),
+        ("--interference", args.interference is not None),
+        *((f"--{k.replace('_', '-')}", v != NO_INTERFERENCE[k])
+          for k, v in interference.items())) if given]
+    if not_modelled:
+        raise ConfigError(f"{not_modelled[0]} is not modelled by the host-aware replay (--host: "
+                          "one iteration, one channel, no interference, no accumulation); "
+                          "drop one of them")
+
+
 def _replay(args: argparse.Namespace) -> int:
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     model = _comm_model(args)
@@ -273,11 +307,15 @@ def _replay(args: argparse.Namespace) -> int:
             raise ConfigError(f"give {given[0]} or --interference, not both (the JSON sets "
                               "all three interference parameters)")
         interference = load_interference(args.interference)[0]
-    options = ReplayOptions(iterations=args.iterations, channels=args.channels,
+    _check_host_options(args, interference)
+    options = ReplayOptions(iterations=args.iterations or DEFAULT_ITERATIONS,
+                            channels=args.channels,
                             pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,
                             grad_accum=args.grad_accum, host=args.host,
-                            launch_queue=args.launch_queue,
-                            collective_launch_s=args.collective_launch_s, **interference)
+                            launch_queue=DEFAULT_LAUNCH_QUEUE if args.launch_queue is None
+                            else args.launch_queue,
+                            collective_launch_s=args.collective_launch_s or 0.0,
+                            **interference)
     with Staging() as stage:  # the results CSV, timelines and plans: all or none
         output = stage.file(args.output)
         timeline = stage.folder(args.timeline) if args.timeline is not None else None

@@ -208,9 +208,16 @@ def _write_plans(args: argparse.Namespace, trace, model, names: list[str]) -> No
 def _plan(args: argparse.Namespace) -> int:
     from gradsched.commands.replaycmd import warn_domain
     from gradsched.errors import ConfigError
+    from gradsched.experiments.sharded import OPTIMUM
     from gradsched.plan_sharded import fully_shard_code
     from gradsched.replay.sharded import replay_sharded, sharded_range_shares
 
+    if args.algorithm != OPTIMUM:  # the other planners take knobs, not a memory budget
+        for flag, given in (("--memory-cap", args.memory_cap),
+                            ("--gpu-memory", args.gpu_memory)):
+            if given is not None:
+                raise ConfigError(f"{flag} bounds {OPTIMUM}'s search; planner "
+                                  f"{args.algorithm!r} does not read it (drop it)")
     trace, model = _inputs(args)
     knobs = {}
     for item in args.knob:
@@ -252,7 +259,9 @@ def _run(args: argparse.Namespace) -> int:
     from gradsched.plan_sharded import ShardedPlan
     from gradsched.reexec.sharded import run_plans
     from gradsched.runtime.prelaunch import check_plans
+    from gradsched.workloads.zoo import check_seq_len
 
+    check_seq_len(args.model, args.seq_len)
     plans = [ShardedPlan.load(p) for p in args.plan]
     check_plans(list(zip(map(str, args.plan), plans, strict=True)), model=args.model,
                 batch_size=args.batch_size, seq_len=args.seq_len)  # before any rank starts

@@ -77,8 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(DDP replay of a GPU trace) and compare")
     p.add_argument("--spec", type=Path, required=True,
                    help="YAML of published results (config/published-scaling.yaml)")
-    p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
-                   help="replayed iterations (>= 2)")
+    # no --iterations: the check replays DDP, whose iterations repeat exactly from the
+    # first (every one starts after the last all-reduce), so their count changes nothing
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_scaling_check)
 
@@ -147,7 +147,7 @@ def _topology_replay(args: argparse.Namespace) -> int:
 def _scaling_check(args: argparse.Namespace) -> int:
     from gradsched.experiments.scaling import load_spec, scaling_check
 
-    frame = scaling_check(load_spec(args.spec), args.iterations)
+    frame = scaling_check(load_spec(args.spec))
     _write(args, frame)
     for row in frame.itertuples(index=False):
         print(f"{row.system}: 1 GPU {row.predicted_img_s_1:.0f} vs {row.published_img_s_1:.0f} "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gradsched.commands._args import positive_int, real
 from gradsched.commands._outputs import output_file
+from gradsched.errors import ConfigError
 from gradsched.staging import Staging
 from gradsched.traces import COMM_COLUMNS, COMPUTE_COLUMNS, CommTrace, ComputeTrace
 from gradsched.traces.columns import column_dictionary_markdown
@@ -96,6 +97,9 @@ def _inventory(args: argparse.Namespace) -> int:
 def _correct(args: argparse.Namespace) -> int:
     from gradsched.capture.correction import CorrectionInputs, correct, read_hook_free_summary
 
+    if args.gpu_busy_source is not None and args.gpu_busy is None:
+        raise ConfigError("--gpu-busy-source says where --gpu-busy comes from: give "
+                          "--gpu-busy, or drop it")
     trace = ComputeTrace.load(args.trace)
     samples = [s for summary in args.hook_free_summary
                for s in read_hook_free_summary(summary, args.trace.stem)]

@@ -73,6 +73,21 @@ TRANSFORMERS: dict[str, dict[str, Any]] = {
 TINY: tuple[str, ...] = ("tiny-mlp", "tiny-cnn")
 
 
+def takes_seq_len(name: str) -> bool:
+    """Whether model ``name`` reads a sequence length: the transformers, and a user's
+    ``package.module:attr`` (called with ``seq_len``); the vision and tiny models do not."""
+    return name in TRANSFORMERS or ":" in name
+
+
+def check_seq_len(name: str, seq_len: int | None) -> None:
+    """Refuse a sequence length for a model that does not read one (it would be dropped
+    without a word)."""
+    if seq_len is not None and not takes_seq_len(name):
+        raise ConfigError(f"seq_len {seq_len}: model {name!r} takes no sequence length (only "
+                          f"the transformers {', '.join(TRANSFORMERS)} and package.module:attr "
+                          "models do); drop --seq-len")
+
+
 def model_names() -> list[str]:
     """Every built-in model name."""
     return sorted([*TORCHVISION, *TRANSFORMERS, *TINY])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from gradsched.commands._args import world_size
 from gradsched.commands._outputs import output_file, output_folder
@@ -173,11 +174,50 @@ def _reexec_frames(args: argparse.Namespace):
                         level_pct=frames.level_pct, replicates=frames.replicates)
 
 
+def _check_macro_inputs(args: argparse.Namespace) -> None:
+    """Refuse an input no macro would read: a setting without the input it selects from,
+    a trace or sweep the prose quotes nothing of."""
+    from gradsched.errors import ConfigError
+
+    for flag, given, needed, present in (
+            ("--headline-trace", args.headline_trace, "--replay", args.replay),
+            ("--headline-network", args.headline_network, "--replay", args.replay),
+            ("--headline-world-size", args.headline_world_size, "--replay", args.replay),
+            ("--headline-comm", args.headline_comm, "--fits", args.fits),
+            ("--reexec-iterations", args.reexec_iterations, "--reexec", args.reexec),
+            ("--sweep", args.sweep, "--compute-trace", args.compute_trace)):
+        if given and not present:
+            raise ConfigError(f"{flag} needs {needed}: the macros it feeds are computed from "
+                              "that input (give it, or drop the option)")
+
+
+def _prose_traces(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
+    """The ``--compute-trace`` and ``--sweep`` files, each one the prose quotes."""
+    from gradsched.errors import ConfigError
+    from gradsched.report.trace_facts import PROSE_LINKS, PROSE_TRACES, link_rates
+    from gradsched.traces.bundle import CommTrace, ComputeTrace
+
+    traces = [ComputeTrace.load(path) for path in args.compute_trace]
+    for path, trace in zip(args.compute_trace, traces, strict=True):
+        if trace.stem not in PROSE_TRACES:
+            raise ConfigError(f"--compute-trace {path}: the prose quotes no facts of trace "
+                              f"'{trace.stem}' (it quotes {', '.join(PROSE_TRACES)})")
+    sweeps = [CommTrace.load(path) for path in args.sweep]
+    for path, sweep in zip(args.sweep, sweeps, strict=True):
+        if not set(link_rates([sweep])) & set(PROSE_LINKS):
+            raise ConfigError(f"--sweep {path}: not a sweep of a link the prose quotes "
+                              f"({', '.join(PROSE_LINKS)}) with its line rate in the sidecar")
+    return traces, sweeps
+
+
 def _macros(args: argparse.Namespace) -> int:
     from gradsched.report.latex import write_macros
     from gradsched.report.paper_macros import all_macros
     from gradsched.report.replay import Headline
-    from gradsched.traces.bundle import CommTrace, ComputeTrace
+    from gradsched.traces.bundle import CommTrace
+
+    _check_macro_inputs(args)
+    compute_traces, sweeps = _prose_traces(args)
 
     macros = all_macros(_read(args.fits), _read(args.crossws), _read(args.replay),
                         _read(args.compare),
@@ -188,8 +228,7 @@ def _macros(args: argparse.Namespace) -> int:
                         _read(args.gpu_corrections),
                         {path.name.removesuffix(".meta.json"): _read_json(path)
                          for path in args.gpu_capture},
-                        compute_traces=[ComputeTrace.load(path) for path in args.compute_trace],
-                        sweeps=[CommTrace.load(path) for path in args.sweep],
+                        compute_traces=compute_traces, sweeps=sweeps,
                         burst_sweep=None if args.burst_sweep is None
                         else CommTrace.load(args.burst_sweep),
                         headline_models=_headline_models(args.headline_model),

@@ -297,13 +297,18 @@ def _comm_meta(path: Path, options: Options, dumps: list[list[Blob]], chosen: in
     )
 
 
-def _require_counts(options: Options, path: Path) -> tuple[int, int]:
-    for label, value in (("world-size", options.world_size), ("nodes", options.nodes)):
+def _require_counts(options: Options, path: Path) -> tuple[int, int | None]:
+    """The world size, and the node count when a comm trace is asked for (only its rows
+    and metadata record it)."""
+    counts = [("world-size", options.world_size)]
+    if options.with_comm:
+        counts.append(("nodes", options.nodes))
+    for label, value in counts:
         if value is None or value <= 0:
             raise InputError(f"the B-Caffe dump does not record the {label.replace('-', ' ')}"
                              f": pass --{label} (a positive integer)", path=path, field=label)
-    assert options.world_size is not None and options.nodes is not None
-    if options.nodes > options.world_size:
+    assert options.world_size is not None
+    if options.nodes is not None and options.nodes > options.world_size:
         raise InputError("--nodes is larger than --world-size", path=path, field="nodes")
     return options.world_size, options.nodes
 
@@ -325,6 +330,7 @@ def import_bcaffe(path: str | Path, options: Options | None = None) -> ImportRes
     _check_pairs(dump, path)
     comm = None
     if options.with_comm:
+        assert nodes is not None  # required with a comm trace
         try:
             rows = _comm_rows(dump, world, nodes, sink)
         except InputError as exc:
