@@ -487,6 +487,11 @@ def _shard() -> dict[str, Entry]:
             s + "--memory-cap": more(base, "--memory-cap 60M", compare=compare),
             s + "--gpu-memory": more(base, "--gpu-memory 1G", compare=compare),
             s + "--grad-accum": more(base, "--grad-accum 2", compare=compare),
+            # parameters kept gathered between micro-batches: none to keep at k = 1
+            s + "--keep-unsharded-between-microbatches": (
+                more(f"{base} --grad-accum 2", "--keep-unsharded-between-microbatches",
+                     compare=compare),
+                refused(base, "--keep-unsharded-between-microbatches")),
         })
     entries.update({
         "shard compare --plans-dir": Output(SHC, f"{SHC} --plans-dir pl", "pl"),
@@ -1198,7 +1203,13 @@ def _shard_slow() -> dict[str, Entry]:
     }
     entries.update({f"{s}run {k}": v for k, v in stop_at(SHARD_RUN, RUN_PLANS, {
         "--batch-size": "8", "--world-size": "3", "--cluster": "tbf1gbit", "--rounds": "1",
-        "--iters": "2", "--warmup": "2", "--timeout": "60"}).items()})
+        "--iters": "2", "--warmup": "2", "--timeout": "60", "--grad-accum": "2"}).items()})
+    entries.update({
+        s + "run --oversubscribe": oversubscribed(
+            SHARD_RUN.replace("--world-size 2", f"--world-size {TOO_MANY}"), RUN_PLANS),
+        s + "measure --oversubscribe": oversubscribed(
+            MEASURE.replace("--world-size 2", f"--world-size {TOO_MANY}"), MEASURE_AT),
+    })
     entries.update({f"{s}measure {k}": v for k, v in stop_at(MEASURE, MEASURE_AT, {
         "--algorithms": "fsdp2", "--memory-cap": "100M", "--rounds": "1", "--iters": "2",
         "--warmup": "2", "--timeout": "60"}).items()})

@@ -139,6 +139,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_measure)
 
 
+def _check_keep(args: argparse.Namespace) -> None:
+    """``--keep-unsharded-between-microbatches`` acts between micro-batches: with one per
+    step there is none to keep parameters across, so it is refused, not dropped."""
+    from gradsched.errors import ConfigError
+
+    if args.keep_unsharded_between_microbatches and args.grad_accum == 1:
+        raise ConfigError("--keep-unsharded-between-microbatches needs --grad-accum K > 1 "
+                          "(with one micro-batch per step there is nothing to keep the "
+                          "parameters gathered between)")
+
+
 def _inputs(args: argparse.Namespace):
     from gradsched.costmodel.base import load_comm_spec
     from gradsched.traces.bundle import ComputeTrace
@@ -152,6 +163,7 @@ def _compare(args: argparse.Namespace) -> int:
     from gradsched.experiments.sharded import compare
     from gradsched.io import write_csv_atomic
 
+    _check_keep(args)
     trace, model = _inputs(args)
     rows = compare(trace, model, args.world_size, semantics=args.semantics,
                    memory_cap_bytes=_optimum_cap(args, trace), grad_accum=args.grad_accum,
@@ -212,6 +224,7 @@ def _plan(args: argparse.Namespace) -> int:
     from gradsched.plan_sharded import fully_shard_code
     from gradsched.replay.sharded import replay_sharded, sharded_range_shares
 
+    _check_keep(args)
     if args.algorithm != OPTIMUM:  # the other planners take knobs, not a memory budget
         for flag, given in (("--memory-cap", args.memory_cap),
                             ("--gpu-memory", args.gpu_memory)):
