@@ -175,6 +175,19 @@ def test_capture_checks_the_torchrun_environment_before_init(
     assert [p.name for p in tmp_path.iterdir()] == []
 
 
+@pytest.mark.parametrize("what", ["comm", "iteration"])
+def test_capture_world_size_must_be_torchruns(
+        what: str, tmp_path: Path, no_ranks: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Under torchrun a --world-size other than WORLD_SIZE is refused, not ignored."""
+    for key, value in GOOD_ENV.items():
+        monkeypatch.setenv(key, value)
+    argv, out = _capture_argv(what, tmp_path)
+    line = one_line([*argv, "--world-size", "3"], capsys)
+    assert "--world-size 3" in line and "WORLD_SIZE=2" in line, line
+    assert no_ranks == [] and not out.exists()
+
+
 def test_the_fixture_plans_fit_their_model(tmp_path: Path) -> None:
     """The good trace above passes the gate, every kind of re-execution plan made from it
     (ZeRO-1's and stock DDP's too): the refusals are the bad inputs'."""

@@ -85,8 +85,9 @@ def _add_iteration(csub: argparse._SubParsersAction) -> None:
                         description="Run DDP iterations under torch.profiler for each bucket "
                         "cap; write one Kineto trace per rank and a summary.")
     _model_flags(p)
-    p.add_argument("--world-size", type=world_size, default=2,
-                   help="local ranks (ignored with --torchrun)")
+    p.add_argument("--world-size", type=world_size, default=None,
+                   help="local ranks (default 2); with --torchrun, if given, it must equal "
+                        "torchrun's WORLD_SIZE")
     p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--bucket-cap-mb", type=_caps, default=[25.0],
@@ -113,8 +114,9 @@ def _add_comm(csub: argparse._SubParsersAction) -> None:
         "--max-bytes (growing by --factor) and write a comm trace plus its sidecar "
         "(method: gradsched.capture.sweep).")
     p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
-    p.add_argument("--world-size", type=world_size, default=2,
-                   help="ranks to start locally (ignored with --torchrun)")
+    p.add_argument("--world-size", type=world_size, default=None,
+                   help="ranks to start locally (default 2); with --torchrun, if given, it "
+                        "must equal torchrun's WORLD_SIZE")
     p.add_argument("--collectives", default=DEFAULT_COLLECTIVES,
                    help="comma-separated, from: " + ", ".join(COLLECTIVES) + "; or all")
     p.add_argument("--min-bytes", type=size(), default=4, help="smallest message (64K, 1M, ...)")
@@ -199,8 +201,7 @@ def _run_compute(args: argparse.Namespace) -> int:
 
 
 def _run_iteration(args: argparse.Namespace) -> int:
-    if args.torchrun:  # before the process group: one line, not a C++ stack or a long wait
-        _check_torchrun_env()
+    _settle_world_size(args)
     from gradsched.capture.iteration import (
         IterationOptions,
         capture_iterations,
@@ -234,12 +235,14 @@ def _run_iteration(args: argparse.Namespace) -> int:
 
 def comm_config(args: argparse.Namespace) -> SweepConfig:
     """The :class:`~gradsched.capture.sweep_settings.SweepConfig` of parsed ``capture comm``
-    arguments, validated (sizes, points, collectives, cluster rate)."""
+    arguments, validated (sizes, points, collectives, cluster rate); ``--world-size`` not
+    given is :data:`DEFAULT_WORLD_SIZE`."""
     from gradsched.capture.sweep_settings import SweepConfig, parse_collectives
     from gradsched.distributed.shaping import parse_rate
 
+    world = DEFAULT_WORLD_SIZE if args.world_size is None else args.world_size
     config = SweepConfig(
-        world_size=args.world_size, backend=args.backend,
+        world_size=world, backend=args.backend,
         collectives=parse_collectives(args.collectives),
         min_bytes=args.min_bytes, max_bytes=args.max_bytes,
         factor=args.factor, iters=args.iters, warmup=args.warmup, min_iters=args.min_iters,
@@ -255,21 +258,29 @@ def comm_config(args: argparse.Namespace) -> SweepConfig:
     return config
 
 
-def _check_torchrun_env() -> None:
-    """The pre-launch gate's check of the variables torchrun sets
-    (:func:`gradsched.runtime.prelaunch.check_torchrun_env`); ``--world-size`` is ignored
-    under torchrun, so ``WORLD_SIZE`` is not compared with it."""
-    from gradsched.runtime.prelaunch import check_torchrun_env
+DEFAULT_WORLD_SIZE = 2
+"""Local ranks when ``--world-size`` is not given."""
 
-    check_torchrun_env()
+
+def _settle_world_size(args: argparse.Namespace) -> None:
+    """``args.world_size``: the local ranks (``--world-size``, default
+    :data:`DEFAULT_WORLD_SIZE`); under ``--torchrun`` torchrun's ``WORLD_SIZE``, which a
+    given ``--world-size`` must equal. The torchrun variables are checked by the pre-launch
+    gate (:func:`gradsched.runtime.prelaunch.check_torchrun_env`) before the process group:
+    one line, not a C++ stack or a long wait."""
+    if args.torchrun:
+        from gradsched.runtime.prelaunch import check_torchrun_env
+
+        args.world_size = check_torchrun_env(world_size=args.world_size).world_size
+    elif args.world_size is None:
+        args.world_size = DEFAULT_WORLD_SIZE
 
 
 def _run_comm(args: argparse.Namespace) -> int:
     from gradsched.capture import sweep
 
+    _settle_world_size(args)
     config = comm_config(args)
-    if args.torchrun:  # before the process group: one line, not a C++ stack or a long wait
-        _check_torchrun_env()
     out: Path = args.output
     if out.suffix != ".csv":
         raise ConfigError(f"output {out}: expected a .csv path (the sidecar goes beside it)")
