@@ -238,7 +238,7 @@ CASES: list[Case] = [
          "fullwidth.csv, line 2, row 1, field 'numel'"),
     Case("silent", "traces validate {d}/underscore_float.csv",
          "field 'forward_s': '1_0e-3' is not a number"),
-    Case("silent", "import bcaffe {d}/bcaffe_underscore.log --world-size 2 --nodes 2 "
+    Case("silent", "import bcaffe {d}/bcaffe_underscore.log --world-size 2 "
          "-o {d}/bc.csv", "bcaffe_underscore.log, line 1, field 'size': '1_00' is not a number"),
     Case("silent", f"{REEXEC} {{d}}/reexec_timeout_underscore.yaml",
          "field 'reexec.settings.timeout_s': '1_0' is not of type 'number'"),
