@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gradsched.experiments.host_check import cases_from_summary, host_check, summary
+from gradsched.traces.bundle import ComputeTrace
 
 TRACES = Path("traces/compute/h200-kineto")
 SUMMARY = Path("data/h200/kineto-steps/kineto-steps-summary.json")
@@ -42,3 +43,18 @@ def test_summary_is_median_and_worst():
     err = frame["host_aware_error_pct"].abs()
     assert stats["host_aware_median_abs_error_pct"] == pytest.approx(err.median())
     assert stats["host_aware_worst_abs_error_pct"] == pytest.approx(err.max())
+
+
+def test_profiler_excess_per_launch_is_not_a_constant():
+    """The two host-bound bf16 BERTs: host time less the unprofiled iteration, per launch of
+    the trace (each row's forward and backward launches), by hand; it differs between them
+    by more than a factor of two, so no constant cost per launch corrects the profile."""
+    frame = check("bert-base-s128-b32-cuda-bf16", "bert-large-s128-b16-cuda-bf16")
+    for row in frame.itertuples(index=False):
+        trace = ComputeTrace.load(TRACES / f"{row.config}.csv").frame
+        launches = int(trace["forward_launches"].sum() + trace["backward_launches"].sum())
+        assert row.launches == launches
+        assert row.host_excess_us_per_launch == pytest.approx(
+            (row.host_ms - row.measured_ms) * 1e3 / launches)
+    base, large = frame["host_excess_us_per_launch"]
+    assert large > 2 * base > 0

@@ -7,6 +7,12 @@ process without the profiler. Both replays run the trace at world size 1 (no
 communication, no update): the single-stream replay (``forward_s`` + ``backward_s``, the
 kernel times) and the host-aware one (:mod:`gradsched.replay.host`). Errors are
 ``predicted / measured - 1``.
+
+``host_excess_us_per_launch``: the trace's host time less the measured iteration, per
+launch of the trace (its ``forward_launches`` + ``backward_launches``). Where the
+unprofiled iteration is host-bound, the measured time is the host's own, so this is what
+the profiler added per launch; were that a constant of the profiler, it would be about the
+same in every host-bound configuration.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from gradsched.traces.bundle import ComputeTrace
 COLUMNS = ("config", "gpu_busy_share", "kernel_ms", "host_ms", "measured_ms",
            "single_stream_ms", "host_aware_ms", "single_stream_error_pct",
            "host_aware_error_pct", "device_wait_ms", "measured_forward_ms",
-           "host_aware_forward_ms", "launch_queue_launches")
+           "host_aware_forward_ms", "launch_queue_launches", "launches",
+           "host_excess_us_per_launch")
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,15 @@ def cases_from_summary(traces: list[Path], summary: Path, threads: str = "thread
     return out
 
 
+def _launches(trace: ComputeTrace) -> int:
+    """The trace's launches in forward and backward (GPU activities the host issued); a
+    trace without the launch columns counts one per row and phase, as the host-aware
+    replay does (:mod:`gradsched.replay.host`)."""
+    frame = trace.frame
+    return sum(int(frame[col].sum()) if col in frame.columns else len(frame)
+               for col in ("forward_launches", "backward_launches"))
+
+
 def host_check(cases: list[Case], launch_queue: int = DEFAULT_LAUNCH_QUEUE) -> pd.DataFrame:
     """One row per case: measured against both replays (module docstring)."""
     model = AlphaBetaModel(0.0, 0.0)
@@ -72,6 +88,7 @@ def host_check(cases: list[Case], launch_queue: int = DEFAULT_LAUNCH_QUEUE) -> p
         it = host_iteration(trace, arrays, plan, plan_items(arrays, plan, model, 1, 0.0),
                             launch_queue)
         measured = case.forward_s + case.backward_s
+        launches = _launches(trace)
         rows.append({
             "config": case.name,
             "gpu_busy_share": float(trace.meta.get("gpu_busy_share", float("nan"))),
@@ -86,6 +103,8 @@ def host_check(cases: list[Case], launch_queue: int = DEFAULT_LAUNCH_QUEUE) -> p
             "measured_forward_ms": case.forward_s * 1e3,
             "host_aware_forward_ms": it.forward_end_s * 1e3,
             "launch_queue_launches": launch_queue,
+            "launches": launches,
+            "host_excess_us_per_launch": (it.host_s - measured) * 1e6 / launches,
         })
     return pd.DataFrame(rows, columns=list(COLUMNS))
 

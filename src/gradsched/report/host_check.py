@@ -14,7 +14,7 @@ from gradsched.report.latex import write_table
 
 READ_COLUMNS = ("config", "gpu_busy_share", "kernel_ms", "host_ms", "measured_ms",
                 "single_stream_ms", "host_aware_ms", "single_stream_error_pct",
-                "host_aware_error_pct")
+                "host_aware_error_pct", "host_excess_us_per_launch")
 """The columns of the host-check CSV (:data:`gradsched.experiments.host_check.COLUMNS`)
 that the table reads."""
 
@@ -31,6 +31,7 @@ def host_check_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
             "single-stream error (%)": f"{rec.single_stream_error_pct:+.1f}",
             "host-aware (ms)": fmt(rec.host_aware_ms, 1),
             "host-aware error (%)": f"{rec.host_aware_error_pct:+.1f}",
+            "host - measured (us/launch)": f"{rec.host_excess_us_per_launch:+.1f}",
         })
     for label, how in (("median |error|", "median"), ("worst |error|", "max")):
         single = getattr(frame["single_stream_error_pct"].abs(), how)()
@@ -38,8 +39,8 @@ def host_check_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         rows.append({"configuration": label, "GPU busy": "", "kernels (ms)": "",
                      "host (ms)": "", "measured (ms)": "", "single-stream (ms)": "",
                      "single-stream error (%)": fmt(single, 1), "host-aware (ms)": "",
-                     "host-aware error (%)": fmt(host, 1)})
-    return pd.DataFrame(rows), "l" + "r" * 8
+                     "host-aware error (%)": fmt(host, 1), "host - measured (us/launch)": ""})
+    return pd.DataFrame(rows), "l" + "r" * 9
 
 
 def write_host_check_table(csv: str | Path, tex: str | Path, md: str | Path,
