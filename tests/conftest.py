@@ -126,3 +126,16 @@ def synthetic_comm_trace(sizes: list[int], world_size: int = 4) -> CommTrace:
     meta = {"kind": "comm", "source": "SYNTHETIC test fixture, not measured",
             "hardware": "none", "statistic": "median"}
     return CommTrace.from_frame(frame, meta)
+
+
+@pytest.fixture(scope="session")
+def tiny_mlp_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A compute trace of the tiny MLP captured here (the model ``--validate`` runs)."""
+    pytest.importorskip("torch")
+    from gradsched.cli import main
+
+    out = tmp_path_factory.mktemp("tiny") / "tiny-mlp-b4.csv"
+    assert main(["capture", "compute", "--model", "tiny-mlp", "--batch-size", "4", "--device",
+                 "cpu", "--threads", "1", "--clock", "cpu", "--warmup", "1", "--iters", "2",
+                 "-o", str(out)]) == 0
+    return out

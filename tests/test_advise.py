@@ -242,24 +242,15 @@ def test_bad_options(capsys) -> None:
 
 
 # --------------------------------------------------------------------------- --validate
-@pytest.fixture(scope="module")
-def tiny_trace(tmp_path_factory) -> Path:
-    """A compute trace of the tiny MLP captured here (the model --validate runs)."""
-    pytest.importorskip("torch")
-    out = tmp_path_factory.mktemp("tiny") / "tiny-mlp-b4.csv"
-    assert main(["capture", "compute", "--model", "tiny-mlp", "--batch-size", "4", "--device",
-                 "cpu", "--threads", "1", "--clock", "cpu", "--warmup", "1", "--iters", "2",
-                 "-o", str(out)]) == 0
-    return out
 
 
 @pytest.fixture(scope="module")
-def slow_tiny_trace(tiny_trace: Path, tmp_path_factory) -> Path:
+def slow_tiny_trace(tiny_mlp_trace: Path, tmp_path_factory) -> Path:
     """SYNTHETIC (labelled): the tiny MLP's trace with every time x 1000, so that on the
     inline alpha-beta network :data:`SLOW_NET` overlap matters and the per-bucket caps
     (5 buckets) are predicted to beat every uniform cap (one bucket: the model is 100 kB)."""
     out = tmp_path_factory.mktemp("slow") / "tiny-mlp-slow.csv"
-    lines = tiny_trace.read_text().splitlines()
+    lines = tiny_mlp_trace.read_text().splitlines()
     header = lines[0].split(",")
     timed = [i for i, c in enumerate(header) if c.endswith("_s")]
     rows = []
@@ -269,7 +260,7 @@ def slow_tiny_trace(tiny_trace: Path, tmp_path_factory) -> Path:
             cells[i] = repr(float(cells[i]) * 1000)
         rows.append(",".join(cells))
     out.write_text("\n".join([lines[0], *rows]) + "\n")
-    meta = json.loads(tiny_trace.with_suffix(".meta.json").read_text())
+    meta = json.loads(tiny_mlp_trace.with_suffix(".meta.json").read_text())
     meta.update({k: v * 1000 for k, v in meta.items()
                  if k.endswith("_s") and isinstance(v, int | float)})
     out.with_suffix(".meta.json").write_text(json.dumps(meta))
@@ -314,19 +305,20 @@ def test_validate_runs_the_list_for_real(slow_tiny_trace: Path, tmp_path: Path,
     assert ("warning: the machine was loaded" in text) == val["loaded"]
 
 
-def test_validate_refuses_another_model(tiny_trace: Path, capsys) -> None:
+def test_validate_refuses_another_model(tiny_mlp_trace: Path, capsys) -> None:
     pytest.importorskip("torch")
-    _fails(capsys, ["advise", "--compute", str(tiny_trace), "--comm", str(LOOP2), "--validate",
-                    "--model", "tiny-cnn"], str(tiny_trace), "not model 'tiny-cnn''s parameters")
+    trace = str(tiny_mlp_trace)
+    _fails(capsys, ["advise", "--compute", trace, "--comm", str(LOOP2), "--validate",
+                    "--model", "tiny-cnn"], trace, "not model 'tiny-cnn''s parameters")
 
 
-def test_validate_names_the_first_mismatched_tensor(tiny_trace: Path, tmp_path: Path,
+def test_validate_names_the_first_mismatched_tensor(tiny_mlp_trace: Path, tmp_path: Path,
                                                     capsys) -> None:
     """A trace whose tensor names are not the model's: refused before any rank starts,
     naming the first missing and extra name and the trace file."""
     bad = tmp_path / "renamed.csv"
-    bad.write_text(tiny_trace.read_text().replace("2.weight,", "2.kernel,"))
-    shutil.copy(tiny_trace.with_suffix(".meta.json"), bad.with_suffix(".meta.json"))
+    bad.write_text(tiny_mlp_trace.read_text().replace("2.weight,", "2.kernel,"))
+    shutil.copy(tiny_mlp_trace.with_suffix(".meta.json"), bad.with_suffix(".meta.json"))
     _fails(capsys, ["advise", "--compute", str(bad), "--comm", str(LOOP2), "--validate"],
            str(bad), "first: '2.weight'", "first: '2.kernel'")
 

@@ -16,17 +16,6 @@ REPO = Path(__file__).resolve().parents[1]
 LOOP2 = REPO / "traces/comm/cpu/gloo-loopback-p2.csv"
 
 
-@pytest.fixture(scope="module")
-def tiny_trace(tmp_path_factory) -> Path:
-    """A compute trace of the tiny MLP captured here (the model --validate runs)."""
-    pytest.importorskip("torch")
-    out = tmp_path_factory.mktemp("tiny") / "tiny-mlp-b4.csv"
-    assert main(["capture", "compute", "--model", "tiny-mlp", "--batch-size", "4", "--device",
-                 "cpu", "--threads", "1", "--clock", "cpu", "--warmup", "1", "--iters", "2",
-                 "-o", str(out)]) == 0
-    return out
-
-
 def _validate(trace: Path, out: Path, k: int) -> None:
     assert main(["advise", "--compute", str(trace), "--comm", str(LOOP2), "--world-size", "2",
                  "--grad-accum", str(k), "--json", str(out), "--validate", "--rounds", "1",
@@ -34,10 +23,10 @@ def _validate(trace: Path, out: Path, k: int) -> None:
 
 
 @pytest.mark.slow
-def test_validate_times_steps_of_k_micro_batches(tiny_trace: Path, tmp_path: Path,
+def test_validate_times_steps_of_k_micro_batches(tiny_mlp_trace: Path, tmp_path: Path,
                                                  capsys) -> None:
     out = tmp_path / "advice.json"
-    _validate(tiny_trace, out, 2)
+    _validate(tiny_mlp_trace, out, 2)
     text = capsys.readouterr().out
     advice = json.loads(out.read_text())
     val = advice["validation"]
@@ -56,10 +45,10 @@ def test_validate_times_steps_of_k_micro_batches(tiny_trace: Path, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_without_accumulation_one_micro_batch_per_step(tiny_trace: Path, tmp_path: Path,
+def test_without_accumulation_one_micro_batch_per_step(tiny_mlp_trace: Path, tmp_path: Path,
                                                        capsys) -> None:
     out = tmp_path / "advice.json"
-    _validate(tiny_trace, out, 1)
+    _validate(tiny_mlp_trace, out, 1)
     val = json.loads(out.read_text())["validation"]
     assert val["grad_accum"] == 1
     assert val["micro_batches_per_step"] == dict.fromkeys(val["iteration_s"], 1.0)
@@ -67,12 +56,12 @@ def test_without_accumulation_one_micro_batch_per_step(tiny_trace: Path, tmp_pat
 
 
 @pytest.mark.slow
-def test_sharded_validate_times_steps_of_k_micro_batches(tiny_trace: Path, tmp_path: Path,
+def test_sharded_validate_times_steps_of_k_micro_batches(tiny_mlp_trace: Path, tmp_path: Path,
                                                         capsys) -> None:
     """Stock FSDP2 runs 2 micro-batches per timed step (gradient sync off for the first),
     beside the replay's prediction of that step."""
     out = tmp_path / "advice.json"
-    assert main(["advise", "--compute", str(tiny_trace), "--comm", str(LOOP2), "--sharded",
+    assert main(["advise", "--compute", str(tiny_mlp_trace), "--comm", str(LOOP2), "--sharded",
                  "--world-size", "2", "--grad-accum", "2", "--json", str(out), "--validate",
                  "--rounds", "1", "--iters", "2", "--warmup", "1", "--timeout-s", "60"]) == 0
     text = capsys.readouterr().out

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gradsched.cli import main
-from tests.test_advise import _fails, tiny_trace  # noqa: F401 (a fixture)
+from tests.test_advise import _fails
 
 REPO = Path(__file__).resolve().parents[1]
 R18 = REPO / "traces/compute/cpu/resnet18-b4-cpu-fp32.csv"
@@ -46,10 +46,10 @@ def test_sharded_options_need_sharded(capsys) -> None:
 
 
 @pytest.mark.slow
-def test_sharded_validate_runs_stock_fsdp2(tiny_trace: Path, tmp_path: Path,  # noqa: F811
+def test_sharded_validate_runs_stock_fsdp2(tiny_mlp_trace: Path, tmp_path: Path,
                                            capsys) -> None:
     out = tmp_path / "advice.json"
-    code = main(["advise", "--compute", str(tiny_trace), "--comm",
+    code = main(["advise", "--compute", str(tiny_mlp_trace), "--comm",
                  "alpha-beta:alpha=1e-3,beta=3e-7", "--world-size", "2", "--sharded",
                  "--validate", "--rounds", "1", "--iters", "2", "--warmup", "1",
                  "--timeout-s", "60", "--json", str(out)])
