@@ -125,7 +125,7 @@ def test_recommended_plan_and_its_command(tmp_path: Path, capsys) -> None:
     assert advice["plan"]["iteration_s"] * 1.01 < tuned
     assert "RECOMMENDATION: run the gradsched plan" in text
     line = next(ln for ln in text.splitlines() if "make the plan:" in ln)
-    argv = line.split("make the plan:")[1].split("(already written")[0].split()
+    argv = line.split("make the plan:")[1].split("(or take")[0].split()
     assert argv[:2] == ["gradsched", "plan"]
     rebuilt = tmp_path / "rebuilt.json"
     argv[argv.index("-o") + 1] = str(rebuilt)
@@ -305,11 +305,17 @@ def test_validate_runs_the_list_for_real(slow_tiny_trace: Path, tmp_path: Path,
     assert ("warning: the machine was loaded" in text) == val["loaded"]
 
 
-def test_validate_refuses_another_model(tiny_mlp_trace: Path, capsys) -> None:
+def test_validate_refuses_another_model(tiny_mlp_trace: Path, tmp_path: Path,
+                                        capsys) -> None:
+    """Refused before any rank starts, and the plan --plan-out names is not written: the
+    outputs come after the validation, all or none."""
     pytest.importorskip("torch")
     trace = str(tiny_mlp_trace)
+    plan_out = tmp_path / "plan.json"
     _fails(capsys, ["advise", "--compute", trace, "--comm", str(LOOP2), "--validate",
-                    "--model", "tiny-cnn"], trace, "not model 'tiny-cnn''s parameters")
+                    "--model", "tiny-cnn", "--plan-out", str(plan_out)], trace,
+           "not model 'tiny-cnn''s parameters")
+    assert not plan_out.exists()
 
 
 def test_validate_names_the_first_mismatched_tensor(tiny_mlp_trace: Path, tmp_path: Path,

@@ -89,7 +89,7 @@ def test_two_level_advice_replays_the_topology_model(tmp_path: Path, capsys,
         return
     assert advice["recommendation"] == "gradsched-plan"
     line = next(ln for ln in text.splitlines() if "make the plan:" in ln)
-    argv = line.split("make the plan:")[1].split("(already written")[0].split()
+    argv = line.split("make the plan:")[1].split("(or take")[0].split()
     assert argv[argv.index("--topology") + 1] == str(topo)
     assert argv[argv.index("--topology-collective") + 1] == collective
     assert "--comm" not in argv

@@ -244,8 +244,6 @@ def _run(args: argparse.Namespace) -> int:
                  topology_collective=(args.topology_collective or "hierarchical")
                  if topology else None, current_cap_mb=args.current_bucket_cap_mb,
                  grad_accum=args.grad_accum)
-    if args.plan_out is not None:
-        rec.plan.save(args.plan_out)
     hint = None if args.validate else "to measure it here: add --validate"
     print(render(rec, plan_out=str(args.plan_out) if args.plan_out else None,
                  backend=args.backend, validate_hint=hint), end="")
@@ -280,6 +278,9 @@ def _run(args: argparse.Namespace) -> int:
         predicted = {k: v for k, v in predicted_s(rec).items() if k in result.times}
         out["validation"] = result.to_dict() | {"model": model_name, "batch_size": batch,
                                                 "predicted_s": predicted}
+    if args.plan_out is not None:  # after a validation: nothing written when it fails
+        rec.plan.save(args.plan_out)
+        print(f"-> {args.plan_out}")
     if args.json is not None:
         write_json_atomic(args.json, out)
         print(f"-> {args.json}")

@@ -135,7 +135,7 @@ def _decision(rec: Recommendation, plan_out: str | None, backend: str) -> list[s
         f"RECOMMENDATION: run the gradsched plan: predicted {gain_text(rec, rec.gain_pct)} vs "
         f"tuned DDP, more than {margin}.",
         f"  1. make the plan:  {shlex.join(plan_command(rec, out))}"
-        + (f"  (already written: {plan_out})" if plan_out else ""),
+        + (f"  (or take {plan_out}, written at the end)" if plan_out else ""),
         f"  2. time it against tuned DDP:  {shlex.join(run_command(rec, out, backend))}",
         f"  3. in your script: ex = PlanExecutor(model, Plan.load({out!r}), optimizer); "
         "loss.backward(); ex.step()  (instead of DDP; see docs/executor.md)",
