@@ -27,24 +27,6 @@ def _sharded(path: Path, units: list[list[str]]) -> Path:
     return path
 
 
-@pytest.fixture
-def no_ranks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record (and stop) any attempt to start ranks or join a process group."""
-    import gradsched.reexec.sharded as sharded
-    import gradsched.runtime.bench as bench
-
-    started: list[str] = []
-
-    def refuse(*_: object, **__: object) -> None:
-        started.append("rank")
-        raise AssertionError("a rank was started")
-
-    monkeypatch.setattr(sharded, "run_plans", refuse)
-    monkeypatch.setattr(bench, "init_group", refuse)
-    monkeypatch.setattr(bench, "run_items", refuse)
-    return started
-
-
 SHARD = ["shard", "run", "--model", "tiny-mlp", "--batch-size", "2", "--world-size", "2"]
 
 

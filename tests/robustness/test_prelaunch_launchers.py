@@ -22,27 +22,6 @@ LOOPBACK_P2 = Path(__file__).resolve().parents[2] / "traces/comm/cpu/gloo-loopba
 SHADOW = "../../../etc/shadow"
 
 
-@pytest.fixture
-def no_ranks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record (and stop) any attempt to start a rank or join a process group."""
-    import torch.distributed as dist
-
-    import gradsched.capture.iteration as iteration
-    import gradsched.capture.sweep as sweep
-    import gradsched.runtime.rounds as rounds
-
-    started: list[str] = []
-
-    def refuse(*_: object, **__: object) -> None:
-        started.append("rank")
-        raise AssertionError("a rank was started")
-
-    for module, name in ((rounds, "launch"), (sweep, "launch"), (iteration, "launch"),
-                         (iteration, "init_group"), (dist, "init_process_group")):
-        monkeypatch.setattr(module, name, refuse)
-    return started
-
-
 def _trace(path: Path, names: list[str], numel: list[int]) -> Path:
     """A SYNTHETIC compute trace (made-up times) naming ``names``."""
     n = len(names)

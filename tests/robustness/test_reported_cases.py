@@ -358,23 +358,6 @@ def test_the_table_is_the_reported_list() -> None:
 
 
 # ------------------------------------------------------------------------ the runner
-@pytest.fixture
-def no_ranks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record (and stop) any rank start or process-group join in this process."""
-    import gradsched.reexec.sharded as sharded
-    import gradsched.runtime.bench as bench
-
-    started: list[str] = []
-
-    def record(*_: object, **__: object) -> None:
-        started.append("rank")
-        raise RuntimeError("a rank was started")
-
-    for module, name in ((sharded, "run_plans"), (bench, "init_group"),
-                         (bench, "run_items")):
-        monkeypatch.setattr(module, name, record)
-    return started
-
 
 def _files(d: Path) -> set[str]:
     return {str(p.relative_to(d)) for p in d.rglob("*")}
