@@ -11,6 +11,7 @@ from gradsched.costmodel.base import (
 # Importing these modules registers their model kinds (and interp the --comm CSV loader).
 from gradsched.costmodel.formulas import AnalyticModel
 from gradsched.costmodel.interp import InterpModel
+from gradsched.costmodel.nccl import NCCLModel
 from gradsched.costmodel.piecewise import PiecewiseModel
 from gradsched.costmodel.ps import PSModel
 from gradsched.costmodel.scaling import ScaledModel
@@ -26,6 +27,7 @@ __all__ = [
     "FlatRingModel",
     "HierarchicalModel",
     "InterpModel",
+    "NCCLModel",
     "PSModel",
     "PiecewiseModel",
     "ScaledModel",

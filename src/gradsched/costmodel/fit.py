@@ -35,6 +35,8 @@ from gradsched.costmodel.formulas import (
     fit_link_parameters,
 )
 from gradsched.costmodel.interp import InterpCurve, InterpModel
+from gradsched.costmodel.nccl.crossfit import MeasuredSweep, NCCLSettings, fit_family
+from gradsched.costmodel.nccl.model import NCCLModel
 from gradsched.costmodel.piecewise import (
     MAX_SEGMENTS,
     PiecewiseCurve,
@@ -64,8 +66,12 @@ FIT_TABLE_COLUMNS: tuple[str, ...] = (
 
 CROSS_TABLE_COLUMNS: tuple[str, ...] = (
     "series", "collective", "algorithm", "fit_world_sizes", "predict_world_size", "nodes",
-    "mape_pct", "max_ape_pct",
+    "role", "mape_pct", "max_ape_pct",
 )
+"""``role`` is ``fitted`` (the fit's residual on a sweep it was fitted on) or ``predicted``
+(a world size it never saw: the cross-world-size error)."""
+
+CROSS_METHODS: tuple[str, ...] = ("nccl", "analytic", "scaled")
 
 
 @dataclass(frozen=True)
@@ -377,15 +383,20 @@ class CrossFit:
     backend: str
     algorithm: str
     fit_world_sizes: list[int]
-    model: AnalyticModel
+    model: AnalyticModel | NCCLModel
     rows: list[dict[str, Any]]
     scaled: CommModel | None = None  # method "scaled" with P = world size: the predictor
+    notes: list[str] = field(default_factory=list)
+
+    def predictor(self) -> CommModel:
+        """The model ``-o`` writes: the scaled model, or the analytic / nccl model."""
+        return self.scaled or self.model
 
 
 def _check_cross_options(method: str, algorithm: str, source: str, scale_by: str,
                          fit_on: list[int]) -> None:
     if method not in ("analytic", "scaled"):
-        raise ConfigError(f"--method {method!r}: use analytic or scaled")
+        raise ConfigError(f"--method {method!r}: use nccl, analytic or scaled")
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"--algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     if source not in ("piecewise", "alpha-beta"):
@@ -443,11 +454,10 @@ def _fit_link(collective: str, backend: str, by_ws: dict[int, _Series], fit_on: 
 def _cross_rows(name: str, collective: str, by_ws: dict[int, _Series], fit_on: list[int],
                 algorithm: str, alpha: float, beta: float, gamma: float, scale_by: str,
                 method: str, base_curves: dict[int, Curve]) -> list[dict[str, Any]]:
-    """One row per world size not fitted on: the prediction's errors."""
+    """One row per world size: the fit's residual where it was fitted on (``role`` fitted),
+    the prediction's errors elsewhere."""
     rows = []
     for ws, (info, m, t) in sorted(by_ws.items()):
-        if ws in fit_on:
-            continue
         p = int(info[scale_by])
         pred = cost(collective, algorithm, m, p, alpha, beta, gamma)
         if method == "scaled":
@@ -460,17 +470,34 @@ def _cross_rows(name: str, collective: str, by_ws: dict[int, _Series], fit_on: l
             "series": name, "collective": collective,
             "algorithm": algorithm if method == "analytic" else f"scaled:{algorithm}",
             "fit_world_sizes": ";".join(map(str, fit_on)), "predict_world_size": ws,
-            "nodes": int(info["nodes"]), "mape_pct": float(ape.mean()),
-            "max_ape_pct": float(ape.max()),
+            "nodes": int(info["nodes"]), "role": "fitted" if ws in fit_on else "predicted",
+            "mape_pct": float(ape.mean()), "max_ape_pct": float(ape.max()),
         })
     return rows
 
 
+def extrapolation_meta(rows: list[dict[str, Any]], fit_on: list[int]) -> dict[str, Any]:
+    """The ``"extrapolation"`` metadata of a cross-world-size model: the world sizes fitted
+    and validated, the median over validated world sizes of their MAPE and the worst one
+    (percent; ``None`` when no world size was validated)."""
+    predicted = [r for r in rows if r["role"] == "predicted"]
+    mapes = [float(r["mape_pct"]) for r in predicted]
+    return {
+        "fit_world_sizes": sorted(int(w) for w in fit_on),
+        "validated_world_sizes": sorted(int(r["predict_world_size"]) for r in predicted),
+        "median_ape_pct": round(float(np.median(mapes)), 6) if mapes else None,
+        "max_ape_pct": round(float(np.max(mapes)), 6) if mapes else None,
+    }
+
+
 def _scaled_predictor(collective: str, source: str, base_curves: dict[int, Curve],
-                      model: AnalyticModel, domain: list[dict[str, Any]]) -> ScaledModel:
+                      model: AnalyticModel, domain: list[dict[str, Any]],
+                      extrapolation: dict[str, Any]) -> ScaledModel:
     """The ``scaled`` method's predictor: the base fits shifted by the formula; ``domain``
-    records the sizes each base series measured (:mod:`.domain`)."""
-    meta = {"domain": domain}
+    records the sizes each base series measured (:mod:`.domain`); ``extrapolation`` is the
+    measured cross-world-size error (:func:`extrapolation_meta`), kept in the base's and the
+    formula's metadata."""
+    meta: dict[str, Any] = {"domain": domain, "extrapolation": extrapolation}
     if source == "alpha-beta":
         base: SeriesModel = AlphaBetaSeriesModel(
             {(collective, w): (c.alpha_s, c.beta_s_per_byte)  # type: ignore[union-attr]
@@ -489,6 +516,7 @@ def cross_world_size(
     scale_by: str = "world_size",
     in_place: bool = False,
     method: str = "analytic",
+    nccl: NCCLSettings | None = None,
 ) -> list[CrossFit]:
     """Derive per-hop alpha / link beta at ``fit_on`` world sizes, predict the others.
 
@@ -504,7 +532,14 @@ def cross_world_size(
     instead: the ``source`` fit at the nearest fit world size, shifted (or, below it,
     scaled) by the formula (:mod:`gradsched.costmodel.scaling`); its rows carry
     ``algorithm`` = ``scaled:<algorithm>``.
+
+    ``method="nccl"`` fits the two-level NCCL model instead (:func:`cross_nccl`; ``nccl``
+    holds its settings). Every result lists a row per world size: ``role`` fitted (the
+    residual on a fitted sweep) or predicted; the model's metadata carries
+    :func:`extrapolation_meta` under ``"extrapolation"``.
     """
+    if method == "nccl":
+        return cross_nccl(paths, fit_on, nccl or NCCLSettings(), in_place)
     _check_cross_options(method, algorithm, source, scale_by, fit_on)
     stems = [Path(p).stem for p in paths]
     name = series_name(stems)
@@ -517,12 +552,46 @@ def cross_world_size(
                                     "scale_by": scale_by, "source_fit": source})
         rows = _cross_rows(name, collective, by_ws, fit_on, algorithm, alpha, beta, gamma,
                            scale_by, method, base_curves)
+        extrapolation = extrapolation_meta(rows, fit_on)
+        model.meta["extrapolation"] = extrapolation
         scaled = None
         if method == "scaled" and scale_by == "world_size":
             domain = [series_record(by_ws[w][0], by_ws[w][1]) for w in fit_on]
-            scaled = _scaled_predictor(collective, source, base_curves, model, domain)
+            scaled = _scaled_predictor(collective, source, base_curves, model, domain,
+                                       extrapolation)
         out.append(CrossFit(name, collective, backend, algorithm, list(fit_on), model, rows,
                             scaled))
+    return out
+
+
+def cross_nccl(paths: list[str | Path], fit_on: list[int], settings: NCCLSettings,
+               in_place: bool = False) -> list[CrossFit]:
+    """``--method nccl``: per (collective, backend) of the files, the ``nccl`` model fitted
+    on the ``fit_on`` sweeps (:func:`gradsched.costmodel.nccl.crossfit.fit_family`), with a
+    row per world size and ``"extrapolation"`` in its metadata. Only NCCL sweeps."""
+    if not fit_on:
+        raise ConfigError("--fit-on needs at least one world size")
+    name = series_name([Path(p).stem for p in paths])
+    groups: dict[tuple[str, str], dict[int, MeasuredSweep]] = {}
+    for path in paths:
+        trace = CommTrace.load(path)
+        for info, rows in select_series(trace.frame, in_place=in_place):
+            key = (str(info["collective"]), str(info["backend"]))
+            if key[1] != "nccl":
+                raise ConfigError(f"{path}: {key[0]} ran on {key[1]}, not NCCL: the nccl "
+                                  "model does not apply (use --method analytic or scaled)")
+            ws = int(info["world_size"])
+            if ws in groups.setdefault(key, {}):
+                raise InputError(f"{key[0]} ({key[1]}) at world size {ws} appears twice among "
+                                 "the inputs", path=path)
+            m, t = series_points(rows)
+            groups[key][ws] = MeasuredSweep(info, m, t, dict(trace.meta), str(path))
+    out = []
+    for (collective, backend), by_ws in sorted(groups.items()):
+        model, rows, notes = fit_family(name, collective, by_ws, sorted(fit_on), settings)
+        model.meta["extrapolation"] = extrapolation_meta(rows, fit_on)
+        out.append(CrossFit(name, collective, backend, "nccl", sorted(fit_on), model, rows,
+                            None, notes))
     return out
 
 
@@ -530,5 +599,7 @@ def cross_table(results: list[CrossFit]) -> pd.DataFrame:
     """The cross-world-size table (columns :data:`CROSS_TABLE_COLUMNS`)."""
     rows = [r for res in results for r in res.rows]
     frame = pd.DataFrame(rows, columns=list(CROSS_TABLE_COLUMNS))
+    frame["mape_pct"] = frame["mape_pct"].astype(float).round(6)
+    frame["max_ape_pct"] = frame["max_ape_pct"].astype(float).round(6)
     return frame.sort_values(["series", "collective", "algorithm", "predict_world_size"],
                              kind="stable").reset_index(drop=True)

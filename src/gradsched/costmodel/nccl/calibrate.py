@@ -1,0 +1,127 @@
+"""Fit the free inputs of :mod:`.tuning` to the smallest measured scale.
+
+Free, per level (between nodes from the smallest multi-node sweep; inside a node from an
+intra-node sweep when one is given):
+
+* the bus bandwidth of the level (bytes/s), bounded by the level's line rate (the node's
+  NICs together between nodes, a GPU's NVLink or PCIe rate inside);
+* the base latency of each protocol (LL, LL128, Simple; seconds): what a launch costs
+  before any hop (kernel launch, proxy and host synchronisation that NCCL's ``baseLat``
+  stands for and that nccl-tests' timing includes).
+
+Everything else (steps, hops x per-hop latency from ``hwLatencies``, protocol efficiencies,
+tree/ring bandwidth ratios, the algorithm/protocol choice, the fabric slowdown of
+:mod:`.fabric`) comes from the structure, so the other node counts are predictions.
+
+The fit minimises the squared relative error ``sum((T_model / T_measured - 1)^2)`` over the
+sweep's sizes (times span five decades). The model is a minimum over (algorithm, protocol)
+pairs, so the objective is piecewise smooth: :func:`fit_level` runs a bounded least squares
+in log-parameters from several starts (the bandwidth read off the largest size and each
+protocol's latency off the smallest) and keeps the best.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from gradsched.costmodel.nccl.hardware import Hardware
+from gradsched.costmodel.nccl.tuning import LevelParams, Params, layout, select
+from gradsched.errors import ConfigError
+
+_MIN_LAT_S = 1e-7
+_MIN_EFF = 0.05
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One measured series: ``collective`` at ``world_size`` ranks on ``nodes`` nodes."""
+
+    collective: str
+    world_size: int
+    nodes: int
+    nbytes: np.ndarray
+    times_s: np.ndarray
+
+
+def _level_of(params: Params, multi_node: bool, level: LevelParams) -> Params:
+    return replace(params, inter=level) if multi_node else replace(params, intra=level)
+
+
+def fit_level(hw: Hardware, params: Params, sweep: Sweep) -> tuple[LevelParams, float]:
+    """The level ``sweep`` exercises (between nodes if it spans several), fitted; and the
+    sweep's MAPE (percent) under it."""
+    n_ranks, n_nodes = layout(sweep.world_size, hw.gpus_per_node)
+    if n_ranks < 2:
+        raise ConfigError(f"a sweep of {n_ranks} rank has no collective to fit")
+    multi = n_nodes > 1
+    line = hw.node_nic_Bps if multi else hw.intra_Bps
+    m, t = np.asarray(sweep.nbytes, float), np.asarray(sweep.times_s, float)
+    share = 2.0 * (n_ranks - 1) / n_ranks if sweep.collective == "all_reduce" else \
+        (n_ranks - 1) / n_ranks if sweep.collective in ("reduce_scatter", "all_gather") else 1.0
+    bw0 = min(float(np.max(share * m / t)), 0.9 * line)
+
+    def build(x: np.ndarray) -> LevelParams:
+        e = np.exp(x)
+        return LevelParams(float(e[0]), (float(e[1]), float(e[2]), float(e[3])),
+                           (float(e[4]), float(e[5])))
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        trial = _level_of(params, multi, build(x))
+        return select(hw, trial, sweep.collective, m, sweep.world_size)[0] / t - 1.0
+
+    lo = np.log([1e6, _MIN_LAT_S, _MIN_LAT_S, _MIN_LAT_S, _MIN_EFF, _MIN_EFF])
+    hi = np.log([line, 1.0, 1.0, 1.0, 1.0, 1.0])
+    t_min = float(np.min(t))
+    best = None
+    for bw_scale in (1.0, 2.0):
+        for lat_scale in (0.25, 0.5, 0.9):
+            lat0 = max(t_min * lat_scale, 2 * _MIN_LAT_S)
+            x0 = np.log([min(bw0 * bw_scale, line * 0.999), lat0, lat0, lat0, 0.8, 0.8])
+            sol = least_squares(resid, np.clip(x0, lo + 1e-9, hi - 1e-9), bounds=(lo, hi),
+                                method="trf", x_scale=1.0, diff_step=1e-3)
+            if best is None or sol.cost < best.cost:
+                best = sol
+    assert best is not None
+    level = build(best.x)
+    mape = float(100.0 * np.mean(np.abs(resid(best.x))))
+    return level, mape
+
+
+def calibrate(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric_k: float
+              ) -> tuple[Params, dict[str, float]]:
+    """Params fitted on the multi-node sweep ``inter`` and the single-node sweep ``intra``
+    (either may be missing: that level then keeps the other's efficiency and latencies,
+    :func:`transfer_level`); and each fitted sweep's MAPE (percent) keyed ``inter``/``intra``."""
+    if inter is None and intra is None:
+        raise ConfigError("nothing to calibrate on: no sweep")
+    from gradsched.costmodel.nccl.tuning import nccl_default_params
+
+    params = nccl_default_params(hw)
+    ref_nodes = 2
+    if inter is not None:
+        ref_nodes = layout(inter.world_size, hw.gpus_per_node)[1]
+    params = replace(params, fabric_per_doubling=fabric_k, fabric_ref_nodes=ref_nodes)
+    errors: dict[str, float] = {}
+    if intra is not None:
+        level, errors["intra"] = fit_level(hw, params, intra)
+        params = replace(params, intra=level)
+    if inter is not None:
+        level, errors["inter"] = fit_level(hw, params, inter)
+        params = replace(params, inter=level)
+    if intra is None:
+        params = replace(params, intra=transfer_level(params.inter, hw.node_nic_Bps,
+                                                       hw.intra_Bps))
+    if inter is None:
+        params = replace(params, inter=transfer_level(params.intra, hw.intra_Bps,
+                                                       hw.node_nic_Bps))
+    return params, errors
+
+
+def transfer_level(level: LevelParams, from_line_Bps: float, to_line_Bps: float
+                   ) -> LevelParams:
+    """A level not measured: the same fraction of its line rate and the same base latencies
+    as the measured one (a derivation, recorded as such in the model's metadata)."""
+    return LevelParams(level.busbw_Bps * to_line_Bps / from_line_Bps, level.base_latency_s)

@@ -1,0 +1,121 @@
+"""``nccl``: a comm model that runs NCCL's tuning model on a described two-level machine.
+
+Every query is ``(collective, bytes, world size)``: the world size is laid out on nodes of
+``hardware.gpus_per_node`` GPUs, NCCL's choice of algorithm and protocol is made with NCCL's
+own constants (:func:`.tuning.select`), and the choice is priced with the calibrated inputs
+(:mod:`.calibrate`). Reduce-scatter and all-gather are priced as themselves (ring, ``nRanks-1``
+steps, their own latency), not derived from all-reduce.
+
+The metadata records what the calibration saw (``domain``: one record per fitted sweep;
+``fit_world_sizes``; ``hardware``) and the measured cross-world-size error
+(``extrapolation``, written by :func:`gradsched.costmodel.fit.cross_world_size`). A world size
+outside ``fit_world_sizes`` is an extrapolation (:meth:`NCCLModel.world_size_basis`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gradsched.costmodel.base import CommModel, check_collective, register_model
+from gradsched.costmodel.domain import (
+    BASIS_EXTRAPOLATED,
+    BASIS_MEASURED,
+    domain_index,
+)
+from gradsched.costmodel.nccl.hardware import Hardware
+from gradsched.costmodel.nccl.tuning import CHOICES, LevelParams, Params, select
+from gradsched.errors import ConfigError
+
+
+def _level_dict(level: LevelParams) -> dict[str, Any]:
+    return {"busbw_Bps": level.busbw_Bps,
+            "base_latency_s": dict(zip(("LL", "LL128", "Simple"), level.base_latency_s,
+                                       strict=True)),
+            "protocol_efficiency": dict(zip(("LL", "LL128"), level.protocol_efficiency,
+                                            strict=True))}
+
+
+def _level_from(data: dict[str, Any]) -> LevelParams:
+    lat = data["base_latency_s"]
+    eff = data.get("protocol_efficiency", {"LL": 1.0, "LL128": 1.0})
+    return LevelParams(float(data["busbw_Bps"]),
+                       (float(lat["LL"]), float(lat["LL128"]), float(lat["Simple"])),
+                       (float(eff["LL"]), float(eff["LL128"])))
+
+
+@register_model
+class NCCLModel(CommModel):
+    """NCCL's algorithm/protocol choice and cost on ``hardware`` with calibrated ``params``."""
+
+    kind = "nccl"
+
+    def __init__(self, hardware: Hardware, params: Params,
+                 meta: dict[str, Any] | None = None) -> None:
+        self.hardware = hardware
+        self.params = params
+        self.meta = dict(meta or {})
+        self._domain = domain_index(self.meta.get("domain"))
+
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+        check_collective(collective)
+        m = np.asarray(nbytes, dtype=float)
+        if world_size <= 1:
+            return np.zeros_like(m)
+        return select(self.hardware, self.params, collective, m.ravel(),
+                      int(world_size))[0].reshape(m.shape)
+
+    def choices(self, collective: str, nbytes: np.ndarray, world_size: int) -> list[str]:
+        """``algorithm/protocol`` NCCL picks at each size (e.g. ``tree/LL``)."""
+        check_collective(collective)
+        idx = select(self.hardware, self.params, collective,
+                     np.asarray(nbytes, dtype=float).ravel(), int(world_size))[1]
+        return [f"{CHOICES[i][0]}/{CHOICES[i][1]}" for i in idx]
+
+    def fit_world_sizes(self) -> tuple[int, ...]:
+        return tuple(int(w) for w in self.meta.get("fit_world_sizes", ()))
+
+    def world_size_basis(self, world_size: int) -> str:
+        return BASIS_MEASURED if int(world_size) in self.fit_world_sizes() \
+            else BASIS_EXTRAPOLATED
+
+    def measured_bytes(self, collective: str, world_size: int) -> tuple[float, float] | None:
+        """The sizes measured at ``world_size`` where it was fitted; elsewhere those of the
+        nearest fitted world size (the sizes the calibration saw)."""
+        if not self._domain:
+            return None
+        held = sorted({w for (c, w) in self._domain if c == collective}) or \
+            sorted({w for (_, w) in self._domain})
+        ref = min(held, key=lambda w: (abs(np.log2(w) - np.log2(max(world_size, 1))), w))
+        return self._domain.get((collective, ref)) or next(
+            v for (c, w), v in sorted(self._domain.items()) if w == ref)
+
+    def reference_bytes(self, world_size: int) -> float:
+        measured = self.measured_bytes("all_reduce", world_size)
+        return float(measured[1]) if measured else float(2**26)
+
+    def line_rate_Bps(self) -> float | None:
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind, "hardware": self.hardware.to_dict(),
+            "intra": _level_dict(self.params.intra), "inter": _level_dict(self.params.inter),
+            "fabric_per_doubling": self.params.fabric_per_doubling,
+            "fabric_ref_nodes": self.params.fabric_ref_nodes,
+        }
+        if self.meta:
+            out["meta"] = self.meta
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NCCLModel:
+        try:
+            hw = Hardware.from_dict(data["hardware"])
+        except TypeError as exc:
+            raise ConfigError(f"nccl: malformed hardware: {exc}") from None
+        params = Params(_level_from(data["intra"]), _level_from(data["inter"]),
+                        float(data.get("fabric_per_doubling", 0.0)),
+                        int(data.get("fabric_ref_nodes", 2)))
+        return cls(hw, params, data.get("meta"))
