@@ -28,10 +28,17 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from gradsched.costmodel.nccl.hardware import Hardware
-from gradsched.costmodel.nccl.tuning import LevelParams, Params, layout, select
+from gradsched.costmodel.nccl.tuning import (
+    BASE_LATENCY_US,
+    LevelParams,
+    Params,
+    layout,
+    select,
+)
 from gradsched.errors import ConfigError
 
 _MIN_LAT_S = 1e-7
+_US = 1e-6
 _MIN_EFF = 0.05
 
 
@@ -65,21 +72,21 @@ def fit_level(hw: Hardware, params: Params, sweep: Sweep) -> tuple[LevelParams, 
 
     def build(x: np.ndarray) -> LevelParams:
         e = np.exp(x)
-        return LevelParams(float(e[0]), (float(e[1]), float(e[2]), float(e[3])),
-                           (float(e[4]), float(e[5])))
+        base = tuple(float(v * _US + e[1]) for v in BASE_LATENCY_US["ring"])
+        return LevelParams(float(e[0]), base, (float(e[2]), float(e[3])))  # type: ignore[arg-type]
 
     def resid(x: np.ndarray) -> np.ndarray:
         trial = _level_of(params, multi, build(x))
         return select(hw, trial, sweep.collective, m, sweep.world_size)[0] / t - 1.0
 
-    lo = np.log([1e6, _MIN_LAT_S, _MIN_LAT_S, _MIN_LAT_S, _MIN_EFF, _MIN_EFF])
-    hi = np.log([line, 1.0, 1.0, 1.0, 1.0, 1.0])
+    lo = np.log([1e6, _MIN_LAT_S, _MIN_EFF, _MIN_EFF])
+    hi = np.log([line, 1e-3, 1.0, 1.0])
     t_min = float(np.min(t))
     best = None
     for bw_scale in (1.0, 2.0):
         for lat_scale in (0.25, 0.5, 0.9):
             lat0 = max(t_min * lat_scale, 2 * _MIN_LAT_S)
-            x0 = np.log([min(bw0 * bw_scale, line * 0.999), lat0, lat0, lat0, 0.8, 0.8])
+            x0 = np.log([min(bw0 * bw_scale, line * 0.999), lat0, 0.8, 0.8])
             sol = least_squares(resid, np.clip(x0, lo + 1e-9, hi - 1e-9), bounds=(lo, hi),
                                 method="trf", x_scale=1.0, diff_step=1e-3)
             if best is None or sol.cost < best.cost:
