@@ -40,7 +40,8 @@ rule fit_table:
 
 
 rule crossws_series:
-    """Fit an analytic model at some world sizes of a network series; predict the others."""
+    """Fit the ring formula (analytic) at some world sizes of a network series; predict the
+    others (the two-level NCCL model is validated in nccl.smk)."""
     input:
         lambda wc: list(network_traces(wc.network).values()),
     output:
@@ -52,7 +53,7 @@ rule crossws_series:
         algorithm=lambda wc: crossws_series()[wc.network].get("algorithm", "ring"),
     shell:
         "{GS} fit --cross-world-size {input} --fit-on {params.fit_on} "
-        "--algorithm {params.algorithm} --table {output} > {log} 2>&1"
+        "--method analytic --algorithm {params.algorithm} --table {output} > {log} 2>&1"
 
 
 rule crossws_table:

@@ -67,7 +67,14 @@ def fit_macros(fits: pd.DataFrame | None) -> dict[str, str]:
     return out
 
 
+def _predicted(cross: pd.DataFrame) -> pd.DataFrame:
+    """The rows of world sizes a model predicted (not its residual on a fitted sweep)."""
+    return cross[cross["role"] != "fitted"] if "role" in cross else cross
+
+
 def crossws_macros(cross: pd.DataFrame | None) -> dict[str, str]:
+    if cross is not None:
+        cross = _predicted(cross)
     if cross is None or cross.empty:
         return {"NumCrossWsPredictions": NA, "MedianCrossWsMape": NA, "MaxCrossWsMape": NA}
     values = cross["mape_pct"].astype(float).dropna()
@@ -148,7 +155,8 @@ def fits_table(fits: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def crossws_table(cross: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Cross-world-size prediction errors."""
+    """Cross-world-size prediction errors (world sizes not fitted on)."""
+    cross = _predicted(cross)
     cols = ["series", "collective", "algorithm", "fit on P [ranks]", "predict P [ranks]",
             "nodes", "MAPE [%]", "max APE [%]"]
     if cross.empty:

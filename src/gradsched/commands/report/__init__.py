@@ -15,6 +15,8 @@
     gradsched report topology-replay-table --input topo-replay.csv --tex T.tex --md T.md
     gradsched report scaling-table --input scaling.csv --tex T.tex --md T.md
     gradsched report sharded-table --input sharded.csv --tex T.tex --md T.md
+    gradsched report collectives-at-scale-table --case LABEL crossws.csv [...] --tex T.tex \\
+        --md T.md
     gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
         [--skip CHECK CASE REASON] -o compare.csv
 
@@ -23,7 +25,7 @@ No logic lives here: every sub-command formats what is on disk by calling
 ``report macros`` has the measuring side compute the re-execution's frames it quotes). One
 module per group of verbs (:mod:`.collect`, :mod:`.figures`, :mod:`.tables`,
 :mod:`.topology`, :mod:`.architectures`, :mod:`.paper`, :mod:`.scaling`, :mod:`.compare`,
-:mod:`.sharded`, :mod:`.llm_scale`),
+:mod:`.sharded`, :mod:`.llm_scale`, :mod:`.collectives_at_scale`),
 each with its ``register``; :func:`register` adds them in the order ``gradsched report
 --help`` lists.
 """
@@ -35,6 +37,7 @@ import argparse
 from gradsched.commands.report import (
     architectures,
     collect,
+    collectives_at_scale,
     compare,
     figures,
     llm_scale,
@@ -57,6 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     paper.register_captions(rsub)
     scaling.register(rsub)
     sharded.register(rsub)
+    collectives_at_scale.register(rsub)
     llm_scale.register(rsub)
     paper.register(rsub)
     compare.register(rsub)
