@@ -5,9 +5,12 @@ intra-node sweep when one is given):
 
 * the bus bandwidth of the level (bytes/s), bounded by the level's line rate (the node's
   NICs together between nodes, a GPU's NVLink or PCIe rate inside);
-* the base latency of each protocol (LL, LL128, Simple; seconds): what a launch costs
-  before any hop (kernel launch, proxy and host synchronisation that NCCL's ``baseLat``
-  stands for and that nccl-tests' timing includes).
+* one latency offset added to NCCL's ``baseLat`` of every protocol (seconds): what a launch
+  costs before any hop beyond NCCL's own figure (kernel launch, proxy progress and host
+  synchronisation, which nccl-tests' timing includes), the same whatever the protocol;
+* how far LL and LL128 reach NCCL's efficiency factors (two numbers in (0, 1]): the LL
+  protocol's flag-per-8-bytes and LL128's per-line overheads depend on the GPU and the NCCL
+  build; Simple's bandwidth is the level's bus bandwidth itself.
 
 Everything else (steps, hops x per-hop latency from ``hwLatencies``, protocol efficiencies,
 tree/ring bandwidth ratios, the algorithm/protocol choice, the fabric slowdown of
@@ -27,9 +30,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import least_squares
 
+from gradsched.costmodel.nccl.constants import constants_for
 from gradsched.costmodel.nccl.hardware import Hardware
 from gradsched.costmodel.nccl.tuning import (
-    BASE_LATENCY_US,
     LevelParams,
     Params,
     layout,
@@ -69,10 +72,11 @@ def fit_level(hw: Hardware, params: Params, sweep: Sweep) -> tuple[LevelParams, 
     share = 2.0 * (n_ranks - 1) / n_ranks if sweep.collective == "all_reduce" else \
         (n_ranks - 1) / n_ranks if sweep.collective in ("reduce_scatter", "all_gather") else 1.0
     bw0 = min(float(np.max(share * m / t)), 0.9 * line)
+    nccl_base = constants_for(hw.nccl_version).base_latency_us["ring"]
 
     def build(x: np.ndarray) -> LevelParams:
         e = np.exp(x)
-        base = tuple(float(v * _US + e[1]) for v in BASE_LATENCY_US["ring"])
+        base = tuple(float(v * _US + e[1]) for v in nccl_base)
         return LevelParams(float(e[0]), base, (float(e[2]), float(e[3])))  # type: ignore[arg-type]
 
     def resid(x: np.ndarray) -> np.ndarray:

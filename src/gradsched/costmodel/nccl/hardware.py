@@ -54,8 +54,11 @@ class Hardware:
     cpu_vendor: str = "intel"
     nvls: bool = False
     collnet: bool = False
+    nccl_version: str = "current"
 
     def __post_init__(self) -> None:
+        if self.nccl_version not in ("2.8.4", "current"):
+            raise ConfigError(f"hardware {self.name}: nccl_version must be 2.8.4 or current")
         if self.gpus_per_node < 1:
             raise ConfigError(f"hardware {self.name}: gpus_per_node must be >= 1")
         if self.generation not in NVLINK_BPS:
@@ -108,14 +111,16 @@ class Hardware:
 
 PRESETS: dict[str, Hardware] = {
     "abci-a100": Hardware("abci-a100", 8, "ampere", "nvlink", NVLINK_BPS["ampere"], 4,
-                          IB_GBIT["HDR"] / 8 * 1e9, DEFAULT_CHANNELS["ampere"]),
+                          IB_GBIT["HDR"] / 8 * 1e9, DEFAULT_CHANNELS["ampere"],
+                          nccl_version="2.8.4"),
     "abci-v100": Hardware("abci-v100", 4, "volta", "nvlink", NVLINK_BPS["volta"], 2,
-                          IB_GBIT["EDR"] / 8 * 1e9, DEFAULT_CHANNELS["volta"]),
+                          IB_GBIT["EDR"] / 8 * 1e9, DEFAULT_CHANNELS["volta"],
+                          nccl_version="2.8.4"),
     "h100-8x400g": Hardware("h100-8x400g", 8, "hopper", "nvlink", NVLINK_BPS["hopper"], 8,
                             IB_GBIT["NDR"] / 8 * 1e9, DEFAULT_CHANNELS["hopper"], nvls=True),
 }
 """Named machines: the two ABCI node types of the committed sweeps (as their logs' setup
-lines state them) and an HGX H100 node with eight 400 Gbit/s NICs."""
+lines state them, NCCL 2.8.4) and an HGX H100 node with eight 400 Gbit/s NICs (current NCCL)."""
 
 
 def generation_of(devices: str) -> str:
@@ -131,7 +136,8 @@ def from_trace_meta(meta: Mapping[str, Any], world_size: int, nodes: int,
                     source: str = "<meta>") -> Hardware:
     """The machine a comm-trace sidecar describes: GPUs per node from the series, the
     generation from ``devices``, NVLink where the ``hardware`` text names NVLink or NVSwitch,
-    the NICs from ``<n>x InfiniBand <EDR|HDR|NDR>``."""
+    the NICs from ``<n>x InfiniBand <EDR|HDR|NDR>``, the NCCL constants from ``NCCL 2.8.4``
+    (any other or no version: the current ones, :mod:`.constants`)."""
     text = f"{meta.get('hardware', '')} {meta.get('interconnect', '')}"
     devices = " ".join(map(str, meta.get("devices") or [])) or text
     try:
@@ -149,12 +155,14 @@ def from_trace_meta(meta: Mapping[str, Any], world_size: int, nodes: int,
                          path=source, field="hardware")
     else:  # one node: the NIC is never used
         nics, rate = 1, IB_GBIT["HDR"] / 8 * 1e9
+    version = re.search(r"NCCL\s*(\d+\.\d+\.\d+)", text)
+    nccl_version = "2.8.4" if version and version.group(1) == "2.8.4" else "current"
     per_node = max(1, world_size // max(nodes, 1))
-    label = f"{gen}-{per_node}gpn-{intra}-{nics}x{rate * 8 / 1e9:.0f}g"
+    label = f"{gen}-{per_node}gpn-{intra}-{nics}x{rate * 8 / 1e9:.0f}g-nccl-{nccl_version}"
     return Hardware(label, per_node, gen, intra,
                     NVLINK_BPS[gen] if intra == "nvlink" else PCIE_BPS, nics, rate,
                     DEFAULT_CHANNELS[gen], nvls=gen in ("hopper", "blackwell") and
-                    bool(re.search(r"nvswitch", text, re.I)))
+                    bool(re.search(r"nvswitch", text, re.I)), nccl_version=nccl_version)
 
 
 def parse_hardware(text: str) -> Hardware:

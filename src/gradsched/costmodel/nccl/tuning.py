@@ -1,11 +1,11 @@
 """NCCL's own cost model of one collective: every (algorithm, protocol) priced, the cheapest chosen.
 
-This follows ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime`` of NCCL's
-``src/graph/tuning.cc`` at commit 5067397c2676d5aed50042fc39e5c8ee96eb0027 (github.com/NVIDIA/nccl,
-June 2026), read line by line; PyTorch Inductor's port of the same two functions
-(``torch/_inductor/comm_analysis.py`` of torch 2.14.1, ``_nccl_algo_time`` and
-``_nccl_best_algo_time``, git 5c488690) was read beside it. The numbers in the tables below are
-NCCL's default tuner constants (tuning.cc L148-212); the code is written here.
+This follows ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime`` of NCCL's ``src/graph/tuning.cc``
+(github.com/NVIDIA/nccl), read line by line at two versions (:mod:`.constants`: 2.8.4, the
+NCCL of the ABCI sweeps, and master at commit 5067397c, whose line numbers are cited below);
+PyTorch Inductor's port of the same two functions (``torch/_inductor/comm_analysis.py`` of
+torch 2.14.1, ``_nccl_algo_time`` and ``_nccl_best_algo_time``) was read beside it. The code
+is written here; the numbers are NCCL's (:mod:`.constants`).
 
 Per collective, ``nRanks`` ranks on ``nNodes`` nodes (tuning.cc L288-291):
 
@@ -14,23 +14,20 @@ Per collective, ``nRanks`` ranks on ``nNodes`` nodes (tuning.cc L288-291):
   ``nNodes-1`` (0 on one node).
 * algorithms: ring for every collective; tree for all-reduce only (L294-299). NVLS, CollNet
   and PAT need hardware (NVLink SHARP, in-network reduction) or one GPU per node; they are
-  absent here, and a hardware description that has them is refused (:mod:`.hardware`).
+  not priced here (:meth:`.hardware.Hardware.notes` says so where a machine has them).
 * bus bandwidth per (algorithm, protocol) (L304, L326-336): the level's bus bandwidth (the
   intra-node graph on one node, the inter-node one otherwise), then ring LL
-  ``min(llMaxBw, 0.5 B)``, ring LL128 ``min(0.92 B, nCh * perChMaxRingLL128Bw)``, tree
-  all-reduce ``min(0.92 B, nCh * perChMaxTreeBw)``, tree LL ``min(B/3.8, llMaxBw)``, tree
-  LL128 ``min(B * (7/9 on one node, else 120/128), nCh * perChMaxTreeLL128Bw)``.
+  ``min(llMaxBw, f B)``, ring LL128 ``min(0.92 B, cap)``, tree all-reduce
+  ``min(0.92 B, nCh * perChMaxTreeBw)``, tree LL ``min(B/3.8, llMaxBw)``, tree LL128
+  ``min(B * (7/9 on one node, else ~0.92), cap)``.
 * bus -> algorithm bandwidth (L376-382): ring ``* nRanks/nsteps``, tree ``* 0.5``.
 * latency (L384-417): ``baseLat[a][p]`` plus, for a ring all-reduce / reduce-scatter /
   all-gather, ``(nsteps - nInterSteps) * max(intraLat, netOverhead) + nInterSteps * interLat``
-  (netOverhead = 1 us between nodes on Intel x86, x3 for Simple, L228-233 and L404-409); for a
-  ring broadcast / reduce ``nsteps * lat`` (L399-401); for a tree all-reduce
-  ``2((nRanks/nNodes - 1) intraLat + log2i(nNodes) interLat)`` (L416). ``interLat`` is the NET
-  latency of the algorithm, or of the tree when each node holds one rank (L386-388).
+  (L404-412); for a ring broadcast / reduce ``nsteps * lat`` (L399-401); for a tree all-reduce
+  ``2((nRanks/nNodes - 1) intraLat + log2i(nNodes) interLat)`` (L416).
 * time (L628-654): ``lat + nBytes / algbw``; the tree's bandwidth is multiplied by
-  ``treeCorrectionFactor[p][log2i(nBytes >> 6)]`` below 2^23 (L623-627, L639-642); a multi-node
-  ring all-reduce with Simple pays its latency x1.4 (x1.9 before Ampere) once a channel's share
-  ``nBytes / (nChannels nRanks)`` reaches 64 bytes (L647-650).
+  ``treeCorrectionFactor[p][log2i(nBytes >> 6)]`` below 2^23 (L639-642); a multi-node ring
+  all-reduce with Simple pays its latency times a plateau factor beyond a size (L647-650).
 * LL128 is enabled where the node's GPUs talk over NVLink (L517-537: ``typeIntra <= PATH_NVB``;
   the NIC path is assumed PCIe-switch close, ``typeInter <= PATH_PXB``).
 
@@ -38,10 +35,10 @@ Per collective, ``nRanks`` ranks on ``nNodes`` nodes (tuning.cc L288-291):
 or the all-gather output (as nccl-tests' ``size`` and the traces' ``bytes`` column), which is
 what NCCL prices (its per-rank count times ``nRanks``).
 
-Where this module departs from NCCL (and says so): the bus bandwidth of each level and the
-base latency of each protocol are *inputs* (:class:`LevelParams`), so that
-:mod:`.calibrate` can fit them to a measured sweep; with :func:`nccl_default_params` they are
-NCCL's own (``baseLat`` and the line rate of the links). Everything else above is structure.
+NCCL *chooses* with its own constants and the links' rates (:func:`nccl_default_params`); the
+choice is then *priced* with calibrated inputs (:class:`Params`, :mod:`.calibrate`): the bus
+bandwidth of each level, a latency offset over ``baseLat`` and the LL / LL128 efficiencies.
+Everything else above is structure.
 """
 
 from __future__ import annotations
@@ -50,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradsched.costmodel.nccl.constants import constants_for
 from gradsched.costmodel.nccl.fabric import slowdown
 from gradsched.costmodel.nccl.hardware import Hardware
 from gradsched.errors import ConfigError
@@ -61,40 +59,6 @@ CHOICES: tuple[tuple[str, str], ...] = tuple((a, p) for a in ALGORITHMS for p in
 
 _US = 1e-6
 _GB = 1e9
-
-# tuning.cc L149-155, baseLatencies (us): Tree, Ring x (LL, LL128, Simple)
-BASE_LATENCY_US: dict[str, tuple[float, float, float]] = {
-    "tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
-# tuning.cc L156-176, hwLatencies (us): link kind x algorithm x (LL, LL128, Simple)
-HW_LATENCY_US: dict[str, dict[str, tuple[float, float, float]]] = {
-    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)},
-    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7)},
-    "net": {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)},
-}
-GENERATIONS: tuple[str, ...] = ("volta", "ampere", "hopper", "blackwell")
-# tuning.cc L177-183, llMaxBws (GB/s): row = GPU generation on one node, CPU vendor between
-# nodes (row 0 Intel, row 1 AMD); column = nodes 1, 2, >2
-LL_MAX_BW_GBPS: tuple[tuple[float, float, float], ...] = (
-    (39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
-# tuning.cc L184-204 (GB/s per channel): generation x nodes (1, 2, >2)
-PER_CH_MAX_RING_LL128_GBPS: tuple[tuple[float, float, float], ...] = (
-    (20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (40.0, 40.0, 40.0))
-PER_CH_MAX_TREE_LL128_GBPS: tuple[tuple[float, float, float], ...] = (
-    (20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
-PER_CH_MAX_TREE_GBPS: tuple[tuple[float, float, float], ...] = (
-    (26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
-# tuning.cc L623-627: tree bandwidth correction by log2(nBytes / 64), 0..23 (64 B .. 256 MiB)
-TREE_CORRECTION: tuple[tuple[float, ...], ...] = (
-    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0,
-     1.0, 1.0, 1.0),
-    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9,
-     1.0, 1.0, 1.0),
-    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9,
-     .9),
-)
-NET_OVERHEAD_US = 1.0
-"""tuning.cc L228-233: the network post overhead on Intel x86 (2 us on AMD)."""
-
 RING_STEPS = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}
 
 
@@ -143,7 +107,7 @@ def nccl_default_params(hw: Hardware) -> Params:
     """NCCL's own inputs for ``hw``: ``baseLat`` (the ring row; :func:`latency_s` adds the
     tree's difference) and bus bandwidths equal to the links' rates (NVLink per GPU inside a
     node, the node's NICs together between nodes)."""
-    base = tuple(v * _US for v in BASE_LATENCY_US["ring"])
+    base = tuple(v * _US for v in constants_for(hw.nccl_version).base_latency_us["ring"])
     return Params(LevelParams(hw.intra_Bps, base),  # type: ignore[arg-type]
                   LevelParams(hw.node_nic_Bps, base))  # type: ignore[arg-type]
 
@@ -170,32 +134,48 @@ def _index2(n_nodes: int) -> int:
 
 def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: str,
                       protocol: str, n_ranks: int, n_nodes: int) -> float:
-    """NCCL's ``bandwidths[coll][a][p]`` (bytes/s, already algorithm bandwidth): tuning.cc
-    L304, L326-336, L376-382. 0 where the pair is not used."""
+    """NCCL's ``bandwidths[coll][a][p]`` (bytes/s, already algorithm bandwidth): the model
+    refinements and the bus -> algorithm ratio of :mod:`.constants` (current: tuning.cc
+    L304, L326-336, L376-382). 0 where the pair is not used."""
     if algorithm == "tree" and collective != "all_reduce":
         return 0.0
     if protocol == "LL128" and not hw.ll128:
         return 0.0
-    gen = GENERATIONS.index(hw.generation)
+    k = constants_for(hw.nccl_version)
+    gen = k.gen_row(hw.generation)
     i2 = _index2(n_nodes)
     n_ch = hw.channels
     ll_row = gen if n_nodes == 1 else (1 if hw.cpu_vendor == "amd" else 0)
-    ll_max = LL_MAX_BW_GBPS[ll_row][i2] * _GB
+    ll_max = k.ll_max_bw[ll_row][i2] * _GB
     level = params.intra if n_nodes == 1 else params.inter
     bus = level.busbw_Bps if n_nodes == 1 else params.inter_busbw_Bps(n_nodes)
+    if k.ampere_busbw_cap_gbps is not None and hw.generation == "ampere":
+        bus = min(bus, k.ampere_busbw_cap_gbps * _GB)
     if protocol != "Simple":
         bus *= level.protocol_efficiency[PROTOCOLS.index(protocol)]
+    one_per_node = n_ranks == n_nodes
+    if k.ll128_cap_per_ch_by_coll is not None:
+        ll128_cap = k.ll128_cap_per_ch_by_coll[collective if collective != "p2p"
+                                               else "broadcast"] * n_ch * _GB
+        tree_ll128_cap = ll128_cap
+    else:
+        assert k.ring_ll128_cap_per_ch is not None and k.tree_ll128_cap_per_ch is not None
+        ll128_cap = k.ring_ll128_cap_per_ch[gen][i2] * n_ch * _GB
+        tree_ll128_cap = k.tree_ll128_cap_per_ch[gen][i2] * n_ch * _GB
     if algorithm == "ring" and protocol == "LL":
-        bus = min(ll_max, bus * 0.5)
+        factor = k.ring_ll_factor if (n_nodes > 1 or collective in ("all_reduce", "reduce")) \
+            else k.ring_ll_factor_other
+        bus = min(ll_max, bus * factor)
     if algorithm == "ring" and protocol == "LL128":
-        bus = min(bus * 0.92, n_ch * PER_CH_MAX_RING_LL128_GBPS[gen][i2] * _GB)
+        bus = min(bus * (k.ring_ll128_factor_one_gpu_per_node if one_per_node else 0.92),
+                  ll128_cap)
     if algorithm == "tree":
-        bus = min(bus * 0.92, n_ch * PER_CH_MAX_TREE_GBPS[gen][i2] * _GB)
+        bus = min(bus * 0.92, n_ch * k.tree_cap_per_ch[gen][i2] * _GB)
         if protocol == "LL":
             bus = min(bus / 3.8, ll_max)
         if protocol == "LL128":
-            bus = min(bus * (7.0 / 9.0 if n_nodes == 1 else 120.0 / 128.0),
-                      n_ch * PER_CH_MAX_TREE_LL128_GBPS[gen][i2] * _GB)
+            bus = min(bus * (7.0 / 9.0 if n_nodes == 1 else k.tree_ll128_factor_multi),
+                      tree_ll128_cap)
         return bus * 0.5
     return bus * n_ranks / _nsteps(collective, n_ranks)
 
@@ -210,28 +190,32 @@ def _nsteps(collective: str, n_ranks: int) -> int:
 
 def latency_s(hw: Hardware, params: Params, collective: str, algorithm: str, protocol: str,
               n_ranks: int, n_nodes: int) -> float:
-    """NCCL's ``latencies[coll][a][p]`` (seconds), with the calibrated base latency:
-    tuning.cc L384-417."""
+    """NCCL's ``latencies[coll][a][p]`` (seconds), with the calibrated base latency
+    (current: tuning.cc L384-417; 2.8.4: L137-159)."""
+    k = constants_for(hw.nccl_version)
     p = PROTOCOLS.index(protocol)
     level = params.intra if n_nodes == 1 else params.inter
     # the calibrated base latency is the ring's; the tree keeps NCCL's difference to it
-    lat = level.base_latency_s[p] / _US + (BASE_LATENCY_US[algorithm][p]
-                                           - BASE_LATENCY_US["ring"][p])
+    lat = level.base_latency_s[p] / _US + (k.base_latency_us[algorithm][p]
+                                           - k.base_latency_us["ring"][p])
     intra_kind = "nvlink" if hw.intra_link == "nvlink" else "pci"
-    intra_lat = HW_LATENCY_US[intra_kind][algorithm][p]
+    intra_lat = k.hw_latency_us[intra_kind][algorithm][p]
+    if n_nodes > 1 and protocol == "LL":
+        intra_lat *= k.ll_intra_latency_multi
     ppn = n_ranks / n_nodes
-    inter_lat = HW_LATENCY_US["net"]["tree" if ppn == 1 else algorithm][p]
+    net_algo = "tree" if (ppn == 1 and k.version != "2.8.4") else algorithm
+    inter_lat = k.hw_latency_us["net"][net_algo][p]
     nsteps = _nsteps(collective, n_ranks)
     if algorithm == "tree":
         lat += 2 * ((n_ranks // n_nodes - 1) * intra_lat + int(log2i(n_nodes)) * inter_lat)
     elif collective in ("broadcast", "reduce", "p2p"):
         kind = intra_kind if n_nodes == 1 else "net"
-        hop = HW_LATENCY_US[kind]["tree" if protocol == "Simple" else "ring"][p]
+        hop = k.hw_latency_us[kind]["tree" if protocol == "Simple" else "ring"][p]
         lat += nsteps * hop
     else:
         overhead = 0.0
         if n_nodes > 1:
-            overhead = NET_OVERHEAD_US * (3.0 if protocol == "Simple" else 1.0)
+            overhead = k.net_overhead_us * (3.0 if protocol == "Simple" else 1.0)
         intra_lat = max(intra_lat, overhead)
         n_inter = 0 if n_nodes == 1 else RING_STEPS[collective] * (n_nodes - 1)
         lat += (nsteps - n_inter) * intra_lat + n_inter * inter_lat
@@ -247,6 +231,7 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
     out = np.full((len(CHOICES), m.size), np.inf)
     if n_ranks <= 1:
         return np.zeros((len(CHOICES), m.size))
+    k = constants_for(hw.nccl_version)
     log_size = log2i(np.floor(np.maximum(m, 0.0) / 64.0).astype(np.int64))
     for row, (algorithm, protocol) in enumerate(CHOICES):
         bw = bus_bandwidth_Bps(hw, params, collective, algorithm, protocol, n_ranks, n_nodes)
@@ -256,13 +241,17 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
         bw_arr = np.full(m.shape, bw)
         lat_arr = np.full(m.shape, lat)
         if algorithm == "tree":
-            table = np.asarray(TREE_CORRECTION[PROTOCOLS.index(protocol)])
-            small = (m >= 64) & (log_size < 23)
+            table = np.asarray(k.tree_correction[PROTOCOLS.index(protocol)])
+            small = (log_size < 23) & ((m >= 64) | (k.version == "2.8.4"))
             bw_arr[small] *= table[log_size[small]]
         if (algorithm == "ring" and protocol == "Simple" and n_nodes > 1
                 and collective == "all_reduce"):
-            plateau = np.floor(m / (hw.channels * n_ranks)) >= 64
-            lat_arr[plateau] *= 1.9 if GENERATIONS.index(hw.generation) < 1 else 1.4
+            if k.plateau_rule == "ranks16":
+                plateau = m >= n_ranks / 16.0 * 65536.0
+            else:
+                plateau = np.floor(m / (hw.channels * n_ranks)) >= 64
+            lat_arr[plateau] *= (k.plateau_factor_volta if hw.generation == "volta"
+                                 else k.plateau_factor_ampere)
         out[row] = lat_arr + m / bw_arr
     return out
 
