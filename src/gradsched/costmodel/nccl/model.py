@@ -2,9 +2,10 @@
 
 Every query is ``(collective, bytes, world size)``: the world size is laid out on nodes of
 ``hardware.gpus_per_node`` GPUs, NCCL's choice of algorithm and protocol is made with NCCL's
-own constants (:func:`.tuning.select`), and the choice is priced with the calibrated inputs
-(:mod:`.calibrate`). Reduce-scatter and all-gather are priced as themselves (ring, ``nRanks-1``
-steps, their own latency), not derived from all-reduce.
+own constants (:func:`.tuning.select`), the choice is priced with the calibrated inputs
+(:mod:`.calibrate`), and the price is made non-decreasing in the size (:mod:`.envelope`).
+Reduce-scatter and all-gather are priced as themselves (ring, ``nRanks-1`` steps, their own
+latency), not derived from all-reduce.
 
 The metadata records what the calibration saw (``domain``: one record per fitted sweep;
 ``fit_world_sizes``; ``hardware``) and the measured cross-world-size error
@@ -24,6 +25,7 @@ from gradsched.costmodel.domain import (
     BASIS_MEASURED,
     domain_index,
 )
+from gradsched.costmodel.nccl.envelope import monotone_times, piece_starts
 from gradsched.costmodel.nccl.hardware import Hardware
 from gradsched.costmodel.nccl.tuning import CHOICES, LevelParams, Params, select
 from gradsched.errors import ConfigError
@@ -63,8 +65,13 @@ class NCCLModel(CommModel):
         m = np.asarray(nbytes, dtype=float)
         if world_size <= 1:
             return np.zeros_like(m)
-        return select(self.hardware, self.params, collective, m.ravel(),
-                      int(world_size))[0].reshape(m.shape)
+        key = ("envelope", collective, int(world_size))
+        memo = self._wire_cache()
+        if key not in memo:
+            memo[key] = piece_starts(self.hardware, self.params, collective, int(world_size))
+        starts, suffix = memo[key]
+        return monotone_times(self.hardware, self.params, collective, m.ravel(),
+                              int(world_size), starts, suffix).reshape(m.shape)
 
     def choices(self, collective: str, nbytes: np.ndarray, world_size: int) -> list[str]:
         """``algorithm/protocol`` NCCL picks at each size (e.g. ``tree/LL``)."""
