@@ -46,6 +46,8 @@ COPIED = {
     "m4": "traces/comm/cpu/gloo-tbf1gbit-p4",
     "p2p": "traces/comm/cpu/gloo-p2p-tbf1gbit",
     "m100": "traces/comm/cpu/gloo-tbf100mbit-p2",
+    "a2": "traces/comm/external/nccl-abci-inter-anode-2",  # NCCL, 2 x 8 A100
+    "a4": "traces/comm/external/nccl-abci-inter-anode-4",
 }
 
 
@@ -57,6 +59,12 @@ def make_inputs(d: Path) -> None:
     (d / "inter.json").write_text(
         '{"compute_slowdown": 1.5, "comm_slowdown": 1.2, "collective_cpu_s": 0.0001}\n',
         encoding="utf-8")
+    cross_head = ("series,collective,algorithm,fit_world_sizes,predict_world_size,nodes,role,"
+                  "mape_pct,max_ape_pct\n")
+    for name, mape in (("cw", 5.0), ("cw2", 50.0)):  # two cross-world-size tables
+        (d / f"{name}.csv").write_text(
+            cross_head + f"s,all_reduce,x,16,16,2,fitted,1.0,2.0\n"
+            f"s,all_reduce,x,16,32,4,predicted,{mape},{2 * mape}\n", encoding="utf-8")
     (d / "topo.yaml").write_text(
         "nodes: 2\nranks_per_node: 2\n"
         "intra: {kind: analytic, alpha_s: 1.0e-5, beta_s_per_byte: 1.0e-10, algorithm: ring}\n"
@@ -436,7 +444,8 @@ def _advise() -> dict[str, Entry]:
 # --------------------------------------------------------------------------- fit
 
 FIT = f"fit {M}"
-CROSS = f"fit {M} {{d}}/m3.csv {{d}}/m4.csv --cross-world-size --fit-on 2"
+CROSS = f"fit {M} {{d}}/m3.csv {{d}}/m4.csv --cross-world-size --fit-on 2 --method analytic"
+NCROSS = "fit {d}/a2.csv {d}/a4.csv --cross-world-size --fit-on 16"  # --method nccl
 
 
 def _fit() -> dict[str, Entry]:
@@ -463,6 +472,11 @@ def _fit() -> dict[str, Entry]:
                          more(CROSS, "--method scaled", compare="stdout")),
         f + "--gamma": (refused(FIT, "--gamma 1e-10"),
                         more(CROSS, "--gamma 1e-10", compare="stdout")),
+        f + "--fabric": (refused(FIT, "--fabric none"), refused(CROSS, "--fabric none"),
+                         more(NCROSS, "--fabric none", compare="stdout")),
+        f + "--hardware": (refused(FIT, "--hardware abci-a100"),
+                           refused(CROSS, "--hardware abci-a100"),
+                           more(NCROSS, "--hardware abci-a100:channels=4", compare="stdout")),
     }
 
 
@@ -907,6 +921,15 @@ def _report() -> dict[str, Entry]:
             f"{r}{verb} --md": Output(base, base.replace("--md t.md", "--md o.md"), "o.md"),
             f"{r}{verb} --title": more(base, "--title Title"),
         })
+    base = "report collectives-at-scale-table --case a {d}/cw.csv --tex t.tex --md t.md"
+    verb = f"{r}collectives-at-scale-table"
+    entries.update({
+        f"{verb} --help": HELP,
+        f"{verb} --case": Probe(base, base.replace("{d}/cw.csv", "{d}/cw2.csv")),
+        f"{verb} --tex": Output(base, base.replace("--tex t.tex", "--tex o.tex"), "o.tex"),
+        f"{verb} --md": Output(base, base.replace("--md t.md", "--md o.md"), "o.md"),
+        f"{verb} --title": more(base, "--title Title"),
+    })
     return entries
 
 

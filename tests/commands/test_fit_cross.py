@@ -1,0 +1,63 @@
+"""``gradsched fit --cross-world-size``: the nccl method is the default; settings of the other
+methods are refused; --hardware describes another machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gradsched.cli import main
+from gradsched.costmodel.fit import CROSS_TABLE_COLUMNS
+
+REPO = Path(__file__).resolve().parents[2]
+A100 = [str(REPO / f"traces/comm/external/nccl-abci-inter-anode-{n}.csv") for n in (2, 4)]
+GLOO = [str(REPO / f"traces/comm/cpu/gloo-tbf1gbit-p{n}.csv") for n in (2, 3)]
+
+
+def test_default_is_nccl_with_fitted_and_predicted_rows(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    assert main(["fit", "--cross-world-size", *A100, "--fit-on", "16", "--table",
+                 str(table)]) == 0
+    frame = pd.read_csv(table)
+    assert tuple(frame.columns) == CROSS_TABLE_COLUMNS
+    assert frame["algorithm"].unique().tolist() == ["nccl"]
+    assert frame.set_index("predict_world_size")["role"].to_dict() == {
+        16: "fitted", 32: "predicted"}
+
+
+@pytest.mark.parametrize("extra", [["--algorithm", "ring"], ["--from", "alpha-beta"],
+                                   ["--gamma", "1e-12"], ["--scale-by", "nodes"]])
+def test_formula_settings_are_refused_under_nccl(extra: list[str], capsys) -> None:
+    assert main(["fit", "--cross-world-size", *A100, "--fit-on", "16", *extra]) == 2
+    assert "not read by --method nccl" in capsys.readouterr().err
+
+
+def test_nccl_settings_are_refused_under_a_formula(capsys) -> None:
+    assert main(["fit", "--cross-world-size", *A100, "--fit-on", "16", "--method",
+                 "analytic", "--fabric", "none"]) == 2
+    assert "--fabric is not read by --method analytic" in capsys.readouterr().err
+
+
+def test_a_gloo_sweep_is_not_an_nccl_sweep(capsys) -> None:
+    assert main(["fit", "--cross-world-size", *GLOO, "--fit-on", "2"]) == 2
+    assert "not NCCL" in capsys.readouterr().err
+
+
+def test_hardware_override_and_unknown_machine(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "m.json"
+    assert main(["fit", "--cross-world-size", *A100, "--fit-on", "16", "--hardware",
+                 "abci-a100:channels=4", "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["hardware"]["name"] == "abci-a100" and data["hardware"]["channels"] == 4
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "--cross-world-size", *A100, "--fit-on", "16", "--hardware", "dgx-z"])
+    assert exc.value.code == 2
+    assert "unknown machine 'dgx-z'" in capsys.readouterr().err
+
+
+def test_two_multi_node_fit_sizes_are_refused(capsys) -> None:
+    assert main(["fit", "--cross-world-size", *A100, "--fit-on", "16,32"]) == 2
+    assert "one multi-node sweep" in capsys.readouterr().err
