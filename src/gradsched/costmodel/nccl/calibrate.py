@@ -40,9 +40,11 @@ from gradsched.costmodel.nccl.tuning import (
 )
 from gradsched.errors import ConfigError
 
-_MIN_LAT_S = 1e-7
+MAX_OFFSET_US = 1000.0
+"""Largest latency offset over NCCL's base latency the fit may take (us)."""
 _US = 1e-6
-_MIN_EFF = 0.05
+EFFICIENCY_BOUNDS = ((0.05, 1.0), (0.05, 1.0))
+"""Bounds of the LL and LL128 efficiencies (1 = NCCL's own factors)."""
 
 
 @dataclass(frozen=True)
@@ -74,25 +76,30 @@ def fit_level(hw: Hardware, params: Params, sweep: Sweep) -> tuple[LevelParams, 
     bw0 = min(float(np.max(share * m / t)), 0.9 * line)
     nccl_base = constants_for(hw.nccl_version).base_latency_us["ring"]
 
+    # x = (log busbw, latency offset in us, log LL efficiency, log LL128 efficiency); the
+    # offset may be negative down to minus NCCL's smallest base latency (base latency >= 0)
     def build(x: np.ndarray) -> LevelParams:
-        e = np.exp(x)
-        base = tuple(float(v * _US + e[1]) for v in nccl_base)
-        return LevelParams(float(e[0]), base, (float(e[2]), float(e[3])))  # type: ignore[arg-type]
+        base = tuple(max(float(v + x[1]), 0.0) * _US for v in nccl_base)
+        return LevelParams(float(np.exp(x[0])), base,  # type: ignore[arg-type]
+                           (float(np.exp(x[2])), float(np.exp(x[3]))))
 
     def resid(x: np.ndarray) -> np.ndarray:
         trial = _level_of(params, multi, build(x))
         return select(hw, trial, sweep.collective, m, sweep.world_size)[0] / t - 1.0
 
-    lo = np.log([1e6, _MIN_LAT_S, _MIN_EFF, _MIN_EFF])
-    hi = np.log([line, 1e-3, 1.0, 1.0])
-    t_min = float(np.min(t))
+    (ll_lo, ll_hi), (l128_lo, l128_hi) = EFFICIENCY_BOUNDS
+    lo = np.array([np.log(1e6), -min(nccl_base), np.log(ll_lo), np.log(l128_lo)])
+    hi = np.array([np.log(line), MAX_OFFSET_US, np.log(ll_hi), np.log(l128_hi)])
+    t_min_us = float(np.min(t)) / _US
     best = None
     for bw_scale in (1.0, 2.0):
-        for lat_scale in (0.25, 0.5, 0.9):
-            lat0 = max(t_min * lat_scale, 2 * _MIN_LAT_S)
-            x0 = np.log([min(bw0 * bw_scale, line * 0.999), lat0, 0.8, 0.8])
+        for lat_scale in (0.0, 0.25, 0.5):
+            x0 = np.array([np.log(min(bw0 * bw_scale, line * 0.999)), t_min_us * lat_scale,
+                           np.log(0.9 * ll_hi + 0.1 * ll_lo),
+                           np.log(0.9 * l128_hi + 0.1 * l128_lo)])
             sol = least_squares(resid, np.clip(x0, lo + 1e-9, hi - 1e-9), bounds=(lo, hi),
-                                method="trf", x_scale=1.0, diff_step=1e-3)
+                                method="trf", x_scale=np.array([1.0, 10.0, 1.0, 1.0]),
+                                diff_step=1e-3)
             if best is None or sol.cost < best.cost:
                 best = sol
     assert best is not None
