@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from gradsched.cli import main
+from gradsched.costmodel import load_comm_spec
 from gradsched.costmodel.fit import CROSS_TABLE_COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,10 +49,18 @@ def test_a_gloo_sweep_is_not_an_nccl_sweep(capsys) -> None:
 
 def test_hardware_override_and_unknown_machine(tmp_path: Path, capsys) -> None:
     out = tmp_path / "m.json"
+    base = tmp_path / "base.json"
+    assert main(["fit", "--cross-world-size", *A100, "--fit-on", "16", "-o", str(base)]) == 0
     assert main(["fit", "--cross-world-size", *A100, "--fit-on", "16", "--hardware",
-                 "abci-a100:channels=4", "-o", str(out)]) == 0
-    data = json.loads(out.read_text())
-    assert data["hardware"]["name"] == "abci-a100" and data["hardware"]["channels"] == 4
+                 "h100-8x400g", "-o", str(out)]) == 0
+    data, measured = json.loads(out.read_text()), json.loads(base.read_text())
+    assert data["hardware"]["name"] == "h100-8x400g"
+    assert data["meta"]["calibrated_on"]["gpus_per_node"] == 8
+    # 8 x 400 Gbit/s against 4 x 200 Gbit/s: four times the inter-node bus bandwidth
+    assert data["inter"]["busbw_Bps"] == pytest.approx(4 * measured["inter"]["busbw_Bps"])
+    assert data["meta"]["extrapolation"] == measured["meta"]["extrapolation"]
+    model = load_comm_spec(out)
+    assert model.world_size_basis(16) == "extrapolated"
     with pytest.raises(SystemExit) as exc:
         main(["fit", "--cross-world-size", *A100, "--fit-on", "16", "--hardware", "dgx-z"])
     assert exc.value.code == 2

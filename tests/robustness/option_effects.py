@@ -476,7 +476,7 @@ def _fit() -> dict[str, Entry]:
                          more(NCROSS, "--fabric none", compare="stdout")),
         f + "--hardware": (refused(FIT, "--hardware abci-a100"),
                            refused(CROSS, "--hardware abci-a100"),
-                           more(NCROSS, "--hardware abci-a100:channels=4", compare="stdout")),
+                           more(NCROSS, "--hardware h100-8x400g -o h.json", compare="all")),
     }
 
 

@@ -108,10 +108,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--method nccl: inter-node bandwidth falling with the node count as "
                    "fitted to NVIDIA/nccl issue 1229 (issue-1229, default) or not (none)")
     p.add_argument("--hardware", default=None, type=_hardware,
-                   help="--method nccl: describe this machine instead of the sweeps' own: "
+                   help="--method nccl: move the calibrated model to this machine (-o): "
                    f"{', '.join(PRESETS)}, optionally :field=value,... (e.g. "
-                   "h100-8x400g:gpus_per_node=8); bandwidths keep the fitted share of the "
-                   "line rate")
+                   "h100-8x400g:nics_per_node=4); bandwidths keep their fitted share of the "
+                   "line rate; the table stays the measured machine's")
     p.add_argument("--gamma", type=real(0.0, 1.0, unit="s/byte"), default=None,
                    help="reduction compute seconds per byte held fixed (default 0)")
     p.set_defaults(func=_run)

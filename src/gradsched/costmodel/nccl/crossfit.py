@@ -5,8 +5,10 @@ method).
 The fit world sizes (``--fit-on``) may name at most one multi-node sweep (it calibrates the
 level between nodes) and at most one single-node sweep (inside a node); every other world
 size of the family is predicted. The machine is read from the fitted sweeps' sidecars
-(:func:`.hardware.from_trace_meta`) unless ``--hardware`` names one; a sweep whose GPUs per
-node differ from the machine's is refused (the layout would be wrong).
+(:func:`.hardware.from_trace_meta`); a sweep whose GPUs per node differ from the machine's is
+refused (the layout would be wrong). ``--hardware`` moves the calibrated model to another
+machine afterwards (:meth:`.model.NCCLModel.on_hardware`); the table's rows stay those of the
+measured machine.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from gradsched.errors import ConfigError
 @dataclass(frozen=True)
 class NCCLSettings:
     """The settings of ``--method nccl``: the fabric slowdown (:mod:`.fabric`) and, where
-    given, the machine to describe instead of the sweeps' own (``--hardware``)."""
+    given, the machine to move the calibrated model to (``--hardware``)."""
 
     fabric: str = "issue-1229"
     hardware: Hardware | None = None
@@ -79,8 +81,8 @@ def fit_family(name: str, collective: str, by_ws: dict[int, MeasuredSweep],
     inter, intra = _fit_sweeps(collective, by_ws, fit_on)
     anchor = inter or intra
     assert anchor is not None
-    hw = settings.hardware or from_trace_meta(anchor.meta, int(anchor.info["world_size"]),
-                                              int(anchor.info["nodes"]), anchor.source)
+    hw = from_trace_meta(anchor.meta, int(anchor.info["world_size"]),
+                         int(anchor.info["nodes"]), anchor.source)
     notes = list(hw.notes())
     for ws, s in sorted(by_ws.items()):
         nodes = int(s.info["nodes"])
@@ -126,7 +128,15 @@ def fit_family(name: str, collective: str, by_ws: dict[int, MeasuredSweep],
         if layout(ws, hw.gpus_per_node)[1] != max(1, int(s.info["nodes"])):
             notes.append(f"world size {ws}: packed on {layout(ws, hw.gpus_per_node)[1]} "
                          f"nodes here, measured on {s.info['nodes']}")
-    return replace_meta(model, meta), rows, notes
+    model = replace_meta(model, meta)
+    if settings.hardware is not None:
+        model = model.on_hardware(settings.hardware)
+        notes.append(f"retargeted from the measured {hw.name} to {settings.hardware.name}: "
+                     "bandwidths keep their fitted share of the line rate, latencies are "
+                     "kept; every world size on it is an extrapolation (the rows are the "
+                     "measured machine's)")
+        notes.extend(settings.hardware.notes())
+    return model, rows, notes
 
 
 def replace_meta(model: NCCLModel, meta: dict[str, Any]) -> NCCLModel:

@@ -15,6 +15,7 @@ outside ``fit_world_sizes`` is an extrapolation (:meth:`NCCLModel.world_size_bas
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,26 @@ class NCCLModel(CommModel):
         idx = select(self.hardware, self.params, collective,
                      np.asarray(nbytes, dtype=float).ravel(), int(world_size))[1]
         return [f"{CHOICES[i][0]}/{CHOICES[i][1]}" for i in idx]
+
+    def on_hardware(self, hw: Hardware) -> NCCLModel:
+        """This calibration moved to machine ``hw``: each level's bus bandwidth keeps its
+        fitted share of the level's line rate (the node's NICs between nodes, a GPU's
+        NVLink/PCIe inside), latencies and protocol efficiencies are kept, and ``hw``'s
+        GPUs per node and NCCL constants apply. Nothing on ``hw`` was measured, so every
+        world size is an extrapolation there (``meta["calibrated_on"]`` names the machine
+        that was)."""
+        old = self.hardware
+        params = replace(
+            self.params,
+            intra=replace(self.params.intra,
+                          busbw_Bps=self.params.intra.busbw_Bps * hw.intra_Bps / old.intra_Bps),
+            inter=replace(self.params.inter, busbw_Bps=self.params.inter.busbw_Bps
+                          * hw.node_nic_Bps / old.node_nic_Bps))
+        meta = dict(self.meta)
+        meta["calibrated_on"] = old.to_dict()
+        meta["hardware"] = hw.name
+        meta["fit_world_sizes"] = []  # measured on another machine
+        return NCCLModel(hw, params, meta)
 
     def fit_world_sizes(self) -> tuple[int, ...]:
         return tuple(int(w) for w in self.meta.get("fit_world_sizes", ()))
