@@ -16,6 +16,7 @@ from gradsched.costmodel.nccl.tuning import (
     latency_s,
     nccl_default_params,
     select,
+    tree_fill_s,
 )
 from gradsched.costmodel.wire import ring_algbw_limit
 
@@ -118,3 +119,13 @@ def test_a_nic_twice_as_fast_halves_the_bandwidth_term() -> None:
     big = np.array([2.0**34])
     assert fast.time("all_reduce", 2.0**34, 256) < 0.6 * slow.time("all_reduce", 2.0**34, 256)
     assert fast.times("all_reduce", big, 256)[0] > 0
+
+
+def test_the_tree_fill_grows_with_the_depth_and_saturates_at_a_chunk() -> None:
+    m = np.geomspace(64.0, 2.0**30, 200)
+    at = {n: tree_fill_s(V100, "LL", m, 4 * n, n, 20e9) for n in (2, 4, 32)}
+    # 2 nodes: one hop beyond the first; 32 nodes: 2 * 5 - 1 = 9 hops
+    np.testing.assert_allclose(at[32], 9 * at[2])
+    assert np.all(np.diff(at[4]) >= 0)
+    # a message above one LL chunk per channel pays a fixed fill (chunk = 32 KiB x channels)
+    assert at[4][-1] == pytest.approx(3 * 32768 * V100.channels / 20e9)

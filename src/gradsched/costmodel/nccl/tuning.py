@@ -28,6 +28,8 @@ Per collective, ``nRanks`` ranks on ``nNodes`` nodes (tuning.cc L288-291):
 * time (L628-654): ``lat + nBytes / algbw``; the tree's bandwidth is multiplied by
   ``treeCorrectionFactor[p][log2i(nBytes >> 6)]`` below 2^23 (L639-642); a multi-node ring
   all-reduce with Simple pays its latency times a plateau factor beyond a size (L647-650).
+* the tree's pipeline fill (:func:`tree_fill_s`, from NCCL's chunking in ``enqueue.cc``): not
+  in NCCL's estimate, added to the price (not to the choice).
 * LL128 is enabled where the node's GPUs talk over NVLink (L517-537: ``typeIntra <= PATH_NVB``;
   the NIC path is assumed PCIe-switch close, ``typeInter <= PATH_PXB``).
 
@@ -59,6 +61,48 @@ CHOICES: tuple[tuple[str, str], ...] = tuple((a, p) for a in ALGORITHMS for p in
 
 _US = 1e-6
 _GB = 1e9
+def tree_chunk_bytes(protocol: str, nbytes: np.ndarray, n_ranks: int, n_nodes: int,
+                     channels: int) -> np.ndarray:
+    """Data bytes of one tree chunk per channel (2.8.4 ``enqueue.cc`` L376-417, commit
+    911d61f2): a step of the protocol's buffer (``buffSizes / NCCL_STEPS``; LL carries data in
+    half of its 16-byte lines: 32 KiB; LL128 in 15 of 16 words of 614,400 bytes; Simple 512
+    KiB), halved for LL128 and Simple while a channel would get too few chunks for the tree's
+    depth."""
+    m = np.asarray(nbytes, dtype=float)
+    if protocol == "LL":
+        return np.full(m.shape, 32768.0)
+    ppn = n_ranks / n_nodes
+    chunk = np.full(m.shape, 614400.0 if protocol == "LL128" else 524288.0)
+    if protocol == "LL128":
+        steps = 1 + int(log2i(n_nodes)) + 0.1 * ppn
+        rules = ((steps * 64 / ppn, 131072.0), (steps * 16 / ppn, 32768.0))
+    else:
+        depth = (ppn - 1) + int(log2i(n_nodes)) + 1
+        rules = ((depth * 8, 131072.0), (depth * 4, 65536.0), (depth, 32768.0))
+    for need, floor in rules:
+        for _ in range(6):
+            halve = (m / (channels * chunk) < need) & (chunk > floor)
+            chunk = np.where(halve, chunk / 2, chunk)
+    return chunk * (15.0 / 16.0 if protocol == "LL128" else 1.0)
+
+
+def tree_fill_s(hw: Hardware, protocol: str, nbytes: np.ndarray, n_ranks: int, n_nodes: int,
+                bus_Bps: float) -> np.ndarray:
+    """The tree's pipeline fill, which NCCL's time estimate leaves out: a tree all-reduce
+    moves each channel's data in chunks (:func:`tree_chunk_bytes`) up ``log2 nNodes`` inter-
+    node hops and down again, so before the ``k`` chunks stream at the algorithm bandwidth
+    the first one crosses ``2 log2i(nNodes) - 1`` further hops, each a chunk at the
+    channel's share of the bus bandwidth: ``(2 log2i(N) - 1) * min(nBytes, nCh * chunk) /
+    busBw``. A message smaller than one chunk per channel is stored and forwarded at every
+    hop, which is why the LL regime grows with the node count (the ABCI V100 sweeps: the time
+    per byte between 1 KiB and 32 KiB rises by about 0.5 ns per doubling of the nodes)."""
+    hops = 2 * int(log2i(n_nodes)) - 1
+    if hops <= 0:
+        return np.zeros(np.shape(nbytes))
+    chunk = tree_chunk_bytes(protocol, nbytes, n_ranks, n_nodes, hw.channels) * hw.channels
+    return hops * np.minimum(np.asarray(nbytes, dtype=float), chunk) / bus_Bps
+
+
 RING_STEPS = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}
 
 
@@ -223,9 +267,10 @@ def latency_s(hw: Hardware, params: Params, collective: str, algorithm: str, pro
 
 
 def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarray,
-                 world_size: int) -> np.ndarray:
+                 world_size: int, priced: bool = False) -> np.ndarray:
     """Seconds of every (algorithm, protocol) of :data:`CHOICES` (rows) at every size
-    (columns); ``inf`` where NCCL does not use the pair (tuning.cc L628-654)."""
+    (columns); ``inf`` where NCCL does not use the pair (tuning.cc L628-654). ``priced``
+    adds what a run pays and NCCL's estimate leaves out (:func:`tree_fill_s`)."""
     m = np.asarray(nbytes, dtype=float)
     n_ranks, n_nodes = layout(world_size, hw.gpus_per_node)
     out = np.full((len(CHOICES), m.size), np.inf)
@@ -253,6 +298,8 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
             lat_arr[plateau] *= (k.plateau_factor_volta if hw.generation == "volta"
                                  else k.plateau_factor_ampere)
         out[row] = lat_arr + m / bw_arr
+        if priced and algorithm == "tree" and n_nodes > 1:
+            out[row] += tree_fill_s(hw, protocol, m, n_ranks, n_nodes, 2.0 * bw)
     return out
 
 
@@ -266,5 +313,5 @@ def select(hw: Hardware, params: Params, collective: str, nbytes: np.ndarray,
     ranked = choice_times(hw, chooser or nccl_default_params(hw), collective, nbytes,
                           world_size)
     idx = np.argmin(ranked, axis=0)
-    stack = choice_times(hw, params, collective, nbytes, world_size)
+    stack = choice_times(hw, params, collective, nbytes, world_size, priced=True)
     return np.take_along_axis(stack, idx[None, :], axis=0)[0], idx
