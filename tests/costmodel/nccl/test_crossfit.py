@@ -51,7 +51,7 @@ def test_issue_target_median_10_worst_30_on_every_series() -> None:
 
 
 def test_the_fabric_slowdown_helps_where_the_bandwidth_falls() -> None:
-    # V100 at 32 nodes: 32 MiB busbw 13.3 GB/s against 19.8 at 2 nodes (validation data,
+    # V100 at 32 nodes: 32 MiB busbw 13.2 GB/s against 19.8 at 2 nodes (validation data,
     # never fitted): the slowdown fitted to NVIDIA/nccl issue 1229 lowers the error there
     with_fabric = _predicted(V100, 8, method="nccl")
     without = _predicted(V100, 8, method="nccl", nccl=NCCLSettings(fabric="none"))
