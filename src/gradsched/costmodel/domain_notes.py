@@ -74,8 +74,8 @@ def world_size_note(model: CommModel, world_size: int) -> str | None:
     if isinstance(worst, int | float) and np.isfinite(worst):
         validated = record.get("validated_world_sizes") or []
         median = record.get("median_ape_pct")
-        err = (f"its measured extrapolation error is {float(worst):.3g} % worst"
-               + (f", {float(median):.3g} % median" if isinstance(median, int | float) else "")
+        err = (f"its measured extrapolation error is {float(worst):.4g} % worst"
+               + (f", {float(median):.4g} % median" if isinstance(median, int | float) else "")
                + (f" (predicting {_sizes(validated)})" if validated else ""))
     else:
         err = "the extrapolation was never validated (its error is unknown)"
