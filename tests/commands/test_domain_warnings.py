@@ -146,3 +146,11 @@ def test_shard_compare_prints_the_out_of_range_notes_of_advise_sharded(
     _, err = run(capsys, "shard", "compare", "--compute", trace, "--comm", sweep,
                  "--world-size", "8", "--gpu-memory", "80G")
     assert f"gradsched shard compare: warning: {notes[0]}" in err
+
+
+def test_a_replay_of_all_reduce_plans_says_nothing_about_derived_collectives(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, err = run(capsys, "replay", "--algorithms", "wfbp,syncsgd", "-o", str(tmp_path / "r.csv"),
+                 "--compute", compute(tmp_path), "--comm", planted_sweep(tmp_path),
+                 "--world-size", "8")
+    assert "derived" not in err

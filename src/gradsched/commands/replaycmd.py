@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gradsched.commands._args import add_grad_accum, integer, real, seconds, world_size
 from gradsched.commands._outputs import output_file, output_folder
-from gradsched.costmodel.base import PLAN_COLLECTIVES, CommModel, load_comm_spec
+from gradsched.costmodel.base import CommModel, load_comm_spec
 from gradsched.costmodel.domain import RangeShares, row_shares
 from gradsched.costmodel.domain_notes import domain_notes, print_notes
 from gradsched.costmodel.ps import PSModel, load_ps
@@ -172,7 +172,7 @@ def _comm_source(args: argparse.Namespace) -> str:
 
 def warn_domain(args: argparse.Namespace, model: CommModel, world_size: int,
                 parts: list[tuple[str, RangeShares | None]],
-                collectives: tuple[str, ...] = PLAN_COLLECTIVES) -> None:
+                collectives: tuple[str, ...]) -> None:
     """Print the domain notes of the predictions ``parts`` (what, out-of-range shares)
     and of the model at ``world_size`` to stderr, once each
     (:func:`gradsched.costmodel.domain_notes.domain_notes`)."""
@@ -330,10 +330,13 @@ def _replay(args: argparse.Namespace) -> int:
         output = stage.file(args.output)
         timeline = stage.folder(args.timeline) if args.timeline is not None else None
         plans = stage.folder(args.plans) if args.plans is not None else None
-        results = compare(trace, model, world, algorithms, knobs, options, timeline, plans)
+        made: dict[str, Plan] = {}
+        results = compare(trace, model, world, algorithms, knobs, options, timeline, plans,
+                          made)
         write_csv_atomic(output, results)
     warn_domain(args, model, world,
-                [(str(row["algorithm"]), row_shares(row)) for _, row in results.iterrows()])
+                [(str(row["algorithm"]), row_shares(row)) for _, row in results.iterrows()],
+                tuple(sorted({c for p in made.values() for c in plan_collectives(p)})))
     tied = results.iloc[tied_min(results["iteration_s"])]  # ties: every one, in run order
     print(results[["algorithm", "iteration_s", "exposed_comm_s", "n_collectives",
                    "gap_to_lb_pct"]].to_string(index=False, float_format=lambda v: f"{v:.6g}"))
