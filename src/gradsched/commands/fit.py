@@ -134,16 +134,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace, kinds: list[str], stage: Staging) -> int:
+    from gradsched.costmodel.domain_notes import file_contradictions
     from gradsched.costmodel.fit import build_model, fit_file, fit_table
     from gradsched.io import write_csv_atomic
 
     table = stage.file(args.table) if args.table is not None else None
     output = stage.file(args.output) if args.output is not None else None
     fits = []
-    by_file = []
     for path in args.traces:
         file_fits = fit_file(path, kinds, folds=args.folds, in_place=args.in_place)
-        by_file.append((path, file_fits))
         seen: set[str] = set()
         for fit in file_fits:
             info = fit.info
@@ -159,7 +158,7 @@ def _fit(args: argparse.Namespace, kinds: list[str], stage: Staging) -> int:
                     seen.add(text)
                     _warn(str(path), text)
         fits.extend(file_fits)
-    for note in sweep_contradictions(by_file):
+    for note in file_contradictions(args.traces, args.in_place):
         print(f"warning: {note}", file=sys.stderr)
     if table is not None:
         write_csv_atomic(table, fit_table(fits))
@@ -169,38 +168,6 @@ def _fit(args: argparse.Namespace, kinds: list[str], stage: Staging) -> int:
         if path is not None:
             print(f"wrote {path}")
     return 0
-
-
-def sweep_contradictions(by_file: list[tuple[Path, list]]) -> list[str]:
-    """The contradicting-sweeps notes (:func:`gradsched.costmodel.domain_notes.
-    contradictions`) among the measured series of the fitted files, per network (backend,
-    and the sidecar's interconnect and devices where it records them)."""
-    from gradsched.costmodel.domain_notes import Sweep, contradictions
-
-    groups: dict[str, dict[tuple[str, int], Sweep]] = {}
-    for path, fits in by_file:
-        where = _network(path)
-        for fit in fits:
-            info = fit.info
-            key = (str(info["collective"]), int(info["world_size"]))
-            groups.setdefault(f"{info['backend']} {where}", {}).setdefault(
-                key, Sweep(str(path), key[0], key[1], fit.nbytes, fit.times))
-    return [note for network in sorted(groups)
-            for note in contradictions(list(groups[network].values()))]
-
-
-def _network(trace: Path) -> str:
-    """The network a comm trace was measured on, from its sidecar (interconnect and
-    devices); empty where it records neither."""
-    from gradsched.errors import GradschedError
-    from gradsched.traces.bundle import CommTrace
-
-    try:
-        meta = CommTrace.load(trace).meta
-    except GradschedError:  # loaded once already by the fit; be safe: one network
-        return ""
-    devices = meta.get("devices") or []
-    return f"{meta.get('interconnect', '')} {' '.join(map(str, devices))}".strip()
 
 
 def _run_cross(args: argparse.Namespace) -> int:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -43,8 +44,10 @@ from gradsched.costmodel.domain import (
     RangeShares,
     shares_warning,
 )
+from gradsched.costmodel.series import select_series, series_points
 from gradsched.costmodel.wire import LARGE_REGION
 from gradsched.errors import GradschedError
+from gradsched.traces.bundle import CommTrace
 
 CONTRADICTION_TOLERANCE = 0.10
 """A larger world is flagged when its bus bandwidth exceeds the smaller one's by more than
@@ -160,6 +163,24 @@ def contradictions(sweeps: Sequence[Sweep]) -> list[str]:
                 f"({100 * (ratio[k] - 1):.0f} % faster); predictions between and beyond "
                 "them inherit the contradiction")
     return notes
+
+
+def file_contradictions(paths: Sequence[str | Path], in_place: bool = False) -> list[str]:
+    """:func:`contradictions` among the measured series of comm-trace files, per network
+    (backend, and the sidecar's ``interconnect`` and ``devices`` where recorded): what
+    ``gradsched fit`` says about the files it is given."""
+    groups: dict[str, dict[tuple[str, int], Sweep]] = {}
+    for path in paths:
+        trace = CommTrace.load(path)
+        devices = " ".join(map(str, trace.meta.get("devices") or []))
+        where = f"{trace.meta.get('interconnect', '')} {devices}".strip()
+        for info, rows in select_series(trace.frame, in_place=in_place):
+            m, t = series_points(rows)
+            key = (str(info["collective"]), int(info["world_size"]))
+            groups.setdefault(f"{info['backend']} {where}", {}).setdefault(
+                key, Sweep(str(path), key[0], key[1], m, t))
+    return [note for network in sorted(groups)
+            for note in contradictions(list(groups[network].values()))]
 
 
 def model_sweeps(model: CommModel, label: str) -> list[Sweep]:
