@@ -174,3 +174,25 @@ def test_consistent_sweeps_are_not_flagged(repo: Path, capsys: pytest.CaptureFix
              for n in (2, 4, 8, 16, 32)]
     assert main(["fit", *files, "--model", "alpha-beta"]) == 0
     assert "contradicting" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["piecewise", "alpha-beta", "interp"])
+def test_every_fitted_kind_and_its_composites_say_what_was_derived(
+        tmp_path: Path, kind: str) -> None:
+    from gradsched.costmodel.fit import build_model, cross_world_size, fit_file
+
+    sweep = planted_sweep(tmp_path / "ar8.csv", 8)
+    model = build_model(kind, fit_file(sweep, [kind], folds=2))
+    assert model.world_size_basis(8) == BASIS_MEASURED
+    assert "all_gather from all_reduce" in derived_note(model, 8)
+    (fit,) = cross_world_size([planted_sweep(tmp_path / "ar4.csv", 4), sweep], [4, 8],
+                              method="scaled")
+    assert "reduce_scatter from all_reduce" in derived_note(fit.scaled, 64)
+    assert fit.scaled.world_size_basis(64) == BASIS_EXTRAPOLATED
+    compressed = CompressedCommModel(model, make_compressor("topk", 0.01))
+    assert "all_gather from all_reduce (compressed all_reduce)" in derived_note(
+        compressed, 8, ["all_reduce"])
+    two = planted_sweep(tmp_path / "ar2.csv", 2)  # p2p messages priced at 2 ranks
+    ps = PSModel(ps_from_dict({"workers": 8, "servers": 2, "colocated": True,
+                               "p2p": str(two)}, tmp_path / "ps.yaml", 8))
+    assert "p2p from all_reduce (p2p link)" in derived_note(ps, 8, ["all_reduce"])
