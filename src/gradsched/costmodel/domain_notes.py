@@ -70,7 +70,8 @@ def world_size_note(model: CommModel, world_size: int) -> str | None:
     if basis != BASIS_EXTRAPOLATED:
         return None
     fitted = model.fit_world_sizes()
-    where = (f"fitted at world size {_sizes(fitted)}" if fitted
+    where = (f"fitted at world size{'s' if len(fitted) > 1 else ''} {_sizes(fitted)}"
+             if fitted
              else "a level of the model was fitted at other world sizes")
     record = model.extrapolation() or {}
     worst = record.get("max_ape_pct")
