@@ -168,7 +168,12 @@ class Margin:
 
 
 def _span(sizes: Iterable[Any]) -> str:
-    values = sorted(int(v) for v in sizes)
+    """``16`` or ``32..128``: the world sizes of an extrapolation record (``?`` where the
+    record is malformed)."""
+    try:
+        values = sorted(int(v) for v in sizes)
+    except (TypeError, ValueError):
+        return "?"
     if not values:
         return "?"
     return str(values[0]) if len(values) == 1 else f"{values[0]}..{values[-1]}"
