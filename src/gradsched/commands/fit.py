@@ -178,6 +178,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace, kinds: list[str], stage: Staging) -> int:
+    from gradsched.costmodel.domain_notes import file_contradictions
     from gradsched.costmodel.fit import build_model, fit_file, fit_table
     from gradsched.io import write_csv_atomic
 
@@ -201,6 +202,8 @@ def _fit(args: argparse.Namespace, kinds: list[str], stage: Staging) -> int:
                     seen.add(text)
                     _warn(str(path), text)
         fits.extend(file_fits)
+    for note in file_contradictions(args.traces, args.in_place):
+        print(f"warning: {note}", file=sys.stderr)
     if table is not None:
         write_csv_atomic(table, fit_table(fits))
     if output is not None:

@@ -13,7 +13,8 @@ from pathlib import Path
 from gradsched.commands._args import add_grad_accum, integer, real, seconds, world_size
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.costmodel.base import CommModel, load_comm_spec
-from gradsched.costmodel.domain import RangeShares, row_shares, shares_warning
+from gradsched.costmodel.domain import RangeShares, row_shares
+from gradsched.costmodel.domain_notes import domain_notes, print_notes
 from gradsched.costmodel.ps import PSModel, load_ps
 from gradsched.costmodel.topology import load_topology
 from gradsched.errors import ConfigError, InputError
@@ -26,6 +27,7 @@ from gradsched.experiments import (
     parse_knob_args,
     resolve_world_size,
 )
+from gradsched.experiments.recommend import plan_collectives
 from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.limits import MAX_REPLAY_ITERATIONS
 from gradsched.plan import Plan
@@ -162,19 +164,26 @@ def _comm_model(args: argparse.Namespace) -> CommModel:
         args.topology_collective or "hierarchical")
 
 
-def warn_domain(command: str, what: str, shares: RangeShares, basis: str) -> None:
-    """Print the domain warning of one prediction to stderr (:mod:`.domain`), if any."""
-    text = shares_warning(shares, what, basis)
-    if text is not None:
-        print(f"gradsched {command}: warning: {text}", file=sys.stderr)
+def _comm_source(args: argparse.Namespace) -> str:
+    """The ``--comm``, ``--topology`` or ``--ps`` the model came from."""
+    return next((str(getattr(args, a)) for a in ("comm", "topology", "ps")
+                 if getattr(args, a, None) is not None), "")
+
+
+def warn_domain(args: argparse.Namespace, model: CommModel, world_size: int,
+                parts: list[tuple[str, RangeShares | None]],
+                collectives: tuple[str, ...]) -> None:
+    """Print the domain notes of the predictions ``parts`` (what, out-of-range shares)
+    and of the model at ``world_size`` to stderr, once each
+    (:func:`gradsched.costmodel.domain_notes.domain_notes`)."""
+    print_notes(args.command, domain_notes(model, world_size, _comm_source(args), parts,
+                                           collectives))
 
 
 def _world_size(args: argparse.Namespace, trace: ComputeTrace, model: CommModel) -> int:
     """The world size (held by the comm model); a compute trace captured in a job of
     another size is replayed as asked (the pipeline scales traces so), with a warning."""
-    source = next((str(getattr(args, a)) for a in ("comm", "topology", "ps")
-                   if getattr(args, a, None) is not None), None)
-    world = resolve_world_size(model, args.world_size, source)
+    world = resolve_world_size(model, args.world_size, _comm_source(args) or None)
     traced = trace.meta.get("world_size")
     if isinstance(traced, int) and traced > 1 and traced != world:
         print(f"gradsched {args.command}: warning: {meta_path(args.compute)}, field "
@@ -203,8 +212,9 @@ def _plan(args: argparse.Namespace) -> int:
     knobs = knobs_for(args.algorithm, knob_args)
     plan = make_plan(args.algorithm, trace, model, world, knobs, args.grad_accum)
     plan.check_covers(trace.names)
-    warn_domain(args.command, args.algorithm, plan_range_shares(trace, plan, model, world),
-                model.world_size_basis(world))
+    warn_domain(args, model, world,
+                [(args.algorithm, plan_range_shares(trace, plan, model, world))],
+                tuple(sorted(plan_collectives(plan))))
     if args.emit == "ddp":
         return _emit_ddp(plan, trace, args)
     plan.save(args.output)
@@ -320,11 +330,13 @@ def _replay(args: argparse.Namespace) -> int:
         output = stage.file(args.output)
         timeline = stage.folder(args.timeline) if args.timeline is not None else None
         plans = stage.folder(args.plans) if args.plans is not None else None
-        results = compare(trace, model, world, algorithms, knobs, options, timeline, plans)
+        made: dict[str, Plan] = {}
+        results = compare(trace, model, world, algorithms, knobs, options, timeline, plans,
+                          made)
         write_csv_atomic(output, results)
-    for _, row in results.iterrows():
-        warn_domain(args.command, str(row["algorithm"]), row_shares(row),
-                    str(row["world_size_basis"]))
+    warn_domain(args, model, world,
+                [(str(row["algorithm"]), row_shares(row)) for _, row in results.iterrows()],
+                tuple(sorted({c for p in made.values() for c in plan_collectives(p)})))
     tied = results.iloc[tied_min(results["iteration_s"])]  # ties: every one, in run order
     print(results[["algorithm", "iteration_s", "exposed_comm_s", "n_collectives",
                    "gap_to_lb_pct"]].to_string(index=False, float_format=lambda v: f"{v:.6g}"))

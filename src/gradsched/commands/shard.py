@@ -165,9 +165,11 @@ def _compare(args: argparse.Namespace) -> int:
 
     _check_keep(args)
     trace, model = _inputs(args)
+    plans: dict = {}
     rows = compare(trace, model, args.world_size, semantics=args.semantics,
                    memory_cap_bytes=_optimum_cap(args, trace), grad_accum=args.grad_accum,
-                   keep_unsharded=args.keep_unsharded_between_microbatches)
+                   keep_unsharded=args.keep_unsharded_between_microbatches, plans=plans)
+    _print_domain(args, trace, model, list(plans.items()))
     frame = pd.DataFrame(rows)
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.output is not None:
@@ -175,6 +177,21 @@ def _compare(args: argparse.Namespace) -> int:
     if args.plans_dir is not None:
         _write_plans(args, trace, model, [str(r["algorithm"]) for r in rows])
     return 0
+
+
+LAYOUT_LABELS = {"fsdp2": "FSDP2 default", "sharded-optimum": "optimum"}
+"""The names ``advise --sharded`` gives these layouts in its notes."""
+
+
+def _print_domain(args: argparse.Namespace, trace, model, plans: list) -> None:
+    """The domain notes of the layouts on stderr, as ``advise --sharded`` words them
+    (:func:`gradsched.experiments.recommend_sharded.sharded_notes`)."""
+    from gradsched.costmodel.domain_notes import print_notes
+    from gradsched.experiments.recommend_sharded import sharded_notes
+
+    layouts = [(LAYOUT_LABELS.get(name, name), plan) for name, plan in plans]
+    print_notes(f"shard {args.shard_command}",
+                sharded_notes(trace, model, args.world_size, str(args.comm), layouts))
 
 
 def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None):
@@ -218,11 +235,10 @@ def _write_plans(args: argparse.Namespace, trace, model, names: list[str]) -> No
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from gradsched.commands.replaycmd import warn_domain
     from gradsched.errors import ConfigError
     from gradsched.experiments.sharded import OPTIMUM
     from gradsched.plan_sharded import fully_shard_code
-    from gradsched.replay.sharded import replay_sharded, sharded_range_shares
+    from gradsched.replay.sharded import replay_sharded
 
     _check_keep(args)
     if args.algorithm != OPTIMUM:  # the other planners take knobs, not a memory budget
@@ -241,9 +257,7 @@ def _plan(args: argparse.Namespace) -> int:
     plan = _one_plan(args, trace, model, args.algorithm, knobs)
     result = replay_sharded(trace, plan, model, args.world_size, semantics=args.semantics,
                             grad_accum=args.grad_accum)
-    warn_domain(args.command, plan.algorithm,
-                sharded_range_shares(trace, plan, model, args.world_size),
-                model.world_size_basis(args.world_size))
+    _print_domain(args, trace, model, [(plan.algorithm, plan)])
     plan.save(args.output)
     print(f"{plan.algorithm}: {plan.n_units} units (+ root), forward prefetch "
           f"{plan.forward_prefetch}, backward prefetch {plan.backward_prefetch}; predicted "

@@ -37,6 +37,7 @@ from scipy.optimize import nnls
 from gradsched.compression import make_compressor
 from gradsched.compression.base import Compressor
 from gradsched.costmodel.base import CommModel, model_from_dict
+from gradsched.costmodel.domain import CollectiveBasis
 from gradsched.errors import ConfigError, InputError
 from gradsched.intermediates import read_csv_frame
 
@@ -126,6 +127,18 @@ class CompressedCommModel(CommModel):
 
     def world_sizes(self) -> tuple[int, ...] | None:
         return self.base.world_sizes()
+
+    def world_size_basis(self, world_size: int) -> str:
+        return self.base.world_size_basis(world_size)
+
+    def collective_basis(self, collective: str, world_size: int
+                         ) -> tuple[CollectiveBasis, ...]:
+        """The base model's records of the collectives the compressor's messages run."""
+        names = dict.fromkeys("broadcast" if m.collective == "sendrecv" else m.collective
+                              for m in self.compressor.messages(1, world_size,
+                                                                self.element_size))
+        return tuple(b.within(f"compressed {collective}") for c in names
+                     for b in self.base.collective_basis(c, world_size))
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "base": self.base.to_dict(),

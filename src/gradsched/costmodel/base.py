@@ -21,7 +21,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from gradsched.costmodel.domain import BASIS_UNKNOWN
+from gradsched.costmodel.domain import (
+    BASIS_EXTRAPOLATED,
+    BASIS_MEASURED,
+    BASIS_UNKNOWN,
+    DERIVED,
+    CollectiveBasis,
+)
 from gradsched.costmodel.wire import floor_startup, ring_algbw_limit, sustained_algbw
 from gradsched.errors import ConfigError, GradschedError, InputError
 from gradsched.io import read_json, write_json_atomic
@@ -161,8 +167,32 @@ class CommModel(ABC):
 
     def world_size_basis(self, world_size: int) -> str:
         """Whether ``world_size`` was measured (``"measured"``), predicted by a formula from
-        other world sizes (``"extrapolated"``) or is not known (``"unknown"``)."""
-        return BASIS_UNKNOWN
+        other world sizes (``"extrapolated"``) or is not known (``"unknown"``): from
+        :meth:`fit_world_sizes` (unknown where the model records none)."""
+        fitted = self.fit_world_sizes()
+        if fitted is None:
+            return BASIS_UNKNOWN
+        return BASIS_MEASURED if int(world_size) in fitted else BASIS_EXTRAPOLATED
+
+    def fit_world_sizes(self) -> tuple[int, ...] | None:
+        """The world sizes the model was measured (fitted) at; ``None`` where it does not
+        record them (an inline alpha-beta line, a formula with made-up parameters)."""
+        return None
+
+    def collective_basis(self, collective: str, world_size: int
+                         ) -> tuple[CollectiveBasis, ...]:
+        """How ``collective`` is priced at ``world_size``: one record per part of the
+        model (:class:`~gradsched.costmodel.domain.CollectiveBasis`): measured, derived
+        from another collective's measurements, or unknown (the default)."""
+        return (CollectiveBasis(collective, BASIS_UNKNOWN),)
+
+    def extrapolation(self) -> dict[str, Any] | None:
+        """The model's measured cross-world-size error (``meta["extrapolation"]``:
+        ``fit_world_sizes``, ``validated_world_sizes``, ``median_ape_pct``,
+        ``max_ape_pct``, written by ``gradsched fit --cross-world-size``); ``None`` where
+        it records none."""
+        record = (getattr(self, "meta", None) or {}).get("extrapolation")
+        return dict(record) if isinstance(record, dict) else None
 
     @abstractmethod
     def to_dict(self) -> dict[str, Any]:
@@ -285,6 +315,15 @@ class AlphaBetaModel(CommModel):
 
     def startup_s(self, collective: str, world_size: int) -> float:
         return self.params(collective)[0]
+
+    def collective_basis(self, collective: str, world_size: int
+                         ) -> tuple[CollectiveBasis, ...]:
+        """The line describes an all-reduce; another collective not given in
+        ``per_collective`` is derived from it (:data:`DERIVED_FROM_ALL_REDUCE`)."""
+        check_collective(collective)
+        if collective == "all_reduce" or collective in self.per_collective:
+            return (CollectiveBasis(collective, BASIS_UNKNOWN),)
+        return (CollectiveBasis(collective, DERIVED, "all_reduce"),)
 
     def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         alpha, beta = self.params(collective)

@@ -34,6 +34,38 @@ paper's maxima and medians leave it out (it stays in the tables, marked)."""
 BASIS_MEASURED = "measured"
 BASIS_EXTRAPOLATED = "extrapolated"
 BASIS_UNKNOWN = "unknown"
+DERIVED = "derived"
+"""A collective priced from another collective's measurements (``collective_basis``)."""
+
+
+def combine_bases(bases: Iterable[str]) -> str:
+    """The world-size basis of a composite model from its parts': extrapolated if any
+    part is, measured if every part is, else unknown."""
+    seen = list(bases)
+    if BASIS_EXTRAPOLATED in seen:
+        return BASIS_EXTRAPOLATED
+    if seen and all(b == BASIS_MEASURED for b in seen):
+        return BASIS_MEASURED
+    return BASIS_UNKNOWN
+
+
+@dataclass(frozen=True)
+class CollectiveBasis:
+    """How a model prices one collective (:meth:`CommModel.collective_basis`):
+    ``status`` is ``measured`` (from a series of that collective), ``derived`` (from the
+    measurements of ``source``, e.g. a reduce-scatter priced as half an all-reduce,
+    :data:`gradsched.costmodel.base.DERIVED_FROM_ALL_REDUCE`) or ``unknown`` (the model
+    does not record what it measured); ``part`` names the level of a composite model."""
+
+    collective: str
+    status: str
+    source: str | None = None
+    part: str = ""
+
+    def within(self, part: str) -> CollectiveBasis:
+        """The same, as a part of a composite model."""
+        label = part if not self.part else f"{part}, {self.part}"
+        return CollectiveBasis(self.collective, self.status, self.source, label)
 
 
 def series_record(info: Mapping[str, Any], nbytes: np.ndarray) -> dict[str, Any]:

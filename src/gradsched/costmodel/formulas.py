@@ -80,6 +80,7 @@ import numpy as np
 from scipy.optimize import least_squares, nnls
 
 from gradsched.costmodel.base import CommModel, check_collective, register_model
+from gradsched.costmodel.domain import BASIS_MEASURED, BASIS_UNKNOWN, DERIVED, CollectiveBasis
 from gradsched.errors import ConfigError
 from gradsched.traces.columns import COLLECTIVES
 
@@ -359,6 +360,49 @@ class AnalyticModel(CommModel):
                              self.gamma, self.chunk_bytes)[0]
         return cost(collective, alg, nbytes, int(world_size), self.alpha, self.beta, self.gamma,
                     self.chunk_bytes)
+
+    def fit_world_sizes(self) -> tuple[int, ...] | None:
+        """The world sizes the parameters were fitted at, in the formula's ``P``:
+        ``meta["extrapolation"]["fit_world_sizes"]`` or ``meta["fit_world_sizes"]``
+        (``gradsched fit --cross-world-size``). Fitted with ``P`` = nodes
+        (``meta["scale_by"] == "nodes"``), the node counts of the fitted series recorded in
+        ``meta["domain"]``; ``None`` where nothing is recorded (then the basis is unknown)."""
+        record = self.extrapolation() or {}
+        fitted = record.get("fit_world_sizes", self.meta.get("fit_world_sizes"))
+        if not isinstance(fitted, list) or not fitted:
+            return None
+        try:
+            ranks = tuple(sorted({int(w) for w in fitted}))
+        except (TypeError, ValueError):
+            return None
+        if self.meta.get("scale_by", "world_size") == "world_size":
+            return ranks
+        nodes = {int(r["nodes"]) for r in self.meta.get("domain") or ()
+                 if isinstance(r, dict) and r.get("world_size") in ranks and "nodes" in r}
+        return tuple(sorted(nodes)) or None
+
+    def measured_collectives(self) -> tuple[str, ...]:
+        """The collectives whose measurements the parameters were fitted to
+        (``meta["domain"]`` records, or ``meta["collectives"]``); empty where unknown."""
+        names = {str(r["collective"]) for r in self.meta.get("domain") or ()
+                 if isinstance(r, dict) and "collective" in r}
+        listed = self.meta.get("collectives")
+        if isinstance(listed, list):
+            names |= {str(c) for c in listed}
+        return tuple(sorted(names))
+
+    def collective_basis(self, collective: str, world_size: int
+                         ) -> tuple[CollectiveBasis, ...]:
+        """Measured for a collective the fit saw; derived (through the algorithm's
+        formula) for one it did not; unknown where the model records neither."""
+        check_collective(collective)
+        measured = self.measured_collectives()
+        if not measured:
+            return (CollectiveBasis(collective, BASIS_UNKNOWN),)
+        if collective in measured:
+            return (CollectiveBasis(collective, BASIS_MEASURED),)
+        source = "all_reduce" if "all_reduce" in measured else measured[0]
+        return (CollectiveBasis(collective, DERIVED, source),)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

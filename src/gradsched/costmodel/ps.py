@@ -93,6 +93,7 @@ from gradsched.costmodel.base import (
     model_from_dict,
     register_model,
 )
+from gradsched.costmodel.domain import CollectiveBasis
 from gradsched.costmodel.wire import LARGE_REGION, sustained_algbw
 from gradsched.errors import ConfigError, GradschedError, InputError
 from gradsched.io import read_json, read_yaml
@@ -358,6 +359,19 @@ class PSModel(CommModel):
         m = np.asarray(nbytes, dtype=float)
         phase = self.push_s if collective != "all_reduce" else self.push_pull_s
         return np.array([phase(float(x)) for x in m.ravel()]).reshape(m.shape)
+
+    def world_size_basis(self, world_size: int) -> str:
+        """The p2p link's basis at the 2 ranks each message is priced at (the cluster of
+        ``P`` workers is the exact accounting of its messages, not a fit)."""
+        self._check_world(world_size)
+        return self.ps.p2p.world_size_basis(P2P_RANKS)
+
+    def collective_basis(self, collective: str, world_size: int
+                         ) -> tuple[CollectiveBasis, ...]:
+        """Every phase is p2p messages: the link model's record for ``p2p``."""
+        self._check_world(world_size)
+        return tuple(b.within("p2p link")
+                     for b in self.ps.p2p.collective_basis(P2P_COLLECTIVE, P2P_RANKS))
 
     def bottleneck_factors(self) -> tuple[float, float]:
         """``(f_push, f_all_reduce)``: bytes of the busiest link direction per byte of a

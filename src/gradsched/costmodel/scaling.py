@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from gradsched.costmodel.base import CommModel, model_from_dict, register_model
-from gradsched.costmodel.domain import BASIS_EXTRAPOLATED, BASIS_MEASURED
+from gradsched.costmodel.domain import BASIS_EXTRAPOLATED, BASIS_MEASURED, CollectiveBasis
 from gradsched.costmodel.formulas import AnalyticModel
 from gradsched.costmodel.series import SeriesModel
 from gradsched.errors import ConfigError
@@ -63,6 +63,19 @@ class ScaledModel(CommModel):
     def world_size_basis(self, world_size: int) -> str:
         return (BASIS_MEASURED if world_size in self.base.world_sizes()
                 else BASIS_EXTRAPOLATED)
+
+    def fit_world_sizes(self) -> tuple[int, ...]:
+        return self.base.world_sizes()
+
+    def collective_basis(self, collective: str, world_size: int
+                         ) -> tuple[CollectiveBasis, ...]:
+        """As the base series it is scaled from (the nearest held world size)."""
+        return self.base.collective_basis(collective, self.nearest_world_size(world_size))
+
+    def extrapolation(self) -> dict[str, Any] | None:
+        """The measured cross-world-size error recorded on the analytic part, else on the
+        base."""
+        return self.analytic.extrapolation() or self.base.extrapolation()
 
     def nearest_world_size(self, world_size: int) -> int:
         """The held world size nearest to ``world_size`` in log2."""

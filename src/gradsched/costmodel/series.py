@@ -27,7 +27,13 @@ from gradsched.costmodel.base import (
     check_collective,
     register_model,
 )
-from gradsched.costmodel.domain import BASIS_MEASURED, BASIS_UNKNOWN, domain_index
+from gradsched.costmodel.domain import (
+    BASIS_MEASURED,
+    BASIS_UNKNOWN,
+    DERIVED,
+    CollectiveBasis,
+    domain_index,
+)
 from gradsched.errors import ConfigError, InputError
 from gradsched.limits import MAX_RANKS, is_real
 
@@ -168,8 +174,34 @@ class SeriesModel(CommModel):
         return domain_index(self.meta.get("domain")).get(self.source_key(collective,
                                                                          world_size))
 
+    def reference_bytes(self, world_size: int) -> float:
+        """The largest measured size of the series answering all-reduce at ``world_size``
+        (``meta["domain"]``), so that the wire floor reads the sweep's own sustained
+        bandwidth among its largest messages; the default (64 MiB) where no domain is
+        recorded. (A fitted piecewise model of an 8-byte to 8 GiB H100 sweep read 59 GB/s
+        near 64 MiB where the sweep reaches 180 GB/s, and priced an 8 GiB all-reduce at
+        3x its measured time.)"""
+        measured = self.measured_bytes("all_reduce", world_size)
+        if measured is None:
+            return super().reference_bytes(world_size)
+        return float(measured[1])
+
     def world_size_basis(self, world_size: int) -> str:
         return BASIS_MEASURED if int(world_size) in self.world_sizes() else BASIS_UNKNOWN
+
+    def fit_world_sizes(self) -> tuple[int, ...]:
+        return self.world_sizes()
+
+    def collective_basis(self, collective: str, world_size: int
+                         ) -> tuple[CollectiveBasis, ...]:
+        """Measured where the model holds a series of ``collective`` at ``world_size``;
+        derived from the series that answers it otherwise (:meth:`source_key`)."""
+        if int(world_size) not in self.world_sizes():
+            return (CollectiveBasis(collective, BASIS_UNKNOWN),)
+        source = self.source_key(collective, world_size)[0]
+        if source == collective:
+            return (CollectiveBasis(collective, BASIS_MEASURED),)
+        return (CollectiveBasis(collective, DERIVED, source),)
 
     def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
         params, factor = self.resolve(collective, world_size)

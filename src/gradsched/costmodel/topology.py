@@ -66,6 +66,7 @@ from gradsched.costmodel.base import (
     model_from_dict,
     register_model,
 )
+from gradsched.costmodel.domain import CollectiveBasis, combine_bases
 from gradsched.errors import ConfigError, GradschedError, InputError
 from gradsched.io import check_schema, read_json, read_yaml
 from gradsched.limits import MAX_RANKS as LIMIT_RANKS
@@ -236,6 +237,36 @@ class TopologyModel(CommModel):
     def _two_level(self, collective: str, m: np.ndarray) -> np.ndarray:
         """The collective's time over both levels (nodes > 1 and ranks per node > 1)."""
 
+    def level_queries(self, collective: str) -> list[tuple[str, CommModel, str, int]]:
+        """(level, its model, collective, ranks) of every level query behind
+        ``collective`` (one level where the topology has one node or one rank per node)."""
+        t = self.topology
+        if t.nodes == 1:
+            return [("intra", t.intra, collective, t.ranks_per_node)]
+        if t.ranks_per_node == 1:
+            return [("inter", t.inter, collective, t.nodes)]
+        return [(level, getattr(t, level), c, t.ranks_per_node if level == "intra" else t.nodes)
+                for level, c in self._level_collectives(collective)]
+
+    def _level_collectives(self, collective: str) -> list[tuple[str, str]]:
+        """(level, collective) pairs the two-level collective runs (default: its own at
+        both levels)."""
+        return [("intra", collective), ("inter", collective)]
+
+    def world_size_basis(self, world_size: int) -> str:
+        """From the levels: each at the ranks it is queried at."""
+        self._check_world(world_size)
+        return combine_bases(model.world_size_basis(ranks)
+                             for _, model, _, ranks in self.level_queries("all_reduce"))
+
+    def collective_basis(self, collective: str, world_size: int
+                         ) -> tuple[CollectiveBasis, ...]:
+        """Each level's own record, labelled with the level and its ranks."""
+        self._check_world(world_size)
+        return tuple(b.within(f"{level}-node level at {ranks} ranks")
+                     for level, model, c, ranks in self.level_queries(collective)
+                     for b in model.collective_basis(c, ranks))
+
     def sustained_algbw_Bps(self, world_size: int) -> float:
         """The all-reduce bandwidth of the wire floor, from the levels' own sustained
         bandwidths (:meth:`_seconds_per_byte`) rather than from a least-squares fit to the
@@ -292,6 +323,12 @@ class HierarchicalModel(TopologyModel):
             return t.inter.times("all_gather", shard, n) + t.intra.times("all_gather", m, r)
         # broadcast / reduce: the whole message at each level (root's node, then the others)
         return t.intra.times(collective, m, r) + t.inter.times(collective, m, n)
+
+    def _level_collectives(self, collective: str) -> list[tuple[str, str]]:
+        if collective == "all_reduce":
+            return [("intra", "reduce_scatter"), ("inter", "all_reduce"),
+                    ("intra", "all_gather")]
+        return super()._level_collectives(collective)
 
     def _seconds_per_byte(self) -> float:
         """All-reduce: ``1/b_intra`` (RS + AG of M) plus ``1/(R b_inter)`` (AR of M/R)."""

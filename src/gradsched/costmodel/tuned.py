@@ -50,6 +50,13 @@ from gradsched.costmodel.base import (
     check_collective,
     register_model,
 )
+from gradsched.costmodel.domain import (
+    BASIS_EXTRAPOLATED,
+    BASIS_MEASURED,
+    BASIS_UNKNOWN,
+    DERIVED,
+    CollectiveBasis,
+)
 from gradsched.costmodel.formulas import ALGORITHMS, cost, supports
 from gradsched.costmodel.interp import InterpCurve
 from gradsched.errors import ConfigError, InputError
@@ -323,6 +330,26 @@ class TunedModel(CommModel):
         """:meth:`choose` for many sizes."""
         names, table, _ = self._table(collective, np.asarray(nbytes, dtype=float), world_size)
         return [names[i] for i in np.argmin(table, axis=0)]
+
+    def world_size_basis(self, world_size: int) -> str:
+        """Measured where curves were measured at ``world_size``; extrapolated where the
+        fitted formulas answer instead; unknown otherwise."""
+        held = {w for per in self.measured.values() for w in per}
+        if int(world_size) in held:
+            return BASIS_MEASURED
+        return BASIS_EXTRAPOLATED if self.analytic else BASIS_UNKNOWN
+
+    def collective_basis(self, collective: str, world_size: int
+                         ) -> tuple[CollectiveBasis, ...]:
+        """Measured curves of ``collective``; derived from the all-reduce curves (no
+        formulas); unknown where the fitted formulas answer."""
+        check_collective(collective)
+        p = int(world_size)
+        if self.measured.get(collective, {}).get(p):
+            return (CollectiveBasis(collective, BASIS_MEASURED),)
+        if not self.analytic and self.measured.get("all_reduce", {}).get(p):
+            return (CollectiveBasis(collective, DERIVED, "all_reduce"),)
+        return (CollectiveBasis(collective, BASIS_UNKNOWN),)
 
     def world_sizes(self) -> tuple[int, ...] | None:
         if self.analytic:

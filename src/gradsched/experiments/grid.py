@@ -166,10 +166,12 @@ def compare(
     options: ReplayOptions | None = None,
     timeline_dir: str | Path | None = None,
     plans_dir: str | Path | None = None,
+    plans: dict[str, Plan] | None = None,
 ) -> pd.DataFrame:
     """One result row per algorithm (see :data:`RESULT_COLUMNS`). A planner that takes the
     replay's interference and issue order as knobs (``best``) scores its candidates with
-    those of ``options`` (unless its knobs say otherwise)."""
+    those of ``options`` (unless its knobs say otherwise). ``plans``, when given, is filled
+    with each algorithm's plan (for the domain notes of ``gradsched replay``)."""
     knobs = knobs or {}
     grad_accum = options.grad_accum if options is not None else 1
     bound = lower_bound(trace, model, world_size, grad_accum).lower_bound_s
@@ -184,6 +186,8 @@ def compare(
             write_timeline(result, timeline_dir)
         if plans_dir is not None:
             plan.save(Path(plans_dir) / f"{algorithm}.plan.json")
+        if plans is not None:
+            plans[algorithm] = plan
         rows.append({
             "algorithm": algorithm,
             "world_size": world_size,

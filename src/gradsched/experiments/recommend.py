@@ -68,13 +68,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradsched.costmodel.base import CommModel
-from gradsched.costmodel.domain import (
-    BASIS_EXTRAPOLATED,
-    IN_RANGE,
-    RangeShares,
-    row_shares,
-    shares_warning,
-)
+from gradsched.costmodel.domain import BASIS_EXTRAPOLATED, IN_RANGE, RangeShares, row_shares
+from gradsched.costmodel.domain_notes import domain_notes
 from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.grid import run_algorithm, scoring_knobs
 from gradsched.plan import Plan
@@ -162,20 +157,61 @@ def _topology_world(trace: ComputeTrace, model: CommModel, requested: int | None
 
 @dataclass(frozen=True)
 class Margin:
-    """How much faster than tuned DDP a plan must be predicted (percent), and why."""
+    """How much faster than tuned DDP a plan must be predicted (percent), and why.
+    ``band_known`` is false where the model's error at the world size is not known (an
+    extrapolation never validated): ``pct`` is then only the decision threshold, and no
+    band is printed."""
 
     pct: float
     source: str
+    band_known: bool = True
+
+
+def _span(sizes: Iterable[Any]) -> str:
+    """``16`` or ``32..128``: the world sizes of an extrapolation record (``?`` where the
+    record is malformed)."""
+    try:
+        values = sorted(int(v) for v in sizes)
+    except (TypeError, ValueError):
+        return "?"
+    if not values:
+        return "?"
+    return str(values[0]) if len(values) == 1 else f"{values[0]}..{values[-1]}"
+
+
+def extrapolation_margin(model: CommModel, comm_spec: str, world_size: int) -> Margin:
+    """The margin at an extrapolated world size: the model's measured cross-world-size
+    error (``meta.extrapolation.max_ape_pct``, the worst over the validated world sizes);
+    where none is recorded the band is unknown and :data:`DEFAULT_MARGIN_PCT` is only the
+    decision threshold."""
+    record = model.extrapolation() or {}
+    worst = record.get("max_ape_pct")
+    fitted = record.get("fit_world_sizes") or model.fit_world_sizes() or ()
+    if isinstance(worst, int | float) and not isinstance(worst, bool) and math.isfinite(worst):
+        validated = record.get("validated_world_sizes") or ()
+        return Margin(float(worst),
+                      f"measured extrapolation error, fitted at {_span(fitted)} predicting "
+                      f"{_span(validated)} (worst APE; meta.extrapolation of {comm_spec}), "
+                      f"applied at world size {world_size}")
+    return Margin(DEFAULT_MARGIN_PCT,
+                  f"band unknown: world size {world_size} is extrapolated from "
+                  f"{_span(fitted) if fitted else 'other world sizes'} and the extrapolation "
+                  f"was never validated ({comm_spec} records no measured extrapolation "
+                  f"error); the default {DEFAULT_MARGIN_PCT:g} % is only the decision "
+                  "threshold", band_known=False)
 
 
 def model_margin(model: CommModel, comm_spec: str, collectives: Iterable[str],
-                 override_pct: float | None = None) -> Margin:
-    """The margin (see the module docstring): ``override_pct``; else the largest held-out
-    MAPE in the model JSON's ``meta`` over ``collectives``; else the default."""
+                 override_pct: float | None = None, world_size: int | None = None) -> Margin:
+    """The margin (see the module docstring): ``override_pct``; at an extrapolated
+    ``world_size``, :func:`extrapolation_margin`; else the largest held-out MAPE in the
+    model JSON's ``meta`` over ``collectives``; else the default."""
     if override_pct is not None:
         if not (math.isfinite(override_pct) and override_pct >= 0):
             raise ConfigError(f"--margin-pct must be a finite number >= 0, got {override_pct}")
         return Margin(float(override_pct), "--margin-pct")
+    if world_size is not None and model.world_size_basis(world_size) == BASIS_EXTRAPOLATED:
+        return extrapolation_margin(model, comm_spec, world_size)
     needed = sorted(set(collectives))
     if getattr(model, "topology", None) is not None:
         return topology_margin(model, comm_spec, needed)
@@ -327,17 +363,6 @@ def result_shares(result: ReplayResult) -> RangeShares:
                        "comm_above_range_pct": result.comm_above_range_pct})
 
 
-def domain_notes(parts: Sequence[tuple[str, RangeShares | None]], basis: str) -> list[str]:
-    """One note per prediction priced materially outside the measured sizes, and one if
-    the world size was extrapolated (:mod:`gradsched.costmodel.domain`)."""
-    notes = [text for what, shares in parts if shares is not None
-             for text in [shares_warning(shares, f"domain: {what}", "")] if text]
-    if basis == BASIS_EXTRAPOLATED:
-        notes.append("domain: the world size was not measured (extrapolated by a formula); "
-                     "every predicted time above is an extrapolation")
-    return notes
-
-
 # --------------------------------------------------------------------------- decision
 CHOICES = ("keep", "uniform", "list", "plan")
 """What :func:`decide` can recommend: the current setting, the best uniform
@@ -431,8 +456,11 @@ class Recommendation:
         """Predicted gain of the plan over the better of the two tuned DDP settings."""
         return gain_pct(self.ddp_tuned_s, self.plan_s)
 
-    def band(self, gain: float) -> dict[str, float]:
-        """A gain and its band (+- the margin: the model's error, not a statistical CI)."""
+    def band(self, gain: float) -> dict[str, float | None]:
+        """A gain and its band (+- the margin: the model's error, not a statistical CI;
+        ``None`` bounds where the error is unknown, :attr:`Margin.band_known`)."""
+        if not self.margin.band_known:
+            return {"point": gain, "low": None, "high": None}
         return {"point": gain, "low": gain - self.margin.pct, "high": gain + self.margin.pct}
 
     def to_dict(self) -> dict[str, Any]:
@@ -456,6 +484,7 @@ class Recommendation:
                      "gain_over_tuned_ddp_pct": self.gain_pct,
                      "gain_band_pct": self.band(self.gain_pct), "plan": self.plan.to_dict()},
             "margin_pct": self.margin.pct, "margin_source": self.margin.source,
+            "band_known": self.margin.band_known,
             "recommendation": RECOMMENDATION_NAMES[self.choice],
             "notes": list(self.notes),
         }
@@ -488,7 +517,8 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
     listed, why_not = predict_list(trace, model, world_size, options, settings)
     knobs = scoring_knobs(PLAN_ALGORITHM, settings, {"replay_iterations": iterations})
     plan, result = run_algorithm(PLAN_ALGORITHM, trace, model, world_size, knobs, options)
-    margin = model_margin(model, comm, {"all_reduce", *plan_collectives(plan)}, margin_pct)
+    used = {"all_reduce", *plan_collectives(plan)}
+    margin = model_margin(model, comm, used, margin_pct, world_size)
     choice = decide(current.iteration_s, best_ddp.iteration_s,
                     None if listed is None else listed.iteration_s, result.iteration_s,
                     margin.pct)
@@ -499,9 +529,10 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
                      "communication is that of one micro-batch, its share of the step about "
                      f"1/{grad_accum} of what it is without accumulation")
     notes += domain_notes(
+        model, world_size, comm,
         [("DDP's current setting", current.shares), ("the best uniform cap", best_ddp.shares),
          ("the per-bucket caps", None if listed is None else listed.shares),
-         ("the gradsched plan", result_shares(result))], model.world_size_basis(world_size))
+         ("the gradsched plan", result_shares(result))], sorted(used))
     if not inter:
         notes.append("no interference calibration: the per-collective CPU cost and the "
                      "compute/communication slowdowns of the ranks sharing a machine are not "

@@ -14,11 +14,13 @@ is said; one that no plan meets is an error naming the smallest peak.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gradsched.costmodel.base import CommModel
-from gradsched.experiments.recommend import Margin, domain_notes, model_margin
+from gradsched.costmodel.domain_notes import domain_notes
+from gradsched.experiments.recommend import Margin, model_margin
 from gradsched.experiments.sharded import Scored, optimum
 from gradsched.experiments.sharded_blocking import NoLayoutFits
 from gradsched.experiments.sharded_memory import MemoryBudget, memory_budget
@@ -85,7 +87,7 @@ class ShardedAdvice:
         return {"semantics": self.semantics, "world_size": self.world_size,
                 "memory_cap_bytes": self.memory_cap_bytes,
                 "margin_pct": self.margin.pct, "margin_source": self.margin.source,
-                "gain_pct": self.gain_pct,
+                "band_known": self.margin.band_known, "gain_pct": self.gain_pct,
                 "recommendation": ("none-fits" if self.smallest_peak_bytes is not None
                                    else "optimum" if self.recommend_best
                                    else "keep-fsdp2-default"),
@@ -120,17 +122,28 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
                        grad_accum=grad_accum)
     except NoLayoutFits as exc:  # said in the advice, with FSDP2's default for reference
         best, smallest = Scored(default, default_replay), exc.smallest_peak_bytes
-    margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct)
+    margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct,
+                          world_size)
     accum = [] if grad_accum == 1 else [
         f"times are per optimizer step of {grad_accum} micro-batches (gradient sync off "
         "for the first ones: every micro-batch all-gathers, the last reduce-scatters; the "
         "unsharded gradients are held across micro-batches)"]
-    notes = accum + memory_notes(budget, semantics) + search_notes(best.plan) + domain_notes(
-        [(f"the {label} layout", sharded_range_shares(trace, plan, model, world_size))
-         for label, plan in (("FSDP2 default", default), ("optimum", best.plan))],
-        model.world_size_basis(world_size))
+    notes = accum + memory_notes(budget, semantics) + search_notes(best.plan) + sharded_notes(
+        trace, model, world_size, comm_spec, (("FSDP2 default", default), ("optimum", best.plan)))
     return ShardedAdvice(default, default_replay, best.plan, best.replay, margin, semantics,
                          world_size, cap, tuple(trace.names), tuple(notes), smallest)
+
+
+def sharded_notes(trace: ComputeTrace, model: CommModel, world_size: int, comm_spec: str,
+                  layouts: Sequence[tuple[str, ShardedPlan]]) -> list[str]:
+    """The domain notes of sharded layouts (:func:`gradsched.costmodel.domain_notes.
+    domain_notes`): out-of-range shares per layout; extrapolated world size, derived
+    all-gather/reduce-scatter, contradicting sweeps. ``advise --sharded`` and ``shard
+    compare`` print the same."""
+    return domain_notes(
+        model, world_size, comm_spec,
+        [(f"the {label} layout", sharded_range_shares(trace, plan, model, world_size))
+         for label, plan in layouts], ("all_gather", "reduce_scatter"))
 
 
 def memory_notes(budget: MemoryBudget | None, semantics: str) -> list[str]:
@@ -171,7 +184,10 @@ def render_sharded(adv: ShardedAdvice) -> str:
         lines.append(f"  memory cap: {adv.memory_cap_bytes / MIB:.4g} MiB"
                      + ("" if adv.default_fits else " (FSDP2's default exceeds it)"))
     band = (adv.gain_pct - adv.margin.pct, adv.gain_pct + adv.margin.pct)
-    if adv.smallest_peak_bytes is None:
+    if adv.smallest_peak_bytes is None and not adv.margin.band_known:
+        lines.append(f"gain of the optimum: {adv.gain_pct:+.3g} % (band unknown); "
+                     f"{adv.margin.source}")
+    elif adv.smallest_peak_bytes is None:
         lines.append(f"gain of the optimum: {adv.gain_pct:+.3g} % (band {band[0]:+.3g} to "
                      f"{band[1]:+.3g} %: the model's error band, not a confidence interval); "
                      f"margin {adv.margin.pct:g} % ({adv.margin.source})")

@@ -78,6 +78,8 @@ def gain_text(rec: Recommendation, gain: float) -> str:
 
     def signed(v: float) -> str:
         return ("+" if v >= 0 else "-") + sig(abs(v))
+    if not rec.margin.band_known:
+        return f"{signed(gain)} % (band unknown)"
     return (f"{signed(gain)} % (band {signed(gain - rec.margin.pct)} to "
             f"{signed(gain + rec.margin.pct)} %)")
 
@@ -107,7 +109,8 @@ def _rows(rec: Recommendation) -> list[tuple[str, float, str, str]]:
 
 def _decision(rec: Recommendation, plan_out: str | None, backend: str) -> list[str]:
     """The RECOMMENDATION lines for :attr:`Recommendation.choice`."""
-    margin = f"the {rec.margin.pct:.3g} % margin"
+    margin = (f"the {rec.margin.pct:.3g} % margin" if rec.margin.band_known
+              else f"the default {rec.margin.pct:.3g} % threshold (the band is unknown)")
     current_s = rec.ddp_current.iteration_s
     if rec.choice == "keep":
         fastest = min(rec.ddp_tuned_s, rec.plan_s)
@@ -159,9 +162,12 @@ def render(rec: Recommendation, *, plan_out: str | None = None, backend: str = "
     sweep = ", ".join(f"{'default' if p.bucket_cap_mb is None else f'{p.bucket_cap_mb:g}'}:"
                       f"{sig(p.iteration_s, 3)}" for p in rec.ddp_sweep)
     lines.append(f"  DDP sweep (bucket_cap_mb: seconds): {sweep}")
-    lines.append(f"margin: {rec.margin.pct:.3g} % ({rec.margin.source}); each band is the "
-                 "gain +- this margin, the model's (held-out) error band, not a statistical "
-                 "confidence interval")
+    if rec.margin.band_known:
+        lines.append(f"margin: {rec.margin.pct:.3g} % ({rec.margin.source}); each band is "
+                     "the gain +- this margin, the model's (held-out) error band, not a "
+                     "statistical confidence interval")
+    else:
+        lines.append(f"margin: {rec.margin.source}")
     lines += _decision(rec, plan_out, backend)
     lines += [f"note: {n}" for n in rec.notes]
     if validate_hint:

@@ -159,11 +159,13 @@ def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
             algorithms: Sequence[str] = (*SHARDED_PLANNERS, OPTIMUM),
             semantics: Semantics = "streams",
             memory_cap_bytes: float | None = None,
-            grad_accum: int = 1, keep_unsharded: bool = False) -> list[dict[str, object]]:
+            grad_accum: int = 1, keep_unsharded: bool = False,
+            plans: dict[str, ShardedPlan] | None = None) -> list[dict[str, object]]:
     """One row per algorithm (``CASE_COLUMNS``, ``grad_accum`` when it is not 1 and
     ``keep_unsharded_between_microbatches`` when ``keep_unsharded``): its plan (keeping the
     parameters unsharded between micro-batches when ``keep_unsharded``) replayed for one
-    step of ``grad_accum`` micro-batches, and the lower bound."""
+    step of ``grad_accum`` micro-batches, and the lower bound. ``plans``, when given, is
+    filled with each algorithm's plan (for the domain notes of ``shard compare``)."""
     check_grad_accum(grad_accum)
     bound = sharded_lower_bound_s(trace, model, world_size, grad_accum, keep_unsharded)
     rows = []
@@ -178,6 +180,8 @@ def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
                            keep_unsharded_between_microbatches=keep_unsharded)
             result = replay_sharded(trace, plan, model, world_size, semantics=semantics,
                                     grad_accum=grad_accum)
+        if plans is not None:
+            plans[name] = plan
         flags = {u.reshard_after_forward for u in plan.units}
         rows.append({"algorithm": name, "n_units": plan.n_units,
                      "forward_prefetch": plan.forward_prefetch,
