@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from gradsched.commands._outputs import output_file, output_folder
+from gradsched.errors import ConfigError, InputError
 
 
 def register_stragglers(ssub: argparse._SubParsersAction) -> None:
@@ -37,7 +38,10 @@ def _stragglers(args: argparse.Namespace) -> int:
     from gradsched.experiments.stragglers import StragglerInputs, study
     from gradsched.io import write_csv_atomic
 
-    results, ep = study(StragglerInputs(args.h200, args.traces, args.dlrm))
+    try:
+        results, ep = study(StragglerInputs(args.h200, args.traces, args.dlrm))
+    except InputError as exc:  # name the option whose file it is
+        raise ConfigError(f"{_option_of(args, exc.path)}: {exc}") from None
     write_csv_atomic(args.output, results.round(6))
     write_csv_atomic(args.ep, ep.round(6))
     if args.tables is not None:
@@ -54,3 +58,12 @@ def _stragglers(args: argparse.Namespace) -> int:
                   f"{rec.error_pct:+.1f} %")
     print(f"wrote {args.output} ({len(results)} rows), {args.ep} ({len(ep)} rows)")
     return 0
+
+
+def _option_of(args: argparse.Namespace, path: str | None) -> str:
+    """The input option ``path`` belongs to (``--h200``, ``--traces`` or ``--dlrm``)."""
+    for flag, given in (("--dlrm", args.dlrm), ("--traces", args.traces),
+                        ("--h200", args.h200)):
+        if path is not None and Path(path).resolve().is_relative_to(Path(given).resolve()):
+            return f"{flag} {given}"
+    return "study stragglers"
