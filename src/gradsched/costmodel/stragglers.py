@@ -36,6 +36,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+import numpy as np
+from scipy import integrate, special
+
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_RANKS
 from gradsched.traces.bundle import ComputeTrace
@@ -110,8 +113,6 @@ def expected_max_normal(p: int) -> float:
         raise ConfigError(f"number of ranks {p!r} is not an integer in [1, {MAX_RANKS}]")
     if p == 1:
         return 0.0
-    import numpy as np
-    from scipy import integrate, special
 
     def density_times_x(x: float) -> float:
         return float(x * p * math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
