@@ -62,3 +62,22 @@ def test_empirical_expected_maximum_is_exact() -> None:
     z = np.array([-1.0, 0.0, 2.0])
     assert empirical_expected_max(z, 1) == pytest.approx(z.mean())
     assert empirical_expected_max(z, 10_000) == pytest.approx(2.0)
+
+
+def test_public_step_jitter_and_the_rank_offset_share() -> None:
+    from gradsched.experiments.stragglers import rank_offset_share, step_jitter
+
+    gpu_bound = step_jitter(REPO / "data/external/hta/ns_resolution_trace/"
+                            "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+    assert gpu_bound["steps"] == 3 and gpu_bound["device_class"] == "gpu-bound"
+    assert gpu_bound["world_size"] == 1 and 0 < gpu_bound["cv"] < 0.01
+    intervals, _ = dlrm_intervals(INPUTS.dlrm)
+    share = rank_offset_share(intervals)
+    assert 1 / 7 < share < 1
+    # shuffling the ranks within each interval breaks any persistent offset
+    rng = np.random.default_rng(0)
+    shuffled = intervals.copy()
+    for k in shuffled["interval"].unique():
+        rows = shuffled["interval"] == k
+        shuffled.loc[rows, "rank"] = rng.permutation(shuffled.loc[rows, "rank"].to_numpy())
+    assert rank_offset_share(shuffled) < share

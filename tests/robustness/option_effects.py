@@ -530,7 +530,8 @@ ST_TR = (f"study topology-replay --compute rn18 {C} --topology two {{d}}/topo.ya
 ST_SC = "study scaling-check --spec {d}/scaling.yaml -o s.csv"
 H200 = "{R}/traces/compute/h200-kineto"
 ST_ST = "study stragglers --h200 {R}/data/h200 --traces {R}/traces/compute/h200 --dlrm " \
-    "{R}/data/external/param/dlrm_kineto.tar.gz -o s.csv --ep e.csv"
+    "{R}/data/external/param/dlrm_kineto.tar.gz -o s.csv --ep e.csv --step-traces " \
+    "{R}/data/external/kineto/worker0.1623143089861.pt.trace.json.gz"
 ST_HC = (f"study host-check {H200}/resnet50-b64-cuda-fp32.csv --summary "
          "{R}/data/h200/kineto-steps/kineto-steps-summary.json -o s.csv")
 
@@ -590,6 +591,9 @@ def _study() -> dict[str, Entry]:
             "{R}/traces/compute/h200", "{d}"), expect="refused"),
         s + "stragglers --dlrm": Probe(ST_ST, ST_ST.replace(
             "dlrm_kineto.tar.gz", "resnet_kineto.json.gz"), expect="refused"),
+        s + "stragglers --step-traces": Probe(ST_ST, ST_ST.replace(
+            "kineto/worker0.1623143089861.pt.trace.json.gz",
+            "hta/nccl_parser_config/nccl_data.json.gz"), "s.csv"),
         s + "stragglers --output": Output(ST_ST, ST_ST.replace("-o s.csv", "-o o.csv"), "o.csv"),
         s + "stragglers --ep": Output(ST_ST, ST_ST.replace("--ep e.csv", "--ep o.csv"),
                                       "o.csv"),

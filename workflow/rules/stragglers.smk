@@ -5,6 +5,14 @@
 
 STRAGGLERS_H200 = "data/h200"
 STRAGGLERS_DLRM = "data/external/param/dlrm_kineto.tar.gz"
+# public Kineto traces with three or more profiler steps (step-to-step variation)
+STRAGGLERS_STEPS = [
+    "data/external/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    "data/external/kineto/worker0.1623143089861.pt.trace.json.gz",
+    "data/external/hta/nccl_parser_config/nccl_data.json.gz",
+    "data/external/hta/trace_diff/control/control.json.gz",
+    "data/external/hta/trace_diff/test/test.json.gz",
+]
 TABLES += ["stragglers", "stragglers-ep"]
 
 
@@ -19,6 +27,7 @@ rule stragglers:
         ],
         traces=sorted(glob.glob("traces/compute/h200/*.meta.json")),
         dlrm=STRAGGLERS_DLRM,
+        steps=STRAGGLERS_STEPS,
     output:
         csv=f"{RESULTS}/stragglers/stragglers.csv",
         ep=f"{RESULTS}/stragglers/stragglers-ep.csv",
@@ -27,5 +36,6 @@ rule stragglers:
         f"{LOGS}/stragglers/stragglers.log",
     shell:
         "{GS} study stragglers --h200 {STRAGGLERS_H200} --traces traces/compute/h200 "
-        "--dlrm {input.dlrm} -o {output.csv} --ep {output.ep} --tables {TAB} "
+        "--dlrm {input.dlrm} --step-traces {input.steps} -o {output.csv} "
+        "--ep {output.ep} --tables {TAB} "
         "> {log} 2>&1"

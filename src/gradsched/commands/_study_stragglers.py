@@ -11,6 +11,14 @@ from pathlib import Path
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.errors import ConfigError, InputError
 
+STEP_TRACES = tuple(Path("data/external") / p for p in (
+    "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    "kineto/worker0.1623143089861.pt.trace.json.gz",
+    "hta/nccl_parser_config/nccl_data.json.gz",
+    "hta/trace_diff/control/control.json.gz",
+    "hta/trace_diff/test/test.json.gz"))
+"""Public Kineto traces with three or more profiler steps (``data/external/README.md``)."""
+
 
 def register_stragglers(ssub: argparse._SubParsersAction) -> None:
     """Add ``study stragglers``."""
@@ -25,6 +33,10 @@ def register_stragglers(ssub: argparse._SubParsersAction) -> None:
     p.add_argument("--dlrm", type=Path,
                    default=Path("data/external/param/dlrm_kineto.tar.gz"),
                    help="PARAM's 8-rank DLRM Kineto archive (the validation data)")
+    p.add_argument("--step-traces", type=Path, nargs="*", default=list(STEP_TRACES),
+                   metavar="TRACE.json.gz",
+                   help="public Kineto traces with several profiler steps: their "
+                        "step-to-step variation (default: the five in data/external)")
     p.add_argument("-o", "--output", type=output_file, required=True,
                    help="results CSV (measurements, fits, validations)")
     p.add_argument("--ep", type=output_file, required=True,
@@ -39,7 +51,8 @@ def _stragglers(args: argparse.Namespace) -> int:
     from gradsched.io import write_csv_atomic
 
     try:
-        results, ep = study(StragglerInputs(args.h200, args.traces, args.dlrm))
+        results, ep = study(StragglerInputs(args.h200, args.traces, args.dlrm,
+                                                tuple(args.step_traces)))
     except InputError as exc:  # name the option whose file it is
         raise ConfigError(f"{_option_of(args, exc.path)}: {exc}") from None
     write_csv_atomic(args.output, results.round(6))
@@ -62,8 +75,9 @@ def _stragglers(args: argparse.Namespace) -> int:
 
 def _option_of(args: argparse.Namespace, path: str | None) -> str:
     """The input option ``path`` belongs to (``--h200``, ``--traces`` or ``--dlrm``)."""
-    for flag, given in (("--dlrm", args.dlrm), ("--traces", args.traces),
-                        ("--h200", args.h200)):
+    candidates = [("--dlrm", args.dlrm), ("--traces", args.traces), ("--h200", args.h200),
+                  *(("--step-traces", t) for t in args.step_traces)]
+    for flag, given in candidates:
         if path is not None and Path(path).resolve().is_relative_to(Path(given).resolve()):
             return f"{flag} {given}"
     return "study stragglers"

@@ -56,11 +56,13 @@ DLRM_RANKS = 8
 @dataclass(frozen=True)
 class StragglerInputs:
     """Where the study reads its data: the H200 folder (``data/h200``), the H200 compute
-    traces (``traces/compute/h200``) and the DLRM archive (``dlrm_kineto.tar.gz``)."""
+    traces (``traces/compute/h200``), the DLRM archive (``dlrm_kineto.tar.gz``) and public
+    Kineto traces with several profiler steps (step-to-step variation)."""
 
     h200: Path
     traces: Path
     dlrm: Path
+    step_traces: tuple[Path, ...] = ()
 
 
 def _fwd_bwd(medians: dict, path: Path, forward: str, backward: str, scale: float = 1.0
@@ -162,8 +164,8 @@ def class_fits(configs: pd.DataFrame) -> pd.DataFrame:
 
 def dlrm_intervals(archive: Path) -> tuple[pd.DataFrame, float]:
     """``T_ik`` of the DLRM step (module docstring): one row per (interval, rank), and the
-    step's GPU busy share (merged kernel time over the span from the first kernel to the
-    last, mean over ranks) that classes it."""
+    step's GPU busy share (merged compute-kernel time, NCCL kernels left out, over the span
+    from the first kernel to the last, mean over ranks) that classes it."""
     ranks: dict[int, list[tuple[float, float]]] = {}
     busy = []
     try:
@@ -181,7 +183,8 @@ def dlrm_intervals(archive: Path) -> tuple[pd.DataFrame, float]:
                 rank = int(name[len("worker"):].split("_", 1)[0])
                 ranks[rank] = [(float(e["ts"]), float(e["ts"] + e["dur"])) for e in kernels
                                if str(e.get("name", "")).startswith("ncclKernel")]
-                busy.append(_busy_share(kernels))
+                busy.append(_busy_share([e for e in kernels if not str(
+                    e.get("name", "")).startswith("ncclKernel")]))
     except (OSError, tarfile.TarError, json.JSONDecodeError, KeyError, ValueError) as exc:
         raise InputError(f"unreadable DLRM archive: {exc}", path=archive) from None
     counts = {len(v) for v in ranks.values()}
@@ -198,16 +201,62 @@ def dlrm_intervals(archive: Path) -> tuple[pd.DataFrame, float]:
 
 
 def _busy_share(kernels: list[dict]) -> float:
-    merged, end, start0 = 0.0, -math.inf, None
+    """Merged kernel time over the span from the first (sorted) kernel to the last."""
+    if not kernels:
+        return math.nan
+    start = float(kernels[0]["ts"])
+    end = max(float(e["ts"] + e["dur"]) for e in kernels)
+    return _merged(kernels) / (end - start) if end > start else math.nan
+
+
+def step_jitter(path: Path) -> dict[str, object]:
+    """Step-to-step variation of one public Kineto trace: the ``ProfilerStep#N`` durations
+    from the first step within 10 % of their median (earlier ones are the profiler's
+    partial warm-up steps), their cv, and the GPU busy share of those steps (merged
+    compute-kernel time over their duration) that classes the trace."""
+    import gzip
+
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            events_meta = json.load(handle)
+        events = events_meta["traceEvents"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise InputError(f"unreadable Kineto trace: {exc}", path=path) from None
+    steps = sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")),
+                   key=lambda e: e["ts"])
+    durations = np.asarray([float(e["dur"]) for e in steps])
+    if len(durations) < 3:
+        raise InputError(f"{len(durations)} profiler steps: at least 3 needed", path=path)
+    median = float(np.median(durations))
+    first = int(np.argmax(np.abs(durations / median - 1) <= 0.1))
+    kept = steps[first:]
+    x = durations[first:] * 1e-6
+    start, end = float(kept[0]["ts"]), float(kept[-1]["ts"] + kept[-1]["dur"])
+    kernels = sorted((e for e in events if str(e.get("cat", "")).lower() == "kernel"
+                      and start <= e["ts"] < end
+                      and not str(e.get("name", "")).startswith("ncclKernel")),
+                     key=lambda e: e["ts"])
+    busy = _merged(kernels) / (end - start)
+    info = events_meta.get("distributedInfo") or {}
+    devices = events_meta.get("deviceProperties") or [{}]
+    return {"steps": len(x), "step_mean_s": float(x.mean()),
+            "gpu": str(devices[0].get("name", "GPU not recorded")),
+            "world_size": int(info.get("world_size", 1)),
+            "cv": float(x.std(ddof=1) / x.mean()), "gpu_busy_share": busy,
+            "device_class": "host-bound" if busy < BUSY_THRESHOLD else "gpu-bound"}
+
+
+def _merged(kernels: list[dict]) -> float:
+    """Time covered by the union of the (sorted) kernels' intervals, microseconds."""
+    merged, end = 0.0, -math.inf
     for e in kernels:
         s, t = float(e["ts"]), float(e["ts"] + e["dur"])
-        start0 = s if start0 is None else start0
         if s > end:
             merged += t - s
         elif t > end:
             merged += t - end
         end = max(end, t)
-    return merged / (end - start0) if start0 is not None and end > start0 else math.nan
+    return merged
 
 
 def interval_waits(intervals: pd.DataFrame) -> pd.DataFrame:
@@ -237,6 +286,16 @@ def _standardised_iterations(inputs: StragglerInputs) -> np.ndarray:
              + np.asarray(record["samples"]["backward_ms"], dtype=float))
         out.append((x - x.mean()) / x.std(ddof=1))
     return np.concatenate(out)
+
+
+def rank_offset_share(intervals: pd.DataFrame) -> float:
+    """Share of the ranks' standardised deviations that is a persistent per-rank offset
+    (sum of squares of the rank means over the total, one-way by rank): 1 / (intervals)
+    when the slow rank changes at random from one interval to the next, 1 when the same
+    ranks are slow by the same amount everywhere (the model's assumption)."""
+    frame = intervals.assign(z=_standardised_ranks(intervals))
+    z = frame.pivot(index="rank", columns="interval", values="z").to_numpy()
+    return float(z.shape[1] * np.square(z.mean(axis=1)).sum() / np.square(z).sum())
 
 
 def _standardised_ranks(intervals: pd.DataFrame) -> np.ndarray:
@@ -273,8 +332,16 @@ def study(inputs: StragglerInputs) -> tuple[pd.DataFrame, pd.DataFrame]:
         add("measured", "H200, iteration to iteration", str(cls),
             f"{int(fit.n_iteration_configs)} configs x 20 iterations", fit.iteration_cv)
         add("fit", "H200, per step (auto)", str(cls), f"{int(fit.n_configs)} configs", fit.step_cv)
+    for path in inputs.step_traces:
+        jitter = step_jitter(path)
+        add("measured", f"{path.parent.name} ({jitter['gpu']}, P = "
+            f"{jitter['world_size']}), step to step", str(jitter["device_class"]),
+            f"{jitter['steps']} steps", float(jitter["cv"]))  # type: ignore[arg-type]
     add("measured", "DLRM 8xV100, rank to rank", dlrm_class,
         f"8 ranks x {len(waits)} intervals, 1 step", dlrm_cv)
+    share = rank_offset_share(intervals)
+    add("measured", "DLRM, persistent rank offset (share of the variance)", dlrm_class,
+        f"share {share:.2f} (no offset: {1 / len(waits):.2f})", math.nan)
     for cls, fit in fits.iterrows():
         add("validation", "H200 fit -> DLRM 8 ranks", str(cls), "8 ranks x "
             f"{len(waits)} intervals", fit.step_cv, fit.step_cv * e8, observed)
