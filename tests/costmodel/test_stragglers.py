@@ -150,3 +150,17 @@ def test_stretch_records_the_setting_and_scales_every_time_column() -> None:
     assert out.frame["bytes"].tolist() == trace.frame["bytes"].tolist()
     assert out.meta["stragglers"]["factor"] == pytest.approx(factor, abs=1e-6)
     assert "stragglers" not in trace.meta  # the input is not changed
+
+
+def test_the_commands_say_what_they_applied(tmp_path, capsys) -> None:
+    from gradsched import cli
+
+    src = "traces/compute/h200/bert-base-s128-b32-cuda-bf16-corrected.csv"  # host-bound
+    code = cli.main(["shard", "compare", "--compute", src, "--comm",
+                     "alpha-beta:alpha=1e-5,beta=1e-10", "--world-size", "64",
+                     "--stragglers", "auto"])
+    assert code == 0
+    err = capsys.readouterr().err
+    factor = 1 + MEASURED["host-bound"].cv * expected_max_normal(64)
+    assert f"note: stragglers: compute stretched x{factor:.4f}" in err
+    assert "auto, host-bound" in err
