@@ -164,3 +164,13 @@ def test_the_commands_say_what_they_applied(tmp_path, capsys) -> None:
     factor = 1 + MEASURED["host-bound"].cv * expected_max_normal(64)
     assert f"note: stragglers: compute stretched x{factor:.4f}" in err
     assert "auto, host-bound" in err
+
+
+def test_device_class_falls_back_on_the_hook_overhead() -> None:
+    from gradsched.costmodel.stragglers import device_class
+
+    assert device_class(_synthetic())[0] == "gpu-bound"
+    assert device_class(_synthetic(capture_overhead=0.2))[0] == "host-bound"
+    assert device_class(_synthetic(capture_overhead=0.2,
+                                   correction={"host_bound": False}))[0] == "gpu-bound"
+    assert device_class(_synthetic(device="cpu (AMD EPYC)"))[0] is None

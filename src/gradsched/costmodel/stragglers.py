@@ -64,19 +64,13 @@ class MeasuredCv:
 
 
 MEASURED: dict[str, MeasuredCv] = {
-    "gpu-bound": MeasuredCv(
-        0.031,
-        "H200, 12 GPU-bound configurations (GPU busy >= 0.9): spread of hook-free "
-        "forward+backward between processes, thread counts and two machines (3-5 values "
-        "each, data/h200) with the iteration-to-iteration jitter (5 configs x 20)"),
-    "host-bound": MeasuredCv(
-        0.179,
-        "H200, 6 host-bound configurations (GPU busy < 0.9): spread of hook-free "
-        "forward+backward between processes, thread counts and two machines (3-5 values "
-        "each, data/h200) with the iteration-to-iteration jitter (3 configs x 20)"),
+    "gpu-bound": MeasuredCv(0.031, "12 H200 configurations, between processes and "
+                            "iterations (gradsched study stragglers)"),
+    "host-bound": MeasuredCv(0.179, "6 H200 configurations, between processes and "
+                             "iterations (gradsched study stragglers)"),
 }
 """The ``auto`` values, rounded to three decimals from ``gradsched study stragglers`` on the
-committed H200 data (``tests/costmodel/test_stragglers_measured.py`` recomputes them)."""
+committed H200 data (``tests/experiments/test_stragglers_study.py`` recomputes them)."""
 
 
 @dataclass(frozen=True)
@@ -124,14 +118,27 @@ def expected_max_normal(p: int) -> float:
     return float(value)
 
 
-def device_class(trace: ComputeTrace) -> DeviceClass | None:
-    """The trace's measured class: ``None`` for a CPU trace (no straggler measurement),
-    ``host-bound`` where the capture judged the GPU to wait on the host
-    (:attr:`ComputeTrace.host_bound`), else ``gpu-bound``."""
+OVERHEAD_THRESHOLD = 0.03
+"""Hook overhead above which a GPU capture with no busy share is host-bound: the rule of
+``gradsched.capture.correction.host_bound`` (``OVERHEAD_THRESHOLD``) where no GPU busy
+fraction was measured."""
+
+
+def device_class(trace: ComputeTrace) -> tuple[DeviceClass | None, str]:
+    """The trace's measured class and the rule that decided it: ``None`` for a CPU trace
+    (no straggler measurement); ``host-bound`` where the capture's correction judged the GPU
+    to wait on the host (:attr:`ComputeTrace.host_bound`), or, with no such judgement, where
+    the capture's hooks slowed the iteration by more than 3 % (``capture_overhead``, the
+    correction's own fallback); else ``gpu-bound``."""
     device = str(trace.meta.get("device", "")).lower()
     if not any(word in device for word in ("cuda", "gpu", "nvidia", "rocm")):
-        return None
-    return "host-bound" if trace.host_bound else "gpu-bound"
+        return None, f"device {trace.meta.get('device')!r}"
+    if trace.host_bound is not None:
+        return ("host-bound" if trace.host_bound else "gpu-bound"), "correction.host_bound"
+    overhead = trace.meta.get("capture_overhead")
+    if isinstance(overhead, (int, float)) and overhead > OVERHEAD_THRESHOLD:
+        return "host-bound", f"capture_overhead {overhead:.3g} > {OVERHEAD_THRESHOLD}"
+    return "gpu-bound", "no host-bound judgement or hook overhead in the sidecar"
 
 
 def parse_stragglers(value: str) -> str | float:
@@ -160,13 +167,13 @@ def resolve_stragglers(choice: str | float, trace: ComputeTrace,
         raise ConfigError("--stragglers: with one rank there is no slower rank to wait for "
                           "(give --stragglers off or more ranks)")
     if choice == "auto":
-        cls = device_class(trace)
+        cls, why = device_class(trace)
         if cls is None:
             raise ConfigError(f"--stragglers auto: no straggler measurement for a "
                               f"'{trace.meta.get('device')}' trace (only GPU classes were "
                               "measured); give a cv, e.g. --stragglers 0.02")
         measured = MEASURED[cls]
-        return Stragglers(measured.cv, f"auto, {cls}: {measured.source}")
+        return Stragglers(measured.cv, f"auto, {cls} ({why}): {measured.source}")
     return Stragglers(float(choice), "given on the command line")
 
 
