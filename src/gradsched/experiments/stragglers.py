@@ -29,6 +29,7 @@ step's start) is left out: the previous synchronisation is not in the trace.
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import math
@@ -214,8 +215,6 @@ def step_jitter(path: Path) -> dict[str, object]:
     from the first step within 10 % of their median (earlier ones are the profiler's
     partial warm-up steps), their cv, and the GPU busy share of those steps (merged
     compute-kernel time over their duration) that classes the trace."""
-    import gzip
-
     try:
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             events_meta = json.load(handle)
