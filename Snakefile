@@ -24,6 +24,8 @@ include: "workflow/rules/topology.smk"
 include: "workflow/rules/ps.smk"
 # Sharded data parallelism (FSDP2 units and prefetch): the sharded table (in `all` via TABLES).
 include: "workflow/rules/sharded.smk"
+# Stragglers: measured cv, fits, validation and e_P tables (in `all` via TABLES).
+include: "workflow/rules/stragglers.smk"
 include: "workflow/rules/paper.smk"
 # Collective algorithms: figures/tables from the committed sweeps are in `all`;
 # re-measuring (`collectives_measure`) is not.

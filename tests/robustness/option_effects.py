@@ -353,6 +353,9 @@ def _replay() -> dict[str, Entry]:
         r + "--interference": (more(REPLAY, "--interference {d}/inter.json", compare="r.csv"),
                                refused(REPLAY_HOST, "--interference {d}/inter.json")),
         r + "--host": refused(REPLAY, "--host"),
+        # a CPU trace has no measured class: auto refused, a cv stretches its compute
+        r + "--stragglers": (more(REPLAY, "--stragglers 0.05", compare="r.csv"),
+                             refused(REPLAY, "--stragglers auto")),
         r + "--launch-queue": (refused(REPLAY, "--launch-queue 1"),
                                more(REPLAY_HOST, "--launch-queue 1", compare="r.csv")),
         r + "--collective-launch-s": (
@@ -424,6 +427,8 @@ def _advise() -> dict[str, Entry]:
         a + "--forward-ratio": refused(ADV, "--forward-ratio 1"),
         a + "--plan-out": Output(ADV, f"{ADV} --plan-out pl.json", "pl.json"),
         a + "--json": Output(ADV, f"{ADV} --json a.json", "a.json"),
+        a + "--stragglers": (more(ADV, "--stragglers 0.2"), more(ADV_SH, "--stragglers 0.2"),
+                             refused(ADV, "--stragglers auto")),
         # printed in the commands of a recommended change (none is, on the 1 Gbit/s sweep)
         a + "--backend": (more(ADV_SLOW, "--backend nccl"), refused(ADV_SH, "--backend nccl")),
         a + "--grad-accum": more(ADV, "--grad-accum 2"),
@@ -501,6 +506,8 @@ def _shard() -> dict[str, Entry]:
             s + "--memory-cap": more(base, "--memory-cap 60M", compare=compare),
             s + "--gpu-memory": more(base, "--gpu-memory 1G", compare=compare),
             s + "--grad-accum": more(base, "--grad-accum 2", compare=compare),
+            s + "--stragglers": (more(base, "--stragglers 0.2", compare=compare),
+                                 refused(base, "--stragglers auto")),
             # parameters kept gathered between micro-batches: none to keep at k = 1
             s + "--keep-unsharded-between-microbatches": (
                 more(f"{base} --grad-accum 2", "--keep-unsharded-between-microbatches",
@@ -536,6 +543,9 @@ ST_TR = (f"study topology-replay --compute rn18 {C} --topology two {{d}}/topo.ya
          "--algorithms wfbp --iterations 2 -o s.csv")
 ST_SC = "study scaling-check --spec {d}/scaling.yaml -o s.csv"
 H200 = "{R}/traces/compute/h200-kineto"
+ST_ST = "study stragglers --h200 {R}/data/h200 --traces {R}/traces/compute/h200 --dlrm " \
+    "{R}/data/external/param/dlrm_kineto.tar.gz -o s.csv --ep e.csv --step-traces " \
+    "{R}/data/external/kineto/worker0.1623143089861.pt.trace.json.gz"
 ST_HC = (f"study host-check {H200}/resnet50-b64-cuda-fp32.csv --summary "
          "{R}/data/h200/kineto-steps/kineto-steps-summary.json -o s.csv")
 
@@ -587,6 +597,21 @@ def _study() -> dict[str, Entry]:
         s + "host-check --launch-queue": more(ST_HC, "--launch-queue 2", compare="s.csv"),
         s + "host-check --output": Output(ST_HC, ST_HC.replace("-o s.csv", "-o o.csv"),
                                           "o.csv"),
+        # the study's inputs are whole folders of measurements: another folder is refused
+        s + "stragglers --help": HELP,
+        s + "stragglers --h200": Probe(ST_ST, ST_ST.replace("{R}/data/h200", "{d}"),
+                                       expect="refused"),
+        s + "stragglers --traces": Probe(ST_ST, ST_ST.replace(
+            "{R}/traces/compute/h200", "{d}"), expect="refused"),
+        s + "stragglers --dlrm": Probe(ST_ST, ST_ST.replace(
+            "dlrm_kineto.tar.gz", "resnet_kineto.json.gz"), expect="refused"),
+        s + "stragglers --step-traces": Probe(ST_ST, ST_ST.replace(
+            "kineto/worker0.1623143089861.pt.trace.json.gz",
+            "hta/nccl_parser_config/nccl_data.json.gz"), "s.csv"),
+        s + "stragglers --output": Output(ST_ST, ST_ST.replace("-o s.csv", "-o o.csv"), "o.csv"),
+        s + "stragglers --ep": Output(ST_ST, ST_ST.replace("--ep e.csv", "--ep o.csv"),
+                                      "o.csv"),
+        s + "stragglers --tables": Output(ST_ST, f"{ST_ST} --tables tb", "tb"),
         s + "sharded --help": HELP,
         s + "sharded --case": Probe(ST_SH, ST_SH.replace("blocking", "streams"), "s.csv"),
         s + "sharded --memory-cap": more(ST_SH, "--memory-cap 60M", compare="s.csv"),

@@ -49,6 +49,7 @@ from gradsched.commands._args import (
     world_size,
 )
 from gradsched.commands._outputs import output_file
+from gradsched.commands._stragglers import add_stragglers, with_stragglers
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.costmodel.topology import load_topology
 from gradsched.errors import ConfigError, InputError
@@ -122,6 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plan-out", type=output_file, default=None, metavar="PLAN.json",
                    help="also write the gradsched plan here (input of gradsched run; with "
                         "--sharded the recommended FSDP2 layout, input of gradsched shard run)")
+    add_stragglers(p)
     p.add_argument("--json", type=output_file, default=None, metavar="PATH",
                    help="write the advice (and the validation) as JSON")
     p.add_argument("--backend", choices=["gloo", "nccl"], default=None,
@@ -186,6 +188,7 @@ def _load(args: argparse.Namespace) -> tuple[object, object, int, dict[str, floa
     model, spec = _comm_model(args)
     world = resolve_world_size(trace, model, args.world_size, trace_path=str(args.compute),
                                comm_spec=spec, topology=args.topology is not None)
+    trace = with_stragglers(args, trace, world)
     interference: dict[str, float] = {}
     if args.interference is not None:
         interference = dict(load_interference(args.interference)[0])

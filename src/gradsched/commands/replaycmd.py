@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gradsched.commands._args import add_grad_accum, integer, real, seconds, world_size
 from gradsched.commands._outputs import output_file, output_folder
+from gradsched.commands._stragglers import add_stragglers, with_stragglers
 from gradsched.costmodel.base import CommModel, load_comm_spec
 from gradsched.costmodel.domain import RangeShares, row_shares
 from gradsched.costmodel.domain_notes import domain_notes, print_notes
@@ -144,6 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--collective-launch-s", type=seconds, default=None,
                      help="with --host: host time to issue one collective at the hook, s "
                      "(default 0)")
+    add_stragglers(rep)
     rep.set_defaults(func=_replay)
 
 
@@ -304,6 +306,7 @@ def _replay(args: argparse.Namespace) -> int:
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     model = _comm_model(args)
     world = _world_size(args, trace, model)
+    trace = with_stragglers(args, trace, world)
     algorithms = expand_algorithms(args.algorithms)
     knobs = parse_knob_args(args.knob)
     check_knobs_used(knobs, algorithms)

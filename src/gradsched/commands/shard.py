@@ -46,6 +46,9 @@ SEMANTICS_HELP = ("streams: collectives on their own streams (GPU, NCCL); blocki
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    from gradsched.commands._stragglers import add_stragglers
+
+    add_stragglers(p)
     p.add_argument("--compute", required=True, help="compute trace CSV")
     p.add_argument("--comm", required=True,
                    help="comm sweep CSV, fitted model JSON or inline alpha-beta, as for replay")
@@ -151,10 +154,12 @@ def _check_keep(args: argparse.Namespace) -> None:
 
 
 def _inputs(args: argparse.Namespace):
+    from gradsched.commands._stragglers import with_stragglers
     from gradsched.costmodel.base import load_comm_spec
     from gradsched.traces.bundle import ComputeTrace
 
-    return ComputeTrace.load(args.compute), load_comm_spec(args.comm)
+    trace = with_stragglers(args, ComputeTrace.load(args.compute), args.world_size)
+    return trace, load_comm_spec(args.comm)
 
 
 def _compare(args: argparse.Namespace) -> int:

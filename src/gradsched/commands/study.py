@@ -21,6 +21,7 @@ from pathlib import Path
 
 from gradsched.commands._args import integer, parse_int, size
 from gradsched.commands._outputs import output_file
+from gradsched.commands._study_stragglers import register_stragglers
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_REPLAY_ITERATIONS
 
@@ -105,6 +106,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="cap on gathered parameters and gradients for the optimum (bytes)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_sharded)
+    register_stragglers(ssub)
 
 
 def _ps_replay(args: argparse.Namespace) -> int:
