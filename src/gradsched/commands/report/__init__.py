@@ -15,6 +15,8 @@
     gradsched report topology-replay-table --input topo-replay.csv --tex T.tex --md T.md
     gradsched report scaling-table --input scaling.csv --tex T.tex --md T.md
     gradsched report sharded-table --input sharded.csv --tex T.tex --md T.md
+    gradsched report at-scale --input at-scale.csv --summary S.json --tex T.tex --md T.md \\
+        --macros M.tex
     gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
         [--skip CHECK CASE REASON] -o compare.csv
 
@@ -23,7 +25,7 @@ No logic lives here: every sub-command formats what is on disk by calling
 ``report macros`` has the measuring side compute the re-execution's frames it quotes). One
 module per group of verbs (:mod:`.collect`, :mod:`.figures`, :mod:`.tables`,
 :mod:`.topology`, :mod:`.architectures`, :mod:`.paper`, :mod:`.scaling`, :mod:`.compare`,
-:mod:`.sharded`, :mod:`.llm_scale`),
+:mod:`.sharded`, :mod:`.llm_scale`, :mod:`.at_scale`),
 each with its ``register``; :func:`register` adds them in the order ``gradsched report
 --help`` lists.
 """
@@ -34,6 +36,7 @@ import argparse
 
 from gradsched.commands.report import (
     architectures,
+    at_scale,
     collect,
     compare,
     figures,
@@ -58,5 +61,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     scaling.register(rsub)
     sharded.register(rsub)
     llm_scale.register(rsub)
+    at_scale.register(rsub)
     paper.register(rsub)
     compare.register(rsub)

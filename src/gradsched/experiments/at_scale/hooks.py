@@ -32,7 +32,7 @@ def compute_slowdown(trace: ComputeTrace, point: Point, settings: AtScaleSetting
     """Compute-time factor while communication overlaps (1 = none; module docstring)."""
     if not settings.overlap_slowdown:
         return 1.0
-    raise ConfigError("overlap slowdown: no compute-slowdown-under-overlap model is wired "
+    raise ConfigError("--overlap-slowdown: no compute-slowdown-under-overlap model is wired "
                       "into the at-scale study yet (experiments/at_scale/hooks.py)")
 
 
@@ -41,5 +41,5 @@ def straggler_transform(trace: ComputeTrace, point: Point,
     """The trace as the slowest of ``point.gpus`` ranks runs it (module docstring)."""
     if not settings.stragglers:
         return trace
-    raise ConfigError("stragglers: no straggler model is wired into the at-scale study yet "
+    raise ConfigError("--stragglers: no straggler model is wired into the at-scale study yet "
                       "(experiments/at_scale/hooks.py)")

@@ -44,7 +44,8 @@ GROUP_KEYS = ("model", "layout", "n_layers", "d_model", "n_heads", "n_kv_heads",
 
 @dataclass(frozen=True)
 class Point:
-    """One published point (see the module docstring); ``row`` is its 1-based data row."""
+    """One published point (see the module docstring); ``row`` is its 1-based data row of
+    the CSV ``path``."""
 
     source: str
     group: str
@@ -58,6 +59,7 @@ class Point:
     activation_checkpointing: str
     published_step_s: float
     row: int
+    path: str = "<memory>"
 
     @property
     def tokens_per_gpu_step(self) -> int:
@@ -155,7 +157,7 @@ def _point(raw: dict[str, str], where: dict) -> Point:
                  precision=_choice(raw, "precision", PRECISIONS, where),
                  activation_checkpointing=_choice(raw, "activation_checkpointing",
                                                   CHECKPOINTING, where),
-                 published_step_s=step_s, row=where["row"])
+                 published_step_s=step_s, row=where["row"], path=where["path"])
 
 
 def load_points(path: str | Path) -> list[Point]:

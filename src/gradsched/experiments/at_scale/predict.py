@@ -108,10 +108,10 @@ def calibrate_mfu(point: Point, model: CommModel, settings: AtScaleSettings) -> 
     if step(hi) > target * (1 + CALIBRATION_RTOL):
         raise InputError(f"the replay at 100 % utilisation ({step(hi):.4g} s) is slower than "
                          f"the published step ({target:.4g} s): the comm model cannot have "
-                         "produced it", row=point.row, field="step_s")
+                         "produced it", path=point.path, row=point.row, field="step_s")
     if step(lo) < target:
         raise InputError(f"the published step ({target:.4g} s) needs a utilisation below "
-                         f"{MFU_LOW:.0%}", row=point.row, field="step_s")
+                         f"{MFU_LOW:.0%}", path=point.path, row=point.row, field="step_s")
     mfu = min(1.0, step(1.0) / target)  # exact when no communication is exposed
     for _ in range(MAX_STEPS):
         got = step(mfu)

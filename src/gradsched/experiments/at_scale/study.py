@@ -35,7 +35,7 @@ POINT_COLUMNS = (
 
 
 def _r(value: float, digits: int) -> float:
-    return round(float(value), digits) if math.isfinite(value) else math.nan
+    return round(float(value), digits) + 0.0 if math.isfinite(value) else math.nan
 
 
 def group_rows(points: Sequence[Point], model: CommModel,
