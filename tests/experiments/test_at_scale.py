@@ -25,6 +25,7 @@ MPT125 = {"model": "mpt-125m", "layout": "gpt", "n_layers": 12, "d_model": 768, 
           "n_kv_heads": 12, "ffn": 3072, "vocab": 50368, "positions": 2048,
           "params_published": 125311488, "seq_len": 2048, "gpu": "a100",
           "gpu_memory_gb": 40, "interconnect": "synthetic", "precision": "bf16",
+          "sharding": "full_shard",
           "activation_checkpointing": "none", "notes": "synthetic test row"}
 
 
@@ -76,7 +77,7 @@ def test_loader_refuses_a_group_of_one_and_reads_the_committed_points(tmp_path) 
         load_points(write(tmp_path / "p.csv", GOOD[:3] + GOOD[3:4]))
     assert caught.value.field == "group"
     points = load_points(REPO / "data/external/at-scale/points.csv")
-    assert len(points) == 57 and len({p.group for p in points}) == 20
+    assert len(points) == 102 and len({p.group for p in points}) == 35
 
 
 def test_step_from_throughput_is_tokens_per_gpu_over_rate(tmp_path) -> None:
@@ -165,3 +166,26 @@ def test_switches_without_a_model_are_refused(tmp_path) -> None:
             run(points, settings(**{switch: True}))
     with pytest.raises(ConfigError, match="no --comm h100"):
         AtScaleSettings(comm=(CommChoice("a100", AB, "x"),)).choice("h100")
+
+
+def test_every_llm_foundry_point_is_a_published_row() -> None:
+    """Provenance: each llm-foundry point's GPU count, micro-batch, accumulation, global
+    batch, T/s/GPU and parameter count are one row of the copied tables."""
+    import csv
+
+    base = REPO / "data/external/at-scale"
+    published = set()
+    for line in (base / "llm-foundry/tables.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 12 and cells[2].isdigit():
+            head = 7 if len(cells) == 20 else 6  # with or without the "Model TFLOP" column
+            published.add((cells[0], cells[1], cells[2], *cells[head:head + 3],
+                           cells[head + 5], cells[-1]))
+    with (base / "points.csv").open(encoding="utf-8") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["source"] == "llm-foundry"]
+    assert len(rows) == 84
+    for r in rows:
+        key = (r["model"].removeprefix("mpt-"), r["seq_len"], r["gpus"], r["micro_batch"],
+               r["grad_accum"], r["global_batch"], r["tokens_per_s_per_gpu"],
+               r["params_published"])
+        assert key in published, key

@@ -1,10 +1,10 @@
 # Stage: end to end at scale (in `all` via TABLES). Published throughput of pure FSDP
-# training at several GPU counts (data/external/at-scale/points.csv, 20 groups), calibrated
+# training at several GPU counts (data/external/at-scale/points.csv, 35 groups), calibrated
 # on the smallest count of each group (one utilisation), every other count predicted with
-# the FSDP2 replay of the FLOPs model's trace. Comm models, one per GPU type, both proxies
+# the FSDP2 replay of the FLOPs model's trace. Comm models, one per GPU type, all proxies
 # (measured on other clusters than the published runs): A100 = the ABCI A100 cross-world-size
-# model (extrapolate.smk, fitted at 32 and 128 ranks); H100 = the GCP A3-Mega 2 x 8 H100
-# all-reduce sweep, scaled by the ring formula from its one world size (16). Seconds.
+# model (extrapolate.smk, fitted at 32 and 128 ranks); H100 and H200 = the GCP A3-Mega 2 x 8
+# H100 all-reduce sweep, scaled by the ring formula from its one world size (16). Seconds.
 AT_SCALE_POINTS = "data/external/at-scale/points.csv"
 AT_SCALE_H100_SWEEP = "traces/comm/external/nccl-gcp-a3mega-2x8-h100-allreduce.csv"
 TABLES.append("at-scale")
@@ -37,8 +37,8 @@ rule at_scale_study:
         f"{LOGS}/at-scale/study.log",
     shell:
         "{GS} study at-scale --points {input.points} --comm a100={input.a100} "
-        "--comm h100={input.h100} -o {output.points} --groups-output {output.groups} "
-        "--summary-output {output.summary} > {log} 2>&1"
+        "--comm h100={input.h100} --comm h200={input.h100} -o {output.points} "
+        "--groups-output {output.groups} --summary-output {output.summary} > {log} 2>&1"
 
 
 rule table_at_scale:

@@ -5,8 +5,8 @@ A **point** is one published measurement: a dense decoder of stated dimensions t
 fully sharded data parallelism on ``gpus`` GPUs, ``micro_batch`` sequences of ``seq_len``
 tokens per GPU per micro-batch, ``grad_accum`` micro-batches per optimizer step, and its
 published throughput per GPU or step time. A **group** is the points of one configuration
-at different GPU counts (same model, sequence, micro-batch, GPU, precision, activation
-checkpointing). The published step time is ``step_s`` when the source publishes it, else
+at different GPU counts (same model, sequence, micro-batch, GPU, precision, sharding,
+activation checkpointing). The published step time is ``step_s`` when the source publishes it, else
 ``micro_batch x grad_accum x seq_len / tokens_per_s_per_gpu`` (the tokens one GPU
 processes per step over its rate).
 
@@ -29,15 +29,20 @@ from gradsched.workloads.llm import LlmShape, parameter_list
 COLUMNS = ("source", "group", "model", "layout", "n_layers", "d_model", "n_heads",
            "n_kv_heads", "ffn", "vocab", "positions", "params_published", "seq_len",
            "micro_batch", "grad_accum", "global_batch", "gpus", "gpu", "gpu_memory_gb",
-           "interconnect", "precision", "activation_checkpointing", "tokens_per_s_per_gpu",
+           "interconnect", "precision", "sharding", "activation_checkpointing",
+           "tokens_per_s_per_gpu",
            "step_s", "notes")
 LAYOUTS = ("gpt", "llama")
 PRECISIONS = ("bf16", "fp8", "fp16", "fp32")
 CHECKPOINTING = ("none", "selective", "full", "not stated")
+SHARDINGS = ("full_shard", "shard_grad_op")
+"""``full_shard``: parameters resharded after forward and gathered again in backward
+(FSDP ``FULL_SHARD``, ZeRO-3, FSDP2's default); ``shard_grad_op``: kept gathered from forward
+to backward (FSDP ``SHARD_GRAD_OP``, ZeRO-2; FSDP2 ``reshard_after_forward=False``)."""
 PARAMS_RTOL = 0.005
 """Largest relative gap between the shape's parameter count and ``params_published``."""
 GROUP_KEYS = ("model", "layout", "n_layers", "d_model", "n_heads", "n_kv_heads", "ffn", "vocab",
-              "positions", "seq_len", "micro_batch", "gpu", "precision",
+              "positions", "seq_len", "micro_batch", "gpu", "precision", "sharding",
               "activation_checkpointing")
 """What every point of a group shares (the GPU count, accumulation and batch may differ)."""
 
@@ -56,6 +61,7 @@ class Point:
     gpus: int
     gpu: str
     precision: str
+    sharding: str
     activation_checkpointing: str
     published_step_s: float
     row: int
@@ -155,6 +161,7 @@ def _point(raw: dict[str, str], where: dict) -> Point:
                  seq_len=n["seq_len"], micro_batch=n["micro_batch"],
                  grad_accum=n["grad_accum"], gpus=n["gpus"], gpu=gpu,
                  precision=_choice(raw, "precision", PRECISIONS, where),
+                 sharding=_choice(raw, "sharding", SHARDINGS, where),
                  activation_checkpointing=_choice(raw, "activation_checkpointing",
                                                   CHECKPOINTING, where),
                  published_step_s=step_s, row=where["row"], path=where["path"])

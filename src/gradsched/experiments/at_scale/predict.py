@@ -13,7 +13,9 @@ misses at the calibration point.
 
 **Replay.** FSDP2's default layout (``fully_shard`` per decoder block, the rest in the root,
 ``reshard_after_forward=True``, one unit prefetched: planner ``fsdp2`` of
-:mod:`gradsched.planners.sharded`, as ``gradsched shard compare`` replays it) on the
+:mod:`gradsched.planners.sharded`, as ``gradsched shard compare`` replays it; for a point
+published with ``SHARD_GRAD_OP``, the same units kept gathered from forward to backward,
+planner ``fsdp2-noreshard``) on the
 point's GPU count, ``grad_accum`` micro-batches per step
 (:func:`gradsched.replay.sharded.replay_sharded`, streams semantics), collectives priced by
 the settings' comm model of the point's GPU type. Both hooks of
@@ -41,7 +43,8 @@ from gradsched.planners.sharded import make_sharded_plan
 from gradsched.replay.sharded import ShardedReplay, replay_sharded, sharded_range_shares
 from gradsched.traces.bundle import ComputeTrace
 
-FSDP2_PLANNER = "fsdp2"
+PLANNERS = {"full_shard": "fsdp2", "shard_grad_op": "fsdp2-noreshard"}
+"""The FSDP2 layout of each sharding strategy (:data:`~.points.SHARDINGS`)."""
 CALIBRATION_RTOL = 1e-9
 MFU_LOW = 1e-3
 MAX_STEPS = 200
@@ -83,7 +86,7 @@ def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
     slowdown = compute_slowdown(trace, point, settings)
     if slowdown != 1.0:  # the sharded replay takes the factor once the model is wired
         raise NotImplementedError("compute_slowdown != 1 needs the sharded replay's factor")
-    plan = make_sharded_plan(FSDP2_PLANNER, trace, model, point.gpus)
+    plan = make_sharded_plan(PLANNERS[point.sharding], trace, model, point.gpus)
     replay = replay_sharded(trace, plan, model, point.gpus, grad_accum=point.grad_accum)
     return StepReplay(replay, sharded_range_shares(trace, plan, model, point.gpus),
                       model.world_size_basis(point.gpus))
