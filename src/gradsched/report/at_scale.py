@@ -14,23 +14,35 @@ from gradsched.errors import InputError
 from gradsched.io import read_json
 from gradsched.report.formatting import fmt
 
-COLUMNS = ("group", "GPU", "P", "published [s]", "predicted [s]", "error [%]",
-           "perfect scaling error [%]", "growth published [%]", "growth predicted [%]",
-           "growth explained [%]")
+SOURCES = {"llm-foundry": "LF", "dgxc-maxtext": "MaxText", "torchtitan": "TT",
+           "kempnerforge": "KF"}
+"""Short names of the sources in the table (data/external/at-scale/README.md)."""
+COLUMNS = ("group", "GPU", "P: calibrated: predicted", "MFU [%]", "error [%]",
+           "perfect scaling [%]", "growth published [%]", "growth predicted [%]",
+           "explained [%]")
+"""One row per group; the last five columns list one value per predicted GPU count, in the
+order of the third column."""
 NEEDED = ("source", "group", "gpu", "gpus", "calibration", "published_step_s",
           "predicted_step_s", "error_pct", "perfect_error_pct", "published_growth_pct",
           "predicted_growth_pct", "growth_explained_pct")
 SUMMARY_KEYS = ("groups", "predicted_points", "median_abs_error_pct", "worst_abs_error_pct",
                 "perfect_median_abs_error_pct", "perfect_worst_abs_error_pct",
                 "optimistic_points", "growth_points", "growth_explained_median_pct",
-                "growth_explained_pooled_pct")
+                "growth_explained_pooled_pct", "largest_published_growth_median_pct",
+                "largest_predicted_growth_median_pct", "max_exposed_comm_s",
+                "extrapolated_world_size_points", "outside_sizes_points")
 MACROS = {"Groups": ("groups", 0), "Points": ("predicted_points", 0),
           "MedianErr": ("median_abs_error_pct", 1), "WorstErr": ("worst_abs_error_pct", 1),
           "PerfectMedianErr": ("perfect_median_abs_error_pct", 1),
           "PerfectWorstErr": ("perfect_worst_abs_error_pct", 1),
           "Optimistic": ("optimistic_points", 0), "GrowthPoints": ("growth_points", 0),
           "GrowthMedian": ("growth_explained_median_pct", 1),
-          "GrowthPooled": ("growth_explained_pooled_pct", 1)}
+          "GrowthPooled": ("growth_explained_pooled_pct", 1),
+          "LargestGrowthPublished": ("largest_published_growth_median_pct", 1),
+          "LargestGrowthPredicted": ("largest_predicted_growth_median_pct", 1),
+          "MaxExposedComm": ("max_exposed_comm_s", 2),
+          "ExtrapolatedPoints": ("extrapolated_world_size_points", 0),
+          "OutsideSizesPoints": ("outside_sizes_points", 0)}
 
 
 def load_points_frame(path: str | Path) -> pd.DataFrame:
@@ -49,21 +61,42 @@ def load_points_frame(path: str | Path) -> pd.DataFrame:
     return frame
 
 
+def _values(column: pd.Series, digits: int) -> str:
+    return "/".join(fmt(v, digits) for v in column)
+
+
+def group_label(source: str, group: str) -> str:
+    """``LF: a10040-mpt-125m-mb26`` for group ``llm-foundry-a10040-mpt-125m-s2048-mb26``
+    (the source abbreviated, llm-foundry's one sequence length dropped)."""
+    rest = group.removeprefix(f"{source}-")
+    if source == "llm-foundry":
+        rest = rest.replace("-s2048", "")
+    return f"{SOURCES.get(source, source)}: {rest}"
+
+
 def at_scale_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """One row per point: the calibration point of each group marked, the others with
-    their error, perfect scaling's, and the growths."""
+    """One row per group: its calibration count and utilisation, then per predicted count
+    the error, perfect scaling's error, and the published and predicted growths with the
+    share explained (``-`` where undefined: :mod:`gradsched.experiments.at_scale.growth`)."""
     rows = []
-    for r in frame.itertuples(index=False):
-        short = str(r.group).removeprefix(f"{r.source}-")
-        calibrated = str(r.calibration).lower() == "true"
-        rows.append([f"{r.source}: {short}", str(r.gpu).upper(), str(int(r.gpus)),
-                     fmt(r.published_step_s, 3), fmt(r.predicted_step_s, 3),
-                     "calibrated" if calibrated else fmt(r.error_pct, 1),
-                     "" if calibrated else fmt(r.perfect_error_pct, 1),
-                     "" if calibrated else fmt(r.published_growth_pct, 1),
-                     "" if calibrated else fmt(r.predicted_growth_pct, 1),
-                     "" if calibrated else fmt(r.growth_explained_pct, 0)])
-    return pd.DataFrame(rows, columns=list(COLUMNS)), "llrrrrrrrr"
+    for name, members in frame.groupby("group", sort=False):
+        members = members.sort_values("gpus")
+        calibrated = members["calibration"].astype(str).str.lower() == "true"
+        first, pred = members[calibrated], members[~calibrated]
+        if len(first) != 1:
+            raise InputError(f"group {name!r} has {len(first)} calibration points, not one",
+                             field="calibration")
+        source = str(first["source"].iloc[0])
+        rows.append([
+            group_label(source, str(name)),
+            str(first["gpu"].iloc[0]).upper(),
+            f"{int(first['gpus'].iloc[0])}: "
+            + ", ".join(str(int(g)) for g in pred["gpus"]),
+            fmt(100 * float(first["mfu"].iloc[0]), 1),
+            _values(pred["error_pct"], 1), _values(pred["perfect_error_pct"], 1),
+            _values(pred["published_growth_pct"], 1), _values(pred["predicted_growth_pct"], 1),
+            _values(pred["growth_explained_pct"], 0)])
+    return pd.DataFrame(rows, columns=list(COLUMNS)), "lllrrrrrr"
 
 
 def load_summary(path: str | Path) -> dict[str, object]:

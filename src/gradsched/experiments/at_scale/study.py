@@ -90,11 +90,15 @@ def _predicted(frame: pd.DataFrame) -> pd.DataFrame:
 def summary(frame: pd.DataFrame, floor: float) -> dict[str, float | int | str]:
     """Aggregates over the predicted points of ``frame`` (one variant): |error| median and
     worst, the same for perfect scaling, how many are optimistic (predicted faster than
-    published), and the share of the published growth explained (median and pooled)."""
+    published), the share of the published growth explained (median and pooled), the
+    median growth from each group's smallest to its largest count (published, predicted),
+    the largest exposed communication, and the domain: how many points are priced at a
+    world size the comm model did not measure, or with communication outside its sizes."""
     pred = _predicted(frame)
     pairs = list(zip(pred["published_growth_pct"] / 100, pred["predicted_growth_pct"] / 100,
                      strict=True))
     shares = pred["growth_explained_pct"]
+    largest = pred.sort_values("gpus").groupby("group", sort=False).tail(1)
     return {
         "variant": str(frame["variant"].iloc[0]) if len(frame) else "",
         "groups": int(frame["group"].nunique()), "predicted_points": len(pred),
@@ -106,6 +110,11 @@ def summary(frame: pd.DataFrame, floor: float) -> dict[str, float | int | str]:
         "growth_points": int(shares.notna().sum()),
         "growth_explained_median_pct": _r(median(shares), 1),
         "growth_explained_pooled_pct": _r(100 * pooled(pairs, floor), 1),
+        "largest_published_growth_median_pct": _r(median(largest["published_growth_pct"]), 2),
+        "largest_predicted_growth_median_pct": _r(median(largest["predicted_growth_pct"]), 2),
+        "max_exposed_comm_s": _r(frame["exposed_comm_s"].max(), 3),
+        "extrapolated_world_size_points": int((pred["comm_world_size_basis"] != "measured").sum()),
+        "outside_sizes_points": int((pred["comm_outside_sizes_pct"] > 0).sum()),
     }
 
 
