@@ -113,6 +113,8 @@ def summary(frame: pd.DataFrame, floor: float) -> dict[str, float | int | str]:
         "largest_published_growth_median_pct": _r(median(largest["published_growth_pct"]), 2),
         "largest_predicted_growth_median_pct": _r(median(largest["predicted_growth_pct"]), 2),
         "max_exposed_comm_s": _r(frame["exposed_comm_s"].max(), 3),
+        "published_step_min_s": _r(frame["published_step_s"].min(), 3),
+        "published_step_max_s": _r(frame["published_step_s"].max(), 3),
         "extrapolated_world_size_points": int((pred["comm_world_size_basis"] != "measured").sum()),
         "outside_sizes_points": int((pred["comm_outside_sizes_pct"] > 0).sum()),
     }
