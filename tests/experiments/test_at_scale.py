@@ -189,3 +189,17 @@ def test_every_llm_foundry_point_is_a_published_row() -> None:
                r["grad_accum"], r["global_batch"], r["tokens_per_s_per_gpu"],
                r["params_published"])
         assert key in published, key
+
+
+def test_free_communication_reproduces_perfect_scaling(tmp_path) -> None:
+    """With every collective free, the calibrated replay is perfect scaling exactly: no
+    error beyond the baseline's and no growth (the arithmetic's end-to-end check)."""
+    free = AtScaleSettings(comm=(CommChoice("a100", "alpha-beta:alpha=0,beta=0", "free"),),
+                           name="free-comm")
+    frame = run(load_points(write(tmp_path / "p.csv", GOOD)), free)
+    assert frame["predicted_step_s"].tolist() == pytest.approx(frame["perfect_step_s"].tolist(),
+                                                               rel=1e-6)
+    stats = summary(frame, 0.01)
+    assert stats["growth_explained_pooled_pct"] == 0.0
+    assert stats["median_abs_error_pct"] == stats["perfect_median_abs_error_pct"]
+    assert stats["variant"] == "free-comm" and stats["comm_models"] == "free (A100)"

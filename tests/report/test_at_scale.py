@@ -8,7 +8,12 @@ import pytest
 from gradsched.errors import InputError
 from gradsched.experiments.at_scale.points import load_points
 from gradsched.experiments.at_scale.study import run, summary
-from gradsched.report.at_scale import at_scale_macros, at_scale_table, group_label
+from gradsched.report.at_scale import (
+    at_scale_macros,
+    at_scale_table,
+    group_label,
+    variants_table,
+)
 from tests.experiments.test_at_scale import GOOD, settings, write
 
 
@@ -34,3 +39,10 @@ def test_labels_abbreviate_the_source() -> None:
     assert group_label("llm-foundry", "llm-foundry-a10040-mpt-125m-s2048-mb26") == \
         "LF: a10040-mpt-125m-mb26"
     assert group_label("other", "other-x") == "other: x"
+
+
+def test_variants_table_has_one_row_per_summary(tmp_path) -> None:
+    frame = run(load_points(write(tmp_path / "p.csv", GOOD)), settings())
+    table, align = variants_table([summary(frame, 0.01), summary(frame, 0.01)])
+    assert len(table) == 2 and len(align) == len(table.columns)
+    assert table["comm models"].iloc[0] == "synthetic-ab (A100)"

@@ -552,6 +552,7 @@ def _study() -> dict[str, Entry]:
         # no model of either effect is wired in yet: switched on, each is refused
         s + "at-scale --overlap-slowdown": refused(ST_AS, "--overlap-slowdown"),
         s + "at-scale --stragglers": refused(ST_AS, "--stragglers"),
+        s + "at-scale --variant": more(ST_AS, "--variant after", compare="s.csv"),
         s + "at-scale --output": Output(ST_AS, ST_AS.replace("-o s.csv", "-o o.csv"), "o.csv"),
         s + "at-scale --groups-output": Output(ST_AS, f"{ST_AS} --groups-output g.csv", "g.csv"),
         s + "at-scale --summary-output": Output(ST_AS, f"{ST_AS} --summary-output j.json",
@@ -763,6 +764,7 @@ HEADLINE = "report headline-models --run piecewise {d}/res.csv --tex t.tex --md 
 LLM = ("report llm-scale --model a --advice {d}/advice-ddp.json --sharded "
        "{d}/advice-fits.json --tex t.tex --md t.md")
 MACROS = "report macros -o m.tex"
+AS_VARIANTS = "report at-scale-variants --summary {d}/as-tt.json --tex t.tex --md t.md"
 AS_REPORT = ("report at-scale --input {d}/as-tt.csv --summary {d}/as-tt.json --tex t.tex "
              "--md t.md --macros m.tex")
 COMPARE = "report compare --skip nccl-busbw x no-log -o c.csv"
@@ -833,6 +835,13 @@ def _report() -> dict[str, Entry]:
                                     "o.md"),
         r + "at-scale --macros": Output(AS_REPORT, AS_REPORT.replace("--macros m.tex",
                                                                      "--macros o.tex"), "o.tex"),
+        r + "at-scale-variants --help": HELP,
+        r + "at-scale-variants --summary": Probe(AS_VARIANTS, AS_VARIANTS.replace(
+            "as-tt.json", "as-mx.json"), "t.md"),
+        r + "at-scale-variants --tex": Output(AS_VARIANTS, AS_VARIANTS.replace(
+            "--tex t.tex", "--tex o.tex"), "o.tex"),
+        r + "at-scale-variants --md": Output(AS_VARIANTS, AS_VARIANTS.replace(
+            "--md t.md", "--md o.md"), "o.md"),
         r + "llm-scale --help": HELP,
         r + "llm-scale --model": Probe(LLM, LLM.replace("--model a", "--model b")),
         r + "llm-scale --advice": Probe(LLM, LLM.replace("advice-ddp", "advice-ddp2")),

@@ -3,7 +3,7 @@ the smallest GPU count of each group (:mod:`gradsched.experiments.at_scale`).
 
     gradsched study at-scale --points data/external/at-scale/points.csv \\
         --comm a100=abci-a100-ib.scaled.json --comm h100=a3mega-h100.json \\
-        [--overlap-slowdown] [--stragglers] -o points.csv \\
+        [--overlap-slowdown] [--stragglers] [--variant NAME] -o points.csv \\
         [--groups-output groups.csv] [--summary-output summary.json]
 
 Parses the options into one :class:`~gradsched.experiments.at_scale.settings.AtScaleSettings`,
@@ -35,6 +35,9 @@ def register(ssub: argparse._SubParsersAction) -> None:
     p.add_argument("--stragglers", action="store_true",
                    help="every collective waits for the slowest of P ranks (refused until a "
                         "model of it is wired in)")
+    p.add_argument("--variant", default="before",
+                   help="name of this combination of comm models and switches, in every row "
+                        "and the summary (default: before)")
     p.add_argument("-o", "--output", type=output_file, required=True,
                    help="CSV: one row per point")
     p.add_argument("--groups-output", type=output_file, default=None,
@@ -65,7 +68,7 @@ def _at_scale(args: argparse.Namespace) -> int:
     from gradsched.experiments.at_scale.study import groups_frame, run, summary
     from gradsched.io import write_csv_atomic, write_json_atomic
 
-    settings = AtScaleSettings(comm=comm_choices(args.comm),
+    settings = AtScaleSettings(comm=comm_choices(args.comm), name=args.variant,
                                overlap_slowdown=args.overlap_slowdown,
                                stragglers=args.stragglers)
     frame = run(load_points(args.points), settings)

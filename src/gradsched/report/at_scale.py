@@ -115,3 +115,23 @@ def load_summary(path: str | Path) -> dict[str, object]:
 def at_scale_macros(summary: Mapping[str, object]) -> dict[str, str]:
     """``AtScale<Name>`` macros of the summary's numbers."""
     return {f"AtScale{name}": fmt(summary[key], digits) for name, (key, digits) in MACROS.items()}
+
+
+VARIANT_COLUMNS = ("variant", "comm models", "overlap slowdown", "stragglers", "points",
+                   "median |error| [%]", "worst |error| [%]", "perfect scaling median [%]",
+                   "perfect scaling worst [%]", "optimistic", "growth explained median [%]",
+                   "growth explained pooled [%]")
+
+
+def variants_table(summaries: list[Mapping[str, object]]) -> tuple[pd.DataFrame, str]:
+    """One row per variant of the study (its summary JSON): its comm models and switches,
+    and what they give, beside perfect scaling (the same for every variant of one data
+    set), so each switch's effect is one row's difference."""
+    rows = [[str(s.get("variant", "")), str(s.get("comm_models", "")),
+             str(s.get("overlap_slowdown", "")), str(s.get("stragglers", "")),
+             fmt(s["predicted_points"], 0), fmt(s["median_abs_error_pct"], 1),
+             fmt(s["worst_abs_error_pct"], 1), fmt(s["perfect_median_abs_error_pct"], 1),
+             fmt(s["perfect_worst_abs_error_pct"], 1), fmt(s["optimistic_points"], 0),
+             fmt(s["growth_explained_median_pct"], 1),
+             fmt(s["growth_explained_pooled_pct"], 1)] for s in summaries]
+    return pd.DataFrame(rows, columns=list(VARIANT_COLUMNS)), "llll" + "r" * 8

@@ -17,6 +17,7 @@
     gradsched report sharded-table --input sharded.csv --tex T.tex --md T.md
     gradsched report at-scale --input at-scale.csv --summary S.json --tex T.tex --md T.md \\
         --macros M.tex
+    gradsched report at-scale-variants --summary BEFORE.json AFTER.json --tex T.tex --md T.md
     gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
         [--skip CHECK CASE REASON] -o compare.csv
 

@@ -53,6 +53,9 @@ class AtScaleSettings:
                               f"{', '.join(sorted(GPU_PEAK_FLOPS))}")
         if len(set(gpus)) != len(gpus):
             raise ConfigError("--comm: two models for one GPU type")
+        if not self.name.strip() or "," in self.name:
+            raise ConfigError(f"--variant must be a non-empty name without commas, got "
+                              f"{self.name!r}")
         if not 0 < self.growth_floor < 1:
             raise ConfigError(f"growth floor must be in (0, 1), got {self.growth_floor}")
 

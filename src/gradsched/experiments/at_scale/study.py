@@ -99,8 +99,14 @@ def summary(frame: pd.DataFrame, floor: float) -> dict[str, float | int | str]:
                      strict=True))
     shares = pred["growth_explained_pct"]
     largest = pred.sort_values("gpus").groupby("group", sort=False).tail(1)
+    first = frame.iloc[0] if len(frame) else {}
     return {
-        "variant": str(frame["variant"].iloc[0]) if len(frame) else "",
+        "variant": str(first.get("variant", "")),
+        "comm_models": "; ".join(
+            f"{label} ({', '.join(str(g).upper() for g in sorted(gpus))})"
+            for label, gpus in frame.groupby("comm_model")["gpu"].unique().items()),
+        "overlap_slowdown": str(first.get("overlap_slowdown", "")),
+        "stragglers": str(first.get("stragglers", "")),
         "groups": int(frame["group"].nunique()), "predicted_points": len(pred),
         "median_abs_error_pct": _r(median(pred["error_pct"].abs()), 2),
         "worst_abs_error_pct": _r(pred["error_pct"].abs().max(), 2),
