@@ -30,7 +30,7 @@ SUMMARY_KEYS = ("groups", "predicted_points", "median_abs_error_pct", "worst_abs
                 "optimistic_points", "growth_points", "growth_explained_median_pct",
                 "growth_explained_pooled_pct", "largest_published_growth_median_pct",
                 "largest_predicted_growth_median_pct", "max_exposed_comm_s",
-                "published_step_min_s", "published_step_max_s",
+                "published_step_min_s", "published_step_max_s", "growth_floor_pct",
                 "extrapolated_world_size_points", "outside_sizes_points")
 MACROS = {"Groups": ("groups", 0), "Points": ("predicted_points", 0),
           "MedianErr": ("median_abs_error_pct", 1), "WorstErr": ("worst_abs_error_pct", 1),
@@ -43,6 +43,7 @@ MACROS = {"Groups": ("groups", 0), "Points": ("predicted_points", 0),
           "LargestGrowthPredicted": ("largest_predicted_growth_median_pct", 1),
           "MaxExposedComm": ("max_exposed_comm_s", 2),
           "StepMin": ("published_step_min_s", 1), "StepMax": ("published_step_max_s", 0),
+          "GrowthFloor": ("growth_floor_pct", 0),
           "ExtrapolatedPoints": ("extrapolated_world_size_points", 0),
           "OutsideSizesPoints": ("outside_sizes_points", 0)}
 

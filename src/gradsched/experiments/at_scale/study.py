@@ -107,6 +107,7 @@ def summary(frame: pd.DataFrame, floor: float) -> dict[str, float | int | str]:
             for label, gpus in frame.groupby("comm_model")["gpu"].unique().items()),
         "overlap_slowdown": str(first.get("overlap_slowdown", "")),
         "stragglers": str(first.get("stragglers", "")),
+        "growth_floor_pct": _r(100 * floor, 3),
         "groups": int(frame["group"].nunique()), "predicted_points": len(pred),
         "median_abs_error_pct": _r(median(pred["error_pct"].abs()), 2),
         "worst_abs_error_pct": _r(pred["error_pct"].abs().max(), 2),
