@@ -41,6 +41,7 @@ include: "workflow/rules/capture.smk"
 include: "workflow/rules/reexec.smk"
 # Advice on a committed case (`sm advise`, replay only; not in `all`).
 include: "workflow/rules/advise.smk"
+include: "workflow/rules/at_scale.smk"
 
 
 rule all:

@@ -114,6 +114,18 @@ def make_inputs(d: Path) -> None:
             f"compute: {d}/c16.csv, comm: {d}/m.csv}}\n", encoding="utf-8")
     _reexec_inputs(d)
     _report_inputs(d)
+    _at_scale_inputs(d)
+
+
+def _at_scale_inputs(d: Path) -> None:
+    """Two sources of the committed at-scale points (H100 only), and the study's outputs
+    on each (for ``report at-scale``)."""
+    points = REPO / "data/external/at-scale/points.csv"
+    _subset(points, d / "points-tt.csv", ("torchtitan",))
+    _subset(points, d / "points-mx.csv", ("dgxc-maxtext",))
+    for name in ("tt", "mx"):
+        _gradsched(f"study at-scale --points {{d}}/points-{name}.csv --comm h100={AS_AB} "
+                   f"-o {{d}}/as-{name}.csv --summary-output {{d}}/as-{name}.json", d)
 
 
 def _subset(source: Path, target: Path, cases: tuple[str, ...]) -> None:
@@ -550,10 +562,25 @@ ST_HC = (f"study host-check {H200}/resnet50-b64-cuda-fp32.csv --summary "
          "{R}/data/h200/kineto-steps/kineto-steps-summary.json -o s.csv")
 
 
+AS_AB = "alpha-beta:alpha=2e-5,beta=4e-12"
+ST_AS = f"study at-scale --points {{d}}/points-tt.csv --comm h100={AS_AB} -o s.csv"
+
+
 def _study() -> dict[str, Entry]:
     s = "study "
     return {
         "study --help": HELP,
+        s + "at-scale --help": HELP,
+        s + "at-scale --points": Probe(ST_AS, ST_AS.replace("points-tt", "points-mx"), "s.csv"),
+        s + "at-scale --comm": Probe(ST_AS, ST_AS.replace("beta=4e-12", "beta=4e-11"), "s.csv"),
+        # no model of either effect is wired in yet: switched on, each is refused
+        s + "at-scale --overlap-slowdown": refused(ST_AS, "--overlap-slowdown"),
+        s + "at-scale --stragglers": refused(ST_AS, "--stragglers"),
+        s + "at-scale --variant": more(ST_AS, "--variant after", compare="s.csv"),
+        s + "at-scale --output": Output(ST_AS, ST_AS.replace("-o s.csv", "-o o.csv"), "o.csv"),
+        s + "at-scale --groups-output": Output(ST_AS, f"{ST_AS} --groups-output g.csv", "g.csv"),
+        s + "at-scale --summary-output": Output(ST_AS, f"{ST_AS} --summary-output j.json",
+                                                "j.json"),
         s + "ps-replay --help": HELP,
         s + "ps-replay --case": Probe(ST_PS, ST_PS.replace(" 2 ", " 4 ").replace(M, "{d}/m4.csv"),
                                       "s.csv"),
@@ -776,6 +803,9 @@ HEADLINE = "report headline-models --run piecewise {d}/res.csv --tex t.tex --md 
 LLM = ("report llm-scale --model a --advice {d}/advice-ddp.json --sharded "
        "{d}/advice-fits.json --tex t.tex --md t.md")
 MACROS = "report macros -o m.tex"
+AS_VARIANTS = "report at-scale-variants --summary {d}/as-tt.json --tex t.tex --md t.md"
+AS_REPORT = ("report at-scale --input {d}/as-tt.csv --summary {d}/as-tt.json --tex t.tex "
+             "--md t.md --macros m.tex")
 COMPARE = "report compare --skip nccl-busbw x no-log -o c.csv"
 PAPER = "{R}/paper/data"
 TABLE_VERBS = {  # verb: (its input, another input of the same kind)
@@ -833,6 +863,24 @@ def _report() -> dict[str, Entry]:
         r + "table --family": (refused(TABLE, "--family cpu"), more(
             "report table replay --input {d}/collected.csv --tex t.tex --md t.md",
             "--family cpu")),
+        r + "at-scale --help": HELP,
+        r + "at-scale --input": Probe(AS_REPORT, AS_REPORT.replace("as-tt.csv", "as-mx.csv"),
+                                      "t.tex"),
+        r + "at-scale --summary": Probe(AS_REPORT, AS_REPORT.replace("as-tt.json", "as-mx.json"),
+                                        "m.tex"),
+        r + "at-scale --tex": Output(AS_REPORT, AS_REPORT.replace("--tex t.tex", "--tex o.tex"),
+                                     "o.tex"),
+        r + "at-scale --md": Output(AS_REPORT, AS_REPORT.replace("--md t.md", "--md o.md"),
+                                    "o.md"),
+        r + "at-scale --macros": Output(AS_REPORT, AS_REPORT.replace("--macros m.tex",
+                                                                     "--macros o.tex"), "o.tex"),
+        r + "at-scale-variants --help": HELP,
+        r + "at-scale-variants --summary": Probe(AS_VARIANTS, AS_VARIANTS.replace(
+            "as-tt.json", "as-mx.json"), "t.md"),
+        r + "at-scale-variants --tex": Output(AS_VARIANTS, AS_VARIANTS.replace(
+            "--tex t.tex", "--tex o.tex"), "o.tex"),
+        r + "at-scale-variants --md": Output(AS_VARIANTS, AS_VARIANTS.replace(
+            "--md t.md", "--md o.md"), "o.md"),
         r + "llm-scale --help": HELP,
         r + "llm-scale --model": Probe(LLM, LLM.replace("--model a", "--model b")),
         r + "llm-scale --advice": Probe(LLM, LLM.replace("advice-ddp", "advice-ddp2")),

@@ -101,14 +101,16 @@ def attention_flops(shape: LlmShape, setting: FlopsSetting) -> float:
     return 2.0 * tokens * setting.seq_len * (qk + v) * shape.heads / 2.0
 
 
-def flops_trace(name: str, setting: FlopsSetting | None = None) -> ComputeTrace:
-    """The compute trace of LLM shape ``name`` under ``setting`` (module docstring)."""
-    shape = llm_shape(name)
+def flops_trace(name: str | LlmShape, setting: FlopsSetting | None = None) -> ComputeTrace:
+    """The compute trace of LLM shape ``name`` (a key of
+    :data:`gradsched.workloads.llm.LLM_SHAPES`, or an :class:`LlmShape` built from a
+    published table's dimensions) under ``setting`` (module docstring)."""
+    shape = name if isinstance(name, LlmShape) else llm_shape(name)
     setting = setting or FlopsSetting()
     if setting.seq_len is None:
         setting = replace(setting, seq_len=shape.max_positions)
     setting.check(shape)
-    params = parameter_list(name)
+    params = parameter_list(shape)
     rate = GPU_PEAK_FLOPS[setting.gpu] * setting.mfu
     fwd = np.asarray([forward_flops(n, k, shape, setting) for n, k in params]) / rate
     owners = [n.rsplit(".", 1)[0] for n, _ in params]

@@ -9,6 +9,7 @@ write the frame they return as a CSV (the report formats it: ``gradsched report 
     gradsched study scaling-check --spec config/published-scaling.yaml -o scaling.csv
     gradsched study sharded --case NAME COMPUTE NETWORK COMM P SEMANTICS ... -o sharded.csv
     gradsched study host-check --summary kineto-steps-summary.json TRACE.csv ... -o host.csv
+    gradsched study at-scale --points POINTS.csv --comm GPU=MODEL ... -o at-scale.csv
 
 Each verb parses its cases, calls one function of :mod:`gradsched.experiments` and writes its
 frame; no logic lives here.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands import _study_at_scale as at_scale
 from gradsched.commands._args import integer, parse_int, size
 from gradsched.commands._outputs import output_file
 from gradsched.commands._study_stragglers import register_stragglers
@@ -28,7 +30,7 @@ from gradsched.limits import MAX_REPLAY_ITERATIONS
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``study`` and its verbs: ``ps-replay``, ``topology-check``, ``topology-replay``,
-    ``scaling-check``, ``sharded``, ``host-check``."""
+    ``scaling-check``, ``sharded``, ``host-check``, ``at-scale``."""
     parser = sub.add_parser("study", help="run a study's cases (replays, checks) into a CSV")
     ssub = parser.add_subparsers(dest="study_command", metavar="STUDY", required=True)
     p = ssub.add_parser("ps-replay", help="compute traces replayed on all-reduce and on "
@@ -107,6 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_sharded)
     register_stragglers(ssub)
+
+    at_scale.register(ssub)
 
 
 def _ps_replay(args: argparse.Namespace) -> int:

@@ -122,11 +122,13 @@ def build_meta_model(name: str) -> Any:
         return decoder_classes()[shape.kind](shape)
 
 
-def parameter_list(name: str) -> list[tuple[str, int]]:
+def parameter_list(name: str | LlmShape) -> list[tuple[str, int]]:
     """``(name, numel)`` of every parameter of :func:`build_meta_model`'s model, in
     registration order, without torch (the trace builders' input; a test checks it against
-    the meta-device model's ``named_parameters()``)."""
-    s = llm_shape(name)
+    the meta-device model's ``named_parameters()``). ``name`` is a key of
+    :data:`LLM_SHAPES` or an :class:`LlmShape` built elsewhere (a dense decoder of kind
+    ``gpt`` or ``llama`` given by its published dimensions)."""
+    s = name if isinstance(name, LlmShape) else llm_shape(name)
     if s.kind == "gpt":
         return _gpt_parameters(s)
     out = [("model.embed_tokens.weight", s.vocab * s.hidden)]

@@ -17,6 +17,9 @@
     gradsched report sharded-table --input sharded.csv --tex T.tex --md T.md
     gradsched report collectives-at-scale-table --case LABEL crossws.csv [...] --tex T.tex \\
         --md T.md
+    gradsched report at-scale --input at-scale.csv --summary S.json --tex T.tex --md T.md \\
+        --macros M.tex
+    gradsched report at-scale-variants --summary BEFORE.json AFTER.json --tex T.tex --md T.md
     gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
         [--skip CHECK CASE REASON] -o compare.csv
 
@@ -25,7 +28,8 @@ No logic lives here: every sub-command formats what is on disk by calling
 ``report macros`` has the measuring side compute the re-execution's frames it quotes). One
 module per group of verbs (:mod:`.collect`, :mod:`.figures`, :mod:`.tables`,
 :mod:`.topology`, :mod:`.architectures`, :mod:`.paper`, :mod:`.scaling`, :mod:`.compare`,
-:mod:`.sharded`, :mod:`.llm_scale`, :mod:`.collectives_at_scale`),
+:mod:`.sharded`, :mod:`.llm_scale`, :mod:`.collectives_at_scale`,
+:mod:`.at_scale`),
 each with its ``register``; :func:`register` adds them in the order ``gradsched report
 --help`` lists.
 """
@@ -36,6 +40,7 @@ import argparse
 
 from gradsched.commands.report import (
     architectures,
+    at_scale,
     collect,
     collectives_at_scale,
     compare,
@@ -62,5 +67,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     sharded.register(rsub)
     collectives_at_scale.register(rsub)
     llm_scale.register(rsub)
+    at_scale.register(rsub)
     paper.register(rsub)
     compare.register(rsub)

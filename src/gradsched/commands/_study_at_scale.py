@@ -1,0 +1,89 @@
+"""``gradsched study at-scale``: published throughput of pure FSDP training predicted from
+the smallest GPU count of each group (:mod:`gradsched.experiments.at_scale`).
+
+    gradsched study at-scale --points data/external/at-scale/points.csv \\
+        --comm a100=abci-a100-ib.scaled.json --comm h100=a3mega-h100.json \\
+        [--overlap-slowdown] [--stragglers] [--variant NAME] -o points.csv \\
+        [--groups-output groups.csv] [--summary-output summary.json]
+
+Parses the options into one :class:`~gradsched.experiments.at_scale.settings.AtScaleSettings`,
+runs the study and writes its frames; no logic lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gradsched.commands._outputs import output_file
+from gradsched.errors import ConfigError
+
+
+def register(ssub: argparse._SubParsersAction) -> None:
+    """Add ``at-scale`` to ``gradsched study``."""
+    p = ssub.add_parser("at-scale", help="published FSDP throughput at several GPU counts, "
+                        "calibrated on the smallest count of each group, the rest predicted")
+    p.add_argument("--points", type=Path, required=True,
+                   help="published points CSV (data/external/at-scale/points.csv)")
+    p.add_argument("--comm", action="append", required=True, metavar="GPU=MODEL",
+                   help="the comm model of one GPU type (a100, h100, h200): a sweep CSV, a "
+                        "fitted model JSON or inline alpha-beta (repeatable; every GPU type "
+                        "of the points needs one)")
+    p.add_argument("--overlap-slowdown", action="store_true",
+                   help="compute slowed while communication overlaps it (refused until a "
+                        "model of it is wired in)")
+    p.add_argument("--stragglers", action="store_true",
+                   help="every collective waits for the slowest of P ranks (refused until a "
+                        "model of it is wired in)")
+    p.add_argument("--variant", default="before",
+                   help="name of this combination of comm models and switches, in every row "
+                        "and the summary (default: before)")
+    p.add_argument("-o", "--output", type=output_file, required=True,
+                   help="CSV: one row per point")
+    p.add_argument("--groups-output", type=output_file, default=None,
+                   help="CSV: one row per group")
+    p.add_argument("--summary-output", type=output_file, default=None,
+                   help="JSON: the aggregates over the predicted points")
+    p.set_defaults(func=_at_scale)
+
+
+def comm_choices(specs: list[str]):
+    """``GPU=MODEL`` items as comm choices, labelled by the model file's stem."""
+    from gradsched.experiments.at_scale.settings import CommChoice
+
+    out = []
+    for item in specs:
+        gpu, sep, spec = item.partition("=")
+        if not sep or not gpu.strip() or not spec.strip():
+            raise ConfigError(f"--comm {item!r}: expected GPU=MODEL (e.g. a100=model.json)")
+        spec = spec.strip()
+        label = spec if spec.startswith("alpha-beta:") else Path(spec).name.split(".")[0]
+        out.append(CommChoice(gpu=gpu.strip(), spec=spec, label=label))
+    return tuple(out)
+
+
+def _at_scale(args: argparse.Namespace) -> int:
+    from gradsched.experiments.at_scale.points import load_points
+    from gradsched.experiments.at_scale.settings import AtScaleSettings
+    from gradsched.experiments.at_scale.study import groups_frame, run, summary
+    from gradsched.io import write_csv_atomic, write_json_atomic
+
+    settings = AtScaleSettings(comm=comm_choices(args.comm), name=args.variant,
+                               overlap_slowdown=args.overlap_slowdown,
+                               stragglers=args.stragglers)
+    frame = run(load_points(args.points), settings)
+    write_csv_atomic(args.output, frame)
+    stats = summary(frame, settings.growth_floor)
+    if args.groups_output is not None:
+        write_csv_atomic(args.groups_output, groups_frame(frame))
+    if args.summary_output is not None:
+        write_json_atomic(args.summary_output, stats)
+    print(f"wrote {args.output} ({len(frame)} rows); {stats['predicted_points']} points "
+          f"predicted in {stats['groups']} groups: |error| median "
+          f"{stats['median_abs_error_pct']} %, worst {stats['worst_abs_error_pct']} % "
+          f"(perfect scaling {stats['perfect_median_abs_error_pct']} % / "
+          f"{stats['perfect_worst_abs_error_pct']} %); optimistic in "
+          f"{stats['optimistic_points']}; growth explained median "
+          f"{stats['growth_explained_median_pct']} %, pooled "
+          f"{stats['growth_explained_pooled_pct']} % ({stats['growth_points']} points)")
+    return 0

@@ -1,0 +1,59 @@
+"""``gradsched report at-scale``: the at-scale table (LaTeX + Markdown) and its macros;
+``gradsched report at-scale-variants``: one row per variant of the study, so each switch's
+effect is a difference of rows (:mod:`gradsched.report.at_scale`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gradsched.commands._outputs import output_file
+
+
+def register(rsub: argparse._SubParsersAction) -> None:
+    """Add ``at-scale`` and ``at-scale-variants``."""
+    p = rsub.add_parser("at-scale", help="published FSDP step times vs the calibrated replay "
+                                         "and perfect scaling (table + macros)")
+    p.add_argument("--input", type=Path, required=True,
+                   help="per-point CSV of gradsched study at-scale")
+    p.add_argument("--summary", type=Path, required=True,
+                   help="summary JSON of gradsched study at-scale")
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--macros", type=output_file, required=True,
+                   help="LaTeX macros of the summary (\\gsAtScale...)")
+    p.set_defaults(func=_at_scale)
+
+    p = rsub.add_parser("at-scale-variants", help="one row per variant of the at-scale study "
+                                                  "(comm models and switches) and its errors")
+    p.add_argument("--summary", nargs="+", type=Path, required=True,
+                   help="summary JSONs of gradsched study at-scale, one per variant, in order")
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.set_defaults(func=_variants)
+
+
+def _at_scale(args: argparse.Namespace) -> int:
+    from gradsched.report.at_scale import (
+        at_scale_macros,
+        at_scale_table,
+        load_points_frame,
+        load_summary,
+    )
+    from gradsched.report.latex import write_macros, write_table
+
+    table, align = at_scale_table(load_points_frame(args.input))
+    write_table(table, args.tex, args.md, align=align, title="at-scale")
+    write_macros(args.macros, at_scale_macros(load_summary(args.summary)))
+    print(f"wrote {args.tex}, {args.md} ({len(table)} rows) and {args.macros}")
+    return 0
+
+
+def _variants(args: argparse.Namespace) -> int:
+    from gradsched.report.at_scale import load_summary, variants_table
+    from gradsched.report.latex import write_table
+
+    table, align = variants_table([load_summary(path) for path in args.summary])
+    write_table(table, args.tex, args.md, align=align, title="at-scale-variants")
+    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0

@@ -1,0 +1,129 @@
+"""One point's step time from the FLOPs model and the FSDP2 replay, and the calibration of
+the FLOPs model's utilisation on one point.
+
+**Compute.** :func:`gradsched.capture.flops.flops_trace` of the point's shape, micro-batch
+and sequence on its GPU type (forward ``2 x tokens x parameters`` per matrix plus causal
+attention, backward twice the forward) at model-FLOPs utilisation ``mfu``. Full activation
+checkpointing re-runs each block's forward inside its backward (Chen et al. 2016,
+"Training Deep Nets with Sublinear Memory Cost", Section 4; PyTorch's
+``torch.utils.checkpoint``): backward = 2 + 1 forwards, so each tensor's ``backward_s``
+gains its ``forward_s``. Selective checkpointing (recomputing a few cheap operations) and
+"not stated" are priced without recomputation; the calibrated ``mfu`` absorbs what that
+misses at the calibration point.
+
+**Replay.** FSDP2's default layout (``fully_shard`` per decoder block, the rest in the root,
+``reshard_after_forward=True``, one unit prefetched: planner ``fsdp2`` of
+:mod:`gradsched.planners.sharded`, as ``gradsched shard compare`` replays it; for a point
+published with ``SHARD_GRAD_OP``, the same units kept gathered from forward to backward,
+planner ``fsdp2-noreshard``) on the
+point's GPU count, ``grad_accum`` micro-batches per step
+(:func:`gradsched.replay.sharded.replay_sharded`, streams semantics), collectives priced by
+the settings' comm model of the point's GPU type. Both hooks of
+:mod:`gradsched.experiments.at_scale.hooks` run on every replay.
+
+**Calibration.** The replayed step falls as ``mfu`` rises (compute scales as ``1/mfu``;
+communication does not change), so the ``mfu`` whose replayed step equals the published
+one is unique; :func:`calibrate_mfu` finds it by safeguarded fixed-point iteration
+(``mfu <- mfu x replayed / published``, exact when no communication is exposed) inside a
+bisection bracket, to a relative step error of :data:`CALIBRATION_RTOL`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gradsched.capture.flops import FlopsSetting, flops_trace
+from gradsched.costmodel.base import CommModel
+from gradsched.costmodel.domain import RangeShares
+from gradsched.errors import InputError
+from gradsched.experiments.at_scale.hooks import compute_slowdown, straggler_transform
+from gradsched.experiments.at_scale.points import Point
+from gradsched.experiments.at_scale.settings import AtScaleSettings
+from gradsched.planners.sharded import make_sharded_plan
+from gradsched.replay.sharded import ShardedReplay, replay_sharded, sharded_range_shares
+from gradsched.traces.bundle import ComputeTrace
+
+PLANNERS = {"full_shard": "fsdp2", "shard_grad_op": "fsdp2-noreshard"}
+"""The FSDP2 layout of each sharding strategy (:data:`~.points.SHARDINGS`)."""
+CALIBRATION_RTOL = 1e-9
+MFU_LOW = 1e-3
+MAX_STEPS = 200
+
+
+def base_trace(point: Point) -> ComputeTrace:
+    """The point's compute trace at 100 % utilisation, recomputation included (module
+    docstring)."""
+    setting = FlopsSetting(micro_batch=point.micro_batch, seq_len=point.seq_len,
+                           gpu=point.gpu, mfu=1.0, dtype="bf16")
+    trace = flops_trace(point.shape, setting)
+    if point.activation_checkpointing != "full":
+        return trace
+    frame = trace.frame.assign(backward_s=trace.frame["backward_s"] + trace.frame["forward_s"])
+    return ComputeTrace(frame=frame, meta={**trace.meta, "activation_checkpointing": "full"})
+
+
+def at_mfu(base: ComputeTrace, mfu: float) -> ComputeTrace:
+    """``base`` (at 100 %) priced at utilisation ``mfu``."""
+    frame = base.frame.assign(forward_s=base.frame["forward_s"] / mfu,
+                              backward_s=base.frame["backward_s"] / mfu)
+    return ComputeTrace(frame=frame, meta={**base.meta, "mfu": mfu}, path=base.path)
+
+
+@dataclass(frozen=True)
+class StepReplay:
+    """A replayed step and what it was priced with."""
+
+    replay: ShardedReplay
+    shares: RangeShares
+    basis: str
+
+
+def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
+                settings: AtScaleSettings) -> StepReplay:
+    """One optimizer step of ``point`` replayed with FSDP2's default layout (module
+    docstring), the hooks applied."""
+    trace = straggler_transform(trace, point, settings)
+    slowdown = compute_slowdown(trace, point, settings)
+    if slowdown != 1.0:  # the sharded replay takes the factor once the model is wired
+        raise NotImplementedError("compute_slowdown != 1 needs the sharded replay's factor")
+    plan = make_sharded_plan(PLANNERS[point.sharding], trace, model, point.gpus)
+    replay = replay_sharded(trace, plan, model, point.gpus, grad_accum=point.grad_accum)
+    return StepReplay(replay, sharded_range_shares(trace, plan, model, point.gpus),
+                      model.world_size_basis(point.gpus))
+
+
+def predicted_step_s(base: ComputeTrace, mfu: float, point: Point, model: CommModel,
+                     settings: AtScaleSettings) -> StepReplay:
+    """The replayed step of ``point`` with its compute at utilisation ``mfu``."""
+    return replay_step(at_mfu(base, mfu), point, model, settings)
+
+
+def calibrate_mfu(point: Point, model: CommModel, settings: AtScaleSettings) -> float:
+    """The utilisation at which the replayed step of ``point`` equals its published step
+    (module docstring). Uses ``point`` and nothing else."""
+    base = base_trace(point)
+    target = point.published_step_s
+
+    def step(mfu: float) -> float:
+        return predicted_step_s(base, mfu, point, model, settings).replay.iteration_s
+
+    lo, hi = MFU_LOW, 1.0
+    if step(hi) > target * (1 + CALIBRATION_RTOL):
+        raise InputError(f"the replay at 100 % utilisation ({step(hi):.4g} s) is slower than "
+                         f"the published step ({target:.4g} s): the comm model cannot have "
+                         "produced it", path=point.path, row=point.row, field="step_s")
+    if step(lo) < target:
+        raise InputError(f"the published step ({target:.4g} s) needs a utilisation below "
+                         f"{MFU_LOW:.0%}", path=point.path, row=point.row, field="step_s")
+    mfu = min(1.0, step(1.0) / target)  # exact when no communication is exposed
+    for _ in range(MAX_STEPS):
+        got = step(mfu)
+        if abs(got / target - 1) <= CALIBRATION_RTOL:
+            return mfu
+        if got > target:
+            lo = mfu
+        else:
+            hi = mfu
+        guess = mfu * got / target
+        mfu = guess if lo < guess < hi else 0.5 * (lo + hi)
+    return mfu

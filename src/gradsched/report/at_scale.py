@@ -1,0 +1,138 @@
+"""The at-scale table and macros: published step times of pure FSDP training against the
+FSDP2 replay calibrated on each group's smallest GPU count, with the perfect-scaling
+baseline beside (frames from :mod:`gradsched.experiments.at_scale.study`; formatting only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from gradsched.errors import InputError
+from gradsched.io import read_json
+from gradsched.report.formatting import fmt
+
+SOURCES = {"llm-foundry": "LF", "dgxc-maxtext": "MaxText", "torchtitan": "TT",
+           "kempnerforge": "KF"}
+"""Short names of the sources in the table (data/external/at-scale/README.md)."""
+COLUMNS = ("group", "GPU", "P: calibrated: predicted", "MFU [%]", "error [%]",
+           "perfect scaling [%]", "growth published [%]", "growth predicted [%]",
+           "explained [%]")
+"""One row per group; the last five columns list one value per predicted GPU count, in the
+order of the third column."""
+NEEDED = ("source", "group", "gpu", "gpus", "calibration", "published_step_s",
+          "predicted_step_s", "error_pct", "perfect_error_pct", "published_growth_pct",
+          "predicted_growth_pct", "growth_explained_pct")
+SUMMARY_KEYS = ("groups", "predicted_points", "median_abs_error_pct", "worst_abs_error_pct",
+                "perfect_median_abs_error_pct", "perfect_worst_abs_error_pct",
+                "optimistic_points", "growth_points", "growth_explained_median_pct",
+                "growth_explained_pooled_pct", "largest_published_growth_median_pct",
+                "largest_predicted_growth_median_pct", "max_exposed_comm_s",
+                "published_step_min_s", "published_step_max_s", "growth_floor_pct",
+                "extrapolated_world_size_points", "outside_sizes_points")
+MACROS = {"Groups": ("groups", 0), "Points": ("predicted_points", 0),
+          "MedianErr": ("median_abs_error_pct", 1), "WorstErr": ("worst_abs_error_pct", 1),
+          "PerfectMedianErr": ("perfect_median_abs_error_pct", 1),
+          "PerfectWorstErr": ("perfect_worst_abs_error_pct", 1),
+          "Optimistic": ("optimistic_points", 0), "GrowthPoints": ("growth_points", 0),
+          "GrowthMedian": ("growth_explained_median_pct", 1),
+          "GrowthPooled": ("growth_explained_pooled_pct", 1),
+          "LargestGrowthPublished": ("largest_published_growth_median_pct", 1),
+          "LargestGrowthPredicted": ("largest_predicted_growth_median_pct", 1),
+          "MaxExposedComm": ("max_exposed_comm_s", 2),
+          "StepMin": ("published_step_min_s", 1), "StepMax": ("published_step_max_s", 0),
+          "GrowthFloor": ("growth_floor_pct", 0),
+          "ExtrapolatedPoints": ("extrapolated_world_size_points", 0),
+          "OutsideSizesPoints": ("outside_sizes_points", 0)}
+
+
+def load_points_frame(path: str | Path) -> pd.DataFrame:
+    """The study's per-point CSV, with the columns the table needs."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("at-scale results CSV not found", path=path)
+    frame = pd.read_csv(path)
+    missing = [c for c in NEEDED if c not in frame.columns]
+    if missing:
+        raise InputError(f"missing column(s): {', '.join(missing)}", path=path, row=0,
+                         field=missing[0])
+    if frame["variant"].nunique() > 1:
+        raise InputError("more than one variant; the table shows one", path=path,
+                         field="variant")
+    return frame
+
+
+def _values(column: pd.Series, digits: int) -> str:
+    return "/".join(fmt(v, digits) for v in column)
+
+
+def group_label(source: str, group: str) -> str:
+    """``LF: a10040-mpt-125m-mb26`` for group ``llm-foundry-a10040-mpt-125m-s2048-mb26``
+    (the source abbreviated, llm-foundry's one sequence length dropped)."""
+    rest = group.removeprefix(f"{source}-")
+    if source == "llm-foundry":
+        rest = rest.replace("-s2048", "")
+    return f"{SOURCES.get(source, source)}: {rest}"
+
+
+def at_scale_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One row per group: its calibration count and utilisation, then per predicted count
+    the error, perfect scaling's error, and the published and predicted growths with the
+    share explained (``-`` where undefined: :mod:`gradsched.experiments.at_scale.growth`)."""
+    rows = []
+    for name, members in frame.groupby("group", sort=False):
+        members = members.sort_values("gpus")
+        calibrated = members["calibration"].astype(str).str.lower() == "true"
+        first, pred = members[calibrated], members[~calibrated]
+        if len(first) != 1:
+            raise InputError(f"group {name!r} has {len(first)} calibration points, not one",
+                             field="calibration")
+        source = str(first["source"].iloc[0])
+        rows.append([
+            group_label(source, str(name)),
+            str(first["gpu"].iloc[0]).upper(),
+            f"{int(first['gpus'].iloc[0])}: "
+            + ", ".join(str(int(g)) for g in pred["gpus"]),
+            fmt(100 * float(first["mfu"].iloc[0]), 1),
+            _values(pred["error_pct"], 1), _values(pred["perfect_error_pct"], 1),
+            _values(pred["published_growth_pct"], 1), _values(pred["predicted_growth_pct"], 1),
+            _values(pred["growth_explained_pct"], 0)])
+    return pd.DataFrame(rows, columns=list(COLUMNS)), "lllrrrrrr"
+
+
+def load_summary(path: str | Path) -> dict[str, object]:
+    """The study's summary JSON, checked for the keys the macros quote."""
+    data = read_json(path, missing="at-scale summary JSON not found")
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", path=path, field="(top level)")
+    for key in SUMMARY_KEYS:
+        if key not in data:
+            raise InputError(f"missing '{key}'", path=path, field=key)
+    return data
+
+
+def at_scale_macros(summary: Mapping[str, object]) -> dict[str, str]:
+    """``AtScale<Name>`` macros of the summary's numbers."""
+    return {f"AtScale{name}": fmt(summary[key], digits) for name, (key, digits) in MACROS.items()}
+
+
+VARIANT_COLUMNS = ("variant", "comm models", "overlap slowdown", "stragglers", "points",
+                   "median |error| [%]", "worst |error| [%]", "perfect scaling median [%]",
+                   "perfect scaling worst [%]", "optimistic", "growth explained median [%]",
+                   "growth explained pooled [%]")
+
+
+def variants_table(summaries: list[Mapping[str, object]]) -> tuple[pd.DataFrame, str]:
+    """One row per variant of the study (its summary JSON): its comm models and switches,
+    and what they give, beside perfect scaling (the same for every variant of one data
+    set), so each switch's effect is one row's difference."""
+    rows = [[str(s.get("variant", "")), str(s.get("comm_models", "")),
+             str(s.get("overlap_slowdown", "")), str(s.get("stragglers", "")),
+             fmt(s["predicted_points"], 0), fmt(s["median_abs_error_pct"], 1),
+             fmt(s["worst_abs_error_pct"], 1), fmt(s["perfect_median_abs_error_pct"], 1),
+             fmt(s["perfect_worst_abs_error_pct"], 1), fmt(s["optimistic_points"], 0),
+             fmt(s["growth_explained_median_pct"], 1),
+             fmt(s["growth_explained_pooled_pct"], 1)] for s in summaries]
+    return pd.DataFrame(rows, columns=list(VARIANT_COLUMNS)), "llll" + "r" * 8

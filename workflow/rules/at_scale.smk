@@ -1,0 +1,109 @@
+# Stage: end to end at scale (in `all` via TABLES). Published throughput of pure FSDP
+# training at several GPU counts (data/external/at-scale/points.csv, 35 groups), calibrated
+# on the smallest count of each group (one utilisation), every other count predicted with
+# the FSDP2 replay of the FLOPs model's trace. Comm models, one per GPU type, all proxies
+# (measured on other clusters than the published runs): A100 = the ABCI A100 cross-world-size
+# model (extrapolate.smk, fitted at 32 and 128 ranks); H100 and H200 = the GCP A3-Mega 2 x 8
+# H100 all-reduce sweep, scaled by the ring formula from its one world size (16). Seconds.
+#
+# Variants: one study per entry of AT_SCALE_VARIANTS (comm model per GPU type, switches), one
+# row each in the variants table, so each model's effect is a difference of rows. `free-comm`
+# prices every collective at zero: it must reproduce perfect scaling exactly (a check of the
+# arithmetic). AT_SCALE_MAIN is the variant of the per-group table and the prose macros.
+AT_SCALE_POINTS = "data/external/at-scale/points.csv"
+AT_SCALE_H100_SWEEP = "traces/comm/external/nccl-gcp-a3mega-2x8-h100-allreduce.csv"
+AT_SCALE_A100 = f"{RESULTS}/extrapolate/abci-a100-ib.scaled.json"
+AT_SCALE_H100 = f"{RESULTS}/at-scale/a3mega-h100.scaled.json"
+AT_SCALE_FREE = "alpha-beta:alpha=0,beta=0"
+AT_SCALE_VARIANTS = {
+    "before": {
+        "comm": {"a100": AT_SCALE_A100, "h100": AT_SCALE_H100, "h200": AT_SCALE_H100},
+        "flags": "",
+    },
+    "free-comm": {
+        "comm": {"a100": AT_SCALE_FREE, "h100": AT_SCALE_FREE, "h200": AT_SCALE_FREE},
+        "flags": "",
+    },
+}
+AT_SCALE_MAIN = "before"
+TABLES += ["at-scale", "at-scale-variants"]
+
+
+def at_scale_comm_files(variant):
+    """The comm model files of a variant (inline alpha-beta specs are not files)."""
+    comm = AT_SCALE_VARIANTS[variant]["comm"]
+    return sorted(
+        {spec for spec in comm.values() if not spec.startswith("alpha-beta:")}
+    )
+
+
+def at_scale_comm_args(variant):
+    comm = AT_SCALE_VARIANTS[variant]["comm"]
+    return " ".join(f"--comm {gpu}={spec}" for gpu, spec in comm.items())
+
+
+rule at_scale_h100_model:
+    """The A3-Mega H100 sweep (16 ranks) scaled to other world sizes by the ring formula."""
+    input:
+        AT_SCALE_H100_SWEEP,
+    output:
+        AT_SCALE_H100,
+    log:
+        f"{LOGS}/at-scale/a3mega-h100.log",
+    shell:
+        "{GS} fit --cross-world-size {input} --fit-on 16 --method scaled --algorithm ring "
+        "-o {output} > {log} 2>&1"
+
+
+rule at_scale_study:
+    """Every published point, calibrated (smallest count) or predicted, for one variant."""
+    input:
+        points=AT_SCALE_POINTS,
+        comm=lambda wc: at_scale_comm_files(wc.variant),
+    output:
+        points=f"{RESULTS}/at-scale/{{variant}}/points.csv",
+        groups=f"{RESULTS}/at-scale/{{variant}}/groups.csv",
+        summary=f"{RESULTS}/at-scale/{{variant}}/summary.json",
+    log:
+        f"{LOGS}/at-scale/{{variant}}.log",
+    wildcard_constraints:
+        variant="|".join(AT_SCALE_VARIANTS),
+    params:
+        comm=lambda wc: at_scale_comm_args(wc.variant),
+        flags=lambda wc: AT_SCALE_VARIANTS[wc.variant]["flags"],
+    shell:
+        "{GS} study at-scale --points {input.points} {params.comm} {params.flags} "
+        "--variant {wildcards.variant} -o {output.points} --groups-output {output.groups} "
+        "--summary-output {output.summary} > {log} 2>&1"
+
+
+rule table_at_scale:
+    """Per-group error, perfect scaling and growth explained (LaTeX + Markdown + macros)."""
+    input:
+        points=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv",
+        summary=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/summary.json",
+    output:
+        tex=f"{TAB}/at-scale.tex",
+        md=f"{TAB}/at-scale.md",
+        macros=f"{GEN}/at-scale-macros.tex",
+    log:
+        f"{LOGS}/tables/at-scale.log",
+    shell:
+        "{GS} report at-scale --input {input.points} --summary {input.summary} "
+        "--tex {output.tex} --md {output.md} --macros {output.macros} > {log} 2>&1"
+
+
+rule table_at_scale_variants:
+    """One row per variant: its comm models and switches, and what they give."""
+    input:
+        expand(
+            f"{RESULTS}/at-scale/{{variant}}/summary.json", variant=AT_SCALE_VARIANTS
+        ),
+    output:
+        tex=f"{TAB}/at-scale-variants.tex",
+        md=f"{TAB}/at-scale-variants.md",
+    log:
+        f"{LOGS}/tables/at-scale-variants.log",
+    shell:
+        "{GS} report at-scale-variants --summary {input} --tex {output.tex} "
+        "--md {output.md} > {log} 2>&1"
