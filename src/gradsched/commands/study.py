@@ -9,6 +9,8 @@ write the frame they return as a CSV (the report formats it: ``gradsched report 
     gradsched study scaling-check --spec config/published-scaling.yaml -o scaling.csv
     gradsched study sharded --case NAME COMPUTE NETWORK COMM P SEMANTICS ... -o sharded.csv
     gradsched study host-check --summary kineto-steps-summary.json TRACE.csv ... -o host.csv
+    gradsched study overlap-slowdown --source GEN fit|validation PART TRACE ... \\
+        --model-out model.json -o overlap.csv
 
 Each verb parses its cases, calls one function of :mod:`gradsched.experiments` and writes its
 frame; no logic lives here.
@@ -27,7 +29,7 @@ from gradsched.limits import MAX_REPLAY_ITERATIONS
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``study`` and its verbs: ``ps-replay``, ``topology-check``, ``topology-replay``,
-    ``scaling-check``, ``sharded``, ``host-check``."""
+    ``scaling-check``, ``sharded``, ``host-check``, ``overlap-slowdown``."""
     parser = sub.add_parser("study", help="run a study's cases (replays, checks) into a CSV")
     ssub = parser.add_subparsers(dest="study_command", metavar="STUDY", required=True)
     p = ssub.add_parser("ps-replay", help="compute traces replayed on all-reduce and on "
@@ -82,6 +84,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_scaling_check)
 
+
+    p = ssub.add_parser("overlap-slowdown", help="compute kernels with and without an NCCL "
+                        "kernel beside them (Kineto traces): the per-GPU-generation slowdown, "
+                        "fitted and validated")
+    p.add_argument("--source", nargs=4, action="append", required=True,
+                   metavar=("GENERATION", "ROLE", "PART", "TRACE"),
+                   help="a Kineto trace (or rank archive) of GPU GENERATION, ROLE fit or "
+                        "validation, PART all, first-half or second-half (repeatable)")
+    p.add_argument("--model-out", type=output_file, required=True, metavar="JSON",
+                   help="the per-generation model to write")
+    p.add_argument("--groups-out", type=output_file, default=None, metavar="CSV",
+                   help="also write every measured kernel group")
+    p.add_argument("-o", "--output", type=output_file, required=True,
+                   help="summary CSV to write (one row per generation and role)")
+    p.set_defaults(func=_overlap_slowdown)
 
     p = ssub.add_parser("host-check", help="the host-aware replay and the single-stream "
                         "replay of traces with host columns vs hook-free CUDA-event iterations")
@@ -210,4 +227,32 @@ def _write(args: argparse.Namespace, frame: object) -> int:
 
     write_csv_atomic(args.output, frame)
     print(f"wrote {args.output} ({len(frame)} rows)")  # type: ignore[arg-type]
+    return 0
+
+
+def _overlap_slowdown(args: argparse.Namespace) -> int:
+    from gradsched.costmodel.overlap_slowdown import (
+        OverlapSource,
+        measure_and_fit,
+        summary_frame,
+    )
+    from gradsched.io import write_csv_atomic, write_json_atomic
+    from gradsched.traces.overlap_kernels import PARTS
+
+    sources = []
+    for gen, role, part, trace in args.source:
+        if role not in ("fit", "validation") or part not in PARTS:
+            raise ConfigError(f"--source {gen} {role} {part} {trace}: ROLE must be fit or "
+                              f"validation and PART one of {', '.join(PARTS)}")
+        sources.append(OverlapSource(gen, role, part, trace))
+    groups, model = measure_and_fit(sources)
+    write_json_atomic(args.model_out, model)
+    if args.groups_out is not None:
+        write_csv_atomic(args.groups_out, groups)
+    _write(args, summary_frame(model))
+    for gen, entry in sorted(model["generations"].items()):
+        val = entry["validation"] or {}
+        print(f"{gen}: slowdown {entry['slowdown']:g}; fit error {entry['fit']['error_fitted']}"
+              f", validation error {val.get('error_fitted')} (no effect "
+              f"{val.get('error_no_effect')}, physical {val.get('error_physical')})")
     return 0
