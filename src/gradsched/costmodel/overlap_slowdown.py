@@ -244,14 +244,14 @@ def resolve(meta: dict[str, Any], setting: str | float = "auto",
         value, base, label = gens[gen]["slowdown"], gen, "measured"
     elif gen in model.get("borrowed", {}):
         base = model["borrowed"][gen]
-        value, label = gens[base]["slowdown"], f"{gen} unmeasured: borrowed from {base}"
+        value, label = gens[base]["slowdown"], f"{gen} unmeasured: the {base} value"
     else:
         what = gen or f"device {device!r}"
         return OverlapChoice(1.0, gen, "", f"overlap slowdown: none applied ({what} has no "
                              "measurement of compute beside NCCL kernels)")
     entry = gens[base]
     val = entry.get("validation") or {}
-    source = (f"{label} on public Kineto traces; validation error "
+    source = (f"{label}, measured on public Kineto traces; validation error "
               f"{_pct(val.get('error_fitted'))} vs {_pct(val.get('error_no_effect'))} "
               "without")
     return OverlapChoice(float(value), gen, source,
