@@ -303,6 +303,9 @@ REPLAY_TOPO = REPLAY.replace(f"--comm {M}", "--topology {d}/topo.yaml")
 REPLAY_HOST = (f"replay --compute {{R}}/traces/compute/h200-kineto/resnet50-b64-cuda-fp32.csv "
                f"--comm {AB} --world-size 8 --algorithms wfbp --host -o r.csv")
 REPLAY_AB = REPLAY.replace(M, AB) + " --world-size 2"
+GPU = "{R}/traces/compute/h200/gpt2-s1024-b8-cuda-bf16.csv"  # a GPU trace: auto applies
+REPLAY_GPU = (f"replay --compute {GPU} --comm alpha-beta:alpha=1e-5,beta=1e-10 --world-size 8 "
+              "--algorithms wfbp --iterations 2 -o r.csv")
 PS = "servers=1,colocated=0,p2p=alpha-beta:alpha=1e-4,beta=1e-9"
 
 
@@ -342,6 +345,14 @@ def _replay() -> dict[str, Entry]:
         r + "--collective-cpu-s": (more(REPLAY, "--collective-cpu-s 0.001", compare="r.csv"),
                                    refused(REPLAY_HOST, "--collective-cpu-s 0.001")),
         r + "--issue": more(f"{REPLAY} --channels 2", "--issue executor", compare="r.csv"),
+        # auto: a GPU trace's generation's slowdown (off changes it), none on a CPU trace (a
+        # number changes it); beside --compute-slowdown or --host, or below 1: refused
+        r + "--overlap-slowdown": (
+            more(REPLAY_GPU, "--overlap-slowdown off", compare="r.csv"),
+            more(REPLAY, "--overlap-slowdown 2", compare="r.csv"),
+            refused(f"{REPLAY} --compute-slowdown 2", "--overlap-slowdown 2"),
+            refused(REPLAY_HOST, "--overlap-slowdown 2"),
+            refused(REPLAY, "--overlap-slowdown 0.5")),
         r + "--interference": (more(REPLAY, "--interference {d}/inter.json", compare="r.csv"),
                                refused(REPLAY_HOST, "--interference {d}/inter.json")),
         r + "--host": refused(REPLAY, "--host"),
@@ -378,6 +389,11 @@ def _plan() -> dict[str, Entry]:
         p + "--knob": more(PLAN, "--knob ddp.bucket_cap_mb=1", compare="p.json"),
         p + "--forward-ratio": refused(PLAN, "--forward-ratio 1"),
         p + "--grad-accum": more(PLAN, "--grad-accum 4", compare="p.json"),
+        # the compute_slowdown knob of a planner that scores by replay (best); refused by
+        # one that does not
+        p + "--overlap-slowdown": (
+            more(PLAN.replace("ddp", "best"), "--overlap-slowdown 3", compare="p.json"),
+            refused(PLAN, "--overlap-slowdown 2")),
         p + "--algorithm": Probe(PLAN, PLAN.replace("ddp", "wfbp"), "p.json"),
         p + "--from": Probe(f"plan --compute {C} --algorithm wfbp --comm {M} --emit ddp",
                             f"plan --compute {C} --from {{d}}/plan.json --emit ddp", "stdout"),
@@ -419,6 +435,13 @@ def _advise() -> dict[str, Entry]:
         # printed in the commands of a recommended change (none is, on the 1 Gbit/s sweep)
         a + "--backend": (more(ADV_SLOW, "--backend nccl"), refused(ADV_SH, "--backend nccl")),
         a + "--grad-accum": more(ADV, "--grad-accum 2"),
+        # DDP and --sharded (streams); refused beside --interference and where nothing
+        # overlaps (--sharded on a CPU trace: blocking semantics)
+        a + "--overlap-slowdown": (
+            more(ADV_SLOW, "--overlap-slowdown 3"),
+            more(f"{ADV_SH} --semantics streams", "--overlap-slowdown 3"),
+            refused(f"{ADV} --interference {{d}}/inter.json", "--overlap-slowdown 2"),
+            refused(ADV_SH, "--overlap-slowdown 2")),
         a + "--sharded": more(ADV, "--sharded"),
         a + "--semantics": (refused(ADV, "--semantics streams"),
                             more(ADV_SH, "--semantics streams")),
@@ -503,6 +526,11 @@ def _shard() -> dict[str, Entry]:
         "shard plan --gpu-memory": (entries["shard plan --gpu-memory"],
                                     refused(SHP, "--gpu-memory 1G")),
         "shard plan --knob": more(SHP, "--knob forward_prefetch=2"),
+        # blocking semantics: nothing overlaps a collective, a number would be ignored
+        **{f"shard {verb} --overlap-slowdown": (
+            more(base, "--overlap-slowdown 3", compare=compare),
+            refused(f"{base} --semantics blocking", "--overlap-slowdown 2"))
+           for verb, base, compare in (("compare", SHC, "stdout"), ("plan", SHP_OPT, "all"))},
         "shard plan --output": Output(SHP, SHP.replace("-o sp.json", "-o o.json"), "o.json"),
     })
     return entries
@@ -524,6 +552,9 @@ ST_SC = "study scaling-check --spec {d}/scaling.yaml -o s.csv"
 H200 = "{R}/traces/compute/h200-kineto"
 ST_HC = (f"study host-check {H200}/resnet50-b64-cuda-fp32.csv --summary "
          "{R}/data/h200/kineto-steps/kineto-steps-summary.json -o s.csv")
+ST_OV = ("study overlap-slowdown --source A100 fit all "
+         "{R}/data/external/hta/nccl_parser_config/nccl_data.json.gz --model-out m.json "
+         "-o s.csv")
 
 
 def _study() -> dict[str, Entry]:
@@ -564,6 +595,17 @@ def _study() -> dict[str, Entry]:
                                           "s.csv"),
         s + "scaling-check --output": Output(ST_SC, ST_SC.replace("-o s.csv", "-o o.csv"),
                                              "o.csv"),
+        s + "overlap-slowdown --help": HELP,
+        s + "overlap-slowdown --source": (
+            Probe(ST_OV, ST_OV.replace("fit all", "fit first-half"), "s.csv"),
+            refused(ST_OV, "--source A100 test all {R}/data/external/hta/nccl_parser_config/"
+                    "nccl_data.json.gz")),
+        s + "overlap-slowdown --model-out": Output(
+            ST_OV, ST_OV.replace("--model-out m.json", "--model-out n.json"), "n.json"),
+        s + "overlap-slowdown --groups-out": Output(ST_OV, f"{ST_OV} --groups-out g.csv",
+                                                    "g.csv"),
+        s + "overlap-slowdown --output": Output(ST_OV, ST_OV.replace("-o s.csv", "-o o.csv"),
+                                                "o.csv"),
         s + "host-check --help": HELP,
         s + "host-check traces": Probe(ST_HC, ST_HC.replace("resnet50-b64-cuda-fp32",
                                                             "vgg16-b64-cuda-fp32"), "s.csv"),
