@@ -23,6 +23,8 @@ include: "workflow/rules/topology.smk"
 include: "workflow/rules/ps.smk"
 # Sharded data parallelism (FSDP2 units and prefetch): the sharded table (in `all` via TABLES).
 include: "workflow/rules/sharded.smk"
+# What overlap costs the GPU: the overlap-slowdown table (in `all` via TABLES; before paper).
+include: "workflow/rules/overlap.smk"
 include: "workflow/rules/paper.smk"
 # Collective algorithms: figures/tables from the committed sweeps are in `all`;
 # re-measuring (`collectives_measure`) is not.

@@ -15,6 +15,7 @@
     gradsched report topology-replay-table --input topo-replay.csv --tex T.tex --md T.md
     gradsched report scaling-table --input scaling.csv --tex T.tex --md T.md
     gradsched report sharded-table --input sharded.csv --tex T.tex --md T.md
+    gradsched report overlap-slowdown-table --input overlap.csv --tex T.tex --md T.md
     gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
         [--skip CHECK CASE REASON] -o compare.csv
 
@@ -23,7 +24,7 @@ No logic lives here: every sub-command formats what is on disk by calling
 ``report macros`` has the measuring side compute the re-execution's frames it quotes). One
 module per group of verbs (:mod:`.collect`, :mod:`.figures`, :mod:`.tables`,
 :mod:`.topology`, :mod:`.architectures`, :mod:`.paper`, :mod:`.scaling`, :mod:`.compare`,
-:mod:`.sharded`, :mod:`.llm_scale`),
+:mod:`.sharded`, :mod:`.llm_scale`, :mod:`.overlap`),
 each with its ``register``; :func:`register` adds them in the order ``gradsched report
 --help`` lists.
 """
@@ -38,6 +39,7 @@ from gradsched.commands.report import (
     compare,
     figures,
     llm_scale,
+    overlap,
     paper,
     scaling,
     sharded,
@@ -58,5 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     scaling.register(rsub)
     sharded.register(rsub)
     llm_scale.register(rsub)
+    overlap.register(rsub)
     paper.register(rsub)
     compare.register(rsub)
