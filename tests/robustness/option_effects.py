@@ -182,6 +182,9 @@ def _report_inputs(d: Path) -> None:
             "{R}/data/h200/kineto-steps/kineto-steps-summary.json", "{d}/summary.json"),
         ST_SC.replace("-o s.csv", "-o {d}/sc2.csv").replace("scaling.yaml", "scaling2.yaml"),
         ST_SH.replace("-o s.csv", "-o {d}/sh2.csv").replace("blocking", "streams"),
+        ST_OV.replace("m.json", "{d}/ovm.json").replace("-o s.csv", "-o {d}/ov.csv"),
+        ST_OV.replace("m.json", "{d}/ovm2.json").replace("-o s.csv", "-o {d}/ov2.csv")
+        .replace("fit all", "fit first-half"),
         "report macros --fits {d}/fits.csv -o {d}/macros.tex",
         f"bench collectives-fit {COLL}/loopback-p2.csv {COLL}/loopback-p3.csv "
         "-o {d}/cfit.json --errors {d}/cerr.csv",
@@ -593,6 +596,9 @@ def _study() -> dict[str, Entry]:
         s + "scaling-check --help": HELP,
         s + "scaling-check --spec": Probe(ST_SC, ST_SC.replace("scaling.yaml", "scaling2.yaml"),
                                           "s.csv"),
+        # the published cases are GPU traces: auto applies their generation's slowdown
+        s + "scaling-check --overlap-slowdown": more(ST_SC, "--overlap-slowdown off",
+                                                     compare="s.csv"),
         s + "scaling-check --output": Output(ST_SC, ST_SC.replace("-o s.csv", "-o o.csv"),
                                              "o.csv"),
         s + "overlap-slowdown --help": HELP,
@@ -618,6 +624,10 @@ def _study() -> dict[str, Entry]:
         s + "sharded --help": HELP,
         s + "sharded --case": Probe(ST_SH, ST_SH.replace("blocking", "streams"), "s.csv"),
         s + "sharded --memory-cap": more(ST_SH, "--memory-cap 60M", compare="s.csv"),
+        # blocking semantics: nothing overlaps, a number would be ignored
+        s + "sharded --overlap-slowdown": (
+            more(ST_SH.replace("blocking", "streams"), "--overlap-slowdown 3", compare="s.csv"),
+            refused(ST_SH, "--overlap-slowdown 2")),
         s + "sharded --output": Output(ST_SH, ST_SH.replace("-o s.csv", "-o o.csv"), "o.csv"),
     }
 
@@ -788,6 +798,7 @@ TABLE_VERBS = {  # verb: (its input, another input of the same kind)
     "host-check-table": ("{d}/hc.csv", "{d}/hc2.csv"),
     "scaling-table": ("{d}/sc.csv", "{d}/sc2.csv"),
     "sharded-table": ("{d}/sh.csv", "{d}/sh2.csv"),
+    "overlap-slowdown-table": ("{d}/ov.csv", "{d}/ov2.csv"),
     "sharded-measured-table": (f"{PAPER}/sharded/resnet18-b4-p2-tbf1gbit/measured.csv",
                                f"{PAPER}/sharded/mobilenet_v2-b8-p2-tbf1gbit/measured.csv"),
 }

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from gradsched.commands._args import integer, parse_int, size
 from gradsched.commands._outputs import output_file
+from gradsched.commands._overlap import add_overlap_option
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_REPLAY_ITERATIONS
 
@@ -82,6 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # no --iterations: the check replays DDP, whose iterations repeat exactly from the
     # first (every one starts after the last all-reduce), so their count changes nothing
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    add_overlap_option(p)
     p.set_defaults(func=_scaling_check)
 
 
@@ -121,6 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-cap", type=size(), default=None,
                    help="cap on gathered parameters and gradients for the optimum (bytes)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    add_overlap_option(p)
     p.set_defaults(func=_sharded)
 
 
@@ -164,7 +167,7 @@ def _topology_replay(args: argparse.Namespace) -> int:
 def _scaling_check(args: argparse.Namespace) -> int:
     from gradsched.experiments.scaling import load_spec, scaling_check
 
-    frame = scaling_check(load_spec(args.spec))
+    frame = scaling_check(load_spec(args.spec), overlap=args.overlap_slowdown)
     _write(args, frame)
     for row in frame.itertuples(index=False):
         print(f"{row.system}: 1 GPU {row.predicted_img_s_1:.0f} vs {row.published_img_s_1:.0f} "
@@ -178,6 +181,7 @@ def _scaling_check(args: argparse.Namespace) -> int:
 def _sharded(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from gradsched.commands._overlap import sharded_overlap
     from gradsched.costmodel.base import load_comm_spec
     from gradsched.experiments.sharded import compare
     from gradsched.traces.bundle import ComputeTrace
@@ -189,10 +193,11 @@ def _sharded(args: argparse.Namespace) -> int:
                               f"{mode!r}")
         trace = ComputeTrace.load(compute)
         world_size = _ranks(name, world)
+        slowdown = sharded_overlap(args, trace.meta, f"study sharded: {name}", mode)
         for row in compare(trace, load_comm_spec(comm), world_size, semantics=mode,
-                           memory_cap_bytes=args.memory_cap):
+                           memory_cap_bytes=args.memory_cap, compute_slowdown=slowdown):
             rows.append({"compute": name, "network": network, "world_size": world_size,
-                         "semantics": mode, **row})
+                         "semantics": mode, **row, "overlap_slowdown": slowdown})
     return _write(args, pd.DataFrame(rows))
 
 
