@@ -92,7 +92,7 @@ def test_the_default_follows_the_traces_device() -> None:
     model = load_model()
     a100 = resolve({"device": "NVIDIA A100 40GB"})
     assert a100.value == model["generations"]["A100"]["slowdown"] > 1.0
-    assert "A100" in a100.note and "measured" in a100.note
+    assert "A100" in a100.note and "fitted on A100" in a100.note
     h200 = resolve({"device": "cuda (NVIDIA H200)"})
     assert h200.value == a100.value and "H200 unmeasured: the A100 value" in h200.note
     assert resolve({"device": "cpu (AMD EPYC, 1 threads)"}) == NONE

@@ -587,6 +587,12 @@ def _study() -> dict[str, Entry]:
         s + "topology-replay --measured": more(ST_TR, "--measured two {d}/m4.csv",
                                                compare="s.csv"),
         s + "topology-replay --algorithms": Probe(ST_TR, ST_TR.replace("wfbp", "ddp"), "s.csv"),
+        # auto: a GPU trace's generation's slowdown (off changes it); a CPU trace: a number
+        s + "topology-replay --overlap-slowdown": (
+            more(ST_TR, "--overlap-slowdown 3", compare="s.csv"),
+            more(ST_TR.replace(f"rn18 {C}", "gpu {R}/traces/compute/h200/mobilenet_v2-b128-"
+                               "cuda-fp32.csv").replace("wfbp", "ddp"),
+                 "--overlap-slowdown off", compare="s.csv")),
         # Horovod's cycle on a slow cluster: the first iterations are a transient
         s + "topology-replay --iterations": more(
             ST_TR.replace("topo.yaml", "topo-slow.yaml").replace("wfbp", "horovod"),

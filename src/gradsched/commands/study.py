@@ -73,6 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
                    help="replayed iterations (>= 2)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    add_overlap_option(p)
     p.set_defaults(func=_topology_replay)
 
 
@@ -160,7 +161,7 @@ def _topology_replay(args: argparse.Namespace) -> int:
                           Path(measured[name]) if name in measured else None)
              for name, file, collective in args.topology]
     frame = topology_replay(computes, cases, expand_algorithms(args.algorithms),
-                            args.iterations)
+                            args.iterations, overlap=args.overlap_slowdown)
     return _write(args, frame)
 
 

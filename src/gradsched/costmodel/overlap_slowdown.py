@@ -241,17 +241,18 @@ def resolve(meta: dict[str, Any], setting: str | float = "auto",
     model = model if model is not None else load_model()
     gens = model["generations"]
     if gen in gens:
-        value, base, label = gens[gen]["slowdown"], gen, "measured"
+        value, base, label = gens[gen]["slowdown"], gen, f"fitted on {gen}"
     elif gen in model.get("borrowed", {}):
         base = model["borrowed"][gen]
-        value, label = gens[base]["slowdown"], f"{gen} unmeasured: the {base} value"
+        value = gens[base]["slowdown"]
+        label = f"{gen} unmeasured: the {base} value, fitted on {base}"
     else:
         what = gen or f"device {device!r}"
         return OverlapChoice(1.0, gen, "", f"overlap slowdown: none applied ({what} has no "
                              "measurement of compute beside NCCL kernels)")
     entry = gens[base]
     val = entry.get("validation") or {}
-    source = (f"{label}, measured on public Kineto traces; validation error "
+    source = (f"{label} in public Kineto traces; held-out validation error "
               f"{_pct(val.get('error_fitted'))} vs {_pct(val.get('error_no_effect'))} "
               "without")
     return OverlapChoice(float(value), gen, source,
