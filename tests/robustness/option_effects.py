@@ -873,6 +873,13 @@ def _report() -> dict[str, Entry]:
                                        "report captions {R}/paper/main.tex -o caps"),
         r + "captions --output": Output("report captions {d}/main.tex -o caps",
                                         "report captions {d}/main.tex -o o", "o"),
+        r + "overlap-slowdown-macros --help": HELP,
+        r + "overlap-slowdown-macros --input": Probe(
+            "report overlap-slowdown-macros --input {d}/ov.csv -o m.tex",
+            "report overlap-slowdown-macros --input {d}/ov2.csv -o m.tex"),
+        r + "overlap-slowdown-macros --output": Output(
+            "report overlap-slowdown-macros --input {d}/ov.csv -o m.tex",
+            "report overlap-slowdown-macros --input {d}/ov.csv -o o.tex", "o.tex"),
         r + "scaling-macros --help": HELP,
         r + "scaling-macros --input": Probe("report scaling-macros --input {d}/sc.csv -o m.tex",
                                             "report scaling-macros --input {d}/sc2.csv -o m.tex"),

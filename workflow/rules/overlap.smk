@@ -53,3 +53,15 @@ rule table_overlap_slowdown:
     shell:
         "{GS} report overlap-slowdown-table --input {input} --tex {output.tex} "
         "--md {output.md} --title 'Compute slowdown beside NCCL kernels' > {log} 2>&1"
+
+
+rule overlap_slowdown_macros:
+    """The overlap slowdown's numbers for the prose (paper/sections/overlap-slowdown.tex)."""
+    input:
+        f"{RESULTS}/overlap/overlap-slowdown.csv",
+    output:
+        f"{GEN}/overlap-macros.tex",
+    log:
+        f"{LOGS}/paper/overlap-macros.log",
+    shell:
+        "{GS} report overlap-slowdown-macros --input {input} -o {output} > {log} 2>&1"

@@ -60,3 +60,56 @@ def write_overlap_slowdown_table(csv: str | Path, tex: str | Path, md: str | Pat
     table, align = overlap_slowdown_table(frame)
     write_table(table, tex, md, align=align, title=title)
     return table
+
+
+MACRO_FIELDS = {
+    "Groups": ("groups", None, 0), "MeasuredSlowdown": ("measured_slowdown", None, 3),
+    "ErrorPct": ("error_fitted", 100.0, 1), "NoEffectErrorPct": ("error_no_effect", 100.0, 1),
+    "SmShareErrorPct": ("error_physical", 100.0, 1),
+}
+"""Macro suffix -> (summary column, scale, decimals), per generation and role."""
+
+MACRO_GENERATIONS = ("A100", "V100")
+"""The generations the paper quotes (both measured): their macros exist, ``n/a`` without
+data."""
+
+
+def overlap_macros(frame: pd.DataFrame | None) -> dict[str, str]:
+    """``Overlap<Gen>Slowdown``, ``Overlap<Gen><Role><Quantity>`` and the method's
+    thresholds (``OverlapMinReferenceUs``, ``OverlapMaxReferenceSpread``,
+    ``OverlapMinFraction``, ``OverlapMinReferences``) for the paper's prose (prefix ``gs``
+    added by :func:`gradsched.report.latex.render`); ``n/a`` where the summary has no row."""
+    from gradsched.report.latex import NA, camel, number
+    from gradsched.traces.overlap_kernels import (
+        MAX_REFERENCE_SPREAD,
+        MIN_OVERLAP_FRACTION,
+        MIN_REFERENCE_S,
+        MIN_REFERENCES,
+    )
+
+    out = {"OverlapMinReferenceUs": number(MIN_REFERENCE_S * 1e6, 0),
+           "OverlapMaxReferenceSpread": number(MAX_REFERENCE_SPREAD, 1),
+           "OverlapMinFraction": number(MIN_OVERLAP_FRACTION, 1),
+           "OverlapMinReferences": str(MIN_REFERENCES)}
+    rows = {} if frame is None else {(r["generation"], r["role"]): r
+                                     for r in frame.to_dict("records")}
+    for gen in MACRO_GENERATIONS:
+        fit = rows.get((gen, "fit"))
+        out[f"Overlap{camel(gen)}Slowdown"] = NA if fit is None else number(fit["slowdown"], 3)
+        for role in ("fit", "validation"):
+            row = rows.get((gen, role))
+            for suffix, (column, scale, digits) in MACRO_FIELDS.items():
+                value = None if row is None or pd.isna(row.get(column)) else float(row[column])
+                if value is not None and scale:
+                    value *= scale
+                out[f"Overlap{camel(gen)}{camel(role)}{suffix}"] = number(value, digits)
+    return out
+
+
+def write_overlap_macros(csv: str | Path, out: str | Path) -> dict[str, str]:
+    """The macros of a summary CSV of ``gradsched study overlap-slowdown``."""
+    from gradsched.report.latex import write_macros
+
+    macros = overlap_macros(read_csv_frame(csv, required=READ_COLUMNS))
+    write_macros(out, macros)
+    return macros
