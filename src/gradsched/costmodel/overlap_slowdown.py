@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import ConfigError, InputError
-from gradsched.traces.overlap_kernels import predicted_duration
+from gradsched.traces.overlap_kernels import measure_trace, predicted_duration
 
 MODEL_PATH = Path(__file__).with_name("overlap_slowdown.json")
 """The committed per-generation model (package data)."""
@@ -278,8 +278,6 @@ def measure_and_fit(sources: list[OverlapSource]) -> tuple[pd.DataFrame, dict[st
     """Measure every source's kernel groups and fit the model: ``(groups, model)``. Each
     group's device must be of its source's generation (checked: a mislabelled trace would
     fit the wrong generation)."""
-    from gradsched.traces.overlap_kernels import measure_trace
-
     frames = []
     for src in sources:
         if src.role not in ("fit", "validation"):

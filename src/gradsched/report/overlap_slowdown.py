@@ -12,7 +12,13 @@ import pandas as pd
 
 from gradsched.intermediates import read_csv_frame
 from gradsched.report.formatting import fmt
-from gradsched.report.latex import write_table
+from gradsched.report.latex import NA, camel, number, write_macros, write_table
+from gradsched.traces.overlap_kernels import (
+    MAX_REFERENCE_SPREAD,
+    MIN_OVERLAP_FRACTION,
+    MIN_REFERENCE_S,
+    MIN_REFERENCES,
+)
 
 READ_COLUMNS = ("generation", "role", "traces", "slowdown")
 """The columns of the summary CSV the table needs (the error columns are optional: the
@@ -79,14 +85,6 @@ def overlap_macros(frame: pd.DataFrame | None) -> dict[str, str]:
     thresholds (``OverlapMinReferenceUs``, ``OverlapMaxReferenceSpread``,
     ``OverlapMinFraction``, ``OverlapMinReferences``) for the paper's prose (prefix ``gs``
     added by :func:`gradsched.report.latex.render`); ``n/a`` where the summary has no row."""
-    from gradsched.report.latex import NA, camel, number
-    from gradsched.traces.overlap_kernels import (
-        MAX_REFERENCE_SPREAD,
-        MIN_OVERLAP_FRACTION,
-        MIN_REFERENCE_S,
-        MIN_REFERENCES,
-    )
-
     out = {"OverlapMinReferenceUs": number(MIN_REFERENCE_S * 1e6, 0),
            "OverlapMaxReferenceSpread": number(MAX_REFERENCE_SPREAD, 1),
            "OverlapMinFraction": number(MIN_OVERLAP_FRACTION, 1),
@@ -108,8 +106,6 @@ def overlap_macros(frame: pd.DataFrame | None) -> dict[str, str]:
 
 def write_overlap_macros(csv: str | Path, out: str | Path) -> dict[str, str]:
     """The macros of a summary CSV of ``gradsched study overlap-slowdown``."""
-    from gradsched.report.latex import write_macros
-
     macros = overlap_macros(read_csv_frame(csv, required=READ_COLUMNS))
     write_macros(out, macros)
     return macros
