@@ -107,7 +107,7 @@ def _r(x: float, digits: int = 4) -> float | None:
 
 def _errors(groups: pd.DataFrame, fitted: float) -> dict[str, Any]:
     phys = physical_slowdown(groups["grid_blocks"], groups["nccl_blocks"], groups["sm_count"])
-    return {"groups": len(groups), "overlapped_ms": _r(groups["weight_s"].sum() * 1e3, 3),
+    return {"groups": len(groups), "overlapped_s": _r(groups["weight_s"].sum(), 6),
             "measured_slowdown": _r(weighted_median(groups["slowdown"], groups["weight_s"])),
             "error_fitted": _r(duration_error(groups, fitted)),
             "error_no_effect": _r(duration_error(groups, 1.0)),
