@@ -3,8 +3,10 @@ it, one ``s`` per GPU generation, fitted on some public Kineto traces and valida
 others (:mod:`gradsched.traces.overlap_kernels` measures the kernel groups).
 
 **Physical cause.** An NCCL kernel runs one thread block per channel, each block resident on
-its own SM for the whole collective (NCCL ``src/enqueue.cc``: the kernel is launched with
-``grid = {nChannels, 1, 1}``), and it streams its buffers through the same HBM. A compute
+its own SM for the whole collective (``ncclLaunchKernel`` launches
+``grid = {nChannels, 1, 1}``: NVIDIA/nccl ``src/enqueue/enqueue.cc`` L1889-1893 at
+12df1a11afad322be5a204a2db890161cbf8131d), and it streams its buffers through the same
+HBM. A compute
 kernel of ``B`` blocks on a GPU of ``N`` SMs loses the ``k`` SMs the NCCL kernel holds: the
 zero-parameter prediction (:func:`physical_slowdown`) is ``min(B, N) / min(B, N - k)`` (1
 for a kernel that fits in the free SMs); memory-bandwidth sharing comes on top and is not

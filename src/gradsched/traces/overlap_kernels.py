@@ -32,10 +32,11 @@ Method, per trace document (one rank):
   median of ``s_i``, its weight ``weight_s`` the overlapped reference time
   ``sum(d0 f)``.
 * **The NCCL kernel's SMs.** ``nccl_blocks``: the median over the group's overlapped
-  instances of the largest grid (blocks = channels; NCCL runs one block per channel, each
-  on its own SM: NCCL ``src/enqueue.cc``, ``grid = {nChannels, 1, 1}``) among the NCCL
-  kernels overlapping it. ``sm_count``: the ``numSms`` of the kernel's device in the
-  trace's ``deviceProperties``.
+  instances of the largest grid (blocks = channels: ``ncclLaunchKernel`` launches
+  ``grid = {nChannels, 1, 1}``, NVIDIA/nccl ``src/enqueue/enqueue.cc`` L1889-1893 at
+  12df1a11afad322be5a204a2db890161cbf8131d; ``src/enqueue.cc`` in 2.17, the version of the
+  A100 trace) among the NCCL kernels overlapping it. ``sm_count``: the ``numSms`` of the
+  kernel's device in the trace's ``deviceProperties``.
 
 ``part`` keeps apart the two halves of a trace's kernel time span (an instance belongs to
 the half its start lies in): a trace too small to be split by rank or file can still be
