@@ -3,6 +3,8 @@ SYNTHETIC groups, the committed model's provenance, and which replays get it by 
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
 
 import pandas as pd
@@ -11,17 +13,20 @@ import pytest
 from gradsched.cli import main
 from gradsched.costmodel.overlap_slowdown import (
     NONE,
+    OverlapSource,
     fit_model,
     generation_of,
     load_model,
+    measure_and_fit,
     parse_setting,
     physical_slowdown,
     resolve,
     weighted_median,
 )
-from gradsched.errors import ConfigError
+from gradsched.errors import ConfigError, InputError
 from gradsched.traces.overlap_kernels import predicted_duration
 from tests.robustness.option_probes import REPO
+from tests.traces.test_overlap_kernels import synthetic_doc
 
 GPU_TRACE = REPO / "traces/compute/h200/gpt2-s1024-b8-cuda-bf16.csv"
 CPU_TRACE = REPO / "traces/compute/cpu/resnet18-b4-cpu-fp32.csv"
@@ -139,3 +144,13 @@ def test_a_bad_value_is_one_line(capsys) -> None:
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("gradsched shard compare: error: argument --overlap-slowdown: "
                            "must be auto, off or a number in [1,")
+
+
+def test_a_trace_of_another_generation_is_refused(tmp_path) -> None:
+    path = tmp_path / "a100.json.gz"  # SYNTHETIC: its device is an A100
+    path.write_bytes(gzip.compress(json.dumps(synthetic_doc()).encode()))
+    _, model = measure_and_fit([OverlapSource("A100", "fit", "all", str(path))])
+    assert model["generations"]["A100"]["slowdown"] == pytest.approx(1.2, abs=1e-4)
+    assert model["generations"]["A100"]["validation"] is None
+    with pytest.raises(InputError, match="is not a V100"):
+        measure_and_fit([OverlapSource("V100", "fit", "all", str(path))])
