@@ -65,7 +65,14 @@ def with_overlap(args: argparse.Namespace, meta: dict, command: str,
         raise ConfigError(f"give --overlap-slowdown or {given or '--host'}, not both "
                           + ("(both set the compute slowdown)" if given else
                              "(the host-aware replay models no interference)"))
-    if given or host:
+    if host:
+        from gradsched.costmodel.overlap_slowdown import is_gpu_trace
+
+        if is_gpu_trace(meta):
+            print(f"gradsched {command}: note: overlap slowdown not applied (the host-aware "
+                  "replay models no interference)", file=sys.stderr)
+        return interference
+    if given:
         return interference
     slowdown = overlap_slowdown(args, meta, command)
     return interference if slowdown == 1.0 else {**interference,
