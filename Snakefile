@@ -26,6 +26,8 @@ include: "workflow/rules/ps.smk"
 include: "workflow/rules/sharded.smk"
 # Stragglers: measured cv, fits, validation and e_P tables (in `all` via TABLES).
 include: "workflow/rules/stragglers.smk"
+# What overlap costs the GPU: the overlap-slowdown table (in `all` via TABLES; before paper).
+include: "workflow/rules/overlap.smk"
 include: "workflow/rules/paper.smk"
 # Collective algorithms: figures/tables from the committed sweeps are in `all`;
 # re-measuring (`collectives_measure`) is not.

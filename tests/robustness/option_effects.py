@@ -202,6 +202,9 @@ def _report_inputs(d: Path) -> None:
             "{R}/data/h200/kineto-steps/kineto-steps-summary.json", "{d}/summary.json"),
         ST_SC.replace("-o s.csv", "-o {d}/sc2.csv").replace("scaling.yaml", "scaling2.yaml"),
         ST_SH.replace("-o s.csv", "-o {d}/sh2.csv").replace("blocking", "streams"),
+        ST_OV.replace("m.json", "{d}/ovm.json").replace("-o s.csv", "-o {d}/ov.csv"),
+        ST_OV.replace("m.json", "{d}/ovm2.json").replace("-o s.csv", "-o {d}/ov2.csv")
+        .replace("fit all", "fit first-half"),
         "report macros --fits {d}/fits.csv -o {d}/macros.tex",
         f"bench collectives-fit {COLL}/loopback-p2.csv {COLL}/loopback-p3.csv "
         "-o {d}/cfit.json --errors {d}/cerr.csv",
@@ -323,6 +326,9 @@ REPLAY_TOPO = REPLAY.replace(f"--comm {M}", "--topology {d}/topo.yaml")
 REPLAY_HOST = (f"replay --compute {{R}}/traces/compute/h200-kineto/resnet50-b64-cuda-fp32.csv "
                f"--comm {AB} --world-size 8 --algorithms wfbp --host -o r.csv")
 REPLAY_AB = REPLAY.replace(M, AB) + " --world-size 2"
+GPU = "{R}/traces/compute/h200/gpt2-s1024-b8-cuda-bf16.csv"  # a GPU trace: auto applies
+REPLAY_GPU = (f"replay --compute {GPU} --comm alpha-beta:alpha=1e-5,beta=1e-10 --world-size 8 "
+              "--algorithms wfbp --iterations 2 -o r.csv")
 PS = "servers=1,colocated=0,p2p=alpha-beta:alpha=1e-4,beta=1e-9"
 
 
@@ -362,6 +368,14 @@ def _replay() -> dict[str, Entry]:
         r + "--collective-cpu-s": (more(REPLAY, "--collective-cpu-s 0.001", compare="r.csv"),
                                    refused(REPLAY_HOST, "--collective-cpu-s 0.001")),
         r + "--issue": more(f"{REPLAY} --channels 2", "--issue executor", compare="r.csv"),
+        # auto: a GPU trace's generation's slowdown (off changes it), none on a CPU trace (a
+        # number changes it); beside --compute-slowdown or --host, or below 1: refused
+        r + "--overlap-slowdown": (
+            more(REPLAY_GPU, "--overlap-slowdown off", compare="r.csv"),
+            more(REPLAY, "--overlap-slowdown 2", compare="r.csv"),
+            refused(f"{REPLAY} --compute-slowdown 2", "--overlap-slowdown 2"),
+            refused(REPLAY_HOST, "--overlap-slowdown 2"),
+            refused(REPLAY, "--overlap-slowdown 0.5")),
         r + "--interference": (more(REPLAY, "--interference {d}/inter.json", compare="r.csv"),
                                refused(REPLAY_HOST, "--interference {d}/inter.json")),
         r + "--host": refused(REPLAY, "--host"),
@@ -401,6 +415,11 @@ def _plan() -> dict[str, Entry]:
         p + "--knob": more(PLAN, "--knob ddp.bucket_cap_mb=1", compare="p.json"),
         p + "--forward-ratio": refused(PLAN, "--forward-ratio 1"),
         p + "--grad-accum": more(PLAN, "--grad-accum 4", compare="p.json"),
+        # the compute_slowdown knob of a planner that scores by replay (best); refused by
+        # one that does not
+        p + "--overlap-slowdown": (
+            more(PLAN.replace("ddp", "best"), "--overlap-slowdown 3", compare="p.json"),
+            refused(PLAN, "--overlap-slowdown 2")),
         p + "--algorithm": Probe(PLAN, PLAN.replace("ddp", "wfbp"), "p.json"),
         p + "--from": Probe(f"plan --compute {C} --algorithm wfbp --comm {M} --emit ddp",
                             f"plan --compute {C} --from {{d}}/plan.json --emit ddp", "stdout"),
@@ -444,6 +463,13 @@ def _advise() -> dict[str, Entry]:
         # printed in the commands of a recommended change (none is, on the 1 Gbit/s sweep)
         a + "--backend": (more(ADV_SLOW, "--backend nccl"), refused(ADV_SH, "--backend nccl")),
         a + "--grad-accum": more(ADV, "--grad-accum 2"),
+        # DDP and --sharded (streams); refused beside --interference and where nothing
+        # overlaps (--sharded on a CPU trace: blocking semantics)
+        a + "--overlap-slowdown": (
+            more(ADV_SLOW, "--overlap-slowdown 3"),
+            more(f"{ADV_SH} --semantics streams", "--overlap-slowdown 3"),
+            refused(f"{ADV} --interference {{d}}/inter.json", "--overlap-slowdown 2"),
+            refused(ADV_SH, "--overlap-slowdown 2")),
         a + "--sharded": more(ADV, "--sharded"),
         a + "--semantics": (refused(ADV, "--semantics streams"),
                             more(ADV_SH, "--semantics streams")),
@@ -536,6 +562,11 @@ def _shard() -> dict[str, Entry]:
         "shard plan --gpu-memory": (entries["shard plan --gpu-memory"],
                                     refused(SHP, "--gpu-memory 1G")),
         "shard plan --knob": more(SHP, "--knob forward_prefetch=2"),
+        # blocking semantics: nothing overlaps a collective, a number would be ignored
+        **{f"shard {verb} --overlap-slowdown": (
+            more(base, "--overlap-slowdown 3", compare=compare),
+            refused(f"{base} --semantics blocking", "--overlap-slowdown 2"))
+           for verb, base, compare in (("compare", SHC, "stdout"), ("plan", SHP_OPT, "all"))},
         "shard plan --output": Output(SHP, SHP.replace("-o sp.json", "-o o.json"), "o.json"),
     })
     return entries
@@ -560,6 +591,9 @@ ST_ST = "study stragglers --h200 {R}/data/h200 --traces {R}/traces/compute/h200 
     "{R}/data/external/kineto/worker0.1623143089861.pt.trace.json.gz"
 ST_HC = (f"study host-check {H200}/resnet50-b64-cuda-fp32.csv --summary "
          "{R}/data/h200/kineto-steps/kineto-steps-summary.json -o s.csv")
+ST_OV = ("study overlap-slowdown --source A100 fit all "
+         "{R}/data/external/hta/nccl_parser_config/nccl_data.json.gz --model-out m.json "
+         "-o s.csv")
 
 
 AS_AB = "alpha-beta:alpha=2e-5,beta=4e-12"
@@ -604,6 +638,12 @@ def _study() -> dict[str, Entry]:
         s + "topology-replay --measured": more(ST_TR, "--measured two {d}/m4.csv",
                                                compare="s.csv"),
         s + "topology-replay --algorithms": Probe(ST_TR, ST_TR.replace("wfbp", "ddp"), "s.csv"),
+        # auto: a GPU trace's generation's slowdown (off changes it); a CPU trace: a number
+        s + "topology-replay --overlap-slowdown": (
+            more(ST_TR, "--overlap-slowdown 3", compare="s.csv"),
+            more(ST_TR.replace(f"rn18 {C}", "gpu {R}/traces/compute/h200/mobilenet_v2-b128-"
+                               "cuda-fp32.csv").replace("wfbp", "ddp"),
+                 "--overlap-slowdown off", compare="s.csv")),
         # Horovod's cycle on a slow cluster: the first iterations are a transient
         s + "topology-replay --iterations": more(
             ST_TR.replace("topo.yaml", "topo-slow.yaml").replace("wfbp", "horovod"),
@@ -613,8 +653,22 @@ def _study() -> dict[str, Entry]:
         s + "scaling-check --help": HELP,
         s + "scaling-check --spec": Probe(ST_SC, ST_SC.replace("scaling.yaml", "scaling2.yaml"),
                                           "s.csv"),
+        # the published cases are GPU traces: auto applies their generation's slowdown
+        s + "scaling-check --overlap-slowdown": more(ST_SC, "--overlap-slowdown off",
+                                                     compare="s.csv"),
         s + "scaling-check --output": Output(ST_SC, ST_SC.replace("-o s.csv", "-o o.csv"),
                                              "o.csv"),
+        s + "overlap-slowdown --help": HELP,
+        s + "overlap-slowdown --source": (
+            Probe(ST_OV, ST_OV.replace("fit all", "fit first-half"), "s.csv"),
+            refused(ST_OV, "--source A100 test all {R}/data/external/hta/nccl_parser_config/"
+                    "nccl_data.json.gz")),
+        s + "overlap-slowdown --model-out": Output(
+            ST_OV, ST_OV.replace("--model-out m.json", "--model-out n.json"), "n.json"),
+        s + "overlap-slowdown --groups-out": Output(ST_OV, f"{ST_OV} --groups-out g.csv",
+                                                    "g.csv"),
+        s + "overlap-slowdown --output": Output(ST_OV, ST_OV.replace("-o s.csv", "-o o.csv"),
+                                                "o.csv"),
         s + "host-check --help": HELP,
         s + "host-check traces": Probe(ST_HC, ST_HC.replace("resnet50-b64-cuda-fp32",
                                                             "vgg16-b64-cuda-fp32"), "s.csv"),
@@ -642,6 +696,10 @@ def _study() -> dict[str, Entry]:
         s + "sharded --help": HELP,
         s + "sharded --case": Probe(ST_SH, ST_SH.replace("blocking", "streams"), "s.csv"),
         s + "sharded --memory-cap": more(ST_SH, "--memory-cap 60M", compare="s.csv"),
+        # blocking semantics: nothing overlaps, a number would be ignored
+        s + "sharded --overlap-slowdown": (
+            more(ST_SH.replace("blocking", "streams"), "--overlap-slowdown 3", compare="s.csv"),
+            refused(ST_SH, "--overlap-slowdown 2")),
         s + "sharded --output": Output(ST_SH, ST_SH.replace("-o s.csv", "-o o.csv"), "o.csv"),
     }
 
@@ -815,6 +873,7 @@ TABLE_VERBS = {  # verb: (its input, another input of the same kind)
     "host-check-table": ("{d}/hc.csv", "{d}/hc2.csv"),
     "scaling-table": ("{d}/sc.csv", "{d}/sc2.csv"),
     "sharded-table": ("{d}/sh.csv", "{d}/sh2.csv"),
+    "overlap-slowdown-table": ("{d}/ov.csv", "{d}/ov2.csv"),
     "sharded-measured-table": (f"{PAPER}/sharded/resnet18-b4-p2-tbf1gbit/measured.csv",
                                f"{PAPER}/sharded/mobilenet_v2-b8-p2-tbf1gbit/measured.csv"),
 }
@@ -901,6 +960,13 @@ def _report() -> dict[str, Entry]:
                                        "report captions {R}/paper/main.tex -o caps"),
         r + "captions --output": Output("report captions {d}/main.tex -o caps",
                                         "report captions {d}/main.tex -o o", "o"),
+        r + "overlap-slowdown-macros --help": HELP,
+        r + "overlap-slowdown-macros --input": Probe(
+            "report overlap-slowdown-macros --input {d}/ov.csv -o m.tex",
+            "report overlap-slowdown-macros --input {d}/ov2.csv -o m.tex"),
+        r + "overlap-slowdown-macros --output": Output(
+            "report overlap-slowdown-macros --input {d}/ov.csv -o m.tex",
+            "report overlap-slowdown-macros --input {d}/ov.csv -o o.tex", "o.tex"),
         r + "scaling-macros --help": HELP,
         r + "scaling-macros --input": Probe("report scaling-macros --input {d}/sc.csv -o m.tex",
                                             "report scaling-macros --input {d}/sc2.csv -o m.tex"),

@@ -49,6 +49,7 @@ from gradsched.commands._args import (
     world_size,
 )
 from gradsched.commands._outputs import output_file
+from gradsched.commands._overlap import add_overlap_option, sharded_overlap, with_overlap
 from gradsched.commands._stragglers import add_stragglers, with_stragglers
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.costmodel.topology import load_topology
@@ -126,6 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_stragglers(p)
     p.add_argument("--json", type=output_file, default=None, metavar="PATH",
                    help="write the advice (and the validation) as JSON")
+    add_overlap_option(p)
     p.add_argument("--backend", choices=["gloo", "nccl"], default=None,
                    help="backend of --validate and of the printed commands (default gloo; "
                         "not with --sharded, whose validation runs FSDP2 on gloo)")
@@ -239,6 +241,8 @@ def _run(args: argparse.Namespace) -> int:
         # any work
         registry_model(trace.meta["model"], path=meta_path(args.compute), field="model")
     topology = args.topology is not None
+    interference = with_overlap(args, trace.meta, "advise", interference,  # type: ignore[attr-defined]
+                                given="--interference" if args.interference else None)
     rec = advise(trace, model, world, compute=str(args.compute),  # type: ignore[arg-type]
                  comm=str(args.topology) if topology else args.comm,
                  caps_mb=args.caps if args.caps is not None else list(DEFAULT_CAPS_MB),
@@ -306,7 +310,10 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
     adv = advise_sharded(trace, model, world, comm_spec=args.comm,  # type: ignore[arg-type]
                          semantics=semantics, memory_cap_bytes=args.memory_cap,
                          margin_pct=args.margin_pct, gpu_memory_bytes=args.gpu_memory,
-                         grad_accum=args.grad_accum)
+                         grad_accum=args.grad_accum,
+                         compute_slowdown=sharded_overlap(
+                             args, trace.meta,  # type: ignore[attr-defined]
+                             "advise --sharded", semantics))
     print(render_sharded(adv), end="")
     out = {"sharded": adv.to_dict()}
     if args.validate:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gradsched.commands._args import add_grad_accum, integer, real, seconds, world_size
 from gradsched.commands._outputs import output_file, output_folder
+from gradsched.commands._overlap import add_overlap_option, with_overlap
 from gradsched.commands._stragglers import add_stragglers, with_stragglers
 from gradsched.costmodel.base import CommModel, load_comm_spec
 from gradsched.costmodel.domain import RangeShares, row_shares
@@ -32,7 +33,7 @@ from gradsched.experiments.recommend import plan_collectives
 from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.limits import MAX_REPLAY_ITERATIONS
 from gradsched.plan import Plan
-from gradsched.planners import ALGORITHMS_ALL, planner_names
+from gradsched.planners import ALGORITHMS_ALL, planner_names, replay_knobs
 from gradsched.planners.ddp_caps import DdpCaps, ddp_caps
 from gradsched.reexec.config import NO_INTERFERENCE, load_interference
 from gradsched.replay.engine import (
@@ -76,6 +77,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="number of ranks (default: the one world size the comm model holds)")
     parser.add_argument("--knob", action="append", default=[], metavar="[ALG.]NAME=VALUE",
                         help="planner knob, repeatable (e.g. ddp.bucket_cap_mb=50)")
+    add_overlap_option(parser)
     parser.add_argument("--forward-ratio", type=real(0.0, MAX_FORWARD_RATIO), default=None,
                         metavar="R",
                         help="for a trace that did not measure forward (B-Caffe): assume "
@@ -212,6 +214,7 @@ def _plan(args: argparse.Namespace) -> int:
     knob_args = parse_knob_args(args.knob)
     check_knobs_used(knob_args, [args.algorithm])
     knobs = knobs_for(args.algorithm, knob_args)
+    knobs = {**knobs, **_plan_overlap(args, trace, knobs)}
     plan = make_plan(args.algorithm, trace, model, world, knobs, args.grad_accum)
     plan.check_covers(trace.names)
     warn_domain(args, model, world,
@@ -230,6 +233,20 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan_overlap(args: argparse.Namespace, trace: ComputeTrace,
+                  knobs: dict[str, str]) -> dict[str, float]:
+    """The overlap slowdown as the ``compute_slowdown`` knob of a planner that scores by
+    replay (``best``); a number for a planner that does not is refused (it would be
+    ignored), ``auto`` applies nothing there."""
+    if not replay_knobs(args.algorithm, {"compute_slowdown": 1.0}):
+        if not isinstance(args.overlap_slowdown, str):
+            raise ConfigError(f"--overlap-slowdown: planner {args.algorithm!r} does not score "
+                              "its plan by replay and would ignore it (drop it)")
+        return {}
+    given = "--knob compute_slowdown" if "compute_slowdown" in knobs else None
+    return with_overlap(args, trace.meta, args.command, {}, given=given)
+
+
 def _check_plan_args(args: argparse.Namespace) -> None:
     """One of --algorithm and --from; --from converts (--emit ddp) and plans nothing."""
     if (args.algorithm is None) == (args.source is None):
@@ -244,6 +261,8 @@ def _check_plan_args(args: argparse.Namespace) -> None:
     given = [f"--{a}" for a in ("comm", "topology", "topology_collective", "ps", "knob",
                                 "world_size", "forward_ratio")
              if getattr(args, a, None) not in (None, [])]
+    if args.overlap_slowdown != "auto":
+        given.append("--overlap_slowdown")
     if args.grad_accum != 1:
         given.append("--grad_accum")
     if given:
@@ -320,6 +339,10 @@ def _replay(args: argparse.Namespace) -> int:
             raise ConfigError(f"give {given[0]} or --interference, not both (the JSON sets "
                               "all three interference parameters)")
         interference = load_interference(args.interference)[0]
+    given = ("--interference" if args.interference is not None else
+             "--compute-slowdown" if args.compute_slowdown != 1.0 else None)
+    interference = with_overlap(args, trace.meta, args.command, dict(interference),
+                                given=given, host=args.host)
     _check_host_options(args, interference)
     options = ReplayOptions(iterations=args.iterations or DEFAULT_ITERATIONS,
                             channels=args.channels,

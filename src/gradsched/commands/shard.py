@@ -37,6 +37,7 @@ from gradsched.commands._args import (
     size,
 )
 from gradsched.commands._outputs import output_file, output_folder
+from gradsched.commands._overlap import add_overlap_option, sharded_overlap
 from gradsched.limits import MAX_RANKS
 
 MEASURED_DEFAULT = ("fsdp2,fsdp2-noreshard,fsdp2-saturation,sharded-optimum,"
@@ -70,6 +71,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "set_reshard_after_backward(False) on every micro-batch but the last, "
                         "so the parameters stay gathered between micro-batches (only the "
                         "first all-gathers in forward; more memory); the plan JSON records it")
+    add_overlap_option(p)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -170,17 +172,19 @@ def _compare(args: argparse.Namespace) -> int:
 
     _check_keep(args)
     trace, model = _inputs(args)
+    slowdown = sharded_overlap(args, trace.meta, "shard compare", args.semantics)
     plans: dict = {}
     rows = compare(trace, model, args.world_size, semantics=args.semantics,
                    memory_cap_bytes=_optimum_cap(args, trace), grad_accum=args.grad_accum,
-                   keep_unsharded=args.keep_unsharded_between_microbatches, plans=plans)
+                   keep_unsharded=args.keep_unsharded_between_microbatches, plans=plans,
+                   compute_slowdown=slowdown)
     _print_domain(args, trace, model, list(plans.items()))
     frame = pd.DataFrame(rows)
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.output is not None:
         write_csv_atomic(args.output, frame)
     if args.plans_dir is not None:
-        _write_plans(args, trace, model, [str(r["algorithm"]) for r in rows])
+        _write_plans(args, trace, model, [str(r["algorithm"]) for r in rows], slowdown)
     return 0
 
 
@@ -199,7 +203,8 @@ def _print_domain(args: argparse.Namespace, trace, model, plans: list) -> None:
                 sharded_notes(trace, model, args.world_size, str(args.comm), layouts))
 
 
-def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None):
+def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None,
+              slowdown: float = 1.0):
     from dataclasses import replace
 
     from gradsched.experiments.sharded import OPTIMUM, optimum
@@ -212,7 +217,8 @@ def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None):
                              "--semantics, no knobs")
         return optimum(trace, model, args.world_size, semantics=args.semantics,
                        memory_cap_bytes=_optimum_cap(args, trace),
-                       grad_accum=args.grad_accum, keep_unsharded=keep).plan
+                       grad_accum=args.grad_accum, keep_unsharded=keep,
+                       compute_slowdown=slowdown).plan
     return replace(make_sharded_plan(name, trace, model, args.world_size, knobs),
                    keep_unsharded_between_microbatches=keep)
 
@@ -230,13 +236,15 @@ def _optimum_cap(args: argparse.Namespace, trace) -> float | None:
     return cap if args.memory_cap is None else min(cap, args.memory_cap)
 
 
-def _write_plans(args: argparse.Namespace, trace, model, names: list[str]) -> None:
+def _write_plans(args: argparse.Namespace, trace, model, names: list[str],
+                 slowdown: float) -> None:
     from gradsched.staging import Staging
 
     with Staging() as staging:
         folder = staging.folder(Path(args.plans_dir))
         for name in names:
-            _one_plan(args, trace, model, name).save(folder / f"{name}.json")
+            _one_plan(args, trace, model, name, slowdown=slowdown).save(
+                folder / f"{name}.json")
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -259,9 +267,10 @@ def _plan(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise ConfigError(f"--knob {item!r}: expected NAME=VALUE")
         knobs[key.strip()] = value.strip()
-    plan = _one_plan(args, trace, model, args.algorithm, knobs)
+    slowdown = sharded_overlap(args, trace.meta, "shard plan", args.semantics)
+    plan = _one_plan(args, trace, model, args.algorithm, knobs, slowdown)
     result = replay_sharded(trace, plan, model, args.world_size, semantics=args.semantics,
-                            grad_accum=args.grad_accum)
+                            grad_accum=args.grad_accum, compute_slowdown=slowdown)
     _print_domain(args, trace, model, [(plan.algorithm, plan)])
     plan.save(args.output)
     print(f"{plan.algorithm}: {plan.n_units} units (+ root), forward prefetch "

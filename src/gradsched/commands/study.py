@@ -10,6 +10,8 @@ write the frame they return as a CSV (the report formats it: ``gradsched report 
     gradsched study sharded --case NAME COMPUTE NETWORK COMM P SEMANTICS ... -o sharded.csv
     gradsched study host-check --summary kineto-steps-summary.json TRACE.csv ... -o host.csv
     gradsched study at-scale --points POINTS.csv --comm GPU=MODEL ... -o at-scale.csv
+    gradsched study overlap-slowdown --source GEN fit|validation PART TRACE ... \\
+        --model-out model.json -o overlap.csv
 
 Each verb parses its cases, calls one function of :mod:`gradsched.experiments` and writes its
 frame; no logic lives here.
@@ -23,6 +25,7 @@ from pathlib import Path
 from gradsched.commands import _study_at_scale as at_scale
 from gradsched.commands._args import integer, parse_int, size
 from gradsched.commands._outputs import output_file
+from gradsched.commands._overlap import add_overlap_option
 from gradsched.commands._study_stragglers import register_stragglers
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_REPLAY_ITERATIONS
@@ -30,7 +33,8 @@ from gradsched.limits import MAX_REPLAY_ITERATIONS
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``study`` and its verbs: ``ps-replay``, ``topology-check``, ``topology-replay``,
-    ``scaling-check``, ``sharded``, ``host-check``, ``at-scale``."""
+    ``scaling-check``, ``sharded``, ``host-check``, ``stragglers``, ``at-scale``,
+    ``overlap-slowdown``."""
     parser = sub.add_parser("study", help="run a study's cases (replays, checks) into a CSV")
     ssub = parser.add_subparsers(dest="study_command", metavar="STUDY", required=True)
     p = ssub.add_parser("ps-replay", help="compute traces replayed on all-reduce and on "
@@ -73,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
                    help="replayed iterations (>= 2)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    add_overlap_option(p)
     p.set_defaults(func=_topology_replay)
 
 
@@ -83,8 +88,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     # no --iterations: the check replays DDP, whose iterations repeat exactly from the
     # first (every one starts after the last all-reduce), so their count changes nothing
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    add_overlap_option(p)
     p.set_defaults(func=_scaling_check)
 
+
+    p = ssub.add_parser("overlap-slowdown", help="compute kernels with and without an NCCL "
+                        "kernel beside them (Kineto traces): the per-GPU-generation slowdown, "
+                        "fitted and validated")
+    p.add_argument("--source", nargs=4, action="append", required=True,
+                   metavar=("GENERATION", "ROLE", "PART", "TRACE"),
+                   help="a Kineto trace (or rank archive) of GPU GENERATION, ROLE fit or "
+                        "validation, PART all, first-half or second-half (repeatable)")
+    p.add_argument("--model-out", type=output_file, required=True, metavar="JSON",
+                   help="the per-generation model to write")
+    p.add_argument("--groups-out", type=output_file, default=None, metavar="CSV",
+                   help="also write every measured kernel group")
+    p.add_argument("-o", "--output", type=output_file, required=True,
+                   help="summary CSV to write (one row per generation and role)")
+    p.set_defaults(func=_overlap_slowdown)
 
     p = ssub.add_parser("host-check", help="the host-aware replay and the single-stream "
                         "replay of traces with host columns vs hook-free CUDA-event iterations")
@@ -107,6 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-cap", type=size(), default=None,
                    help="cap on gathered parameters and gradients for the optimum (bytes)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
+    add_overlap_option(p)
     p.set_defaults(func=_sharded)
     register_stragglers(ssub)
 
@@ -146,14 +168,14 @@ def _topology_replay(args: argparse.Namespace) -> int:
                           Path(measured[name]) if name in measured else None)
              for name, file, collective in args.topology]
     frame = topology_replay(computes, cases, expand_algorithms(args.algorithms),
-                            args.iterations)
+                            args.iterations, overlap=args.overlap_slowdown)
     return _write(args, frame)
 
 
 def _scaling_check(args: argparse.Namespace) -> int:
     from gradsched.experiments.scaling import load_spec, scaling_check
 
-    frame = scaling_check(load_spec(args.spec))
+    frame = scaling_check(load_spec(args.spec), overlap=args.overlap_slowdown)
     _write(args, frame)
     for row in frame.itertuples(index=False):
         print(f"{row.system}: 1 GPU {row.predicted_img_s_1:.0f} vs {row.published_img_s_1:.0f} "
@@ -167,6 +189,7 @@ def _scaling_check(args: argparse.Namespace) -> int:
 def _sharded(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from gradsched.commands._overlap import sharded_overlap
     from gradsched.costmodel.base import load_comm_spec
     from gradsched.experiments.sharded import compare
     from gradsched.traces.bundle import ComputeTrace
@@ -178,10 +201,11 @@ def _sharded(args: argparse.Namespace) -> int:
                               f"{mode!r}")
         trace = ComputeTrace.load(compute)
         world_size = _ranks(name, world)
+        slowdown = sharded_overlap(args, trace.meta, f"study sharded: {name}", mode)
         for row in compare(trace, load_comm_spec(comm), world_size, semantics=mode,
-                           memory_cap_bytes=args.memory_cap):
+                           memory_cap_bytes=args.memory_cap, compute_slowdown=slowdown):
             rows.append({"compute": name, "network": network, "world_size": world_size,
-                         "semantics": mode, **row})
+                         "semantics": mode, **row, "overlap_slowdown": slowdown})
     return _write(args, pd.DataFrame(rows))
 
 
@@ -216,4 +240,32 @@ def _write(args: argparse.Namespace, frame: object) -> int:
 
     write_csv_atomic(args.output, frame)
     print(f"wrote {args.output} ({len(frame)} rows)")  # type: ignore[arg-type]
+    return 0
+
+
+def _overlap_slowdown(args: argparse.Namespace) -> int:
+    from gradsched.costmodel.overlap_slowdown import (
+        OverlapSource,
+        measure_and_fit,
+        summary_frame,
+    )
+    from gradsched.io import write_csv_atomic, write_json_atomic
+    from gradsched.traces.overlap_kernels import PARTS
+
+    sources = []
+    for gen, role, part, trace in args.source:
+        if role not in ("fit", "validation") or part not in PARTS:
+            raise ConfigError(f"--source {gen} {role} {part} {trace}: ROLE must be fit or "
+                              f"validation and PART one of {', '.join(PARTS)}")
+        sources.append(OverlapSource(gen, role, part, trace))
+    groups, model = measure_and_fit(sources)
+    write_json_atomic(args.model_out, model)
+    if args.groups_out is not None:
+        write_csv_atomic(args.groups_out, groups)
+    _write(args, summary_frame(model))
+    for gen, entry in sorted(model["generations"].items()):
+        val = entry["validation"] or {}
+        print(f"{gen}: slowdown {entry['slowdown']:g}; fit error {entry['fit']['error_fitted']}"
+              f", validation error {val.get('error_fitted')} (no effect "
+              f"{val.get('error_no_effect')}, physical {val.get('error_physical')})")
     return 0

@@ -103,23 +103,24 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
                    memory_cap_bytes: float | None = None,
                    margin_pct: float | None = None,
                    gpu_memory_bytes: float | None = None,
-                   grad_accum: int = 1) -> ShardedAdvice:
+                   grad_accum: int = 1, compute_slowdown: float = 1.0) -> ShardedAdvice:
     """FSDP2's default and the optimum, replayed for one optimizer step of ``grad_accum``
     micro-batches (:mod:`gradsched.replay.sharded`), and the margin (module docstring). The
     optimum never gathers more than the GPU's memory leaves
     (:func:`gradsched.experiments.sharded_memory.memory_budget`: ``gpu_memory_bytes``, or
-    the trace's device) nor more than ``memory_cap_bytes``."""
+    the trace's device) nor more than ``memory_cap_bytes``. Both are replayed, and the optimum
+    searched, with compute at ``1/compute_slowdown`` while a collective runs."""
     budget = memory_budget(trace, world_size, gpu_memory_bytes)
     cap = memory_cap_bytes
     if budget is not None:
         cap = budget.gathered_cap_bytes if cap is None else min(cap, budget.gathered_cap_bytes)
     default = fsdp2(trace, model, world_size)
     default_replay = replay_sharded(trace, default, model, world_size, semantics=semantics,
-                                    grad_accum=grad_accum)
+                                    grad_accum=grad_accum, compute_slowdown=compute_slowdown)
     smallest = None
     try:
         best = optimum(trace, model, world_size, semantics=semantics, memory_cap_bytes=cap,
-                       grad_accum=grad_accum)
+                       grad_accum=grad_accum, compute_slowdown=compute_slowdown)
     except NoLayoutFits as exc:  # said in the advice, with FSDP2's default for reference
         best, smallest = Scored(default, default_replay), exc.smallest_peak_bytes
     margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct,

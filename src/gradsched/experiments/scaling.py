@@ -16,6 +16,9 @@ type and a single-node NVLink-class comm sweep. For each case:
   at P ranks over the comm model: the sweep itself when it holds P ranks, else the
   ring-scaled cross-world-size model (:class:`gradsched.costmodel.scaling.ScaledModel`)
   fitted at ``comm_fit_on`` -- an extrapolation, said so in the ``comm_model`` column.
+* **Overlap slowdown.** Backward compute at ``1/s`` while an all-reduce runs beside it, ``s``
+  the committed value of the trace's GPU generation (``overlap="auto"``,
+  :mod:`gradsched.costmodel.overlap_slowdown`; ``overlap_slowdown`` column, 1 = none).
 * images/s = batch x GPUs / iteration; scaling = images/s on P / images/s on 1; each
   error = (predicted - published) / published.
 
@@ -32,6 +35,7 @@ import pandas as pd
 
 from gradsched.costmodel.base import CommModel, load_comm_spec
 from gradsched.costmodel.fit import cross_world_size
+from gradsched.costmodel.overlap_slowdown import resolve
 from gradsched.errors import ConfigFileError, InputError
 from gradsched.experiments.grid import compare
 from gradsched.io import check_schema, read_yaml
@@ -43,7 +47,7 @@ SCALING_COLUMNS = (
     "iteration_1_s", "iteration_p_s", "exposed_comm_p_s",
     "predicted_img_s_1", "published_img_s_1", "error_1_pct",
     "predicted_img_s_p", "published_img_s_p", "error_p_pct",
-    "predicted_scaling", "published_scaling", "scaling_error_pct",
+    "predicted_scaling", "published_scaling", "scaling_error_pct", "overlap_slowdown",
 )
 """Columns of the scaling-check CSV (times in s, throughput in images/s, errors in %)."""
 
@@ -143,14 +147,18 @@ def comm_model(case: ScalingCase) -> tuple[CommModel, str]:
                             f"{case.world_size}")
 
 
-def predict(case: ScalingCase, iterations: int = 5) -> dict[str, Any]:
-    """One row of :data:`SCALING_COLUMNS` for ``case`` (see the module docstring)."""
+def predict(case: ScalingCase, iterations: int = 5,
+            overlap: str | float = "auto") -> dict[str, Any]:
+    """One row of :data:`SCALING_COLUMNS` for ``case`` (see the module docstring);
+    ``overlap``: ``auto``, ``off`` or a slowdown (``--overlap-slowdown``)."""
     original = ComputeTrace.load(case.compute)
+    slowdown = resolve(original.meta, overlap).value
     trace = scale_batch(original, case.batch_per_gpu)
     model, how = comm_model(case)
     one = trace.forward_total_s + trace.backward_total_s + trace.update_total_s
     result = compare(trace, model, case.world_size, ["ddp"],
-                     options=ReplayOptions(iterations=iterations)).iloc[0]
+                     options=ReplayOptions(iterations=iterations,
+                                           compute_slowdown=slowdown)).iloc[0]
     many = float(result["iteration_s"])
     img_1 = case.batch_per_gpu / one
     img_p = case.batch_per_gpu * case.world_size / many
@@ -167,9 +175,12 @@ def predict(case: ScalingCase, iterations: int = 5) -> dict[str, Any]:
         "error_p_pct": 100 * (img_p / case.published_p - 1),
         "predicted_scaling": img_p / img_1, "published_scaling": published_scaling,
         "scaling_error_pct": 100 * ((img_p / img_1) / published_scaling - 1),
+        "overlap_slowdown": slowdown,
     }
 
 
-def scaling_check(cases: list[ScalingCase], iterations: int = 5) -> pd.DataFrame:
+def scaling_check(cases: list[ScalingCase], iterations: int = 5,
+                  overlap: str | float = "auto") -> pd.DataFrame:
     """Every case's prediction against its published numbers."""
-    return pd.DataFrame([predict(c, iterations) for c in cases], columns=list(SCALING_COLUMNS))
+    return pd.DataFrame([predict(c, iterations, overlap) for c in cases],
+                        columns=list(SCALING_COLUMNS))

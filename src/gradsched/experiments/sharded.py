@@ -64,6 +64,7 @@ from gradsched.planners.sharded import (
 from gradsched.replay.sharded import (
     Semantics,
     ShardedReplay,
+    check_compute_slowdown,
     check_grad_accum,
     replay_sharded,
 )
@@ -87,13 +88,17 @@ class Scored:
 def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
             semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
             max_prefetch: int = 2, grad_accum: int = 1,
-            keep_unsharded: bool = False) -> Scored:
+            keep_unsharded: bool = False, compute_slowdown: float = 1.0) -> Scored:
     """The optimum (module docstring): exact by exhaustion up to :data:`MAX_GROUPINGS`
     groupings, in blocking semantics, and beyond for the settings the streams programs
     solve; the plan's ``info`` says where a search stood in. ``keep_unsharded``: every
     candidate keeps the parameters unsharded between micro-batches
-    (``ShardedPlan.keep_unsharded_between_microbatches``; nothing changes at one)."""
+    (``ShardedPlan.keep_unsharded_between_microbatches``; nothing changes at one).
+    ``compute_slowdown``: compute at ``1/s`` while a collective runs
+    (:mod:`gradsched.replay.sharded`); no effect in blocking semantics, where nothing
+    overlaps, so the blocking program stays exact."""
     check_grad_accum(grad_accum)
+    check_compute_slowdown(compute_slowdown)
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
     if not blocks:
@@ -110,16 +115,18 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                                        memory_cap_bytes=memory_cap_bytes,
                                        max_prefetch=max_prefetch, algorithm=OPTIMUM,
                                        enumerate_up_to=MAX_GROUPINGS, semantics=semantics,
-                                       grad_accum=grad_accum, keep_unsharded=keep_unsharded))
+                                       grad_accum=grad_accum, keep_unsharded=keep_unsharded,
+                                       compute_slowdown=compute_slowdown))
     return exhaustive_optimum(trace, model, world_size, semantics=semantics,
                               memory_cap_bytes=memory_cap_bytes, max_prefetch=max_prefetch,
-                              grad_accum=grad_accum, keep_unsharded=keep_unsharded)
+                              grad_accum=grad_accum, keep_unsharded=keep_unsharded,
+                              compute_slowdown=compute_slowdown)
 
 
 def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                        semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
                        max_prefetch: int = 2, grad_accum: int = 1,
-                       keep_unsharded: bool = False) -> Scored:
+                       keep_unsharded: bool = False, compute_slowdown: float = 1.0) -> Scored:
     """The optimum by exhaustion of every candidate (module docstring), any semantics."""
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
@@ -130,7 +137,7 @@ def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *
     if max_prefetch < 0:
         raise ConfigError(f"max_prefetch must be >= 0, got {max_prefetch}")
     scorer = LayoutScorer(seq, blocks, model, world_size, semantics == "blocking",
-                          memory_cap_bytes, grad_accum, keep_unsharded)
+                          memory_cap_bytes, grad_accum, keep_unsharded, compute_slowdown)
     best: tuple[Key, tuple[np.ndarray, Setting]] | None = None
     for ends in every_grouping(len(blocks)):
         for setting in settings(max_prefetch):
@@ -147,7 +154,7 @@ def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *
                               "semantics": semantics} | accum_knob(grad_accum),
                        keep_unsharded_between_microbatches=keep_unsharded)
     return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics,
-                                       grad_accum=grad_accum))
+                                       grad_accum=grad_accum, compute_slowdown=compute_slowdown))
 
 
 CASE_COLUMNS = ("algorithm", "n_units", "forward_prefetch", "backward_prefetch",
@@ -160,12 +167,15 @@ def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
             semantics: Semantics = "streams",
             memory_cap_bytes: float | None = None,
             grad_accum: int = 1, keep_unsharded: bool = False,
-            plans: dict[str, ShardedPlan] | None = None) -> list[dict[str, object]]:
+            plans: dict[str, ShardedPlan] | None = None,
+            compute_slowdown: float = 1.0) -> list[dict[str, object]]:
     """One row per algorithm (``CASE_COLUMNS``, ``grad_accum`` when it is not 1 and
     ``keep_unsharded_between_microbatches`` when ``keep_unsharded``): its plan (keeping the
     parameters unsharded between micro-batches when ``keep_unsharded``) replayed for one
-    step of ``grad_accum`` micro-batches, and the lower bound. ``plans``, when given, is
-    filled with each algorithm's plan (for the domain notes of ``shard compare``)."""
+    step of ``grad_accum`` micro-batches (compute at ``1/compute_slowdown`` while a collective
+    runs), and the lower bound (without the slowdown: still a bound, as the slowdown only
+    lengthens the replay). ``plans``, when given, is filled with each algorithm's plan (for
+    the domain notes of ``shard compare``)."""
     check_grad_accum(grad_accum)
     bound = sharded_lower_bound_s(trace, model, world_size, grad_accum, keep_unsharded)
     rows = []
@@ -173,13 +183,13 @@ def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
         if name == OPTIMUM:
             scored = optimum(trace, model, world_size, semantics=semantics,
                              memory_cap_bytes=memory_cap_bytes, grad_accum=grad_accum,
-                             keep_unsharded=keep_unsharded)
+                             keep_unsharded=keep_unsharded, compute_slowdown=compute_slowdown)
             plan, result = scored.plan, scored.replay
         else:
             plan = replace(make_sharded_plan(name, trace, model, world_size),
                            keep_unsharded_between_microbatches=keep_unsharded)
             result = replay_sharded(trace, plan, model, world_size, semantics=semantics,
-                                    grad_accum=grad_accum)
+                                    grad_accum=grad_accum, compute_slowdown=compute_slowdown)
         if plans is not None:
             plans[name] = plan
         flags = {u.reshard_after_forward for u in plan.units}

@@ -51,6 +51,7 @@ class LayoutScorer:
     memory_cap_bytes: float | None
     grad_accum: int = 1
     keep_unsharded: bool = False
+    compute_slowdown: float = 1.0
     smallest_peak: float = np.inf
     evaluated: int = 0
     _times: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
@@ -77,7 +78,8 @@ class LayoutScorer:
         layout = layout_from_ranges(self.seq, ranges, (reshard,) * len(ranges))
         result = replay_layout(self.seq, layout, forward, backward, ag_u, rs_u,
                                self.world_size, blocking=self.blocking,
-                               grad_accum=self.grad_accum, keep_unsharded=self.keep_unsharded)
+                               grad_accum=self.grad_accum, keep_unsharded=self.keep_unsharded,
+                               compute_slowdown=self.compute_slowdown)
         self.evaluated += 1
         self.smallest_peak = min(self.smallest_peak, result.gathered_peak_bytes)
         if self.memory_cap_bytes is not None \

@@ -82,18 +82,21 @@ def solve(t: Tables, setting: Setting, cap: float, units_weight: float) -> list[
 def streams_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                     memory_cap_bytes: float | None, max_prefetch: int, algorithm: str,
                     enumerate_up_to: int, semantics: Semantics = "streams",
-                    grad_accum: int = 1,
-                    keep_unsharded: bool = False) -> tuple[ShardedPlan, ShardedReplay]:
+                    grad_accum: int = 1, keep_unsharded: bool = False,
+                    compute_slowdown: float = 1.0) -> tuple[ShardedPlan, ShardedReplay]:
     """The fastest candidate of the exhaustive optimum's space by the methods of the module
     docstring (exhaustion of the other settings when ``2^(n-1) <= enumerate_up_to``);
-    ``NoLayoutFits`` when nothing fits the cap."""
+    ``NoLayoutFits`` when nothing fits the cap. With ``compute_slowdown != 1`` the programs
+    (whose times assume compute at full speed) give way to exhaustion or the search, as with
+    ``grad_accum > 1``."""
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
     level = block_level(seq, blocks)
     scorer = LayoutScorer(*level, model, world_size, semantics == "blocking",
-                          memory_cap_bytes, grad_accum, keep_unsharded)
+                          memory_cap_bytes, grad_accum, keep_unsharded, compute_slowdown)
     cap = math.inf if memory_cap_bytes is None else float(memory_cap_bytes)
-    programs_apply = semantics == "streams" and grad_accum == 1 and window_applies(seq, blocks)
+    programs_apply = (semantics == "streams" and grad_accum == 1 and compute_slowdown == 1.0
+                      and window_applies(seq, blocks))
     t = tables(*level, model, world_size) if programs_apply else None
     exact = exact_settings(t, max_prefetch, cap)
     rest = [s for s in settings(max_prefetch) if s not in exact]
@@ -121,13 +124,13 @@ def streams_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                 scorer.score(ends, setting)
         raise no_fit(cap, scorer.smallest_peak)
     return _plan(trace, model, world_size, best, methods, memory_cap_bytes, max_prefetch,
-                 algorithm, semantics, grad_accum, keep_unsharded)
+                 algorithm, semantics, grad_accum, keep_unsharded, compute_slowdown)
 
 
 def _plan(trace: ComputeTrace, model: CommModel, world_size: int, best: Best,
           methods: dict[Setting, str], memory_cap_bytes: float | None, max_prefetch: int,
-          algorithm: str, semantics: Semantics, grad_accum: int, keep_unsharded: bool
-          ) -> tuple[ShardedPlan, ShardedReplay]:
+          algorithm: str, semantics: Semantics, grad_accum: int, keep_unsharded: bool,
+          compute_slowdown: float) -> tuple[ShardedPlan, ShardedReplay]:
     _, ends, (reshard, fwd, bwd) = best
     seq = layer_seq(trace)
     plan = ShardedPlan(algorithm=algorithm,
@@ -138,7 +141,7 @@ def _plan(trace: ComputeTrace, model: CommModel, world_size: int, best: Best,
                               "semantics": semantics} | accum_knob(grad_accum),
                        keep_unsharded_between_microbatches=keep_unsharded)
     replayed = replay_sharded(trace, plan, model, world_size, semantics=semantics,
-                              grad_accum=grad_accum)
+                              grad_accum=grad_accum, compute_slowdown=compute_slowdown)
     bound = sharded_lower_bound_s(trace, model, world_size, grad_accum, keep_unsharded)
     labels = {f"reshard={s[0]} forward={s[1]} backward={s[2]}": how for s, how in methods.items()}
     exact = all(how != SEARCHED for how in methods.values())

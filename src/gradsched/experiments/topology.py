@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.costmodel.base import load_comm_spec
+from gradsched.costmodel.overlap_slowdown import resolve
 from gradsched.costmodel.topology import TOPOLOGY_COLLECTIVES, load_topology
 from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.common import load_case_trace
@@ -108,18 +109,25 @@ def _rows(frame: pd.DataFrame) -> list[dict]:
 
 
 def topology_replay(computes: Mapping[str, str | Path], cases: Iterable[TopologyCase],
-                    algorithms: Sequence[str], iterations: int = 5) -> pd.DataFrame:
-    """Replay every compute trace on every topology case with every algorithm."""
+                    algorithms: Sequence[str], iterations: int = 5,
+                    overlap: str | float = "auto") -> pd.DataFrame:
+    """Replay every compute trace on every topology case with every algorithm; backward
+    compute at ``1/s`` beside a collective, ``s`` from ``overlap`` (``auto``: the trace's
+    GPU generation's, :func:`gradsched.costmodel.overlap_slowdown.resolve`)."""
     cases = list(cases)
     if not computes or not cases or not algorithms:
         raise ConfigError("topology replay: give at least one compute trace, one topology "
                           "and one algorithm")
     if len({c.name for c in cases}) != len(cases):
         raise ConfigError("topology replay: two topology cases share a name")
-    grid: list[GridCase] = []
+    frames = []
     for compute, path in computes.items():
         trace = load_case_trace(path)
+        grid: list[GridCase] = []
         for case in cases:
             grid += _grid_cases(compute, trace, case, algorithms)
-    frame = run_grid(grid, ReplayOptions(iterations=iterations))
+        slowdown = resolve(trace.meta, overlap).value
+        frames.append(run_grid(grid, ReplayOptions(iterations=iterations,
+                                                   compute_slowdown=slowdown)))
+    frame = pd.concat(frames, ignore_index=True)
     return pd.DataFrame(_rows(frame), columns=list(COLUMNS))

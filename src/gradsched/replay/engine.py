@@ -155,6 +155,10 @@ class ReplayOptions:
     channels: int = 1
     pack_s_per_byte: float = 0.0
     compute_slowdown: float = 1.0
+    """Backward compute speed divisor while a collective is in its bandwidth phase: the CPU
+    interference of ``gradsched reexec interference``, or on a GPU trace the overlap slowdown
+    of its generation (:mod:`gradsched.costmodel.overlap_slowdown`, which the replay
+    commands' ``--overlap-slowdown auto`` puts here)."""
     comm_slowdown: float = 1.0
     collective_cpu_s: float = 0.0
     issue: str = "dynamic"

@@ -68,6 +68,17 @@ all-gather per step for memory, which under accumulation is ``k`` extra all-gath
 ZeRO-3's and the saturation cap's unit sizes assume the reduce-scatters of every step
 overlap backward, which holds for the last micro-batch only.
 
+**Overlap slowdown** (``compute_slowdown`` = ``s``, default 1): compute, forward and
+backward, progresses at ``1/s`` of its speed while a collective is on the channel (a GPU's
+NCCL kernels hold SMs and memory bandwidth beside it:
+:mod:`gradsched.costmodel.overlap_slowdown`). Exact: the channel's busy intervals are known
+when a run of layers starts (collectives are issued only at hooks, between runs, and the
+channel's times do not depend on the compute), so a run's end is where its work, integrated
+at speed 1 outside the busy intervals and ``1/s`` inside, reaches its nominal seconds.
+``compute_s`` then counts the compute as it ran (stretched); with ``s = 1`` nothing changes,
+bit for bit (the same additions). Blocking semantics: the host waits for every collective,
+so no compute overlaps one and ``s`` has no effect.
+
 **Memory.** Per rank, over the iteration: the gathered (unsharded) parameters of each unit
 from its all-gather's issue until it is freed (after forward if resharded, after its
 backward otherwise; a backward all-gather until the end of the unit's backward), plus the
@@ -99,6 +110,9 @@ from gradsched.plan_sharded import ShardedPlan
 from gradsched.replay.sharded_layout import ROOT, UnitLayout, unit_layout
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq, layer_seq
+
+MAX_COMPUTE_SLOWDOWN = 1e6
+"""Largest compute slowdown accepted (the DDP replay's bound, ``engine.MAX_SLOWDOWN``)."""
 
 Semantics = Literal["streams", "blocking"]
 SEMANTICS = ("streams", "blocking")
@@ -133,8 +147,12 @@ class ShardedReplay:
 class _Run:
     """The state of one replay: host/compute time, the channel, memory events."""
 
-    def __init__(self, blocking: bool) -> None:
+    def __init__(self, blocking: bool, compute_slowdown: float = 1.0) -> None:
         self.blocking = blocking
+        self.slowdown = compute_slowdown
+        self.busy_intervals: list[tuple[float, float]] = []  # channel, in issue order
+        self.next_busy = 0  # first interval that may end after self.t
+        self.stretch = 0.0  # compute seconds added by the slowdown
         self.t = 0.0
         self.channel_free = 0.0
         self.busy = 0.0
@@ -148,8 +166,38 @@ class _Run:
         self.channel_free = end
         self.busy += duration
         self.count += 1
+        if self.slowdown != 1.0 and end > start:
+            self.busy_intervals.append((start, end))
         if self.blocking:
             self.t = end
+        return end
+
+    def compute(self, start: float, work: float) -> float:
+        """Run ``work`` seconds of compute from ``start`` (>= every earlier start); returns
+        its end, at speed ``1/slowdown`` while the channel is busy (module docstring)."""
+        if self.slowdown == 1.0:
+            return start + work
+        spans = self.busy_intervals
+        while self.next_busy < len(spans) and spans[self.next_busy][1] <= start:
+            self.next_busy += 1
+        t, left = start, work
+        for i in range(self.next_busy, len(spans)):
+            lo, hi = spans[i]
+            if t < lo:  # free until this collective starts
+                if left <= lo - t:
+                    break
+                left -= lo - t
+                t = lo
+            if left * self.slowdown <= hi - t:  # ends while this collective runs
+                end = t + left * self.slowdown
+                self.stretch += end - start - work
+                return end
+            left -= (hi - t) / self.slowdown
+            t = hi
+        if t == start:  # no collective beside it: the same addition as without slowdown
+            return start + work
+        end = t + left
+        self.stretch += end - start - work
         return end
 
     def alloc(self, at: float, nbytes: float) -> None:
@@ -176,13 +224,26 @@ def check_grad_accum(grad_accum: int) -> int:
     return grad_accum
 
 
+def check_compute_slowdown(compute_slowdown: float) -> float:
+    """``compute_slowdown`` if it is a finite number >= 1, else ``ConfigError``."""
+    if not (isinstance(compute_slowdown, int | float) and math.isfinite(compute_slowdown)
+            and 1.0 <= compute_slowdown <= MAX_COMPUTE_SLOWDOWN):
+        raise ConfigError(f"compute_slowdown must be a finite number in [1, "
+                          f"{MAX_COMPUTE_SLOWDOWN:g}] (1 = no overlap slowdown), got "
+                          f"{compute_slowdown!r}")
+    return float(compute_slowdown)
+
+
 def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, world_size: int,
-                   *, semantics: Semantics = "streams", grad_accum: int = 1) -> ShardedReplay:
+                   *, semantics: Semantics = "streams", grad_accum: int = 1,
+                   compute_slowdown: float = 1.0) -> ShardedReplay:
     """Replay ``plan`` for ``trace`` on ``world_size`` ranks, one optimizer step of
-    ``grad_accum`` micro-batches (see the module docstring)."""
+    ``grad_accum`` micro-batches, compute at ``1/compute_slowdown`` while a collective is on
+    the channel (see the module docstring)."""
     if semantics not in SEMANTICS:
         raise ConfigError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
     check_grad_accum(grad_accum)
+    check_compute_slowdown(compute_slowdown)
     seq = layer_seq(trace)
     layout = unit_layout(plan, seq, trace.path)
     sizes = np.append(layout.unit_bytes, layout.root_bytes)
@@ -190,19 +251,22 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
                          comm_times(model, "all_gather", sizes, world_size),
                          comm_times(model, "reduce_scatter", sizes, world_size), world_size,
                          blocking=semantics == "blocking", grad_accum=grad_accum,
-                         keep_unsharded=plan.keep_unsharded_between_microbatches)
+                         keep_unsharded=plan.keep_unsharded_between_microbatches,
+                         compute_slowdown=compute_slowdown)
 
 
 def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
                   ag: np.ndarray, rs: np.ndarray, world: int, *,
                   blocking: bool, grad_accum: int = 1,
-                  keep_unsharded: bool = False) -> ShardedReplay:
+                  keep_unsharded: bool = False,
+                  compute_slowdown: float = 1.0) -> ShardedReplay:
     """The replay of a checked layout with its all-gather and reduce-scatter times given
     (``ag[k]``, ``rs[k]`` per unit, the root's last), for searches that replay many plans;
     ``grad_accum`` micro-batches per step, only the last reduce-scattering;
     ``keep_unsharded``: the parameters stay gathered from one micro-batch's backward to the
-    next one's forward (module docstring)."""
-    run = _Run(blocking)
+    next one's forward; ``compute_slowdown``: compute speed divisor while a collective is on
+    the channel (module docstring)."""
+    run = _Run(blocking, compute_slowdown)
     runs = _runs(seq, layout)
     for micro in range(grad_accum):
         last = micro == grad_accum - 1
@@ -216,6 +280,8 @@ def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
     run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world, 1)
     compute = float((seq.forward_s.sum() + seq.backward_s.sum()) * grad_accum
                     + seq.update_s.sum() / world)
+    if run.stretch:
+        compute += run.stretch
     total = float(seq.nbytes.sum())
     return ShardedReplay(iteration_s=run.t, forward_end_s=forward_end,
                          backward_end_s=backward_end, compute_s=compute,
@@ -259,7 +325,7 @@ def _forward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: in
                     run.alloc(run.t, layout.unit_bytes[target])
                     gathered[target] = run.issue(ag[target], layout.unit_bytes[target])
             wait = gathered[k]
-        run.t = max(run.t, wait) + forward_s
+        run.t = run.compute(max(run.t, wait), forward_s)
         if k != ROOT and layout.reshard[k]:
             run.free(run.t, layout.unit_bytes[k])
     return root_ready
@@ -289,7 +355,7 @@ def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: i
                     run.alloc(run.t, layout.unit_bytes[target])
                     gathered[target] = run.issue(ag[target], layout.unit_bytes[target])
             wait = gathered[k]
-        run.t = max(run.t, wait) + backward_s
+        run.t = run.compute(max(run.t, wait), backward_s)
         if k != ROOT:
             if reshard:
                 run.free(run.t, layout.unit_bytes[k])  # gathered parameters, after backward

@@ -20,6 +20,7 @@
     gradsched report at-scale --input at-scale.csv --summary S.json --tex T.tex --md T.md \\
         --macros M.tex
     gradsched report at-scale-variants --summary BEFORE.json AFTER.json --tex T.tex --md T.md
+    gradsched report overlap-slowdown-table --input overlap.csv --tex T.tex --md T.md
     gradsched report compare [--nccl LOG TRACE.csv] [--bcaffe LOG RESULT.csv CASE] \\
         [--skip CHECK CASE REASON] -o compare.csv
 
@@ -29,7 +30,7 @@ No logic lives here: every sub-command formats what is on disk by calling
 module per group of verbs (:mod:`.collect`, :mod:`.figures`, :mod:`.tables`,
 :mod:`.topology`, :mod:`.architectures`, :mod:`.paper`, :mod:`.scaling`, :mod:`.compare`,
 :mod:`.sharded`, :mod:`.llm_scale`, :mod:`.collectives_at_scale`,
-:mod:`.at_scale`),
+:mod:`.at_scale`, :mod:`.overlap`),
 each with its ``register``; :func:`register` adds them in the order ``gradsched report
 --help`` lists.
 """
@@ -46,6 +47,7 @@ from gradsched.commands.report import (
     compare,
     figures,
     llm_scale,
+    overlap,
     paper,
     scaling,
     sharded,
@@ -68,5 +70,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     collectives_at_scale.register(rsub)
     llm_scale.register(rsub)
     at_scale.register(rsub)
+    overlap.register(rsub)
     paper.register(rsub)
     compare.register(rsub)
