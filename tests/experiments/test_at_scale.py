@@ -158,12 +158,26 @@ def test_study_end_to_end_on_two_small_groups(tmp_path) -> None:
     assert groups_frame(frame)["gpus"].tolist() == ["8-16-32", "16-64"]
 
 
-def test_switches_without_a_model_are_refused(tmp_path) -> None:
-    points = load_points(write(tmp_path / "p.csv", GOOD[:2]))
-    for switch, option in (("overlap_slowdown", "--overlap-slowdown"),
-                           ("stragglers", "--stragglers")):
-        with pytest.raises(ConfigError, match=option):
-            run(points, settings(**{switch: True}))
+def test_switches_apply_the_measured_models(tmp_path) -> None:
+    """Stragglers stretch each point's compute by 1 + cv e_P, so after calibration on the
+    smallest count the predicted step at P grows by (1 + cv e_P) / (1 + cv e_P0) when no
+    communication is exposed; the overlap slowdown lengthens a step whose compute overlaps
+    communication and never shortens one."""
+    from gradsched.costmodel.stragglers import MEASURED, expected_max_normal
+
+    points = load_points(write(tmp_path / "p.csv", GOOD[:3]))
+    free = AtScaleSettings(comm=(CommChoice("a100", "alpha-beta:alpha=0,beta=0", "free"),))
+    off = run(points, free).set_index("gpus")["predicted_step_s"]
+    on = run(points, AtScaleSettings(comm=free.comm, stragglers=True)).set_index("gpus")
+    cv = MEASURED["gpu-bound"].cv
+    for gpus in (16, 32):
+        ratio = (1 + cv * expected_max_normal(gpus)) / (1 + cv * expected_max_normal(8))
+        assert on.loc[gpus, "predicted_step_s"] == pytest.approx(off.loc[gpus] * ratio,
+                                                                 rel=1e-6)
+    assert set(on["stragglers"]) == {"on"}
+    plain = run(points, settings()).set_index("gpus")["exposed_comm_s"]
+    slowed = run(points, settings(overlap_slowdown=True)).set_index("gpus")
+    assert (slowed["exposed_comm_s"] >= plain - 1e-12).all()
     with pytest.raises(ConfigError, match="no --comm h100"):
         AtScaleSettings(comm=(CommChoice("a100", AB, "x"),)).choice("h100")
 

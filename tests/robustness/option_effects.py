@@ -607,9 +607,8 @@ def _study() -> dict[str, Entry]:
         s + "at-scale --help": HELP,
         s + "at-scale --points": Probe(ST_AS, ST_AS.replace("points-tt", "points-mx"), "s.csv"),
         s + "at-scale --comm": Probe(ST_AS, ST_AS.replace("beta=4e-12", "beta=4e-11"), "s.csv"),
-        # no model of either effect is wired in yet: switched on, each is refused
-        s + "at-scale --overlap-slowdown": refused(ST_AS, "--overlap-slowdown"),
-        s + "at-scale --stragglers": refused(ST_AS, "--stragglers"),
+        s + "at-scale --overlap-slowdown": more(ST_AS, "--overlap-slowdown", compare="s.csv"),
+        s + "at-scale --stragglers": more(ST_AS, "--stragglers", compare="s.csv"),
         s + "at-scale --variant": more(ST_AS, "--variant after", compare="s.csv"),
         s + "at-scale --output": Output(ST_AS, ST_AS.replace("-o s.csv", "-o o.csv"), "o.csv"),
         s + "at-scale --groups-output": Output(ST_AS, f"{ST_AS} --groups-output g.csv", "g.csv"),

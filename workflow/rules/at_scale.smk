@@ -4,7 +4,9 @@
 # the FSDP2 replay of the FLOPs model's trace. Comm models, one per GPU type, all proxies
 # (measured on other clusters than the published runs): A100 = the ABCI A100 cross-world-size
 # model (extrapolate.smk, fitted at 32 and 128 ranks); H100 and H200 = the GCP A3-Mega 2 x 8
-# H100 all-reduce sweep, scaled by the ring formula from its one world size (16). Seconds.
+# H100 all-reduce sweep, scaled by the ring formula from its one world size (16): the
+# `before` variant. The others price collectives with the two-level NCCL model and switch on
+# the overlap slowdown (overlap.smk) and the stragglers (stragglers.smk). Seconds.
 #
 # Variants: one study per entry of AT_SCALE_VARIANTS (comm model per GPU type, switches), one
 # row each in the variants table, so each model's effect is a difference of rows. `free-comm`
@@ -15,17 +17,30 @@ AT_SCALE_H100_SWEEP = "traces/comm/external/nccl-gcp-a3mega-2x8-h100-allreduce.c
 AT_SCALE_A100 = f"{RESULTS}/extrapolate/abci-a100-ib.scaled.json"
 AT_SCALE_H100 = f"{RESULTS}/at-scale/a3mega-h100.scaled.json"
 AT_SCALE_FREE = "alpha-beta:alpha=0,beta=0"
+# The two-level NCCL models (nccl.smk): calibrated on the ABCI A100 2-node sweep; for H100 and
+# H200 moved to an HGX H100 node with eight 400 Gbit/s NICs (a proxy: nothing measured there).
+AT_SCALE_NCCL_A100 = f"{RESULTS}/nccl/models/abci-a100.json"
+AT_SCALE_NCCL_H100 = f"{RESULTS}/nccl/models/h100-8x400g.json"
+AT_SCALE_NCCL = {
+    "a100": AT_SCALE_NCCL_A100,
+    "h100": AT_SCALE_NCCL_H100,
+    "h200": AT_SCALE_NCCL_H100,
+}
 AT_SCALE_VARIANTS = {
     "before": {
         "comm": {"a100": AT_SCALE_A100, "h100": AT_SCALE_H100, "h200": AT_SCALE_H100},
         "flags": "",
     },
+    "nccl": {"comm": AT_SCALE_NCCL, "flags": ""},
+    "nccl-overlap": {"comm": AT_SCALE_NCCL, "flags": "--overlap-slowdown"},
+    "nccl-stragglers": {"comm": AT_SCALE_NCCL, "flags": "--stragglers"},
+    "all-effects": {"comm": AT_SCALE_NCCL, "flags": "--overlap-slowdown --stragglers"},
     "free-comm": {
         "comm": {"a100": AT_SCALE_FREE, "h100": AT_SCALE_FREE, "h200": AT_SCALE_FREE},
         "flags": "",
     },
 }
-AT_SCALE_MAIN = "before"
+AT_SCALE_MAIN = "all-effects"
 TABLES += ["at-scale", "at-scale-variants"]
 
 

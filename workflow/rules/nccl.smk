@@ -81,3 +81,31 @@ rule nccl_validation:
         "{GS} report collectives-at-scale-table {params.cases} --tex {output.tex} "
         "--md {output.md} --title 'Collectives at scale: MAPE per world size' > {log} 2>&1 "
         "&& cp {output.tex} {output.paper}"
+
+
+# The models the at-scale predictions use: the NCCL model fitted on the ABCI A100 series'
+# smallest scale (2 nodes; its measured extrapolation error to 4-16 nodes recorded in the JSON),
+# as measured (A100) and moved to an HGX H100 node with eight 400 Gbit/s NICs (H100, H200:
+# nothing measured there, every world size an extrapolation).
+NCCL_MODELS = {
+    "abci-a100": "",
+    "h100-8x400g": "--hardware h100-8x400g",
+}
+
+
+rule nccl_model:
+    """The NCCL model of one machine, calibrated on the ABCI A100 2-node sweep (JSON)."""
+    input:
+        NCCL_SERIES["abci-a100"]["traces"],
+    output:
+        f"{RESULTS}/nccl/models/{{machine}}.json",
+    log:
+        f"{LOGS}/nccl/models/{{machine}}.log",
+    wildcard_constraints:
+        machine="|".join(NCCL_MODELS),
+    params:
+        fit_on=NCCL_SERIES["abci-a100"]["fit_on"],
+        hardware=lambda wc: NCCL_MODELS[wc.machine],
+    shell:
+        "{GS} fit --cross-world-size {input} --fit-on {params.fit_on} {params.hardware} "
+        "-o {output} > {log} 2>&1"

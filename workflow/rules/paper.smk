@@ -189,7 +189,11 @@ def paper_includes():
 PAPER_INPUTS = (
     ["paper/main.tex", "paper/references.bib", f"{GEN}/macros.tex"]
     + sorted(glob.glob("paper/sections/*.tex"))
-    + [f"{GEN}/scaling-macros.tex"]
+    + [
+        f"{GEN}/scaling-macros.tex",
+        f"{GEN}/overlap-macros.tex",
+        f"{GEN}/at-scale-macros.tex",
+    ]
     + figure_files()
     + table_files()
     + [f for f in paper_includes() if f not in figure_files() + table_files()]

@@ -30,11 +30,13 @@ def register(ssub: argparse._SubParsersAction) -> None:
                         "fitted model JSON or inline alpha-beta (repeatable; every GPU type "
                         "of the points needs one)")
     p.add_argument("--overlap-slowdown", action="store_true",
-                   help="compute slowed while communication overlaps it (refused until a "
-                        "model of it is wired in)")
+                   help="compute slowed while communication overlaps it: the measured "
+                        "slowdown of the trace's GPU generation (gradsched study "
+                        "overlap-slowdown)")
     p.add_argument("--stragglers", action="store_true",
-                   help="every collective waits for the slowest of P ranks (refused until a "
-                        "model of it is wired in)")
+                   help="every collective waits for the slowest of P ranks: compute "
+                        "stretched by 1 + cv e_P, cv measured for the trace's device class "
+                        "(gradsched study stragglers)")
     p.add_argument("--variant", default="before",
                    help="name of this combination of comm models and switches, in every row "
                         "and the summary (default: before)")

@@ -39,6 +39,7 @@ from typing import Literal
 import numpy as np
 from scipy import integrate, special
 
+from gradsched.costmodel.overlap_slowdown import is_gpu_trace
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_RANKS
 from gradsched.traces.bundle import ComputeTrace
@@ -130,8 +131,7 @@ def device_class(trace: ComputeTrace) -> tuple[DeviceClass | None, str]:
     to wait on the host (:attr:`ComputeTrace.host_bound`), or, with no such judgement, where
     the capture's hooks slowed the iteration by more than 3 % (``capture_overhead``, the
     correction's own fallback); else ``gpu-bound``."""
-    device = str(trace.meta.get("device", "")).lower()
-    if not any(word in device for word in ("cuda", "gpu", "nvidia", "rocm")):
+    if not is_gpu_trace(trace.meta):
         return None, f"device {trace.meta.get('device')!r}"
     if trace.host_bound is not None:
         return ("host-bound" if trace.host_bound else "gpu-bound"), "correction.host_bound"

@@ -12,15 +12,20 @@ calibration included, so a model plugged in here is calibrated with the rest:
   the expected maximum over ``P`` ranks of its per-rank variation, since every collective
   waits for the slowest rank. With ``stragglers`` off it returns the trace unchanged.
 
-Neither model is in this tree yet: switched on, each refuses with a ConfigError rather
-than return a number nobody measured.
+Both are the project's measured models, in their ``auto`` setting: the compute slowdown of
+the trace's GPU generation (:func:`gradsched.costmodel.overlap_slowdown.resolve`, fitted on
+public Kineto traces; H100 and H200 borrow the A100 value, labelled), and the per-step
+coefficient of variation of the trace's device class stretched by the expected maximum of
+``P`` standard normals (:func:`gradsched.costmodel.stragglers.resolve_stragglers`,
+:func:`~gradsched.costmodel.stragglers.apply_stragglers`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradsched.errors import ConfigError
+from gradsched.costmodel.overlap_slowdown import resolve as resolve_overlap
+from gradsched.costmodel.stragglers import apply_stragglers, resolve_stragglers
 from gradsched.traces.bundle import ComputeTrace
 
 if TYPE_CHECKING:
@@ -32,14 +37,12 @@ def compute_slowdown(trace: ComputeTrace, point: Point, settings: AtScaleSetting
     """Compute-time factor while communication overlaps (1 = none; module docstring)."""
     if not settings.overlap_slowdown:
         return 1.0
-    raise ConfigError("--overlap-slowdown: no compute-slowdown-under-overlap model is wired "
-                      "into the at-scale study yet (experiments/at_scale/hooks.py)")
+    return resolve_overlap(trace.meta, "auto").value
 
 
 def straggler_transform(trace: ComputeTrace, point: Point,
                         settings: AtScaleSettings) -> ComputeTrace:
     """The trace as the slowest of ``point.gpus`` ranks runs it (module docstring)."""
-    if not settings.stragglers:
+    if not settings.stragglers or point.gpus < 2:
         return trace
-    raise ConfigError("--stragglers: no straggler model is wired into the at-scale study yet "
-                      "(experiments/at_scale/hooks.py)")
+    return apply_stragglers(trace, resolve_stragglers("auto", trace, point.gpus), point.gpus)

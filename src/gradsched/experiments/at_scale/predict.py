@@ -84,10 +84,9 @@ def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
     docstring), the hooks applied."""
     trace = straggler_transform(trace, point, settings)
     slowdown = compute_slowdown(trace, point, settings)
-    if slowdown != 1.0:  # the sharded replay takes the factor once the model is wired
-        raise NotImplementedError("compute_slowdown != 1 needs the sharded replay's factor")
     plan = make_sharded_plan(PLANNERS[point.sharding], trace, model, point.gpus)
-    replay = replay_sharded(trace, plan, model, point.gpus, grad_accum=point.grad_accum)
+    replay = replay_sharded(trace, plan, model, point.gpus, grad_accum=point.grad_accum,
+                            compute_slowdown=slowdown)
     return StepReplay(replay, sharded_range_shares(trace, plan, model, point.gpus),
                       model.world_size_basis(point.gpus))
 
