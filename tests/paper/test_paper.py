@@ -48,6 +48,14 @@ def accum_macro_values() -> dict[str, str]:
     return accum_macros(*analyze_accum(data / "measured.csv", data / "iterations.csv"))
 
 
+def at_scale_macro_names() -> set[str]:
+    """The \\gsAtScale... and \\gsOverlap... macros (their generators' names, any data)."""
+    from gradsched.report.at_scale import MACROS
+    from gradsched.report.overlap_slowdown import overlap_macros
+
+    return {f"AtScale{name}" for name in MACROS} | set(overlap_macros(None))
+
+
 def scaling_macro_names() -> dict[str, str]:
     """The \\gsScaling... macros the scaling check writes for the committed spec (n/a)."""
     from gradsched.experiments.scaling import load_spec
@@ -129,7 +137,8 @@ def test_every_macro_in_the_prose_is_generated() -> None:
     used = set(MACRO_RE.findall(paper_text()))
     # names the generator writes even without data (n/a), plus provide-command fallbacks
     written = {latex.PREFIX + name for name in
-               paper_macros.all_macros() | scaling_macro_names() | accum_macro_values()}
+               paper_macros.all_macros() | scaling_macro_names() | accum_macro_values()
+               | dict.fromkeys(at_scale_macro_names())}
     provided = set(re.findall(r"\\(?:providecommand|newcommand|newsavebox)\{?\\(gs[A-Za-z]+)",
                               paper_text()))  # defined by the paper itself (\\gsfit)
     missing = used - written - provided
