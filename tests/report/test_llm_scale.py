@@ -12,7 +12,8 @@ from gradsched.errors import InputError
 from gradsched.report.llm_scale import llm_scale_table
 
 DDP = {  # synthetic
-    "world_size": 1024, "recommendation": "gradsched-plan",
+    "world_size": 1024, "recommendation": "gradsched-plan", "margin_pct": 19.26,
+    "band_known": True,
     "ddp": {"current": {"iteration_s": 31.28},
             "best": {"iteration_s": 31.0, "bucket_cap_mb": 64.0}},
     "plan": {"iteration_s": 25.64, "winner": "dear", "plan": {"info": {"n_tensors": 1156}}},
@@ -44,6 +45,7 @@ def test_one_row_per_model_with_the_advice_and_the_domain(tmp_path: Path) -> Non
     assert first["tuned DDP [s]"] == "31.00 (64 MiB)" and first["DDP advice"] == "gradsched plan"
     assert first["FSDP2 optimum [s]"] == "37.70 (22 units, gap 50.4 %)"
     assert first["outside measured sizes [%]"] == "99.5"  # the largest share of the notes
+    assert first["comm model error [%]"] == "+-19.3"  # the band every time carries
     assert table.iloc[1]["FSDP2 optimum [s]"] == "none fits (114 > 70 GiB)"
     assert table.iloc[1]["FSDP2 advice"] == "none fits"
 
@@ -58,3 +60,9 @@ def test_a_missing_field_names_file_and_field(tmp_path: Path) -> None:
 def test_models_and_files_must_pair_up(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="one of each per model"):
         llm_scale_table(["a", "b"], [_write(tmp_path, "d", DDP)], [_write(tmp_path, "s", FITS)])
+
+
+def test_an_unvalidated_extrapolation_has_no_band(tmp_path: Path) -> None:
+    table, _ = llm_scale_table(["a"], [_write(tmp_path, "d", {**DDP, "band_known": False})],
+                               [_write(tmp_path, "s", FITS)])
+    assert table.iloc[0]["comm model error [%]"] == "unknown"

@@ -54,11 +54,12 @@ rule advise:
 # LLM scale (in `all` via TABLES): what `advise` and `advise --sharded` answer for the
 # published LLaMA-2-70B, GPT-3-175B and DeepSeek-V3 shapes at 1,024 ranks. Compute: the FLOPs
 # model of `gradsched traces flops` (modelled, not measured; the parameter lists come from
-# the published configurations, no torch needed). Communication: the cross-world-size
-# extrapolation of the ABCI A100 sweeps, far beyond what they measured.
+# the published configurations, no torch needed). Communication: the two-level NCCL model
+# calibrated on the ABCI A100 2-node sweep (nccl.smk), far beyond what it measured; its
+# measured extrapolation error (4-16 nodes) is the band of every number in the table.
 LLM_MODELS = ("llama-2-70b", "gpt3-175b", "deepseek-v3")
 LLM_WORLD = 1024
-LLM_COMM = f"{RESULTS}/extrapolate/abci-a100-ib.scaled.json"
+LLM_COMM = f"{RESULTS}/nccl/models/abci-a100.json"
 TABLES.append("llm-scale")
 
 

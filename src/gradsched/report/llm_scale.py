@@ -5,11 +5,14 @@ the gradsched plan) and of ``advise --sharded --json`` (FSDP2's per-block defaul
 optimum of grouping, resharding and prefetch under the GPU's memory).
 
 Nothing here is a measurement: the compute is the FLOPs model of
-:mod:`gradsched.capture.flops` and the communication the cross-world-size extrapolation of
-a measured sweep, priced far beyond the message sizes and world sizes it measured. The
-table says so in its last column (the largest share of a candidate's communication priced
-outside the measured sizes) and the caption in words; it shows that every command answers,
-and what it answers, not how fast any real job runs.
+:mod:`gradsched.capture.flops` and the communication the two-level NCCL model
+(:mod:`gradsched.costmodel.nccl`) calibrated on a measured sweep, priced far beyond the
+message sizes and world sizes it measured. The table says so in its last two columns: the
+comm model's measured extrapolation error, the band every time in the row carries (the
+advice's margin: the worst error of the model's leave-world-sizes-out validation, or
+"unknown" where it was never validated), and the largest share of a candidate's
+communication priced outside the measured sizes. It shows that every command answers, and
+what it answers, not how fast any real job runs.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from gradsched.report.formatting import fmt
 GIB = 2.0**30
 COLUMNS = ("model", "tensors", "world size", "DDP default [s]", "tuned DDP [s]",
            "gradsched plan [s]", "DDP advice", "FSDP2 default [s]", "FSDP2 optimum [s]",
-           "FSDP2 advice", "outside measured sizes [%]")
+           "FSDP2 advice", "comm model error [%]", "outside measured sizes [%]")
 DDP_ADVICE = {"keep-current": "keep default", "ddp-bucket-cap-mb": "uniform cap",
               "ddp-bucket-cap-mb-list": "per-bucket caps", "gradsched-plan": "gradsched plan"}
 SHARDED_ADVICE = {"keep-fsdp2-default": "keep default", "optimum": "optimum",
@@ -83,6 +86,14 @@ def sharded_cells(data: Mapping[str, Any], path: str | Path) -> list[str]:
             SHARDED_ADVICE.get(advice, advice)]
 
 
+def error_band(data: Mapping[str, Any], path: str | Path) -> str:
+    """The band every time of the row carries: the advice's margin where it comes from the
+    comm model's measured extrapolation error (``band_known``), else ``unknown``."""
+    if not data.get("band_known", True):
+        return "unknown"
+    return f"+-{fmt(_field(data, 'margin_pct', path), 1)}"
+
+
 def outside_share_pct(data: Mapping[str, Any]) -> float:
     """The largest share of a candidate's communication priced outside the measured sizes,
     read from the advice's domain notes (percent)."""
@@ -103,5 +114,5 @@ def llm_scale_table(names: Sequence[str], ddp: Sequence[str | Path],
         advice = load_advice(ddp_path)
         rows.append([name, *ddp_cells(advice, ddp_path),
                      *sharded_cells(load_advice(sharded_path), sharded_path),
-                     fmt(outside_share_pct(advice), 1)])
-    return pd.DataFrame(rows, columns=list(COLUMNS)), "lrrrrrlrrlr"
+                     error_band(advice, ddp_path), fmt(outside_share_pct(advice), 1)])
+    return pd.DataFrame(rows, columns=list(COLUMNS)), "lrrrrrlrrlrr"
