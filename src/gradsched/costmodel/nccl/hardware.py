@@ -76,7 +76,12 @@ class Hardware:
 
     @property
     def ll128(self) -> bool:
-        """LL128 is enabled over NVLink (tuning.cc L517-537)."""
+        """LL128 is enabled over NVLink (current tuning.cc L517-537); NCCL 2.8.4 also asks for
+        Volta or Ampere GPUs only (``minCompCap == maxCompCap`` 70 or 80, tuning.cc L192-195 at
+        v2.8.4-1). Both assume the NIC PCIe-switch close to the GPUs (``typeInter <=
+        PATH_PXB``, GPU Direct RDMA)."""
+        if self.nccl_version == "2.8.4" and self.generation not in ("volta", "ampere"):
+            return False
         return self.intra_link == "nvlink"
 
     @property
