@@ -10,6 +10,9 @@ NCCL's ring count, which its topology search picks at run time; the default per 
 is PyTorch Inductor's heuristic (``torch/_inductor/comm_analysis.py``, ``_GPU_NCHANNELS``,
 torch 2.14.1): Volta 2, Ampere 8, Hopper 16, Blackwell 32. It only enters through the per-channel
 bandwidth caps and the ring plateau threshold of tuning.cc L647-650.
+Under NCCL 2.8.4 between nodes the *choice* does not read ``channels`` or the line rates: it
+reads the graphs that version's topology search builds on the node (:mod:`.graph`: ABCI A100
+4 channels x 24 GB/s, V100 2 x 12); the price still does.
 
 NVLink SHARP (NVLS, Hopper and later with NVSwitch) and CollNet (in-network reduction) are
 recorded (``nvls``, ``collnet``) but not priced: where a machine has them NCCL may pick them
@@ -76,7 +79,12 @@ class Hardware:
 
     @property
     def ll128(self) -> bool:
-        """LL128 is enabled over NVLink (tuning.cc L517-537)."""
+        """LL128 is enabled over NVLink (current tuning.cc L517-537); NCCL 2.8.4 also asks for
+        Volta or Ampere GPUs only (``minCompCap == maxCompCap`` 70 or 80, tuning.cc L192-195 at
+        v2.8.4-1). Both assume the NIC PCIe-switch close to the GPUs (``typeInter <=
+        PATH_PXB``, GPU Direct RDMA)."""
+        if self.nccl_version == "2.8.4" and self.generation not in ("volta", "ampere"):
+            return False
         return self.intra_link == "nvlink"
 
     @property

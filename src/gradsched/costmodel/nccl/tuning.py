@@ -37,9 +37,11 @@ Per collective, ``nRanks`` ranks on ``nNodes`` nodes (tuning.cc L288-291):
 or the all-gather output (as nccl-tests' ``size`` and the traces' ``bytes`` column), which is
 what NCCL prices (its per-rank count times ``nRanks``).
 
-NCCL *chooses* with its own constants and the links' rates (:func:`nccl_default_params`); the
-choice is then *priced* with calibrated inputs (:class:`Params`, :mod:`.calibrate`): the bus
-bandwidth of each level, a latency offset over ``baseLat`` and the LL / LL128 efficiencies.
+NCCL *chooses* with its own constants and the links' rates (:func:`nccl_default_params`), and
+under NCCL 2.8.4 between nodes with the channel count and per-channel speeds its topology
+search gives each algorithm's graph on the machine (:mod:`.graph`); the choice is then
+*priced* with calibrated inputs (:class:`Params`, :mod:`.calibrate`): the bus bandwidth of
+each level, a latency offset over ``baseLat`` and the LL / LL128 efficiencies.
 Everything else above is structure.
 """
 
@@ -51,6 +53,7 @@ import numpy as np
 
 from gradsched.costmodel.nccl.constants import constants_for
 from gradsched.costmodel.nccl.fabric import slowdown
+from gradsched.costmodel.nccl.graph import nccl_284_graphs
 from gradsched.costmodel.nccl.hardware import Hardware
 from gradsched.errors import ConfigError
 
@@ -177,10 +180,13 @@ def _index2(n_nodes: int) -> int:
 
 
 def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: str,
-                      protocol: str, n_ranks: int, n_nodes: int) -> float:
+                      protocol: str, n_ranks: int, n_nodes: int, graphs: bool = False) -> float:
     """NCCL's ``bandwidths[coll][a][p]`` (bytes/s, already algorithm bandwidth): the model
     refinements and the bus -> algorithm ratio of :mod:`.constants` (current: tuning.cc
-    L304, L326-336, L376-382). 0 where the pair is not used."""
+    L304, L326-336, L376-382). 0 where the pair is not used. ``graphs``: between nodes, take
+    the bus bandwidth and channel count of each algorithm's own graph as NCCL derives them
+    (:func:`.graph.nccl_284_graphs`, tuning.cc L120-121 at 2.8.4) instead of ``params`` and
+    ``hw.channels``, where that derivation applies."""
     if algorithm == "tree" and collective != "all_reduce":
         return 0.0
     if protocol == "LL128" and not hw.ll128:
@@ -188,11 +194,14 @@ def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: 
     k = constants_for(hw.nccl_version)
     gen = k.gen_row(hw.generation)
     i2 = _index2(n_nodes)
-    n_ch = hw.channels
+    graph = nccl_284_graphs(hw, n_nodes) if graphs else None
+    n_ch = graph[algorithm].n_channels if graph else hw.channels
     ll_row = gen if n_nodes == 1 else (1 if hw.cpu_vendor == "amd" else 0)
     ll_max = k.ll_max_bw[ll_row][i2] * _GB
     level = params.intra if n_nodes == 1 else params.inter
     bus = level.busbw_Bps if n_nodes == 1 else params.inter_busbw_Bps(n_nodes)
+    if graph:
+        bus = graph[algorithm].bus_GBps(n_nodes) * _GB
     if k.ampere_busbw_cap_gbps is not None and hw.generation == "ampere":
         bus = min(bus, k.ampere_busbw_cap_gbps * _GB)
     if protocol != "Simple":
@@ -267,10 +276,11 @@ def latency_s(hw: Hardware, params: Params, collective: str, algorithm: str, pro
 
 
 def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarray,
-                 world_size: int, priced: bool = False) -> np.ndarray:
+                 world_size: int, priced: bool = False, graphs: bool = False) -> np.ndarray:
     """Seconds of every (algorithm, protocol) of :data:`CHOICES` (rows) at every size
     (columns); ``inf`` where NCCL does not use the pair (tuning.cc L628-654). ``priced``
-    adds what a run pays and NCCL's estimate leaves out (:func:`tree_fill_s`)."""
+    adds what a run pays and NCCL's estimate leaves out (:func:`tree_fill_s`); ``graphs``
+    as in :func:`bus_bandwidth_Bps`."""
     m = np.asarray(nbytes, dtype=float)
     n_ranks, n_nodes = layout(world_size, hw.gpus_per_node)
     out = np.full((len(CHOICES), m.size), np.inf)
@@ -279,7 +289,8 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
     k = constants_for(hw.nccl_version)
     log_size = log2i(np.floor(np.maximum(m, 0.0) / 64.0).astype(np.int64))
     for row, (algorithm, protocol) in enumerate(CHOICES):
-        bw = bus_bandwidth_Bps(hw, params, collective, algorithm, protocol, n_ranks, n_nodes)
+        bw = bus_bandwidth_Bps(hw, params, collective, algorithm, protocol, n_ranks, n_nodes,
+                               graphs)
         if bw <= 0:
             continue
         lat = latency_s(hw, params, collective, algorithm, protocol, n_ranks, n_nodes)
@@ -307,11 +318,13 @@ def select(hw: Hardware, params: Params, collective: str, nbytes: np.ndarray,
            world_size: int, chooser: Params | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(seconds, index into :data:`CHOICES`) at each size of the pair NCCL picks: the
     minimum of ``ncclTopoGetAlgoTime`` over algorithms and protocols (tuning.cc L628-654)
-    under ``chooser`` (NCCL's own constants for ``hw``, :func:`nccl_default_params`, when
-    ``None``), priced with ``params``. NCCL chooses with its built-in constants, not with what
-    the machine really does, so a calibrated model must not re-choose."""
+    under ``chooser`` (when ``None``: NCCL's own constants for ``hw``,
+    :func:`nccl_default_params`, and between nodes the ring and tree graphs NCCL 2.8.4 builds
+    on ``hw``, :func:`.graph.nccl_284_graphs`), priced with ``params``. NCCL chooses with its
+    built-in constants and its topology search, not with what the machine really does, so a
+    calibrated model must not re-choose."""
     ranked = choice_times(hw, chooser or nccl_default_params(hw), collective, nbytes,
-                          world_size)
+                          world_size, graphs=chooser is None)
     idx = np.argmin(ranked, axis=0)
     stack = choice_times(hw, params, collective, nbytes, world_size, priced=True)
     return np.take_along_axis(stack, idx[None, :], axis=0)[0], idx
