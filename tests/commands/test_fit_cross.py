@@ -70,3 +70,18 @@ def test_hardware_override_and_unknown_machine(tmp_path: Path, capsys) -> None:
 def test_two_multi_node_fit_sizes_are_refused(capsys) -> None:
     assert main(["fit", "--cross-world-size", *A100, "--fit-on", "16,32"]) == 2
     assert "one multi-node sweep" in capsys.readouterr().err
+
+
+def test_a_cross_fit_knows_which_collectives_it_measured(tmp_path) -> None:
+    """The analytic model a cross-world-size fit writes records its fitted series, so a
+    reduce-scatter priced from its all-reduce sweep is reported as derived, and the world
+    size it was fitted at as measured (the domain notes of every command read these)."""
+    out = tmp_path / "ring.json"
+    sweep = REPO / "traces/comm/external/nccl-abci-inter-anode-2.csv"
+    assert main(["fit", "--cross-world-size", str(sweep), "--fit-on", "16",
+                 "--method", "analytic", "--algorithm", "ring", "-o", str(out)]) == 0
+    model = load_comm_spec(str(out))
+    assert [b.status for b in model.collective_basis("all_reduce", 16)] == ["measured"]
+    assert all(b.status == "derived" for b in model.collective_basis("reduce_scatter", 512))
+    assert model.world_size_basis(16) == "measured"
+    assert model.world_size_basis(512) == "extrapolated"

@@ -245,6 +245,10 @@ def _cross(args: argparse.Namespace, stage: Staging) -> int:
         ]
     for res in results:
         _print_cross(args, res)
+    from gradsched.costmodel.domain_notes import file_contradictions
+
+    for note in file_contradictions(args.traces, args.in_place):
+        print(f"warning: {note}", file=sys.stderr)
     if output is not None:
         if len(results) != 1:
             raise ConfigError(f"-o writes one model but there are {len(results)} "

@@ -547,16 +547,17 @@ def cross_world_size(
     for (collective, backend), by_ws in sorted(_series_by_world_size(paths, in_place).items()):
         alpha, beta, base_curves = _fit_link(collective, backend, by_ws, fit_on, algorithm,
                                              source, gamma, scale_by)
+        domain = [series_record(by_ws[w][0], by_ws[w][1]) for w in fit_on]
         model = AnalyticModel(alpha, beta, gamma, algorithm,
                               meta={"fitted_from": sorted(stems), "fit_world_sizes": fit_on,
-                                    "scale_by": scale_by, "source_fit": source})
+                                    "scale_by": scale_by, "source_fit": source,
+                                    "domain": domain})
         rows = _cross_rows(name, collective, by_ws, fit_on, algorithm, alpha, beta, gamma,
                            scale_by, method, base_curves)
         extrapolation = extrapolation_meta(rows, fit_on)
         model.meta["extrapolation"] = extrapolation
         scaled = None
         if method == "scaled" and scale_by == "world_size":
-            domain = [series_record(by_ws[w][0], by_ws[w][1]) for w in fit_on]
             scaled = _scaled_predictor(collective, source, base_curves, model, domain,
                                        extrapolation)
         out.append(CrossFit(name, collective, backend, algorithm, list(fit_on), model, rows,
