@@ -45,7 +45,7 @@ def test_one_row_per_model_with_the_advice_and_the_domain(tmp_path: Path) -> Non
     assert first["tuned DDP [s]"] == "31.00 (64 MiB)" and first["DDP advice"] == "gradsched plan"
     assert first["FSDP2 optimum [s]"] == "37.70 (22 units, gap 50.4 %)"
     assert first["outside measured sizes [%]"] == "99.5"  # the largest share of the notes
-    assert first["comm model error [%]"] == "+-19.3"  # the band every time carries
+    assert first["comm model error [%]"] == "± 19.3"  # the band every time carries
     assert table.iloc[1]["FSDP2 optimum [s]"] == "none fits (114 > 70 GiB)"
     assert table.iloc[1]["FSDP2 advice"] == "none fits"
 

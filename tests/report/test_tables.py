@@ -28,7 +28,7 @@ def test_replay_table_and_figure_mark_extrapolated_world_sizes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = synthetic_collected().assign(extrapolated=lambda f: f["world_size"] == 16)
     table, _ = replay.replay_table(data)
-    assert list(table["P [ranks]"]) == ["8", "16 (extr.)", "8", "16 (extr.)"]
+    assert list(table["P [ranks]"]) == ["8", "16 (extrap.)", "8", "16 (extrap.)"]
     csv = tmp_path / "replay.csv"
     data.to_csv(csv, index=False)
     spans: list[tuple[float, float]] = []

@@ -91,7 +91,7 @@ def error_band(data: Mapping[str, Any], path: str | Path) -> str:
     comm model's measured extrapolation error (``band_known``), else ``unknown``."""
     if not data.get("band_known", True):
         return "unknown"
-    return f"+-{fmt(_field(data, 'margin_pct', path), 1)}"
+    return f"± {fmt(_field(data, 'margin_pct', path), 1)}"
 
 
 def outside_share_pct(data: Mapping[str, Any]) -> float:

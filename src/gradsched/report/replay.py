@@ -126,7 +126,7 @@ def replay_table(collected: pd.DataFrame, ties: str = "names") -> tuple[pd.DataF
         keys = ["trace", "network", "world_size", "nodes"]
         flags = collected.assign(extrapolated=extrapolated_mask(collected)).groupby(
             keys, sort=True)["extrapolated"].any()
-        ranks = ranks.where(~flags.to_numpy(), ranks + " (extr.)")
+        ranks = ranks.where(~flags.to_numpy(), ranks + " (extrap.)")
     out = pd.DataFrame({
         "compute": wide["trace"].where(~host_bound_cases(collected, wide),
                                        wide["trace"] + " (host-bound)"),
