@@ -17,8 +17,11 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 COMMON = frozenset({"errors", "io", "staging", "signal_hold", "run_order", "limits", "networks",
                     "units", "provenance", "plan", "plan_sharded", "names", "intermediates",
-                    "admission", "ties", "gpus", "printable", "procfs", "readback"})
-"""The common ground every unit may import."""
+                    "admission", "ties", "gpus", "printable", "procfs", "readback",
+                    "llm_shapes"})
+"""The common ground every unit may import. ``llm_shapes``: published LLM dimensions and
+their parameter list without torch, read by the model zoo, the FLOPs model (traces) and the
+at-scale study (experiments), as ``gpus`` holds the GPUs' published peaks."""
 
 ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
@@ -39,6 +42,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "admission": frozenset({"errors", "io", "procfs"}),
     "ties": frozenset(),
     "gpus": frozenset(),
+    "llm_shapes": frozenset({"errors"}),
     "printable": frozenset(),
     "traces": COMMON,
     "costmodel": COMMON | {"traces"},

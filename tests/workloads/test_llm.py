@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gradsched.errors import ConfigError
+from gradsched.llm_shapes import LLM_SHAPES, llm_shape, parameter_list
 from gradsched.traces.layers import block_ranges, layer_seq
-from gradsched.workloads.llm import LLM_SHAPES, build_meta_model, llm_shape, parameter_list
+from gradsched.workloads.llm import build_meta_model
 
 pytest.importorskip("torch")
 
@@ -53,7 +54,7 @@ def test_unknown_shape_is_a_clear_error() -> None:
 
 
 def test_blocks_are_the_decoder_layers(models: dict) -> None:
-    from gradsched.capture.flops import flops_trace
+    from gradsched.traces.flops import flops_trace
 
     trace = flops_trace("gpt3-175b")
     assert len(block_ranges(layer_seq(trace))) == 96

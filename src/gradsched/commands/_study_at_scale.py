@@ -19,7 +19,7 @@ from gradsched.commands._outputs import output_file
 from gradsched.errors import ConfigError
 
 
-def register(ssub: argparse._SubParsersAction) -> None:
+def register_at_scale(ssub: argparse._SubParsersAction) -> None:
     """Add ``at-scale`` to ``gradsched study``."""
     p = ssub.add_parser("at-scale", help="published FSDP throughput at several GPU counts, "
                         "calibrated on the smallest count of each group, the rest predicted")

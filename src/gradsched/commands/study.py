@@ -22,10 +22,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gradsched.commands import _study_at_scale as at_scale
 from gradsched.commands._args import integer, parse_int, size
 from gradsched.commands._outputs import output_file
 from gradsched.commands._overlap import add_overlap_option
+from gradsched.commands._study_at_scale import register_at_scale
 from gradsched.commands._study_stragglers import register_stragglers
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_REPLAY_ITERATIONS
@@ -132,7 +132,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_sharded)
     register_stragglers(ssub)
 
-    at_scale.register(ssub)
+    register_at_scale(ssub)
 
 
 def _ps_replay(args: argparse.Namespace) -> int:

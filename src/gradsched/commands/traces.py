@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _register_flops(tsub: argparse._SubParsersAction) -> None:
     from gradsched.gpus import GPU_PEAK_FLOPS
-    from gradsched.workloads.llm import llm_names
+    from gradsched.llm_shapes import llm_names
 
     flops = tsub.add_parser("flops", help="a compute trace of a published LLM shape (LLaMA-2-70B, "
                             "GPT-3-175B, DeepSeek-V3) from a FLOPs model: synthetic, labelled")
@@ -117,7 +117,7 @@ def _correct(args: argparse.Namespace) -> int:
 
 
 def _flops(args: argparse.Namespace) -> int:
-    from gradsched.capture.flops import FlopsSetting, flops_trace
+    from gradsched.traces.flops import FlopsSetting, flops_trace
 
     setting = FlopsSetting(micro_batch=args.micro_batch, seq_len=args.seq_len, gpu=args.gpu,
                            mfu=args.mfu, dtype=args.dtype)

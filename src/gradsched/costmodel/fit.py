@@ -71,8 +71,6 @@ CROSS_TABLE_COLUMNS: tuple[str, ...] = (
 """``role`` is ``fitted`` (the fit's residual on a sweep it was fitted on) or ``predicted``
 (a world size it never saw: the cross-world-size error)."""
 
-CROSS_METHODS: tuple[str, ...] = ("nccl", "analytic", "scaled")
-
 
 @dataclass(frozen=True)
 class AlphaBetaCurve:

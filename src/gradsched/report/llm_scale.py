@@ -5,7 +5,7 @@ the gradsched plan) and of ``advise --sharded --json`` (FSDP2's per-block defaul
 optimum of grouping, resharding and prefetch under the GPU's memory).
 
 Nothing here is a measurement: the compute is the FLOPs model of
-:mod:`gradsched.capture.flops` and the communication the two-level NCCL model
+:mod:`gradsched.traces.flops` and the communication the two-level NCCL model
 (:mod:`gradsched.costmodel.nccl`) calibrated on a measured sweep, priced far beyond the
 message sizes and world sizes it measured. The table says so in its last two columns: the
 comm model's measured extrapolation error, the band every time in the row carries (the

@@ -36,6 +36,7 @@ from gradsched.costmodel.nccl.tuning import (
     LevelParams,
     Params,
     layout,
+    nccl_default_params,
     select,
 )
 from gradsched.errors import ConfigError
@@ -115,8 +116,6 @@ def calibrate(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric_k: 
     :func:`transfer_level`); and each fitted sweep's MAPE (percent) keyed ``inter``/``intra``."""
     if inter is None and intra is None:
         raise ConfigError("nothing to calibrate on: no sweep")
-    from gradsched.costmodel.nccl.tuning import nccl_default_params
-
     params = nccl_default_params(hw)
     ref_nodes = 2
     if inter is not None:

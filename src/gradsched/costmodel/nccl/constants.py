@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gradsched.errors import ConfigError
+
 Triple = tuple[float, float, float]
 
 
@@ -127,8 +129,6 @@ VERSIONS: dict[str, TunerConstants] = {"2.8.4": NCCL_2_8_4, "current": NCCL_CURR
 
 def constants_for(version: str) -> TunerConstants:
     """The constants of NCCL ``version`` (``2.8.4`` or ``current``)."""
-    from gradsched.errors import ConfigError
-
     if version not in VERSIONS:
         raise ConfigError(f"NCCL version {version!r}: known {', '.join(VERSIONS)}")
     return VERSIONS[version]

@@ -88,11 +88,6 @@ class Hardware:
         return self.intra_link == "nvlink"
 
     @property
-    def nic_Bps_per_gpu(self) -> float:
-        """The node's NIC rate shared by its GPUs (bytes/s per GPU and direction)."""
-        return self.nics_per_node * self.nic_Bps / self.gpus_per_node
-
-    @property
     def node_nic_Bps(self) -> float:
         """All NICs of a node together (bytes/s per direction): a ring's bus bandwidth
         between nodes cannot exceed it (each channel's ring enters and leaves every node

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gradsched.errors import InputError
 from gradsched.gpus import GPU_PEAK_FLOPS
-from gradsched.workloads.llm import LlmShape, parameter_list
+from gradsched.llm_shapes import LlmShape, parameter_list
 
 COLUMNS = ("source", "group", "model", "layout", "n_layers", "d_model", "n_heads",
            "n_kv_heads", "ffn", "vocab", "positions", "params_published", "seq_len",

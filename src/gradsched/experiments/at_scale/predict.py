@@ -1,7 +1,7 @@
 """One point's step time from the FLOPs model and the FSDP2 replay, and the calibration of
 the FLOPs model's utilisation on one point.
 
-**Compute.** :func:`gradsched.capture.flops.flops_trace` of the point's shape, micro-batch
+**Compute.** :func:`gradsched.traces.flops.flops_trace` of the point's shape, micro-batch
 and sequence on its GPU type (forward ``2 x tokens x parameters`` per matrix plus causal
 attention, backward twice the forward) at model-FLOPs utilisation ``mfu``. Full activation
 checkpointing re-runs each block's forward inside its backward (Chen et al. 2016,
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gradsched.capture.flops import FlopsSetting, flops_trace
 from gradsched.costmodel.base import CommModel
 from gradsched.costmodel.domain import RangeShares
 from gradsched.errors import InputError
@@ -42,6 +41,7 @@ from gradsched.experiments.at_scale.settings import AtScaleSettings
 from gradsched.planners.sharded import make_sharded_plan
 from gradsched.replay.sharded import ShardedReplay, replay_sharded, sharded_range_shares
 from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.flops import FlopsSetting, flops_trace
 
 PLANNERS = {"full_shard": "fsdp2", "shard_grad_op": "fsdp2-noreshard"}
 """The FSDP2 layout of each sharding strategy (:data:`~.points.SHARDINGS`)."""

@@ -1,5 +1,5 @@
 """A compute trace from a FLOPs model, for architectures no machine here can run: one row
-per parameter tensor of the published shape (:func:`gradsched.workloads.llm.parameter_list`,
+per parameter tensor of the published shape (:func:`gradsched.llm_shapes.parameter_list`,
 the meta-device model's parameters, listed without torch), its forward
 and backward seconds priced as FLOPs over a stated fraction of the GPU's peak. Never a
 measurement: the sidecar says ``capture_method: flops-model`` and ``synthetic: true``.
@@ -37,8 +37,8 @@ import pandas as pd
 
 from gradsched.errors import ConfigError
 from gradsched.gpus import GPU_PEAK_FLOPS
+from gradsched.llm_shapes import LlmShape, llm_shape, parameter_list
 from gradsched.traces.bundle import ComputeTrace
-from gradsched.workloads.llm import LlmShape, llm_shape, parameter_list
 
 DTYPE_BYTES = {"bf16": 2, "fp32": 4}
 CAPTURE_METHOD = "flops-model"
@@ -103,7 +103,7 @@ def attention_flops(shape: LlmShape, setting: FlopsSetting) -> float:
 
 def flops_trace(name: str | LlmShape, setting: FlopsSetting | None = None) -> ComputeTrace:
     """The compute trace of LLM shape ``name`` (a key of
-    :data:`gradsched.workloads.llm.LLM_SHAPES`, or an :class:`LlmShape` built from a
+    :data:`gradsched.llm_shapes.LLM_SHAPES`, or an :class:`LlmShape` built from a
     published table's dimensions) under ``setting`` (module docstring)."""
     shape = name if isinstance(name, LlmShape) else llm_shape(name)
     setting = setting or FlopsSetting()
@@ -133,6 +133,7 @@ def trace_meta(shape: LlmShape, setting: FlopsSetting, tensors: int, params: int
                   f"{GPU_PEAK_FLOPS[setting.gpu] / 1e12:g} TFLOP/s bf16 dense)",
         "dtype": setting.dtype, "world_size": 1, "software": {},
         "capture_method": CAPTURE_METHOD, "iterations": None, "date": "not measured",
+        # The wording from when this model lived in capture/, kept: written traces carry it.
         "source": f"synthetic: FLOPs model (gradsched.capture.flops) of the published shape "
                   f"({shape.source})",
         "synthetic": True, "seq_len": setting.seq_len, "mfu": setting.mfu,

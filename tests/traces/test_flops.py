@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gradsched.capture.flops import FlopsSetting, attention_flops, flops_trace
 from gradsched.errors import ConfigError
 from gradsched.gpus import GPU_PEAK_FLOPS
+from gradsched.llm_shapes import llm_shape
 from gradsched.traces import ComputeTrace
-from gradsched.workloads.llm import llm_shape
+from gradsched.traces.flops import FlopsSetting, attention_flops, flops_trace
 
 pytest.importorskip("torch")
 
