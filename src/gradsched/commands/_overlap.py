@@ -9,15 +9,26 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gradsched.commands._args import real
+
 HELP = ("compute speed divisor while a collective runs beside it (NCCL kernels share the GPU's "
         "SMs and memory bandwidth): auto (default) = the measured value of the compute "
         "trace's GPU generation (none for CPU traces), off, or a number >= 1")
 
 
 def _setting(text: str) -> str | float:
-    from gradsched.costmodel.overlap_slowdown import parse_setting
+    """argparse type: ``auto``, ``off`` or a number read first by the hardened number parser
+    of :mod:`gradsched.commands._args` (no ``1_6``, ``１６``, ``0x10``, ``nan``), then
+    checked by :func:`gradsched.costmodel.overlap_slowdown.parse_setting` (range >= 1)."""
+    from gradsched.costmodel.overlap_slowdown import OVERLAP_CHOICES, parse_setting
     from gradsched.errors import ConfigError
 
+    if text not in OVERLAP_CHOICES:
+        try:
+            _ANY_NUMBER(text)
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{exc}: expected auto, off or a number >= 1") \
+                from None
     try:
         return parse_setting(text)
     except ConfigError as exc:
@@ -25,7 +36,8 @@ def _setting(text: str) -> str | float:
             from None
 
 
-_setting.__name__ = "auto, off or a number"
+_ANY_NUMBER = real()
+_setting.__name__ = "number"  # a hardened number (or auto, off)
 
 
 def add_overlap_option(parser: argparse.ArgumentParser) -> None:

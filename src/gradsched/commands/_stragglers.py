@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gradsched.commands._args import real
 from gradsched.costmodel.stragglers import (
     MAX_CV,
     apply_stragglers,
@@ -25,10 +26,24 @@ from gradsched.traces.bundle import ComputeTrace
 
 
 def _parse(text: str) -> str | float:
+    """argparse type: ``off``, ``auto`` or a number read first by the hardened number parser
+    of :mod:`gradsched.commands._args` (no ``1_6``, ``１６``, ``0x10``, ``nan``), then checked
+    by :func:`gradsched.costmodel.stragglers.parse_stragglers` (range [0, MAX_CV])."""
+    if text.strip().lower() not in ("off", "auto"):
+        try:
+            _ANY_NUMBER(text)
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(
+                f"{exc}: expected off, auto or a coefficient of variation in [0, {MAX_CV}]") \
+                from None
     try:
         return parse_stragglers(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--stragglers ")) from None
+
+
+_ANY_NUMBER = real()
+_parse.__name__ = "number"  # a hardened number (or off, auto)
 
 
 def add_stragglers(parser: argparse.ArgumentParser) -> None:

@@ -267,8 +267,12 @@ def _plan(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise ConfigError(f"--knob {item!r}: expected NAME=VALUE")
         knobs[key.strip()] = value.strip()
-    slowdown = sharded_overlap(args, trace.meta, "shard plan", args.semantics)
-    plan = _one_plan(args, trace, model, args.algorithm, knobs, slowdown)
+    if args.algorithm != OPTIMUM or knobs:  # no slowdown in its search: knobs refused
+        plan = _one_plan(args, trace, model, args.algorithm, knobs)  # before any note
+        slowdown = sharded_overlap(args, trace.meta, "shard plan", args.semantics)
+    else:
+        slowdown = sharded_overlap(args, trace.meta, "shard plan", args.semantics)
+        plan = _one_plan(args, trace, model, args.algorithm, knobs, slowdown)
     result = replay_sharded(trace, plan, model, args.world_size, semantics=args.semantics,
                             grad_accum=args.grad_accum, compute_slowdown=slowdown)
     _print_domain(args, trace, model, [(plan.algorithm, plan)])

@@ -32,7 +32,6 @@ nothing.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import ConfigError, InputError
+from gradsched.io import read_json
 from gradsched.traces.overlap_kernels import measure_trace, predicted_duration
 
 MODEL_PATH = Path(__file__).with_name("overlap_slowdown.json")
@@ -176,11 +176,11 @@ def load_model(path: str | Path | None = None) -> dict[str, Any]:
     path = Path(path) if path is not None else MODEL_PATH
     if not path.is_file():
         raise InputError("overlap-slowdown model not found", path=path)
+    model = read_json(path, "overlap-slowdown model not found")
     try:
-        model = json.loads(path.read_text())
         if not isinstance(model["generations"], dict):
             raise TypeError
-    except (json.JSONDecodeError, KeyError, TypeError):
+    except (KeyError, TypeError):
         raise InputError("not an overlap-slowdown model (gradsched study overlap-slowdown "
                          "writes one)", path=path) from None
     return model

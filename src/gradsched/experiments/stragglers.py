@@ -29,20 +29,23 @@ step's start) is left out: the previous synchronisation is not in the trace.
 
 from __future__ import annotations
 
-import gzip
 import io
-import json
 import math
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from gradsched.admission import input_limit
 from gradsched.costmodel.stragglers import expected_max_normal
 from gradsched.errors import InputError
-from gradsched.io import read_json
+from gradsched.intermediates import read_csv_frame
+from gradsched.io import parse_json, read_bytes, read_json
+from gradsched.traces.importers.kineto.events import decode_trace_bytes, read_trace_json
 
 BUSY_THRESHOLD = 0.9
 """GPU busy share below which a configuration is host-bound (the capture's rule,
@@ -74,25 +77,56 @@ def _fwd_bwd(medians: dict, path: Path, forward: str, backward: str, scale: floa
         raise InputError(f"no {forward}/{backward}", path=path) from None
 
 
-def _gpu_check_members(archive: Path) -> dict[str, dict]:
-    """``truth/<config>.json`` of the gpu-check archive, by configuration."""
-    out: dict[str, dict] = {}
+def _json_members(archive: Path, key: Callable[[str], str | None],
+                  parse: Callable[[bytes, str], Any]) -> list[tuple[str, Any]]:
+    """``[(key, parsed member)]`` of the gzipped tar ``archive``, in archive order, for
+    each member whose name ``key`` maps to a key (None: skipped). The archive is read
+    through the input gate (:func:`gradsched.io.read_bytes`) and opened in memory; its
+    members' total size is bounded by :func:`gradsched.admission.input_limit`, as
+    ``traces/importers/kineto/events.py:read_documents`` bounds them."""
+    data = read_bytes(archive)
+    out: list[tuple[str, Any]] = []
     try:
-        with tarfile.open(archive, "r:gz") as tar:
-            for member in tar.getmembers():
-                parts = member.name.split("/")
-                if (len(parts) == 3 and parts[1] == "truth" and parts[2].endswith(".json")
-                        and not parts[2].endswith(".pt.trace.json")):
-                    handle = tar.extractfile(member)
-                    if handle is not None:
-                        out[parts[2][:-5]] = json.load(io.TextIOWrapper(handle, "utf-8"))
-    except (OSError, tarfile.TarError, json.JSONDecodeError) as exc:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            members = [(k, m) for m in tar.getmembers()
+                       if m.isfile() and (k := key(m.name)) is not None]
+            limit = input_limit()
+            if sum(m.size for _, m in members) > limit:
+                raise InputError(f"{sum(m.size for _, m in members)} bytes of members: "
+                                 f"beyond the bound of {limit} bytes per input", path=archive)
+            for name, member in members:
+                handle = tar.extractfile(member)
+                if handle is not None:
+                    out.append((name, parse(handle.read(), f"{archive}:{member.name}")))
+    except (OSError, EOFError, tarfile.TarError) as exc:
         raise InputError(f"unreadable archive: {exc}", path=archive) from None
     return out
 
 
+def _utf8_json(raw: bytes, label: str) -> Any:
+    try:
+        return parse_json(raw.decode("utf-8"), label)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text: {exc.reason} at byte {exc.start}",
+                         path=label) from None
+
+
+def _truth_member(name: str) -> str | None:
+    """``<config>`` of a ``<top>/truth/<config>.json`` member (not a Kineto trace)."""
+    parts = name.split("/")
+    if (len(parts) == 3 and parts[1] == "truth" and parts[2].endswith(".json")
+            and not parts[2].endswith(".pt.trace.json")):
+        return parts[2][:-5]
+    return None
+
+
+def _gpu_check_members(archive: Path) -> dict[str, dict]:
+    """``truth/<config>.json`` of the gpu-check archive, by configuration."""
+    return dict(_json_members(archive, _truth_member, _utf8_json))
+
+
 def _busy_shares(report: Path) -> dict[str, float]:
-    frame = pd.read_csv(report)
+    frame = read_csv_frame(report, required=("trace", "busy_over_unprofiled"))
     rows = frame[frame["trace"].str.startswith("kineto-steps/")]
     return {t.split("/", 1)[1]: float(b)
             for t, b in zip(rows["trace"], rows["busy_over_unprofiled"], strict=True)}
@@ -169,24 +203,22 @@ def dlrm_intervals(archive: Path) -> tuple[pd.DataFrame, float]:
     from the first kernel to the last, mean over ranks) that classes it."""
     ranks: dict[int, list[tuple[float, float]]] = {}
     busy = []
+
+    def worker(name: str) -> str | None:
+        base = name.rsplit("/", 1)[-1]
+        return base if base.startswith("worker") and base.endswith(".json") else None
+
     try:
-        with tarfile.open(archive, "r:gz") as tar:
-            for member in tar.getmembers():
-                name = member.name.rsplit("/", 1)[-1]
-                if not (name.startswith("worker") and name.endswith(".json")):
-                    continue
-                handle = tar.extractfile(member)
-                if handle is None:
-                    continue
-                events = json.load(io.TextIOWrapper(handle, "utf-8"))["traceEvents"]
-                kernels = sorted((e for e in events if e.get("cat") == "kernel"),
-                                 key=lambda e: e["ts"])
-                rank = int(name[len("worker"):].split("_", 1)[0])
-                ranks[rank] = [(float(e["ts"]), float(e["ts"] + e["dur"])) for e in kernels
-                               if str(e.get("name", "")).startswith("ncclKernel")]
-                busy.append(_busy_share([e for e in kernels if not str(
-                    e.get("name", "")).startswith("ncclKernel")]))
-    except (OSError, tarfile.TarError, json.JSONDecodeError, KeyError, ValueError) as exc:
+        for name, doc in _json_members(archive, worker, decode_trace_bytes):
+            events = doc["traceEvents"]
+            kernels = sorted((e for e in events if e.get("cat") == "kernel"),
+                             key=lambda e: e["ts"])
+            rank = int(name[len("worker"):].split("_", 1)[0])
+            ranks[rank] = [(float(e["ts"]), float(e["ts"] + e["dur"])) for e in kernels
+                           if str(e.get("name", "")).startswith("ncclKernel")]
+            busy.append(_busy_share([e for e in kernels if not str(
+                e.get("name", "")).startswith("ncclKernel")]))
+    except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"unreadable DLRM archive: {exc}", path=archive) from None
     counts = {len(v) for v in ranks.values()}
     if len(ranks) != DLRM_RANKS or len(counts) != 1:
@@ -216,10 +248,9 @@ def step_jitter(path: Path) -> dict[str, object]:
     partial warm-up steps), their cv, and the GPU busy share of those steps (merged
     compute-kernel time over their duration) that classes the trace."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            events_meta = json.load(handle)
+        events_meta = read_trace_json(path)
         events = events_meta["traceEvents"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (KeyError, TypeError) as exc:
         raise InputError(f"unreadable Kineto trace: {exc}", path=path) from None
     steps = sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")),
                    key=lambda e: e["ts"])

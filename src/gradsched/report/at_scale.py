@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.intermediates import read_csv_frame
 from gradsched.io import read_json
 from gradsched.report.formatting import fmt
 
@@ -53,7 +54,7 @@ def load_points_frame(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise InputError("at-scale results CSV not found", path=path)
-    frame = pd.read_csv(path)
+    frame = read_csv_frame(path)
     missing = [c for c in NEEDED if c not in frame.columns]
     if missing:
         raise InputError(f"missing column(s): {', '.join(missing)}", path=path, row=0,
