@@ -43,11 +43,6 @@ ALLOWED: dict[tuple[str, str, str], tuple[int, str]] = {
     ("experiments/stragglers.py", "_json_members", "tarfile.open"): (
         1, "an archive in memory (fileobj=BytesIO of bytes io.read_bytes read), members "
            "bounded by admission.input_limit"),
-    ("experiments/at_scale/points.py", "load_points", "path.open"): (
-        1, "NOT YET ROUTED (experiments/at_scale is being restructured on another branch): "
-           "the points CSV, every cell then checked by _point; to move to io.read_text"),
-    ("experiments/at_scale/points.py", "load_points", "csv.DictReader"): (
-        1, "NOT YET ROUTED: parses the handle of the path.open above (same to-do)"),
     ("staging.py", "_write_through", "open"): (
         1, "copies gradsched's own stand-in output byte for byte into a device; nothing "
            "is parsed"),

@@ -133,8 +133,7 @@ def trace_meta(shape: LlmShape, setting: FlopsSetting, tensors: int, params: int
                   f"{GPU_PEAK_FLOPS[setting.gpu] / 1e12:g} TFLOP/s bf16 dense)",
         "dtype": setting.dtype, "world_size": 1, "software": {},
         "capture_method": CAPTURE_METHOD, "iterations": None, "date": "not measured",
-        # The wording from when this model lived in capture/, kept: written traces carry it.
-        "source": f"synthetic: FLOPs model (gradsched.capture.flops) of the published shape "
+        "source": f"synthetic: FLOPs model (gradsched.traces.flops) of the published shape "
                   f"({shape.source})",
         "synthetic": True, "seq_len": setting.seq_len, "mfu": setting.mfu,
         "peak_flops": GPU_PEAK_FLOPS[setting.gpu], "tensors": tensors, "parameters": params,

@@ -17,6 +17,7 @@ Every row is checked before anything is computed: a bad value raises
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from gradsched.errors import InputError
 from gradsched.gpus import GPU_PEAK_FLOPS
+from gradsched.io import read_text
 from gradsched.llm_shapes import LlmShape, parameter_list
 
 COLUMNS = ("source", "group", "model", "layout", "n_layers", "d_model", "n_heads",
@@ -173,13 +175,12 @@ def load_points(path: str | Path) -> list[Point]:
     path = Path(path)
     if not path.is_file():
         raise InputError("points CSV not found", path=path)
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
-        if missing:
-            raise InputError(f"missing column(s): {', '.join(missing)}", path=path, row=0,
-                             field=missing[0])
-        raws = list(reader)
+    reader = csv.DictReader(io.StringIO(read_text(path)))
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise InputError(f"missing column(s): {', '.join(missing)}", path=path, row=0,
+                         field=missing[0])
+    raws = list(reader)
     points, keys = [], {}
     for i, raw in enumerate(raws, start=1):
         where = {"path": str(path), "row": i}
