@@ -1,27 +1,8 @@
 """Large-language-model shapes, built on PyTorch's meta device from public configurations
 (no weights, no download): the parameter tensors data-parallel training communicates, in
 forward order, with what the FLOPs model of :mod:`gradsched.traces.flops` needs to price
-each one. The shapes themselves (and their parameter list without torch) are common
-ground: :mod:`gradsched.llm_shapes`.
-
-Shapes (published values, cited per entry in :data:`LLM_SHAPES`):
-
-* ``llama-2-70b`` -- Touvron et al., "Llama 2" (2023), and the ``config.json`` of
-  ``meta-llama/Llama-2-70b-hf``: 80 decoder layers, hidden 8192, SwiGLU FFN 28672, 64 query
-  heads and 8 key/value heads (grouped-query attention), vocabulary 32000, RMSNorm, no
-  biases, untied input and output embeddings. 723 tensors, 6.898e10 parameters.
-* ``gpt3-175b`` -- Brown et al., "Language Models are Few-Shot Learners" (2020), Table 2.1:
-  96 layers, d_model 12288, 96 heads, context 2048, the GPT-2 architecture (learned positions,
-  LayerNorm with biases, a 4 x d_model FFN, the output head tied to the token embeddings) and
-  its 50257-token vocabulary. 1156 tensors, 1.7459e11 parameters.
-* ``deepseek-v3`` -- DeepSeek-AI, "DeepSeek-V3 Technical Report" (2024), and the
-  ``config.json`` of ``deepseek-ai/DeepSeek-V3``: 61 layers, hidden 7168, the first 3 with a
-  dense FFN of 18432, the other 58 with a mixture of experts (256 routed experts of FFN 2048,
-  8 routed per token, plus 1 shared expert), multi-head latent attention (128 heads, query
-  rank 1536, key/value rank 512, head dims 128 + 64 rotary, value 128), vocabulary 129280,
-  untied embeddings. Each expert's three matrices are separate tensors, as in the reference
-  implementation; the multi-token-prediction module (14e9 parameters, used in pre-training
-  only) is left out. 45 337 tensors, 6.71e11 parameters.
+each one. The shapes themselves (published values, each cited, and their parameter list
+without torch) are common ground: :mod:`gradsched.llm_shapes`.
 
 Every module is registered in the order its forward runs, so ``named_parameters()`` is the
 forward order a compute trace needs.
