@@ -74,7 +74,8 @@ DECLARATIONS: dict[str, frozenset[str]] = {
 declare names (no computation): the report reads the re-execution's item names."""
 
 COMPUTING: dict[str, frozenset[str]] = {
-    "report": frozenset({"gradsched.costmodel.fit", "gradsched.costmodel.topology_fit"}),
+    "report": frozenset({"gradsched.costmodel.fit", "gradsched.costmodel.crossws",
+                        "gradsched.costmodel.topology_fit"}),
 }
 """Modules of an allowed unit that a unit may still not import, because they compute: the
 report loads and draws fitted models but never fits one. With ``ALLOWED``, the report's rule:

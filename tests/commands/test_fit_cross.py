@@ -11,7 +11,7 @@ import pytest
 
 from gradsched.cli import main
 from gradsched.costmodel import load_comm_spec
-from gradsched.costmodel.fit import CROSS_TABLE_COLUMNS
+from gradsched.costmodel.crossws import CROSS_TABLE_COLUMNS
 
 REPO = Path(__file__).resolve().parents[2]
 A100 = [str(REPO / f"traces/comm/external/nccl-abci-inter-anode-{n}.csv") for n in (2, 4)]

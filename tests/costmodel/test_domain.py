@@ -14,6 +14,7 @@ import pytest
 
 from gradsched.cli import main
 from gradsched.costmodel.base import load_comm_spec
+from gradsched.costmodel.crossws import cross_world_size
 from gradsched.costmodel.domain import (
     BASIS_EXTRAPOLATED,
     BASIS_MEASURED,
@@ -22,7 +23,7 @@ from gradsched.costmodel.domain import (
     range_bounds,
     shares_warning,
 )
-from gradsched.costmodel.fit import build_model, cross_world_size, fit_file
+from gradsched.costmodel.fit import build_model, fit_file
 from gradsched.costmodel.interp import InterpCurve, upper_slope
 from gradsched.costmodel.wire import check_series
 from gradsched.experiments import compare

@@ -179,7 +179,8 @@ def test_consistent_sweeps_are_not_flagged(repo: Path, capsys: pytest.CaptureFix
 @pytest.mark.parametrize("kind", ["piecewise", "alpha-beta", "interp"])
 def test_every_fitted_kind_and_its_composites_say_what_was_derived(
         tmp_path: Path, kind: str) -> None:
-    from gradsched.costmodel.fit import build_model, cross_world_size, fit_file
+    from gradsched.costmodel.crossws import cross_world_size
+    from gradsched.costmodel.fit import build_model, fit_file
 
     sweep = planted_sweep(tmp_path / "ar8.csv", 8)
     model = build_model(kind, fit_file(sweep, [kind], folds=2))

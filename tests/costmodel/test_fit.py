@@ -16,16 +16,14 @@ import pytest
 
 from gradsched.cli import main
 from gradsched.costmodel import load_comm_spec
+from gradsched.costmodel.crossws import CROSS_TABLE_COLUMNS, cross_world_size, series_name
 from gradsched.costmodel.fit import (
-    CROSS_TABLE_COLUMNS,
     FIT_TABLE_COLUMNS,
     cross_validate,
-    cross_world_size,
     fit_alpha_beta,
     fit_alpha_beta_model,
     fit_file,
     fold_indices,
-    series_name,
 )
 from gradsched.costmodel.formulas import cost
 from gradsched.costmodel.piecewise import PiecewiseCurve

@@ -222,7 +222,7 @@ def _run_cross(args: argparse.Namespace) -> int:
 
 
 def _cross(args: argparse.Namespace, stage: Staging) -> int:
-    from gradsched.costmodel.fit import cross_table, cross_world_size
+    from gradsched.costmodel.crossws import cross_table, cross_world_size
     from gradsched.costmodel.nccl.crossfit import NCCLSettings
     from gradsched.io import write_csv_atomic
 

@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from gradsched.costmodel.base import CommModel, load_comm_spec
-from gradsched.costmodel.fit import cross_world_size
+from gradsched.costmodel.crossws import cross_world_size
 from gradsched.costmodel.overlap_slowdown import resolve
 from gradsched.errors import ConfigFileError, InputError
 from gradsched.experiments.grid import compare

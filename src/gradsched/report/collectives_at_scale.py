@@ -1,7 +1,7 @@
 """The validation table of the collectives-at-scale section: each method's MAPE per world size
 of every multi-scale series, fitted on the smallest scale (``gradsched fit --cross-world-size``
 tables, one per method). Formatting only: the errors are computed by
-:func:`gradsched.costmodel.fit.cross_world_size`."""
+:func:`gradsched.costmodel.crossws.cross_world_size`."""
 
 from __future__ import annotations
 

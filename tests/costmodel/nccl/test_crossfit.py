@@ -11,8 +11,8 @@ import pytest
 
 from gradsched.cli import main
 from gradsched.costmodel import load_comm_spec
+from gradsched.costmodel.crossws import cross_world_size
 from gradsched.costmodel.domain import BASIS_EXTRAPOLATED, BASIS_MEASURED
-from gradsched.costmodel.fit import cross_world_size
 from gradsched.costmodel.nccl.crossfit import NCCLSettings
 
 REPO = Path(__file__).resolve().parents[3]

@@ -9,7 +9,7 @@ latency), not derived from all-reduce.
 
 The metadata records what the calibration saw (``domain``: one record per fitted sweep;
 ``fit_world_sizes``; ``hardware``) and the measured cross-world-size error
-(``extrapolation``, written by :func:`gradsched.costmodel.fit.cross_world_size`). A world size
+(``extrapolation``, written by :func:`gradsched.costmodel.crossws.cross_world_size`). A world size
 outside ``fit_world_sizes`` is an extrapolation (:meth:`NCCLModel.world_size_basis`).
 """
 
