@@ -123,6 +123,11 @@ def test_the_world_size_note_carries_the_measured_extrapolation_error_or_says_no
         "fit_world_sizes": [16], "validated_world_sizes": [32, 64, 128],
         "median_ape_pct": 40.0, "max_ape_pct": 111.5}), 512)
     assert "111.5 % worst" in known and "never validated" not in known
+    assert "beyond the largest validated world size (128)" in known
+    inside = world_size_note(fitted_analytic({
+        "fit_world_sizes": [16], "validated_world_sizes": [32, 64, 128],
+        "median_ape_pct": 40.0, "max_ape_pct": 111.5}), 64)
+    assert "beyond the largest validated" not in inside
 
 
 def test_the_margin_at_an_extrapolated_world_size_is_the_measured_extrapolation_error() -> None:

@@ -81,10 +81,14 @@ def world_size_note(model: CommModel, world_size: int) -> str | None:
         err = (f"its measured extrapolation error is {float(worst):.4g} % worst"
                + (f", {float(median):.4g} % median" if isinstance(median, int | float) else "")
                + (f" (predicting {_sizes(validated)})" if validated else ""))
+        largest = max((int(w) for w in validated), default=None)
+        if largest is not None and world_size > largest:
+            err += (f"; {world_size} is beyond the largest validated world size ({largest}), "
+                    "where that error was not measured")
     else:
         err = "the extrapolation was never validated (its error is unknown)"
-    return (f"domain: world size {world_size} was not measured ({where}; extrapolated by a "
-            f"formula): every predicted time is an extrapolation; {err}")
+    return (f"domain: world size {world_size} was not measured ({where}; extrapolated by the "
+            f"model): every predicted time is an extrapolation; {err}")
 
 
 def derived_note(model: CommModel, world_size: int,
