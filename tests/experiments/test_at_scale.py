@@ -26,7 +26,8 @@ MPT125 = {"model": "mpt-125m", "layout": "gpt", "n_layers": 12, "d_model": 768, 
           "params_published": 125311488, "seq_len": 2048, "gpu": "a100",
           "gpu_memory_gb": 40, "interconnect": "synthetic", "precision": "bf16",
           "sharding": "full_shard",
-          "activation_checkpointing": "none", "notes": "synthetic test row"}
+          "activation_checkpointing": "none", "reduce_dtype": "bf16",
+          "grad_sync": "last_micro_batch", "notes": "synthetic test row"}
 
 
 def row(group: str, gpus: int, step: float | str, **change: object) -> dict[str, object]:
@@ -61,6 +62,8 @@ GOOD = [row("g1", 8, 0.5), row("g1", 16, 0.52), row("g1", 32, 0.55),
     ({"tokens_per_s_per_gpu": 100}, "step_s", 2),  # both given
     ({"layout": "bert"}, "layout", 2),
     ({"seq_len": 1024}, "seq_len", 2),  # differs from the group's first row
+    ({"reduce_dtype": "fp16"}, "reduce_dtype", 2),
+    ({"grad_sync": "sometimes"}, "grad_sync", 2),
 ])
 def test_loader_refuses_bad_rows_naming_file_row_field(tmp_path, change, field, row_no) -> None:
     rows = [dict(r) for r in GOOD]
@@ -217,3 +220,33 @@ def test_free_communication_reproduces_perfect_scaling(tmp_path) -> None:
     assert stats["growth_explained_pooled_pct"] == 0.0
     assert stats["median_abs_error_pct"] == stats["perfect_median_abs_error_pct"]
     assert stats["variant"] == "free-comm" and stats["comm_models"] == "free (A100)"
+
+
+def test_fp32_reduction_and_sync_every_micro_batch_cost_what_they_move(tmp_path) -> None:
+    """A float32 reduce-scatter moves twice the bf16 bytes (only the reduce-scatters: with
+    every collective priced by bandwidth alone and nothing overlapping, the step grows by
+    exactly the reduce-scatters' bf16 time); a run that reduce-scatters after every
+    micro-batch (Composer's FSDP1) is k identical synchronised micro-batches, so its step
+    is k times the single micro-batch's (the flops trace has no update time)."""
+    from gradsched.costmodel.base import load_comm_spec
+    from gradsched.experiments.at_scale.predict import predicted_step_s
+
+    model = load_comm_spec("alpha-beta:alpha=0,beta=1e-9")
+    plain = load_points(write(tmp_path / "a.csv", GOOD[:2]))[1]
+    wide = load_points(write(tmp_path / "b.csv", [dict(r, reduce_dtype="fp32")
+                                                   for r in GOOD[:2]]))[1]
+    cfg = settings()
+    base = base_trace(plain)
+    one = predicted_step_s(base, 0.5, plain, model, cfg).replay
+    two = predicted_step_s(base, 0.5, wide, model, cfg).replay
+    assert two.comm_busy_s > one.comm_busy_s
+    assert two.iteration_s >= one.iteration_s
+    rows = [dict(r, grad_accum=3, global_batch=12 * r["gpus"]) for r in GOOD[:2]]
+    every = load_points(write(tmp_path / "c.csv", [dict(r, grad_sync="every_micro_batch")
+                                                   for r in rows]))[1]
+    last = load_points(write(tmp_path / "d.csv", rows))[1]
+    k3 = predicted_step_s(base, 0.5, every, model, cfg).replay
+    assert k3.iteration_s == pytest.approx(3 * one.iteration_s, rel=1e-12)
+    assert k3.n_collectives == 3 * one.n_collectives
+    fsdp2 = predicted_step_s(base, 0.5, last, model, cfg).replay
+    assert fsdp2.n_collectives < k3.n_collectives  # one reduce-scatter per unit per step

@@ -32,7 +32,7 @@ COLUMNS = ("source", "group", "model", "layout", "n_layers", "d_model", "n_heads
            "n_kv_heads", "ffn", "vocab", "positions", "params_published", "seq_len",
            "micro_batch", "grad_accum", "global_batch", "gpus", "gpu", "gpu_memory_gb",
            "interconnect", "precision", "sharding", "activation_checkpointing",
-           "tokens_per_s_per_gpu",
+           "reduce_dtype", "grad_sync", "tokens_per_s_per_gpu",
            "step_s", "notes")
 LAYOUTS = ("gpt", "llama")
 PRECISIONS = ("bf16", "fp8", "fp16", "fp32")
@@ -41,11 +41,28 @@ SHARDINGS = ("full_shard", "shard_grad_op")
 """``full_shard``: parameters resharded after forward and gathered again in backward
 (FSDP ``FULL_SHARD``, ZeRO-3, FSDP2's default); ``shard_grad_op``: kept gathered from forward
 to backward (FSDP ``SHARD_GRAD_OP``, ZeRO-2; FSDP2 ``reshard_after_forward=False``)."""
+REDUCE_DTYPES = {"bf16": 2, "fp32": 4, "not stated": 2}
+"""Bytes per gradient element of the reduce-scatter, by the ``reduce_dtype`` the source's
+framework uses by default: ``fp32`` where its mixed-precision policy reduces in float32
+(Composer's ``DEFAULT`` from v0.16.4, ``composer/trainer/mosaic_fsdp_utils.py``
+``get_mixed_precision``, commit d745fcb "patch default", 2023-10-10; torchtitan's
+``--training.mixed_precision_reduce`` default ``float32``, ``torchtitan/config_manager.py``
+L389-392 at 9dec370; KempnerForge's ``default_mp_policy``, ``kempnerforge/distributed/
+parallel.py`` L67-71 at 9f3f03a), ``bf16`` where it reduces in the parameters' dtype
+(Composer ``PURE``); ``not stated`` is priced as bf16 (the trace's bytes)."""
+GRAD_SYNCS = ("every_micro_batch", "last_micro_batch")
+"""When gradients are reduce-scattered under gradient accumulation: ``every_micro_batch``
+(Composer with FSDP1: ``ddp_sync_context`` only enters ``no_sync`` for a
+``DistributedDataParallel`` model and yields at once otherwise,
+``composer/trainer/dist_strategy.py`` L61-75 at v0.17.2, so FSDP reduce-scatters after
+every micro-batch's backward) or ``last_micro_batch`` (FSDP2's
+``set_requires_gradient_sync(False)`` on the silent micro-batches, as the sharded replay
+models; KempnerForge ``kempnerforge/training/grad.py`` L36 at 9f3f03a)."""
 PARAMS_RTOL = 0.005
 """Largest relative gap between the shape's parameter count and ``params_published``."""
 GROUP_KEYS = ("model", "layout", "n_layers", "d_model", "n_heads", "n_kv_heads", "ffn", "vocab",
               "positions", "seq_len", "micro_batch", "gpu", "precision", "sharding",
-              "activation_checkpointing")
+              "activation_checkpointing", "reduce_dtype", "grad_sync")
 """What every point of a group shares (the GPU count, accumulation and batch may differ)."""
 
 
@@ -68,6 +85,8 @@ class Point:
     published_step_s: float
     row: int
     path: str = "<memory>"
+    reduce_dtype: str = "bf16"
+    grad_sync: str = "last_micro_batch"
 
     @property
     def tokens_per_gpu_step(self) -> int:
@@ -166,7 +185,9 @@ def _point(raw: dict[str, str], where: dict) -> Point:
                  sharding=_choice(raw, "sharding", SHARDINGS, where),
                  activation_checkpointing=_choice(raw, "activation_checkpointing",
                                                   CHECKPOINTING, where),
-                 published_step_s=step_s, row=where["row"], path=where["path"])
+                 published_step_s=step_s, row=where["row"], path=where["path"],
+                 reduce_dtype=_choice(raw, "reduce_dtype", tuple(REDUCE_DTYPES), where),
+                 grad_sync=_choice(raw, "grad_sync", GRAD_SYNCS, where))
 
 
 def load_points(path: str | Path) -> list[Point]:

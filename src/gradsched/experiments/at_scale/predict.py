@@ -17,9 +17,18 @@ misses at the calibration point.
 published with ``SHARD_GRAD_OP``, the same units kept gathered from forward to backward,
 planner ``fsdp2-noreshard``) on the
 point's GPU count, ``grad_accum`` micro-batches per step
-(:func:`gradsched.replay.sharded.replay_sharded`, streams semantics), collectives priced by
+(:func:`gradsched.replay.sharded.replay_layout`, streams semantics), collectives priced by
 the settings' comm model of the point's GPU type. Both hooks of
 :mod:`gradsched.experiments.at_scale.hooks` run on every replay.
+
+**As the published runs were configured** (:data:`~.points.REDUCE_DTYPES`,
+:data:`~.points.GRAD_SYNCS`): the reduce-scatters carry ``reduce_dtype`` elements (a
+float32 reduction moves twice the bf16 trace's bytes; the all-gathers stay in the
+parameters' bf16), and a run that reduce-scatters after ``every_micro_batch`` (Composer's
+FSDP1) runs ``grad_accum`` identical synchronised micro-batches, each with its forward and
+backward all-gathers and its reduce-scatter, then one optimizer step: its step is
+``k x (replay of one micro-batch - update) + update``. ``last_micro_batch`` is FSDP2's
+accumulation with sync off, as the sharded replay models it.
 
 **Calibration.** The replayed step falls as ``mfu`` rises (compute scales as ``1/mfu``;
 communication does not change), so the ``mfu`` whose replayed step equals the published
@@ -30,18 +39,27 @@ bisection bracket, to a relative step error of :data:`CALIBRATION_RTOL`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from gradsched.costmodel.base import CommModel
+import numpy as np
+
+from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.costmodel.domain import RangeShares
 from gradsched.errors import InputError
 from gradsched.experiments.at_scale.hooks import compute_slowdown, straggler_transform
-from gradsched.experiments.at_scale.points import Point
+from gradsched.experiments.at_scale.points import REDUCE_DTYPES, Point
 from gradsched.experiments.at_scale.settings import AtScaleSettings
 from gradsched.planners.sharded import make_sharded_plan
-from gradsched.replay.sharded import ShardedReplay, replay_sharded, sharded_range_shares
+from gradsched.replay.sharded import (
+    ShardedReplay,
+    check_compute_slowdown,
+    replay_layout,
+    sharded_range_shares,
+)
+from gradsched.replay.sharded_layout import unit_layout
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.flops import FlopsSetting, flops_trace
+from gradsched.traces.layers import layer_seq
 
 PLANNERS = {"full_shard": "fsdp2", "shard_grad_op": "fsdp2-noreshard"}
 """The FSDP2 layout of each sharding strategy (:data:`~.points.SHARDINGS`)."""
@@ -83,12 +101,36 @@ def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
     """One optimizer step of ``point`` replayed with FSDP2's default layout (module
     docstring), the hooks applied."""
     trace = straggler_transform(trace, point, settings)
-    slowdown = compute_slowdown(trace, point, settings)
+    slowdown = check_compute_slowdown(compute_slowdown(trace, point, settings))
     plan = make_sharded_plan(PLANNERS[point.sharding], trace, model, point.gpus)
-    replay = replay_sharded(trace, plan, model, point.gpus, grad_accum=point.grad_accum,
-                            compute_slowdown=slowdown)
+    seq = layer_seq(trace)
+    layout = unit_layout(plan, seq, trace.path)
+    sizes = np.append(layout.unit_bytes, layout.root_bytes)
+    reduce_scale = REDUCE_DTYPES[point.reduce_dtype] / REDUCE_DTYPES["bf16"]
+    every = point.grad_sync == "every_micro_batch"
+    replay = replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
+                           comm_times(model, "all_gather", sizes, point.gpus),
+                           comm_times(model, "reduce_scatter", sizes * reduce_scale,
+                                      point.gpus), point.gpus, blocking=False,
+                           grad_accum=1 if every else point.grad_accum,
+                           keep_unsharded=plan.keep_unsharded_between_microbatches,
+                           compute_slowdown=slowdown)
+    if every and point.grad_accum > 1:
+        replay = repeat_micro_batches(replay, point.grad_accum,
+                                      float(seq.update_s.sum()) / point.gpus)
     return StepReplay(replay, sharded_range_shares(trace, plan, model, point.gpus),
                       model.world_size_basis(point.gpus))
+
+
+def repeat_micro_batches(one: ShardedReplay, k: int, update_s: float) -> ShardedReplay:
+    """A step of ``k`` synchronised micro-batches from the replay ``one`` of a single one
+    (module docstring): every time but the update ``k`` times, the collectives ``k``
+    times, the memory peak unchanged."""
+    return replace(one, iteration_s=k * (one.iteration_s - update_s) + update_s,
+                   forward_end_s=(k - 1) * (one.iteration_s - update_s) + one.forward_end_s,
+                   backward_end_s=(k - 1) * (one.iteration_s - update_s) + one.backward_end_s,
+                   compute_s=k * (one.compute_s - update_s) + update_s,
+                   comm_busy_s=k * one.comm_busy_s, n_collectives=k * one.n_collectives)
 
 
 def predicted_step_s(base: ComputeTrace, mfu: float, point: Point, model: CommModel,
