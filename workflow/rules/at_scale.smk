@@ -17,9 +17,16 @@ AT_SCALE_H100_SWEEP = "traces/comm/external/nccl-gcp-a3mega-2x8-h100-allreduce.c
 AT_SCALE_A100 = f"{RESULTS}/extrapolate/abci-a100-ib.scaled.json"
 AT_SCALE_H100 = f"{RESULTS}/at-scale/a3mega-h100.scaled.json"
 AT_SCALE_FREE = "alpha-beta:alpha=0,beta=0"
-# The two-level NCCL models (nccl.smk): calibrated on the ABCI A100 2-node sweep; for H100 and
-# H200 moved to an HGX H100 node with eight 400 Gbit/s NICs (a proxy: nothing measured there).
-AT_SCALE_NCCL_A100 = f"{RESULTS}/nccl/models/abci-a100.json"
+# The two-level NCCL models: calibrated on the ABCI A100 2-node sweep (nccl.smk's series). For
+# the A100 points moved to the interconnect their source states ("1600 Gbps node-node
+# interconnect (RoCE)": eight 200 Gbit/s NICs per 8-GPU node, against ABCI's four; rule
+# at_scale_a100_model); for H100 and H200 moved to an HGX H100 node with eight 400 Gbit/s NICs
+# (nccl.smk; a proxy: no H100 source states its interconnect, nothing measured there).
+AT_SCALE_ABCI_A100 = [
+    f"traces/comm/external/nccl-abci-inter-anode-{n}.csv" for n in (2, 4, 8, 16)
+]
+AT_SCALE_A100_HARDWARE = "abci-a100:nics_per_node=8"
+AT_SCALE_NCCL_A100 = f"{RESULTS}/at-scale/models/a100-8x200g.json"
 AT_SCALE_NCCL_H100 = f"{RESULTS}/nccl/models/h100-8x400g.json"
 AT_SCALE_NCCL = {
     "a100": AT_SCALE_NCCL_A100,
@@ -67,6 +74,22 @@ rule at_scale_h100_model:
         f"{LOGS}/at-scale/a3mega-h100.log",
     shell:
         "{GS} fit --cross-world-size {input} --fit-on 16 --method scaled --algorithm ring "
+        "-o {output} > {log} 2>&1"
+
+
+rule at_scale_a100_model:
+    """The NCCL model fitted on the ABCI A100 2-node sweep, moved to the A100 points' stated
+    interconnect (eight 200 Gbit/s NICs per node)."""
+    input:
+        AT_SCALE_ABCI_A100,
+    output:
+        AT_SCALE_NCCL_A100,
+    log:
+        f"{LOGS}/at-scale/a100-8x200g.log",
+    params:
+        hardware=AT_SCALE_A100_HARDWARE,
+    shell:
+        "{GS} fit --cross-world-size {input} --fit-on 16 --hardware {params.hardware} "
         "-o {output} > {log} 2>&1"
 
 
