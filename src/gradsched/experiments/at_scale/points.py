@@ -8,7 +8,9 @@ published throughput per GPU or step time. A **group** is the points of one conf
 at different GPU counts (same model, sequence, micro-batch, GPU, precision, sharding,
 activation checkpointing). The published step time is ``step_s`` when the source publishes it, else
 ``micro_batch x grad_accum x seq_len / tokens_per_s_per_gpu`` (the tokens one GPU
-processes per step over its rate).
+processes per step over its rate). Two columns say how the run's framework reduced
+gradients (:data:`REDUCE_DTYPES`, :data:`GRAD_SYNCS`): in which element type, and after
+every micro-batch or only the last.
 
 Every row is checked before anything is computed: a bad value raises
 :class:`~gradsched.errors.InputError` naming the file, the row and the field.

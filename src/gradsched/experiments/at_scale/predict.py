@@ -28,7 +28,10 @@ parameters' bf16), and a run that reduce-scatters after ``every_micro_batch`` (C
 FSDP1) runs ``grad_accum`` identical synchronised micro-batches, each with its forward and
 backward all-gathers and its reduce-scatter, then one optimizer step: its step is
 ``k x (replay of one micro-batch - update) + update``. ``last_micro_batch`` is FSDP2's
-accumulation with sync off, as the sharded replay models it.
+accumulation with sync off, as the sharded replay models it. The domain shares
+(:func:`gradsched.replay.sharded.sharded_range_shares`) are those of the plan's bf16 unit
+sizes; a float32 reduce-scatter is twice as large, so its share above the measured sizes
+can only be larger than the row says.
 
 **Calibration.** The replayed step falls as ``mfu`` rises (compute scales as ``1/mfu``;
 communication does not change), so the ``mfu`` whose replayed step equals the published
