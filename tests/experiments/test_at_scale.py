@@ -250,3 +250,20 @@ def test_fp32_reduction_and_sync_every_micro_batch_cost_what_they_move(tmp_path)
     assert k3.n_collectives == 3 * one.n_collectives
     fsdp2 = predicted_step_s(base, 0.5, last, model, cfg).replay
     assert fsdp2.n_collectives < k3.n_collectives  # one reduce-scatter per unit per step
+
+
+def test_committed_reduction_settings_follow_the_sources_frameworks() -> None:
+    """Provenance of reduce_dtype and grad_sync (data/external/at-scale/README.md): Composer
+    PURE reduces in bf16, the large-scale H100 table (Composer >= 0.17.2, DEFAULT) in fp32,
+    torchtitan and KempnerForge in fp32; Composer (FSDP1) reduce-scatters every
+    micro-batch, the FSDP2 sources only the last."""
+    points = load_points(REPO / "data/external/at-scale/points.csv")
+    for p in points:
+        if p.source == "llm-foundry":
+            assert p.grad_sync == "every_micro_batch"
+            expected = ("bf16" if p.gpu == "a100" else
+                        "fp32" if "-large-" in p.group else "not stated")
+        else:
+            assert p.grad_sync == "last_micro_batch"
+            expected = "not stated" if p.source == "dgxc-maxtext" else "fp32"
+        assert p.reduce_dtype == expected, (p.group, p.gpus)
