@@ -104,3 +104,20 @@ def test_readme_cites_test_files_that_exist():
     cited = re.findall(r"`(tests/[\w/]+\.py)`", README.read_text(encoding="utf-8"))
     assert cited
     assert [path for path in cited if not (REPO / path).is_file()] == []
+
+
+def test_every_source_repository_is_credited_in_the_archive_metadata():
+    """Each repository or page a shipped file was read from (data/external/README.md's file
+    table) is an ``isDerivedFrom`` identifier of .zenodo.json, so the archive credits it."""
+    derived = {item["identifier"].rstrip("/") for item in
+               json.loads((REPO / ".zenodo.json").read_text(encoding="utf-8"))
+               ["related_identifiers"] if item["relation"] == "isDerivedFrom"}
+    sources = set()
+    for source, _ in _readme_rows().values():
+        for url in re.findall(r"https://[^\s,;)`]+", source):
+            match = re.match(r"(https://github\.com/[^/]+/[^/]+)", url)
+            if match and "/issues/" not in url:
+                sources.add(match.group(1))
+            elif not match:
+                sources.add(url.rstrip("/."))
+    assert sorted(sources - derived) == []
