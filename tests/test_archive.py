@@ -57,6 +57,17 @@ def test_zenodo_metadata_matches_pyproject():
         assert {"identifier", "relation", "scheme"} <= item.keys(), item
 
 
+def test_the_code_url_is_the_same_in_both_citation_files():
+    """Where CITATION.cff names the repository (``repository-code``, ``url``), .zenodo.json
+    names the same URL as the code the archive supplements, and both are https URLs."""
+    cff, zenodo = _cff(), _zenodo()
+    urls = {cff[key] for key in ("repository-code", "url") if key in cff}
+    supplements = {item["identifier"] for item in zenodo["related_identifiers"]
+                   if item["relation"] == "isSupplementTo"}
+    assert urls == supplements
+    assert all(url.startswith("https://") for url in urls | supplements)
+
+
 # ------------------------------------------------------------- results column dictionary
 COLUMNS_DOC = REPO / "docs" / "results-columns.md"
 

@@ -11,16 +11,16 @@ import pytest
 
 from gradsched.costmodel.fit import build_model, fit_file
 
-GCP = "traces/comm/external/nccl-gcp-a3mega-2x8-h100-allreduce.csv"
+P5 = "traces/comm/external/nccl-aws-p5-2x8-h100-allreduce.csv"
 
 
 @pytest.mark.parametrize("kind", ["piecewise", "alpha-beta", "interp"])
 def test_a_fitted_model_prices_the_largest_measured_all_reduce_near_its_measurement(
         repo: Path, kind: str) -> None:
-    """GCP A3 Mega (2 x 8 H100) all-reduce, 8 B to 8 GiB at 16 ranks: the piecewise fit
-    was clipped to a 59 GB/s floor (read near 64 MiB) and priced 8 GiB at 144.9 ms against
-    47.5 ms measured; the floor must come from the sweep's largest sizes (~180 GB/s)."""
-    path = repo / GCP
+    """AWS p5 (2 x 8 H100) all-reduce, 8 B to 16 GiB at 16 ranks: a floor read near 64 MiB
+    (112 GB/s algbw there) would price 16 GiB far above the 66.1 ms measured; the floor must
+    come from the sweep's largest sizes (~260 GB/s algbw)."""
+    path = repo / P5
     model = build_model(kind, fit_file(path, [kind], folds=2))
     frame = pd.read_csv(path)
     rows = frame[(frame["in_place"] == 0) & (frame["collective"] == "all_reduce")]

@@ -23,6 +23,7 @@ from gradsched.planners import (
     PS_ALGORITHMS,
     WFBP_FAMILY,
     get_planner,
+    planner_module,
     planner_names,
 )
 from gradsched.planners._family import (
@@ -348,8 +349,9 @@ def test_registry_lists_every_planner() -> None:
     for name in PLANNERS:
         spec = get_planner(name)
         assert spec.help().startswith(name)
-        mod_doc = __import__(spec.func.__module__, fromlist=["x"]).__doc__
-        assert mod_doc and len(mod_doc) > 200
+        # a module docstring that says where the algorithm comes from (README, "Extending")
+        mod_doc = __import__(planner_module(name), fromlist=["x"]).__doc__
+        assert mod_doc and mod_doc.strip(), planner_module(name)
 
 
 def test_unknown_planner_and_knob(example_a: ComputeTrace) -> None:

@@ -1,51 +1,80 @@
-"""The planner registry's consistency check (README, "Extending -> An algorithm"): a planner
-registered without being added to ``best.RIVALS`` (or to ``ALGORITHMS_ALL``) fails with a
-message naming the list to add it to, not a bare ``AssertionError``."""
+"""The planner registry's consistency check (README, "Extending -> An algorithm"): the three
+module tuples are the registry; a module that lacks a piece, a name used twice or ``best``
+not last fails with a message naming the module and the fix, not a bare ``AssertionError``;
+``best`` runs every other planner of "all", by name, with no list of its own to keep."""
 
 from __future__ import annotations
+
+from types import ModuleType
 
 import pytest
 
 from gradsched.errors import ConfigError
 from gradsched.planners import (
     ALGORITHMS_ALL,
+    ALL_PLANNERS,
     EXTRA_ALGORITHMS,
+    EXTRA_PLANNERS,
     PLANNERS,
     PS_ALGORITHMS,
+    PS_PLANNERS,
+    RIVALS,
     check_registry,
 )
-from gradsched.planners import best as best_module
-
-RIVALS = tuple(m.NAME for m in best_module.RIVALS)
-LISTED = ALGORITHMS_ALL + PS_ALGORITHMS + EXTRA_ALGORITHMS
+from gradsched.planners import wfbp as wfbp_module
 
 
-def _with_new(names: tuple[str, ...], new: str = "newplan") -> tuple[str, ...]:
-    """``names`` with ``new`` inserted before ``best`` (where the README says it goes)."""
-    at = names.index("best")
-    return (*names[:at], new, *names[at:])
+def _groups(all_planners: tuple[ModuleType, ...] = ALL_PLANNERS) -> dict:
+    return {"ALL_PLANNERS": all_planners, "PS_PLANNERS": PS_PLANNERS,
+            "EXTRA_PLANNERS": EXTRA_PLANNERS}
+
+
+def _module(name: str = "newplan", **attrs) -> ModuleType:
+    """A SYNTHETIC planner module (not shipped): what README's step one writes."""
+    module = ModuleType(f"gradsched.planners.{name}")
+    defaults = {"NAME": name, "SUMMARY": "a test planner", "KNOBS": (),
+                "plan": wfbp_module.plan}
+    for key, value in {**defaults, **attrs}.items():
+        if value is not None:
+            setattr(module, key, value)
+    return module
+
+
+def _before_best(module: ModuleType) -> tuple[ModuleType, ...]:
+    return (*ALL_PLANNERS[:-1], module, ALL_PLANNERS[-1])
 
 
 def test_the_shipped_registry_is_consistent():
-    check_registry(tuple(PLANNERS), LISTED, ALGORITHMS_ALL, RIVALS, "best")
+    check_registry(_groups(), "best")
+    assert list(PLANNERS) == [*ALGORITHMS_ALL, *PS_ALGORITHMS, *EXTRA_ALGORITHMS]
+    assert ALGORITHMS_ALL[-1] == "best"
+    assert list(RIVALS) == list(ALGORITHMS_ALL[:-1])
 
 
-def test_a_planner_missing_from_rivals_names_best_rivals():
-    registered, all_names = _with_new(tuple(PLANNERS)), _with_new(ALGORITHMS_ALL)
-    listed = all_names + PS_ALGORITHMS + EXTRA_ALGORITHMS
-    with pytest.raises(ConfigError, match=r"newplan .*missing from RIVALS in "
-                                          r"src/gradsched/planners/best\.py"):
-        check_registry(registered, listed, all_names, RIVALS, "best")
+def test_a_new_module_before_best_passes():
+    check_registry(_groups(_before_best(_module())), "best")
 
 
-def test_a_planner_missing_from_algorithms_all_names_it():
-    registered = _with_new(tuple(PLANNERS))
-    with pytest.raises(ConfigError, match=r"newplan in the module tuple of PLANNERS but not "
-                                          r"listed in ALGORITHMS_ALL"):
-        check_registry(registered, LISTED, ALGORITHMS_ALL, RIVALS, "best")
+@pytest.mark.parametrize("missing", ["NAME", "SUMMARY", "KNOBS"])
+def test_a_module_missing_a_constant_names_it(missing: str):
+    groups = _groups(_before_best(_module(**{missing: None})))
+    with pytest.raises(ConfigError, match=rf"gradsched\.planners\.newplan has no {missing}"):
+        check_registry(groups, "best")
 
 
-def test_a_different_order_is_named():
-    rivals = (RIVALS[1], RIVALS[0], *RIVALS[2:])
-    with pytest.raises(ConfigError, match="must list the planners in the order"):
-        check_registry(tuple(PLANNERS), LISTED, ALGORITHMS_ALL, rivals, "best")
+def test_a_module_without_plan_names_it():
+    groups = _groups(_before_best(_module(plan=None)))
+    with pytest.raises(ConfigError, match=r"newplan has no plan\(trace, model"):
+        check_registry(groups, "best")
+
+
+def test_a_name_used_twice_is_named():
+    groups = _groups(_before_best(_module("newplan", NAME="wfbp")))
+    with pytest.raises(ConfigError, match=r"the name 'wfbp' .* is already taken"):
+        check_registry(groups, "best")
+
+
+def test_best_not_last_is_named():
+    groups = _groups((*ALL_PLANNERS, _module()))
+    with pytest.raises(ConfigError, match="'best' must be the last of ALL_PLANNERS"):
+        check_registry(groups, "best")

@@ -39,6 +39,9 @@ def test_nccl_busbw_check_within_and_outside(tmp_path: Path) -> None:
     assert row["verdict"] == "within" and abs(row["rel_diff_pct"]) < 0.01
     log.write_text(NCCL_LOG.format(bus=f"{bus:.2f}", avg=f"{avg * 1.1:.5f}"))
     assert compare.nccl_busbw_row(log, trace)["verdict"] == "outside"
+    log.write_text(NCCL_LOG.format(bus=f"{bus:.2f}", avg="").split("# Avg")[0])
+    row = compare.nccl_busbw_row(log, trace)
+    assert row["verdict"] == "skipped" and "no 'Avg bus bandwidth'" in row["note"]
 
 
 def test_bcaffe_merge_check(tmp_path: Path) -> None:

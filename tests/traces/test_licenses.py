@@ -1,8 +1,8 @@
 """Every external trace names its source by a URL a reader can follow and a licence that was
 verified (data/external/README.md, one row per shipped file: source, licence), and its
 sidecar's `source` and its raw log's `# source:` header cite no search-index id. A licence
-note (`LICENSE-NOTE`) names the same commit as the file's header. The files whose licence
-could not be verified are pinned below, so that a new one fails here instead of slipping in."""
+note (`LICENSE-NOTE`) names the same commit as the file's header. A file whose licence could
+not be verified fails here instead of slipping in (those found were removed)."""
 
 from __future__ import annotations
 
@@ -21,20 +21,10 @@ README = EXTERNAL / "README.md"
 INDEX_ID = re.compile(r"search-index|find_string|file id|\bid \d{6,}", re.IGNORECASE)
 COMMIT = re.compile(r"\b[0-9a-f]{40}\b")
 UNVERIFIED_WORDS = re.compile(r"not stated|none stated|not verified|unknown", re.IGNORECASE)
-# Still shipped because configured cases and the import tests read them offline; reported to
-# the maintainers (data/external/README.md, "Licences").
-UNVERIFIED = {
-    "nccl-tests/amd-mi300x-1x8-rccl-allreduce.txt",
-    "nccl-tests/gcp-a3mega-2x8-h100-allreduce.txt",
-    "nccl-tests/rtx4090-8x-pcie-nop2p-allreduce.txt",
-    "nccl-tests/rtx4090-8x-pcie-p2p-unlocked-allreduce.txt",
-    "osu/oci-4x36-cpu-roce-noisy.txt",
-}
-NO_URL = {
-    "nccl-tests/amd-mi300x-1x8-rccl-allreduce.txt",
-    "nccl-tests/rtx4090-8x-pcie-nop2p-allreduce.txt",
-    "nccl-tests/rtx4090-8x-pcie-p2p-unlocked-allreduce.txt",
-}
+# None: files whose licence could not be verified were removed (data/external/README.md,
+# "Removed"); a new one must not be shipped.
+UNVERIFIED: set[str] = set()
+NO_URL: set[str] = set()
 
 
 def _readme_rows() -> dict[str, tuple[str, str]]:
@@ -114,3 +104,20 @@ def test_readme_cites_test_files_that_exist():
     cited = re.findall(r"`(tests/[\w/]+\.py)`", README.read_text(encoding="utf-8"))
     assert cited
     assert [path for path in cited if not (REPO / path).is_file()] == []
+
+
+def test_every_source_repository_is_credited_in_the_archive_metadata():
+    """Each repository or page a shipped file was read from (data/external/README.md's file
+    table) is an ``isDerivedFrom`` identifier of .zenodo.json, so the archive credits it."""
+    derived = {item["identifier"].rstrip("/") for item in
+               json.loads((REPO / ".zenodo.json").read_text(encoding="utf-8"))
+               ["related_identifiers"] if item["relation"] == "isDerivedFrom"}
+    sources = set()
+    for source, _ in _readme_rows().values():
+        for url in re.findall(r"https://[^\s,;)`]+", source):
+            match = re.match(r"(https://github\.com/[^/]+/[^/]+)", url)
+            if match and "/issues/" not in url:
+                sources.add(match.group(1))
+            elif not match:
+                sources.add(url.rstrip("/."))
+    assert sorted(sources - derived) == []

@@ -3,7 +3,7 @@
 # on the smallest count of each group (one utilisation), every other count predicted with
 # the FSDP2 replay of the FLOPs model's trace. Comm models, one per GPU type, all proxies
 # (measured on other clusters than the published runs): A100 = the ABCI A100 cross-world-size
-# model (extrapolate.smk, fitted at 32 and 128 ranks); H100 and H200 = the GCP A3-Mega 2 x 8
+# model (extrapolate.smk, fitted at 32 and 128 ranks); H100 and H200 = the AWS p5 2 x 8
 # H100 all-reduce sweep, scaled by the ring formula from its one world size (16): the
 # `before` variant. The others price collectives with the two-level NCCL model and switch on
 # the overlap slowdown (overlap.smk) and the stragglers (stragglers.smk). Seconds.
@@ -13,9 +13,9 @@
 # prices every collective at zero: it must reproduce perfect scaling exactly (a check of the
 # arithmetic). AT_SCALE_MAIN is the variant of the per-group table and the prose macros.
 AT_SCALE_POINTS = "data/external/at-scale/points.csv"
-AT_SCALE_H100_SWEEP = "traces/comm/external/nccl-gcp-a3mega-2x8-h100-allreduce.csv"
+AT_SCALE_H100_SWEEP = "traces/comm/external/nccl-aws-p5-2x8-h100-allreduce.csv"
 AT_SCALE_A100 = f"{RESULTS}/extrapolate/abci-a100-ib.scaled.json"
-AT_SCALE_H100 = f"{RESULTS}/at-scale/a3mega-h100.scaled.json"
+AT_SCALE_H100 = f"{RESULTS}/at-scale/p5-h100.scaled.json"
 AT_SCALE_FREE = "alpha-beta:alpha=0,beta=0"
 # The two-level NCCL models: calibrated on the ABCI A100 2-node sweep (nccl.smk's series). For
 # the A100 points moved to the interconnect their source states ("1600 Gbps node-node
@@ -65,13 +65,13 @@ def at_scale_comm_args(variant):
 
 
 rule at_scale_h100_model:
-    """The A3-Mega H100 sweep (16 ranks) scaled to other world sizes by the ring formula."""
+    """The AWS p5 H100 sweep (16 ranks) scaled to other world sizes by the ring formula."""
     input:
         AT_SCALE_H100_SWEEP,
     output:
         AT_SCALE_H100,
     log:
-        f"{LOGS}/at-scale/a3mega-h100.log",
+        f"{LOGS}/at-scale/p5-h100.log",
     shell:
         "{GS} fit --cross-world-size {input} --fit-on 16 --method scaled --algorithm ring "
         "-o {output} > {log} 2>&1"

@@ -2,7 +2,7 @@
 the smallest GPU count of each group (:mod:`gradsched.experiments.at_scale`).
 
     gradsched study at-scale --points data/external/at-scale/points.csv \\
-        --comm a100=abci-a100-ib.scaled.json --comm h100=a3mega-h100.json \\
+        --comm a100=abci-a100-ib.scaled.json --comm h100=p5-h100.json \\
         [--overlap-slowdown] [--stragglers] [--variant NAME] -o points.csv \\
         [--groups-output groups.csv] [--summary-output summary.json]
 

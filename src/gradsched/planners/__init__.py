@@ -1,8 +1,14 @@
 """Planners: one module per scheduling/merging algorithm, and their registry.
 
-Every planner is ``plan(trace, model, world_size, **knobs) -> Plan``. :data:`PLANNERS` maps
-each name to its function and knob specification; :func:`make_plan` parses knob values
-given as strings (command line, workflow config) and rejects unknown or bad knobs with a
+Every planner is ``plan(trace, model, world_size, **knobs) -> Plan``, in a module that
+defines ``NAME``, ``SUMMARY``, ``KNOBS`` and ``plan`` (and ``SCORED = True`` if it scores
+candidate plans). The registry is the three module tuples below, and nothing else:
+:data:`ALL_PLANNERS` (the planners of "all", ``best`` last: ``best`` runs every other one of
+them, by name), :data:`PS_PLANNERS` and :data:`EXTRA_PLANNERS`. Adding a planner is one file
+and one entry in one tuple (README, "Extending -> An algorithm"); :func:`check_registry`
+names what a module lacks. :data:`PLANNERS` maps each name to its function and knob
+specification; :func:`make_plan` parses knob values given as strings (command line,
+workflow config) and rejects unknown or bad knobs with a
 :class:`~gradsched.errors.ConfigError`.
 """
 
@@ -11,6 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
+from types import ModuleType
 from typing import Any
 
 from gradsched.costmodel.base import CommModel
@@ -43,21 +51,25 @@ from gradsched.units import parse_real
 
 PlannerFunc = Callable[..., Plan]
 
-# The order of "all": baselines first, then the searches (``best`` runs all the others).
-ALGORITHMS_ALL: tuple[str, ...] = (
-    "wfbp", "syncsgd", "ddp", "horovod", "mgwfbp", "oasr", "bytescheduler", "dear",
-    "contiguous_optimum", "search", "best",
+# The registry. "all": baselines first, then the searches; ``best`` last (it runs all the
+# others). A new planner goes into ALL_PLANNERS just before ``best``.
+ALL_PLANNERS: tuple[ModuleType, ...] = (
+    wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, contiguous, search, best,
 )
 # Planners for a parameter server only (costmodel/ps.py; they refuse other models), not in
 # "all": every planner above also prices a PS plan through the PS model's collectives.
-PS_ALGORITHMS: tuple[str, ...] = ("bsp-ps", "wfbp-ps", "bytescheduler-ps")
+PS_PLANNERS: tuple[ModuleType, ...] = (bsp_ps, wfbp_ps, bytescheduler_ps)
 # Planners usable by name (plan, replay, the workflow's algorithm lists) but not in "all":
 # ``ddp-list`` plans the contiguous optimum's buckets again, as DDP caps (adding it to "all"
 # would add a row to every replay without a new schedule); the sharded-optimizer
 # frameworks (Megatron-LM's grad buffer, DeepSpeed ZeRO-1/2, torch's ZeRO-1) step 1/P of
 # the parameters, a different optimizer from the one every planner of "all" (and the
 # ``search`` that bounds them) assumes.
-EXTRA_ALGORITHMS: tuple[str, ...] = ("ddp-list", "megatron", "deepspeed_zero", "zero1_torch")
+EXTRA_PLANNERS: tuple[ModuleType, ...] = (ddp_list, megatron, deepspeed_zero, zero1_torch)
+
+ALGORITHMS_ALL: tuple[str, ...] = tuple(m.NAME for m in ALL_PLANNERS)
+PS_ALGORITHMS: tuple[str, ...] = tuple(m.NAME for m in PS_PLANNERS)
+EXTRA_ALGORITHMS: tuple[str, ...] = tuple(m.NAME for m in EXTRA_PLANNERS)
 # Planners whose plans are contiguous all-reduce groupings with a global update.
 WFBP_FAMILY: tuple[str, ...] = ("wfbp", "syncsgd", "ddp", "mgwfbp", "oasr",
                                  "contiguous_optimum", "ddp-list")
@@ -95,52 +107,67 @@ class PlannerSpec:
         return "\n".join(lines)
 
 
+REQUIRED = {"NAME": str, "SUMMARY": str, "KNOBS": tuple}
+"""What every planner module defines (besides a callable ``plan``)."""
+
+
+def check_registry(groups: Mapping[str, tuple[ModuleType, ...]], best_name: str) -> None:
+    """Check the registry's module tuples, naming the module and what it lacks if not.
+
+    ``groups``: tuple name -> planner modules (:data:`ALL_PLANNERS`, :data:`PS_PLANNERS`,
+    :data:`EXTRA_PLANNERS`). Every module defines ``NAME`` (a string), ``SUMMARY``,
+    ``KNOBS`` (a tuple of :class:`Knob`) and a callable ``plan``; no name appears twice; in
+    ``ALL_PLANNERS``, ``best_name`` comes last (it runs the others, README "Extending -> An
+    algorithm")."""
+    here = "src/gradsched/planners/__init__.py"
+    seen: dict[str, str] = {}
+    for group, modules in groups.items():
+        for module in modules:
+            where = f"planner module {module.__name__}"
+            for attr, kind in REQUIRED.items():
+                if not isinstance(getattr(module, attr, None), kind):
+                    raise ConfigError(f"planner registry: {where} has no {attr} "
+                                      f"(a {kind.__name__}); define it there")
+            if not callable(getattr(module, "plan", None)):
+                raise ConfigError(f"planner registry: {where} has no plan(trace, model, "
+                                  f"world_size, **knobs) function; define it there")
+            if module.NAME in seen:
+                raise ConfigError(f"planner registry: the name {module.NAME!r} of {where} is "
+                                  f"already taken by {seen[module.NAME]}; rename one")
+            seen[module.NAME] = f"planner module {module.__name__} (in {group})"
+    names = [m.NAME for m in groups.get("ALL_PLANNERS", ())]
+    if names and names[-1] != best_name:
+        raise ConfigError(f"planner registry: {best_name!r} must be the last of ALL_PLANNERS "
+                          f"in {here} (it runs the others); put new planners before it")
+
+
+check_registry({"ALL_PLANNERS": ALL_PLANNERS, "PS_PLANNERS": PS_PLANNERS,
+                "EXTRA_PLANNERS": EXTRA_PLANNERS}, best.NAME)
+
+
+def _rival(module: ModuleType) -> best.Rival:
+    return best.Rival(module.plan, bool(getattr(module, "SCORED", False)))
+
+
+RIVALS: dict[str, best.Rival] = {m.NAME: _rival(m) for m in ALL_PLANNERS if m is not best}
+"""The planners ``best`` runs: every planner of "all" but itself, in its order."""
+
+
+def _spec(module: ModuleType) -> PlannerSpec:
+    func = partial(best.plan, rivals=RIVALS) if module is best else module.plan
+    return PlannerSpec(module.NAME, func, module.SUMMARY, module.KNOBS,
+                       bool(getattr(module, "SCORED", False)))
+
+
 PLANNERS: dict[str, PlannerSpec] = {
-    m.NAME: PlannerSpec(m.NAME, m.plan, m.SUMMARY, m.KNOBS, getattr(m, "SCORED", False))
-    for m in (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, contiguous,
-              search, best, bsp_ps, wfbp_ps, bytescheduler_ps, ddp_list, megatron,
-              deepspeed_zero, zero1_torch)
+    m.NAME: _spec(m) for m in (*ALL_PLANNERS, *PS_PLANNERS, *EXTRA_PLANNERS)
 }
 
 
-def check_registry(registered: tuple[str, ...], listed: tuple[str, ...],
-                   all_names: tuple[str, ...], rivals: tuple[str, ...],
-                   best_name: str) -> None:
-    """Check that the registry's three lists agree, naming what to add where if not.
-
-    ``registered``: the names of :data:`PLANNERS` (the module tuple below);
-    ``listed``: :data:`ALGORITHMS_ALL` + :data:`PS_ALGORITHMS` + :data:`EXTRA_ALGORITHMS`;
-    ``all_names``: :data:`ALGORITHMS_ALL`; ``rivals``: the names of ``best.RIVALS`` (the
-    planners ``best`` runs), which with ``best_name`` last must equal ``all_names``
-    (README, "Extending -> An algorithm")."""
-    here = "src/gradsched/planners/__init__.py"
-    if registered != listed:
-        _registry_mismatch(registered, listed, "the module tuple of PLANNERS",
-                           f"ALGORITHMS_ALL (or PS_ALGORITHMS / EXTRA_ALGORITHMS) in {here}")
-    if (*rivals, best_name) != all_names:
-        _registry_mismatch((*rivals, best_name), all_names,
-                           "RIVALS in src/gradsched/planners/best.py (the planners `best` runs)",
-                           f"ALGORITHMS_ALL in {here}")
-
-
-def _registry_mismatch(have: tuple[str, ...], want: tuple[str, ...], have_where: str,
-                       want_where: str) -> None:
-    """Raise the :class:`ConfigError` that says which names one list lacks, or that the
-    order differs."""
-    missing = [n for n in want if n not in have]
-    extra = [n for n in have if n not in want]
-    if missing:
-        raise ConfigError(f"planner registry: {', '.join(missing)} listed in {want_where} but "
-                          f"missing from {have_where}: add the module there")
-    if extra:
-        raise ConfigError(f"planner registry: {', '.join(extra)} in {have_where} but not "
-                          f"listed in {want_where}: add the name there")
-    raise ConfigError(f"planner registry: {have_where} must list the planners in the order "
-                      f"of {want_where} ({', '.join(want)}); it has {', '.join(have)}")
-
-
-check_registry(tuple(PLANNERS), ALGORITHMS_ALL + PS_ALGORITHMS + EXTRA_ALGORITHMS,
-               ALGORITHMS_ALL, tuple(m.NAME for m in best.RIVALS), best.NAME)
+def planner_module(name: str) -> str:
+    """The module that defines planner ``name`` (its docstring cites its source)."""
+    func = get_planner(name).func
+    return getattr(func, "func", func).__module__
 
 
 def planner_names() -> list[str]:
@@ -285,8 +312,7 @@ def make_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
     return spec.func(trace, model, world_size, **parse_knobs(name, knobs), **own)
 
 
-__all__ = ["ALGORITHMS_ALL", "EXTRA_ALGORITHMS", "PLANNERS", "PS_ALGORITHMS", "WFBP_FAMILY",
-           "Knob", "PlannerSpec", "Scorer", "ScorerFactory", "check_registry", "get_planner",
-           "make_plan",
-           "parse_knobs",
-           "planner_names", "replay_knobs"]
+__all__ = ["ALGORITHMS_ALL", "ALL_PLANNERS", "EXTRA_ALGORITHMS", "EXTRA_PLANNERS", "PLANNERS",
+           "PS_ALGORITHMS", "PS_PLANNERS", "RIVALS", "WFBP_FAMILY", "Knob", "PlannerSpec",
+           "Scorer", "ScorerFactory", "check_registry", "get_planner", "make_plan",
+           "parse_knobs", "planner_module", "planner_names", "replay_knobs"]

@@ -7,8 +7,10 @@ P3 and ByteScheduler's partition search. Each is scored by the replay engine; th
 wins. Candidates whose times tie within :data:`gradsched.ties.RTOL` go to the one that
 launches the fewest collectives per iteration (each costs the host a launch and the
 network a start-up that a bare cost model need not show: on gloo the re-execution measured
-milliseconds per collective), then to the earliest in that order (:data:`RIVALS`, then
-:data:`EXTRA`); never to floating-point noise.
+milliseconds per collective), then to the earliest in that order (the rivals, then
+:data:`EXTRA`); never to floating-point noise. The rivals are every planner of "all" but
+``best``, by name, as the registry (:data:`gradsched.planners.RIVALS`) passes them: a new
+planner registered there is a rival without any change here.
 ``Plan.info["candidates"]`` lists every candidate's iteration time and
 ``Plan.info["winner"]`` the winning one. The scores come from the ``scorer`` the caller
 supplies (:func:`gradsched.experiments.make_plan`: the replay engine).
@@ -25,24 +27,13 @@ priority scheduling, which a process group cannot do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from gradsched.costmodel.base import CommModel
+from gradsched.errors import ConfigError
 from gradsched.plan import Plan
-from gradsched.planners import (
-    bytescheduler,
-    contiguous,
-    ddp,
-    dear,
-    horovod,
-    mgwfbp,
-    oasr,
-    search,
-    syncsgd,
-    wfbp,
-)
 from gradsched.planners._family import Knob, ScorerFactory, base_info, need_scorer
 from gradsched.planners.search import DDP_CAPS_MB
 from gradsched.ties import fastest_label_by
@@ -65,9 +56,14 @@ KNOBS: tuple[Knob, ...] = (
          choices=("dynamic", "executor")),
 )
 
-RIVALS = (wfbp, syncsgd, ddp, horovod, mgwfbp, oasr, bytescheduler, dear, contiguous, search)
-"""The planner modules ``best`` runs: every planner of "all" but itself, in its order (the
-registry, :mod:`gradsched.planners`, imports this module and checks the order)."""
+
+
+class Rival(NamedTuple):
+    """A planner ``best`` runs: its ``plan`` function and whether it scores candidates
+    (takes a ``scorer``)."""
+
+    plan: Callable[..., Plan]
+    scored: bool = False
 
 # Extra settings beyond each planner's defaults; DDP at every cap ``search`` sweeps, so that
 # ``best`` scored with the executor's issue order and the calibrated interference is never
@@ -81,33 +77,39 @@ EXTRA: tuple[tuple[str, dict[str, Any]], ...] = (
 
 
 def candidates(trace: ComputeTrace, model: CommModel, world_size: int,
-               scorer: ScorerFactory | None = None) -> Iterator[tuple[str, Plan]]:
-    """Every planner at its defaults, then the extra settings (the planners that score
-    their own candidates get ``scorer``)."""
-    modules = {m.NAME: m for m in RIVALS}
+               scorer: ScorerFactory | None, rivals: Mapping[str, Rival],
+               ) -> Iterator[tuple[str, Plan]]:
+    """Every rival at its defaults, in ``rivals``' order, then the extra settings of those
+    present (the rivals that score their own candidates get ``scorer``)."""
 
     def run(name: str, **knobs: Any) -> Plan:
-        module = modules[name]
-        own = {"scorer": scorer} if getattr(module, "SCORED", False) else {}
-        return module.plan(trace, model, world_size, **knobs, **own)
+        rival = rivals[name]
+        own = {"scorer": scorer} if rival.scored else {}
+        return rival.plan(trace, model, world_size, **knobs, **own)
 
-    for name in modules:
+    for name in rivals:
         yield name, run(name)
     for name, knobs in EXTRA:
-        label = name + "(" + ",".join(f"{k}={v}" for k, v in knobs.items()) + ")"
-        yield label, run(name, **knobs)
+        if name in rivals:
+            label = name + "(" + ",".join(f"{k}={v}" for k, v in knobs.items()) + ")"
+            yield label, run(name, **knobs)
 
 
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
          replay_iterations: int = 5, collective_cpu_s: float = 0.0,
          compute_slowdown: float = 1.0, comm_slowdown: float = 1.0,
-         issue: str = "dynamic", scorer: ScorerFactory | None = None) -> Plan:
-    """The fastest candidate by ``scorer`` (the replay), relabelled ``best``."""
+         issue: str = "dynamic", scorer: ScorerFactory | None = None,
+         rivals: Mapping[str, Rival] | None = None) -> Plan:
+    """The fastest candidate by ``scorer`` (the replay), relabelled ``best``; ``rivals``:
+    the planners to run (the registry passes :data:`gradsched.planners.RIVALS`)."""
+    if not rivals:
+        raise ConfigError("planner 'best' needs the planners to compare: run it through "
+                          "gradsched.planners.make_plan (the registry passes them)")
     interference = {"collective_cpu_s": collective_cpu_s,
                     "compute_slowdown": compute_slowdown, "comm_slowdown": comm_slowdown}
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations,
                                       **interference, issue=issue)
-    plans = dict(candidates(trace, model, world_size, scorer))
+    plans = dict(candidates(trace, model, world_size, scorer, rivals))
     scores = {label: score(cand) for label, cand in plans.items()}
     label = fastest_label_by(scores, {k: p.n_collectives for k, p in plans.items()})
     chosen = plans[label]

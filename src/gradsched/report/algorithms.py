@@ -41,7 +41,13 @@ def algorithm_sort_key(name: str) -> tuple[int, str]:
 
 
 def algorithm_label(name: str) -> str:
-    return ALGORITHM_LABELS.get(name, name)
+    """The display name of planner ``name``: :data:`ALGORITHM_LABELS`, else the name
+    capitalised with hyphens for underscores (a new planner ``greedy_merge`` heads its
+    column ``Greedy-merge`` until it gets a label here)."""
+    if name in ALGORITHM_LABELS:
+        return ALGORITHM_LABELS[name]
+    text = name.replace("_", "-")
+    return text[:1].upper() + text[1:]
 
 
 def fastest_algorithms(times: Mapping[str, float]) -> list[str]:

@@ -135,7 +135,7 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    K80 cluster, {GenVOneZeroZeroDdpExposedMedianPct} % on the V100 cases,
    {GenAOneZeroZeroGhTwoZeroZeroDdpExposedMedianPct} % on A100/GH200 and
    {GenHTwoZeroZeroDdpExposedMedianPct} % (up to {GenHTwoZeroZeroDdpExposedMaxPct} %) with
-   our own H200 compute on the Hopper sweeps (A3-Mega H100, Alps GH200; same GPU generation,
+   our own H200 compute on the Hopper sweeps (AWS p5 H100, Alps GH200; same GPU generation,
    other cluster); the best plan found gains a median {GenKEightZeroBestGainMedianPct} % (K80),
    {GenVOneZeroZeroBestGainMedianPct} % (V100), {GenAOneZeroZeroGhTwoZeroZeroBestGainMedianPct} %
    (A100/GH200) and {GenHTwoZeroZeroBestGainMedianPct} % (H200, up to

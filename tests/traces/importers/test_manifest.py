@@ -34,10 +34,15 @@ def test_manifest_rejects_absolute_and_unknown(tmp_path: Path) -> None:
 _NOT_DATA = {"README.md", "LICENSE", "LICENSE.txt", "LICENSE-NOTE"}
 
 
+def _is_data(path: Path) -> bool:
+    """A shipped data file: not a README or a licence (``LICENSE.<source>`` where a folder
+    holds files from several sources)."""
+    return path.is_file() and path.name not in _NOT_DATA and not path.name.startswith("LICENSE.")
+
+
 def test_manifest_files_are_shipped(external_dir: Path) -> None:
     listed = {e.file for e in load_manifest(MANIFEST)}
-    shipped = {str(p.relative_to(external_dir)) for p in external_dir.rglob("*")
-               if p.is_file() and p.name not in _NOT_DATA}
+    shipped = {str(p.relative_to(external_dir)) for p in external_dir.rglob("*") if _is_data(p)}
     assert listed <= shipped, sorted(listed - shipped)
 
 
@@ -45,8 +50,7 @@ def test_external_readme_lists_every_shipped_file() -> None:
     """data/external/README.md has one table row per shipped data file, and no other."""
     root = REPO / "data" / "external"
     rows = re.findall(r"^\| `([^`]+)` \|", (root / "README.md").read_text(), flags=re.M)
-    shipped = {str(p.relative_to(root)) for p in root.rglob("*")
-               if p.is_file() and p.name not in _NOT_DATA}
+    shipped = {str(p.relative_to(root)) for p in root.rglob("*") if _is_data(p)}
     assert len(rows) == len(set(rows))
     assert set(rows) == shipped
     for folder in {Path(f).parts[0] for f in shipped}:

@@ -3,6 +3,9 @@
 Rules (see ``traces/README.md``):
 
 * Lines may be indented and whitespace-collapsed; every line is read after ``strip()``.
+  A launcher's output label in front of a line (Slurm ``srun --label``: ``0: ``; Open MPI
+  ``--tag-output``: ``[1,0]<stdout>:``) is removed from each line first (the AWS p5 log in
+  ``data/external/nccl-tests/`` carries ``0: ``).
 * The collective comes from ``# Collective test starting: X_perf``, or from any ``X_perf``
   name before the table (command line, ``# setup:`` text); ``--collective`` overrides.
   Two different names and no flag -> error.
@@ -55,6 +58,8 @@ _NGPUS_RE = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
 _ITERS_RE = re.compile(r"(?<!warmup )iters:\s*(\d+)")
 _VERSION_RE = re.compile(r"#\s*(nccl-tests version .*)$")
 _RCCL_VERSION_RE = re.compile(r"^(rccl-tests: Version .*)$")
+# srun --label ("0: ") and mpirun --tag-output ("[1,0]<stdout>:") prefixes.
+_LAUNCHER_LABEL_RE = re.compile(r"^(?:\d+:|\[\d+,\d+\]<std(?:out|err)>:)\s?")
 
 _PREFIX_COLUMNS = ("size", "count", "type", "redop", "root")
 _GROUP_COLUMNS = ("time", "algbw", "busbw")
@@ -251,7 +256,7 @@ def _parse_table(
     rows = 0
     for index, raw in enumerate(lines):
         number = index + 1
-        text = raw.strip()
+        text = _LAUNCHER_LABEL_RE.sub("", raw.strip(), count=1).strip()
         if not text:
             continue
         if header.columns is None:
