@@ -1,7 +1,8 @@
 """GPU generations: PyTorch DDP's default plan against the best plan found, per measured case
 of the GPU families (K80, V100, A100/GH200, H200), and the family medians the paper quotes,
-with the host-bound cases left out and the out-of-domain ones counted; the figure of both
-per generation (:func:`gpu_generations`)."""
+on the cases that pass the quoting rule (:mod:`gradsched.report.quote_rule`: DDP's and the
+best plan's rows both in-domain and not host-bound), the others counted; the figure of both
+per generation (:func:`gpu_generations`), the cases left out drawn hollow and grey."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from gradsched.intermediates import read_intermediate
 from gradsched.report.collect import extrapolated_mask, outside_domain_mask
 from gradsched.report.figure_style import placeholder, save, setup_style, width_in
 from gradsched.report.latex import NA, camel, number
+from gradsched.report.quote_rule import exclusion_reasons
 
 GPU_FAMILIES = ("k80", "v100", "a100-gh200", "h200")
 """The GPU case families (config ``cases: family``), oldest GPU first: the paper compares how
@@ -28,18 +30,23 @@ exposed communication and the gain of the best plan change from one generation t
 
 
 def gpu_case_table(collected: pd.DataFrame | None,
-                   families: tuple[str, ...] = GPU_FAMILIES) -> pd.DataFrame:
+                   families: tuple[str, ...] = GPU_FAMILIES,
+                   calibrated: frozenset[str] = frozenset()) -> pd.DataFrame:
     """One row per measured (not extrapolated) case of the GPU families: PyTorch DDP's
     default plan (``ddp``) against the best plan found (``best``, the oracle over every
     planner). ``ddp_exposed_pct`` = 100 exposed communication / iteration time of DDP's
     plan; ``best_gain_pct`` = 100 (T_ddp / T_best - 1); ``compute_ms`` = the trace's compute
-    per iteration."""
+    per iteration; ``excluded``: why the quoting rule leaves the case out (the first reason
+    of DDP's or the best plan's row, :func:`gradsched.report.quote_rule.exclusion_reasons`),
+    ``""`` where its numbers may be quoted; ``calibrated``: the links a calibrated replay
+    exists for."""
     columns = ["family", "trace", "network", "world_size", "compute_ms", "ddp_ms", "best_ms",
-               "ddp_exposed_pct", "best_gain_pct", "host_bound", "outside_domain"]
+               "ddp_exposed_pct", "best_gain_pct", "host_bound", "outside_domain", "excluded"]
     if collected is None or collected.empty or "family" not in collected:
         return pd.DataFrame(columns=columns)
     part = collected[~extrapolated_mask(collected) & collected["family"].isin(families)]
-    part = part.assign(outside=outside_domain_mask(part))
+    part = part.assign(outside=outside_domain_mask(part),
+                       excluded=exclusion_reasons(part, calibrated).to_numpy())
     rows = []
     for (family, trace, network, ws), case in part.groupby(
             ["family", "trace", "network", "world_size"], sort=True):
@@ -57,17 +64,22 @@ def gpu_case_table(collected: pd.DataFrame | None,
                                       - 1.0),
             "host_bound": str(ddp.get("compute_bound_by", "")) == "host",
             "outside_domain": bool(ddp["outside"] or best["outside"]),
+            "excluded": str(ddp["excluded"] or best["excluded"]),
         })
     return pd.DataFrame(rows, columns=columns)
 
 
 def gpu_generation_macros(collected: pd.DataFrame | None,
-                          families: tuple[str, ...] = GPU_FAMILIES) -> dict[str, str]:
-    """Per GPU family: the number of measured cases and the median and largest DDP exposed
-    share and gain of the best plan over DDP's default (``Gen<Family>...``); per case of the
-    newest family (the H200 traces captured here): its compute, exposed share and gain
-    (``Gen<Trace><Network>...``)."""
-    table = gpu_case_table(collected, families)
+                          families: tuple[str, ...] = GPU_FAMILIES,
+                          calibrated: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Per GPU family: the number of measured cases, how many the quoting rule leaves out
+    (host-bound; mostly priced outside the measured sizes) and how many it keeps
+    (``Gen<Family>NumQuoted``), and over the kept ones only the median, smallest and largest
+    DDP exposed share and gain of the best plan over DDP's default (``n/a`` where none is
+    kept); per case of the newest family (the H200 traces captured here): its compute,
+    exposed share and gain (``Gen<Trace><Network>...``) and why the rule leaves it out
+    (``...Excluded``: ``none`` where it passes)."""
+    table = gpu_case_table(collected, families, calibrated)
     out: dict[str, str] = {}
     for family in families:
         key = "Gen" + camel(family)
@@ -80,6 +92,8 @@ def gpu_generation_macros(collected: pd.DataFrame | None,
         # outside the sweep's measured sizes
         out[key + "NumOutsideDomain"] = str(int(rows["outside_domain"].sum()))
         out[key + "NumCases"] = str(len(rows)) if len(rows) else NA
+        rows = rows[rows["excluded"] == ""]
+        out[key + "NumQuoted"] = str(len(rows))
         for column, name in (("ddp_exposed_pct", "DdpExposed"), ("best_gain_pct", "BestGain")):
             values = rows[column]
             out[f"{key}{name}MedianPct"] = number(float(values.median())) if len(rows) else NA
@@ -91,6 +105,7 @@ def gpu_generation_macros(collected: pd.DataFrame | None,
         out[key + "ComputeMs"] = number(float(row["compute_ms"]))
         out[key + "DdpExposedPct"] = number(float(row["ddp_exposed_pct"]))
         out[key + "BestGainPct"] = number(float(row["best_gain_pct"]))
+        out[key + "Excluded"] = row["excluded"] or "none"
     return out
 
 

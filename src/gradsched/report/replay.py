@@ -3,7 +3,8 @@ size) replayed. Its table (iteration time per algorithm, the fastest, the lower 
 iteration time against the world size (one world size: :mod:`.figure_relative`), the gaps
 figure (MG-WFBP against the contiguous optimum, every algorithm against the lower bound) and
 the prose macros: the headline case, the speed-ups over WFBP and MG-WFBP's gaps, counted on
-the rows mostly priced inside the measured sizes (:mod:`.domain_macros`).
+the rows that pass the quoting rule (:mod:`.quote_rule`; the counts left out:
+:mod:`.domain_macros`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from gradsched.report.algorithms import (
     tie_count_text,
     tie_text,
 )
-from gradsched.report.collect import extrapolated_mask, host_bound_mask, outside_domain_mask
+from gradsched.report.collect import extrapolated_mask, outside_domain_mask
 from gradsched.report.domain_macros import domain_count_macros, headline_domain_macros
 from gradsched.report.figure_relative import relative_to_ddp
 from gradsched.report.figure_style import (
@@ -47,6 +48,7 @@ from gradsched.report.figure_style import (
 )
 from gradsched.report.formatting import fmt
 from gradsched.report.latex import NA, latex_escape, number
+from gradsched.report.quote_rule import exclusion_reasons, quotable_rows
 from gradsched.ties import RTOL, same_time
 
 
@@ -207,21 +209,25 @@ def top_speedup(speed: pd.DataFrame) -> tuple[pd.Series, list[str]]:
     return top, sorted(case["algorithm"], key=algorithm_sort_key)
 
 
-def max_speedup_macros(collected: pd.DataFrame | None) -> dict[str, str]:
-    """Where the largest speed-up over WFBP is: the case of the largest one at a world size
-    a sweep measured (``MaxSpeedupOverWfbp{Trace,Network,WorldSize}``) and, separately, the
-    largest one at the world sizes replayed on a cross-world-size model beyond the sweeps
-    (``MaxSpeedupOverWfbpExtrap...``), so that the prose names the scope of each."""
+def max_speedup_macros(collected: pd.DataFrame | None,
+                       calibrated: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Where the largest speed-up over WFBP is: the case of the largest one on the rows that
+    pass the quoting rule (:func:`gradsched.report.quote_rule.exclusion_reasons`;
+    ``MaxSpeedupOverWfbp{Trace,Network,WorldSize}``) and, separately, the largest one on the
+    rows that fail it only for being extrapolated (``MaxSpeedupOverWfbpExtrap...``: a number
+    only to be quoted labelled as an extrapolation), so that the prose names the scope of
+    each. ``calibrated``: the links a calibrated replay exists for."""
     keys = [f"MaxSpeedupOverWfbp{scope}{what}" for scope in ("", "Extrap")
             for what in ("Trace", "Network", "WorldSize")]
     keys += ["MaxSpeedupOverWfbpExtrap", "MaxSpeedupOverWfbpExtrapAlgorithm"]
     out = dict.fromkeys(keys, NA)
     if collected is None or collected.empty:
         return out
-    collected = collected[~outside_domain_mask(collected) & ~host_bound_mask(collected)]
-    mask = extrapolated_mask(collected)
-    for scope, part in (("", collected[~mask]), ("Extrap", collected[mask])):
+    reasons = exclusion_reasons(collected, calibrated).to_numpy()
+    for scope, part in (("", collected[reasons == ""]),
+                        ("Extrap", collected[reasons == "extrapolated"])):
         speed = speedups_over_wfbp(part) if not part.empty else pd.DataFrame()
+        speed = speed.dropna(subset=["speedup"]) if not speed.empty else speed
         if speed.empty:
             continue
         top, algorithms = top_speedup(speed)
@@ -235,7 +241,13 @@ def max_speedup_macros(collected: pd.DataFrame | None) -> dict[str, str]:
     return out
 
 
-def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[str, str]:
+def replay_macros(collected: pd.DataFrame | None, headline: Headline,
+                  calibrated: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The replay's prose macros. Every maximum, median and count of cases rests only on
+    the rows that pass the quoting rule (:mod:`.quote_rule`; ``calibrated``: the links a
+    calibrated replay exists for, whose plain rows are quoted from that replay instead);
+    the headline case is quoted whatever its domain, with its out-of-range shares beside
+    it (``HeadlineMgwfbp{Above,Below}RangePct``)."""
     keys = ["NumReplayCases", "NumAlgorithms", "HeadlineTrace", "HeadlineNetwork",
             "HeadlineWorldSize", "HeadlineFastest", "HeadlineFastestSpeedupOverWfbp",
             "HeadlineMgwfbpSpeedupOverWfbp", "HeadlineGapToLbPct", "MgwfbpContigGapMedianPct",
@@ -244,10 +256,10 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest", "NumCasesOutsideDomain",
             "NumRowsOutsideDomain", "DomainMostlyOutsidePct", "NumRowsMostlyBelow",
             "NumRowsMostlyAbove", "NumCasesHostBound", "HeadlineMgwfbpAboveRangePct",
-            "HeadlineMgwfbpBelowRangePct"]
+            "HeadlineMgwfbpBelowRangePct", "NumRowsUncalibrated", "NumCasesUncalibrated"]
     out = dict.fromkeys(keys, NA)
     out["TieRelTol"] = tolerance_text(RTOL)
-    out.update(max_speedup_macros(collected))
+    out.update(max_speedup_macros(collected, calibrated))
     if collected is not None:
         # the prose's claims are about world sizes a sweep measured: the points replayed on
         # a cross-world-size model beyond the sweeps are shown, never counted
@@ -269,11 +281,11 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             if "mgwfbp" in row.index and not np.isnan(row["mgwfbp"]):
                 out["HeadlineMgwfbpSpeedupOverWfbp"] = number(row["wfbp"] / row["mgwfbp"], 2)
         out["HeadlineGapToLbPct"] = number(100.0 * (row[fastest] / row["lower_bound_s"] - 1.0))
-    # maxima and medians count only rows whose communication was mostly priced inside the
-    # measured sizes (the others stay in the tables, marked)
-    out.update(domain_count_macros(collected))
+    # maxima and medians count only the rows that pass the quoting rule (the others stay in
+    # the tables, marked)
+    out.update(domain_count_macros(collected, calibrated))
     out.update(headline_domain_macros(collected, row))
-    collected = collected[~outside_domain_mask(collected) & ~host_bound_mask(collected)]
+    collected = quotable_rows(collected, calibrated)
     gaps = mgwfbp_gaps(collected)
     if len(gaps):
         out["MgwfbpContigGapMedianPct"] = number(float(gaps.median()))
@@ -284,6 +296,7 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
         out["MgwfbpSearchGapMedianPct"] = number(float(search_gaps.median()))
         out["MgwfbpSearchGapMaxPct"] = number(float(search_gaps.max()))
     speed = speedups_over_wfbp(collected)
+    speed = speed.dropna(subset=["speedup"])
     if not speed.empty:
         top, algorithms = top_speedup(speed)
         out["MaxSpeedupOverWfbp"] = number(float(top["speedup"]), 2)
