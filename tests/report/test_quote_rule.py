@@ -180,3 +180,20 @@ def test_the_calibrated_ranges_and_maximum_rest_only_on_cases_inside_the_rule() 
     assert values["CalibratedMaxSpeedupOverWfbpAlgorithm"] == "MG-WFBP = Contig-opt"
     moved = perturb(runs.assign(exposed_comm_s=0.0, compute_s=0.0), ~quotable(runs))
     assert quoted(calibrated.calibrated_gap_macros(moved)) == quoted(values)
+
+
+def test_the_figures_draw_the_rows_the_rule_leaves_out_differently(tmp_path) -> None:
+    """``report figure gpu-generations|gaps --calibrated-link``: naming the planted CPU
+    link a calibrated one turns its points hollow (another PDF)."""
+    from gradsched.cli import main
+
+    data = tmp_path / "collected.csv"
+    planted_collected().to_csv(data, index=False)
+    for verb in ("gpu-generations", "gaps"):
+        pdfs = []
+        for extra in ([], ["--calibrated-link", "tbf1gbit"]):
+            out = tmp_path / f"{verb}{len(extra)}.pdf"
+            assert main(["report", "figure", verb, "--input", str(data), "-o", str(out),
+                         *extra]) == 0
+            pdfs.append(out.read_bytes())
+        assert pdfs[0] != pdfs[1], verb
