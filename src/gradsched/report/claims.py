@@ -67,8 +67,8 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    {MaxCrossWsMape} %, on the sweeps it did not fit): drawn hollow or shaded in the figures,
    quoted nowhere. Over the {NumCasesMgwfbpContig} cases the rule keeps, MG-WFBP is
    at most {MgwfbpContigGapMaxPct} % (median {MgwfbpContigGapMedianPct} %) above the exact
-   optimum of its own family (contiguous all-reduce buckets, `contiguous_optimum`). Its gap to `search`
-   (any family) depends on the cost of a collective: with no per-collective CPU cost it is at
+   optimum of its own family (contiguous all-reduce buckets, `contiguous_optimum`). Its gap
+   to `search` (any family) depends on the cost of a collective: with no per-collective CPU cost it is at
    most {MgwfbpSearchGapMaxPct} % (median {MgwfbpSearchGapMedianPct} %); with the
    per-collective cost and issue order the re-execution calibrated, of the
    {CalibratedNumCases} CPU cases where a calibration exists {CalibratedNumOutsideDomain} fall
