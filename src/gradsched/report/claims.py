@@ -68,8 +68,9 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    quoted nowhere. Over the {NumCasesMgwfbpContig} cases the rule keeps, MG-WFBP is
    at most {MgwfbpContigGapMaxPct} % (median {MgwfbpContigGapMedianPct} %) above the exact
    optimum of its own family (contiguous all-reduce buckets, `contiguous_optimum`). Its gap
-   to `search` (any family) depends on the cost of a collective: with no per-collective CPU cost it is at
-   most {MgwfbpSearchGapMaxPct} % (median {MgwfbpSearchGapMedianPct} %); with the
+   to `search` (any family) depends on the cost of a collective: with no per-collective
+   CPU cost it is at most {MgwfbpSearchGapMaxPct} % (median {MgwfbpSearchGapMedianPct} %);
+   with the
    per-collective cost and issue order the re-execution calibrated, of the
    {CalibratedNumCases} CPU cases where a calibration exists {CalibratedNumOutsideDomain} fall
    outside the rule (a schedule mostly priced above the CPU sweep's largest size: merged
