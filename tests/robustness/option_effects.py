@@ -921,6 +921,9 @@ def _report() -> dict[str, Entry]:
         r + "table --family": (refused(TABLE, "--family cpu"), more(
             "report table replay --input {d}/collected.csv --tex t.tex --md t.md",
             "--family cpu")),
+        r + "table --calibrated-link": (refused(TABLE, "--calibrated-link m"), more(
+            "report table replay --input {d}/collected.csv --tex t.tex --md t.md",
+            "--calibrated-link m")),
         r + "at-scale --help": HELP,
         r + "at-scale --input": Probe(AS_REPORT, AS_REPORT.replace("as-tt.csv", "as-mx.csv"),
                                       "t.tex"),

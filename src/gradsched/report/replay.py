@@ -114,10 +114,18 @@ def host_bound_cases(collected: pd.DataFrame, wide: pd.DataFrame) -> pd.Series:
         False).to_numpy(dtype=bool), index=wide.index)
 
 
-def replay_table(collected: pd.DataFrame, ties: str = "names") -> tuple[pd.DataFrame, str]:
+UNCALIBRATED_MARK = " (uncal.)"
+"""Appended to the network of a case replayed without the per-collective cost calibrated for
+its link (:mod:`.quote_rule`, ``uncalibrated``): it counts in no claim."""
+
+
+def replay_table(collected: pd.DataFrame, ties: str = "names",
+                 calibrated: frozenset[str] = frozenset()) -> tuple[pd.DataFrame, str]:
     """Iteration time per algorithm [ms] per case, the fastest algorithm (``ties="names"``:
     every tied one, joined by :data:`TIE_SEP`; ``"count"``: :func:`tie_count_text`) and the
-    lower bound."""
+    lower bound. Every mark says why the quoting rule leaves a cell out: ``*`` (mostly
+    priced outside the measured sizes), ``(extrap.)``, ``(host-bound)`` and, for the links in
+    ``calibrated``, :data:`UNCALIBRATED_MARK`."""
     if collected.empty:
         return pd.DataFrame(columns=["trace", "network", "P [ranks]"]), "lll"
     wide = replay_wide(collected)
@@ -133,6 +141,14 @@ def replay_table(collected: pd.DataFrame, ties: str = "names") -> tuple[pd.DataF
                                        wide["trace"] + " (host-bound)"),
         "network": wide["network"], "P [ranks]": ranks,
     })
+    if calibrated:
+        keys = ["trace", "network", "world_size", "nodes"]
+        flags = collected.assign(uncal=(exclusion_reasons(collected, calibrated)
+                                        == "uncalibrated").to_numpy()).groupby(
+            keys, sort=True)["uncal"].any()
+        uncal = flags.reindex(pd.MultiIndex.from_frame(wide[keys])).fillna(False).to_numpy(
+            dtype=bool)
+        out["network"] = out["network"].where(~uncal, out["network"] + UNCALIBRATED_MARK)
     outside = outside_cells(collected, wide)
     for alg in algorithms:
         cells = (wide[alg] * 1e3).map(lambda v: fmt(v, 1))
