@@ -60,10 +60,10 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    e.g. sweeps that stop at 32 MiB under merged buckets; columns `comm_below_range_pct` /
    `comm_above_range_pct` of `results/replay/main/replay.csv`), {NumCasesHostBound} cases of a
    host-bound trace (column `compute_bound_by`), {NumCasesUncalibrated} CPU cases
-   ({NumRowsUncalibrated} rows) on the 1 Gbit/s and 100 Mbit/s links, replayed without the
-   per-collective CPU cost the re-execution calibrated there (quoted from the calibrated
-   replay instead), and the world sizes beyond the sweeps (P = 256 and 512 on the
-   cross-world-size model, which errs by a median {MedianCrossWsMape} %, up to
+   ({NumRowsUncalibrated} rows) on the emulated links (loopback, 1 Gbit/s, 100 Mbit/s),
+   replayed without the per-collective CPU cost the re-execution calibrated there (quoted
+   from the calibrated replay instead), and the world sizes beyond the sweeps (P = 256 and
+   512 on the cross-world-size model, which errs by a median {MedianCrossWsMape} %, up to
    {MaxCrossWsMape} %, on the sweeps it did not fit): drawn hollow or shaded in the figures,
    quoted nowhere. Over the {NumCasesMgwfbpContig} cases the rule keeps, MG-WFBP is
    at most {MgwfbpContigGapMaxPct} % (median {MgwfbpContigGapMedianPct} %) above the exact
