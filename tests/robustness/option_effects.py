@@ -921,6 +921,9 @@ def _report() -> dict[str, Entry]:
         r + "table --family": (refused(TABLE, "--family cpu"), more(
             "report table replay --input {d}/collected.csv --tex t.tex --md t.md",
             "--family cpu")),
+        r + "table --calibrated-link": (refused(TABLE, "--calibrated-link m"), more(
+            "report table replay --input {d}/collected.csv --tex t.tex --md t.md",
+            "--calibrated-link m")),
         r + "at-scale --help": HELP,
         r + "at-scale --input": Probe(AS_REPORT, AS_REPORT.replace("as-tt.csv", "as-mx.csv"),
                                       "t.tex"),
@@ -1035,6 +1038,13 @@ def _report() -> dict[str, Entry]:
             "collected.csv", "collected2.csv"), "f.pdf"),
         r + "figure gaps --input": Probe(GAPS, GAPS.replace("collected.csv", "collected3.csv"),
                                          "f.pdf"),
+        # the probes' sweep is {d}/m.csv: link "m" (report/quote_rule.py link_of)
+        r + "figure replay-vs-world-size --calibrated-link": more(RVW, "--calibrated-link m",
+                                                                  compare="f.pdf"),
+        r + "figure gpu-generations --calibrated-link": CoveredBy(
+            "tests/report/test_quote_rule.py::test_the_figures_draw_the_rows_the_rule_leaves_out"
+            "_differently", "the probes' GPU cases are left out for other reasons already"),
+        r + "figure gaps --calibrated-link": more(GAPS, "--calibrated-link m", compare="f.pdf"),
         r + "forward --help": HELP,
         r + "forward --run": more(FORWARD, "--run 0 {d}/bc0.csv"),
         r + "forward --tex": Output(FORWARD, FORWARD.replace("--tex t.tex", "--tex o.tex"),

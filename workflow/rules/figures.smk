@@ -2,6 +2,14 @@
 # workflow/report/. A figure whose data is missing says so on its canvas.
 
 
+# The links a calibrated replay exists for (replay.smk): their plain replay rows are drawn
+# hollow, as the quoting rule (report/quote_rule.py) leaves them out of every number.
+CALIBRATED_LINK_ARGS = " ".join(
+    f"--calibrated-link {link}"
+    for link in sorted({link for _, link, _ in CALIBRATED_CASES})
+)
+
+
 def timeline_inputs():
     tl = config["timeline"]
     network_traces(tl["network"])
@@ -61,7 +69,7 @@ rule figure_replay:
         family="[a-z0-9][a-z0-9-]*",
     shell:
         "{GS} report figure replay-vs-world-size --input {input} --family {wildcards.family} "
-        "-o {output.pdf} --png {output.png} > {log} 2>&1"
+        "{CALIBRATED_LINK_ARGS} -o {output.pdf} --png {output.png} > {log} 2>&1"
 
 
 rule figure_gpu_generations:
@@ -74,8 +82,8 @@ rule figure_gpu_generations:
     log:
         f"{LOGS}/figures/gpu-generations.log",
     shell:
-        "{GS} report figure gpu-generations --input {input} -o {output.pdf} "
-        "--png {output.png} > {log} 2>&1"
+        "{GS} report figure gpu-generations --input {input} {CALIBRATED_LINK_ARGS} "
+        "-o {output.pdf} --png {output.png} > {log} 2>&1"
 
 
 rule figure_timeline:
@@ -107,8 +115,8 @@ rule figure_gaps:
     log:
         f"{LOGS}/figures/gaps.log",
     shell:
-        "{GS} report figure gaps --input {input} -o {output.pdf} --png {output.png} "
-        "> {log} 2>&1"
+        "{GS} report figure gaps --input {input} {CALIBRATED_LINK_ARGS} -o {output.pdf} "
+        "--png {output.png} > {log} 2>&1"
 
 
 rule figure_smoke:

@@ -184,7 +184,11 @@ rule table_headline_models:
 # MG-WFBP against `search` with the per-collective CPU cost the re-execution calibrated
 # (paper/data/reexec/interference-<link>-p<P>.json) and the executor's issue order: the CPU
 # cases on the emulated links at the world sizes a calibration exists for.
-CALIBRATED_LINKS = {"cpu-gloo-1gbit": "tbf1gbit", "cpu-gloo-100mbit": "tbf100mbit"}
+CALIBRATED_LINKS = {
+    "cpu-gloo-1gbit": "tbf1gbit",
+    "cpu-gloo-100mbit": "tbf100mbit",
+    "cpu-gloo-loopback": "loopback",
+}
 CALIBRATED_CASES = [
     (compute, CALIBRATED_LINKS[network], world)
     for compute, network, _, _ in cases()

@@ -58,9 +58,12 @@ rule table:
             if wc.table == "replay"
             else ""
         ),
+        # the plain replay's cases of a calibrated link, marked (report/quote_rule.py)
+        calibrated=lambda wc: CALIBRATED_LINK_ARGS if wc.table == "replay" else "",
     shell:
         "{GS} report table {wildcards.table} --input {input} --tex {output.tex} "
-        "--md {output.md} --title {params.title:q} {params.families} > {log} 2>&1"
+        "--md {output.md} --title {params.title:q} {params.families} "
+        "{params.calibrated} > {log} 2>&1"
 
 
 rule table_replay_family:
@@ -83,7 +86,8 @@ rule table_replay_family:
         title=lambda wc: f"Replayed iteration time per algorithm ({wc.family} cases)",
     shell:
         "{GS} report table replay --input {input} --family {wildcards.family} "
-        "--tex {output.tex} --md {output.md} --title {params.title:q} > {log} 2>&1"
+        "{CALIBRATED_LINK_ARGS} --tex {output.tex} --md {output.md} --title {params.title:q} "
+        "> {log} 2>&1"
 
 
 rule scaling_check:

@@ -1,6 +1,7 @@
 """The domain stated next to the claims: how many replay rows the maxima and medians leave
-out (mostly priced outside the measured message sizes, :mod:`gradsched.costmodel.domain`, or
-of a host-bound compute trace), and the headline case's out-of-range share."""
+out under the quoting rule (:mod:`gradsched.report.quote_rule`: mostly priced outside the
+measured message sizes, of a host-bound compute trace, or replayed without the calibration
+that exists for their link), and the headline case's out-of-range share."""
 
 from __future__ import annotations
 
@@ -9,16 +10,24 @@ import pandas as pd
 from gradsched.costmodel.domain import MOSTLY_OUTSIDE_PCT
 from gradsched.report.collect import host_bound_mask, mostly_below_mask, outside_domain_mask
 from gradsched.report.latex import NA, number
+from gradsched.report.quote_rule import exclusion_reasons
 
 CASE_KEYS = ["trace", "network", "world_size"]
 
 
-def domain_count_macros(collected: pd.DataFrame) -> dict[str, str]:
+def domain_count_macros(collected: pd.DataFrame,
+                        calibrated: frozenset[str] = frozenset()) -> dict[str, str]:
     """How many replay rows (and cases) the claims leave out: mostly priced outside the
-    measured sizes (below the smallest / above the largest), or of a host-bound trace."""
+    measured sizes (below the smallest / above the largest), of a host-bound trace, or
+    replayed without the per-collective cost calibrated for their link (``calibrated``: the
+    links a calibrated replay exists for)."""
     outside, host = outside_domain_mask(collected), host_bound_mask(collected)
     below = mostly_below_mask(collected)
-    return {"DomainMostlyOutsidePct": number(MOSTLY_OUTSIDE_PCT, 0),
+    uncalibrated = (exclusion_reasons(collected, calibrated) == "uncalibrated").to_numpy()
+    return {"NumRowsUncalibrated": str(int(uncalibrated.sum())),
+            "NumCasesUncalibrated": str(len(collected.loc[uncalibrated, CASE_KEYS]
+                                            .drop_duplicates())),
+            "DomainMostlyOutsidePct": number(MOSTLY_OUTSIDE_PCT, 0),
             "NumRowsOutsideDomain": str(int(outside.sum())),
             "NumRowsMostlyBelow": str(int(below.sum())),
             "NumRowsMostlyAbove": str(int((outside & ~below).sum())),

@@ -25,6 +25,7 @@ from gradsched.report.compare import compare_macros
 from gradsched.report.fits import crossws_macros, fit_macros
 from gradsched.report.gpu_generations import gpu_generation_macros
 from gradsched.report.headline import headline_model_macros
+from gradsched.report.quote_rule import calibrated_links
 from gradsched.report.reexec import reexec_boot_macros, reexec_macros
 from gradsched.report.replay import Headline, replay_macros
 from gradsched.report.sharded import sharded_measured_macros
@@ -83,11 +84,14 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out: dict[str, str] = {}
     out.update(fit_macros(fits))
     out.update(crossws_macros(cross))
-    out.update(replay_macros(collected, headline or Headline()))
+    # the one quoting rule (report/quote_rule.py): the plain replay's rows of a link with a
+    # calibrated replay are quoted from that replay
+    links = calibrated_links(calibrated)
+    out.update(replay_macros(collected, headline or Headline(), links))
     out.update(headline_model_macros(headline_models, fits, headline_comm))
     out.update(calibrated_gap_macros(calibrated))
     out.update(cpu_capture_macros(captured))
-    out.update(gpu_generation_macros(collected))
+    out.update(gpu_generation_macros(collected, calibrated=links))
     out.update(compare_macros(compare))
     out.update(reexec_macros(reexec.cases, reexec.measured))
     out.update(reexec_boot_macros(reexec.stats, reexec.level_pct, reexec.replicates))

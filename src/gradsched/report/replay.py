@@ -3,7 +3,8 @@ size) replayed. Its table (iteration time per algorithm, the fastest, the lower 
 iteration time against the world size (one world size: :mod:`.figure_relative`), the gaps
 figure (MG-WFBP against the contiguous optimum, every algorithm against the lower bound) and
 the prose macros: the headline case, the speed-ups over WFBP and MG-WFBP's gaps, counted on
-the rows mostly priced inside the measured sizes (:mod:`.domain_macros`).
+the rows that pass the quoting rule (:mod:`.quote_rule`; the counts left out:
+:mod:`.domain_macros`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from gradsched.intermediates import read_intermediate
 from gradsched.report.algorithms import (
@@ -30,13 +30,13 @@ from gradsched.report.algorithms import (
     tie_count_text,
     tie_text,
 )
-from gradsched.report.collect import extrapolated_mask, host_bound_mask, outside_domain_mask
+from gradsched.report.collect import extrapolated_mask, outside_domain_mask
 from gradsched.report.domain_macros import domain_count_macros, headline_domain_macros
 from gradsched.report.figure_relative import relative_to_ddp
 from gradsched.report.figure_style import (
     FONT_PT,
+    MARKER_CYCLE,
     algorithm_colors,
-    legend_union,
     pairing_of,
     panel_grid,
     placeholder,
@@ -47,6 +47,7 @@ from gradsched.report.figure_style import (
 )
 from gradsched.report.formatting import fmt
 from gradsched.report.latex import NA, latex_escape, number
+from gradsched.report.quote_rule import exclusion_reasons, quotable_rows
 from gradsched.ties import RTOL, same_time
 
 
@@ -113,10 +114,18 @@ def host_bound_cases(collected: pd.DataFrame, wide: pd.DataFrame) -> pd.Series:
         False).to_numpy(dtype=bool), index=wide.index)
 
 
-def replay_table(collected: pd.DataFrame, ties: str = "names") -> tuple[pd.DataFrame, str]:
+UNCALIBRATED_MARK = " (uncal.)"
+"""Appended to the network of a case replayed without the per-collective cost calibrated for
+its link (:mod:`.quote_rule`, ``uncalibrated``): it counts in no claim."""
+
+
+def replay_table(collected: pd.DataFrame, ties: str = "names",
+                 calibrated: frozenset[str] = frozenset()) -> tuple[pd.DataFrame, str]:
     """Iteration time per algorithm [ms] per case, the fastest algorithm (``ties="names"``:
     every tied one, joined by :data:`TIE_SEP`; ``"count"``: :func:`tie_count_text`) and the
-    lower bound."""
+    lower bound. Every mark says why the quoting rule leaves a cell out: ``*`` (mostly
+    priced outside the measured sizes), ``(extrap.)``, ``(host-bound)`` and, for the links in
+    ``calibrated``, :data:`UNCALIBRATED_MARK`."""
     if collected.empty:
         return pd.DataFrame(columns=["trace", "network", "P [ranks]"]), "lll"
     wide = replay_wide(collected)
@@ -132,6 +141,14 @@ def replay_table(collected: pd.DataFrame, ties: str = "names") -> tuple[pd.DataF
                                        wide["trace"] + " (host-bound)"),
         "network": wide["network"], "P [ranks]": ranks,
     })
+    if calibrated:
+        keys = ["trace", "network", "world_size", "nodes"]
+        flags = collected.assign(uncal=(exclusion_reasons(collected, calibrated)
+                                        == "uncalibrated").to_numpy()).groupby(
+            keys, sort=True)["uncal"].any()
+        uncal = flags.reindex(pd.MultiIndex.from_frame(wide[keys])).fillna(False).to_numpy(
+            dtype=bool)
+        out["network"] = out["network"].where(~uncal, out["network"] + UNCALIBRATED_MARK)
     outside = outside_cells(collected, wide)
     for alg in algorithms:
         cells = (wide[alg] * 1e3).map(lambda v: fmt(v, 1))
@@ -207,21 +224,25 @@ def top_speedup(speed: pd.DataFrame) -> tuple[pd.Series, list[str]]:
     return top, sorted(case["algorithm"], key=algorithm_sort_key)
 
 
-def max_speedup_macros(collected: pd.DataFrame | None) -> dict[str, str]:
-    """Where the largest speed-up over WFBP is: the case of the largest one at a world size
-    a sweep measured (``MaxSpeedupOverWfbp{Trace,Network,WorldSize}``) and, separately, the
-    largest one at the world sizes replayed on a cross-world-size model beyond the sweeps
-    (``MaxSpeedupOverWfbpExtrap...``), so that the prose names the scope of each."""
+def max_speedup_macros(collected: pd.DataFrame | None,
+                       calibrated: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Where the largest speed-up over WFBP is: the case of the largest one on the rows that
+    pass the quoting rule (:func:`gradsched.report.quote_rule.exclusion_reasons`;
+    ``MaxSpeedupOverWfbp{Trace,Network,WorldSize}``) and, separately, the largest one on the
+    rows that fail it only for being extrapolated (``MaxSpeedupOverWfbpExtrap...``: a number
+    only to be quoted labelled as an extrapolation), so that the prose names the scope of
+    each. ``calibrated``: the links a calibrated replay exists for."""
     keys = [f"MaxSpeedupOverWfbp{scope}{what}" for scope in ("", "Extrap")
             for what in ("Trace", "Network", "WorldSize")]
     keys += ["MaxSpeedupOverWfbpExtrap", "MaxSpeedupOverWfbpExtrapAlgorithm"]
     out = dict.fromkeys(keys, NA)
     if collected is None or collected.empty:
         return out
-    collected = collected[~outside_domain_mask(collected) & ~host_bound_mask(collected)]
-    mask = extrapolated_mask(collected)
-    for scope, part in (("", collected[~mask]), ("Extrap", collected[mask])):
+    reasons = exclusion_reasons(collected, calibrated).to_numpy()
+    for scope, part in (("", collected[reasons == ""]),
+                        ("Extrap", collected[reasons == "extrapolated"])):
         speed = speedups_over_wfbp(part) if not part.empty else pd.DataFrame()
+        speed = speed.dropna(subset=["speedup"]) if not speed.empty else speed
         if speed.empty:
             continue
         top, algorithms = top_speedup(speed)
@@ -235,7 +256,13 @@ def max_speedup_macros(collected: pd.DataFrame | None) -> dict[str, str]:
     return out
 
 
-def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[str, str]:
+def replay_macros(collected: pd.DataFrame | None, headline: Headline,
+                  calibrated: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The replay's prose macros. Every maximum, median and count of cases rests only on
+    the rows that pass the quoting rule (:mod:`.quote_rule`; ``calibrated``: the links a
+    calibrated replay exists for, whose plain rows are quoted from that replay instead);
+    the headline case is quoted whatever its domain, with its out-of-range shares beside
+    it (``HeadlineMgwfbp{Above,Below}RangePct``)."""
     keys = ["NumReplayCases", "NumAlgorithms", "HeadlineTrace", "HeadlineNetwork",
             "HeadlineWorldSize", "HeadlineFastest", "HeadlineFastestSpeedupOverWfbp",
             "HeadlineMgwfbpSpeedupOverWfbp", "HeadlineGapToLbPct", "MgwfbpContigGapMedianPct",
@@ -244,10 +271,10 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             "MaxSpeedupOverWfbpAlgorithm", "NumCasesSearchFastest", "NumCasesOutsideDomain",
             "NumRowsOutsideDomain", "DomainMostlyOutsidePct", "NumRowsMostlyBelow",
             "NumRowsMostlyAbove", "NumCasesHostBound", "HeadlineMgwfbpAboveRangePct",
-            "HeadlineMgwfbpBelowRangePct"]
+            "HeadlineMgwfbpBelowRangePct", "NumRowsUncalibrated", "NumCasesUncalibrated"]
     out = dict.fromkeys(keys, NA)
     out["TieRelTol"] = tolerance_text(RTOL)
-    out.update(max_speedup_macros(collected))
+    out.update(max_speedup_macros(collected, calibrated))
     if collected is not None:
         # the prose's claims are about world sizes a sweep measured: the points replayed on
         # a cross-world-size model beyond the sweeps are shown, never counted
@@ -269,11 +296,11 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
             if "mgwfbp" in row.index and not np.isnan(row["mgwfbp"]):
                 out["HeadlineMgwfbpSpeedupOverWfbp"] = number(row["wfbp"] / row["mgwfbp"], 2)
         out["HeadlineGapToLbPct"] = number(100.0 * (row[fastest] / row["lower_bound_s"] - 1.0))
-    # maxima and medians count only rows whose communication was mostly priced inside the
-    # measured sizes (the others stay in the tables, marked)
-    out.update(domain_count_macros(collected))
+    # maxima and medians count only the rows that pass the quoting rule (the others stay in
+    # the tables, marked)
+    out.update(domain_count_macros(collected, calibrated))
     out.update(headline_domain_macros(collected, row))
-    collected = collected[~outside_domain_mask(collected) & ~host_bound_mask(collected)]
+    collected = quotable_rows(collected, calibrated)
     gaps = mgwfbp_gaps(collected)
     if len(gaps):
         out["MgwfbpContigGapMedianPct"] = number(float(gaps.median()))
@@ -284,6 +311,7 @@ def replay_macros(collected: pd.DataFrame | None, headline: Headline) -> dict[st
         out["MgwfbpSearchGapMedianPct"] = number(float(search_gaps.median()))
         out["MgwfbpSearchGapMaxPct"] = number(float(search_gaps.max()))
     speed = speedups_over_wfbp(collected)
+    speed = speed.dropna(subset=["speedup"])
     if not speed.empty:
         top, algorithms = top_speedup(speed)
         out["MaxSpeedupOverWfbp"] = number(float(top["speedup"]), 2)
@@ -303,24 +331,68 @@ def _cases(collected: pd.DataFrame) -> list[tuple[str, str]]:
                                           strict=True)})
 
 
-def _shade_extrapolated(ax: plt.Axes, part: pd.DataFrame) -> None:
-    """Grey out the world sizes no sweep measured (replayed on a cross-world-size model)."""
+EXTRAPOLATED_SHADE = "0.88"
+"""Fill of the world sizes no sweep measured (replayed on a cross-world-size model)."""
+
+LEFT_OUT_LABEL = "hollow: left out (quoting rule)"
+EXTRAPOLATED_LABEL = "grey band: extrapolated"
+
+
+def _shade_extrapolated(ax: plt.Axes, part: pd.DataFrame) -> bool:
+    """Grey out the world sizes no sweep measured (replayed on a cross-world-size model);
+    no text on the axes (the legend names the band). True where a band was drawn."""
     mask = extrapolated_mask(part)
     if not mask.any():
-        return
+        return False
     flags = part.assign(extrapolated=mask).groupby("world_size")["extrapolated"].any()
     flags = flags.sort_index()
     measured = flags.index[~flags.to_numpy()]
     first = min(flags.index[flags.to_numpy()])
     start = math.sqrt(max(measured) * first) if len(measured) else first / 1.2
-    ax.axvspan(start, max(flags.index) * 1.25, color="0.85", zorder=0, lw=0)
-    ax.text(start, 1.0, " extrapolated", transform=ax.get_xaxis_transform(),
-            fontsize=FONT_PT - 1, va="top", ha="left", color="0.3")
+    ax.axvspan(start, max(flags.index) * 1.25, color=EXTRAPOLATED_SHADE, zorder=0, lw=0)
+    return True
+
+
+def _world_size_axis(ax: plt.Axes, worlds: list[int], max_labels: int = 5) -> None:
+    """A log2 world-size axis with a tick at every world size drawn and a label on at most
+    ``max_labels`` of them (else every other one from the largest down), so that 128, 256
+    and 512 never collide in a third of the text width."""
+    ax.set_xscale("log", base=2)
+    ticks = sorted(worlds)
+    ax.set_xticks(ticks)
+    step = 1 if len(ticks) <= max_labels else 2
+    shown = set(ticks[::-1][::step])
+    ax.set_xticklabels([str(int(t)) if t in shown else "" for t in ticks])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlim(min(ticks) / 1.25, max(ticks) * 1.25)
+
+
+DODGE_LOG2 = 0.035
+"""Horizontal spread (log2 units per algorithm) of :func:`replay_vs_world_size`'s markers, so
+that schedules tied at one world size stay visible side by side."""
+
+RELATIVE_LINTHRESH_PCT = 0.1
+"""Linear range (percent) of the symmetric-log axis of :func:`replay_vs_world_size`: the
+schedules within a few tenths of a percent of the fastest stay apart from those at 0."""
+
+
+def relative_to_fastest(part: pd.DataFrame) -> pd.Series:
+    """Per row of one case series: 100 (T / T_fastest - 1), T_fastest the smallest
+    iteration time at the row's world size (the oracle ``best`` included: it is the
+    fastest plan found)."""
+    fastest = part.groupby("world_size")["iteration_s"].transform("min")
+    return 100.0 * (part["iteration_s"] / fastest - 1.0)
 
 
 def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path,
-                         ncols: int = 3, family: str | None = None) -> None:
-    """(c) Iteration time per algorithm vs world size, one panel per compute x network.
+                         ncols: int = 3, family: str | None = None,
+                         calibrated: frozenset[str] = frozenset()) -> None:
+    """(c) Per compute x network, each algorithm's iteration time above the fastest
+    schedule at that world size (percent, symmetric-log axis: schedules that collapse onto
+    one line on a time axis stay apart, the fastest at 0), one marker per algorithm; a
+    point the quoting rule leaves out (:mod:`.quote_rule`; ``calibrated``: the links a
+    calibrated replay exists for) is drawn hollow. The absolute times are the replay
+    tables'.
 
     ``family`` keeps the cases of one compute family (the ``family`` column written by
     ``report collect --label``), so that each family is a figure that fits its page; every
@@ -340,34 +412,57 @@ def replay_vs_world_size(collected_csv: str | Path, out_pdf: str | Path, out_png
     if collected.groupby(["trace", "network"])["world_size"].nunique().max() == 1:
         relative_to_ddp(collected, out_pdf, out_png)
         return
+    collected = collected.assign(
+        left_out=(exclusion_reasons(collected, calibrated) != "").to_numpy())
     cases = _cases(collected)
-    colors = algorithm_colors(sorted(collected["algorithm"].unique()))
-    # a third of the text width per panel (one panel: 0.6, with the legend beside it)
-    width = width_in(0.6) if len(cases) == 1 else width_in(min(ncols, len(cases)) / ncols)
-    fig, axes = panel_grid(len(cases), ncols, width=width, height=2.2)
+    algorithms = sorted(collected["algorithm"].unique(), key=algorithm_sort_key)
+    colors = algorithm_colors(algorithms)
+    markers = {alg: MARKER_CYCLE[i % len(MARKER_CYCLE)] for i, alg in enumerate(algorithms)}
+    # a third of the text width per panel (one panel: 0.8, with the legend beside it)
+    width = width_in(0.8) if len(cases) == 1 else width_in(min(ncols, len(cases)) / ncols)
+    fig, axes = panel_grid(len(cases), ncols, width=width,
+                           height=2.8 if len(cases) == 1 else 2.2)
+    shaded = hollow = False
     for ax, (trace, network) in zip(axes, cases, strict=True):
         part = collected[(collected["trace"] == trace) & (collected["network"] == network)]
-        for alg in sorted(part["algorithm"].unique(), key=algorithm_sort_key):
+        part = part.assign(rel_pct=relative_to_fastest(part))
+        for i, alg in enumerate(algorithms):
             rows = part[part["algorithm"] == alg].sort_values("world_size")
-            style = {"ls": ":", "lw": 2.2} if alg == "best" else {"ls": "-", "lw": 1.2}
-            ax.plot(rows["world_size"], rows["iteration_s"] * 1e3, marker="o", ms=3,
-                    color=colors[alg], label=algorithm_label(alg), **style)
-        bound = part.groupby("world_size")["lower_bound_s"].first().sort_index()
-        ax.plot(bound.index, bound.to_numpy() * 1e3, color="black", ls="--", lw=1,
-                label="lower bound")
-        if len(bound) == 1:  # one world size (one sweep): the bound as a visible level
-            ax.axhline(float(bound.iloc[0]) * 1e3, color="black", ls="--", lw=1)
-        _shade_extrapolated(ax, part)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(part["world_size"].unique()))
-        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            if rows.empty:
+                continue
+            # schedules tied at one world size sit side by side, not on top of each other
+            x = rows["world_size"].to_numpy(float) * 2.0 ** (
+                DODGE_LOG2 * (i - (len(algorithms) - 1) / 2))
+            y = rows["rel_pct"].to_numpy()
+            style = {"ls": ":", "lw": 1.6} if alg == "best" else {"ls": "-", "lw": 0.9}
+            ax.plot(x, y, color=colors[alg], **style)
+            kept = ~rows["left_out"].to_numpy(dtype=bool)
+            ax.plot(x[kept], y[kept], ls="", ms=3.2, marker=markers[alg], color=colors[alg])
+            ax.plot(x[~kept], y[~kept], ls="", ms=3.2, marker=markers[alg], mfc="white",
+                    mec=colors[alg], mew=0.8)
+            hollow = hollow or bool((~kept).any())
+        shaded = _shade_extrapolated(ax, part) or shaded
+        _world_size_axis(ax, sorted(part["world_size"].unique()))
+        ax.set_yscale("symlog", linthresh=RELATIVE_LINTHRESH_PCT, linscale=0.5)
+        ax.set_ylim(-RELATIVE_LINTHRESH_PCT / 2, max(1.0, float(part["rel_pct"].max())) * 1.6)
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         pairing = pairing_of(part)
         ax.set_title(f"{trace}\nx {network}" + (f"\n[{pairing}]" if pairing else ""),
                      fontsize=FONT_PT - 1)
         ax.set_xlabel("world size P [ranks]")
-        ax.set_ylabel("iteration time [ms]")
-    handles, labels = legend_union(axes)
+        ax.set_ylabel("above the fastest [%]")
+    present = set(collected["algorithm"])
+    handles = [matplotlib.lines.Line2D([], [], color=colors[a], marker=markers[a], ms=3.2,
+                                       ls=":" if a == "best" else "-", lw=0.9)
+               for a in algorithms if a in present]
+    labels = [algorithm_label(a) for a in algorithms if a in present]
+    if hollow:
+        handles.append(matplotlib.lines.Line2D([], [], ls="", marker="o", ms=3.2,
+                                               mfc="white", mec="0.3"))
+        labels.append(LEFT_OUT_LABEL)
+    if shaded:
+        handles.append(matplotlib.patches.Patch(color=EXTRAPOLATED_SHADE))
+        labels.append(EXTRAPOLATED_LABEL)
     if len(cases) == 1:  # one panel: the legend beside it, not wider than it on top
         fig.legend(handles, labels, loc="outside right center", ncol=1, frameon=False)
     else:
@@ -382,22 +477,28 @@ in the one grey "every other case" line of :func:`gaps` instead of a legend entr
 (their lines coincide at 0)."""
 
 
-def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> None:
+def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path,
+         calibrated: frozenset[str] = frozenset()) -> None:
     """(e) Left: MG-WFBP's gap to ``contiguous_optimum`` (its family's exact optimum) per
     case, the cases that stay within :data:`GAP_FLAT_PCT` of 0 drawn as one grey group;
-    right: every algorithm's gap to the lower bound (one point per case). Points replayed
-    beyond the sweeps (extrapolated) are left out, as in the prose's macros."""
+    right: every algorithm's gap to the lower bound (one point per case). A point the
+    quoting rule leaves out (:mod:`.quote_rule`: either row of the gap, ``calibrated``: the
+    links a calibrated replay exists for) is drawn hollow and grey and counts in no box;
+    a case whose every point is left out says why in its legend entry. Points replayed
+    beyond the sweeps (extrapolated) are not drawn."""
     collected = read_intermediate(collected_csv)
     collected = collected[~extrapolated_mask(collected)]
     if collected.empty:
         placeholder(out_pdf, out_png, "Gaps", "no replay results")
         return
     setup_style()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(width_in(1.0), 3.3), layout="constrained",
+    collected = collected.assign(reason=exclusion_reasons(collected, calibrated).to_numpy())
+    fig, (left, right) = plt.subplots(1, 2, figsize=(width_in(1.0), 3.6), layout="constrained",
                                       gridspec_kw={"width_ratios": [1, 1.2]})
     gap = mgwfbp_gaps(collected)
     if len(gap):
-        _mgwfbp_panel(left, replay_wide(collected).loc[gap.index].assign(gap_pct=gap))
+        wide = replay_wide(collected).loc[gap.index].assign(gap_pct=gap)
+        _mgwfbp_panel(left, wide.assign(reason=_case_reasons(collected, wide)))
     else:
         left.axis("off")
         left.text(0.5, 0.5, "NO DATA: MG-WFBP and contiguous_optimum\nwere not both replayed",
@@ -410,45 +511,74 @@ def gaps(collected_csv: str | Path, out_pdf: str | Path, out_png: str | Path) ->
     save(fig, out_pdf, out_png)
 
 
+def _case_reasons(collected: pd.DataFrame, wide: pd.DataFrame,
+                  algorithms: tuple[str, ...] = ("mgwfbp", "contiguous_optimum")) -> list[str]:
+    """Per case of ``wide``: why the quoting rule leaves out a number comparing
+    ``algorithms`` there (their rows' reasons, joined), ``""`` where it may be quoted."""
+    keys = ["trace", "network", "world_size"]
+    part = collected[collected["algorithm"].isin(algorithms)]
+    reasons = part.groupby(keys, sort=True)["reason"].agg(
+        lambda r: ", ".join(sorted({x for x in r if x})))
+    return [reasons.get(tuple(row), "") for row in wide[keys].itertuples(index=False)]
+
+
 def _mgwfbp_panel(ax: plt.Axes, wide: pd.DataFrame) -> None:
-    """One line per case with a gap; the cases flat at 0 as one grey group."""
+    """One line per case with a gap; the cases flat at 0 as one grey group; points left out
+    by the quoting rule hollow and grey."""
     groups = list(wide.groupby(["trace", "network"]))
     flat = [part for _, part in groups if part["gap_pct"].abs().max() <= GAP_FLAT_PCT]
+    hollow = False
     for i, ((trace, network), part) in enumerate(
             (key, part) for key, part in groups if part["gap_pct"].abs().max() > GAP_FLAT_PCT):
         style = series_style(i)
         part = part.sort_values("world_size")
-        ax.plot(part["world_size"], part["gap_pct"], ms=3.5, lw=1.1, color=style["color"],
-                ls=style["ls"], marker=style["marker"], label=f"{trace} x {network}")
+        out = (part["reason"] != "").to_numpy()
+        why = sorted({r for r in part["reason"] if r})
+        label = f"{trace} x {network}" + (f" [left out: {'; '.join(why)}]" if out.all() else "")
+        color = "0.6" if out.all() else style["color"]
+        ax.plot(part["world_size"], part["gap_pct"], lw=1.0, color=color, ls=style["ls"])
+        ax.plot([], [], lw=1.0, color=color, ls=style["ls"], marker=style["marker"], ms=4,
+                label=label, **({"mfc": "white", "mec": "0.45"} if out.all() else {}))
+        ax.plot(part["world_size"][~out], part["gap_pct"][~out], ls="", ms=3.5,
+                marker=style["marker"], color=style["color"])
+        ax.plot(part["world_size"][out], part["gap_pct"][out], ls="", ms=4, mfc="white",
+                mec="0.45", mew=0.9, marker=style["marker"])
+        hollow = hollow or bool(out.any())
     for j, part in enumerate(flat):
         part = part.sort_values("world_size")
         ax.plot(part["world_size"], part["gap_pct"], color="0.6", lw=0.8, marker=".", ms=3,
                 zorder=1, label=(f"{len(flat)} other cases (within {GAP_FLAT_PCT:g}% of 0 "
                                  "at every P)") if j == 0 else None)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted(wide["world_size"].unique()))
-    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    if hollow:
+        ax.plot([], [], ls="", marker="o", ms=4, mfc="white", mec="0.45",
+                label="hollow grey: left out by the quoting rule")
+    _world_size_axis(ax, sorted(wide["world_size"].unique()), max_labels=8)
     ax.set_xlabel("world size P [ranks]")
     ax.set_ylabel("MG-WFBP vs contiguous optimum [%]")
 
 
 def _lower_bound_panel(ax: plt.Axes, collected: pd.DataFrame) -> None:
-    """Each algorithm's gap to the lower bound: a box and one point per case, one row per
+    """Each algorithm's gap to the lower bound: a box over the rows the quoting rule keeps
+    and one point per case (hollow grey where the rule leaves the row out), one row per
     algorithm (horizontal labels: no rotated text)."""
     data = collected.assign(label=collected["algorithm"].map(algorithm_label))
     order = [algorithm_label(a) for a in sorted(collected["algorithm"].unique(),
                                                 key=algorithm_sort_key)]
-    boxes = [data.loc[data["label"] == label, "gap_to_lb_pct"].to_numpy() for label in order]
+    kept = data[data["reason"] == ""]
+    boxes = [kept.loc[kept["label"] == label, "gap_to_lb_pct"].to_numpy() for label in order]
     ax.boxplot(boxes, positions=range(len(order)), widths=0.6, showfliers=False,
                orientation="horizontal", patch_artist=True,
                boxprops={"facecolor": "0.9", "linewidth": 0.8},
                medianprops={"color": "0.3"}, zorder=1)
-    np.random.seed(0)  # seaborn's jitter draws from numpy's global generator: deterministic
-    sns.stripplot(data=data, y="label", x="gap_to_lb_pct", order=order, ax=ax, size=2.5,
-                  color="0.2", jitter=0.2, orient="h")
+    rng = np.random.default_rng(0)  # jitter within a row: deterministic
+    y = data["label"].map({label: i for i, label in enumerate(order)}).to_numpy(float)
+    y = y + rng.uniform(-0.2, 0.2, len(y))
+    out = (data["reason"] != "").to_numpy()
+    ax.scatter(data["gap_to_lb_pct"][~out], y[~out], s=5, color="0.2", lw=0, zorder=2)
+    ax.scatter(data["gap_to_lb_pct"][out], y[out], s=7, facecolor="none", edgecolor="0.55",
+               lw=0.5, zorder=2)
     ax.set_yticks(range(len(order)), order)
     ax.set_ylim(len(order) - 0.5, -0.5)
     ax.set_ylabel("")
-    ax.set_xlabel("gap to lower bound [%]")
+    ax.set_xlabel("gap to lower bound [%] (hollow grey: left out)")
     ax.set_title("every algorithm's gap to the lower bound\n(one point per case)")

@@ -33,11 +33,14 @@ TABLES = {
 
 
 def build_table(name: str, inputs: Sequence[str | Path], tex: str | Path, md: str | Path,
-                title: str = "", families: Sequence[str] = ()) -> pd.DataFrame:
+                title: str = "", families: Sequence[str] = (),
+                calibrated: frozenset[str] = frozenset()) -> pd.DataFrame:
     """Build table ``name`` from its input CSV(s) (concatenated) and write both forms.
 
     ``families``: keep only the replay cases of these compute families (the ``family``
-    column of ``report collect``), so that each family's table fits its page."""
+    column of ``report collect``), so that each family's table fits its page;
+    ``calibrated``: the links a calibrated replay exists for, whose plain replay cases the
+    replay table marks (:func:`gradsched.report.replay.replay_table`)."""
     frames = [read_csv_or_empty(p) for p in inputs]
     frames = [f for f in frames if not f.empty]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -46,11 +49,13 @@ def build_table(name: str, inputs: Sequence[str | Path], tex: str | Path, md: st
             raise InputError("no family column to select families from", path=inputs[0],
                              field="family")
         data = data[data["family"].isin(list(families))].reset_index(drop=True)
-    table, align = TABLES[name](data if not data.empty else pd.DataFrame())
     if name == "replay" and not data.empty:  # the LaTeX twin counts a tie (tie_count_text)
-        write_text_atomic(tex, to_latex(replay_table(data, ties="count")[0], align,
+        table, align = replay_table(data, calibrated=calibrated)
+        write_text_atomic(tex, to_latex(replay_table(data, ties="count",
+                                                     calibrated=calibrated)[0], align,
                                         title or name))
         write_text_atomic(md, to_markdown(table, title or name))
         return table
+    table, align = TABLES[name](data if not data.empty else pd.DataFrame())
     write_table(table, tex, md, align=align, title=title or name)
     return table

@@ -29,6 +29,10 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
     p.add_argument("--family", help="draw only the cases of this compute family (the "
                    "collected table's family column; default: every case)")
+    p.add_argument("--calibrated-link", action="append", default=[], metavar="LINK",
+                   help="a link a calibrated replay exists for (rule replay_calibrated, "
+                        "e.g. tbf1gbit; repeatable): its plain rows are drawn hollow, as the "
+                        "quoting rule leaves them out (report/quote_rule.py)")
     _figure_out(p)
     p.set_defaults(func=columns_named(_fig_replay))
     p = fsub.add_parser("timeline", help="(d) replay timelines of a few algorithms")
@@ -40,11 +44,19 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p = fsub.add_parser("gpu-generations", help="DDP's exposed communication and the best "
                         "plan's gain over it per GPU generation")
     p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
+    p.add_argument("--calibrated-link", action="append", default=[], metavar="LINK",
+                   help="a link a calibrated replay exists for (rule replay_calibrated, "
+                        "e.g. tbf1gbit; repeatable): its plain rows are drawn hollow, as the "
+                        "quoting rule leaves them out (report/quote_rule.py)")
     _figure_out(p)
     p.set_defaults(func=columns_named(_fig_generations))
     p = fsub.add_parser("gaps", help="(e) MG-WFBP vs the contiguous optimum; gaps to the "
                         "lower bound")
     p.add_argument("--input", type=Path, required=True, help="collected replay CSV")
+    p.add_argument("--calibrated-link", action="append", default=[], metavar="LINK",
+                   help="a link a calibrated replay exists for (rule replay_calibrated, "
+                        "e.g. tbf1gbit; repeatable): its plain rows are drawn hollow, as the "
+                        "quoting rule leaves them out (report/quote_rule.py)")
     _figure_out(p)
     p.set_defaults(func=columns_named(_fig_gaps))
 
@@ -80,7 +92,8 @@ def _fig_fit_mape(args: argparse.Namespace) -> int:
 def _fig_replay(args: argparse.Namespace) -> int:
     from gradsched.report.replay import replay_vs_world_size
 
-    replay_vs_world_size(args.input, args.output, _png_for(args), family=args.family)
+    replay_vs_world_size(args.input, args.output, _png_for(args), family=args.family,
+                         calibrated=frozenset(args.calibrated_link))
     return _done(args)
 
 
@@ -94,12 +107,13 @@ def _fig_timeline(args: argparse.Namespace) -> int:
 def _fig_generations(args: argparse.Namespace) -> int:
     from gradsched.report.gpu_generations import gpu_generations
 
-    gpu_generations(args.input, args.output, _png_for(args))
+    gpu_generations(args.input, args.output, _png_for(args),
+                    calibrated=frozenset(args.calibrated_link))
     return _done(args)
 
 
 def _fig_gaps(args: argparse.Namespace) -> int:
     from gradsched.report.replay import gaps
 
-    gaps(args.input, args.output, _png_for(args))
+    gaps(args.input, args.output, _png_for(args), calibrated=frozenset(args.calibrated_link))
     return _done(args)

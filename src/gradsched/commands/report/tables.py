@@ -24,6 +24,10 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", default="")
     p.add_argument("--family", action="append", default=[],
                    help="replay table: keep only the cases of this compute family (repeatable)")
+    p.add_argument("--calibrated-link", action="append", default=[], metavar="LINK",
+                   help="replay table: a link a calibrated replay exists for (rule "
+                        "replay_calibrated, e.g. tbf1gbit; repeatable): its plain cases are "
+                        "marked '(uncal.)', as the quoting rule leaves them out")
     p.set_defaults(func=columns_named(_table))
 
     p = rsub.add_parser("forward", help="planner ranking vs the assumed forward time of a "
@@ -51,8 +55,10 @@ def _table(args: argparse.Namespace) -> int:
 
     if args.family and args.name != "replay":
         raise ConfigError(f"--family selects replay cases; table {args.name} has none")
+    if args.calibrated_link and args.name != "replay":
+        raise ConfigError(f"--calibrated-link marks replay cases; table {args.name} has none")
     table = build_table(args.name, args.input, args.tex, args.md, title=args.title,
-                        families=args.family)
+                        families=args.family, calibrated=frozenset(args.calibrated_link))
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
     return 0
 
