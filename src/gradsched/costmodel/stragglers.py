@@ -65,9 +65,9 @@ class MeasuredCv:
 
 
 MEASURED: dict[str, MeasuredCv] = {
-    "gpu-bound": MeasuredCv(0.031, "12 H200 configurations, between processes and "
+    "gpu-bound": MeasuredCv(0.035, "14 H200 configurations, between processes and "
                             "iterations (gradsched study stragglers)"),
-    "host-bound": MeasuredCv(0.179, "6 H200 configurations, between processes and "
+    "host-bound": MeasuredCv(0.201, "4 H200 configurations, between processes and "
                              "iterations (gradsched study stragglers)"),
 }
 """The ``auto`` values, rounded to three decimals from ``gradsched study stragglers`` on the
