@@ -21,5 +21,5 @@ def test_classes_use_the_one_host_bound_threshold_and_count_worse_cases() -> Non
     assert middle[1] == 1 and middle[4] == 1
     assert busy == "busy >= 0.95" and n_busy == 1 and h_busy == 18.0 and w_busy == 1
     table, _ = host_check_table(frame)
-    assert table["configuration"].iloc[-1] == "median |error|, busy >= 0.95, 1 configurations"
-    assert table["host - measured (us/launch)"].iloc[-1] == "host-aware worse in 1"
+    assert table["configuration"].iloc[-1] == "median, busy >= 0.95 (1)"
+    assert table["host - measured (us/launch)"].iloc[-1] == "1 of 1 worse"

@@ -25,7 +25,7 @@ def classes(frame: pd.DataFrame) -> list[tuple[str, int, float, float, int]]:
     single-stream and of the host-aware replay, how many the host-aware replay predicts
     with a larger |error|)."""
     busy = frame["gpu_busy_share"]
-    groups = ((f"busy < {CPU_BOUND_SHARE:g} (host-bound)", busy < CPU_BOUND_SHARE),
+    groups = ((f"busy < {CPU_BOUND_SHARE:g}", busy < CPU_BOUND_SHARE),
               (f"busy {CPU_BOUND_SHARE:g}-{BUSY_THROUGHOUT:g}",
                (busy >= CPU_BOUND_SHARE) & (busy < BUSY_THROUGHOUT)),
               (f"busy >= {BUSY_THROUGHOUT:g}", busy >= BUSY_THROUGHOUT))
@@ -66,11 +66,11 @@ def host_check_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                      "single-stream error (%)": fmt(single, 1), "host-aware (ms)": "",
                      "host-aware error (%)": fmt(host, 1), "host - measured (us/launch)": ""})
     for label, n, single, host, worse in classes(frame):  # the same, per class of busy
-        rows.append({"configuration": f"median |error|, {label}, {n} configurations",
+        rows.append({"configuration": f"median, {label} ({n})",
                      "GPU busy": "", "kernels (ms)": "", "host (ms)": "", "measured (ms)": "",
                      "single-stream (ms)": "", "single-stream error (%)": fmt(single, 1),
                      "host-aware (ms)": "", "host-aware error (%)": fmt(host, 1),
-                     "host - measured (us/launch)": f"host-aware worse in {worse}"})
+                     "host - measured (us/launch)": f"{worse} of {n} worse"})
     return pd.DataFrame(rows), "l" + "r" * 9
 
 
