@@ -24,8 +24,11 @@ from typing import Any
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.gpus import GPU_MEMORY_BYTES, GPU_PEAK_FLOPS
 from gradsched.io import read_json
 from gradsched.report.formatting import fmt
+from gradsched.report.latex import number
+from gradsched.traces.flops import FlopsSetting
 
 GIB = 2.0**30
 COLUMNS = ("model", "tensors", "world size", "DDP default [s]", "tuned DDP [s]",
@@ -129,3 +132,15 @@ def llm_scale_title(ddp: Sequence[str | Path]) -> str:
     """:data:`TITLE` with the modelled GPUs the advice files name (their ``device``)."""
     devices = sorted({str(load_advice(p).get("device") or "device not recorded") for p in ddp})
     return TITLE.format(device="; ".join(devices))
+
+
+def llm_setting_macros() -> dict[str, str]:
+    """The assumed setting of the table's compute, for the prose: the utilisation and GPU of
+    :class:`gradsched.traces.flops.FlopsSetting`'s defaults, which the pipeline's
+    ``traces flops`` rule uses (``workflow/rules/advise.smk``: no ``--gpu``/``--mfu``), its
+    dense bf16 peak and its memory (:mod:`gradsched.gpus`)."""
+    setting = FlopsSetting()
+    return {"LlmMfuPct": number(100.0 * setting.mfu, 0),
+            "LlmGpu": setting.gpu.upper(),
+            "LlmGpuPeakTflops": number(GPU_PEAK_FLOPS[setting.gpu] / 1e12, 0),
+            "LlmGpuMemoryGiB": number(GPU_MEMORY_BYTES[setting.gpu] / GIB, 0)}

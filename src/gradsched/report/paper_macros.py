@@ -25,6 +25,7 @@ from gradsched.report.compare import compare_macros
 from gradsched.report.fits import crossws_macros, fit_macros
 from gradsched.report.gpu_generations import gpu_generation_macros
 from gradsched.report.headline import headline_model_macros
+from gradsched.report.llm_scale import llm_setting_macros
 from gradsched.report.reexec import reexec_boot_macros, reexec_macros
 from gradsched.report.replay import Headline, replay_macros
 from gradsched.report.sharded import sharded_measured_macros
@@ -102,4 +103,5 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(trace_fact_macros(compute_traces or [], sweeps or []))
     out.update(burst_macros(burst_sweep))
     out.update(tuned_cap_macros(reexec.stats))
+    out.update(llm_setting_macros())
     return out
