@@ -23,3 +23,21 @@ def test_classes_use_the_one_host_bound_threshold_and_count_worse_cases() -> Non
     table, _ = host_check_table(frame)
     assert table["configuration"].iloc[-1] == "median, busy >= 0.95 (1)"
     assert table["host - measured (us/launch)"].iloc[-1] == "1 of 1 worse"
+
+
+def test_host_check_macros_state_both_replays() -> None:
+    from gradsched.report.host_check import HOST_CHECK_KEYS, host_check_macros
+
+    frame = pd.DataFrame({  # SYNTHETIC
+        "config": ["a_b", "c", "d"], "gpu_busy_share": [0.2, 0.96, 0.97],
+        "single_stream_error_pct": [-60.0, -4.0, -2.0],
+        "host_aware_error_pct": [30.0, 18.0, -1.0]})
+    out = host_check_macros(frame)
+    assert out["HostCheckSingleMedianErr"] == "4.0" and out["HostCheckHostAwareMedianErr"] == "18.0"
+    assert out["HostCheckHostAwareWorse"] == "1" and out["HostCheckBusyConfigs"] == "2"
+    assert out["HostCheckBusyWorstConfig"] == "c"
+    assert out["HostCheckBusyWorstSingleErr"] == "-4.0"
+    assert out["HostCheckBusyWorstHostAwareErr"] == "+18.0"
+    assert out["HostCheckHostBoundShare"] == "0.8"
+    empty = host_check_macros(None)  # every name, n/a without data
+    assert set(empty) == set(HOST_CHECK_KEYS) and empty["HostCheckConfigs"] == "n/a"
