@@ -5,9 +5,10 @@ backward rows differ from the hook-free iteration of their run by more than 3 % 
 Inputs besides the trace: the spread of hook-free medians in a later process
 (data/h200/kineto-steps/kineto-steps-summary.json, 8 and 16 threads; and
 data/h200/kineto/kineto-truth-summary.json, 16 threads, for its five models) and the GPU busy
-fraction of the hook-free profiled iteration of the same configuration
-(data/h200/kineto-import-report.csv, ``busy_over_unprofiled`` of the kineto-steps trace:
-kernel-busy time over the unprofiled iteration; written by h200_kineto_report.py).
+fraction of the hook-free profiled iteration of the same configuration: the kineto-gpu
+importer's ``gpu_busy_share`` (traces/compute/h200-kineto/<stem>.meta.json), the busy measure
+of the project's one host-bound definition (gradsched.traces.host_bound; the same share the
+capture's own ``host_bound`` record holds, tools/h200_host_bound.py).
 
 Also writes data/h200/correction-report.csv (one row per corrected bundle, for the paper's
 macros). A maintainer's tool, run by no pipeline rule: its inputs and what it wrote are
@@ -23,9 +24,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import filecmp
 import io
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +37,7 @@ from gradsched.cli import main as cli
 from gradsched.traces.bundle import ComputeTrace
 
 TRACES = Path("traces/compute/h200")
-REPORT = Path("data/h200/kineto-import-report.csv")
+IMPORTED = Path("traces/compute/h200-kineto")
 SUMMARIES = ("data/h200/kineto-steps/kineto-steps-summary.json",
              "data/h200/kineto/kineto-truth-summary.json")
 CORRECTIONS = Path("data/h200/correction-report.csv")
@@ -46,9 +47,8 @@ TOLERANCE = 0.03
 def correct(out: Path) -> list[Path]:
     """Correct every capture above ``TOLERANCE`` into ``out`` (same file names); returns the
     corrected CSVs."""
-    with REPORT.open() as fh:
-        busy = {r["trace"].removeprefix("kineto-steps/"): r["busy_over_unprofiled"]
-                for r in csv.DictReader(fh) if r["trace"].startswith("kineto-steps/")}
+    busy = {p.name.removesuffix(".meta.json"): repr(json.loads(p.read_text())["gpu_busy_share"])
+            for p in sorted(IMPORTED.glob("*.meta.json"))}
     written = []
     for path in sorted(TRACES.glob("*.csv")):
         if path.stem.endswith("-corrected"):
@@ -63,7 +63,7 @@ def correct(out: Path) -> list[Path]:
                 *[a for s in SUMMARIES for a in ("--hook-free-summary", s)]]
         if path.stem in busy:
             args += ["--gpu-busy", busy[path.stem], "--gpu-busy-source",
-                     f"{REPORT} (busy_over_unprofiled of kineto-steps/{path.stem})"]
+                     f"{IMPORTED}/{path.stem}.meta.json (gpu_busy_share)"]
         if cli(args) != 0:
             raise SystemExit(f"correcting {path} failed")
         written.append(target)

@@ -35,17 +35,23 @@ def test_host_bound_capture_is_rescaled_to_the_hook_free_iteration() -> None:
     assert rec["raw_forward_rel_error"] == pytest.approx(1.0)
     assert rec["raw_backward_rel_error"] == pytest.approx(0.5)
     assert abs(rec["forward_rel_error"]) < 1e-9 and rec["within_tolerance"]
-    assert rec["host_bound"] and rec["host_bound_rule"].startswith("GPU busy fraction <")
+    assert rec["host_bound"] and rec["host_bound_rule"].startswith("kineto-gpu importer")
     assert rec["spread"]["max_over_min"] == pytest.approx(1.1)
     assert fixed.meta["correction"]["method"] == "rescale-to-hook-free"
     assert fixed.frame["ready_order"].tolist() == raw.frame["ready_order"].tolist()
 
 
-def test_overhead_rule_without_busy_and_bad_inputs() -> None:
+def test_one_host_bound_rule_and_bad_inputs() -> None:
+    """The importer's rule (busy share < 0.8) on the share given; no share: not judged,
+    whatever the hook overhead (the overhead rule is gone: one definition)."""
     raw = _trace([1e-3], [1e-3], forward_nohooks_s=1e-3, backward_nohooks_s=1e-3,
-                 capture_overhead=0.01)
+                 capture_overhead=0.6)
     _, rec = correct(raw)
-    assert not rec["host_bound"] and "capture_overhead" in rec["host_bound_rule"]
+    assert rec["host_bound"] is None and rec["host_bound_rule"].startswith("not judged")
+    _, busy = correct(raw, CorrectionInputs(gpu_busy=0.89))  # host-bound by the old 0.9
+    assert busy["host_bound"] is False
+    _, idle = correct(raw, CorrectionInputs(gpu_busy=0.79))
+    assert idle["host_bound"] is True
     with pytest.raises(InputError, match="not in"):
         correct(raw, CorrectionInputs(gpu_busy=3.77))
     with pytest.raises(InputError, match="forward_nohooks_s"):

@@ -82,7 +82,7 @@ def test_option_values() -> None:
     assert resolve_stragglers("off", trace, 64) is None
     auto = resolve_stragglers("auto", trace, 64)
     assert auto is not None and auto.cv == MEASURED["gpu-bound"].cv
-    hb = _synthetic(correction={"host_bound": True})
+    hb = _synthetic(cpu_bound=True)
     assert resolve_stragglers("auto", hb, 64).cv == MEASURED["host-bound"].cv  # type: ignore[union-attr]
     with pytest.raises(ConfigError, match="one rank"):
         resolve_stragglers(0.1, trace, 1)
@@ -166,11 +166,16 @@ def test_the_commands_say_what_they_applied(tmp_path, capsys) -> None:
     assert "auto, host-bound" in err
 
 
-def test_device_class_falls_back_on_the_hook_overhead() -> None:
+def test_device_class_is_the_one_host_bound_definition() -> None:
+    """The importer's verdict (``cpu_bound``, or a capture's ``host_bound`` record); the
+    hook overhead is no second rule."""
     from gradsched.costmodel.stragglers import device_class
+    from gradsched.traces.host_bound import record
 
     assert device_class(_synthetic())[0] == "gpu-bound"
-    assert device_class(_synthetic(capture_overhead=0.2))[0] == "host-bound"
+    assert device_class(_synthetic(capture_overhead=0.2))[0] == "gpu-bound"
+    assert device_class(_synthetic(cpu_bound=True))[0] == "host-bound"
     assert device_class(_synthetic(capture_overhead=0.2,
-                                   correction={"host_bound": False}))[0] == "gpu-bound"
+                                   host_bound=record(0.97, "synthetic")))[0] == "gpu-bound"
+    assert device_class(_synthetic(host_bound=record(0.5, "synthetic")))[0] == "host-bound"
     assert device_class(_synthetic(device="cpu (AMD EPYC)"))[0] is None

@@ -32,8 +32,8 @@ def test_auto_values_are_the_measured_ones() -> None:
     fits = class_fits(h200_configurations(INPUTS)).set_index("device_class")
     for cls, measured in MEASURED.items():
         assert round(float(fits.loc[cls, "step_cv"]), 3) == measured.cv
-    assert fits.loc["gpu-bound", "n_configs"] == 12
-    assert fits.loc["host-bound", "n_configs"] == 6
+    assert fits.loc["gpu-bound", "n_configs"] == 14  # the one host-bound definition
+    assert fits.loc["host-bound", "n_configs"] == 4
 
 
 def test_dlrm_intervals_have_eight_ranks_each() -> None:

@@ -217,3 +217,37 @@ def test_analysis_refuses_a_csv_without_its_families(tmp_path):
     frame.loc[frame["algorithm"] == "wfbp"].to_csv(measured, index=False)
     with pytest.raises(InputError, match="no row of"):
         accum.analyze_accum(measured, iterations)
+
+
+def test_uncalibrated_and_above_control_errors_beside_the_calibrated_one(tmp_path):
+    """SYNTHETIC rows (made up): the uncalibrated error is that of ``predicted_raw_s`` and
+    the error above the control compares what each side adds to its own control; a step
+    measured below its control has no such error (NaN, counted in the macros)."""
+    measured, iterations = synthetic(tmp_path)
+    frame = pd.read_csv(measured)
+    frame["predicted_raw_s"] = frame["predicted_interference_s"] * 1.2
+    control = {"case": "syn-b4-p2-loopback", "model": "syn", "bandwidth": "loopback",
+               "world_size": 2, "algorithm": CONTROL, "kind": "control", "item": CONTROL,
+               "predicted_s": 0.90, "predicted_interference_s": 0.90,
+               "predicted_raw_s": 0.80, "measured_s": 0.90, "measured_p10_s": 0.89,
+               "measured_p90_s": 0.91, "iters": 6, "rounds": 2, "grad_accum": 1}
+    pd.concat([frame, pd.DataFrame([control])]).to_csv(measured, index=False)
+    rows, summary = accum.analyze_accum(measured, iterations)
+    for row in rows.itertuples():
+        assert math.isclose(row.error_raw_pct,
+                            100 * (row.predicted_raw_s - row.measured_s) / row.measured_s)
+    k1 = rows.loc[rows["grad_accum"] == 1]
+    assert (k1["control_measured_s"] == 0.90).all()
+    for row in k1.itertuples():
+        above = row.measured_s - 0.90
+        assert math.isclose(row.excess_error_pct,
+                            100 * ((row.predicted_s - 0.90) - above) / above)
+    assert rows.loc[rows["grad_accum"] == 4, "excess_error_pct"].isna().all()  # no control
+    assert math.isnan(accum.excess_error_pct(1.0, 0.8, (0.9, 0.9)))  # below its control
+    by = summary.set_index(["family", "grad_accum"])
+    assert by.loc[("ZeRO-1", 1), "median_abs_err_raw_pct"] > by.loc[("ZeRO-1", 1),
+                                                                     "median_abs_err_pct"]
+    macros = accum_macros(rows, summary)
+    assert macros["AccumExcessUndefined"] == "2"
+    assert macros["AccumZeROOneTolerance"] == "10" and macros["AccumDDPTolerance"] == "5"
+    assert float(macros["AccumMedianErrRawMin"]) <= float(macros["AccumMedianErrRawMax"])

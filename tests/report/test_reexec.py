@@ -25,7 +25,8 @@ def test_summary_table_rows_and_intervals():
         "case": "resnet50-b2-p2-tbf1gbit", "world_size": 2, "bandwidth": "tbf1gbit",
         "spread_to_noise": 12.34, "tau_int": 0.81, "tau_int_lo": 0.6, "tau_int_hi": 0.9,
         "n_separated_pairs": 30, "n_pairs": 45, "tau_separated": 0.93,
-        "median_abs_err_int_pct": 3.21, "best_vs_ddp_default_speedup": 1.12,
+        "median_abs_err_int_pct": 3.21, "median_abs_err_raw_pct": 9.87,
+        "best_vs_ddp_default_speedup": 1.12,
         "best_vs_ddp_default_speedup_lo": 1.08, "best_vs_ddp_default_speedup_hi": 1.15,
         "best_vs_ddp_tuned_speedup": 1.01, "best_vs_ddp_tuned_speedup_lo": 0.98,
         "best_vs_ddp_tuned_speedup_hi": 1.04, "tuned_ddp": "ddp-native-5",
@@ -35,7 +36,8 @@ def test_summary_table_rows_and_intervals():
     row = table.iloc[0].tolist()
     assert row[:2] == ["ResNet-50 b2, P=2, 1 Gbit/s", "12.3"]
     assert row[2] == "0.81 [0.60, 0.90]" and row[3] == "30/45"
-    assert row[6] == "1.12 [1.08, 1.15]" and row[7] == "1.01 [0.98, 1.04] (5 MB)"
+    assert row[5] == "3.2" and row[6] == "9.9"  # calibrated, and uncalibrated beside it
+    assert row[7] == "1.12 [1.08, 1.15]" and row[8] == "1.01 [0.98, 1.04] (5 MB)"
 
 
 def _measured_rows() -> pd.DataFrame:
@@ -67,3 +69,23 @@ def test_reexec_figure_puts_each_case_relative_to_its_ddp_default(tmp_path) -> N
     assert wfbp[0] == pytest.approx(wfbp[1]) and wfbp[0] == pytest.approx(0.35 / 0.32)
     figure_reexec(_measured_rows(), tmp_path / "r.pdf", tmp_path / "r.png")
     assert (tmp_path / "r.pdf").stat().st_size > 0
+
+
+def test_the_error_above_the_control_beside_the_uncalibrated_one():
+    """SYNTHETIC (made up): one case, a control at 1.0 s predicted and measured; a plan
+    predicted 1.2 s (0.2 above its control) measured 1.4 s (0.4 above): -50 % above the
+    control though only -14 % on the whole step."""
+    from gradsched.report.reexec import plain_replay_macros
+
+    base = {"case": "c", "world_size": 2, "bandwidth": "tbf1gbit", "compute_scale": 1.0}
+    frame = pd.DataFrame([
+        base | {"algorithm": "compute-only", "kind": "control", "predicted_s": 1.0,
+                "predicted_interference_s": 1.0, "predicted_raw_s": 1.1, "measured_s": 1.0},
+        base | {"algorithm": "best", "kind": "plan", "predicted_s": 1.2,
+                "predicted_interference_s": 1.2, "predicted_raw_s": 1.3, "measured_s": 1.4},
+        base | {"algorithm": "wfbp", "kind": "plan", "predicted_s": 1.2,
+                "predicted_interference_s": 1.2, "predicted_raw_s": 1.3, "measured_s": 0.9}])
+    out = plain_replay_macros(frame)
+    assert out["ReexecMedianExcessErr"] == "50"
+    assert out["ReexecExcessUndefined"] == "1"  # measured below its control
+    assert out["ReexecMedianErrRaw"] == "25.8"  # median of |1.3/1.4-1| 7.1 and |1.3/0.9-1| 44.4

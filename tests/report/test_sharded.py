@@ -81,6 +81,10 @@ def test_measured_table_and_macros() -> None:
     assert table["vs no reshard [x]"].tolist() == [missing, missing]
     assert table["peak meas. [MiB]"].tolist() == [missing, missing]
     assert macros["ShardedUnitsMatchPlans"] == "1"
+    # above the 0.5 s control: predicted 0.6 vs measured 0.5 (+20 %), 0.2 vs 0.3 (-33 %)
+    assert macros["ShardedMedianAbsExcessErrPct"] == "27"
+    assert macros["ShardedMaxAbsExcessErrPct"] == "33"
+    assert macros["ShardedExcessUndefined"] == "0"
     assert sharded_measured_macros(None)["ShardedMeasuredCases"] == "n/a"
 
 

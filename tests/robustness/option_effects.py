@@ -893,6 +893,7 @@ MACRO_INPUTS = {  # option: its value (the report verbs' inputs)
     "--calibrated-replay": "{d}/res.csv",
     "--captured": "{d}/inventory.csv",
     "--sharded-measured": f"{PAPER}/sharded/resnet18-b4-p2-tbf1gbit/measured.csv",
+    "--host-check": "{d}/hc.csv",
 }
 
 

@@ -66,6 +66,7 @@ rule macros:
             f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS
         ),
         captured=f"{RESULTS}/traces/captured.csv",
+        host_check=f"{RESULTS}/h200/host-check.csv",
         sharded_measured=(
             [f"{RESULTS}/sharded/measured.csv"] if SHARDED_MEASURED else []
         ),
@@ -141,6 +142,7 @@ rule macros:
         "--executor-bench {input.executor_bench} {params.gpu_captures} {params.headline} "
         "{params.headline_models} --headline-comm {HEADLINE_COMM_STEM} {params.calibrated} "
         "--captured {input.captured} {params.sharded_measured} "
+        "--host-check {input.host_check} "
         "--gpu-kineto {input.gpu_kineto} --gpu-corrections {input.gpu_corrections} "
         "{params.traces} --burst-sweep {input.burst_sweep} "
         "-o {output} > {log} 2>&1"

@@ -20,9 +20,9 @@ processes of the same launch-bound model differ by up to 1.6x. So the sidecar's
 ``correction`` records the hook-free samples it was given (the run's own median and range,
 and other processes' medians), their spread (max/min of fwd+bwd, as an interval the replay
 can carry), the GPU busy fraction where a profiled iteration measured it, and ``host_bound``
-with its rule: busy fraction below ``busy_threshold`` when the busy fraction is known, else
-a hook overhead above ``overhead_threshold`` (hooks only slow an iteration whose length the
-host sets).
+with its rule: the project's one definition (:mod:`gradsched.traces.host_bound`, the
+kineto-gpu importer's busy share below 0.8) applied to the busy share given, and not judged
+(``None``) without one.
 
 Pure (no torch): used by ``capture compute`` on CUDA and by ``gradsched traces correct``.
 """
@@ -37,11 +37,10 @@ from gradsched.errors import InputError
 from gradsched.io import read_json
 from gradsched.limits import MAX_SECONDS, in_range, is_real
 from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.host_bound import CPU_BOUND_SHARE, RULE, is_host_bound
 
 METHOD = "rescale-to-hook-free"
 TOLERANCE = 0.03
-BUSY_THRESHOLD = 0.9
-OVERHEAD_THRESHOLD = 0.03
 
 
 @dataclass
@@ -60,8 +59,6 @@ class CorrectionInputs:
     samples: list[HookFree] = field(default_factory=list)
     gpu_busy: float | None = None
     gpu_busy_source: str | None = None
-    busy_threshold: float = BUSY_THRESHOLD
-    overhead_threshold: float = OVERHEAD_THRESHOLD
     tolerance: float = TOLERANCE
     derived_from: str | None = None
 
@@ -123,21 +120,21 @@ def _spread(samples: list[HookFree]) -> dict[str, Any]:
     }
 
 
-def host_bound(meta: dict[str, Any], inputs: CorrectionInputs) -> dict[str, Any]:
-    """``host_bound`` and the rule that decided it."""
-    overhead = meta.get("capture_overhead")
-    if inputs.gpu_busy is not None:
-        if not 0.0 <= inputs.gpu_busy <= 1.0:
-            raise InputError(f"GPU busy fraction {inputs.gpu_busy} is not in [0, 1]",
-                             field="gpu_busy")
-        return {"host_bound": inputs.gpu_busy < inputs.busy_threshold,
-                "host_bound_rule": f"GPU busy fraction < {inputs.busy_threshold}",
-                "gpu_busy_fraction": inputs.gpu_busy,
-                "gpu_busy_source": inputs.gpu_busy_source or "given"}
-    return {"host_bound": bool(overhead is not None and overhead > inputs.overhead_threshold),
-            "host_bound_rule": (f"hook overhead (capture_overhead) > "
-                                f"{inputs.overhead_threshold} (no GPU busy fraction measured)"),
-            "gpu_busy_fraction": None, "gpu_busy_source": None}
+def host_bound(inputs: CorrectionInputs) -> dict[str, Any]:
+    """``host_bound`` by the one definition (:mod:`gradsched.traces.host_bound`) on the GPU
+    busy share given (the kineto-gpu importer's ``gpu_busy_share`` of a profiled step of the
+    same configuration); ``None``, not judged, without one."""
+    if inputs.gpu_busy is None:
+        return {"host_bound": None,
+                "host_bound_rule": "not judged: no GPU busy share given",
+                "gpu_busy_fraction": None, "gpu_busy_source": None}
+    if not 0.0 <= inputs.gpu_busy <= 1.0:
+        raise InputError(f"GPU busy fraction {inputs.gpu_busy} is not in [0, 1]",
+                         field="gpu_busy")
+    return {"host_bound": is_host_bound(inputs.gpu_busy),
+            "host_bound_rule": RULE.format(threshold=CPU_BOUND_SHARE),
+            "gpu_busy_fraction": inputs.gpu_busy,
+            "gpu_busy_source": inputs.gpu_busy_source or "given"}
 
 
 def correct(trace: ComputeTrace, inputs: CorrectionInputs | None = None
@@ -170,7 +167,7 @@ def correct(trace: ComputeTrace, inputs: CorrectionInputs | None = None
         "raw_backward_rel_error": rows_bwd / bwd_ref - 1.0,
         "tolerance": inputs.tolerance,
         "capture_overhead": meta.get("capture_overhead"),
-        **host_bound(meta, inputs),
+        **host_bound(inputs),
         "spread": _spread(samples),
     }
     if inputs.derived_from:

@@ -16,6 +16,7 @@ import sys
 from gradsched.commands._args import real
 from gradsched.costmodel.stragglers import (
     MAX_CV,
+    MEASURED,
     apply_stragglers,
     note,
     parse_stragglers,
@@ -52,8 +53,10 @@ def add_stragglers(parser: argparse.ArgumentParser) -> None:
         "--stragglers", type=_parse, default="off", metavar="off|auto|CV",
         help="wait for the slowest of P ranks: stretch the trace's compute by 1 + cv e_P "
              "(e_P: expected largest of P standard normals); auto: the cv measured for the "
-             "trace's GPU class (gpu-bound 0.031, host-bound 0.179; gradsched study "
-             f"stragglers); CV: a coefficient of variation in [0, {MAX_CV}]; default off")
+             "trace's GPU class (gpu-bound "
+             f"{MEASURED['gpu-bound'].cv:g}, host-bound {MEASURED['host-bound'].cv:g}; "
+             "gradsched study stragglers); CV: a coefficient of variation in "
+             f"[0, {MAX_CV}]; default off")
 
 
 def with_stragglers(args: argparse.Namespace, trace: ComputeTrace,

@@ -38,7 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "{label: {forward, backward}}}}: other processes' hook-free medians "
                           "(the spread); repeatable")
     cor.add_argument("--gpu-busy", type=real(0.0, 1.0), default=None,
-                     help="GPU busy fraction of a hook-free profiled iteration, in [0, 1]")
+                     help="the kineto-gpu importer's GPU busy share (gpu_busy_share) of a "
+                          "hook-free profiled step of the same configuration, in [0, 1]: "
+                          "host-bound below 0.8 (gradsched.traces.host_bound); without it "
+                          "host_bound is not judged")
     cor.add_argument("--gpu-busy-source", default=None, help="where --gpu-busy comes from")
     cor.set_defaults(func=_correct)
     _register_flops(tsub)

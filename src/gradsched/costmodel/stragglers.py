@@ -65,9 +65,9 @@ class MeasuredCv:
 
 
 MEASURED: dict[str, MeasuredCv] = {
-    "gpu-bound": MeasuredCv(0.031, "12 H200 configurations, between processes and "
+    "gpu-bound": MeasuredCv(0.035, "14 H200 configurations, between processes and "
                             "iterations (gradsched study stragglers)"),
-    "host-bound": MeasuredCv(0.179, "6 H200 configurations, between processes and "
+    "host-bound": MeasuredCv(0.201, "4 H200 configurations, between processes and "
                              "iterations (gradsched study stragglers)"),
 }
 """The ``auto`` values, rounded to three decimals from ``gradsched study stragglers`` on the
@@ -119,26 +119,17 @@ def expected_max_normal(p: int) -> float:
     return float(value)
 
 
-OVERHEAD_THRESHOLD = 0.03
-"""Hook overhead above which a GPU capture with no busy share is host-bound: the rule of
-``gradsched.capture.correction.host_bound`` (``OVERHEAD_THRESHOLD``) where no GPU busy
-fraction was measured."""
-
-
 def device_class(trace: ComputeTrace) -> tuple[DeviceClass | None, str]:
     """The trace's measured class and the rule that decided it: ``None`` for a CPU trace
-    (no straggler measurement); ``host-bound`` where the capture's correction judged the GPU
-    to wait on the host (:attr:`ComputeTrace.host_bound`), or, with no such judgement, where
-    the capture's hooks slowed the iteration by more than 3 % (``capture_overhead``, the
-    correction's own fallback); else ``gpu-bound``."""
+    (no straggler measurement); ``host-bound`` or ``gpu-bound`` by the project's one
+    definition (:attr:`ComputeTrace.host_bound`, :mod:`gradsched.traces.host_bound`: the
+    kineto-gpu importer's GPU busy share below 0.8); ``gpu-bound`` where the trace was not
+    judged (a published profile with no GPU timeline), and the rule says so."""
     if not is_gpu_trace(trace.meta):
         return None, f"device {trace.meta.get('device')!r}"
     if trace.host_bound is not None:
-        return ("host-bound" if trace.host_bound else "gpu-bound"), "correction.host_bound"
-    overhead = trace.meta.get("capture_overhead")
-    if isinstance(overhead, (int, float)) and overhead > OVERHEAD_THRESHOLD:
-        return "host-bound", f"capture_overhead {overhead:.3g} > {OVERHEAD_THRESHOLD}"
-    return "gpu-bound", "no host-bound judgement or hook overhead in the sidecar"
+        return ("host-bound" if trace.host_bound else "gpu-bound"), "gradsched.traces.host_bound"
+    return "gpu-bound", "not judged (no GPU busy share measured): taken as GPU-bound"
 
 
 def parse_stragglers(value: str) -> str | float:

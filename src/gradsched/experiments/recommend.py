@@ -72,6 +72,7 @@ from gradsched.costmodel.domain import BASIS_EXTRAPOLATED, IN_RANGE, RangeShares
 from gradsched.costmodel.domain_notes import domain_notes
 from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.grid import run_algorithm, scoring_knobs
+from gradsched.experiments.replica_memory import ReplicaMemory, replica_memory
 from gradsched.plan import Plan
 from gradsched.planners.ddp import bucket_limits_bytes
 from gradsched.planners.ddp_caps import DdpCaps, ddp_caps
@@ -420,6 +421,17 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     topology_collective: str | None = None
     """``flat``/``hierarchical`` when ``comm`` is a topology file (``--topology``)."""
+    device: str | None = None
+    """The compute trace's ``device`` (a modelled one says so)."""
+    synthetic_compute: bool = False
+    """Whether the compute trace is synthetic (a FLOPs model, not a measurement)."""
+    memory: ReplicaMemory | None = None
+    """A full replica against the trace GPU's memory (None: the GPU's memory is unknown)."""
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether DDP's full replica fits the trace's GPU (None: not known)."""
+        return None if self.memory is None else self.memory.fits
 
     @property
     def comm_args(self) -> list[str]:
@@ -485,10 +497,18 @@ class Recommendation:
                      "gain_band_pct": self.band(self.gain_pct), "plan": self.plan.to_dict()},
             "margin_pct": self.margin.pct, "margin_source": self.margin.source,
             "band_known": self.margin.band_known,
-            "recommendation": RECOMMENDATION_NAMES[self.choice],
+            "recommendation": (RECOMMENDATION_NAMES[self.choice] if self.fits is not False
+                               else DOES_NOT_FIT),
+            "memory": None if self.memory is None else self.memory.to_dict(),
+            "device": self.device, "synthetic_compute": self.synthetic_compute,
             "notes": list(self.notes),
         }
 
+
+DOES_NOT_FIT = "does-not-fit"
+"""The JSON's ``recommendation`` where a full replica does not fit the trace's GPU
+(:mod:`gradsched.experiments.replica_memory`): no DDP setting can run; the times of the
+candidates are still given, as what the model says were memory no object."""
 
 RECOMMENDATION_NAMES = {"keep": "keep-current", "uniform": "ddp-bucket-cap-mb",
                         "list": "ddp-bucket-cap-mb-list", "plan": "gradsched-plan"}
@@ -538,6 +558,10 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
                      "compute/communication slowdowns of the ranks sharing a machine are not "
                      "modelled (measure them with gradsched reexec interference and pass "
                      "--interference)")
+    memory = replica_memory(trace)
+    if memory is not None and not memory.fits:
+        notes.insert(0, f"memory: {memory.text()}: DDP cannot run this model on this GPU, "
+                        "whatever its buckets; shard it (gradsched advise --sharded)")
     if plan.update == "per_layer":
         notes.append("the plan updates per layer (the executor applies the last update "
                      "lazily: call ex.flush() before reading weights; docs/executor.md)")
@@ -549,4 +573,6 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
         plan_collectives_per_iter=result.n_collectives, margin=margin, choice=choice,
         options={"iterations": iterations, **settings}
         | ({} if grad_accum == 1 else {"grad_accum": grad_accum}),
-        forward_ratio=forward_ratio, notes=notes, topology_collective=topology_collective)
+        forward_ratio=forward_ratio, notes=notes, topology_collective=topology_collective,
+        memory=memory, device=trace.meta.get("device"),
+        synthetic_compute=bool(trace.meta.get("synthetic", False)))

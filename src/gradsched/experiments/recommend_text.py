@@ -112,6 +112,12 @@ def _decision(rec: Recommendation, plan_out: str | None, backend: str) -> list[s
     margin = (f"the {rec.margin.pct:.3g} % margin" if rec.margin.band_known
               else f"the default {rec.margin.pct:.3g} % threshold (the band is unknown)")
     current_s = rec.ddp_current.iteration_s
+    if rec.memory is not None and not rec.memory.fits:
+        return ["RECOMMENDATION: none: DDP cannot run this model on this GPU, whatever its "
+                "buckets:",
+                f"  {rec.memory.text()}",
+                "  the times above are what the model says were memory no object; shard the "
+                "model instead (gradsched advise --sharded)"]
     if rec.choice == "keep":
         fastest = min(rec.ddp_tuned_s, rec.plan_s)
         return [f"RECOMMENDATION: keep your setting: {ddp_code(rec.ddp_current)}",

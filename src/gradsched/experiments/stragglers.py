@@ -12,8 +12,9 @@ Measured (fit), on one or two H200 machines (``data/h200/README.md``):
   deviation over mean (3-5 values per configuration);
 * **iteration to iteration** within one process: the 20 per-iteration forward + backward
   samples of the second machine's eight configurations;
-* the class of a configuration: host-bound where the importer's GPU busy share of its
-  hook-free step (``kineto-import-report.csv``) is below 0.9, the capture's rule.
+* the class of a configuration: host-bound by the project's one definition
+  (:mod:`gradsched.traces.host_bound`): the kineto-gpu importer's GPU busy share of its
+  hook-free profiled step (``kineto-import-report.csv``, column ``gpu_busy``) below 0.8.
 
 A class's cv is the root mean square of its configurations' cvs; the per-step cv is
 ``sqrt(cv_process^2 + cv_iteration^2)`` (a rank's offset and its step's jitter, independent).
@@ -45,11 +46,12 @@ from gradsched.costmodel.stragglers import expected_max_normal
 from gradsched.errors import InputError
 from gradsched.intermediates import read_csv_frame
 from gradsched.io import parse_json, read_bytes, read_json
+from gradsched.traces.host_bound import CPU_BOUND_SHARE
 from gradsched.traces.importers.kineto.events import decode_trace_bytes, read_trace_json
 
-BUSY_THRESHOLD = 0.9
-"""GPU busy share below which a configuration is host-bound (the capture's rule,
-``gradsched.capture.correction.BUSY_THRESHOLD``)."""
+BUSY_THRESHOLD = CPU_BOUND_SHARE
+"""GPU busy share below which a configuration is host-bound (the one definition,
+:data:`gradsched.traces.host_bound.CPU_BOUND_SHARE`)."""
 
 WORLD_SIZES = (2, 4, 8, 16, 64, 128, 512, 1024)
 """The world sizes of the e_P table."""
@@ -126,10 +128,10 @@ def _gpu_check_members(archive: Path) -> dict[str, dict]:
 
 
 def _busy_shares(report: Path) -> dict[str, float]:
-    frame = read_csv_frame(report, required=("trace", "busy_over_unprofiled"))
+    frame = read_csv_frame(report, required=("trace", "gpu_busy"))
     rows = frame[frame["trace"].str.startswith("kineto-steps/")]
     return {t.split("/", 1)[1]: float(b)
-            for t, b in zip(rows["trace"], rows["busy_over_unprofiled"], strict=True)}
+            for t, b in zip(rows["trace"], rows["gpu_busy"], strict=True)}
 
 
 def h200_configurations(inputs: StragglerInputs) -> pd.DataFrame:

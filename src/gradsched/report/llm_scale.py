@@ -24,8 +24,11 @@ from typing import Any
 import pandas as pd
 
 from gradsched.errors import InputError
+from gradsched.gpus import GPU_MEMORY_BYTES, GPU_PEAK_FLOPS
 from gradsched.io import read_json
 from gradsched.report.formatting import fmt
+from gradsched.report.latex import number
+from gradsched.traces.flops import FlopsSetting
 
 GIB = 2.0**30
 COLUMNS = ("model", "tensors", "world size", "DDP default [s]", "tuned DDP [s]",
@@ -33,6 +36,9 @@ COLUMNS = ("model", "tensors", "world size", "DDP default [s]", "tuned DDP [s]",
            "FSDP2 advice", "comm model error [%]", "outside measured sizes [%]")
 DDP_ADVICE = {"keep-current": "keep default", "ddp-bucket-cap-mb": "uniform cap",
               "ddp-bucket-cap-mb-list": "per-bucket caps", "gradsched-plan": "gradsched plan"}
+TITLE = ("llm-scale: NOT MEASUREMENTS: compute modelled, {device}; communication "
+         "extrapolated far beyond its measured sizes and world sizes")
+"""The table's title (its Markdown heading and LaTeX comment), with the modelled GPU."""
 SHARDED_ADVICE = {"keep-fsdp2-default": "keep default", "optimum": "optimum",
                   "none-fits": "none fits"}
 
@@ -60,6 +66,10 @@ def ddp_cells(data: Mapping[str, Any], path: str | Path) -> list[str]:
     plan = _field(data, "plan", path)
     advice = str(_field(data, "recommendation", path))
     winner = plan.get("winner") or plan.get("algorithm", "")
+    memory = data.get("memory")
+    if advice == "does-not-fit" and isinstance(memory, Mapping):
+        advice = (f"does not fit ({fmt(float(memory['needed_bytes']) / GIB, 0)} > "
+                  f"{fmt(float(memory['gpu_bytes']) / GIB, 0)} GiB)")
     return [str(_field(data, "plan.plan.info.n_tensors", path)),
             str(_field(data, "world_size", path)),
             fmt(_field(data, "ddp.current.iteration_s", path), 2),
@@ -116,3 +126,21 @@ def llm_scale_table(names: Sequence[str], ddp: Sequence[str | Path],
                      *sharded_cells(load_advice(sharded_path), sharded_path),
                      error_band(advice, ddp_path), fmt(outside_share_pct(advice), 1)])
     return pd.DataFrame(rows, columns=list(COLUMNS)), "lrrrrrlrrlrr"
+
+
+def llm_scale_title(ddp: Sequence[str | Path]) -> str:
+    """:data:`TITLE` with the modelled GPUs the advice files name (their ``device``)."""
+    devices = sorted({str(load_advice(p).get("device") or "device not recorded") for p in ddp})
+    return TITLE.format(device="; ".join(devices))
+
+
+def llm_setting_macros() -> dict[str, str]:
+    """The assumed setting of the table's compute, for the prose: the utilisation and GPU of
+    :class:`gradsched.traces.flops.FlopsSetting`'s defaults, which the pipeline's
+    ``traces flops`` rule uses (``workflow/rules/advise.smk``: no ``--gpu``/``--mfu``), its
+    dense bf16 peak and its memory (:mod:`gradsched.gpus`)."""
+    setting = FlopsSetting()
+    return {"LlmMfuPct": number(100.0 * setting.mfu, 0),
+            "LlmGpu": setting.gpu.upper(),
+            "LlmGpuPeakTflops": number(GPU_PEAK_FLOPS[setting.gpu] / 1e12, 0),
+            "LlmGpuMemoryGiB": number(GPU_MEMORY_BYTES[setting.gpu] / GIB, 0)}

@@ -25,6 +25,8 @@ from gradsched.report.compare import compare_macros
 from gradsched.report.fits import crossws_macros, fit_macros
 from gradsched.report.gpu_generations import gpu_generation_macros
 from gradsched.report.headline import headline_model_macros
+from gradsched.report.host_check import host_check_macros
+from gradsched.report.llm_scale import llm_setting_macros
 from gradsched.report.quote_rule import calibrated_links
 from gradsched.report.reexec import reexec_boot_macros, reexec_macros
 from gradsched.report.replay import Headline, replay_macros
@@ -76,7 +78,8 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
                headline_comm: str | None = None,
                calibrated: pd.DataFrame | None = None,
                captured: pd.DataFrame | None = None,
-               sharded_measured: pd.DataFrame | None = None) -> dict[str, str]:
+               sharded_measured: pd.DataFrame | None = None,
+               host_check: pd.DataFrame | None = None) -> dict[str, str]:
     """Every macro (name without prefix -> TeX text). ``compute_traces`` and ``sweeps``:
     the committed traces whose facts the prose quotes (:mod:`.trace_facts`);
     ``burst_sweep``: the shaped sweep whose token-bucket burst it quotes (:mod:`.burst`)."""
@@ -106,4 +109,6 @@ def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = No
     out.update(trace_fact_macros(compute_traces or [], sweeps or []))
     out.update(burst_macros(burst_sweep))
     out.update(tuned_cap_macros(reexec.stats))
+    out.update(llm_setting_macros())
+    out.update(host_check_macros(host_check))
     return out

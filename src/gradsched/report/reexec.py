@@ -292,6 +292,7 @@ def reexec_summary_table(stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
             f"{int(s['n_separated_pairs'])}/{int(s['n_pairs'])}"
             if pd.notna(s.get("n_separated_pairs")) else MISSING,
             fmt(s.get("tau_separated"), 2), fmt(s.get("median_abs_err_int_pct"), 1),
+            fmt(s.get("median_abs_err_raw_pct"), 1),
             with_interval(s.get("best_vs_ddp_default_speedup"),
                            s.get("best_vs_ddp_default_speedup_lo"),
                            s.get("best_vs_ddp_default_speedup_hi"), 2),
@@ -302,7 +303,8 @@ def reexec_summary_table(stats: pd.DataFrame) -> tuple[pd.DataFrame, str]:
             fmt(s.get("ddp_default_over_bound_pct"), 1),
             str(int(s["n_flagged_runs"])) if pd.notna(s.get("n_flagged_runs")) else MISSING])
     cols = ["case", "spread / noise", "tau [95% CI]", "separated pairs",
-            "tau, separated", "median |err| %", "DDP default / best [95% CI]",
+            "tau, separated", "median |err| %", "median |err| % uncalibrated",
+            "DDP default / best [95% CI]",
             "tuned DDP / best [95% CI] (cap)", "DDP default above bound %", "flagged runs"]
     return pd.DataFrame(rows, columns=cols), "l" + "r" * (len(cols) - 1)
 
@@ -342,6 +344,18 @@ def plain_replay_macros(measured: pd.DataFrame) -> dict[str, str]:
     raw = (100.0 * (plain["predicted_raw_s"] / plain["measured_s"] - 1.0)).abs().dropna()
     if len(raw):
         out["ReexecMedianErrRaw"] = number(float(raw.median()), 1)
+    ctrl = measured.loc[measured["kind"] == "control"].set_index("case")
+    if len(ctrl) and "predicted_interference_s" in measured:
+        # the error on the part of the step above the compute-only control (as
+        # gradsched.reexec.accum.excess_error_pct): what the calibrated replay says
+        # communication adds, which the compute scale does not calibrate
+        above = plain["measured_s"] - plain["case"].map(ctrl["measured_s"])
+        added = (plain["predicted_interference_s"]
+                 - plain["case"].map(ctrl["predicted_interference_s"]))
+        excess = (100.0 * (added - above) / above).where(above > 0)
+        out["ReexecExcessUndefined"] = str(int(excess.isna().sum()))
+        if excess.notna().any():
+            out["ReexecMedianExcessErr"] = number(float(excess.abs().median()), 0)
     scale = plain["compute_scale"].astype(float).dropna()
     if len(scale):
         out["ReexecComputeScaleMin"] = number(float(scale.min()), 2)
@@ -360,7 +374,8 @@ def reexec_macros(cases: pd.DataFrame | None, measured: pd.DataFrame | None
     out = {f"Reexec{scope}{key}": NA for scope in scopes for key in _REEXEC_KEYS}
     out |= {"ReexecMedianErrIntPerLayer": NA, "ReexecMedianErrIntGlobal": NA}
     out |= {"ReexecMedianErrRaw": NA, "ReexecComputeScaleMin": NA,
-            "ReexecComputeScaleMax": NA}
+            "ReexecComputeScaleMax": NA, "ReexecMedianExcessErr": NA,
+            "ReexecExcessUndefined": NA}
     out |= {"ReexecNumCases": NA, "ReexecBestAsFastCases": NA,
             "ReexecExecVsDdpMedian": NA, "ReexecExecVsDdpWorst": NA}
     out |= {f"Reexec{camel(n)}P{camel(str(w))}CollectiveCpuMs": NA

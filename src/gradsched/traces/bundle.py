@@ -28,6 +28,7 @@ from gradsched.traces.columns import (
     COMPUTE_COLUMNS,
     HOST_COLUMNS,
 )
+from gradsched.traces.host_bound import judgement
 from gradsched.traces.validate import check_frame_values, parse_frame, read_csv_text
 
 COMPUTE_META_SCHEMA: dict[str, Any] = {
@@ -161,14 +162,13 @@ class ComputeTrace:
 
     @property
     def host_bound(self) -> bool | None:
-        """Whether the capture found the GPU waiting on the host (its sidecar's
-        ``correction.host_bound``: GPU busy fraction below 0.9 in the profiled step);
-        ``None`` where the capture did not judge it. A host-bound model's iteration is set
-        by the CPU's launch rate, which differs between machines: the same H200
-        configurations moved by up to -40 % / +31 % between two machines
-        (``data/h200/README.md``)."""
-        flag = (self.meta.get("correction") or {}).get("host_bound")
-        return bool(flag) if isinstance(flag, bool) else None
+        """Whether the GPU waited on the host in this trace's configuration, by the
+        project's one definition (:mod:`gradsched.traces.host_bound`: the kineto-gpu
+        importer's GPU busy share below 0.8); ``None`` where it was not judged. A
+        host-bound model's iteration is set by the CPU's launch rate, which differs between
+        machines: the same H200 configurations moved by up to -40 % / +31 % between two
+        machines (``data/h200/README.md``)."""
+        return judgement(self.meta)
 
     @property
     def compute_spread(self) -> float | None:

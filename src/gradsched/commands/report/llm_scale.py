@@ -26,9 +26,10 @@ def register(rsub: argparse._SubParsersAction) -> None:
 
 def _llm_scale(args: argparse.Namespace) -> int:
     from gradsched.report.latex import write_table
-    from gradsched.report.llm_scale import llm_scale_table
+    from gradsched.report.llm_scale import llm_scale_table, llm_scale_title
 
     table, align = llm_scale_table(args.model, args.advice, args.sharded)
-    write_table(table, args.tex, args.md, align=align, title=args.title or "llm-scale")
+    title = args.title or llm_scale_title(args.advice)
+    write_table(table, args.tex, args.md, align=align, title=title)
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
     return 0

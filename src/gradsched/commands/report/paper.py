@@ -84,6 +84,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--sharded-measured", type=Path,
                    help="the sharded re-execution, concatenated (rule "
                         "sharded_measured_collect)")
+    p.add_argument("--host-check", type=Path,
+                   help="the host-check study (results/h200/host-check.csv): both replays' "
+                        "errors per class of GPU busy share")
     p.add_argument("--headline-trace")
     p.add_argument("--headline-network")
     p.add_argument("--headline-world-size", type=world_size)
@@ -235,7 +238,8 @@ def _macros(args: argparse.Namespace) -> int:
                         headline_comm=args.headline_comm,
                         calibrated=_calibrated(args.calibrated_replay),
                         captured=_read(args.captured),
-                        sharded_measured=_read(args.sharded_measured))
+                        sharded_measured=_read(args.sharded_measured),
+                        host_check=_read(args.host_check))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradsched.traces.host_bound import CPU_BOUND_SHARE
+
 IMPORTER = "kineto-gpu"
 IMPORTER_VERSION = "1"
 
@@ -25,7 +27,7 @@ class Options:
     hardware: str | None = None
     date: str = "not recorded in the trace"
     note: str | None = None
-    cpu_bound_share: float = 0.8
+    cpu_bound_share: float = CPU_BOUND_SHARE
     host: bool = False
     """Also write the host columns (``host_forward_s``, ``host_backward_s``,
     ``forward_launches``, ``backward_launches``; :mod:`.host`)."""
