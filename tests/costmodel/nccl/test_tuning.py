@@ -127,5 +127,31 @@ def test_the_tree_fill_grows_with_the_depth_and_saturates_at_a_chunk() -> None:
     # 2 nodes: one hop beyond the first; 32 nodes: 2 * 5 - 1 = 9 hops
     np.testing.assert_allclose(at[32], 9 * at[2])
     assert np.all(np.diff(at[4]) >= 0)
-    # a message above one LL chunk per channel pays a fixed fill (chunk = 32 KiB x channels)
-    assert at[4][-1] == pytest.approx(3 * 32768 * V100.channels / 20e9)
+    # a message above one LL chunk per channel pays a fixed fill (chunk = 32 KiB of data x
+    # channels, twice that on the wire: LL's flags)
+    assert at[4][-1] == pytest.approx(3 * 2 * 32768 * V100.channels / 20e9)
+
+
+def test_the_tree_fill_carries_each_protocols_wire_bytes() -> None:
+    # the fill is a NIC transfer of the chunk as posted: LL puts 16 bytes on the wire per 8
+    # of data, LL128 16 words per 15, Simple the data alone (devcomm.h L65-67 at v2.8.4-1)
+    m = np.array([4096.0])  # below one chunk per channel for every protocol
+    fill = {p: tree_fill_s(V100, p, m, 16, 4, 20e9)[0] for p in ("LL", "LL128", "Simple")}
+    assert fill["LL"] == pytest.approx(2.0 * fill["Simple"])
+    assert fill["LL128"] == pytest.approx(16.0 / 15.0 * fill["Simple"])
+    assert fill["Simple"] == pytest.approx(3 * 4096 / 20e9)
+
+
+def test_no_ll128_between_nodes_where_the_nic_is_not_pcie_switch_close() -> None:
+    # tuning.cc L192-195 at v2.8.4-1: LL128 needs typeInter <= PATH_PXB; inside a node it
+    # only needs NVLink
+    a100 = PRESETS["abci-a100"]
+    far = replace(a100, net_ll128=False)
+    m = np.geomspace(4.0, 2.0**30, 60)
+    for ws in (16, 32, 128):
+        near = select(a100, nccl_default_params(a100), "all_reduce", m, ws)[1]
+        assert any(CHOICES[i][1] == "LL128" for i in near)
+        idx = select(far, nccl_default_params(far), "all_reduce", m, ws)[1]
+        assert all(CHOICES[i][1] != "LL128" for i in idx)
+    one_node = select(far, nccl_default_params(far), "all_reduce", m, 8)[1]
+    assert any(CHOICES[i][1] == "LL128" for i in one_node)

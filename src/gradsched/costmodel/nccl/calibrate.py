@@ -12,6 +12,10 @@ intra-node sweep when one is given):
   protocol's flag-per-8-bytes and LL128's per-line overheads depend on the GPU and the NCCL
   build; Simple's bandwidth is the level's bus bandwidth itself.
 
+One switch of the machine, between nodes: whether LL128 runs there
+(:attr:`.hardware.Hardware.net_ll128`), kept as the better of the two fits of the multi-node
+sweep (:func:`calibrate`).
+
 Everything else (steps, hops x per-hop latency from ``hwLatencies``, protocol efficiencies,
 tree/ring bandwidth ratios, the algorithm/protocol choice, the fabric slowdown of
 :mod:`.fabric`) comes from the structure, so the other node counts are predictions.
@@ -110,12 +114,35 @@ def fit_level(hw: Hardware, params: Params, sweep: Sweep) -> tuple[LevelParams, 
 
 
 def calibrate(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric_k: float
-              ) -> tuple[Params, dict[str, float]]:
-    """Params fitted on the multi-node sweep ``inter`` and the single-node sweep ``intra``
-    (either may be missing: that level then keeps the other's efficiency and latencies,
-    :func:`transfer_level`); and each fitted sweep's MAPE (percent) keyed ``inter``/``intra``."""
+              ) -> tuple[Hardware, Params, dict[str, float]]:
+    """The machine and params fitted on the multi-node sweep ``inter`` and the single-node
+    sweep ``intra`` (either may be missing: that level then keeps the other's efficiency and
+    latencies, :func:`transfer_level`); and each fitted sweep's MAPE (percent) keyed
+    ``inter``/``intra``.
+
+    Whether LL128 runs between nodes (:attr:`.hardware.Hardware.net_ll128`: NCCL enables it
+    only where the GPU-NIC path is PCIe-switch close, tuning.cc L192-195 at v2.8.4-1, which
+    no nccl-tests log reports) is decided on the fitted multi-node sweep alone: the level is
+    fitted with and without it and the smaller residual on that sweep is kept. Without
+    LL128 NCCL chooses among ring/tree LL and Simple only, which moves every switch
+    between protocols (the V100 2-node sweep: a jump from 92 to 150 us between 256 and 512
+    KiB where NCCL's own estimate switches from ring LL to ring Simple)."""
     if inter is None and intra is None:
         raise ConfigError("nothing to calibrate on: no sweep")
+    options = [hw]
+    if inter is not None and hw.ll128:
+        options = [replace(hw, net_ll128=True), replace(hw, net_ll128=False)]
+    best: tuple[Hardware, Params, dict[str, float]] | None = None
+    for cand in options:
+        fitted = _calibrate_on(cand, inter, intra, fabric_k)
+        if best is None or fitted[2].get("inter", 0.0) < best[2].get("inter", 0.0):
+            best = (cand, *fitted[1:])  # type: ignore[assignment]
+    assert best is not None
+    return best
+
+
+def _calibrate_on(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric_k: float
+                  ) -> tuple[Hardware, Params, dict[str, float]]:
     params = nccl_default_params(hw)
     ref_nodes = 2
     if inter is not None:
@@ -134,7 +161,7 @@ def calibrate(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric_k: 
     if inter is None:
         params = replace(params, inter=transfer_level(params.intra, hw.intra_Bps,
                                                        hw.node_nic_Bps))
-    return params, errors
+    return hw, params, errors
 
 
 def transfer_level(level: LevelParams, from_line_Bps: float, to_line_Bps: float

@@ -28,10 +28,12 @@ Per collective, ``nRanks`` ranks on ``nNodes`` nodes (tuning.cc L288-291):
 * time (L628-654): ``lat + nBytes / algbw``; the tree's bandwidth is multiplied by
   ``treeCorrectionFactor[p][log2i(nBytes >> 6)]`` below 2^23 (L639-642); a multi-node ring
   all-reduce with Simple pays its latency times a plateau factor beyond a size (L647-650).
-* the tree's pipeline fill (:func:`tree_fill_s`, from NCCL's chunking in ``enqueue.cc``): not
-  in NCCL's estimate, added to the price (not to the choice).
-* LL128 is enabled where the node's GPUs talk over NVLink (L517-537: ``typeIntra <= PATH_NVB``;
-  the NIC path is assumed PCIe-switch close, ``typeInter <= PATH_PXB``).
+* the tree's pipeline fill (:func:`tree_fill_s`, from NCCL's chunking in ``enqueue.cc`` and
+  the proxy's per-step sends in ``net.cc``): not in NCCL's estimate, added to the price (not
+  to the choice), at the wire rate between nodes with the protocol's wire bytes.
+* LL128 is enabled where the node's GPUs talk over NVLink (L517-537: ``typeIntra <= PATH_NVB``)
+  and, between nodes, where the NIC is PCIe-switch close (``typeInter <= PATH_PXB``), which
+  :attr:`.hardware.Hardware.net_ll128` records (decided by the calibration).
 
 ``nBytes`` is the collective's whole buffer: the all-reduce vector, the reduce-scatter input
 or the all-gather output (as nccl-tests' ``size`` and the traces' ``bytes`` column), which is
@@ -89,21 +91,37 @@ def tree_chunk_bytes(protocol: str, nbytes: np.ndarray, n_ranks: int, n_nodes: i
     return chunk * (15.0 / 16.0 if protocol == "LL128" else 1.0)
 
 
+WIRE_BYTES_PER_DATA_BYTE: dict[str, float] = {"LL": 2.0, "LL128": 16.0 / 15.0, "Simple": 1.0}
+"""Bytes a protocol puts on the wire per data byte (2.8.4 ``src/include/devcomm.h``: an LL
+line is 16 bytes with 8 of data and 8 of flags; an LL128 line is 16 eight-byte words, 15 of
+data, L65-67; Simple sends the data alone)."""
+
+
 def tree_fill_s(hw: Hardware, protocol: str, nbytes: np.ndarray, n_ranks: int, n_nodes: int,
                 bus_Bps: float) -> np.ndarray:
-    """The tree's pipeline fill, which NCCL's time estimate leaves out: a tree all-reduce
-    moves each channel's data in chunks (:func:`tree_chunk_bytes`) up ``log2 nNodes`` inter-
-    node hops and down again, so before the ``k`` chunks stream at the algorithm bandwidth
-    the first one crosses ``2 log2i(nNodes) - 1`` further hops, each a chunk at the
-    channel's share of the bus bandwidth: ``(2 log2i(N) - 1) * min(nBytes, nCh * chunk) /
-    busBw``. A message smaller than one chunk per channel is stored and forwarded at every
-    hop, which is why the LL regime grows with the node count (the ABCI V100 sweeps: the time
-    per byte between 1 KiB and 32 KiB rises by about 0.5 ns per doubling of the nodes)."""
+    """The tree's pipeline fill between nodes, which NCCL's time estimate leaves out.
+
+    Across the network NCCL moves a collective in steps: the proxy posts a step's buffer to
+    the NIC once the kernel has filled it (``netSendProxy``, ``src/transport/net.cc``
+    L286-321 at v2.8.4-1: one ``ncclNetIsend`` per step, posted only when every LL / LL128
+    line of the step carries its flag),
+    so a chunk (:func:`tree_chunk_bytes`) is stored and forwarded at every inter-node hop.
+    Before the chunks stream at the algorithm bandwidth, the first one crosses ``2
+    log2i(nNodes) - 1`` further hops (up the tree and down again), each at the channel's
+    share of the *wire* bandwidth between nodes ``bus_Bps`` (the level's calibrated Simple
+    bus bandwidth: the NIC, not the LL kernel, moves a posted step) carrying the protocol's
+    wire bytes (:data:`WIRE_BYTES_PER_DATA_BYTE`):
+
+        fill = (2 log2i(N) - 1) * min(nBytes, nCh * chunk) * wire / bus_Bps
+
+    A message smaller than one chunk per channel is forwarded whole at every hop, so the
+    fill grows with the tree's depth (log2 of the node count)."""
     hops = 2 * int(log2i(n_nodes)) - 1
     if hops <= 0:
         return np.zeros(np.shape(nbytes))
     chunk = tree_chunk_bytes(protocol, nbytes, n_ranks, n_nodes, hw.channels) * hw.channels
-    return hops * np.minimum(np.asarray(nbytes, dtype=float), chunk) / bus_Bps
+    wire = WIRE_BYTES_PER_DATA_BYTE[protocol]
+    return hops * wire * np.minimum(np.asarray(nbytes, dtype=float), chunk) / bus_Bps
 
 
 RING_STEPS = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}
@@ -189,7 +207,7 @@ def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: 
     ``hw.channels``, where that derivation applies."""
     if algorithm == "tree" and collective != "all_reduce":
         return 0.0
-    if protocol == "LL128" and not hw.ll128:
+    if protocol == "LL128" and not hw.ll128_at(n_nodes):
         return 0.0
     k = constants_for(hw.nccl_version)
     gen = k.gen_row(hw.generation)
@@ -310,7 +328,8 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
                                  else k.plateau_factor_ampere)
         out[row] = lat_arr + m / bw_arr
         if priced and algorithm == "tree" and n_nodes > 1:
-            out[row] += tree_fill_s(hw, protocol, m, n_ranks, n_nodes, 2.0 * bw)
+            out[row] += tree_fill_s(hw, protocol, m, n_ranks, n_nodes,
+                                    params.inter_busbw_Bps(n_nodes))
     return out
 
 
