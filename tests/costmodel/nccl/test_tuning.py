@@ -13,8 +13,10 @@ from gradsched.costmodel.nccl.tuning import (
     CHOICES,
     LevelParams,
     Params,
+    channel_fraction,
     latency_s,
     nccl_default_params,
+    runtime_channels,
     select,
     tree_fill_s,
 )
@@ -155,3 +157,30 @@ def test_no_ll128_between_nodes_where_the_nic_is_not_pcie_switch_close() -> None
         assert all(CHOICES[i][1] != "LL128" for i in idx)
     one_node = select(far, nccl_default_params(far), "all_reduce", m, 8)[1]
     assert any(CHOICES[i][1] == "LL128" for i in one_node)
+
+
+def test_small_collectives_run_on_fewer_channels_as_enqueue_cc_drops_them() -> None:
+    # enqueue.cc L304-312 at v2.8.4-1 by hand, ABCI V100 without a derived graph: 2 x 2 = 4
+    # channels; ring LL on 8 ranks: threshold 8 x 8 = 64 B x 512 threads = 32 KiB a channel
+    far = replace(V100, net_ll128=False)
+    assert runtime_channels(far, 2) == 4
+    m = np.array([4096.0, 32768.0, 65536.0, 98304.0, 131072.0, 2.0**30])
+    np.testing.assert_allclose(channel_fraction(far, "ring", "LL", m, 8, 2),
+                               [0.25, 0.25, 0.5, 0.75, 1.0, 1.0])
+    # tree LL128: 8 B x 640 threads = 5 KiB a channel, no nRanks factor
+    np.testing.assert_allclose(channel_fraction(far, "tree", "LL128", np.array([10240.0]),
+                                                8, 2), [0.5])
+    # a channel alone at twice its share: half the channels reach the full rate
+    np.testing.assert_allclose(channel_fraction(far, "ring", "LL", m, 8, 2, speedup=2.0),
+                               [0.5, 0.5, 1.0, 1.0, 1.0, 1.0])
+    # the current NCCL's channel logic is not modelled
+    assert channel_fraction(H100, "ring", "LL", np.array([64.0]), 16, 2)[0] == 1.0
+
+
+def test_fewer_channels_price_a_small_ring_ll_slower() -> None:
+    far = replace(V100, net_ll128=False)
+    params = nccl_default_params(far)
+    m = np.array([32768.0])
+    priced = select(far, params, "all_reduce", m, 8)[0][0]
+    quick = replace(params, inter=replace(params.inter, channel_speedup=4.0))
+    assert priced > select(far, quick, "all_reduce", m, 8)[0][0]

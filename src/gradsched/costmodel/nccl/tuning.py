@@ -124,6 +124,77 @@ def tree_fill_s(hw: Hardware, protocol: str, nbytes: np.ndarray, n_ranks: int, n
     return hops * wire * np.minimum(np.asarray(nbytes, dtype=float), chunk) / bus_Bps
 
 
+MAX_CHANNELS = 32
+"""``MAXCHANNELS`` (2.8.4 ``src/include/devcomm.h`` L49)."""
+THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
+"""Bytes of work per thread before NCCL adds threads and channels (2.8.4
+``src/include/comm.h`` L29-31); the ring's LL threshold is multiplied by ``nRanks``
+(tuning.cc L235)."""
+MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+"""``NCCL_LL_MAX_NTHREADS``, ``NCCL_LL128_MAX_NTHREADS``, ``NCCL_SIMPLE_MAX_NTHREADS``
+(2.8.4 ``devcomm.h`` L50-52, L69); the ring's Simple kernel keeps 256 where its graph's
+bus bandwidth is at most ``PCI_WIDTH`` = 12 GB/s (tuning.cc L79-81, ``topo.h`` L19)."""
+
+
+def runtime_channels(hw: Hardware, n_nodes: int) -> int:
+    """``comm->nChannels`` under NCCL 2.8.4: the graphs' common channel count (the derived
+    ring graph between nodes, :func:`.graph.nccl_284_graphs`, else ``hw.channels``)
+    duplicated once (``ncclTopoPostset``, ``src/graph/connect.cc`` L267 at v2.8.4-1:
+    ``min(MAXCHANNELS, 2 * nChannels)``)."""
+    graph = nccl_284_graphs(hw, n_nodes)
+    base = graph["ring"].n_channels if graph else hw.channels
+    return min(MAX_CHANNELS, 2 * base)
+
+
+def _bytes_per_channel(hw: Hardware, algorithm: str, protocol: str, n_ranks: int,
+                       n_nodes: int) -> float:
+    threads = MAX_THREADS[protocol]
+    if algorithm == "ring" and protocol == "Simple":
+        graph = nccl_284_graphs(hw, n_nodes)
+        narrow = graph is not None and graph["ring"].bus_GBps(n_nodes) <= 12.0
+        threads = 256 if narrow else threads
+    return float(threads * THREAD_THRESHOLD[protocol]
+                 * (n_ranks if (algorithm == "ring" and protocol == "LL") else 1))
+
+
+def channel_steps(hw: Hardware, world_size: int) -> np.ndarray:
+    """Every size at which :func:`channel_fraction` adds a channel to some (algorithm,
+    protocol): where a price may step down as the message grows (:mod:`.envelope`)."""
+    n_ranks, n_nodes = layout(world_size, hw.gpus_per_node)
+    if hw.nccl_version != "2.8.4" or n_ranks <= 1:
+        return np.zeros(0)
+    ks = np.arange(2, runtime_channels(hw, n_nodes) + 1, dtype=float)
+    return np.unique(np.concatenate([
+        ks * _bytes_per_channel(hw, a, p, n_ranks, n_nodes) for a, p in CHOICES]))
+
+
+def channel_fraction(hw: Hardware, algorithm: str, protocol: str, nbytes: np.ndarray,
+                     n_ranks: int, n_nodes: int, speedup: float = 1.0) -> np.ndarray:
+    """The share of its channels a collective of ``nbytes`` runs on under NCCL 2.8.4.
+
+    Once the algorithm and protocol are chosen, ``getAlgoInfo`` (``src/enqueue.cc`` L304-312
+    at v2.8.4-1) drops channels one by one while ``nBytes < nc * nt * threshold``
+    (:data:`THREAD_THRESHOLD`, :data:`MAX_THREADS`), then halves the threads. Each channel is
+    one CUDA block with its own connections (and, between nodes, its own network requests),
+    so a collective on ``nc`` of ``NC`` channels moves data at ``nc / NC`` of the full rate,
+    as NCCL's own estimate scales it when the channel count is fixed (``bw / comm->nChannels *
+    info->nChannels``, tuning.cc L279) -- unless the channels share a bottleneck (the NICs,
+    the PCIe path, the proxy thread), in which case one channel alone runs faster than its
+    share, as NCCL's per-channel caps (``perChMaxTreeBws``, ``ll128MaxBwPerCh``, tuning.cc
+    L74-76) bound a channel below the level's rate: ``min(1, speedup * nc / NC)`` with
+    ``speedup >= 1`` calibrated (:attr:`LevelParams.channel_speedup`). Thread halving is not
+    priced (the per-channel rate does not depend on it where the ABCI V100 2-node sweep runs
+    on one channel: its 4-32 KiB points lie on one line, 27 us + size / 1.6 GB/s). 1 for
+    other NCCL versions, whose channel logic was not read here."""
+    m = np.asarray(nbytes, dtype=float)
+    if hw.nccl_version != "2.8.4":
+        return np.ones(m.shape)
+    total = runtime_channels(hw, n_nodes)
+    per_channel = _bytes_per_channel(hw, algorithm, protocol, n_ranks, n_nodes)
+    used = np.clip(np.floor(m / per_channel), 1, total)
+    return np.minimum(1.0, speedup * used / total)
+
+
 RING_STEPS = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}
 
 
@@ -133,17 +204,22 @@ class LevelParams:
     nodes): the bus bandwidth of the graph NCCL builds (``nChannels * bw``, bytes/s, before
     the protocol refinements), the base latency of each protocol (seconds; NCCL's
     ``baseLat``, the same for ring and tree once calibrated) and how far LL and LL128 reach
-    NCCL's own efficiency factors (1 = as tuning.cc L327-335 says; both ring and tree)."""
+    NCCL's own efficiency factors (1 = as tuning.cc L327-335 says; both ring and tree), and
+    how much faster than its share of the level one channel runs when NCCL runs a small
+    collective on few channels (:func:`channel_fraction`; 1 = exactly its share)."""
 
     busbw_Bps: float
     base_latency_s: tuple[float, float, float]
     protocol_efficiency: tuple[float, float] = (1.0, 1.0)
+    channel_speedup: float = 1.0
 
     def __post_init__(self) -> None:
         if len(self.protocol_efficiency) != 2 or not all(
                 np.isfinite(v) and v > 0 for v in self.protocol_efficiency):
             raise ConfigError("protocol efficiencies: two numbers > 0 (LL, LL128), got "
                               f"{self.protocol_efficiency}")
+        if not (np.isfinite(self.channel_speedup) and self.channel_speedup >= 1.0):
+            raise ConfigError(f"channel speedup must be >= 1, got {self.channel_speedup}")
         if not (np.isfinite(self.busbw_Bps) and self.busbw_Bps > 0):
             raise ConfigError(f"bus bandwidth must be > 0 bytes/s, got {self.busbw_Bps}")
         if len(self.base_latency_s) != 3 or not all(
@@ -297,7 +373,8 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
                  world_size: int, priced: bool = False, graphs: bool = False) -> np.ndarray:
     """Seconds of every (algorithm, protocol) of :data:`CHOICES` (rows) at every size
     (columns); ``inf`` where NCCL does not use the pair (tuning.cc L628-654). ``priced``
-    adds what a run pays and NCCL's estimate leaves out (:func:`tree_fill_s`); ``graphs``
+    adds what a run pays and NCCL's estimate leaves out (:func:`tree_fill_s`, the channels
+    a small collective runs on, :func:`channel_fraction`); ``graphs``
     as in :func:`bus_bandwidth_Bps`."""
     m = np.asarray(nbytes, dtype=float)
     n_ranks, n_nodes = layout(world_size, hw.gpus_per_node)
@@ -326,6 +403,10 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
                 plateau = np.floor(m / (hw.channels * n_ranks)) >= 64
             lat_arr[plateau] *= (k.plateau_factor_volta if hw.generation == "volta"
                                  else k.plateau_factor_ampere)
+        if priced:
+            level = params.intra if n_nodes == 1 else params.inter
+            bw_arr *= channel_fraction(hw, algorithm, protocol, m, n_ranks, n_nodes,
+                                       level.channel_speedup)
         out[row] = lat_arr + m / bw_arr
         if priced and algorithm == "tree" and n_nodes > 1:
             out[row] += tree_fill_s(hw, protocol, m, n_ranks, n_nodes,
