@@ -184,3 +184,13 @@ def test_fewer_channels_price_a_small_ring_ll_slower() -> None:
     priced = select(far, params, "all_reduce", m, 8)[0][0]
     quick = replace(params, inter=replace(params.inter, channel_speedup=4.0))
     assert priced > select(far, quick, "all_reduce", m, 8)[0][0]
+
+
+def test_the_tree_fill_waits_for_the_slower_of_kernel_and_wire() -> None:
+    # the proxy posts a step once the kernel wrote all of it: a hop costs the chunk at the
+    # slower of the pair's rate and the wire (protocol bytes over the NIC)
+    m = np.array([4096.0])
+    wire_only = tree_fill_s(V100, "LL", m, 16, 4, 20e9)[0]
+    assert tree_fill_s(V100, "LL", m, 16, 4, 20e9, kernel_Bps=40e9)[0] == wire_only
+    assert tree_fill_s(V100, "LL", m, 16, 4, 20e9, kernel_Bps=5e9)[0] == pytest.approx(
+        3 * 4096 / 5e9)

@@ -30,7 +30,8 @@ Per collective, ``nRanks`` ranks on ``nNodes`` nodes (tuning.cc L288-291):
   all-reduce with Simple pays its latency times a plateau factor beyond a size (L647-650).
 * the tree's pipeline fill (:func:`tree_fill_s`, from NCCL's chunking in ``enqueue.cc`` and
   the proxy's per-step sends in ``net.cc``): not in NCCL's estimate, added to the price (not
-  to the choice), at the wire rate between nodes with the protocol's wire bytes.
+  to the choice), each hop at the slower of the pair's own rate and the wire between nodes
+  carrying the protocol's wire bytes.
 * LL128 is enabled where the node's GPUs talk over NVLink (L517-537: ``typeIntra <= PATH_NVB``)
   and, between nodes, where the NIC is PCIe-switch close (``typeInter <= PATH_PXB``), which
   :attr:`.hardware.Hardware.net_ll128` records (decided by the calibration).
@@ -98,30 +99,35 @@ data, L65-67; Simple sends the data alone)."""
 
 
 def tree_fill_s(hw: Hardware, protocol: str, nbytes: np.ndarray, n_ranks: int, n_nodes: int,
-                bus_Bps: float) -> np.ndarray:
+                bus_Bps: float, kernel_Bps: float | None = None) -> np.ndarray:
     """The tree's pipeline fill between nodes, which NCCL's time estimate leaves out.
 
     Across the network NCCL moves a collective in steps: the proxy posts a step's buffer to
-    the NIC once the kernel has filled it (``netSendProxy``, ``src/transport/net.cc``
-    L286-321 at v2.8.4-1: one ``ncclNetIsend`` per step, posted only when every LL / LL128
-    line of the step carries its flag),
-    so a chunk (:func:`tree_chunk_bytes`) is stored and forwarded at every inter-node hop.
-    Before the chunks stream at the algorithm bandwidth, the first one crosses ``2
-    log2i(nNodes) - 1`` further hops (up the tree and down again), each at the channel's
-    share of the *wire* bandwidth between nodes ``bus_Bps`` (the level's calibrated Simple
-    bus bandwidth: the NIC, not the LL kernel, moves a posted step) carrying the protocol's
-    wire bytes (:data:`WIRE_BYTES_PER_DATA_BYTE`):
+    the NIC only once the kernel has written all of it (``netSendProxy``,
+    ``src/transport/net.cc`` L286-321 at v2.8.4-1: one ``ncclNetIsend`` per step, posted
+    when every LL / LL128 line of the step carries its flag), so a chunk
+    (:func:`tree_chunk_bytes`) is stored and forwarded at every inter-node hop. Before the
+    chunks stream at the algorithm bandwidth, the first one crosses ``2 log2i(nNodes) - 1``
+    further hops (up the tree and down again). At each hop the chunk is written by the
+    kernel at the protocol's rate ``kernel_Bps`` (the pair's bus bandwidth) and moved by
+    the NIC at the wire bandwidth between nodes ``bus_Bps`` (the level's calibrated Simple
+    bus bandwidth) carrying the protocol's wire bytes (:data:`WIRE_BYTES_PER_DATA_BYTE`);
+    the kernel reads an arriving step line by line as it lands, but the next send waits for
+    the whole step, so a hop costs the slower of the two:
 
-        fill = (2 log2i(N) - 1) * min(nBytes, nCh * chunk) * wire / bus_Bps
+        fill = (2 log2i(N) - 1) * min(nBytes, nCh * chunk) * max(1 / kernel, wire / bus)
 
-    A message smaller than one chunk per channel is forwarded whole at every hop, so the
-    fill grows with the tree's depth (log2 of the node count)."""
+    (``kernel_Bps`` ``None``: the wire alone.) A message smaller than one chunk per channel
+    is forwarded whole at every hop, so the fill grows with the tree's depth (log2 of the
+    node count)."""
     hops = 2 * int(log2i(n_nodes)) - 1
     if hops <= 0:
         return np.zeros(np.shape(nbytes))
     chunk = tree_chunk_bytes(protocol, nbytes, n_ranks, n_nodes, hw.channels) * hw.channels
-    wire = WIRE_BYTES_PER_DATA_BYTE[protocol]
-    return hops * wire * np.minimum(np.asarray(nbytes, dtype=float), chunk) / bus_Bps
+    per_byte = WIRE_BYTES_PER_DATA_BYTE[protocol] / bus_Bps
+    if kernel_Bps is not None:
+        per_byte = max(per_byte, 1.0 / kernel_Bps)
+    return hops * np.minimum(np.asarray(nbytes, dtype=float), chunk) * per_byte
 
 
 MAX_CHANNELS = 32
@@ -410,7 +416,7 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
         out[row] = lat_arr + m / bw_arr
         if priced and algorithm == "tree" and n_nodes > 1:
             out[row] += tree_fill_s(hw, protocol, m, n_ranks, n_nodes,
-                                    params.inter_busbw_Bps(n_nodes))
+                                    params.inter_busbw_Bps(n_nodes), 2.0 * bw)
     return out
 
 
