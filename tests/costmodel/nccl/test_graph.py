@@ -68,3 +68,10 @@ def test_the_derived_four_channels_cap_the_a100_tree_so_nccl_picks_the_ring() ->
     assert _choice(A100, 2.0**25, 64, graphs=False) == ("tree", "LL128")
     # the current-NCCL machine is untouched
     assert _choice(H100, 2.0**25, 64, graphs=True) == _choice(H100, 2.0**25, 64, graphs=False)
+
+
+def test_no_derived_graph_where_the_nic_is_not_pcie_switch_close() -> None:
+    # the derivation assumes the NIC on the GPUs' PCIe switch (typeInter <= PATH_PXB); a
+    # machine without it (no LL128 between nodes) falls back to the links' rates
+    assert nccl_284_graphs(V100, 4) is not None
+    assert nccl_284_graphs(replace(V100, net_ll128=False), 4) is None

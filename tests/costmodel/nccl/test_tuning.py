@@ -13,8 +13,10 @@ from gradsched.costmodel.nccl.tuning import (
     CHOICES,
     LevelParams,
     Params,
+    channel_fraction,
     latency_s,
     nccl_default_params,
+    runtime_channels,
     select,
     tree_fill_s,
 )
@@ -127,5 +129,68 @@ def test_the_tree_fill_grows_with_the_depth_and_saturates_at_a_chunk() -> None:
     # 2 nodes: one hop beyond the first; 32 nodes: 2 * 5 - 1 = 9 hops
     np.testing.assert_allclose(at[32], 9 * at[2])
     assert np.all(np.diff(at[4]) >= 0)
-    # a message above one LL chunk per channel pays a fixed fill (chunk = 32 KiB x channels)
-    assert at[4][-1] == pytest.approx(3 * 32768 * V100.channels / 20e9)
+    # a message above one LL chunk per channel pays a fixed fill (chunk = 32 KiB of data x
+    # channels, twice that on the wire: LL's flags)
+    assert at[4][-1] == pytest.approx(3 * 2 * 32768 * V100.channels / 20e9)
+
+
+def test_the_tree_fill_carries_each_protocols_wire_bytes() -> None:
+    # the fill is a NIC transfer of the chunk as posted: LL puts 16 bytes on the wire per 8
+    # of data, LL128 16 words per 15, Simple the data alone (devcomm.h L65-67 at v2.8.4-1)
+    m = np.array([4096.0])  # below one chunk per channel for every protocol
+    fill = {p: tree_fill_s(V100, p, m, 16, 4, 20e9)[0] for p in ("LL", "LL128", "Simple")}
+    assert fill["LL"] == pytest.approx(2.0 * fill["Simple"])
+    assert fill["LL128"] == pytest.approx(16.0 / 15.0 * fill["Simple"])
+    assert fill["Simple"] == pytest.approx(3 * 4096 / 20e9)
+
+
+def test_no_ll128_between_nodes_where_the_nic_is_not_pcie_switch_close() -> None:
+    # tuning.cc L192-195 at v2.8.4-1: LL128 needs typeInter <= PATH_PXB; inside a node it
+    # only needs NVLink
+    a100 = PRESETS["abci-a100"]
+    far = replace(a100, net_ll128=False)
+    m = np.geomspace(4.0, 2.0**30, 60)
+    for ws in (16, 32, 128):
+        near = select(a100, nccl_default_params(a100), "all_reduce", m, ws)[1]
+        assert any(CHOICES[i][1] == "LL128" for i in near)
+        idx = select(far, nccl_default_params(far), "all_reduce", m, ws)[1]
+        assert all(CHOICES[i][1] != "LL128" for i in idx)
+    one_node = select(far, nccl_default_params(far), "all_reduce", m, 8)[1]
+    assert any(CHOICES[i][1] == "LL128" for i in one_node)
+
+
+def test_small_collectives_run_on_fewer_channels_as_enqueue_cc_drops_them() -> None:
+    # enqueue.cc L304-312 at v2.8.4-1 by hand, ABCI V100 without a derived graph: 2 x 2 = 4
+    # channels; ring LL on 8 ranks: threshold 8 x 8 = 64 B x 512 threads = 32 KiB a channel
+    far = replace(V100, net_ll128=False)
+    assert runtime_channels(far, 2) == 4
+    m = np.array([4096.0, 32768.0, 65536.0, 98304.0, 131072.0, 2.0**30])
+    np.testing.assert_allclose(channel_fraction(far, "ring", "LL", m, 8, 2),
+                               [0.25, 0.25, 0.5, 0.75, 1.0, 1.0])
+    # tree LL128: 8 B x 640 threads = 5 KiB a channel, no nRanks factor
+    np.testing.assert_allclose(channel_fraction(far, "tree", "LL128", np.array([10240.0]),
+                                                8, 2), [0.5])
+    # a channel alone at twice its share: half the channels reach the full rate
+    np.testing.assert_allclose(channel_fraction(far, "ring", "LL", m, 8, 2, speedup=2.0),
+                               [0.5, 0.5, 1.0, 1.0, 1.0, 1.0])
+    # the current NCCL's channel logic is not modelled
+    assert channel_fraction(H100, "ring", "LL", np.array([64.0]), 16, 2)[0] == 1.0
+
+
+def test_fewer_channels_price_a_small_ring_ll_slower() -> None:
+    far = replace(V100, net_ll128=False)
+    params = nccl_default_params(far)
+    m = np.array([32768.0])
+    priced = select(far, params, "all_reduce", m, 8)[0][0]
+    quick = replace(params, inter=replace(params.inter, channel_speedup=4.0))
+    assert priced > select(far, quick, "all_reduce", m, 8)[0][0]
+
+
+def test_the_tree_fill_waits_for_the_slower_of_kernel_and_wire() -> None:
+    # the proxy posts a step once the kernel wrote all of it: a hop costs the chunk at the
+    # slower of the pair's rate and the wire (protocol bytes over the NIC)
+    m = np.array([4096.0])
+    wire_only = tree_fill_s(V100, "LL", m, 16, 4, 20e9)[0]
+    assert tree_fill_s(V100, "LL", m, 16, 4, 20e9, kernel_Bps=40e9)[0] == wire_only
+    assert tree_fill_s(V100, "LL", m, 16, 4, 20e9, kernel_Bps=5e9)[0] == pytest.approx(
+        3 * 4096 / 5e9)

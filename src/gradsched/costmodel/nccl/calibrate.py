@@ -10,7 +10,14 @@ intra-node sweep when one is given):
   synchronisation, which nccl-tests' timing includes), the same whatever the protocol;
 * how far LL and LL128 reach NCCL's efficiency factors (two numbers in (0, 1]): the LL
   protocol's flag-per-8-bytes and LL128's per-line overheads depend on the GPU and the NCCL
-  build; Simple's bandwidth is the level's bus bandwidth itself.
+  build; Simple's bandwidth is the level's bus bandwidth itself;
+* how much faster than its share one channel runs when NCCL runs a small collective on few
+  of its channels (:func:`.tuning.channel_fraction`; between 1, channels independent, and
+  32, one channel as fast as all), what the channels share of the node's NICs and PCIe.
+
+One switch of the machine, between nodes: whether LL128 runs there
+(:attr:`.hardware.Hardware.net_ll128`), kept as the better of the two fits of the multi-node
+sweep (:func:`calibrate`).
 
 Everything else (steps, hops x per-hop latency from ``hwLatencies``, protocol efficiencies,
 tree/ring bandwidth ratios, the algorithm/protocol choice, the fabric slowdown of
@@ -77,29 +84,30 @@ def fit_level(hw: Hardware, params: Params, sweep: Sweep) -> tuple[LevelParams, 
     bw0 = min(float(np.max(share * m / t)), 0.9 * line)
     nccl_base = constants_for(hw.nccl_version).base_latency_us["ring"]
 
-    # x = (log busbw, latency offset in us, log LL efficiency, log LL128 efficiency); the
+    # x = (log busbw, latency offset in us, log LL efficiency, log LL128 efficiency, log
+    # channel speedup); the
     # offset may be negative down to minus NCCL's smallest base latency (base latency >= 0)
     def build(x: np.ndarray) -> LevelParams:
         base = tuple(max(float(v + x[1]), 0.0) * _US for v in nccl_base)
         return LevelParams(float(np.exp(x[0])), base,  # type: ignore[arg-type]
-                           (float(np.exp(x[2])), float(np.exp(x[3]))))
+                           (float(np.exp(x[2])), float(np.exp(x[3]))), float(np.exp(x[4])))
 
     def resid(x: np.ndarray) -> np.ndarray:
         trial = _level_of(params, multi, build(x))
         return select(hw, trial, sweep.collective, m, sweep.world_size)[0] / t - 1.0
 
     (ll_lo, ll_hi), (l128_lo, l128_hi) = EFFICIENCY_BOUNDS
-    lo = np.array([np.log(1e6), -min(nccl_base), np.log(ll_lo), np.log(l128_lo)])
-    hi = np.array([np.log(line), MAX_OFFSET_US, np.log(ll_hi), np.log(l128_hi)])
+    lo = np.array([np.log(1e6), -min(nccl_base), np.log(ll_lo), np.log(l128_lo), 0.0])
+    hi = np.array([np.log(line), MAX_OFFSET_US, np.log(ll_hi), np.log(l128_hi), np.log(32.0)])
     t_min_us = float(np.min(t)) / _US
     best = None
     for bw_scale in (1.0, 2.0):
         for lat_scale in (0.0, 0.25, 0.5):
             x0 = np.array([np.log(min(bw0 * bw_scale, line * 0.999)), t_min_us * lat_scale,
                            np.log(0.9 * ll_hi + 0.1 * ll_lo),
-                           np.log(0.9 * l128_hi + 0.1 * l128_lo)])
+                           np.log(0.9 * l128_hi + 0.1 * l128_lo), np.log(2.0)])
             sol = least_squares(resid, np.clip(x0, lo + 1e-9, hi - 1e-9), bounds=(lo, hi),
-                                method="trf", x_scale=np.array([1.0, 10.0, 1.0, 1.0]),
+                                method="trf", x_scale=np.array([1.0, 10.0, 1.0, 1.0, 1.0]),
                                 diff_step=1e-3)
             if best is None or sol.cost < best.cost:
                 best = sol
@@ -110,12 +118,35 @@ def fit_level(hw: Hardware, params: Params, sweep: Sweep) -> tuple[LevelParams, 
 
 
 def calibrate(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric_k: float
-              ) -> tuple[Params, dict[str, float]]:
-    """Params fitted on the multi-node sweep ``inter`` and the single-node sweep ``intra``
-    (either may be missing: that level then keeps the other's efficiency and latencies,
-    :func:`transfer_level`); and each fitted sweep's MAPE (percent) keyed ``inter``/``intra``."""
+              ) -> tuple[Hardware, Params, dict[str, float]]:
+    """The machine and params fitted on the multi-node sweep ``inter`` and the single-node
+    sweep ``intra`` (either may be missing: that level then keeps the other's efficiency and
+    latencies, :func:`transfer_level`); and each fitted sweep's MAPE (percent) keyed
+    ``inter``/``intra``.
+
+    Whether LL128 runs between nodes (:attr:`.hardware.Hardware.net_ll128`: NCCL enables it
+    only where the GPU-NIC path is PCIe-switch close, tuning.cc L192-195 at v2.8.4-1, which
+    no nccl-tests log reports) is decided on the fitted multi-node sweep alone: the level is
+    fitted with and without it and the smaller residual on that sweep is kept. Without
+    LL128 NCCL chooses among ring/tree LL and Simple only, which moves every switch
+    between protocols (the V100 2-node sweep: a jump from 92 to 150 us between 256 and 512
+    KiB where NCCL's own estimate switches from ring LL to ring Simple)."""
     if inter is None and intra is None:
         raise ConfigError("nothing to calibrate on: no sweep")
+    options = [hw]
+    if inter is not None and hw.ll128:
+        options = [replace(hw, net_ll128=True), replace(hw, net_ll128=False)]
+    best: tuple[Hardware, Params, dict[str, float]] | None = None
+    for cand in options:
+        fitted = _calibrate_on(cand, inter, intra, fabric_k)
+        if best is None or fitted[2].get("inter", 0.0) < best[2].get("inter", 0.0):
+            best = (cand, *fitted[1:])  # type: ignore[assignment]
+    assert best is not None
+    return best
+
+
+def _calibrate_on(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric_k: float
+                  ) -> tuple[Hardware, Params, dict[str, float]]:
     params = nccl_default_params(hw)
     ref_nodes = 2
     if inter is not None:
@@ -134,7 +165,7 @@ def calibrate(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric_k: 
     if inter is None:
         params = replace(params, inter=transfer_level(params.intra, hw.intra_Bps,
                                                        hw.node_nic_Bps))
-    return params, errors
+    return hw, params, errors
 
 
 def transfer_level(level: LevelParams, from_line_Bps: float, to_line_Bps: float

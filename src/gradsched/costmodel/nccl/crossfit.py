@@ -94,8 +94,11 @@ def fit_family(name: str, collective: str, by_ws: dict[int, MeasuredSweep],
             raise ConfigError(f"{s.source}: {ws} ranks on one node, more than the "
                               f"{hw.gpus_per_node} GPUs per node of {hw.name}")
     k = per_doubling(settings.fabric)
-    params, _ = calibrate(hw, _sweep(collective, inter) if inter else None,
-                          _sweep(collective, intra) if intra else None, k)
+    hw, params, _ = calibrate(hw, _sweep(collective, inter) if inter else None,
+                              _sweep(collective, intra) if intra else None, k)
+    if hw.ll128 and not hw.net_ll128:
+        notes.append("LL128 between nodes: off (the fitted multi-node sweep is closer "
+                     "without it: NCCL enables it only with a PCIe-switch-close NIC)")
     if intra is None:
         notes.append("no single-node sweep fitted: the level inside a node keeps the "
                      "inter-node fit's share of the line rate and its base latencies "

@@ -11,8 +11,9 @@ larger one. So a message of ``m`` bytes is priced at the cheapest of NCCL's pric
     T(m) = min(T_nccl(m), min over piece starts s > m of T_nccl(s))
 
 exactly: between two consecutive *piece starts* (a change of NCCL's choice, found by
-bisection to double precision, or a power-of-two boundary ``64 * 2^k`` of the tree
-correction) the chosen pair's latency and bandwidth are fixed, except the ring plateau that
+bisection to double precision, a power-of-two boundary ``64 * 2^k`` of the tree
+correction, or a size at which NCCL adds a channel, :func:`.tuning.channel_steps`) the
+chosen pair's latency and bandwidth are fixed, except the ring plateau that
 only raises the latency, so the price rises within a piece and its minimum over ``[s, next)``
 is at ``s``.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradsched.costmodel.nccl.hardware import Hardware
-from gradsched.costmodel.nccl.tuning import Params, select
+from gradsched.costmodel.nccl.tuning import Params, channel_steps, select
 
 GRID_BYTES = np.geomspace(1.0, 2.0**44, 44 * 16 + 1)
 """Where the choice is probed for switches (1/16 of an octave apart, 1 B to 16 TiB)."""
@@ -43,7 +44,7 @@ def piece_starts(hw: Hardware, params: Params, collective: str, world_size: int
         lo = np.where(same, mid, lo)
         hi = np.where(same, hi, mid)
     pow2 = 64.0 * 2.0 ** np.arange(0, 39)
-    starts = np.unique(np.concatenate([hi, pow2]))
+    starts = np.unique(np.concatenate([hi, pow2, channel_steps(hw, world_size)]))
     prices = select(hw, params, collective, starts, world_size)[0]
     suffix = np.minimum.accumulate(prices[::-1])[::-1]
     return starts, suffix

@@ -163,9 +163,11 @@ def _dup(graph: TopoGraph, max_channels: int) -> TopoGraph:
 def nccl_284_graphs(hw: Hardware, n_nodes: int) -> dict[str, TopoGraph] | None:
     """The ring and tree graphs NCCL 2.8.4 builds for ``n_nodes > 1`` nodes of ``hw`` (see the
     module docstring); ``None`` where this derivation does not apply (another NCCL version,
-    one node, no NVLink, or fewer than two GPUs per NIC)."""
+    one node, no NVLink, fewer than two GPUs per NIC, or a NIC that is not PCIe-switch close
+    to the GPUs, :attr:`.hardware.Hardware.net_ll128` false: the search then runs on paths
+    through the CPU, which this derivation does not cover)."""
     if hw.nccl_version != "2.8.4" or n_nodes <= 1 or hw.intra_link != "nvlink" or \
-            hw.gpus_per_node < 2 * hw.nics_per_node:
+            hw.gpus_per_node < 2 * hw.nics_per_node or not hw.net_ll128:
         return None
     ring_n, ring_s = _search(hw, same_gpu=False, max_channels=RING_MAX_CHANNELS)
     ring = _dup(TopoGraph(ring_n, ring_s, ring_s), RING_MAX_CHANNELS)

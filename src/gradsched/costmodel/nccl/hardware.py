@@ -58,6 +58,11 @@ class Hardware:
     nvls: bool = False
     collnet: bool = False
     nccl_version: str = "current"
+    net_ll128: bool = True
+    """LL128 between nodes: NCCL enables it only where the graph's GPU-NIC path is no
+    longer than a PCIe switch hierarchy (``typeInter <= PATH_PXB``, tuning.cc L194 at
+    v2.8.4-1, L517-537 at master). Nothing in an nccl-tests log says which path a node has,
+    so :func:`.calibrate.calibrate` decides it from the fitted multi-node sweep."""
 
     def __post_init__(self) -> None:
         if self.nccl_version not in ("2.8.4", "current"):
@@ -81,11 +86,17 @@ class Hardware:
     def ll128(self) -> bool:
         """LL128 is enabled over NVLink (current tuning.cc L517-537); NCCL 2.8.4 also asks for
         Volta or Ampere GPUs only (``minCompCap == maxCompCap`` 70 or 80, tuning.cc L192-195 at
-        v2.8.4-1). Both assume the NIC PCIe-switch close to the GPUs (``typeInter <=
-        PATH_PXB``, GPU Direct RDMA)."""
+        v2.8.4-1). Between nodes NCCL also asks the NIC to be PCIe-switch close to the GPUs
+        (``typeInter <= PATH_PXB``, GPU Direct RDMA): :meth:`ll128_at`."""
         if self.nccl_version == "2.8.4" and self.generation not in ("volta", "ampere"):
             return False
         return self.intra_link == "nvlink"
+
+    def ll128_at(self, n_nodes: int) -> bool:
+        """LL128 on ``n_nodes`` nodes: :attr:`ll128`, and between nodes :attr:`net_ll128`
+        (the graph's GPU-NIC path type ``typeInter <= PATH_PXB``, tuning.cc L194 at
+        v2.8.4-1)."""
+        return self.ll128 and (n_nodes == 1 or self.net_ll128)
 
     @property
     def node_nic_Bps(self) -> float:

@@ -37,7 +37,8 @@ def _level_dict(level: LevelParams) -> dict[str, Any]:
             "base_latency_s": dict(zip(("LL", "LL128", "Simple"), level.base_latency_s,
                                        strict=True)),
             "protocol_efficiency": dict(zip(("LL", "LL128"), level.protocol_efficiency,
-                                            strict=True))}
+                                            strict=True)),
+            "channel_speedup": level.channel_speedup}
 
 
 def _level_from(data: dict[str, Any]) -> LevelParams:
@@ -45,7 +46,8 @@ def _level_from(data: dict[str, Any]) -> LevelParams:
     eff = data.get("protocol_efficiency", {"LL": 1.0, "LL128": 1.0})
     return LevelParams(float(data["busbw_Bps"]),
                        (float(lat["LL"]), float(lat["LL128"]), float(lat["Simple"])),
-                       (float(eff["LL"]), float(eff["LL128"])))
+                       (float(eff["LL"]), float(eff["LL128"])),
+                       float(data.get("channel_speedup", 1.0)))
 
 
 @register_model

@@ -28,10 +28,13 @@ Per collective, ``nRanks`` ranks on ``nNodes`` nodes (tuning.cc L288-291):
 * time (L628-654): ``lat + nBytes / algbw``; the tree's bandwidth is multiplied by
   ``treeCorrectionFactor[p][log2i(nBytes >> 6)]`` below 2^23 (L639-642); a multi-node ring
   all-reduce with Simple pays its latency times a plateau factor beyond a size (L647-650).
-* the tree's pipeline fill (:func:`tree_fill_s`, from NCCL's chunking in ``enqueue.cc``): not
-  in NCCL's estimate, added to the price (not to the choice).
-* LL128 is enabled where the node's GPUs talk over NVLink (L517-537: ``typeIntra <= PATH_NVB``;
-  the NIC path is assumed PCIe-switch close, ``typeInter <= PATH_PXB``).
+* the tree's pipeline fill (:func:`tree_fill_s`, from NCCL's chunking in ``enqueue.cc`` and
+  the proxy's per-step sends in ``net.cc``): not in NCCL's estimate, added to the price (not
+  to the choice), each hop at the slower of the pair's own rate and the wire between nodes
+  carrying the protocol's wire bytes.
+* LL128 is enabled where the node's GPUs talk over NVLink (L517-537: ``typeIntra <= PATH_NVB``)
+  and, between nodes, where the NIC is PCIe-switch close (``typeInter <= PATH_PXB``), which
+  :attr:`.hardware.Hardware.net_ll128` records (decided by the calibration).
 
 ``nBytes`` is the collective's whole buffer: the all-reduce vector, the reduce-scatter input
 or the all-gather output (as nccl-tests' ``size`` and the traces' ``bytes`` column), which is
@@ -89,21 +92,113 @@ def tree_chunk_bytes(protocol: str, nbytes: np.ndarray, n_ranks: int, n_nodes: i
     return chunk * (15.0 / 16.0 if protocol == "LL128" else 1.0)
 
 
+WIRE_BYTES_PER_DATA_BYTE: dict[str, float] = {"LL": 2.0, "LL128": 16.0 / 15.0, "Simple": 1.0}
+"""Bytes a protocol puts on the wire per data byte (2.8.4 ``src/include/devcomm.h``: an LL
+line is 16 bytes with 8 of data and 8 of flags; an LL128 line is 16 eight-byte words, 15 of
+data, L65-67; Simple sends the data alone)."""
+
+
 def tree_fill_s(hw: Hardware, protocol: str, nbytes: np.ndarray, n_ranks: int, n_nodes: int,
-                bus_Bps: float) -> np.ndarray:
-    """The tree's pipeline fill, which NCCL's time estimate leaves out: a tree all-reduce
-    moves each channel's data in chunks (:func:`tree_chunk_bytes`) up ``log2 nNodes`` inter-
-    node hops and down again, so before the ``k`` chunks stream at the algorithm bandwidth
-    the first one crosses ``2 log2i(nNodes) - 1`` further hops, each a chunk at the
-    channel's share of the bus bandwidth: ``(2 log2i(N) - 1) * min(nBytes, nCh * chunk) /
-    busBw``. A message smaller than one chunk per channel is stored and forwarded at every
-    hop, which is why the LL regime grows with the node count (the ABCI V100 sweeps: the time
-    per byte between 1 KiB and 32 KiB rises by about 0.5 ns per doubling of the nodes)."""
+                bus_Bps: float, kernel_Bps: float | None = None) -> np.ndarray:
+    """The tree's pipeline fill between nodes, which NCCL's time estimate leaves out.
+
+    Across the network NCCL moves a collective in steps: the proxy posts a step's buffer to
+    the NIC only once the kernel has written all of it (``netSendProxy``,
+    ``src/transport/net.cc`` L286-321 at v2.8.4-1: one ``ncclNetIsend`` per step, posted
+    when every LL / LL128 line of the step carries its flag), so a chunk
+    (:func:`tree_chunk_bytes`) is stored and forwarded at every inter-node hop. Before the
+    chunks stream at the algorithm bandwidth, the first one crosses ``2 log2i(nNodes) - 1``
+    further hops (up the tree and down again). At each hop the chunk is written by the
+    kernel at the protocol's rate ``kernel_Bps`` (the pair's bus bandwidth) and moved by
+    the NIC at the wire bandwidth between nodes ``bus_Bps`` (the level's calibrated Simple
+    bus bandwidth) carrying the protocol's wire bytes (:data:`WIRE_BYTES_PER_DATA_BYTE`);
+    the kernel reads an arriving step line by line as it lands, but the next send waits for
+    the whole step, so a hop costs the slower of the two:
+
+        fill = (2 log2i(N) - 1) * min(nBytes, nCh * chunk) * max(1 / kernel, wire / bus)
+
+    (``kernel_Bps`` ``None``: the wire alone.) A message smaller than one chunk per channel
+    is forwarded whole at every hop, so the fill grows with the tree's depth (log2 of the
+    node count)."""
     hops = 2 * int(log2i(n_nodes)) - 1
     if hops <= 0:
         return np.zeros(np.shape(nbytes))
     chunk = tree_chunk_bytes(protocol, nbytes, n_ranks, n_nodes, hw.channels) * hw.channels
-    return hops * np.minimum(np.asarray(nbytes, dtype=float), chunk) / bus_Bps
+    per_byte = WIRE_BYTES_PER_DATA_BYTE[protocol] / bus_Bps
+    if kernel_Bps is not None:
+        per_byte = max(per_byte, 1.0 / kernel_Bps)
+    return hops * np.minimum(np.asarray(nbytes, dtype=float), chunk) * per_byte
+
+
+MAX_CHANNELS = 32
+"""``MAXCHANNELS`` (2.8.4 ``src/include/devcomm.h`` L49)."""
+THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
+"""Bytes of work per thread before NCCL adds threads and channels (2.8.4
+``src/include/comm.h`` L29-31); the ring's LL threshold is multiplied by ``nRanks``
+(tuning.cc L235)."""
+MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+"""``NCCL_LL_MAX_NTHREADS``, ``NCCL_LL128_MAX_NTHREADS``, ``NCCL_SIMPLE_MAX_NTHREADS``
+(2.8.4 ``devcomm.h`` L50-52, L69); the ring's Simple kernel keeps 256 where its graph's
+bus bandwidth is at most ``PCI_WIDTH`` = 12 GB/s (tuning.cc L79-81, ``topo.h`` L19)."""
+
+
+def runtime_channels(hw: Hardware, n_nodes: int) -> int:
+    """``comm->nChannels`` under NCCL 2.8.4: the graphs' common channel count (the derived
+    ring graph between nodes, :func:`.graph.nccl_284_graphs`, else ``hw.channels``)
+    duplicated once (``ncclTopoPostset``, ``src/graph/connect.cc`` L267 at v2.8.4-1:
+    ``min(MAXCHANNELS, 2 * nChannels)``)."""
+    graph = nccl_284_graphs(hw, n_nodes)
+    base = graph["ring"].n_channels if graph else hw.channels
+    return min(MAX_CHANNELS, 2 * base)
+
+
+def _bytes_per_channel(hw: Hardware, algorithm: str, protocol: str, n_ranks: int,
+                       n_nodes: int) -> float:
+    threads = MAX_THREADS[protocol]
+    if algorithm == "ring" and protocol == "Simple":
+        graph = nccl_284_graphs(hw, n_nodes)
+        narrow = graph is not None and graph["ring"].bus_GBps(n_nodes) <= 12.0
+        threads = 256 if narrow else threads
+    return float(threads * THREAD_THRESHOLD[protocol]
+                 * (n_ranks if (algorithm == "ring" and protocol == "LL") else 1))
+
+
+def channel_steps(hw: Hardware, world_size: int) -> np.ndarray:
+    """Every size at which :func:`channel_fraction` adds a channel to some (algorithm,
+    protocol): where a price may step down as the message grows (:mod:`.envelope`)."""
+    n_ranks, n_nodes = layout(world_size, hw.gpus_per_node)
+    if hw.nccl_version != "2.8.4" or n_ranks <= 1:
+        return np.zeros(0)
+    ks = np.arange(2, runtime_channels(hw, n_nodes) + 1, dtype=float)
+    return np.unique(np.concatenate([
+        ks * _bytes_per_channel(hw, a, p, n_ranks, n_nodes) for a, p in CHOICES]))
+
+
+def channel_fraction(hw: Hardware, algorithm: str, protocol: str, nbytes: np.ndarray,
+                     n_ranks: int, n_nodes: int, speedup: float = 1.0) -> np.ndarray:
+    """The share of its channels a collective of ``nbytes`` runs on under NCCL 2.8.4.
+
+    Once the algorithm and protocol are chosen, ``getAlgoInfo`` (``src/enqueue.cc`` L304-312
+    at v2.8.4-1) drops channels one by one while ``nBytes < nc * nt * threshold``
+    (:data:`THREAD_THRESHOLD`, :data:`MAX_THREADS`), then halves the threads. Each channel is
+    one CUDA block with its own connections (and, between nodes, its own network requests),
+    so a collective on ``nc`` of ``NC`` channels moves data at ``nc / NC`` of the full rate,
+    as NCCL's own estimate scales it when the channel count is fixed (``bw / comm->nChannels *
+    info->nChannels``, tuning.cc L279) -- unless the channels share a bottleneck (the NICs,
+    the PCIe path, the proxy thread), in which case one channel alone runs faster than its
+    share, as NCCL's per-channel caps (``perChMaxTreeBws``, ``ll128MaxBwPerCh``, tuning.cc
+    L74-76) bound a channel below the level's rate: ``min(1, speedup * nc / NC)`` with
+    ``speedup >= 1`` calibrated (:attr:`LevelParams.channel_speedup`). Thread halving is not
+    priced (the per-channel rate does not depend on it where the ABCI V100 2-node sweep runs
+    on one channel: its 4-32 KiB points lie on one line, 27 us + size / 1.6 GB/s). 1 for
+    other NCCL versions, whose channel logic was not read here."""
+    m = np.asarray(nbytes, dtype=float)
+    if hw.nccl_version != "2.8.4":
+        return np.ones(m.shape)
+    total = runtime_channels(hw, n_nodes)
+    per_channel = _bytes_per_channel(hw, algorithm, protocol, n_ranks, n_nodes)
+    used = np.clip(np.floor(m / per_channel), 1, total)
+    return np.minimum(1.0, speedup * used / total)
 
 
 RING_STEPS = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}
@@ -115,17 +210,22 @@ class LevelParams:
     nodes): the bus bandwidth of the graph NCCL builds (``nChannels * bw``, bytes/s, before
     the protocol refinements), the base latency of each protocol (seconds; NCCL's
     ``baseLat``, the same for ring and tree once calibrated) and how far LL and LL128 reach
-    NCCL's own efficiency factors (1 = as tuning.cc L327-335 says; both ring and tree)."""
+    NCCL's own efficiency factors (1 = as tuning.cc L327-335 says; both ring and tree), and
+    how much faster than its share of the level one channel runs when NCCL runs a small
+    collective on few channels (:func:`channel_fraction`; 1 = exactly its share)."""
 
     busbw_Bps: float
     base_latency_s: tuple[float, float, float]
     protocol_efficiency: tuple[float, float] = (1.0, 1.0)
+    channel_speedup: float = 1.0
 
     def __post_init__(self) -> None:
         if len(self.protocol_efficiency) != 2 or not all(
                 np.isfinite(v) and v > 0 for v in self.protocol_efficiency):
             raise ConfigError("protocol efficiencies: two numbers > 0 (LL, LL128), got "
                               f"{self.protocol_efficiency}")
+        if not (np.isfinite(self.channel_speedup) and self.channel_speedup >= 1.0):
+            raise ConfigError(f"channel speedup must be >= 1, got {self.channel_speedup}")
         if not (np.isfinite(self.busbw_Bps) and self.busbw_Bps > 0):
             raise ConfigError(f"bus bandwidth must be > 0 bytes/s, got {self.busbw_Bps}")
         if len(self.base_latency_s) != 3 or not all(
@@ -189,7 +289,7 @@ def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: 
     ``hw.channels``, where that derivation applies."""
     if algorithm == "tree" and collective != "all_reduce":
         return 0.0
-    if protocol == "LL128" and not hw.ll128:
+    if protocol == "LL128" and not hw.ll128_at(n_nodes):
         return 0.0
     k = constants_for(hw.nccl_version)
     gen = k.gen_row(hw.generation)
@@ -279,7 +379,8 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
                  world_size: int, priced: bool = False, graphs: bool = False) -> np.ndarray:
     """Seconds of every (algorithm, protocol) of :data:`CHOICES` (rows) at every size
     (columns); ``inf`` where NCCL does not use the pair (tuning.cc L628-654). ``priced``
-    adds what a run pays and NCCL's estimate leaves out (:func:`tree_fill_s`); ``graphs``
+    adds what a run pays and NCCL's estimate leaves out (:func:`tree_fill_s`, the channels
+    a small collective runs on, :func:`channel_fraction`); ``graphs``
     as in :func:`bus_bandwidth_Bps`."""
     m = np.asarray(nbytes, dtype=float)
     n_ranks, n_nodes = layout(world_size, hw.gpus_per_node)
@@ -308,9 +409,14 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
                 plateau = np.floor(m / (hw.channels * n_ranks)) >= 64
             lat_arr[plateau] *= (k.plateau_factor_volta if hw.generation == "volta"
                                  else k.plateau_factor_ampere)
+        if priced:
+            level = params.intra if n_nodes == 1 else params.inter
+            bw_arr *= channel_fraction(hw, algorithm, protocol, m, n_ranks, n_nodes,
+                                       level.channel_speedup)
         out[row] = lat_arr + m / bw_arr
         if priced and algorithm == "tree" and n_nodes > 1:
-            out[row] += tree_fill_s(hw, protocol, m, n_ranks, n_nodes, 2.0 * bw)
+            out[row] += tree_fill_s(hw, protocol, m, n_ranks, n_nodes,
+                                    params.inter_busbw_Bps(n_nodes), 2.0 * bw)
     return out
 
 
