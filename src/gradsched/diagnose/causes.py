@@ -22,14 +22,14 @@ MIN_EXPLAINED_SHARE = 0.2
 """A cause must explain a fifth of the collective's duration: less is the run-to-run spread
 of one NCCL kernel's time (the DLRM ranks' identical 24 KiB all-to-alls range 0.5-7.6 ms)."""
 
-SERIAL_MIN_CONTENDERS = 5
-"""Compute kernels launched while a collective ran, needed before judging serialisation:
-with fewer, a held consumer or two decides it."""
+SERIAL_MIN_CONTENDERS = 3
+"""Collectives with compute pending during them, needed before judging serialisation:
+with fewer, a consumer waiting on its input (an all-to-all's, the optimizer's) decides it."""
 
 SERIAL_MAX_BESIDE_SHARE = 0.05
-"""At most this share of those kernels ran beside the collective: on separate streams with
-separate hardware queues, a compute kernel launched during a collective starts within its
-launch latency unless its own stream is busy."""
+"""At most this share of those collectives had any pending compute kernel start beside
+them: with separate streams in separate hardware queues, pending compute runs during a
+collective unless every pending kernel depends on it."""
 
 LAUNCH_START_S = 50e-6
 """A collective whose kernel started this soon after its launch call was waiting for the
@@ -75,8 +75,8 @@ def rank_causes(step: RankStep, frame: pd.DataFrame) -> list[dict[str, Any]]:
         where = ("the collectives ran on the compute stream" if one else
                  "on their own stream, yet in one hardware queue with the compute")
         out.append(_row(step.rank, -1, "serialised", float(gap),
-                        f"{step.beside} of {step.contenders} compute kernels launched during "
-                        f"a collective ran beside it: {where}"))
+                        f"pending compute ran beside {step.beside} of the {step.contenders} "
+                        f"collectives that had any: {where}"))
     busy = step.compute_s / step.gpu_end_s if step.gpu_end_s > 0 else 1.0
     if busy < HOST_BOUND_SHARE:
         out.append(_row(step.rank, -1, "host-bound", 0.0,

@@ -81,9 +81,10 @@ class RankStep:
     compute_s: float
     """Union of the step's compute kernels (s)."""
     contenders: int
-    """Compute kernels launched while a collective ran on the device."""
+    """Collectives during which compute was pending: a compute kernel launched before the
+    collective's end that had not started before the collective's start."""
     beside: int
-    """Of those, the ones that started before that collective ended (ran beside it)."""
+    """Of those, the collectives beside which one such kernel started (ran)."""
     compute: tuple[tuple[float, float], ...]
     """The compute kernels' union (s from the step start), from the step start to twice
     the step's GPU span (room for a predicted schedule that runs longer)."""
@@ -142,18 +143,14 @@ def observe_document(doc: Any, label: str, step: int | None = None) -> RankStep:
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["rank"] = rank
     step_compute = intersection_length(compute_all, [(span.ts, gpu_end)]) * 1e-6
-    running = [(k, next((c for c, _ in nccl if c.ts <= call.ts < c.end), None))
-               for k, call in others if k.cat.lower() == "kernel"
-               and is_compute_kernel_name(k.name)]
-    contenders = [(k, c) for k, c in running if c is not None]
-    beside = sum(1 for k, c in contenders if k.ts < c.end)
+    contenders, beside = _pending(nccl, others)
     horizon = gpu_end + (gpu_end - span.ts)
     compute = tuple((round((s - span.ts) * 1e-6, 9), round((e - span.ts) * 1e-6, 9))
                     for s, e in compute_all if e > span.ts and s < horizon)
     return RankStep(label=label, rank=rank, world_size=world, device=_device(header),
                     step=number, step_s=span.dur * 1e-6,
                     gpu_end_s=(gpu_end - span.ts) * 1e-6, compute_s=step_compute,
-                    contenders=len(contenders), beside=beside, compute=compute,
+                    contenders=contenders, beside=beside, compute=compute,
                     frame=frame)
 
 
@@ -205,6 +202,23 @@ def _rows(nccl: list[tuple[Event, Event]], others: list[tuple[Event, Event]], ma
             "same_stream_as_compute": stream in compute_streams,
         })
     return rows
+
+
+def _pending(nccl: list[tuple[Event, Event]], others: list[tuple[Event, Event]]
+             ) -> tuple[int, int]:
+    """(collectives with compute pending, those with pending compute run beside them)."""
+    kernels = [(k.ts, call.ts) for k, call in others
+               if k.cat.lower() == "kernel" and is_compute_kernel_name(k.name)]
+    if not kernels:
+        return 0, 0
+    start, call = np.array(kernels).T
+    contenders = beside = 0
+    for c, _ in nccl:
+        pending = (call < c.end) & (start >= c.ts)
+        if pending.any():
+            contenders += 1
+            beside += bool((pending & (start < c.end)).any())
+    return contenders, beside
 
 
 def _rel(ts: float, span: Event) -> float:

@@ -10,7 +10,8 @@ step's events are moved as the fault would move them:
   Kineto keeps them under that setting.
 * :func:`delay_launch`: the launching thread stalls for ``delay`` just before the
   collective's launch call: that thread's later host events, the GPU activities they
-  launch, and whatever then queues behind them on the same stream move later.
+  launch start no earlier than that call plus the trace's shortest launch latency
+  (:func:`launch_latency_us`), and whatever then queues behind them moves later.
 * :func:`remove_prefetch`: a forward collective that ran beside compute starts only when
   the compute stream has drained (all compute started before its recorded end is done);
   everything on the device from then on waits for it.
@@ -67,6 +68,14 @@ def _step_collectives(events: list[Event], label: str, step: int | None
                 and span.ts <= calls[c].ts < span.end:
             out.append((ev, calls[c]))
     return sorted(out, key=lambda kc: (kc[1].ts, kc[0].ts))
+
+
+def launch_latency_us(gpu: list[Event], calls: dict[int, Event], label: str) -> float:
+    """The shortest launch-call-to-start time of the trace's GPU activities (us): how soon
+    this device starts an activity launched to an idle stream."""
+    gaps = [ev.ts - calls[c].ts for ev in gpu
+            if (c := correlation(ev, label)) in calls and ev.ts > calls[c].ts]
+    return min(gaps) if gaps else 0.0
 
 
 def _apply(doc: Any, ts: dict[int, float], dur: dict[int, float] | None = None) -> Any:
@@ -137,9 +146,12 @@ def delay_launch(doc: Any, label: str, index: int, delay_s: float,
             if ev.cat in RUNTIME_CATS and (c := correlation(ev, label)) is not None:
                 moved.add(c)
     gpu = [ev for ev in events if ev.cat in GPU_CATS]
+    calls = _calls(events, label)
+    latency = launch_latency_us(gpu, calls, label)
     for ev in gpu:
-        if correlation(ev, label) in moved:
-            ts[ev.index] = ev.ts + d
+        c = correlation(ev, label)
+        if c in moved:
+            ts[ev.index] = max(ev.ts, calls[c].ts + d + latency)  # type: ignore[index]
     _no_overlap(gpu, ts)
     return _apply(doc, ts)
 
