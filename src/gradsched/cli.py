@@ -31,7 +31,8 @@ from gradsched.printable import PrintableStream
 # in ~1.25 s. tests/test_cli.py checks that this table is what the modules register.
 VERB_MODULES = {
     "advise": "advise", "bench": "bench", "capture": "capture", "cluster": "cluster",
-    "compress": "compress", "diagnose": "diagnose", "fit": "fit", "import": "importcmd", "plan": "replaycmd",
+    "compress": "compress", "diagnose": "diagnose", "fit": "fit", "import": "importcmd",
+    "plan": "replaycmd",
     "reexec": "reexec", "replay": "replaycmd", "report": "report", "run": "run", "shard": "shard",
     "study": "study", "traces": "traces",
 }

@@ -30,7 +30,7 @@ def hta_sweep_overlap(comm: list[tuple[float, float]], comp: list[tuple[float, f
     status = sorted([(s, 1) for s, _ in union(comm)] + [(e, -1) for _, e in union(comm)]
                     + [(s, 2) for s, _ in union(comp)] + [(e, -2) for _, e in union(comp)])
     running, total = 0, 0.0
-    for (t, change), nxt in zip(status, status[1:] + [(status[-1][0], 0)], strict=True):
+    for (t, change), nxt in zip(status, [*status[1:], (status[-1][0], 0)], strict=True):
         running += change
         if running == 3:
             total += nxt[0] - t
