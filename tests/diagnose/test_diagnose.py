@@ -65,3 +65,35 @@ def test_planted_late_launch() -> None:
 def test_bad_framework_refused() -> None:
     with pytest.raises(ConfigError, match="--framework"):
         Settings((HTA_DDP,), framework="horovod").check()
+
+
+def _check(rows: list[dict[str, Any]], expect_found: set[str]) -> None:
+    found = {r["fault"] for r in rows if r["applicable"] and r["found"]}
+    assert found == expect_found, rows
+    assert all(r["false_causes"] == "" for r in rows), rows
+
+
+def test_planted_faults_dlrm_eight_ranks() -> None:
+    """PARAM's eight-rank DLRM step: serialisation, a late launch and a slowed rank are
+    each named; no prefetch target (no forward collective ran beside compute)."""
+    from gradsched.diagnose.planted import check_trace
+
+    docs = _docs(str(REPO / "data/external/param/dlrm_kineto.tar.gz"))
+    rows = check_trace("dlrm", docs)
+    _check(rows, {"serialised", "launch-late", "waiting-on-rank"})
+    slowed = next(r for r in rows if r["fault"] == "waiting-on-rank")
+    assert slowed["target"] == "rank 7 at collective 4"
+
+
+def test_planted_prefetch_removed_trace_diff_control() -> None:
+    """HTA's trace-diff control rank: its first forward all-to-all ran beside compute;
+    made to wait for the compute stream, it is named a missed prefetch, and nothing else
+    new appears."""
+    path = str(REPO / "data/external/hta/trace_diff/control/control.json.gz")
+    (label, doc), = _docs(path)
+    clean = _clean(path)
+    target = plant.prefetch_target(clean.steps[0])
+    assert target == 0
+    d = diagnose_documents([(label, plant.remove_prefetch(doc, label, target))],
+                           Settings((path,), step=clean.steps[0].step))
+    assert _named(d) - _named(clean) == {("prefetch-missed", 3, 0)}

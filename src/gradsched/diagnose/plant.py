@@ -11,13 +11,17 @@ step's events are moved as the fault would move them:
 * :func:`delay_launch`: the launching thread stalls for ``delay`` just before the
   collective's launch call: that thread's later host events, the GPU activities they
   launch start no earlier than that call plus the trace's shortest launch latency
-  (:func:`launch_latency_us`), and whatever then queues behind them moves later.
+  (:func:`launch_latency_us`), whatever then queues behind them moves later, and the spans
+  around the stall on that thread (the step's own) last longer by the stall.
 * :func:`remove_prefetch`: a forward collective that ran beside compute starts only when
-  the compute stream has drained (all compute started before its recorded end is done);
-  everything on the device from then on waits for it.
-* :func:`slow_rank`: one rank reaches the collective ``delay`` late (every event of that
-  rank from its launch call on moves later); on the other ranks that collective's kernel
-  waits the extra time and everything after it moves later.
+  the compute stream has drained (all compute started before its recorded end is done),
+  and the compute stream then waits for its end (the consumer's stream wait); what queues
+  behind moves later.
+* :func:`slow_rank`: one rank reaches the collective ``delay`` late (its last compute
+  kernel before the collective runs that much longer: a slower GPU, throttled clocks);
+  on the other ranks that collective's kernel
+  waits the extra time and everything after it moves later (on every rank, the spans
+  around that moment, the step's own, last longer by the delay).
 
 Which collective is chosen (:func:`prefetch_target`, :func:`backward_target`) and by how
 much it is delayed (:func:`plant_delay_s`) is stated, not tuned per trace.
@@ -57,10 +61,14 @@ def _calls(events: list[Event], label: str) -> dict[int, Event]:
             and (c := correlation(ev, label)) is not None}
 
 
+def _step_span(events: list[Event], label: str, step: int | None) -> Event:
+    return choose_step(events, label, step)[1]
+
+
 def _step_collectives(events: list[Event], label: str, step: int | None
                       ) -> list[tuple[Event, Event]]:
     """The step's NCCL kernels with their launch calls, in launch order (as observed)."""
-    _, span, _ = choose_step(events, label, step)
+    span = _step_span(events, label, step)
     calls = _calls(events, label)
     out = []
     for ev in events:
@@ -138,13 +146,19 @@ def delay_launch(doc: Any, label: str, index: int, delay_s: float,
     call = coll[index][1]
     d = delay_s * 1e6
     ts: dict[int, float] = {}
+    dur: dict[int, float] = {}
     moved: set[int] = set()
     for ev in events:
-        if (ev.pid, ev.tid) == (call.pid, call.tid) and ev.ts >= call.ts \
-                and ev.cat not in GPU_CATS:
+        if (ev.pid, ev.tid) != (call.pid, call.tid) or ev.cat in GPU_CATS:
+            continue
+        if ev.ts >= call.ts:
             ts[ev.index] = ev.ts + d
             if ev.cat in RUNTIME_CATS and (c := correlation(ev, label)) is not None:
                 moved.add(c)
+        elif ev.end > call.ts:  # a span around the stall lasts longer
+            dur[ev.index] = ev.dur + d
+    span = _step_span(events, label, step)  # the step waits for its backward thread
+    dur[span.index] = span.dur + d
     gpu = [ev for ev in events if ev.cat in GPU_CATS]
     calls = _calls(events, label)
     latency = launch_latency_us(gpu, calls, label)
@@ -153,7 +167,7 @@ def delay_launch(doc: Any, label: str, index: int, delay_s: float,
         if c in moved:
             ts[ev.index] = max(ev.ts, calls[c].ts + d + latency)  # type: ignore[index]
     _no_overlap(gpu, ts)
-    return _apply(doc, ts)
+    return _apply(doc, ts, dur)
 
 
 def remove_prefetch(doc: Any, label: str, index: int, step: int | None = None) -> Any:
@@ -174,16 +188,19 @@ def remove_prefetch(doc: Any, label: str, index: int, step: int | None = None) -
                    and ev.ts < kernel.end), default=kernel.ts)
     start = max(drained, kernel.ts)
     ts: dict[int, float] = {kernel.index: start}
-    for ev in gpu:
-        if ev.index != kernel.index and ev.ts >= start:
-            ts[ev.index] = ev.ts + kernel.dur
+    for ev in compute:
+        if ev.args.get("stream", ev.tid) == main and ev.ts >= start:
+            ts[ev.index] = max(ev.ts, start + kernel.dur)
     _no_overlap(gpu, ts)
     return _apply(doc, ts)
 
 
 def slow_rank(docs: list[tuple[str, Any]], rank_pos: int, index: int, delay_s: float,
               step: int | None = None) -> list[tuple[str, Any]]:
-    """Rank ``docs[rank_pos]`` reaches collective ``index`` late (module docstring)."""
+    """Rank ``docs[rank_pos]`` reaches collective ``index`` late (module docstring): on that
+    rank the last compute kernel before the collective's launch lasts ``delay_s`` longer
+    and the device work after it moves later; on the others the collective's kernel waits
+    that long and everything after it moves later."""
     d = delay_s * 1e6
     out = []
     for pos, (label, doc) in enumerate(docs):
@@ -192,13 +209,20 @@ def slow_rank(docs: list[tuple[str, Any]], rank_pos: int, index: int, delay_s: f
         if not 0 <= index < len(coll):
             raise InputError(f"no collective {index} in the step ({len(coll)})", path=label)
         kernel, call = coll[index]
+        gpu = [ev for ev in events if ev.cat in GPU_CATS]
         if pos == rank_pos:
-            ts = {ev.index: ev.ts + d for ev in events if ev.ts >= call.ts}
-            out.append((label, _apply(doc, ts)))
+            calls = _calls(events, label)
+            before = [ev for ev in gpu if not is_nccl(ev) and ev.cat.lower() == "kernel"
+                      and (c := correlation(ev, label)) in calls and calls[c].ts < call.ts]
+            slow = max(before, key=lambda ev: ev.end)
+            ts = {ev.index: ev.ts + d for ev in gpu if ev.ts >= slow.end}
+            _no_overlap(gpu, ts)
+            out.append((label, _apply(doc, ts, {slow.index: slow.dur + d})))
         else:
-            ts = {ev.index: ev.ts + d for ev in events
-                  if ev.ts >= kernel.end and ev.index != kernel.index}
-            out.append((label, _apply(doc, ts, {kernel.index: kernel.dur + d})))
+            ts = {ev.index: ev.ts + d for ev in events if ev.ts >= kernel.end}
+            dur = {ev.index: ev.dur + d for ev in events if ev.ts < kernel.end < ev.end}
+            dur[kernel.index] = kernel.dur + d
+            out.append((label, _apply(doc, ts, dur)))
     return out
 
 
@@ -209,6 +233,15 @@ def prefetch_target(step: RankStep) -> int | None:
     hit = f[(f["phase"] == "forward") & (f["duration_s"] >= PREFETCH_MIN_S)
             & (f["exposed_s"] <= 0.5 * f["duration_s"])]
     return int(hit["index"].iloc[0]) if not hit.empty else None
+
+
+def launch_delay_s(step: RankStep, index: int) -> float:
+    """The stall planted before collective ``index``'s launch: the host's lead over the
+    device at that launch (a shorter stall changes nothing on the device) plus
+    :func:`plant_delay_s` of its duration."""
+    row = step.frame[step.frame["index"] == index].iloc[0]
+    lead = max(float(row["start_s"]) - float(row["launch_s"]), 0.0)
+    return lead + plant_delay_s(float(row["duration_s"]))
 
 
 def backward_target(step: RankStep) -> int | None:
