@@ -1471,6 +1471,9 @@ def _diagnose() -> dict[str, Entry]:
         g + "--step": more(DIAG, "--step 4", compare="stdout"),
         g + "--csv": Output(DIAG, f"{DIAG} --csv d.csv", "d.csv"),
         g + "--causes-csv": Output(DIAG, f"{DIAG} --causes-csv c.csv", "c.csv"),
+        g + "--planted": (Output(DIAG, f"{DIAG} --planted p.csv", "p.csv"),
+                          refused(f"{DIAG} --planted p.csv", "--step 4")),
+        g + "--tables": Output(DIAG, f"{DIAG} --tables t", "t/diagnose-collectives.tex"),
     }
 
 

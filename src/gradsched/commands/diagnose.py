@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gradsched.commands._outputs import output_file
+from gradsched.commands._outputs import output_file, output_folder
 
 FRAMEWORK_CHOICES = ("ddp", "fsdp2", "deepspeed", "megatron")
 
@@ -37,6 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write the per-collective table")
     p.add_argument("--causes-csv", type=output_file, default=None,
                    help="write the causes found, one row each")
+    p.add_argument("--planted", type=output_file, default=None, metavar="CSV",
+                   help="instead: plant each fault (SYNTHETIC) in each TRACE file, taken as "
+                        "one job each, diagnose, and write the check to CSV")
+    p.add_argument("--tables", type=output_folder, default=None, metavar="DIR",
+                   help="write the paper table (diagnose-collectives, or with --planted "
+                        "diagnose-planted; .tex and .md) to DIR")
     p.set_defaults(func=_run)
 
 
@@ -48,6 +54,8 @@ def _run(args: argparse.Namespace) -> int:
 
     settings = Settings(tuple(str(t) for t in args.traces), comm=args.comm,
                         framework=args.framework, step=args.step).check()
+    if args.planted is not None:
+        return _planted(args)
     model = load_comm_spec(args.comm) if args.comm else None
     result = diagnose(settings, model)
     _print(result)
@@ -56,6 +64,40 @@ def _run(args: argparse.Namespace) -> int:
         write_csv_atomic(args.csv, result.frame)
     if args.causes_csv:
         write_csv_atomic(args.causes_csv, result.causes)
+    if args.tables is not None:
+        from gradsched.report.diagnose import write_diagnose_table
+
+        write_diagnose_table("collectives", result.frame, args.tables)
+    return 0
+
+
+def _planted(args: argparse.Namespace) -> int:
+    from gradsched.diagnose.planted import planted_table
+    from gradsched.diagnose.run import documents
+    from gradsched.errors import ConfigError
+    from gradsched.io import write_csv_atomic
+
+    unused = [name for name, value in (("--comm", args.comm), ("--framework", args.framework),
+                                       ("--step", args.step), ("--csv", args.csv),
+                                       ("--causes-csv", args.causes_csv)) if value is not None]
+    if unused:
+        raise ConfigError(f"--planted diagnoses each file with its own fitted model and "
+                          f"step; it does not take {', '.join(unused)}")
+    names = [Path(t).name.split(".")[0] for t in args.traces]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--planted: two traces share a name ({names})")
+    table = planted_table({n: documents([str(t)]) for n, t in zip(names, args.traces,
+                                                                    strict=True)})
+    write_csv_atomic(args.planted, table)
+    for r in table.itertuples(index=False):
+        named = "n/a" if not r.applicable else ("named" if r.found else "NOT NAMED")
+        extra = f"; false: {r.false_causes}" if r.false_causes else ""
+        print(f"{r.trace}: {r.fault} ({r.target or '-'}): {named}{extra}"
+              f"{'; ' + r.note if r.note else ''}")
+    if args.tables is not None:
+        from gradsched.report.diagnose import write_diagnose_table
+
+        write_diagnose_table("planted", table, args.tables)
     return 0
 
 
@@ -83,8 +125,12 @@ def _print(result: Any) -> None:
         return
     print(f"what to change ({result.framework}):")
     for f in result.fixes.itertuples(index=False):
-        gain = (f"predicted gain {_ms(f.gain_s)} ms per step (band {_ms(f.gain_low_s)}-"
-                f"{_ms(f.gain_high_s)})" if f.cause != "host-bound" else "gain not "
-                "quantified")
+        if f.cause == "host-bound":
+            gain = "gain not quantified"
+        elif f.cause == "nothing-to-hide":
+            gain = f"predicted gain up to {_ms(f.gain_high_s)} ms per step"
+        else:
+            gain = (f"predicted gain {_ms(f.gain_s)} ms per step (band {_ms(f.gain_low_s)}-"
+                    f"{_ms(f.gain_high_s)})")
         print(f"  {f.cause} (ranks {f.ranks}): {gain}")
         print(f"    {f.change}")
