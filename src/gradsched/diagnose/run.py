@@ -163,8 +163,10 @@ def _notes(steps: list[RankStep], frame: pd.DataFrame, model: CommModel | None,
         unpriced = sorted(set(frame.loc[frame["model_source"] == "trace-fit",
                                         "collective"]))
         if unpriced:
-            notes.append(f"{', '.join(unpriced)}: not priced by {settings.comm}; priced by "
-                         "the trace-fitted model")
+            sizes = model.world_sizes()
+            held = f" (it holds world sizes {', '.join(map(str, sizes))})" if sizes else ""
+            notes.append(f"{', '.join(unpriced)} at world size {world}: not priced by "
+                         f"{settings.comm}{held}; priced by the trace-fitted model")
     if len(steps) == 1:
         notes.append("one rank's trace: a collective's time includes its wait for the other "
                      "ranks, which this trace cannot separate (give every rank's trace)")
