@@ -128,8 +128,8 @@ def observe_document(doc: Any, label: str, step: int | None = None) -> RankStep:
     nccl = [(k, call) for k, call in launched if is_nccl(k)]
     if not nccl:
         raise InputError(f"ProfilerStep#{number} launched no NCCL kernel: nothing to "
-                         "diagnose (a single-GPU trace, or one profiled without CUDA "
-                         "activities)", path=label, field="traceEvents")
+                         "diagnose (a single-GPU trace, a CPU run over gloo, or one "
+                         "profiled without CUDA activities)", path=label, field="traceEvents")
     others = sorted(((k, call) for k, call in launched if not is_nccl(k)),
                     key=lambda kc: kc[1].ts)
     main = _main_stream(others)

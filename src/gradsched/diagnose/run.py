@@ -24,8 +24,8 @@ from gradsched.traces.importers.kineto.events import read_documents
 
 FRAME_COLUMNS = ["rank", "index", "collective", "bytes", "world_size", "stream", "phase",
                  "ready_s", "launch_s", "start_s", "end_s", "duration_s", "transfer_s",
-                 "wait_s", "exposed_s", "modelled_s", "model_source", "predicted_start_s",
-                 "predicted_exposed_s", "causes"]
+                 "wait_s", "last_rank", "exposed_s", "modelled_s", "model_source",
+                 "predicted_start_s", "predicted_exposed_s", "causes"]
 """The per-collective table ``diagnose --csv`` writes (times in seconds from each rank's
 ``ProfilerStep`` start)."""
 
@@ -141,13 +141,19 @@ def _fixes(causes: pd.DataFrame, frame: pd.DataFrame, scaled: dict[float, np.nda
             gains.append(float(group["explained_s"].sum()))
             lo.append(float(np.clip(observed[mask] - scaled[band[1]][mask], 0, None).sum()))
             hi.append(float(np.clip(observed[mask] - scaled[band[0]][mask], 0, None).sum()))
+        change = fix_text(cause, framework)
+        if cause == "waiting-on-rank":
+            waited = frame[frame["index"].isin(hit["index"])].drop_duplicates("index")
+            counts = waited["last_rank"].value_counts()
+            change = (f"rank {int(counts.index[0])} started last at {int(counts.iloc[0])} of "
+                      f"the {len(waited)} collectives waited on; {change}")
         rows.append({"cause": cause, "ranks": " ".join(str(r) for r in sorted(hit["rank"]
                                                                               .unique())),
                      "collectives": int((hit["index"] >= 0).sum()),
                      "gain_s": round(max(gains), 9),
                      "gain_low_s": round(min(max(lo), max(gains)), 9),
                      "gain_high_s": round(max(max(hi), max(gains)), 9),
-                     "change": fix_text(cause, framework)})
+                     "change": change})
     return pd.DataFrame(rows, columns=["cause", "ranks", "collectives", "gain_s",
                                        "gain_low_s", "gain_high_s", "change"])
 
@@ -170,6 +176,8 @@ def _notes(steps: list[RankStep], frame: pd.DataFrame, model: CommModel | None,
     if len(steps) == 1:
         notes.append("one rank's trace: a collective's time includes its wait for the other "
                      "ranks, which this trace cannot separate (give every rank's trace)")
+    notes.append("each cause's gain is the most its removal recovers on the worst rank; "
+                 "causes that explain the same exposed time do not add up")
     notes.append(f"band: observed/modelled transfer ratio {band[0]:.2f}-{band[1]:.2f} over "
                  "the trace's collectives")
     return notes
