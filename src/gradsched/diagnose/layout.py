@@ -5,7 +5,9 @@
   registration order, ``torch/nn/parallel/distributed.py``,
   ``_compute_bucket_assignment_by_size``); their sizes are the buckets' bytes.
 * **FSDP2 units**: all-gathers (forward, and again in the backward where the unit was
-  resharded) and reduce-scatters (backward), one of each per unit
+  resharded) and reduce-scatters (backward), one of each per unit; the layout is called
+  FSDP2 only with all-gathers in the forward and reduce-scatters in the backward (TorchRec's
+  sharded embeddings reduce-scatter in the forward and all-gather in the backward)
   (``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``: ``unshard`` and
   ``post_backward``).
 * **Other collectives** (all-to-all of sharded embeddings, broadcasts of buffers) are listed
@@ -34,7 +36,9 @@ def recognise(frame: pd.DataFrame) -> dict[str, Any]:
     forward = frame[frame["phase"] == "forward"]
     early = forward if gathers.empty else gathers
     prefetched = int((early["start_s"] < early["drained_s"] - HOLD_TOL_S).sum())
-    if not scatters.empty and not gathers.empty:
+    fsdp = (not scatters[scatters["phase"] == "backward"].empty
+            and not gathers[gathers["phase"] == "forward"].empty)
+    if fsdp:
         kind = "fsdp2"
     elif not buckets.empty:
         kind = "ddp"
@@ -62,9 +66,13 @@ def layout_line(facts: dict[str, Any]) -> str:
         mib = ", ".join(f"{b / 2**20:.1f}" for b in facts["bucket_bytes"])
         parts.append(f"{facts['buckets']} DDP buckets in backward ({mib} MiB, in launch "
                      "order)")
-    if facts["units"]:
+    if facts["units"] and facts["layout"] == "fsdp2":
         parts.append(f"{facts['units']} FSDP units ({facts['all_gathers']} all-gathers, "
                      f"{facts['units']} reduce-scatters)")
+    elif facts["units"] or facts["all_gathers"]:
+        parts.append(f"{facts['all_gathers']} all_gather, {facts['units']} reduce_scatter "
+                     "(not FSDP's pattern: all-gathers in forward, reduce-scatters in "
+                     "backward)")
     if facts["other"]:
         parts.append(", ".join(f"{n} {k}" for k, n in facts["other"].items()))
     streams = ", ".join(facts["comm_streams"])
