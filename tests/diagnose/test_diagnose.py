@@ -113,3 +113,32 @@ def test_slower_than_the_sweep_and_the_domain_notes() -> None:
     assert set(slow["index"]) == {2, 3, 4, 5, 6}
     assert (d.frame["model_source"] == "sweep").all()
     assert not any("fitted on this trace" in n for n in d.notes)
+
+
+@pytest.mark.slow
+def test_cpu_gloo_run_and_a_one_thread_serialised_plant(tmp_path: Path) -> None:
+    """A real two-rank gloo DDP run profiled here goes through the same command: eight 1 MiB
+    buckets recognised on gloo's threads, no serialisation; with every collective planted
+    (synthetic) onto the training thread, serialisation is named on both ranks."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    subprocess.run([sys.executable, str(Path(__file__).with_name("gloo_step.py")),
+                    str(tmp_path), str(port)], check=True, timeout=300,
+                   capture_output=True)
+    docs = [(f"rank{r}", json.loads((tmp_path / f"rank{r}.json").read_text()))
+            for r in (0, 1)]
+    clean = diagnose_documents(docs, Settings(("-",)))
+    assert clean.layout["buckets"] == 8
+    assert set(clean.layout["bucket_bytes"]) == {262656 * 4}  # 512 x 513 fp32 per bucket
+    assert "serialised" not in set(clean.causes["cause"])
+    planted = [(lbl, plant.serialise_cpu(doc, lbl)) for lbl, doc in docs]
+    d = diagnose_documents(planted, Settings(("-",), step=clean.steps[0].step))
+    assert {("serialised", 0, -1), ("serialised", 1, -1)} <= _named(d)
+    assert d.fixes["change"].str.contains("async_op=True").any()

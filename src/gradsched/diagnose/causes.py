@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from gradsched.diagnose.observe import HOLD_TOL_S, RankStep
+from gradsched.diagnose.rank_step import HOLD_TOL_S, RankStep
 
 MIN_EXPLAINED_S = 50e-6
 """Fifty Kineto timestamp ticks (1 us) and about ten kernel launch latencies: shorter
@@ -72,13 +72,17 @@ def rank_causes(step: RankStep, frame: pd.DataFrame) -> list[dict[str, Any]]:
             and step.beside <= SERIAL_MAX_BESIDE_SHARE * step.contenders):
         gap = (frame["exposed_s"] - frame["predicted_exposed_s"]).clip(lower=0).sum()
         one = bool(frame["same_stream_as_compute"].any())
-        where = ("the collectives ran on the compute stream" if one else
-                 "on their own stream, yet in one hardware queue with the compute")
+        if step.cpu:
+            where = ("the collectives ran on the training thread" if one else
+                     "on gloo's threads, yet the training thread waited for each")
+        else:
+            where = ("the collectives ran on the compute stream" if one else
+                     "on their own stream, yet in one hardware queue with the compute")
         out.append(_row(step.rank, -1, "serialised", float(gap),
                         f"pending compute ran beside {step.beside} of the {step.contenders} "
                         f"collectives that had any: {where}"))
     busy = step.compute_s / step.gpu_end_s if step.gpu_end_s > 0 else 1.0
-    if busy < HOST_BOUND_SHARE:
+    if busy < HOST_BOUND_SHARE and not step.cpu:
         out.append(_row(step.rank, -1, "host-bound", 0.0,
                         f"compute kernels cover {busy:.0%} of the step's GPU span: the device "
                         "waits for the host, and overlap can only hide what runs"))

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 FIXES: dict[str, dict[str, str]] = {
     "serialised": {
+        "cpu": "issue the collective asynchronously (dist.all_reduce(..., async_op=True) and "
+               "wait before the optimizer, as DDP's reducer does); a communication hook "
+               "must return the Work's future, not wait on it",
         "ddp": "export CUDA_DEVICE_MAX_CONNECTIONS=32  # or unset it: 1 puts NCCL and "
                "compute in one hardware queue",
         "fsdp2": "export CUDA_DEVICE_MAX_CONNECTIONS=32  # or unset it",
@@ -51,6 +54,8 @@ FIXES: dict[str, dict[str, str]] = {
                "protocol and transport chosen; then the link (congestion, a degraded NIC)",
     },
     "waiting-on-rank": {
+        "cpu": "look at the slow rank: its CPU load (other processes, cores shared), "
+               "torch.get_num_threads() and data loading",
         "any": "look at the slow rank: its GPU clocks (nvidia-smi -q -d "
                "CLOCK,PERFORMANCE), data loading and host load",
     },
@@ -61,7 +66,9 @@ FIXES: dict[str, dict[str, str]] = {
 }
 
 
-def fix_text(cause: str, framework: str) -> str:
-    """The change for ``cause`` in ``framework``'s terms."""
+def fix_text(cause: str, framework: str, cpu: bool = False) -> str:
+    """The change for ``cause`` in ``framework``'s terms (a CPU run's own where it has
+    one)."""
     table = FIXES[cause]
-    return table.get(framework) or table.get("any") or table["ddp"]
+    return ((table.get("cpu") if cpu else None) or table.get(framework) or table.get("any")
+            or table["ddp"])

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from gradsched.diagnose.observe import HOLD_TOL_S
+from gradsched.diagnose.rank_step import HOLD_TOL_S
 
 FRAMEWORKS = ("ddp", "fsdp2", "deepspeed", "megatron")
 

@@ -1,4 +1,5 @@
-"""One rank's Kineto trace of a training step -> what each collective did on that rank.
+"""One rank's Kineto trace of a training step -> what each collective did on that rank
+(a CPU run over gloo is read by :mod:`.observe_cpu` into the same frame).
 
 The step and the CPU/GPU links are read as the Kineto GPU importer reads them
 (:mod:`gradsched.traces.importers.kineto_gpu`: :func:`~.steps.choose_step`,
@@ -17,15 +18,17 @@ launched inside the step (times in seconds from the rank's ``ProfilerStep`` star
   produced, or the input of an all-gather written. (A collective fed from a side stream,
   such as TorchRec's input distribution, starts before that; its ready is then its start.)
 * ``drained_s``: end of the last main-stream activity that started before the collective:
-  a collective starting within :data:`HOLD_TOL_S` of it waited for the compute stream to
+  a collective starting within
+  :data:`~gradsched.diagnose.rank_step.HOLD_TOL_S` of it waited for the compute stream to
   drain (gated on all the compute before it);
 * ``start_s``, ``end_s``, ``duration_s``: the NCCL kernel on the device (its duration
   includes the wait for the peers);
 * ``exposed_s``: :func:`gradsched.diagnose.exposure.exposed_length` against the union of
   the trace's compute kernels (HTA's definition);
 * ``held_kernels``: compute kernels launched before the collective ended that started
-  within :data:`HOLD_TOL_S` after its end, on a stream that had gone idle before its end:
-  work the device had and did not run beside the collective;
+  within :data:`~gradsched.diagnose.rank_step.HOLD_TOL_S` after its end, on a stream
+  that had gone idle before its end: work the device had and did not run beside the
+  collective;
 * ``hideable_s``: compute on the device from ``ready_s`` to the end of the step's GPU work,
   the most the collective could have hidden behind had it started when ready;
 * ``phase``: ``forward`` when launched before the step's first backward op, else
@@ -35,13 +38,14 @@ launched inside the step (times in seconds from the rank's ``ProfilerStep`` star
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from gradsched.diagnose.exposure import exposed_length, is_compute_kernel_name
+from gradsched.diagnose.observe_cpu import observe_cpu_document
+from gradsched.diagnose.rank_step import COLUMNS, HOLD_TOL_S, RankStep
 from gradsched.errors import InputError
 from gradsched.traces.importers.kineto.comm_meta import meta_from_args
 from gradsched.traces.importers.kineto.events import Event, complete_events
@@ -55,40 +59,6 @@ from gradsched.traces.importers.kineto_gpu.nesting import (
     nest,
 )
 from gradsched.traces.importers.kineto_gpu.steps import choose_step
-
-HOLD_TOL_S = 5e-6
-"""A compute kernel starting this soon after a collective's end, on a stream idle before
-that end, was held by it: Kineto timestamps are microseconds and a kernel launched to an
-idle stream starts a few microseconds after its launch call (the launch latency)."""
-
-COLUMNS = ["rank", "index", "collective", "bytes", "world_size", "stream", "phase",
-           "ready_s", "drained_s", "launch_s", "start_s", "end_s", "duration_s", "exposed_s",
-           "hideable_s", "held_kernels", "same_stream_as_compute"]
-
-
-@dataclass(frozen=True)
-class RankStep:
-    """One rank's step: its collectives (:data:`COLUMNS`) and the facts the causes read."""
-
-    label: str
-    rank: int
-    world_size: int | None
-    device: str | None
-    step: int
-    step_s: float
-    gpu_end_s: float
-    """End of the step's last GPU activity (s from the step start)."""
-    compute_s: float
-    """Union of the step's compute kernels (s)."""
-    contenders: int
-    """Collectives during which compute was pending: a compute kernel launched before the
-    collective's end that had not started before the collective's start."""
-    beside: int
-    """Of those, the collectives beside which one such kernel started (ran)."""
-    compute: tuple[tuple[float, float], ...]
-    """The compute kernels' union (s from the step start), from the step start to twice
-    the step's GPU span (room for a predicted schedule that runs longer)."""
-    frame: pd.DataFrame
 
 
 def _device(header: dict[str, Any]) -> str | None:
@@ -126,6 +96,8 @@ def observe_document(doc: Any, label: str, step: int | None = None) -> RankStep:
         if corr is not None and corr in launches:
             launched.append((ev, launches[corr].event))
     nccl = [(k, call) for k, call in launched if is_nccl(k)]
+    if not nccl and any(ev.name.startswith("gloo:") for ev in events):
+        return observe_cpu_document(doc, label, step)
     if not nccl:
         raise InputError(f"ProfilerStep#{number} launched no NCCL kernel: nothing to "
                          "diagnose (a single-GPU trace, a CPU run over gloo, or one "
@@ -252,3 +224,6 @@ def _held(coll: Event, others: list[tuple[Event, Event]],
         if prev_end < coll.end - tol:
             held += 1
     return held
+
+
+__all__ = ["COLUMNS", "HOLD_TOL_S", "RankStep", "observe_document"]

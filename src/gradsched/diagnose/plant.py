@@ -23,6 +23,9 @@ step's events are moved as the fault would move them:
   waits the extra time and everything after it moves later (on every rank, the spans
   around that moment, the step's own, last longer by the delay).
 
+* :func:`serialise_cpu`: on a CPU (gloo) trace, every collective runs on the training
+  thread that launched it (a one-thread, blocking communication).
+
 Which collective is chosen (:func:`prefetch_target`, :func:`backward_target`) and by how
 much it is delayed (:func:`plant_delay_s`) is stated, not tuned per trace.
 """
@@ -32,7 +35,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gradsched.diagnose.observe import RankStep
+from gradsched.diagnose.observe_cpu import gloo_pairs
+from gradsched.diagnose.rank_step import RankStep
 from gradsched.errors import InputError
 from gradsched.traces.importers.kineto.events import Event, complete_events
 from gradsched.traces.importers.kineto_gpu.nesting import (
@@ -86,16 +90,20 @@ def launch_latency_us(gpu: list[Event], calls: dict[int, Event], label: str) -> 
     return min(gaps) if gaps else 0.0
 
 
-def _apply(doc: Any, ts: dict[int, float], dur: dict[int, float] | None = None) -> Any:
-    """A copy of ``doc`` with the raw events at these indices given new ``ts``/``dur``."""
+def _apply(doc: Any, ts: dict[int, float], dur: dict[int, float] | None = None,
+           tid: dict[int, Any] | None = None) -> Any:
+    """A copy of ``doc`` with the raw events at these indices given new ``ts``/``dur``/
+    ``tid``."""
     new = copy.copy(doc)
     raw = list(doc["traceEvents"])
-    for i in set(ts) | set(dur or {}):
+    for i in set(ts) | set(dur or {}) | set(tid or {}):
         ev = dict(raw[i])
         if i in ts:
             ev["ts"] = ts[i]
         if dur and i in dur:
             ev["dur"] = dur[i]
+        if tid and i in tid:
+            ev["tid"] = tid[i]
         raw[i] = ev
     new["traceEvents"] = raw
     return new
@@ -224,6 +232,37 @@ def slow_rank(docs: list[tuple[str, Any]], rank_pos: int, index: int, delay_s: f
             dur[kernel.index] = kernel.dur + d
             out.append((label, _apply(doc, ts, dur)))
     return out
+
+
+def serialise_cpu(doc: Any, label: str) -> Any:
+    """A CPU (gloo) trace with every collective run on the training thread that launches it
+    (a blocking collective, a communication hook that waits): each ``gloo:`` span moves to
+    right after its ``c10d::`` launch on that thread, and that thread's later events move
+    later by the collectives' durations (spans around a launch last that much longer)."""
+    events, _ = complete_events(doc, label)
+    pairs = gloo_pairs(events, float("-inf"), float("inf"))
+    if not pairs:
+        raise InputError("no gloo collective to serialise", path=label)
+    marks = [(call.end, gloo.dur) for call, gloo in pairs]
+    main = {(call.pid, call.tid) for call, _ in pairs}
+
+    def shift(t: float) -> float:
+        return sum(d for at, d in marks if at <= t)
+
+    ts: dict[int, float] = {}
+    dur: dict[int, float] = {}
+    tid: dict[int, Any] = {}
+    for ev in events:
+        if (ev.pid, ev.tid) in main and not ev.name.startswith("gloo:"):
+            start, end = ev.ts + shift(ev.ts), ev.end + shift(ev.end)
+            if start != ev.ts:
+                ts[ev.index] = start
+            if end - start != ev.dur:
+                dur[ev.index] = end - start
+    for call, gloo in pairs:
+        ts[gloo.index] = call.end + shift(call.end) - gloo.dur
+        tid[gloo.index] = call.tid
+    return _apply(doc, ts, dur, tid)
 
 
 def prefetch_target(step: RankStep) -> int | None:

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from gradsched.diagnose import plant
-from gradsched.diagnose.observe import RankStep
+from gradsched.diagnose.rank_step import RankStep
 from gradsched.diagnose.run import Diagnosis, Settings, diagnose_documents
 
 FAULTS = ("serialised", "launch-late", "prefetch-missed", "waiting-on-rank")

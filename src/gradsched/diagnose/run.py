@@ -21,6 +21,7 @@ from gradsched.diagnose.predict import fit_trace, modelled_times, replay_rank
 from gradsched.diagnose.ranks import align
 from gradsched.errors import ConfigError, InputError
 from gradsched.traces.importers.kineto.events import read_documents
+from gradsched.traces.importers.kineto.intervals import union
 
 FRAME_COLUMNS = ["rank", "index", "collective", "bytes", "world_size", "stream", "phase",
                  "ready_s", "launch_s", "start_s", "end_s", "duration_s", "transfer_s",
@@ -28,6 +29,11 @@ FRAME_COLUMNS = ["rank", "index", "collective", "bytes", "world_size", "stream",
                  "predicted_start_s", "predicted_exposed_s", "causes"]
 """The per-collective table ``diagnose --csv`` writes (times in seconds from each rank's
 ``ProfilerStep`` start)."""
+
+
+MIN_MODELLED_S = 1e-6
+"""Collectives modelled shorter than this (a microsecond, Kineto's tick) do not enter the
+band: their ratio is noise."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,8 @@ def diagnose_documents(docs: Sequence[tuple[str, Any]], settings: Settings,
     frame["model_source"] = sources
     frame["predicted_start_s"] = 0.0
     frame["predicted_exposed_s"] = 0.0
-    ratio = frame["transfer_s"].to_numpy(dtype=float) / np.maximum(modelled, 1e-12)
+    priced = modelled > MIN_MODELLED_S
+    ratio = frame["transfer_s"].to_numpy(dtype=float)[priced] / modelled[priced]
     band = (float(np.min(ratio)), float(np.max(ratio))) if len(ratio) else (1.0, 1.0)
     scaled: dict[float, np.ndarray] = {}
     for step in steps:
@@ -115,16 +122,18 @@ def diagnose_documents(docs: Sequence[tuple[str, Any]], settings: Settings,
                                                               strict=True)]
     layout = recognise(frame[frame["rank"] == steps[0].rank])
     framework = settings.framework or ("fsdp2" if layout["layout"] == "fsdp2" else "ddp")
-    fixes = _fixes(causes, frame, scaled, band, framework)
+    fixes = _fixes(causes, frame, scaled, band, framework, all(s.cpu for s in steps))
     notes = _notes(steps, frame, model, settings, world, band)
     return Diagnosis(frame=frame[FRAME_COLUMNS], causes=causes, fixes=fixes, layout=layout,
                      framework=framework, notes=notes, steps=steps)
 
 
 def _fixes(causes: pd.DataFrame, frame: pd.DataFrame, scaled: dict[float, np.ndarray],
-           band: tuple[float, float], framework: str) -> pd.DataFrame:
-    """One row per cause named: the change, its predicted gain per step (the slowest rank's
-    share, s) and the band (the replay with the comm times scaled, predict module)."""
+           band: tuple[float, float], framework: str, cpu: bool) -> pd.DataFrame:
+    """One row per cause named: the change, its predicted gain per step (on the worst rank:
+    the time the cause explains there, at most the union of its collectives' intervals, as
+    collectives on several streams or threads overlap each other) and the band (the replay
+    with the comm times scaled, predict module)."""
     rows = []
     observed = frame["exposed_s"].to_numpy(dtype=float)
     for cause in CAUSES:
@@ -138,10 +147,13 @@ def _fixes(causes: pd.DataFrame, frame: pd.DataFrame, scaled: dict[float, np.nda
             else:
                 mask = (frame["rank"] == rank).to_numpy() & frame["index"].isin(
                     group["index"]).to_numpy()
-            gains.append(float(group["explained_s"].sum()))
+            hit_rows = frame[mask]
+            span = sum(e - s for s, e in union(zip(hit_rows["start_s"], hit_rows["end_s"],
+                                                   strict=True)))
+            gains.append(min(float(group["explained_s"].sum()), span))
             lo.append(float(np.clip(observed[mask] - scaled[band[1]][mask], 0, None).sum()))
             hi.append(float(np.clip(observed[mask] - scaled[band[0]][mask], 0, None).sum()))
-        change = fix_text(cause, framework)
+        change = fix_text(cause, framework, cpu)
         if cause == "waiting-on-rank":
             waited = frame[frame["index"].isin(hit["index"])].drop_duplicates("index")
             counts = waited["last_rank"].value_counts()
