@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.diagnose.exposure import exposed_length, is_compute_kernel_name
-from gradsched.diagnose.observe_cpu import observe_cpu_document
+from gradsched.diagnose.observe_cpu import has_gloo, observe_cpu_document
 from gradsched.diagnose.rank_step import COLUMNS, HOLD_TOL_S, RankStep
 from gradsched.errors import InputError
 from gradsched.traces.importers.kineto.comm_meta import meta_from_args
@@ -96,7 +96,7 @@ def observe_document(doc: Any, label: str, step: int | None = None) -> RankStep:
         if corr is not None and corr in launches:
             launched.append((ev, launches[corr].event))
     nccl = [(k, call) for k, call in launched if is_nccl(k)]
-    if not nccl and any(ev.name.startswith("gloo:") for ev in events):
+    if not nccl and has_gloo(events):
         return observe_cpu_document(doc, label, step)
     if not nccl:
         raise InputError(f"ProfilerStep#{number} launched no NCCL kernel: nothing to "

@@ -42,6 +42,7 @@ LAUNCH_PREFIX = "c10d::"
 
 
 def has_gloo(events: list[Event]) -> bool:
+    """Whether the trace has gloo collectives (a CPU run)."""
     return any(ev.name.startswith(GLOO_PREFIX) for ev in events)
 
 

@@ -25,8 +25,6 @@ from gradsched.diagnose import plant
 from gradsched.diagnose.rank_step import RankStep
 from gradsched.diagnose.run import Diagnosis, Settings, diagnose_documents
 
-FAULTS = ("serialised", "launch-late", "prefetch-missed", "waiting-on-rank")
-
 COLUMNS = ["trace", "fault", "applicable", "target", "found", "false_causes", "knock_on",
            "note"]
 
