@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from gradsched.commands._args import integer
 from gradsched.commands._outputs import output_file, output_folder
 
 FRAMEWORK_CHOICES = ("ddp", "fsdp2", "deepspeed", "megatron")
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: a model fitted on the trace's own collectives)")
     p.add_argument("--framework", default=None, choices=FRAMEWORK_CHOICES,
                    help="word the fixes for this framework (default: from the layout)")
-    p.add_argument("--step", type=int, default=None,
+    p.add_argument("--step", type=integer(0, 2**31), default=None,
                    help="ProfilerStep number (default: the median-length step)")
     p.add_argument("--csv", type=output_file, default=None,
                    help="write the per-collective table")
