@@ -25,7 +25,7 @@ from gradsched.diagnose import plant
 from gradsched.diagnose.rank_step import RankStep
 from gradsched.diagnose.run import Diagnosis, Settings, diagnose_documents
 
-COLUMNS = ["trace", "fault", "applicable", "target", "found", "false_causes", "knock_on",
+COLUMNS = ["trace", "device", "ranks", "fault", "applicable", "target", "found", "false_causes", "knock_on",
            "note"]
 
 MAX_STALL_SHARE = 0.25
@@ -38,7 +38,7 @@ def _named(d: Diagnosis) -> set[tuple[str, int, int]]:
 
 
 def _row(trace: str, fault: str, **kw: Any) -> dict[str, Any]:
-    row = {"trace": trace, "fault": fault, "applicable": True, "target": "",
+    row = {"trace": trace, "device": "", "ranks": "", "fault": fault, "applicable": True, "target": "",
            "found": False, "false_causes": "", "knock_on": "", "note": ""}
     row.update(kw)
     return row
@@ -105,6 +105,10 @@ def check_trace(name: str, docs: list[tuple[str, Any]]) -> list[dict[str, Any]]:
         found = bool(len(hits)) and bool(names.all())
         rows.append(_compare(name, "waiting-on-rank", clean, d,
                              f"rank {slow_rank} at collective {bt}", found))
+    world = first.world_size or len(ranks)
+    for row in rows:
+        row["device"] = first.device or "not recorded"
+        row["ranks"] = f"{len(ranks)} of {world}"
     return rows
 
 

@@ -35,7 +35,8 @@ def planted_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     rows = []
     for r in frame.itertuples(index=False):
         named = ("yes" if r.found else "NO") if r.applicable else "n/a"
-        rows.append({"trace": r.trace, "planted fault": r.fault,
+        rows.append({"trace": f"{r.trace} ({r.device}, {r.ranks} ranks)",
+                     "planted fault": r.fault,
                      "target": r.target if isinstance(r.target, str) and r.target else "-",
                      "named": named,
                      "false causes": (r.false_causes if isinstance(r.false_causes, str)
