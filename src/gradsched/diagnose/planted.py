@@ -25,8 +25,8 @@ from gradsched.diagnose import plant
 from gradsched.diagnose.rank_step import RankStep
 from gradsched.diagnose.run import Diagnosis, Settings, diagnose_documents
 
-COLUMNS = ["trace", "device", "ranks", "fault", "applicable", "target", "found", "false_causes", "knock_on",
-           "note"]
+COLUMNS = ["trace", "device", "ranks", "fault", "applicable", "target", "found",
+           "false_causes", "knock_on", "note"]
 
 MAX_STALL_SHARE = 0.25
 """A launch stall longer than this share of the step is not planted: the host's lead is so
@@ -38,8 +38,8 @@ def _named(d: Diagnosis) -> set[tuple[str, int, int]]:
 
 
 def _row(trace: str, fault: str, **kw: Any) -> dict[str, Any]:
-    row = {"trace": trace, "device": "", "ranks": "", "fault": fault, "applicable": True, "target": "",
-           "found": False, "false_causes": "", "knock_on": "", "note": ""}
+    row = {"trace": trace, "device": "", "ranks": "", "fault": fault, "applicable": True,
+           "target": "", "found": False, "false_causes": "", "knock_on": "", "note": ""}
     row.update(kw)
     return row
 
