@@ -60,6 +60,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "reexec": COMMON | {"traces", "costmodel", "planners", "replay", "experiments",
                         "workloads", "distributed", "capture", "runtime"},
     "report": COMMON | {"traces", "costmodel"},
+    "diagnose": COMMON | {"traces", "costmodel", "replay"},
 }
 """Which units each unit may import (besides itself); ``commands``, ``cli``, ``__main__`` and
 ``forkserver`` (which runs the command line in a warm process) sit on top and may import any

@@ -31,7 +31,8 @@ from gradsched.printable import PrintableStream
 # in ~1.25 s. tests/test_cli.py checks that this table is what the modules register.
 VERB_MODULES = {
     "advise": "advise", "bench": "bench", "capture": "capture", "cluster": "cluster",
-    "compress": "compress", "fit": "fit", "import": "importcmd", "plan": "replaycmd",
+    "compress": "compress", "diagnose": "diagnose", "fit": "fit", "import": "importcmd",
+    "plan": "replaycmd",
     "reexec": "reexec", "replay": "replaycmd", "report": "report", "run": "run", "shard": "shard",
     "study": "study", "traces": "traces",
 }
@@ -46,6 +47,8 @@ VERB_HELP = {
     "cluster": "run a command per rank in an emulated cluster of network namespaces (needs "
                "root); 'cluster check' measures the shaped bandwidth",
     "compress": "gradient compression: train, profile, report",
+    "diagnose": "why a job's communication is exposed: observed against predicted overlap "
+                "per collective, the cause and the fix",
     "fit": "fit comm cost models to comm traces; held-out error",
     "import": "import public measurement logs as traces",
     "plan": "make one algorithm's plan (JSON), or a plan's DDP bucket_cap_mb_list (--emit ddp)",

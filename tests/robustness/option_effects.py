@@ -1468,6 +1468,26 @@ def _bench_compress_cluster() -> dict[str, Entry]:
     return entries
 
 
+DIAG = "diagnose {R}/data/external/hta/nccl_parser_config/nccl_data.json.gz"
+
+
+def _diagnose() -> dict[str, Entry]:
+    g = "diagnose "
+    return {
+        g + "--help": HELP,
+        g + "traces": Probe(DIAG, "diagnose {R}/data/external/param/dlrm_kineto.tar.gz",
+                            "stdout"),
+        g + "--comm": more(DIAG, f"--comm {AB}", compare="stdout"),
+        g + "--framework": more(DIAG, "--framework deepspeed", compare="stdout"),
+        g + "--step": more(DIAG, "--step 4", compare="stdout"),
+        g + "--csv": Output(DIAG, f"{DIAG} --csv d.csv", "d.csv"),
+        g + "--causes-csv": Output(DIAG, f"{DIAG} --causes-csv c.csv", "c.csv"),
+        g + "--planted": (Output(DIAG, f"{DIAG} --planted p.csv", "p.csv"),
+                          refused(f"{DIAG} --planted p.csv", "--step 4")),
+        g + "--tables": Output(DIAG, f"{DIAG} --tables t", "t/diagnose-collectives.tex"),
+    }
+
+
 # --------------------------------------------------------------------------- the registry
 
 
@@ -1475,7 +1495,7 @@ def registry() -> dict[str, Entry]:
     entries: dict[str, Entry] = {}
     for part in (_replay, _plan, _advise, _fit, _shard, _study, _traces, _import, _report,
                  _reexec_bench, _run, _capture, _reexec_slow, _shard_slow,
-                 _bench_compress_cluster):
+                 _bench_compress_cluster, _diagnose):
         entries.update(part())
     return entries
 
