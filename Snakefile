@@ -28,6 +28,8 @@ include: "workflow/rules/sharded.smk"
 include: "workflow/rules/stragglers.smk"
 # What overlap costs the GPU: the overlap-slowdown table (in `all` via TABLES; before paper).
 include: "workflow/rules/overlap.smk"
+# Diagnose: observed vs predicted overlap, planted faults (in `all` via TABLES).
+include: "workflow/rules/diagnose.smk"
 include: "workflow/rules/paper.smk"
 # Collective algorithms: figures/tables from the committed sweeps are in `all`;
 # re-measuring (`collectives_measure`) is not.
