@@ -14,7 +14,7 @@ Temporary names carry the writer's process id and start time
 leftovers of a process that was killed and removes them (:func:`remove_leftovers`).
 
 Configuration files are checked against their JSON schema (:func:`check_schema`, the
-schemas of ``workflow/schemas/`` that the workflow validates with too); a mismatch names
+package's ``schemas/``, which the workflow validates with too); a mismatch names
 the file and the field.
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import importlib.resources
 import json
 import math
 import os
@@ -509,9 +510,12 @@ def _universal(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- config schemas
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
-"""The configuration files' JSON schemas (written in YAML); ``workflow/rules/common.smk``
-validates the workflow's copies of the same files with them."""
+SCHEMA_FOLDER = "schemas"
+"""Where the configuration files' JSON schemas (written in YAML) live: package data,
+installed with the package (``pyproject.toml``, ``[tool.setuptools.package-data]``) and
+read with :mod:`importlib.resources`, so an installed gradsched needs no source checkout.
+``workflow/schemas/`` holds links to the same files, with which
+``workflow/rules/common.smk`` validates the workflow's copies."""
 
 
 def _strict_types() -> Any:
@@ -528,10 +532,11 @@ def _strict_types() -> Any:
 
 @functools.cache
 def schema_validator(name: str) -> Any:
-    """The checked validator of ``SCHEMA_DIR / name`` (loaded once per process)."""
-    path = SCHEMA_DIR / name
-    schema = read_yaml(path, missing="configuration schema not found (gradsched reads its "
-                       "schemas from the source checkout's workflow/schemas/)")
+    """The checked validator of the packaged schema ``name`` (loaded once per process)."""
+    resource = importlib.resources.files("gradsched") / SCHEMA_FOLDER / name
+    with importlib.resources.as_file(resource) as path:
+        schema = read_yaml(path, missing="configuration schema not found in the installed "
+                           "package (gradsched/schemas/); reinstall gradsched")
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     strict = jsonschema.validators.extend(cls, type_checker=_strict_types())
