@@ -41,6 +41,7 @@ import yaml
 
 from gradsched.errors import ConfigError, ConfigFileError, InputError
 from gradsched.procfs import process_stat
+from gradsched.streams import deliver_stdout
 
 STREAM_PATHS = ("/dev/stdout", "/dev/stderr")
 """Paths that name this process's own output streams: written through, whatever they are."""
@@ -253,6 +254,7 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO
             os.fsync(handle.fileno())
         readable_mode(tmp)
         output_target(target)  # a link or FIFO put there meanwhile is refused, not replaced
+        deliver_stdout()  # what the command printed reaches its reader before the rename
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

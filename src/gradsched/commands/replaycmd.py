@@ -360,13 +360,14 @@ def _replay(args: argparse.Namespace) -> int:
         results = compare(trace, model, world, algorithms, knobs, options, timeline, plans,
                           made)
         write_csv_atomic(output, results)
-    warn_domain(args, model, world,
-                [(str(row["algorithm"]), row_shares(row)) for _, row in results.iterrows()],
-                tuple(sorted({c for p in made.values() for c in plan_collectives(p)})))
-    tied = results.iloc[tied_min(results["iteration_s"])]  # ties: every one, in run order
-    print(results[["algorithm", "iteration_s", "exposed_comm_s", "n_collectives",
-                   "gap_to_lb_pct"]].to_string(index=False, float_format=lambda v: f"{v:.6g}"))
-    print(f"fastest: {' = '.join(tied['algorithm'])} ({tied['iteration_s'].iloc[0]:.6g} s); "
-          f"lower bound "
-          f"{results['lower_bound_s'].iloc[0]:.6g} s -> {args.output}")
+        # printed inside the block: the outputs are committed after stdout took it all
+        warn_domain(args, model, world,
+                    [(str(row["algorithm"]), row_shares(row)) for _, row in results.iterrows()],
+                    tuple(sorted({c for p in made.values() for c in plan_collectives(p)})))
+        tied = results.iloc[tied_min(results["iteration_s"])]  # ties: every one, in run order
+        print(results[["algorithm", "iteration_s", "exposed_comm_s", "n_collectives",
+                       "gap_to_lb_pct"]].to_string(index=False,
+                                                   float_format=lambda v: f"{v:.6g}"))
+        print(f"fastest: {' = '.join(tied['algorithm'])} ({tied['iteration_s'].iloc[0]:.6g} "
+              f"s); lower bound {results['lower_bound_s'].iloc[0]:.6g} s -> {args.output}")
     return 0
