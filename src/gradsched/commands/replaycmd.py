@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from gradsched.commands._args import add_grad_accum, integer, real, seconds, world_size
 from gradsched.commands._outputs import output_file, output_folder
@@ -43,7 +46,7 @@ from gradsched.replay.engine import (
     MAX_SLOWDOWN,
     ReplayOptions,
 )
-from gradsched.replay.host import DEFAULT_LAUNCH_QUEUE
+from gradsched.replay.host import DEFAULT_LAUNCH_QUEUE, HostReplayUnsupported
 from gradsched.replay.prep import plan_range_shares
 from gradsched.staging import Staging
 from gradsched.ties import tied_min
@@ -109,8 +112,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     rep = sub.add_parser("replay", help="plan and replay algorithms; one result row each")
     _common(rep)
-    rep.add_argument("--algorithms", default="all",
-                     help=f"comma-separated names, or 'all' ({', '.join(ALGORITHMS_ALL)}); "
+    rep.add_argument("--algorithms", default=None,
+                     help=f"comma-separated names, or 'all' ({', '.join(ALGORITHMS_ALL)}; "
+                     "the default: with --host, those the host-aware replay can run); "
                      f"known: {', '.join(planner_names())}")
     rep.add_argument("-o", "--output", required=True, type=output_file, help="results CSV to write")
     rep.add_argument("--timeline", type=output_folder, default=None, metavar="DIR",
@@ -321,12 +325,35 @@ def _check_host_options(args: argparse.Namespace, interference: dict[str, float]
                           "drop one of them")
 
 
+def _host_default(command: str, case: tuple[ComputeTrace, CommModel, int],
+                  algorithms: list[str], knobs: Any, options: ReplayOptions,
+                  plans: Path | None, made: dict[str, Plan]) -> pd.DataFrame:
+    """``replay --host`` without ``--algorithms``: every default algorithm whose plan the
+    host-aware replay can run (one channel, hook order, no credit); the others are left
+    out and named on stderr. Refused only when none is left."""
+    frames, left_out = [], []
+    for algorithm in algorithms:
+        try:
+            frames.append(compare(*case, [algorithm], knobs, options, None, plans, made))
+        except HostReplayUnsupported:
+            left_out.append(algorithm)
+    if not frames:
+        raise ConfigError("--host: the host-aware replay can run none of the default "
+                          f"algorithms ({', '.join(left_out)}); name some with --algorithms")
+    if left_out:
+        print(f"gradsched {command}: note: --host left out {', '.join(left_out)} (plans "
+              "the host-aware replay cannot run: it models DDP's family issuing collectives "
+              "in hook order on one channel, without a credit); name algorithms with "
+              "--algorithms to choose", file=sys.stderr)
+    return pd.concat(frames, ignore_index=True)
+
+
 def _replay(args: argparse.Namespace) -> int:
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     model = _comm_model(args)
     world = _world_size(args, trace, model)
     trace = with_stragglers(args, trace, world)
-    algorithms = expand_algorithms(args.algorithms)
+    algorithms = expand_algorithms(args.algorithms or "all")
     knobs = parse_knob_args(args.knob)
     check_knobs_used(knobs, algorithms)
     interference = {"compute_slowdown": args.compute_slowdown,
@@ -357,8 +384,12 @@ def _replay(args: argparse.Namespace) -> int:
         timeline = stage.folder(args.timeline) if args.timeline is not None else None
         plans = stage.folder(args.plans) if args.plans is not None else None
         made: dict[str, Plan] = {}
-        results = compare(trace, model, world, algorithms, knobs, options, timeline, plans,
-                          made)
+        if args.host and args.algorithms is None:  # the default set: what --host can run
+            results = _host_default(args.command, (trace, model, world), algorithms, knobs,
+                                    options, plans, made)
+        else:
+            results = compare(trace, model, world, algorithms, knobs, options, timeline,
+                              plans, made)
         write_csv_atomic(output, results)
         # printed inside the block: the outputs are committed after stdout took it all
         warn_domain(args, model, world,
