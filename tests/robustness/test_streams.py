@@ -18,7 +18,11 @@ from pathlib import Path
 
 import pytest
 
+import gradsched
 from tests.conftest import REPO
+
+SRC = str(Path(gradsched.__file__).resolve().parents[1])
+"""The sources this test process imports: the child runs the same code."""
 
 REPLAY = ["replay", "--compute", str(REPO / "traces/compute/cpu/resnet18-b4-cpu-fp32.csv"),
           "--comm", str(REPO / "traces/comm/cpu/gloo-tbf1gbit-p2.csv"),
@@ -27,7 +31,7 @@ OLD = "the previous results\n"
 
 
 def _gradsched(cwd: Path, argv: list[str], **streams: object) -> subprocess.CompletedProcess:
-    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"}
     return subprocess.run([sys.executable, "-m", "gradsched", *argv], cwd=cwd, env=env,
                           timeout=300, check=False, **streams)
 
@@ -60,6 +64,15 @@ def test_a_failing_stdout_leaves_the_output_as_it_was(tmp_path: Path, how: str) 
     assert "standard output" in line, line
     assert (tmp_path / "r.csv").read_text(encoding="utf-8") == OLD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]  # no stand-ins left
+
+
+def test_plan_is_not_written_when_stdout_fails(tmp_path: Path) -> None:
+    (tmp_path / "p.json").write_text(OLD, encoding="utf-8")
+    argv = ["plan", *REPLAY[1:5], "--algorithm", "ddp", "-o", "p.json"]
+    with open("/dev/full", "wb") as full:
+        done = _gradsched(tmp_path, argv, stdout=full, stderr=subprocess.PIPE)
+    assert done.returncode == 2 and "standard output" in _one_error(done.stderr)
+    assert (tmp_path / "p.json").read_text(encoding="utf-8") == OLD
 
 
 def test_a_bad_input_with_stderr_closed_exits_2(tmp_path: Path) -> None:

@@ -18,9 +18,13 @@ from pathlib import Path
 
 import pytest
 
+import gradsched
 from gradsched.errors import InputError
 from gradsched.io import MAX_YAML_NODES, parse_yaml, read_yaml
 from tests.conftest import REPO
+
+SRC = str(Path(gradsched.__file__).resolve().parents[1])
+"""The sources this test process imports: the child runs the same code."""
 
 COMPUTE = REPO / "traces/compute/cpu/resnet18-b4-cpu-fp32.csv"
 
@@ -48,7 +52,7 @@ def test_aliases_within_the_bound_still_load(tmp_path: Path) -> None:
 
 
 def _cli(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"}
     return subprocess.run([sys.executable, "-m", "gradsched", *argv], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
 

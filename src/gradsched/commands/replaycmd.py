@@ -226,9 +226,10 @@ def _plan(args: argparse.Namespace) -> int:
                 tuple(sorted(plan_collectives(plan))))
     if args.emit == "ddp":
         return _emit_ddp(plan, trace, args)
-    plan.save(args.output)
+    # printed first: the plan is committed after stdout took what was printed
     print(f"{args.algorithm}: {plan.n_buckets} buckets for {trace.n_tensors} tensors "
           f"-> {args.output}")
+    plan.save(args.output)
     coarsened = plan.info.get("partition_coarsened")
     if coarsened:  # the budget of collectives made the planner use a larger partition
         print(f"gradsched {args.command}: note: partition of {coarsened['asked_params']} "
@@ -283,10 +284,10 @@ def _emit_ddp(plan: Plan, trace: ComputeTrace, args: argparse.Namespace) -> int:
             raise
         raise InputError(exc.reason, path=args.source, field=exc.field) from None
     print(caps.paste_line())
-    if args.output is not None:
-        write_json_atomic(args.output, caps_json(plan, trace, caps))
+    if args.output is not None:  # printed first: committed after stdout took it
         print(f"{plan.algorithm}: {caps.n_buckets} caps for {trace.n_tensors} tensors "
               f"-> {args.output}")
+        write_json_atomic(args.output, caps_json(plan, trace, caps))
     return 0
 
 
