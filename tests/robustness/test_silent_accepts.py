@@ -78,7 +78,7 @@ def test_a_case_name_that_reads_as_an_option_is_refused(tmp_path, capsys, name: 
     assert name in config
     (tmp_path / "r.yaml").write_text(config, encoding="utf-8")
     refused(["reexec", "run", "--config", str(tmp_path / "r.yaml"), "--list"], capsys,
-            "r.yaml", "field 'cases[0].name'", "not start with '.' or '-'")
+            "r.yaml", "cases[0].name'", "with '.' or '-'")
 
 
 @pytest.mark.parametrize("backend", ["nccl\nx", "a/b", "-nccl", "nccl\x1b[2J", ""])
