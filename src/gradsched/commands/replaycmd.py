@@ -328,14 +328,16 @@ def _check_host_options(args: argparse.Namespace, interference: dict[str, float]
 
 def _host_default(command: str, case: tuple[ComputeTrace, CommModel, int],
                   algorithms: list[str], knobs: Any, options: ReplayOptions,
-                  plans: Path | None, made: dict[str, Plan]) -> pd.DataFrame:
+                  folders: tuple[Path | None, Path | None], made: dict[str, Plan]
+                  ) -> pd.DataFrame:
     """``replay --host`` without ``--algorithms``: every default algorithm whose plan the
     host-aware replay can run (one channel, hook order, no credit); the others are left
-    out and named on stderr. Refused only when none is left."""
+    out and named on stderr. Refused only when none is left (a ``--timeline``, which the
+    host-aware replay does not write, is refused by the first)."""
     frames, left_out = [], []
     for algorithm in algorithms:
         try:
-            frames.append(compare(*case, [algorithm], knobs, options, None, plans, made))
+            frames.append(compare(*case, [algorithm], knobs, options, *folders, made))
         except HostReplayUnsupported:
             left_out.append(algorithm)
     if not frames:
@@ -387,7 +389,7 @@ def _replay(args: argparse.Namespace) -> int:
         made: dict[str, Plan] = {}
         if args.host and args.algorithms is None:  # the default set: what --host can run
             results = _host_default(args.command, (trace, model, world), algorithms, knobs,
-                                    options, plans, made)
+                                    options, (timeline, plans), made)
         else:
             results = compare(trace, model, world, algorithms, knobs, options, timeline,
                               plans, made)
