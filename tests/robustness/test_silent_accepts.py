@@ -162,3 +162,11 @@ def test_the_iterations_import_refuses_them_too(tmp_path, capsys, defect: str) -
     path.write_text(json.dumps(doc), encoding="utf-8")
     refused(["import", "kineto", str(path), "-o", str(tmp_path / "it")], capsys, "bad.json",
             f"field '{field}'", words)
+
+
+def test_study_topology_replay_refuses_a_topology_named_twice(tmp_path, capsys) -> None:
+    topo = str(REPO / "config/topologies/abci-a100-2x8-flat.yaml")
+    refused(["study", "topology-replay", "--compute", "rn18", str(REPO / f"{COMPUTE}.csv"),
+             "--topology", "two", topo, "flat", "--topology", "two", topo, "hierarchical",
+             "-o", str(tmp_path / "s.csv")], capsys, "--topology two", "given twice")
+    assert not (tmp_path / "s.csv").exists()

@@ -139,6 +139,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _ps_replay(args: argparse.Namespace) -> int:
     from gradsched.experiments.ps import PSCase, parse_layout, ps_replay
 
+    _once("--case", [(name, network, world) for name, _, network, world, _, _ in args.case],
+          [" ".join(case) for case in args.case])
     cases = []
     for name, csv, network, world, allreduce, p2p in args.case:
         cases.append(PSCase(name, Path(csv), network, _ranks(name, world), allreduce, p2p))
@@ -171,6 +173,7 @@ def _topology_replay(args: argparse.Namespace) -> int:
 
     measured = dict(args.measured)
     names = [name for name, _, _ in args.topology]
+    _once("--topology", names, names)
     unknown = sorted(set(measured) - set(names))
     if unknown:
         raise ConfigError(f"--measured {unknown[0]}: no --topology of that name")
