@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 COMMON = frozenset({"errors", "io", "staging", "signal_hold", "run_order", "limits", "networks",
                     "units", "provenance", "plan", "plan_sharded", "names", "intermediates",
                     "admission", "ties", "gpus", "printable", "procfs", "readback",
-                    "llm_shapes"})
+                    "llm_shapes", "streams"})
 """The common ground every unit may import. ``llm_shapes``: published LLM dimensions and
 their parameter list without torch, read by the model zoo, the FLOPs model (traces) and the
 at-scale study (experiments), as ``gpus`` holds the GPUs' published peaks."""
@@ -27,9 +27,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "limits": frozenset(),
     "procfs": frozenset({"errors"}),
-    "io": frozenset({"errors", "procfs"}),
+    "io": frozenset({"errors", "procfs", "streams"}),
     "readback": frozenset({"errors", "io", "limits"}),
-    "staging": frozenset({"errors", "io", "signal_hold"}),
+    "staging": frozenset({"errors", "io", "signal_hold", "streams"}),
     "signal_hold": frozenset(),
     "run_order": frozenset(),
     "units": frozenset({"errors", "limits"}),
@@ -44,6 +44,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "gpus": frozenset(),
     "llm_shapes": frozenset({"errors"}),
     "printable": frozenset(),
+    "streams": frozenset({"errors"}),
     "traces": COMMON,
     "costmodel": COMMON | {"traces"},
     "planners": COMMON | {"traces", "costmodel"},

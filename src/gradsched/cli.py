@@ -24,6 +24,7 @@ from gradsched.commands._outputs import mark_outputs, preflight
 from gradsched.errors import GradschedError
 from gradsched.io import max_input_bytes, read_bytes
 from gradsched.printable import PrintableStream
+from gradsched.streams import STDERR, STDOUT, GuardedStream, deliver_stdout, reserve_standard_fds
 
 # The command module that registers each verb: a run loads only its verb's module. Loading
 # all of them (scipy.stats, matplotlib, the advisor) cost every process ~1.8 s of CPU on the
@@ -182,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     load, while ranks start, while they run) ends with one line and exit status 130.
     Everything the command prints goes through :func:`gradsched.printable.printable`
     (control characters read from data files are escaped, never sent to the terminal)."""
+    closed = reserve_standard_fds()  # a closed 0/1/2 gets /dev/null before any file opens
     with _printable_streams():
-        return _main(list(sys.argv[1:] if argv is None else argv))
+        return _main(list(sys.argv[1:] if argv is None else argv), closed)
 
 
 @contextlib.contextmanager
@@ -192,9 +194,9 @@ def _printable_streams() -> Iterator[None]:
     runs (once: a nested :func:`main` keeps the outer wrapper); restored afterwards."""
     saved = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, PrintableStream):
-        sys.stdout = PrintableStream(sys.stdout)
+        sys.stdout = PrintableStream(GuardedStream(sys.stdout, STDOUT))
     if not isinstance(sys.stderr, PrintableStream):
-        sys.stderr = PrintableStream(sys.stderr)
+        sys.stderr = PrintableStream(GuardedStream(sys.stderr, STDERR, quiet=True))
     try:
         yield
     finally:
@@ -204,7 +206,7 @@ def _printable_streams() -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
-def _main(argv: list[str]) -> int:
+def _main(argv: list[str], closed: list[str]) -> int:
     command = ""
     with _Interrupts() as interrupts:
         try:
@@ -218,18 +220,24 @@ def _main(argv: list[str]) -> int:
             command = f" {args.command}"
             if interrupts.hit:
                 raise KeyboardInterrupt
-            return _run(args, argv, interrupts)
+            return _run(args, argv, interrupts, closed)
         except KeyboardInterrupt:
             print(f"gradsched{command}: interrupted", file=sys.stderr)
             return 130
 
 
-def _run(args: argparse.Namespace, argv: list[str], interrupts: _Interrupts) -> int:
-    """Run the parsed command; every failure is one line on stderr."""
+def _run(args: argparse.Namespace, argv: list[str], interrupts: _Interrupts,
+         closed: list[str]) -> int:
+    """Run the parsed command; every failure is one line on stderr. What it printed is
+    delivered before it ends (and before each output is committed: gradsched.streams)."""
     try:
+        if STDOUT in closed:
+            raise GradschedError(f"{STDOUT} is closed; gradsched prints its results there "
+                                 "(redirect it to a file or /dev/null)")
         max_input_bytes()  # $GRADSCHED_MAX_INPUT_BYTES checked once, whatever the command
         preflight(args)  # every output checked before any work starts
         code = _call(args)
+        deliver_stdout()
         if interrupts.hit:  # a library caught the KeyboardInterrupt
             raise KeyboardInterrupt
         return code

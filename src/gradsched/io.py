@@ -14,7 +14,7 @@ Temporary names carry the writer's process id and start time
 leftovers of a process that was killed and removes them (:func:`remove_leftovers`).
 
 Configuration files are checked against their JSON schema (:func:`check_schema`, the
-schemas of ``workflow/schemas/`` that the workflow validates with too); a mismatch names
+package's ``schemas/``, which the workflow validates with too); a mismatch names
 the file and the field.
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import importlib.resources
 import json
 import math
 import os
@@ -40,6 +41,7 @@ import yaml
 
 from gradsched.errors import ConfigError, ConfigFileError, InputError
 from gradsched.procfs import process_stat
+from gradsched.streams import deliver_stdout
 
 STREAM_PATHS = ("/dev/stdout", "/dev/stderr")
 """Paths that name this process's own output streams: written through, whatever they are."""
@@ -252,6 +254,7 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO
             os.fsync(handle.fileno())
         readable_mode(tmp)
         output_target(target)  # a link or FIFO put there meanwhile is refused, not replaced
+        deliver_stdout()  # what the command printed reaches its reader before the rename
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -358,12 +361,65 @@ def _strict_yaml_loader() -> type:
     return loader
 
 
+MAX_YAML_NODES = 1_000_000
+"""Most nodes a YAML document may hold once its aliases are expanded. An alias (``*a``)
+stands for its anchor's whole value, so ten lines of nine aliases each describe 9^10
+values (the "billion laughs"): PyYAML builds them shared, but every walk of the result
+(the schema check, a printed value) visits each copy. A configuration file holds a few
+hundred nodes; the bound is far above any real one."""
+
+
+def _expanded_nodes(root: Any, path: str | Path) -> int:
+    """The number of nodes of the YAML node graph ``root`` with every alias expanded,
+    counted once per distinct node (memoised, so the count takes time proportional to the
+    text, not to the expansion); above :data:`MAX_YAML_NODES` raises
+    :class:`~gradsched.errors.InputError` naming the file and the line of the node."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            sizes[id(node)] = 1
+            continue
+        children = ([c for pair in node.value for c in pair]
+                    if isinstance(node, yaml.MappingNode) else list(node.value))
+        if not children_done:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+            continue
+        total = 1 + sum(sizes.get(id(c), 0) for c in children)
+        if total > MAX_YAML_NODES:
+            raise InputError(
+                f"more than {MAX_YAML_NODES} values once its aliases (*name) are expanded: "
+                "an alias bomb, or a file far beyond any configuration; write the values out",
+                path=path, line=node.start_mark.line + 1)
+        sizes[id(node)] = total
+    return sizes.get(id(root), 0)
+
+
+def _load_bounded(text: str, path: str | Path) -> Any:
+    """Compose the YAML document, bound its expanded size (:func:`_expanded_nodes`), then
+    construct it: nothing walks the aliased values before the bound is checked."""
+    loader = _strict_yaml_loader()(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_nodes(node, path)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def parse_yaml(text: str, path: str | Path) -> Any:
     """The YAML document ``text`` (read from ``path``) with the strict number and boolean
-    spellings of :func:`_strict_yaml_loader`; invalid YAML raises
+    spellings of :func:`_strict_yaml_loader` and at most :data:`MAX_YAML_NODES` values
+    once aliases are expanded; invalid YAML raises
     :class:`~gradsched.errors.InputError` naming the file and line."""
     try:
-        return yaml.load(text, Loader=_strict_yaml_loader())
+        return _load_bounded(text, path)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
@@ -456,9 +512,12 @@ def _universal(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- config schemas
-SCHEMA_DIR = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
-"""The configuration files' JSON schemas (written in YAML); ``workflow/rules/common.smk``
-validates the workflow's copies of the same files with them."""
+SCHEMA_FOLDER = "schemas"
+"""Where the configuration files' JSON schemas (written in YAML) live: package data,
+installed with the package (``pyproject.toml``, ``[tool.setuptools.package-data]``) and
+read with :mod:`importlib.resources`, so an installed gradsched needs no source checkout.
+``workflow/schemas/`` holds links to the same files, with which
+``workflow/rules/common.smk`` validates the workflow's copies."""
 
 
 def _strict_types() -> Any:
@@ -475,10 +534,11 @@ def _strict_types() -> Any:
 
 @functools.cache
 def schema_validator(name: str) -> Any:
-    """The checked validator of ``SCHEMA_DIR / name`` (loaded once per process)."""
-    path = SCHEMA_DIR / name
-    schema = read_yaml(path, missing="configuration schema not found (gradsched reads its "
-                       "schemas from the source checkout's workflow/schemas/)")
+    """The checked validator of the packaged schema ``name`` (loaded once per process)."""
+    resource = importlib.resources.files("gradsched") / SCHEMA_FOLDER / name
+    with importlib.resources.as_file(resource) as path:
+        schema = read_yaml(path, missing="configuration schema not found in the installed "
+                           "package (gradsched/schemas/); reinstall gradsched")
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     strict = jsonschema.validators.extend(cls, type_checker=_strict_types())

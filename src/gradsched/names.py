@@ -18,6 +18,7 @@ Data never selects code, and a name read from a file never leaves its folder:
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
@@ -25,8 +26,9 @@ from pathlib import Path
 
 from gradsched.errors import ConfigError, InputError
 
-PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
-"""A plain name: letters, digits, ``.``, ``_`` and ``-``, not starting with ``.``."""
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+"""A plain name: letters, digits, ``.``, ``_`` and ``-``, not starting with ``.`` or ``-``
+(a case folder ``--list`` would read as an option to every tool given it)."""
 
 MAX_NAME_CHARS = 200
 """A path component longer than this is refused (file systems stop at 255 bytes)."""
@@ -48,9 +50,26 @@ def plain_name(value: object, *, path: str | Path | None = None,
         return str(value)
     raise InputError(
         f"{value!r} is not a plain name: it becomes a file or folder name, so it must be "
-        f"letters, digits, '.', '_' and '-' only, not start with '.', and be at most "
+        f"letters, digits, '.', '_' and '-' only, not start with '.' or '-', and be at most "
         f"{MAX_NAME_CHARS} characters (no '/', no '..', no absolute path)",
         path=path, field=field)
+
+
+def table_name(text: str) -> str:
+    """argparse type of an option whose value becomes a label in trace cells and tables
+    (``import nccl-tests --backend``): printable, no path separator, not starting with
+    ``-``, at most :data:`MAX_NAME_CHARS` characters. A newline in it would split the row
+    of every table it reaches."""
+    bad = next((c for c in text if not c.isprintable() or c in "/\\"), None)
+    if not text or bad is not None or text.startswith("-") or len(text) > MAX_NAME_CHARS \
+            or text != text.strip():
+        why = (f"holds {bad!r}" if bad is not None else "is empty" if not text
+               else "starts with '-'" if text.startswith("-") else "has surrounding spaces"
+               if text != text.strip() else f"is longer than {MAX_NAME_CHARS} characters")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} {why}: a label written into tables must be printable, without '/' or "
+            "'\\', and not start with '-'")
+    return text
 
 
 def is_user_model(name: str) -> bool:

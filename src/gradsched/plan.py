@@ -292,7 +292,7 @@ class Plan:
         if version < 3 and plan.uses_v3:
             raise InputError("reduce_scatter buckets need plan format version 3",
                              path=source, field="buckets")
-        check_optimizer(plan)
+        check_optimizer(plan, source)
         plan.check_resources(source=source)
         return plan
 
@@ -358,27 +358,30 @@ def _v3_fields(data: dict[str, Any], source: str,
     return optimizer, tuple(out)
 
 
-def check_optimizer(plan: Plan) -> None:
+def check_optimizer(plan: Plan, source: str | None = None) -> None:
     """The sharded-optimizer fields agree with each other and with the update (a plan
-    built in code skips :meth:`Plan.from_dict`)."""
+    built in code skips :meth:`Plan.from_dict`); ``source`` (the plan file) is named in
+    every refusal."""
     if plan.optimizer not in OPTIMIZER_MODES:
         raise InputError(f"plan '{plan.algorithm}': optimizer must be one of "
-                         f"{OPTIMIZER_MODES}, not {plan.optimizer!r}", field="optimizer")
+                         f"{OPTIMIZER_MODES}, not {plan.optimizer!r}", path=source,
+                         field="optimizer")
     if plan.optimizer != "replicated" and plan.update != "global":
         raise InputError(f"plan '{plan.algorithm}': optimizer={plan.optimizer} needs "
-                         "update=global", field="optimizer")
+                         "update=global", path=source, field="optimizer")
     if plan.param_sync and plan.optimizer != "sharded":
         raise InputError(f"plan '{plan.algorithm}': param_sync needs optimizer=sharded",
-                         field="param_sync")
+                         path=source, field="param_sync")
     if plan.optimizer == "bucket_owner" and any(b.collective != "all_reduce"
                                                 for b in plan.buckets):
         raise InputError(f"plan '{plan.algorithm}': optimizer=bucket_owner (torch's "
-                         "hook_with_zero_step) needs all_reduce buckets", field="optimizer")
+                         "hook_with_zero_step) needs all_reduce buckets", path=source,
+                         field="optimizer")
     for sync in plan.param_sync:
         if sync.collective not in SYNC_COLLECTIVES or not (
                 math.isfinite(sync.nbytes) and 0 <= sync.nbytes <= MAX_BYTES):
             raise InputError(f"plan '{plan.algorithm}': bad param_sync entry {sync!r}",
-                             field="param_sync")
+                             path=source, field="param_sync")
 
 
 def _bucket_from_dict(raw: dict[str, Any], source: str, index: int) -> Bucket:

@@ -35,6 +35,7 @@ from types import TracebackType
 from gradsched.errors import InputError
 from gradsched.io import move, output_target, remove_leftovers, temporary
 from gradsched.signal_hold import signals_held
+from gradsched.streams import deliver_stdout
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -156,7 +157,14 @@ class Staging:
 
     def commit(self) -> None:
         """Move every stand-in's content into place, then remove the stand-ins. If a move
-        fails, the targets are restored as they were and the error is raised."""
+        fails, the targets are restored as they were and the error is raised. What the
+        command printed is delivered first (:func:`gradsched.streams.deliver_stdout`): a
+        failing standard output leaves every target as it was."""
+        try:
+            deliver_stdout()
+        except BaseException:
+            self.abort()
+            raise
         moves = _Moves()
         staged = [entry for entry in self._entries if entry.through is None]
         through = [entry for entry in self._entries if entry.through is not None]

@@ -13,6 +13,7 @@ from pathlib import Path
 from gradsched.commands._args import integer, positive_int, real
 from gradsched.commands._outputs import output_file, output_folder, output_prefix
 from gradsched.errors import ConfigError
+from gradsched.names import table_name
 from gradsched.staging import Staging
 from gradsched.traces.importers import ImportResult, source_named
 
@@ -32,7 +33,8 @@ def _add_nccl(isub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=positive_int,
                    help="node count (default: distinct hosts of the 'Rank N' lines)")
     p.add_argument("--collective", help="collective (default: from the '*_perf' name)")
-    p.add_argument("--backend", help="backend (default: nccl, or rccl for rccl-tests)")
+    p.add_argument("--backend", type=table_name,
+                   help="backend (default: nccl, or rccl for rccl-tests)")
     p.add_argument("--error-tolerance", type=real(0.0, 1e300), default=1e-2,
                    help="largest accepted 'error' value in the old layout (default 1e-2)")
     _provenance_flags(p)
@@ -45,7 +47,8 @@ def _add_osu(isub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_file, required=True, help="output CSV")
     p.add_argument("--world-size", type=positive_int, required=True, help="rank count")
     p.add_argument("--nodes", type=positive_int, required=True, help="node count")
-    p.add_argument("--backend", default="mpi", help="backend (default: mpi)")
+    p.add_argument("--backend", default="mpi", type=table_name,
+                   help="backend (default: mpi)")
     p.add_argument("--collective", help="collective (default: from the OSU title)")
     _provenance_flags(p)
     p.set_defaults(func=_run_osu)

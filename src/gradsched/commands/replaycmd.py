@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from gradsched.commands._args import add_grad_accum, integer, real, seconds, world_size
 from gradsched.commands._outputs import output_file, output_folder
@@ -43,7 +46,7 @@ from gradsched.replay.engine import (
     MAX_SLOWDOWN,
     ReplayOptions,
 )
-from gradsched.replay.host import DEFAULT_LAUNCH_QUEUE
+from gradsched.replay.host import DEFAULT_LAUNCH_QUEUE, HostReplayUnsupported
 from gradsched.replay.prep import plan_range_shares
 from gradsched.staging import Staging
 from gradsched.ties import tied_min
@@ -109,8 +112,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     rep = sub.add_parser("replay", help="plan and replay algorithms; one result row each")
     _common(rep)
-    rep.add_argument("--algorithms", default="all",
-                     help=f"comma-separated names, or 'all' ({', '.join(ALGORITHMS_ALL)}); "
+    rep.add_argument("--algorithms", default=None,
+                     help=f"comma-separated names, or 'all' ({', '.join(ALGORITHMS_ALL)}; "
+                     "the default: with --host, those the host-aware replay can run); "
                      f"known: {', '.join(planner_names())}")
     rep.add_argument("-o", "--output", required=True, type=output_file, help="results CSV to write")
     rep.add_argument("--timeline", type=output_folder, default=None, metavar="DIR",
@@ -222,9 +226,10 @@ def _plan(args: argparse.Namespace) -> int:
                 tuple(sorted(plan_collectives(plan))))
     if args.emit == "ddp":
         return _emit_ddp(plan, trace, args)
-    plan.save(args.output)
+    # printed first: the plan is committed after stdout took what was printed
     print(f"{args.algorithm}: {plan.n_buckets} buckets for {trace.n_tensors} tensors "
           f"-> {args.output}")
+    plan.save(args.output)
     coarsened = plan.info.get("partition_coarsened")
     if coarsened:  # the budget of collectives made the planner use a larger partition
         print(f"gradsched {args.command}: note: partition of {coarsened['asked_params']} "
@@ -279,10 +284,10 @@ def _emit_ddp(plan: Plan, trace: ComputeTrace, args: argparse.Namespace) -> int:
             raise
         raise InputError(exc.reason, path=args.source, field=exc.field) from None
     print(caps.paste_line())
-    if args.output is not None:
-        write_json_atomic(args.output, caps_json(plan, trace, caps))
+    if args.output is not None:  # printed first: committed after stdout took it
         print(f"{plan.algorithm}: {caps.n_buckets} caps for {trace.n_tensors} tensors "
               f"-> {args.output}")
+        write_json_atomic(args.output, caps_json(plan, trace, caps))
     return 0
 
 
@@ -321,12 +326,37 @@ def _check_host_options(args: argparse.Namespace, interference: dict[str, float]
                           "drop one of them")
 
 
+def _host_default(command: str, case: tuple[ComputeTrace, CommModel, int],
+                  algorithms: list[str], knobs: Any, options: ReplayOptions,
+                  folders: tuple[Path | None, Path | None], made: dict[str, Plan]
+                  ) -> pd.DataFrame:
+    """``replay --host`` without ``--algorithms``: every default algorithm whose plan the
+    host-aware replay can run (one channel, hook order, no credit); the others are left
+    out and named on stderr. Refused only when none is left (a ``--timeline``, which the
+    host-aware replay does not write, is refused by the first)."""
+    frames, left_out = [], []
+    for algorithm in algorithms:
+        try:
+            frames.append(compare(*case, [algorithm], knobs, options, *folders, made))
+        except HostReplayUnsupported:
+            left_out.append(algorithm)
+    if not frames:
+        raise ConfigError("--host: the host-aware replay can run none of the default "
+                          f"algorithms ({', '.join(left_out)}); name some with --algorithms")
+    if left_out:
+        print(f"gradsched {command}: note: --host left out {', '.join(left_out)} (plans "
+              "the host-aware replay cannot run: it models DDP's family issuing collectives "
+              "in hook order on one channel, without a credit); name algorithms with "
+              "--algorithms to choose", file=sys.stderr)
+    return pd.concat(frames, ignore_index=True)
+
+
 def _replay(args: argparse.Namespace) -> int:
     trace = with_forward(ComputeTrace.load(args.compute), args.forward_ratio)
     model = _comm_model(args)
     world = _world_size(args, trace, model)
     trace = with_stragglers(args, trace, world)
-    algorithms = expand_algorithms(args.algorithms)
+    algorithms = expand_algorithms(args.algorithms or "all")
     knobs = parse_knob_args(args.knob)
     check_knobs_used(knobs, algorithms)
     interference = {"compute_slowdown": args.compute_slowdown,
@@ -357,16 +387,21 @@ def _replay(args: argparse.Namespace) -> int:
         timeline = stage.folder(args.timeline) if args.timeline is not None else None
         plans = stage.folder(args.plans) if args.plans is not None else None
         made: dict[str, Plan] = {}
-        results = compare(trace, model, world, algorithms, knobs, options, timeline, plans,
-                          made)
+        if args.host and args.algorithms is None:  # the default set: what --host can run
+            results = _host_default(args.command, (trace, model, world), algorithms, knobs,
+                                    options, (timeline, plans), made)
+        else:
+            results = compare(trace, model, world, algorithms, knobs, options, timeline,
+                              plans, made)
         write_csv_atomic(output, results)
-    warn_domain(args, model, world,
-                [(str(row["algorithm"]), row_shares(row)) for _, row in results.iterrows()],
-                tuple(sorted({c for p in made.values() for c in plan_collectives(p)})))
-    tied = results.iloc[tied_min(results["iteration_s"])]  # ties: every one, in run order
-    print(results[["algorithm", "iteration_s", "exposed_comm_s", "n_collectives",
-                   "gap_to_lb_pct"]].to_string(index=False, float_format=lambda v: f"{v:.6g}"))
-    print(f"fastest: {' = '.join(tied['algorithm'])} ({tied['iteration_s'].iloc[0]:.6g} s); "
-          f"lower bound "
-          f"{results['lower_bound_s'].iloc[0]:.6g} s -> {args.output}")
+        # printed inside the block: the outputs are committed after stdout took it all
+        warn_domain(args, model, world,
+                    [(str(row["algorithm"]), row_shares(row)) for _, row in results.iterrows()],
+                    tuple(sorted({c for p in made.values() for c in plan_collectives(p)})))
+        tied = results.iloc[tied_min(results["iteration_s"])]  # ties: every one, in run order
+        print(results[["algorithm", "iteration_s", "exposed_comm_s", "n_collectives",
+                       "gap_to_lb_pct"]].to_string(index=False,
+                                                   float_format=lambda v: f"{v:.6g}"))
+        print(f"fastest: {' = '.join(tied['algorithm'])} ({tied['iteration_s'].iloc[0]:.6g} "
+              f"s); lower bound {results['lower_bound_s'].iloc[0]:.6g} s -> {args.output}")
     return 0

@@ -20,6 +20,7 @@ frame; no logic lives here.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from gradsched.commands._args import integer, parse_int, size
@@ -138,6 +139,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _ps_replay(args: argparse.Namespace) -> int:
     from gradsched.experiments.ps import PSCase, parse_layout, ps_replay
 
+    _once("--case", [(name, network, world) for name, _, network, world, _, _ in args.case],
+          [" ".join(case) for case in args.case])
     cases = []
     for name, csv, network, world, allreduce, p2p in args.case:
         cases.append(PSCase(name, Path(csv), network, _ranks(name, world), allreduce, p2p))
@@ -145,9 +148,21 @@ def _ps_replay(args: argparse.Namespace) -> int:
     return _write(args, frame)
 
 
+def _once(option: str, keys: list[object], shown: list[str]) -> None:
+    """Refuse a case given twice (each would write the same rows twice): ``keys`` are the
+    cases' identities, ``shown`` how each is named in the message."""
+    seen: dict[object, int] = {}
+    for i, key in enumerate(keys):
+        if key in seen:
+            raise ConfigError(f"{option} {shown[i]} is given twice (as number {seen[key] + 1} "
+                              f"and {i + 1}); give each case once")
+        seen[key] = i
+
+
 def _topology_check(args: argparse.Namespace) -> int:
     from gradsched.experiments.topology_check import topology_check
 
+    _once("--sweep", [os.path.realpath(p) for p in args.sweep], [str(p) for p in args.sweep])
     frame = topology_check(args.intra, args.sweep)
     return _write(args, frame)
 
@@ -158,6 +173,7 @@ def _topology_replay(args: argparse.Namespace) -> int:
 
     measured = dict(args.measured)
     names = [name for name, _, _ in args.topology]
+    _once("--topology", names, names)
     unknown = sorted(set(measured) - set(names))
     if unknown:
         raise ConfigError(f"--measured {unknown[0]}: no --topology of that name")
@@ -194,6 +210,8 @@ def _sharded(args: argparse.Namespace) -> int:
     from gradsched.experiments.sharded import compare
     from gradsched.traces.bundle import ComputeTrace
 
+    _once("--case", [(name, network, world, mode) for name, _, network, _, world, mode
+                     in args.case], [" ".join(case) for case in args.case])
     rows = []
     for name, compute, network, comm, world, mode in args.case:
         if mode not in ("streams", "blocking"):

@@ -114,7 +114,7 @@ from gradsched.limits import (
     is_grad_accum,
 )
 from gradsched.plan import AG_ISSUE_MODES, Plan, check_optimizer, launch_order
-from gradsched.replay.host import DEFAULT_LAUNCH_QUEUE, host_iteration
+from gradsched.replay.host import DEFAULT_LAUNCH_QUEUE, HostReplayUnsupported, host_iteration
 from gradsched.replay.list_schedule import (
     fifo_one_channel,
     joint_schedule,
@@ -324,8 +324,9 @@ def _host_result(trace: ComputeTrace, arrays: TraceArrays, plan: Plan, items: Pl
     if timeline:
         raise ConfigError("the host-aware replay writes no timeline")
     if options.issue != "dynamic" or plan.credit_bytes is not None or (plan.channels or 1) != 1:
-        raise ConfigError(f"plan '{plan.algorithm}': the host-aware replay issues collectives "
-                          "in hook order on one channel (no credit, issue=dynamic)")
+        raise HostReplayUnsupported(f"plan '{plan.algorithm}': the host-aware replay issues "
+                                    "collectives in hook order on one channel (no credit, "
+                                    "issue=dynamic)")
     it = host_iteration(trace, arrays, plan, items, options.launch_queue,
                         options.collective_launch_s)
     compute = arrays.forward_s + arrays.backward_s + arrays.update_s

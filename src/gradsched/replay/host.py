@@ -67,6 +67,12 @@ class HostIteration:
     """How long the device stood idle waiting for the host (its end less its work)."""
 
 
+class HostReplayUnsupported(ConfigError):
+    """A plan the host-aware replay cannot run: it models DDP's family (global update,
+    replicated optimizer, no all-gathers) issuing collectives in hook order on one channel
+    without a credit (module docstring)."""
+
+
 def has_host_columns(trace: ComputeTrace) -> bool:
     """Whether the trace has the host columns."""
     return all(c in trace.frame.columns for c in HOST_COLUMNS)
@@ -81,8 +87,9 @@ def host_iteration(trace: ComputeTrace, arrays: TraceArrays, plan: Plan, items: 
         raise ConfigError(f"trace '{trace.stem}' has no host columns ({', '.join(HOST_COLUMNS)})"
                           ": the host-aware replay needs them (gradsched import kineto --host)")
     if plan.update != "global" or plan.optimizer != "replicated" or np.any(items.kind == AG):
-        raise ConfigError(f"plan '{plan.algorithm}': the host-aware replay models DDP's "
-                          "family only (update=global, replicated optimizer, no all-gathers)")
+        raise HostReplayUnsupported(f"plan '{plan.algorithm}': the host-aware replay models DDP's "
+                                    "family only (update=global, replicated optimizer, no "
+                                    "all-gathers)")
     frame = trace.frame
     order = np.argsort(arrays.ready_pos, kind="stable")
     n_layers = len(arrays.layer_forward_s)

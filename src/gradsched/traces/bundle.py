@@ -10,6 +10,7 @@ row and field. Writes are atomic.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,25 @@ def _validator(schema: dict[str, Any]) -> Any:
     return validator
 
 
+def _non_finite(value: Any, where: str = "") -> str | None:
+    """The place (``a.b[2]``) of the first NaN or infinity in a parsed JSON value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "(top level)"
+    items = (value.items() if isinstance(value, dict) else
+             ((f"[{i}]", v) for i, v in enumerate(value)) if isinstance(value, list) else ())
+    for key, item in items:
+        place = _non_finite(item, f"{where}{key}" if str(key).startswith("[")
+                            else f"{where}.{key}" if where else str(key))
+        if place is not None:
+            return place
+    return None
+
+
 def _check_meta(meta: dict[str, Any], schema: dict[str, Any], path: Path | str) -> None:
+    place = _non_finite(meta)  # JSON Schema's "number" takes NaN, and NaN passes maximum
+    if place is not None:
+        raise InputError("NaN or infinity where a finite number (or null) belongs",
+                         path=path, field=place)
     exc = jsonschema.exceptions.best_match(_validator(schema).iter_errors(meta))
     if exc is not None:
         field_name = ".".join(str(p) for p in exc.absolute_path) or None

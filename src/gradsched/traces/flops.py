@@ -29,6 +29,7 @@ Rows are in forward (registration) order; gradients become ready in the reverse 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,6 +38,7 @@ import pandas as pd
 
 from gradsched.errors import ConfigError
 from gradsched.gpus import GPU_PEAK_FLOPS
+from gradsched.limits import MAX_SECONDS
 from gradsched.llm_shapes import LlmShape, llm_shape, parameter_list
 from gradsched.traces.bundle import ComputeTrace
 
@@ -113,6 +115,7 @@ def flops_trace(name: str | LlmShape, setting: FlopsSetting | None = None) -> Co
     params = parameter_list(shape)
     rate = GPU_PEAK_FLOPS[setting.gpu] * setting.mfu
     fwd = np.asarray([forward_flops(n, k, shape, setting) for n, k in params]) / rate
+    check_step_time(shape, setting, 3.0 * float(fwd.sum()))
     owners = [n.rsplit(".", 1)[0] for n, _ in params]
     layer = pd.Series(owners).ne(pd.Series(owners).shift()).cumsum().to_numpy() - 1
     numel = np.asarray([k for _, k in params], dtype=np.int64)
@@ -122,6 +125,19 @@ def flops_trace(name: str | LlmShape, setting: FlopsSetting | None = None) -> Co
         "ready_order": np.arange(len(params))[::-1]})
     return ComputeTrace.from_frame(frame, trace_meta(shape, setting, len(params),
                                                      int(numel.sum()), float(fwd.sum())))
+
+
+def check_step_time(shape: LlmShape, setting: FlopsSetting, step_s: float) -> None:
+    """Refuse settings whose micro-batch (forward and backward, 3x the forward FLOPs) is
+    priced beyond :data:`~gradsched.limits.MAX_SECONDS`, naming the options that set it
+    (``gradsched traces flops``), not a derived cell of the trace."""
+    if not math.isfinite(step_s) or step_s > MAX_SECONDS:
+        raise ConfigError(
+            f"--micro-batch {setting.micro_batch} x --seq-len {setting.seq_len} tokens of "
+            f"{shape.name} at --mfu {setting.mfu:g} of --gpu {setting.gpu}'s peak: one "
+            f"micro-batch's forward and backward would take {step_s:.3g} s, beyond the "
+            f"physical range (at most {MAX_SECONDS:g} s); lower --micro-batch or --seq-len, "
+            "or raise --mfu")
 
 
 def trace_meta(shape: LlmShape, setting: FlopsSetting, tensors: int, params: int,

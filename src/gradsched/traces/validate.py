@@ -12,6 +12,7 @@ import io
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -105,6 +106,16 @@ def check_header(frame: pd.DataFrame, columns: tuple[Column, ...], path: str | P
         raise InputError("duplicate column", path=path, line=1, field=dupes[0][:-2])
 
 
+def _text_cell(raw: str, col: Column, where: dict[str, Any]) -> str:
+    """A text cell: no NUL byte (the csv module reads one; no name or label holds one, and
+    a name cut at it in C code would be another name), one of the column's choices."""
+    if "\x00" in raw:
+        raise InputError(f"a NUL byte (offset {raw.index(chr(0))}) in a text cell", **where)
+    if col.choices and raw not in col.choices:
+        raise InputError(f"{raw!r} is not one of {', '.join(col.choices)}", **where)
+    return raw
+
+
 def _parse_cell(text: str, col: Column, path: str | Path, row: int) -> object:
     where = {"path": path, "row": row, "line": row + 1, "field": col.name}
     raw = text.strip()
@@ -113,10 +124,7 @@ def _parse_cell(text: str, col: Column, path: str | Path, row: int) -> object:
     if raw == "":
         raise InputError("empty value", **where)
     if col.kind == "str":
-        value: object = raw
-        if col.choices and raw not in col.choices:
-            raise InputError(f"{raw!r} is not one of {', '.join(col.choices)}", **where)
-        return value
+        return _text_cell(raw, col, where)
     if col.kind == "bool":
         if raw in _TRUE:
             return True

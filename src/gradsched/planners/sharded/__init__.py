@@ -74,9 +74,14 @@ def merge_blocks(blocks: list[tuple[int, int]], ends: np.ndarray) -> list[tuple[
     return [(blocks[s][0], blocks[e - 1][1]) for s, e in zip(starts, ends.tolist(), strict=True)]
 
 
-def _check_depth(name: str, value: int) -> int:
+def _check_depth(name: str, value: int, n_units: int) -> int:
+    """A prefetch depth: 0 up to the plan's number of units (a unit prefetches at most
+    every other unit; a deeper value would be written into the plan and do nothing)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+        raise ConfigError(f"--knob {name}={value!r}: must be an integer >= 0")
+    if value > max(n_units, 1):
+        raise ConfigError(f"--knob {name}={value}: a prefetch depth is at most the plan's "
+                          f"number of units ({n_units})")
     return value
 
 
@@ -84,10 +89,11 @@ def fsdp2(trace: ComputeTrace, model: CommModel, world_size: int, *, forward_pre
           backward_prefetch: int = 1, reshard_after_forward: bool = True) -> ShardedPlan:
     """FSDP2 as users write it: one unit per block (see the package docstring)."""
     seq = layer_seq(trace)
+    units = units_from_ranges(seq, block_ranges(seq), reshard_after_forward)
     return ShardedPlan(
-        algorithm="fsdp2", units=units_from_ranges(seq, block_ranges(seq), reshard_after_forward),
-        forward_prefetch=_check_depth("forward_prefetch", forward_prefetch),
-        backward_prefetch=_check_depth("backward_prefetch", backward_prefetch),
+        algorithm="fsdp2", units=units,
+        forward_prefetch=_check_depth("forward_prefetch", forward_prefetch, len(units)),
+        backward_prefetch=_check_depth("backward_prefetch", backward_prefetch, len(units)),
         knobs={"forward_prefetch": forward_prefetch, "backward_prefetch": backward_prefetch,
                "reshard_after_forward": reshard_after_forward},
         info={"world_size": world_size, "n_blocks": len(block_ranges(seq))})
@@ -109,9 +115,12 @@ def capped(trace: ComputeTrace, cap_bytes: float, algorithm: str, knobs: dict[st
     sizes = np.asarray([seq.nbytes[a:b + 1].sum() for a, b in blocks], dtype=float)
     ranges = merge_blocks(blocks, fill_groups(sizes, [cap_bytes], overflow=False)) if blocks \
         else []
-    return ShardedPlan(algorithm=algorithm, units=units_from_ranges(seq, ranges),
-                       forward_prefetch=_check_depth("forward_prefetch", forward_prefetch),
-                       backward_prefetch=_check_depth("backward_prefetch", backward_prefetch),
+    units = units_from_ranges(seq, ranges)
+    return ShardedPlan(algorithm=algorithm, units=units,
+                       forward_prefetch=_check_depth("forward_prefetch", forward_prefetch,
+                                                     len(units)),
+                       backward_prefetch=_check_depth("backward_prefetch", backward_prefetch,
+                                                      len(units)),
                        knobs=dict(knobs), info={"unit_cap_bytes": cap_bytes,
                                                 "n_blocks": len(blocks)})
 

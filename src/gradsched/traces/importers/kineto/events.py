@@ -30,8 +30,24 @@ MAX_TIMESTAMP_US = float(2**62)
 """Latest timestamp accepted (microseconds since the profiler's epoch): far beyond any clock,
 far below what makes sums of timestamps lose every digit."""
 
-STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-"""The span ``prof.step()`` records around each profiled iteration."""
+STEP_RE = re.compile(r"^ProfilerStep#([0-9]+)$")
+"""The span ``prof.step()`` records around each profiled iteration (PyTorch
+``torch/profiler/profiler.py``, ``profile.step``: ``ProfilerStep#`` and the step count, a
+whole number from 0)."""
+
+_STEP_LIKE = re.compile(r"^ProfilerStep#(.*)$")
+
+
+def check_step_names(events: list[Event], path: str,
+                     like: re.Pattern[str] = _STEP_LIKE,
+                     step: re.Pattern[str] = STEP_RE) -> None:
+    """Refuse a step span whose number is not a whole number of ASCII digits
+    (``ProfilerStep#-1``, ``ProfilerStep#1.5``): it would be passed over silently, and the
+    trace read with a step less or as one whole-trace iteration."""
+    for ev in events:
+        if like.match(ev.name) and not step.match(ev.name):
+            raise InputError(f"{ev.name!r}: a step number is a whole number >= 0 (ASCII "
+                             "digits)", path=path, field=f"traceEvents[{ev.index}].name")
 
 
 def read_trace_json(path: str | Path) -> Any:
@@ -150,13 +166,13 @@ def _raw_events(doc: Any, path: str) -> tuple[list[Any], dict[str, Any]]:
 
 
 def _time_field(ev: dict[str, Any], key: str, name: str, path: str, where: str) -> float:
-    """``ts`` or ``dur`` (us) of an event: a finite number, or a string holding one."""
+    """``ts`` or ``dur`` (us) of an event: a finite JSON number (the profiler writes
+    numbers; a string is refused, not parsed)."""
     value = ev.get(key)
     if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            value = None
+        raise InputError(f"complete event {name!r}: '{key}' is the string {value!r}, not a "
+                         "number (the profiler writes numbers)", path=path,
+                         field=f"{where}.{key}")
     if isinstance(value, bool) or not isinstance(value, int | float) \
             or not np.isfinite(value):
         raise InputError(f"complete event {name!r} has no numeric '{key}' "

@@ -21,6 +21,7 @@ from gradsched.traces.importers.kineto.comm_meta import NCCL_KERNEL_RE
 from gradsched.traces.importers.kineto.events import (
     STEP_RE,
     Event,
+    check_step_names,
     complete_events,
     read_trace_json,
 )
@@ -142,6 +143,7 @@ def _distributed_info(header: dict[str, Any], fallback_rank: int | None, path: s
 def _profiler_steps(events: list[Event], path: str, warnings: list[str]
                     ) -> list[tuple[int, Event]]:
     """The ``ProfilerStep#N`` spans by start; without any, the whole trace is step 0."""
+    check_step_names(events, path)
     steps: list[tuple[int, Event]] = []
     for ev in events:
         match = STEP_RE.match(ev.name)

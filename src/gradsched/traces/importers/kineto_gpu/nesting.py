@@ -106,6 +106,12 @@ def _nest_thread(items: list[Event], label: str, ops: list[Op],
         if ev.cat in RUNTIME_CATS:
             corr = correlation(ev, label)
             if corr is not None:
+                if corr in launches:  # the profiler numbers each runtime call once
+                    raise InputError(f"correlation id {corr} of runtime call {ev.name!r} "
+                                     f"was given already to event "
+                                     f"{launches[corr].event.index}: each launch has its own",
+                                     path=label,
+                                     field=f"traceEvents[{ev.index}].args.correlation")
                 launches[corr] = Launch(ev, top, list(stack))
             continue
         if top is None and not _is_annotation(ev):
@@ -140,6 +146,11 @@ def link_kernels(gpu: list[Event], launches: dict[int, Launch], label: str) -> i
     for ev in gpu:
         corr = correlation(ev, label)
         launch = launches.get(corr) if corr is not None else None
+        if launch is not None and ev.ts < launch.event.ts:
+            raise InputError(f"GPU activity {ev.name!r} starts at {ev.ts:g} us, before the "
+                             f"runtime call that launched it ({launch.event.name!r}, event "
+                             f"{launch.event.index}, at {launch.event.ts:g} us)", path=label,
+                             field=f"traceEvents[{ev.index}].ts")
         if launch is not None and launch.top is not None:
             launch.top.kernels.append(ev)
         elif launch is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from gradsched.errors import InputError
-from gradsched.traces.importers.kineto.events import STEP_RE, Event
+from gradsched.traces.importers.kineto.events import STEP_RE, Event, check_step_names
 
 _GPU_COPY = "gpu_user_annotation"
 
@@ -22,12 +22,25 @@ def step_pattern(step_range: str | None) -> re.Pattern[str]:
     """``ProfilerStep#N``, or ``R<N>`` / ``R#N`` for a named range ``R``."""
     if step_range is None:
         return STEP_RE
-    return re.compile(rf"^{re.escape(step_range)}#?(\d+)$")
+    return re.compile(rf"^{re.escape(step_range)}#?([0-9]+)$")
+
+
+def _step_like(step_range: str | None) -> re.Pattern[str] | None:
+    """Names of the step form with a number that is not a whole number (``R-1``)."""
+    if step_range is None:
+        return None
+    return re.compile(rf"^{re.escape(step_range)}#?(-|[0-9]).*$")
 
 
 def _steps(events: list[Event], label: str, step_range: str | None = None
            ) -> list[tuple[int, Event]]:
     pattern = step_pattern(step_range)
+    like = _step_like(step_range)
+    host = [ev for ev in events if ev.cat != _GPU_COPY]
+    if like is None:
+        check_step_names(host, label)
+    else:
+        check_step_names(host, label, like, pattern)
     steps = sorted(((int(m.group(1)), ev) for ev in events
                     if ev.cat != _GPU_COPY and (m := pattern.match(ev.name))),
                    key=lambda s: s[1].ts)
