@@ -71,7 +71,8 @@ def test_cli_writes_a_valid_trace(tmp_path: Path) -> None:
 
 
 def _layer_forward(frame, index: int) -> float:
-    return float(frame.loc[frame["name"].str.contains(f".layers.{index}.", regex=False), "forward_s"].sum())
+    rows = frame["name"].str.contains(f".layers.{index}.", regex=False)
+    return float(frame.loc[rows, "forward_s"].sum())
 
 
 def test_full_recomputation_adds_each_layer_s_forward_to_its_backward() -> None:

@@ -29,12 +29,20 @@ activation type ``e`` bytes:
 
     llama layer = e s b (10 h + 4 f) + e a s^2 b
 
+Selective recomputation recomputes the scores and the repeated key and value (the region
+starts at the attention core's inputs, whose key and value have the ``h_kv`` key/value
+width): it keeps ``e s b (8 h + 2 h_kv + 4 f)``.
+
 A routed MoE FFN holds its SwiGLU activations for the ``k`` experts each token visits
 (balanced routing) plus the shared experts'; multi-head latent attention is priced as
 attention with its query/key and value head dims (an approximation, not validated). The
 output head keeps the final norm's input and its own (3 e s b h), the logits (e s b V) and
 the fp32 log-softmax of the cross-entropy (4 s b V; Korthikanti Section 4.3 counts the same
-4 sbv).
+4 sbv); the backward starts with the gradients of both, ``(e + 4) s b V`` more.
+
+**The peak** is the stored activations plus the larger of two transients of the backward:
+the head's gradients, and the one layer rebuilt by recomputation (full: the layer's whole
+activations less its kept input; selective: its scores and repeated key/value).
 
 Validated on CPU runs of small Llama decoders from transformers against the CPU allocator's
 measured total (``tests/traces/test_activations_measured.py``); a modelled count, not a
@@ -89,13 +97,16 @@ def layer_activations(shape: LlmShape, index: int, tokens: int, seq_len: int,
         # norms 2, qkv input 1, q k v 3, output projection input 1, MLP input 1 (x s b h);
         # GeLU input and output (2 x s b f)
         return LayerActivations(e * (8 * t * h + 2 * t * shape.ffn), e * scores, e * t * h)
-    attention = 7.0 * t * h  # norm 2, q/k/v input 1, query 1, key 1, value 1, o_proj input 1
+    kv = float(shape.kv_heads * shape.head_dim)
+    # norm 2, q/k/v input 1, query 1, key and value 2 kv / h, o_proj input 1 (x s b h)
+    attention = t * (5.0 * h + 2.0 * kv)
+    repeated = 2.0 * t * (shape.heads * shape.head_dim - kv)  # repeat_kv's copies (GQA)
     if shape.latent is not None:
         la = shape.latent
         per_head = 2 * (la.nope_head_dim + la.rope_head_dim) + la.v_head_dim
-        attention = t * (4 * h + la.q_rank + la.kv_rank + shape.heads * per_head)
+        attention, repeated = t * (4 * h + la.q_rank + la.kv_rank + shape.heads * per_head), 0.0
     return LayerActivations(linear_bytes=e * (attention + 3 * t * h + ffn),
-                            scores_bytes=e * scores, input_bytes=e * t * h)
+                            scores_bytes=e * (scores + repeated), input_bytes=e * t * h)
 
 
 def _ffn_elements(shape: LlmShape, index: int, tokens: float) -> float:
@@ -114,6 +125,12 @@ def head_bytes(shape: LlmShape, tokens: int, element_bytes: int) -> float:
                             + (element_bytes + 4.0) * shape.vocab)
 
 
+def head_gradient_bytes(shape: LlmShape, tokens: int, element_bytes: int) -> float:
+    """The first transient of the backward: the gradients of the fp32 log-softmax and of
+    the logits, ``(e + 4) s b V``."""
+    return float(tokens) * (element_bytes + 4.0) * shape.vocab
+
+
 @dataclass(frozen=True)
 class ActivationMemory:
     """The activation memory of one micro-batch under one checkpointing mode (bytes)."""
@@ -122,6 +139,7 @@ class ActivationMemory:
     per_layer_bytes: tuple[float, ...]
     recompute_peak_bytes: float
     head_bytes: float
+    head_gradient_bytes: float = 0.0
 
     @property
     def stored_bytes(self) -> float:
@@ -129,8 +147,8 @@ class ActivationMemory:
 
     @property
     def peak_bytes(self) -> float:
-        """Stored activations plus the largest layer rebuilt during its backward."""
-        return self.stored_bytes + self.recompute_peak_bytes
+        """Stored activations plus the larger backward transient (module docstring)."""
+        return self.stored_bytes + max(self.recompute_peak_bytes, self.head_gradient_bytes)
 
 
 def activation_memory(shape: LlmShape, micro_batch: int, seq_len: int, element_bytes: int,
@@ -144,4 +162,6 @@ def activation_memory(shape: LlmShape, micro_batch: int, seq_len: int, element_b
               for i in range(shape.layers)]
     return ActivationMemory(mode=mode, per_layer_bytes=tuple(la.stored(mode) for la in layers),
                             recompute_peak_bytes=max(la.recompute_peak(mode) for la in layers),
-                            head_bytes=head_bytes(shape, tokens, element_bytes))
+                            head_bytes=head_bytes(shape, tokens, element_bytes),
+                            head_gradient_bytes=head_gradient_bytes(shape, tokens,
+                                                                    element_bytes))
