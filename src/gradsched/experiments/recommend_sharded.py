@@ -27,6 +27,7 @@ the tie tolerance (:data:`gradsched.ties.RTOL`) is printed as a tie, never as fl
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -253,12 +254,36 @@ def paste_code(plan: ShardedPlan, names: tuple[str, ...], full: bool = False) ->
         if plan.keep_unsharded_between_microbatches:
             lines += [line for line in code.splitlines() if line.startswith("#")]
         return "\n".join(lines)
-    shown = [line for line in code.splitlines()
-             if not line.startswith(tuple(f"u{k}" for k in range(LISTED_UNITS, plan.n_units)))]
+    shown = [_as_range(line) for line in code.splitlines() if _unit_of(line) < LISTED_UNITS]
     if len(shown) == len(code.splitlines()):
         return code
     return "\n".join([*shown, f"# ... {plan.n_units - LISTED_UNITS} more units: --plan-out "
                                "PLAN.json prints the full listing"])
+
+
+def _unit_of(line: str) -> int:
+    """The unit a line of :func:`fully_shard_code` is about (``uK = ...``,
+    ``fully_shard(uK, ...)``, ``uK[0].set_...``); -1 for the others."""
+    found = re.match(r"(?:fully_shard\()?u(\d+)\b", line)
+    return int(found.group(1)) if found else -1
+
+
+def _as_range(line: str) -> str:
+    """``uK = [model.get_submodule('c.i'), ..., model.get_submodule('c.j')]`` of consecutive
+    blocks ``i..j`` as one comprehension; any other line unchanged."""
+    head, sep, body = line.partition(" = [")
+    if not sep or not body.endswith("]"):
+        return line
+    mods = [m.strip().removeprefix("model.get_submodule(").removesuffix(")").strip("'\"")
+            for m in body[:-1].split(",")]
+    parts = [m.rpartition(".") for m in mods]
+    if len(mods) < 3 or any(not p[2].isdigit() or p[0] != parts[0][0] for p in parts):
+        return line
+    first = int(parts[0][2])
+    if [int(p[2]) for p in parts] != list(range(first, first + len(parts))):
+        return line
+    return (f"{head} = [model.get_submodule(f'{parts[0][0]}.{{i}}') "
+            f"for i in range({first}, {first + len(parts)})]")
 
 
 def _uniform_container(mods: list[list[str]]) -> str | None:
