@@ -129,3 +129,15 @@ def test_a_gain_within_the_tie_tolerance_is_printed_as_a_tie(monkeypatch) -> Non
     text = render_sharded(_advice(0.30994, 0.30994 * (1 - 1e-15)))
     assert "a tie" in text and "e-1" not in text
     assert "+10 %" in render_sharded(_advice(0.33, 0.30))
+
+
+def test_shard_compare_flags_the_layouts_over_the_cap(llama8b: ComputeTrace) -> None:
+    from gradsched.experiments.sharded import compare
+
+    cap = memory_budget(llama8b, 8, 80 * GIB).gathered_cap_bytes
+    rows = {r["algorithm"]: r for r in compare(llama8b, MODEL, 8, memory_cap_bytes=cap,
+                                               algorithms=("fsdp2", "fsdp2-noreshard"))}
+    assert rows["fsdp2"]["fits_memory_cap"] is True
+    assert rows["fsdp2-noreshard"]["gathered_peak_bytes"] > cap
+    assert rows["fsdp2-noreshard"]["fits_memory_cap"] is False
+    assert "fits_memory_cap" not in compare(llama8b, MODEL, 8, algorithms=("fsdp2",))[0]

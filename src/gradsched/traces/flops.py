@@ -74,7 +74,10 @@ class FlopsSetting:
     gpu: str = "a100"
     mfu: float = 0.4
     dtype: str = "bf16"
-    checkpointing: str = "full"  # none | selective | full (Korthikanti et al. 2022)
+    checkpointing: str = "none"
+    """none | selective | full (Korthikanti et al. 2022). ``traces flops`` defaults to full;
+    the at-scale study prices its points' recomputation itself
+    (:func:`gradsched.experiments.at_scale.predict.base_trace`)."""
 
     def check(self, shape: LlmShape) -> None:
         if self.gpu not in GPU_PEAK_FLOPS:
