@@ -34,7 +34,7 @@ GIB = 2**30
 def llama8b() -> ComputeTrace:
     """Llama 3.1 8B at 8192 tokens, selective recomputation: 57 GiB of activations."""
     return flops_trace("llama-3.1-8b", FlopsSetting(gpu="h100", checkpointing="selective",
-                                                     seq_len=8192))
+                                                     seq_len=8192, optimizer="adam"))
 
 
 def _resident(trace: ComputeTrace, ranks: int) -> float:

@@ -103,13 +103,15 @@ def test_the_adam_step_is_priced_at_the_gpu_s_memory_bandwidth() -> None:
     from gradsched.gpus import GPUS
 
     for gpu in ("a100", "h100", "h200"):
-        trace = flops_trace("llama-3.1-8b", FlopsSetting(seq_len=1024, gpu=gpu))
+        trace = flops_trace("llama-3.1-8b", FlopsSetting(seq_len=1024, gpu=gpu,
+                                                         optimizer="adam"))
         frame = trace.frame
         assert (frame["update_s"] > 0).all()
         assert frame["update_s"].sum() == pytest.approx(
             28.0 * frame["numel"].sum() / GPUS[gpu].memory_Bps, rel=1e-12)
         assert trace.meta["update_s"] == pytest.approx(frame["update_s"].sum())
     assert ComputeTrace.from_frame(frame, trace.meta).update_total_s > 0
+    assert flops_trace("llama-3.1-8b", FlopsSetting(seq_len=1024)).meta["update_s"] == 0
 
 
 def test_activation_bytes_shrink_with_recomputation_and_reach_the_sidecar() -> None:

@@ -130,7 +130,8 @@ def _flops(args: argparse.Namespace) -> int:
     from gradsched.traces.flops import FlopsSetting, flops_trace
 
     setting = FlopsSetting(micro_batch=args.micro_batch, seq_len=args.seq_len, gpu=args.gpu,
-                           mfu=args.mfu, dtype=args.dtype, checkpointing=args.checkpointing)
+                           mfu=args.mfu, dtype=args.dtype, checkpointing=args.checkpointing,
+                           optimizer="adam")
     shape = hf_config_shape(args.hf_config) if args.hf_config else args.model
     trace = flops_trace(shape, setting)
     with Staging() as stage:

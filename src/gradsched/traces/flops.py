@@ -78,6 +78,10 @@ class FlopsSetting:
     """none | selective | full (Korthikanti et al. 2022). ``traces flops`` defaults to full;
     the at-scale study prices its points' recomputation itself
     (:func:`gradsched.experiments.at_scale.predict.base_trace`)."""
+    optimizer: str = "none"
+    """adam | none: the fused-Adam step in ``update_s`` (module docstring). ``traces flops``
+    prices it; the library default keeps the at-scale study's calibration, which fits its
+    utilisation to published steps with the step's compute only."""
 
     def check(self, shape: LlmShape) -> None:
         if self.gpu not in GPU_PEAK_FLOPS:
@@ -85,6 +89,8 @@ class FlopsSetting:
                               f"{', '.join(sorted(GPU_PEAK_FLOPS))}")
         if not 0 < self.mfu <= 1:
             raise ConfigError(f"mfu must be in (0, 1], got {self.mfu}")
+        if self.optimizer not in ("adam", "none"):
+            raise ConfigError(f"optimizer must be adam or none, not {self.optimizer!r}")
         if self.checkpointing not in CHECKPOINTING:
             raise ConfigError(f"checkpointing must be one of {', '.join(CHECKPOINTING)}, not "
                               f"{self.checkpointing!r}")
@@ -168,7 +174,8 @@ def flops_trace(name: str | LlmShape, setting: FlopsSetting | None = None) -> Co
         "name": [n for n, _ in params], "layer": layer, "numel": numel,
         "bytes": numel * DTYPE_BYTES[setting.dtype], "forward_s": fwd,
         "backward_s": 2.0 * fwd + again,
-        "update_s": ADAM_BYTES_PER_PARAMETER * numel / GPUS[setting.gpu].memory_Bps,
+        "update_s": (ADAM_BYTES_PER_PARAMETER * numel / GPUS[setting.gpu].memory_Bps
+                     if setting.optimizer == "adam" else np.zeros(len(params))),
         "ready_order": np.arange(len(params))[::-1]})
     meta = trace_meta(shape, setting, len(params), int(numel.sum()), float(fwd.sum()))
     meta["forward_backward_s"] = float(3.0 * fwd.sum() + again.sum())
