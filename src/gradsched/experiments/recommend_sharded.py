@@ -158,7 +158,7 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
                                      best.plan.keep_unsharded_between_microbatches)
         best.plan.info.update({"lower_bound_s": bound, "lower_bound_counts_cap": True,
                                "gap_to_bound_pct": 100.0 * (best.replay.iteration_s / bound - 1)})
-    notes = accum + memory_notes(budget, semantics) + search_notes(best.plan) + sharded_notes(
+    notes = accum + memory_notes(budget) + search_notes(best.plan) + sharded_notes(
         trace, model, world_size, comm_spec, (("FSDP2 default", default), ("optimum", best.plan)))
     return ShardedAdvice(default, default_replay, best.plan, best.replay, margin, semantics,
                          world_size, cap, tuple(trace.names), tuple(notes), smallest)
@@ -199,14 +199,9 @@ def sharded_notes(trace: ComputeTrace, model: CommModel, world_size: int, comm_s
          for label, plan in layouts], ("all_gather", "reduce_scatter"))
 
 
-def memory_notes(budget: MemoryBudget | None, semantics: str) -> list[str]:
-    """What the memory cap rests on, or that no GPU memory was known."""
-    if budget is not None:
-        return [f"memory: {budget.text()}"]  # an assumed GPU says ASSUMED in its source
-    if semantics == "blocking":
-        return []
-    return ["memory: the trace names no GPU whose memory is known; give --gpu-memory (e.g. "
-            "80G) so that no layout gathers more than the GPU holds"]
+def memory_notes(budget: MemoryBudget | None) -> list[str]:
+    """What the memory cap rests on (none on CPU runs, which name no GPU)."""
+    return [] if budget is None else [f"memory: {budget.text()}"]
 
 
 def search_notes(plan: ShardedPlan) -> list[str]:
