@@ -141,3 +141,12 @@ def test_shard_compare_flags_the_layouts_over_the_cap(llama8b: ComputeTrace) -> 
     assert rows["fsdp2-noreshard"]["gathered_peak_bytes"] > cap
     assert rows["fsdp2-noreshard"]["fits_memory_cap"] is False
     assert "fits_memory_cap" not in compare(llama8b, MODEL, 8, algorithms=("fsdp2",))[0]
+
+
+def test_activations_that_leave_no_room_are_a_clear_error() -> None:
+    from gradsched.errors import ConfigError
+
+    trace = flops_trace("llama-3.1-70b", FlopsSetting(gpu="h100", checkpointing="none",
+                                                      seq_len=8192))
+    with pytest.raises(ConfigError, match="resident shards and the activations exceed"):
+        memory_budget(trace, 64, None)

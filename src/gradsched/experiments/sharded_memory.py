@@ -97,7 +97,10 @@ def memory_budget(trace: ComputeTrace, world_size: int,
                           activation_bytes=_number(trace.meta.get("activation_bytes")),
                           activation_mode=str(trace.meta.get("checkpointing", "")))
     if budget.gathered_cap_bytes <= 0:
-        raise ConfigError(f"the resident shards alone exceed the GPU's memory: {budget.text()}")
+        what = ("the resident shards alone exceed" if budget.activation_bytes is None else
+                "the resident shards and the activations exceed")
+        raise ConfigError(f"{what} the GPU's memory: {budget.text()}; shard over more ranks, "
+                          "or recompute activations (traces flops --checkpointing)")
     return budget
 
 

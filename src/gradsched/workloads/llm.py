@@ -1,8 +1,12 @@
 """Large-language-model shapes, built on PyTorch's meta device from public configurations
 (no weights, no download): the parameter tensors data-parallel training communicates, in
 forward order, with what the FLOPs model of :mod:`gradsched.traces.flops` needs to price
-each one. The shapes themselves (published values, each cited, and their parameter list
-without torch) are common ground: :mod:`gradsched.llm_shapes`.
+each one. The shapes themselves (read from each model's Hugging Face ``config.json``, the
+committed ones under ``data/external/hf-configs/``, and their parameter list without torch)
+are common ground: :mod:`gradsched.llm_shapes`. Mixtral's experts keep the published
+checkpoint's names (``block_sparse_moe.experts.E.w1/w2/w3``), one tensor each, as
+DeepSeek-V3's do; transformers' own classes (which fuse the experts into one tensor) count
+the same parameters (``tests/workloads/test_hf_configs.py``).
 
 Every module is registered in the order its forward runs, so ``named_parameters()`` is the
 forward order a compute trace needs.
