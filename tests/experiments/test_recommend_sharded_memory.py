@@ -150,3 +150,25 @@ def test_activations_that_leave_no_room_are_a_clear_error() -> None:
                                                       seq_len=8192))
     with pytest.raises(ConfigError, match="resident shards and the activations exceed"):
         memory_budget(trace, 64, None)
+
+
+def test_advise_prints_a_loop_and_plan_out_the_full_listing(tmp_path, llama8b) -> None:
+    """The command line: a paste-able answer on stdout, every call with --plan-out."""
+    import subprocess
+    import sys
+
+    trace = flops_trace("llama-3.1-8b", FlopsSetting(gpu="h100", seq_len=1024,
+                                                     checkpointing="full", optimizer="adam"))
+    trace.save(tmp_path / "t.csv")
+    base = [sys.executable, "-m", "gradsched", "advise", "--sharded", "--compute",
+            str(tmp_path / "t.csv"), "--comm", "alpha-beta:alpha=2e-4,beta=1e-9",
+            "--world-size", "8", "--margin-pct", "50"]
+    short = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    assert short.returncode == 0, short.stderr
+    assert "for block in model.get_submodule('model.layers'):" in short.stdout
+    assert "model.get_submodule('model.layers.31')" not in short.stdout
+    full = subprocess.run([*base, "--plan-out", str(tmp_path / "p.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert full.returncode == 0, full.stderr
+    assert "model.get_submodule('model.layers.31')" in full.stdout
+    assert (tmp_path / "p.json").exists()
