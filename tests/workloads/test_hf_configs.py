@@ -111,3 +111,14 @@ def test_cli_builds_a_trace_from_a_config(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert "neither a committed configuration" in bad.stderr
+
+
+@pytest.mark.parametrize("name", sorted(CARDS))
+def test_every_committed_config_builds_a_flops_trace(name: str) -> None:
+    from gradsched.traces.flops import FlopsSetting, flops_trace
+
+    trace = flops_trace(name, FlopsSetting(seq_len=1024, gpu="h100", optimizer="adam",
+                                           checkpointing="selective"))
+    assert trace.meta["parameters"] == _count(name)
+    assert trace.meta["update_s"] > 0 and trace.meta["activation_bytes"] > 0
+    assert trace.meta["published_parameters"] == CARDS[name]["published_params"]
