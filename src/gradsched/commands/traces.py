@@ -48,8 +48,9 @@ def _register_flops(tsub: argparse._SubParsersAction) -> None:
     from gradsched.gpus import GPU_PEAK_FLOPS
     from gradsched.llm_shapes import llm_names
 
-    flops = tsub.add_parser("flops", help="a compute trace of a published LLM shape (LLaMA-2-70B, "
-                            "GPT-3-175B, DeepSeek-V3) from a FLOPs model: synthetic, labelled")
+    flops = tsub.add_parser("flops", help="a compute trace of an LLM from its config.json "
+                            "(--model: a committed one, --hf-config: any) from a FLOPs model: "
+                            "synthetic, labelled")
     which = flops.add_mutually_exclusive_group(required=True)
     which.add_argument("--model", choices=llm_names())
     which.add_argument("--hf-config", metavar="PATH|NAME",
@@ -63,9 +64,12 @@ def _register_flops(tsub: argparse._SubParsersAction) -> None:
     flops.add_argument("--micro-batch", type=positive_int, default=1,
                        help="samples per rank per micro-batch (default 1)")
     flops.add_argument("--seq-len", type=positive_int, default=None,
-                       help="tokens per sample (default: the model's context length)")
+                       help="tokens per sample (default: a committed model's pre-training "
+                            "sequence, data/external/hf-configs/cards.json; a config's "
+                            "max_position_embeddings)")
     flops.add_argument("--gpu", choices=sorted(GPU_PEAK_FLOPS), default="a100",
-                       help="whose dense bf16 peak prices the FLOPs (default a100)")
+                       help="whose dense bf16 peak prices the FLOPs and memory bandwidth the "
+                            "Adam step (default a100)")
     flops.add_argument("--mfu", type=real(0.0, 1.0, low_open=True), default=0.4,
                        help="model-FLOPs utilisation, in (0, 1] (default 0.4)")
     flops.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16",
