@@ -172,3 +172,25 @@ def test_advise_prints_a_loop_and_plan_out_the_full_listing(tmp_path, llama8b) -
     assert full.returncode == 0, full.stderr
     assert "model.get_submodule('model.layers.31')" in full.stdout
     assert (tmp_path / "p.json").exists()
+
+
+def test_the_capped_bound_stays_below_every_capped_optimum() -> None:
+    """SYNTHETIC traces: the cap-aware bound never exceeds the best layout under the cap."""
+    from gradsched.experiments.sharded import optimum
+    from gradsched.experiments.sharded_blocking import NoLayoutFits
+    from tests.experiments.test_sharded_search import many_blocks
+
+    checked = 0
+    for seed in range(3):
+        trace = many_blocks(8, seed=seed)
+        cap = 0.8 * optimum(trace, MODEL, 8).replay.gathered_peak_bytes
+        try:
+            capped = optimum(trace, MODEL, 8, memory_cap_bytes=cap)
+        except NoLayoutFits:
+            continue
+        checked += 1
+        assert capped.replay.gathered_peak_bytes <= cap
+        bound = capped_lower_bound_s(trace, MODEL, 8, cap)
+        assert sharded_lower_bound_s(trace, MODEL, 8) <= bound
+        assert bound <= capped.replay.iteration_s * (1 + 1e-9)
+    assert checked >= 1
