@@ -739,6 +739,13 @@ def _traces() -> dict[str, Entry]:
         t + "flops --mfu": more(FLOPS, "--mfu 0.5", compare="t.csv"),
         t + "flops --dtype": more(FLOPS, "--dtype fp32", compare="t.csv"),
         t + "flops --output": Output(FLOPS, FLOPS.replace("-o t.csv", "-o o.csv"), "o.csv"),
+        t + "flops --hf-config": (
+            Probe(FLOPS, FLOPS.replace("--model llama-2-70b", "--hf-config llama-3.1-8b"),
+                  "t.csv"),
+            Probe(FLOPS, FLOPS.replace("--model llama-2-70b",
+                                       "--hf-config {R}/data/external/hf-configs/qwen2.5-72b"),
+                  "t.csv")),
+        t + "flops --checkpointing": more(FLOPS, "--checkpointing none", compare="t.csv"),
     }
 
 

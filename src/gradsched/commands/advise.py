@@ -314,7 +314,7 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
                          compute_slowdown=sharded_overlap(
                              args, trace.meta,  # type: ignore[attr-defined]
                              "advise --sharded", semantics))
-    print(render_sharded(adv), end="")
+    print(render_sharded(adv, full_listing=args.plan_out is not None), end="")
     out = {"sharded": adv.to_dict()}
     if args.validate:
         model_name = args.model or trace.meta.get("model")  # type: ignore[attr-defined]

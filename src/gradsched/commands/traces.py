@@ -51,15 +51,28 @@ def _register_flops(tsub: argparse._SubParsersAction) -> None:
     from gradsched.gpus import GPU_PEAK_FLOPS
     from gradsched.llm_shapes import llm_names
 
-    flops = tsub.add_parser("flops", help="a compute trace of a published LLM shape (LLaMA-2-70B, "
-                            "GPT-3-175B, DeepSeek-V3) from a FLOPs model: synthetic, labelled")
-    flops.add_argument("--model", required=True, choices=llm_names())
+    flops = tsub.add_parser("flops", help="a compute trace of an LLM from its config.json "
+                            "(--model: a committed one, --hf-config: any) from a FLOPs model: "
+                            "synthetic, labelled")
+    which = flops.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", choices=llm_names())
+    which.add_argument("--hf-config", metavar="PATH|NAME",
+                       help="a Hugging Face config.json (or a folder holding one) of a decoder "
+                            "(model_type llama, mistral, qwen2, mixtral, gpt_neox, gpt2, "
+                            "deepseek_v3), or a committed one's name (data/external/hf-configs)")
+    flops.add_argument("--checkpointing", choices=("none", "selective", "full"), default="full",
+                       help="activation recomputation (Korthikanti et al. 2022): its recomputed "
+                            "forward joins backward_s, its activation bytes the sidecar "
+                            "(default full)")
     flops.add_argument("--micro-batch", type=positive_int, default=1,
                        help="samples per rank per micro-batch (default 1)")
     flops.add_argument("--seq-len", type=positive_int, default=None,
-                       help="tokens per sample (default: the model's context length)")
+                       help="tokens per sample (default: a committed model's pre-training "
+                            "sequence, data/external/hf-configs/cards.json; a config's "
+                            "max_position_embeddings)")
     flops.add_argument("--gpu", choices=sorted(GPU_PEAK_FLOPS), default="a100",
-                       help="whose dense bf16 peak prices the FLOPs (default a100)")
+                       help="whose dense bf16 peak prices the FLOPs and memory bandwidth the "
+                            "Adam step (default a100)")
     flops.add_argument("--mfu", type=real(0.0, 1.0, low_open=True), default=0.4,
                        help="model-FLOPs utilisation, in (0, 1] (default 0.4)")
     flops.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16",
@@ -120,16 +133,22 @@ def _correct(args: argparse.Namespace) -> int:
 
 
 def _flops(args: argparse.Namespace) -> int:
+    from gradsched.llm_shapes import hf_config_shape
     from gradsched.traces.flops import FlopsSetting, flops_trace
 
     setting = FlopsSetting(micro_batch=args.micro_batch, seq_len=args.seq_len, gpu=args.gpu,
-                           mfu=args.mfu, dtype=args.dtype)
-    trace = flops_trace(args.model, setting)
+                           mfu=args.mfu, dtype=args.dtype, checkpointing=args.checkpointing,
+                           optimizer="adam")
+    shape = hf_config_shape(args.hf_config) if args.hf_config else args.model
+    trace = flops_trace(shape, setting)
     with Staging() as stage:
         trace.save(stage.file(args.output))
     meta = trace.meta
-    print(f"{args.model}: {meta['tensors']} tensors, {meta['parameters'] / 1e9:.2f}e9 parameters; "
-          f"modelled forward+backward {meta['forward_backward_s']:.3g} s per micro-batch of "
+    print(f"{meta['model']}: {meta['tensors']} tensors, {meta['parameters'] / 1e9:.2f}e9 "
+          f"parameters; modelled forward+backward {meta['forward_backward_s']:.3g} s "
+          f"({args.checkpointing} recomputation: activations "
+          f"{meta['activation_bytes'] / 2**30:.4g} GiB), Adam step "
+          f"{meta['update_s']:.3g} s, per micro-batch of "
           f"{args.micro_batch} x {meta['seq_len']} tokens on {args.gpu} at {args.mfu:.0%} of peak "
           f"(synthetic: a FLOPs model, not a measurement) -> {args.output}")
     return 0

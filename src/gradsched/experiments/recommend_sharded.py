@@ -10,10 +10,24 @@ otherwise: keep FSDP2's defaults. Both plans are replayed in the semantics of th
 (``streams`` on a GPU, ``blocking`` for FSDP2 on CPU with gloo) with their memory peak of
 gathered parameters and unsharded gradients. A memory cap that FSDP2's own default exceeds
 is said; one that no plan meets is an error naming the smallest peak.
+
+**Never without a memory check.** On GPU semantics (``streams``) with no GPU named (no
+``--gpu-memory``, no known GPU in the trace's device), the GPU is assumed to be
+:data:`gradsched.gpus.ASSUMED_GPU` (the H100 SXM 80GB), said in the notes, and its memory
+caps every layout (with the trace's activations, :mod:`gradsched.experiments.sharded_memory`).
+The lower bound quoted beside a searched optimum counts the cap: under a cap ``C`` no unit
+gathers more than ``C``, so a step runs at least ``ceil(total / C)`` units, each paying its
+all-gather's and reduce-scatter's start-up (:func:`capped_lower_bound_s`).
+
+**Output a user pastes.** A layout of one unit per block with the same resharding and
+prefetch is printed as a loop over the blocks (:func:`paste_code`); any other layout lists
+its first units and points to ``--plan-out``, which prints the full listing. A gain within
+the tie tolerance (:data:`gradsched.ties.RTOL`) is printed as a tie, never as float noise.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +38,8 @@ from gradsched.experiments.recommend import Margin, model_margin
 from gradsched.experiments.sharded import Scored, optimum
 from gradsched.experiments.sharded_blocking import NoLayoutFits
 from gradsched.experiments.sharded_memory import MemoryBudget, memory_budget
-from gradsched.plan_sharded import ShardedPlan, fully_shard_code
+from gradsched.gpus import ASSUMED_GPU, GPU_MEMORY_BYTES, GPUS
+from gradsched.plan_sharded import ShardedPlan, covering_modules, fully_shard_code, tensors_under
 from gradsched.planners.sharded import fsdp2
 from gradsched.replay.sharded import (
     Semantics,
@@ -32,10 +47,14 @@ from gradsched.replay.sharded import (
     replay_sharded,
     sharded_range_shares,
 )
-from gradsched.ties import faster
+from gradsched.replay.sharded_bounds import sharded_lower_bound_s
+from gradsched.ties import faster, same_time
 from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.layers import layer_seq
 
 MIB = 2**20
+LISTED_UNITS = 3
+"""Units of a non-uniform layout listed on stdout; ``--plan-out`` prints them all."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +107,8 @@ class ShardedAdvice:
                 "memory_cap_bytes": self.memory_cap_bytes,
                 "margin_pct": self.margin.pct, "margin_source": self.margin.source,
                 "band_known": self.margin.band_known, "gain_pct": self.gain_pct,
+                "gain_is_tie": same_time(self.best_replay.iteration_s,
+                                         self.default_replay.iteration_s),
                 "recommendation": ("none-fits" if self.smallest_peak_bytes is not None
                                    else "optimum" if self.recommend_best
                                    else "keep-fsdp2-default"),
@@ -111,6 +132,11 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
     the trace's device) nor more than ``memory_cap_bytes``. Both are replayed, and the optimum
     searched, with compute at ``1/compute_slowdown`` while a collective runs."""
     budget = memory_budget(trace, world_size, gpu_memory_bytes)
+    if budget is None and semantics != "blocking":  # a GPU run: never without a memory check
+        budget = memory_budget(trace, world_size, GPU_MEMORY_BYTES[ASSUMED_GPU],
+                               source=f"ASSUMED: no GPU named, {ASSUMED_GPU} "
+                                      f"({GPUS[ASSUMED_GPU].source.split(': ', 1)[1]}); "
+                                      "give --gpu-memory for yours")
     cap = memory_cap_bytes
     if budget is not None:
         cap = budget.gathered_cap_bytes if cap is None else min(cap, budget.gathered_cap_bytes)
@@ -129,10 +155,38 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
         f"times are per optimizer step of {grad_accum} micro-batches (gradient sync off "
         "for the first ones: every micro-batch all-gathers, the last reduce-scatters; the "
         "unsharded gradients are held across micro-batches)"]
-    notes = accum + memory_notes(budget, semantics) + search_notes(best.plan) + sharded_notes(
+    if cap is not None and best.plan.info.get("exact") is False:  # the bound counts the cap
+        bound = capped_lower_bound_s(trace, model, world_size, cap, grad_accum,
+                                     best.plan.keep_unsharded_between_microbatches)
+        best.plan.info.update({"lower_bound_s": bound, "lower_bound_counts_cap": True,
+                               "gap_to_bound_pct": 100.0 * (best.replay.iteration_s / bound - 1)})
+    notes = accum + memory_notes(budget) + search_notes(best.plan) + sharded_notes(
         trace, model, world_size, comm_spec, (("FSDP2 default", default), ("optimum", best.plan)))
     return ShardedAdvice(default, default_replay, best.plan, best.replay, margin, semantics,
                          world_size, cap, tuple(trace.names), tuple(notes), smallest)
+
+
+def capped_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int,
+                         cap_bytes: float, grad_accum: int = 1,
+                         keep_unsharded: bool = False) -> float:
+    """:func:`gradsched.replay.sharded_bounds.sharded_lower_bound_s` with the memory cap
+    counted: no unit gathers more than ``cap_bytes``, so at least ``n = ceil(total /
+    cap_bytes)`` units all-gather (``grad_accum`` times each, once when the parameters stay
+    unsharded) and reduce-scatter, each paying its start-up on the shared wire, beside the
+    wire time of every byte and the sharded optimizer step."""
+    bound = sharded_lower_bound_s(trace, model, world_size, grad_accum, keep_unsharded)
+    seq = layer_seq(trace)
+    total = float(seq.nbytes.sum())
+    if world_size <= 1 or seq.n == 0 or cap_bytes <= 0:
+        return bound
+    units = max(1, -(-int(total) // max(int(cap_bytes), 1)))
+    gathers = 1 if keep_unsharded else grad_accum
+    rate = model.sustained_algbw_Bps(world_size)
+    wire = 0.0 if rate == float("inf") else (gathers + 1) * total / (2.0 * rate)
+    update = float(seq.update_s.sum()) / world_size
+    comm = units * (gathers * model.startup_s("all_gather", world_size)
+                    + model.startup_s("reduce_scatter", world_size)) + wire + update
+    return max(bound, comm)
 
 
 def sharded_notes(trace: ComputeTrace, model: CommModel, world_size: int, comm_spec: str,
@@ -147,14 +201,9 @@ def sharded_notes(trace: ComputeTrace, model: CommModel, world_size: int, comm_s
          for label, plan in layouts], ("all_gather", "reduce_scatter"))
 
 
-def memory_notes(budget: MemoryBudget | None, semantics: str) -> list[str]:
-    """What the memory cap rests on, or that no GPU memory was known."""
-    if budget is not None:
-        return [f"memory: {budget.text()}"]
-    if semantics == "blocking":
-        return []
-    return ["memory: the trace names no GPU whose memory is known; give --gpu-memory (e.g. "
-            "80G) so that no layout gathers more than the GPU holds"]
+def memory_notes(budget: MemoryBudget | None) -> list[str]:
+    """What the memory cap rests on (none on CPU runs, which name no GPU)."""
+    return [] if budget is None else [f"memory: {budget.text()}"]
 
 
 def search_notes(plan: ShardedPlan) -> list[str]:
@@ -162,8 +211,86 @@ def search_notes(plan: ShardedPlan) -> list[str]:
     info = plan.info
     if info.get("exact") is not False:
         return []
+    capped = " with the memory cap counted" if info.get("lower_bound_counts_cap") else ""
     return [f"the optimum is {info['method']}: within {info['gap_to_bound_pct']:.3g} % of "
-            f"the lower bound ({info['lower_bound_s']:.4g} s), not proven optimal"]
+            f"the lower bound{capped} ({info['lower_bound_s']:.4g} s), not proven optimal"]
+
+
+def gain_text(adv: ShardedAdvice) -> str:
+    """The gain, or a tie when the two times are the same within :data:`gradsched.ties.RTOL`
+    (never float noise such as +8.88e-14 %)."""
+    if same_time(adv.best_replay.iteration_s, adv.default_replay.iteration_s):
+        return "a tie (the same predicted time as FSDP2's default)"
+    return f"{adv.gain_pct:+.3g} %"
+
+
+def paste_code(plan: ShardedPlan, names: tuple[str, ...], full: bool = False) -> str:
+    """The ``fully_shard`` calls a user pastes: a loop when every unit is one block of the
+    same container (``model.layers.<i>``) with one resharding setting; else the first
+    :data:`LISTED_UNITS` units of :func:`gradsched.plan_sharded.fully_shard_code` and a
+    pointer to ``--plan-out`` (``full``: every line)."""
+    code = fully_shard_code(plan, names)
+    if full:
+        return code
+    under = tensors_under(names)
+    mods = [covering_modules(u.tensors, names, under) for u in plan.units]
+    container = _uniform_container(mods)
+    reshard = {u.reshard_after_forward for u in plan.units}
+    if container is not None and len(reshard) == 1:
+        lines = [f"for block in model.get_submodule({container!r}):",
+                 f"    fully_shard(block, reshard_after_forward={reshard.pop()})",
+                 "fully_shard(model)"]
+        f, b = plan.forward_prefetch, plan.backward_prefetch
+        if (f, b) != (1, 1):  # FSDP2 prefetches one block each way by itself
+            lines += [f"blocks = list(model.get_submodule({container!r}))",
+                      "for i, block in enumerate(blocks):"]
+            lines += ([f"    block.set_modules_to_forward_prefetch(blocks[i + 1:i + {f + 1}])"]
+                      if f != 1 else [])
+            lines += ([f"    block.set_modules_to_backward_prefetch(blocks[max(i - {b}, 0):i]"
+                       "[::-1])"] if b != 1 else [])
+        if plan.keep_unsharded_between_microbatches:
+            lines += [line for line in code.splitlines() if line.startswith("#")]
+        return "\n".join(lines)
+    shown = [_as_range(line) for line in code.splitlines() if _unit_of(line) < LISTED_UNITS]
+    if len(shown) == len(code.splitlines()):
+        return code
+    return "\n".join([*shown, f"# ... {plan.n_units - LISTED_UNITS} more units: --plan-out "
+                               "PLAN.json prints the full listing"])
+
+
+def _unit_of(line: str) -> int:
+    """The unit a line of :func:`fully_shard_code` is about (``uK = ...``,
+    ``fully_shard(uK, ...)``, ``uK[0].set_...``); -1 for the others."""
+    found = re.match(r"(?:fully_shard\()?u(\d+)\b", line)
+    return int(found.group(1)) if found else -1
+
+
+def _as_range(line: str) -> str:
+    """``uK = [model.get_submodule('c.i'), ..., model.get_submodule('c.j')]`` of consecutive
+    blocks ``i..j`` as one comprehension; any other line unchanged."""
+    head, sep, body = line.partition(" = [")
+    if not sep or not body.endswith("]"):
+        return line
+    mods = [m.strip().removeprefix("model.get_submodule(").removesuffix(")").strip("'\"")
+            for m in body[:-1].split(",")]
+    parts = [m.rpartition(".") for m in mods]
+    if len(mods) < 3 or any(not p[2].isdigit() or p[0] != parts[0][0] for p in parts):
+        return line
+    first = int(parts[0][2])
+    if [int(p[2]) for p in parts] != list(range(first, first + len(parts))):
+        return line
+    return (f"{head} = [model.get_submodule(f'{parts[0][0]}.{{i}}') "
+            f"for i in range({first}, {first + len(parts)})]")
+
+
+def _uniform_container(mods: list[list[str]]) -> str | None:
+    """``model.layers`` when unit ``k`` is exactly module ``model.layers.k``, else None."""
+    if not mods or any(len(m) != 1 for m in mods):
+        return None
+    container = mods[0][0].rsplit(".", 1)[0]
+    if "." not in mods[0][0] or any(m[0] != f"{container}.{k}" for k, m in enumerate(mods)):
+        return None
+    return container
 
 
 def _row(label: str, plan: ShardedPlan, result: ShardedReplay) -> str:
@@ -173,8 +300,9 @@ def _row(label: str, plan: ShardedPlan, result: ShardedReplay) -> str:
             f"{result.gathered_peak_bytes / MIB:.4g} MiB")
 
 
-def render_sharded(adv: ShardedAdvice) -> str:
-    """The advice as text, with the ``fully_shard`` calls to paste."""
+def render_sharded(adv: ShardedAdvice, full_listing: bool = False) -> str:
+    """The advice as text, with the ``fully_shard`` calls to paste (:func:`paste_code`;
+    ``full_listing``: every call, as ``--plan-out`` asks)."""
     lines = [f"gradsched advise --sharded: {adv.world_size} ranks, {adv.semantics} "
              "collectives; predicted iteration time (replay) and peak of gathered parameters "
              "and unsharded gradients per rank:",
@@ -185,7 +313,10 @@ def render_sharded(adv: ShardedAdvice) -> str:
         lines.append(f"  memory cap: {adv.memory_cap_bytes / MIB:.4g} MiB"
                      + ("" if adv.default_fits else " (FSDP2's default exceeds it)"))
     band = (adv.gain_pct - adv.margin.pct, adv.gain_pct + adv.margin.pct)
-    if adv.smallest_peak_bytes is None and not adv.margin.band_known:
+    tie = same_time(adv.best_replay.iteration_s, adv.default_replay.iteration_s)
+    if adv.smallest_peak_bytes is None and tie:
+        lines.append(f"gain of the optimum: {gain_text(adv)}")
+    elif adv.smallest_peak_bytes is None and not adv.margin.band_known:
         lines.append(f"gain of the optimum: {adv.gain_pct:+.3g} % (band unknown); "
                      f"{adv.margin.source}")
     elif adv.smallest_peak_bytes is None:
@@ -206,6 +337,6 @@ def render_sharded(adv: ShardedAdvice) -> str:
     else:
         lines.append("RECOMMENDATION: keep FSDP2's defaults (one fully_shard per block); "
                      "nothing is predicted faster by more than the margin. The layout:")
-    lines.append(fully_shard_code(adv.chosen, adv.names))
+    lines.append(paste_code(adv.chosen, adv.names, full_listing))
     lines += [f"note: {n}" for n in adv.notes]
     return "\n".join(lines) + "\n"

@@ -175,7 +175,9 @@ def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
     step of ``grad_accum`` micro-batches (compute at ``1/compute_slowdown`` while a collective
     runs), and the lower bound (without the slowdown: still a bound, as the slowdown only
     lengthens the replay). ``plans``, when given, is filled with each algorithm's plan (for
-    the domain notes of ``shard compare``)."""
+    the domain notes of ``shard compare``). With a memory cap, ``fits_memory_cap`` says
+    whether the layout's gathered peak stays under it (the cap counts the resident shards
+    and the trace's activations, :mod:`gradsched.experiments.sharded_memory`)."""
     check_grad_accum(grad_accum)
     bound = sharded_lower_bound_s(trace, model, world_size, grad_accum, keep_unsharded)
     rows = []
@@ -200,5 +202,8 @@ def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
                      **{k: v for k, v in result.to_dict().items() if k in CASE_COLUMNS},
                      "lower_bound_s": bound, **accum_knob(grad_accum),
                      **({"keep_unsharded_between_microbatches": True}
-                        if keep_unsharded else {})})
+                        if keep_unsharded else {}),
+                     **({"fits_memory_cap": bool(result.gathered_peak_bytes
+                                                 <= memory_cap_bytes * (1 + 1e-12))}
+                        if memory_cap_bytes is not None else {})})
     return rows

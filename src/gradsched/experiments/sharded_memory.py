@@ -9,10 +9,13 @@ gradients and optimizer state, each sharded over the ``P`` ranks).
   per parameter, ``K = 12`` for 16-bit weights and ``8`` for fp32 (ZeRO, Section 3.1,
   ``K = 12``), sharded: ``K x numel / P``.
 
+* activations: the sidecar's ``activation_bytes`` where the trace has them (a FLOPs trace:
+  :mod:`gradsched.traces.activations`, Korthikanti et al. 2022, Section 4, under its
+  checkpointing mode), not sharded (each rank holds its own micro-batch's).
+
 The rest is the budget for gathered parameters and unsharded gradients, the peak the replay
-predicts. Activations are not in a compute trace and are not counted: the budget is an
-upper bound on what a layout may gather, and a layout that fits it may still not fit with
-its activations.
+predicts. A measured trace carries no activation count: there the budget is an upper bound
+on what a layout may gather, and the text says that activations are not counted.
 """
 
 from __future__ import annotations
@@ -37,17 +40,26 @@ class MemoryBudget:
     source: str
     shards_bytes: float
     optimizer_bytes: float
+    activation_bytes: float | None = None  # None: the trace does not say
+    activation_mode: str = ""
 
     @property
     def gathered_cap_bytes(self) -> float:
-        return self.gpu_bytes - self.shards_bytes - self.optimizer_bytes
+        return (self.gpu_bytes - self.shards_bytes - self.optimizer_bytes
+                - (self.activation_bytes or 0.0))
 
     def text(self) -> str:
         gib = 2**30
+        acts = ("activations not counted: the trace has no activation count"
+                if self.activation_bytes is None else
+                f"activations {self.activation_bytes / gib:.4g} GiB "
+                f"({self.activation_mode} recomputation)")
         return (f"GPU memory {self.gpu_bytes / gib:.4g} GiB ({self.source}) - parameter and "
                 f"gradient shards {self.shards_bytes / gib:.4g} GiB - Adam's state "
-                f"{self.optimizer_bytes / gib:.4g} GiB = {self.gathered_cap_bytes / gib:.4g} GiB "
-                "for gathered parameters and unsharded gradients (activations not counted)")
+                f"{self.optimizer_bytes / gib:.4g} GiB"
+                + ("" if self.activation_bytes is None else f" - {acts}")
+                + f" = {self.gathered_cap_bytes / gib:.4g} GiB for gathered parameters and "
+                  "unsharded gradients" + (f" ({acts})" if self.activation_bytes is None else ""))
 
 
 def device_memory(device: str) -> float | None:
@@ -57,17 +69,18 @@ def device_memory(device: str) -> float | None:
     if written:
         return float(written.group(1)) * 2**30
     lowered = device.lower()
-    for family, size in GPU_MEMORY_BYTES.items():
-        if family in lowered:
-            return size
+    for family in sorted(GPU_MEMORY_BYTES, key=len, reverse=True):
+        if family in lowered or family.replace("-", " ") in lowered:
+            return GPU_MEMORY_BYTES[family]
     return None
 
 
 def memory_budget(trace: ComputeTrace, world_size: int,
-                  gpu_memory_bytes: float | None) -> MemoryBudget | None:
+                  gpu_memory_bytes: float | None,
+                  source: str = "--gpu-memory") -> MemoryBudget | None:
     """The budget for ``trace`` on ``world_size`` ranks; the GPU's memory from
-    ``gpu_memory_bytes`` or else the trace's device; None when neither says."""
-    source = "--gpu-memory"
+    ``gpu_memory_bytes`` (said to come from ``source``) or else the trace's device; None
+    when neither says."""
     if gpu_memory_bytes is None:
         gpu_memory_bytes = device_memory(str(trace.meta.get("device", "")))
         source = f"the trace's device: {trace.meta.get('device')}"
@@ -80,7 +93,17 @@ def memory_budget(trace: ComputeTrace, world_size: int,
     ranks = max(world_size, 1)
     budget = MemoryBudget(gpu_bytes=float(gpu_memory_bytes), source=source,
                           shards_bytes=2.0 * total_bytes / ranks,
-                          optimizer_bytes=ADAM_STATE_BYTES.get(element, 12.0) * numel / ranks)
+                          optimizer_bytes=ADAM_STATE_BYTES.get(element, 12.0) * numel / ranks,
+                          activation_bytes=_number(trace.meta.get("activation_bytes")),
+                          activation_mode=str(trace.meta.get("checkpointing", "")))
     if budget.gathered_cap_bytes <= 0:
-        raise ConfigError(f"the resident shards alone exceed the GPU's memory: {budget.text()}")
+        what = ("the resident shards alone exceed" if budget.activation_bytes is None else
+                "the resident shards and the activations exceed")
+        raise ConfigError(f"{what} the GPU's memory: {budget.text()}; shard over more ranks, "
+                          "or recompute activations (traces flops --checkpointing)")
     return budget
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
