@@ -116,10 +116,3 @@ def quotable_cases(frame: pd.DataFrame, keys: Sequence[str], algorithms: Sequenc
     flags = part.assign(ok=quotable(part, calibrated).to_numpy(dtype=bool))
     grouped = flags.groupby(list(keys), sort=True)
     return (grouped["ok"].all() & (grouped["algorithm"].nunique() == len(set(algorithms))))
-
-
-def reason_counts(frame: pd.DataFrame, calibrated: Iterable[str] = frozenset()
-                  ) -> dict[str, int]:
-    """Rows left out per reason (every reason of :data:`REASONS`, 0 where none)."""
-    reasons = exclusion_reasons(frame, calibrated)
-    return {reason: int((reasons == reason).sum()) for reason in REASONS}
