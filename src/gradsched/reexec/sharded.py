@@ -51,7 +51,8 @@ import pandas as pd
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError, InputError
-from gradsched.experiments.sharded import OPTIMUM, optimum
+from gradsched.experiments.sharded.common import ShardedProblem
+from gradsched.experiments.sharded.optimum import OPTIMUM, optimum
 from gradsched.intermediates import INT, REAL, TEXT, Column, Spec, read_intermediate
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import make_sharded_plan
@@ -197,8 +198,8 @@ def plans_for(trace: ComputeTrace, model: CommModel, world_size: int,
     out = []
     for name in algorithms:
         if name == OPTIMUM:
-            out.append(optimum(trace, model, world_size, semantics="blocking",
-                               memory_cap_bytes=memory_cap_bytes).plan)
+            out.append(optimum(ShardedProblem.of(trace, model, world_size, semantics="blocking",
+                                                 memory_cap_bytes=memory_cap_bytes)).plan)
         elif name == OPTIMUM_CAPPED:
             out.append(capped_optimum(trace, model, world_size))
         else:
@@ -212,8 +213,8 @@ def capped_optimum(trace: ComputeTrace, model: CommModel, world_size: int) -> Sh
     semantics the events' order is the program's)."""
     base = make_sharded_plan(BASELINE, trace, model, world_size)
     cap = replay_sharded(trace, base, model, world_size, semantics="blocking")
-    plan = optimum(trace, model, world_size, semantics="blocking",
-                   memory_cap_bytes=cap.gathered_peak_bytes).plan
+    plan = optimum(ShardedProblem.of(trace, model, world_size, semantics="blocking",
+                                     memory_cap_bytes=cap.gathered_peak_bytes)).plan
     return replace(plan, algorithm=OPTIMUM_CAPPED,
                    info={**plan.info, "memory_cap": f"{BASELINE}'s predicted peak"})
 
