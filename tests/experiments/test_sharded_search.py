@@ -43,8 +43,8 @@ def many_blocks(n: int, seed: int = 0) -> ComputeTrace:
 @given(st.integers(0, 10_000))
 def test_search_never_beats_the_exhaustive_optimum(seed: int) -> None:
     trace = random_block_trace(seed)
-    exact = exhaustive_optimum(ShardedProblem.of(trace, MODEL, 8))
-    plan, found = streams_optimum(ShardedProblem.of(trace, MODEL, 8, max_prefetch=2),
+    exact = exhaustive_optimum(ShardedProblem(trace, MODEL, 8))
+    plan, found = streams_optimum(ShardedProblem(trace, MODEL, 8, max_prefetch=2),
                                   algorithm="s", enumerate_up_to=1)
     assert found.iteration_s >= exact.replay.iteration_s * (1 - 1e-12)
     default = replay_sharded(trace, fsdp2(trace, MODEL, 8), MODEL, 8)
@@ -54,7 +54,7 @@ def test_search_never_beats_the_exhaustive_optimum(seed: int) -> None:
 
 def test_many_blocks_get_an_answer_that_says_how() -> None:
     trace = many_blocks(40)
-    scored = optimum(ShardedProblem.of(trace, MODEL, 64))
+    scored = optimum(ShardedProblem(trace, MODEL, 64))
     info = scored.plan.info
     assert info["method"].startswith("not exact: dynamic program (exact): reshard=True "
                                      "forward=0 backward=1, ")
@@ -69,12 +69,12 @@ def test_many_blocks_get_an_answer_that_says_how() -> None:
 
 def test_search_keeps_to_the_memory_cap() -> None:
     trace = many_blocks(30, seed=1)
-    free = optimum(ShardedProblem.of(trace, MODEL, 64))
+    free = optimum(ShardedProblem(trace, MODEL, 64))
     cap = 0.5 * free.replay.gathered_peak_bytes
-    capped = optimum(ShardedProblem.of(trace, MODEL, 64, memory_cap_bytes=cap))
+    capped = optimum(ShardedProblem(trace, MODEL, 64, memory_cap_bytes=cap))
     assert capped.replay.gathered_peak_bytes <= cap
     with pytest.raises(ConfigError, match="no sharded plan fits the memory cap"):
-        optimum(ShardedProblem.of(trace, MODEL, 64, memory_cap_bytes=1.0))
+        optimum(ShardedProblem(trace, MODEL, 64, memory_cap_bytes=1.0))
 
 
 def test_neighbours_are_groupings_one_move_away() -> None:

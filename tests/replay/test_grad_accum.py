@@ -135,8 +135,8 @@ GLOO_1GBIT = "traces/comm/cpu/gloo-tbf1gbit-p2.csv"
 
 def _exhaustive(semantics: str, k: int, cap: float | None) -> tuple[ShardedPlan, float]:
     trace, model = ComputeTrace.load(RESNET18), load_comm_spec(GLOO_1GBIT)
-    scored = exhaustive_optimum(ShardedProblem.of(trace, model, 2, semantics=semantics,
-                                                  grad_accum=k, memory_cap_bytes=cap))
+    scored = exhaustive_optimum(ShardedProblem(trace, model, 2, semantics=semantics,
+                                               grad_accum=k, memory_cap_bytes=cap))
     return scored.plan, scored.replay.iteration_s
 
 

@@ -29,6 +29,7 @@ from gradsched.experiments import (
     parse_knob_args,
     resolve_world_size,
 )
+from gradsched.experiments.grid import CaseOutputs
 from gradsched.experiments.recommend import plan_collectives
 from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.limits import MAX_REPLAY_ITERATIONS
@@ -357,8 +358,8 @@ def _replay(args: argparse.Namespace) -> int:
         timeline = stage.folder(args.timeline) if args.timeline is not None else None
         plans = stage.folder(args.plans) if args.plans is not None else None
         made: dict[str, Plan] = {}
-        results = compare(trace, model, world, algorithms, knobs, options, timeline, plans,
-                          made)
+        results = compare(trace, model, world, algorithms, knobs, options,
+                          CaseOutputs(timeline, plans), made)
         write_csv_atomic(output, results)
     warn_domain(args, model, world,
                 [(str(row["algorithm"]), row_shares(row)) for _, row in results.iterrows()],

@@ -219,15 +219,15 @@ def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None,
 
 def _problem(args: argparse.Namespace, trace, model, slowdown: float):
     """The sharded problem the options describe, made and checked once
-    (:meth:`gradsched.experiments.sharded.common.ShardedProblem.of`); its cap from
+    (:class:`gradsched.experiments.sharded.common.ShardedProblem`); its cap from
     :func:`_optimum_cap` (said on stdout)."""
     from gradsched.experiments.sharded.common import ShardedProblem
 
-    return ShardedProblem.of(trace, model, args.world_size, semantics=args.semantics,
-                             memory_cap_bytes=_optimum_cap(args, trace),
-                             grad_accum=args.grad_accum,
-                             keep_unsharded=args.keep_unsharded_between_microbatches,
-                             compute_slowdown=slowdown)
+    return ShardedProblem(trace, model, args.world_size, semantics=args.semantics,
+                          memory_cap_bytes=_optimum_cap(args, trace),
+                          grad_accum=args.grad_accum,
+                          keep_unsharded=args.keep_unsharded_between_microbatches,
+                          compute_slowdown=slowdown)
 
 
 def _optimum_cap(args: argparse.Namespace, trace) -> float | None:
@@ -311,6 +311,7 @@ def _run(args: argparse.Namespace) -> int:
     from gradsched.plan_sharded import ShardedPlan
     from gradsched.reexec.sharded import run_plans
     from gradsched.runtime.prelaunch import check_plans
+    from gradsched.runtime.rounds import Launch, Timing
     from gradsched.workloads.zoo import check_seq_len
 
     check_seq_len(args.model, args.seq_len)
@@ -320,11 +321,12 @@ def _run(args: argparse.Namespace) -> int:
     admit_training("shard run", model=args.model, batch_size=args.batch_size,
                    ranks=args.world_size, seq_len=args.seq_len,
                    oversubscribe=args.oversubscribe)
-    pooled, groups = run_plans(plans, model=args.model, batch_size=args.batch_size,
-                               world_size=args.world_size, rounds=args.rounds,
-                               iters=args.iters, warmup=args.warmup, cluster=args.cluster,
-                               seq_len=args.seq_len, timeout_s=args.timeout,
-                               grad_accum=args.grad_accum)
+    pooled, groups = run_plans(plans, Timing(model=args.model, batch_size=args.batch_size,
+                                             rounds=args.rounds, warmup=args.warmup,
+                                             iters=args.iters, seq_len=args.seq_len,
+                                             timeout_s=args.timeout,
+                                             grad_accum=args.grad_accum),
+                               Launch(world_size=args.world_size, cluster=args.cluster))
     rows = []
     for path, plan, times, grouped in zip(args.plan, plans, pooled, groups, strict=True):
         expected = [sorted(u.tensors) for u in plan.units]
@@ -356,6 +358,7 @@ def _measure(args: argparse.Namespace) -> int:
     from gradsched.networks import tc_rate
     from gradsched.provenance import load_average, machine_info, software_versions
     from gradsched.reexec.sharded import ShardedCase, measure
+    from gradsched.runtime.rounds import Timing
     from gradsched.staging import Staging
     from gradsched.traces.bundle import ComputeTrace
 
@@ -370,10 +373,11 @@ def _measure(args: argparse.Namespace) -> int:
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     started = dt.datetime.now(dt.UTC)
     load_before = load_average()
-    rows, iterations, plans = measure(case, trace, model, algorithms, rounds=args.rounds,
-                                      iters=args.iters, warmup=args.warmup,
-                                      memory_cap_bytes=args.memory_cap,
-                                      timeout_s=args.timeout, source=str(compute))
+    timing = Timing(model=case.model, batch_size=case.batch_size, rounds=args.rounds,
+                    warmup=args.warmup, iters=args.iters, seq_len=case.seq_len,
+                    timeout_s=args.timeout, memory=True)
+    rows, iterations, plans = measure(case, trace, model, algorithms, timing,
+                                      memory_cap_bytes=args.memory_cap, source=str(compute))
     meta = {"kind": "sharded-reexec", "command": shlex.join(["gradsched", *sys.argv[1:]]),
             "compute": compute, "comm": comm, "started_utc": started.isoformat(),
             "ended_utc": dt.datetime.now(dt.UTC).isoformat(),

@@ -203,9 +203,9 @@ def _sharded(args: argparse.Namespace) -> int:
         trace = ComputeTrace.load(compute)
         world_size = _ranks(name, world)
         slowdown = sharded_overlap(args, trace.meta, f"study sharded: {name}", mode)
-        problem = ShardedProblem.of(trace, load_comm_spec(comm), world_size, semantics=mode,
-                                    memory_cap_bytes=args.memory_cap,
-                                    compute_slowdown=slowdown)
+        problem = ShardedProblem(trace, load_comm_spec(comm), world_size, semantics=mode,
+                                 memory_cap_bytes=args.memory_cap,
+                                 compute_slowdown=slowdown)
         for row in compare(problem):
             rows.append({"compute": name, "network": network, "world_size": world_size,
                          "semantics": mode, **row, "overlap_slowdown": slowdown})

@@ -119,9 +119,9 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
                                     grad_accum=grad_accum, compute_slowdown=compute_slowdown)
     smallest = None
     try:
-        best = optimum(ShardedProblem.of(trace, model, world_size, semantics=semantics,
-                                         memory_cap_bytes=cap, grad_accum=grad_accum,
-                                         compute_slowdown=compute_slowdown))
+        best = optimum(ShardedProblem(trace, model, world_size, semantics=semantics,
+                                      memory_cap_bytes=cap, grad_accum=grad_accum,
+                                      compute_slowdown=compute_slowdown))
     except NoLayoutFits as exc:  # said in the advice, with FSDP2's default for reference
         best, smallest = Scored(default, default_replay), exc.smallest_peak_bytes
     margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct,

@@ -113,6 +113,29 @@ class Timing:
     """Micro-batches per timed iteration (one optimizer step; :mod:`.runners`)."""
 
 
+@dataclass(frozen=True)
+class Launch:
+    """Where the ranks of one measurement run, beside its :class:`Timing`: the workers
+    (``world_size``; the timing's ``ps_servers`` come on top), the backend, threads per
+    rank, loopback or the emulated cluster shaped to ``cluster``, and the launch's own
+    limits (``deadline_s``; ``busy_limit_cores``: refuse a busy machine, ``what`` naming
+    the measurement). Checked when made."""
+
+    world_size: int
+    backend: str = "gloo"
+    threads: int = 1
+    cluster: str | None = None
+    deadline_s: float | None = None
+    busy_limit_cores: float | None = None
+    what: str = "measurement"
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1:
+            raise ConfigError("--world-size must be >= 1")
+        if self.backend not in ("gloo", "nccl"):
+            raise ConfigError(f"backend must be gloo or nccl, not {self.backend!r}")
+
+
 def check_counts(items: Sequence[Item], timing: Timing) -> None:
     """Refuse counts the items cannot run with, before any rank starts."""
     if not items:
@@ -277,21 +300,19 @@ class Launched:
     busy_cores_before: float | None = None
 
 
-def launch_rounds(items: Sequence[Item], timing: Timing, *, world_size: int,
-                  backend: str = "gloo", threads: int = 1, cluster: str | None = None,
-                  deadline_s: float | None = None, busy_limit_cores: float | None = None,
-                  what: str = "measurement") -> Launched:
-    """Launch ``world_size`` ranks (plus ``timing.ps_servers`` servers; loopback, or the
-    emulated cluster shaped to ``cluster``) running :func:`rounds_task`; every rank's
-    records are checked (:func:`gradsched.runtime.records.check_records`). With
-    ``busy_limit_cores``, the machine is sampled for 2 s first and the launch refused
+def launch_rounds(items: Sequence[Item], timing: Timing, where: Launch) -> Launched:
+    """Launch ``where.world_size`` ranks (plus ``timing.ps_servers`` servers; loopback, or
+    the emulated cluster shaped to ``where.cluster``) running :func:`rounds_task`; every
+    rank's records are checked (:func:`gradsched.runtime.records.check_records`). With
+    ``where.busy_limit_cores``, the machine is sampled for 2 s first and the launch refused
     (:class:`MachineBusyError`) when other work keeps that many cores busy."""
     check_counts(items, timing)
-    busy = _busy_before(busy_limit_cores, what)
-    common = {"backend": backend, "threads_per_rank": threads,
+    busy = _busy_before(where.busy_limit_cores, where.what)
+    common = {"backend": where.backend, "threads_per_rank": where.threads,
               "op_timeout_s": timing.timeout_s,
-              "deadline_s": deadline_s or max(600.0, timing.timeout_s * 2)}
+              "deadline_s": where.deadline_s or max(600.0, timing.timeout_s * 2)}
     payload = payload_of(items, timing)
+    world_size, cluster = where.world_size, where.cluster
     ranks = world_size + timing.ps_servers
     if cluster is not None:
         with EmulatedCluster(ranks, cluster, ranks_per_node=timing.ranks_per_node or 1) as emu:

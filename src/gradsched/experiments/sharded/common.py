@@ -8,7 +8,7 @@ unsharded gradients, the largest prefetch depth, the micro-batches per optimizer
 whether parameters stay unsharded between micro-batches, the compute slowdown under
 overlap). The trace's layers and blocks (:func:`gradsched.traces.layers.layer_seq`,
 :func:`~gradsched.traces.layers.block_ranges`) are derived once, when the problem is made
-(:meth:`ShardedProblem.of`), and the settings checked there
+(``__post_init__``), and the settings checked there
 (:func:`gradsched.replay.sharded.check_grad_accum`,
 :func:`~gradsched.replay.sharded.check_compute_slowdown`); every solver takes the problem
 whole.
@@ -16,7 +16,7 @@ whole.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,39 +38,30 @@ from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
 
 @dataclass(frozen=True)
 class ShardedProblem:
-    """One sharded case and the settings of its search (module docstring); made by
-    :meth:`of`, which derives ``seq`` and ``blocks`` and checks the settings."""
+    """One sharded case and the settings of its search (module docstring); the settings are
+    checked and ``seq`` and ``blocks`` derived when it is made."""
 
     trace: ComputeTrace
     model: CommModel
     world_size: int
-    seq: LayerSeq
-    blocks: list[tuple[int, int]]
     semantics: Semantics = "streams"
     memory_cap_bytes: float | None = None
     max_prefetch: int = 2
     grad_accum: int = 1
     keep_unsharded: bool = False
     compute_slowdown: float = 1.0
+    seq: LayerSeq = field(init=False, repr=False, compare=False)
+    blocks: list[tuple[int, int]] = field(init=False, repr=False, compare=False)
 
-    @classmethod
-    def of(cls, trace: ComputeTrace, model: CommModel, world_size: int, *,
-           semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
-           max_prefetch: int = 2, grad_accum: int = 1, keep_unsharded: bool = False,
-           compute_slowdown: float = 1.0) -> ShardedProblem:
-        """The problem of ``trace`` (its layers and blocks derived here, once), the settings
-        checked."""
-        if semantics not in SEMANTICS:
+    def __post_init__(self) -> None:
+        if self.semantics not in SEMANTICS:
             raise ConfigError(f"semantics must be one of {', '.join(SEMANTICS)}, got "
-                              f"{semantics!r}")
-        check_grad_accum(grad_accum)
-        check_compute_slowdown(compute_slowdown)
-        seq = layer_seq(trace)
-        return cls(trace=trace, model=model, world_size=world_size, seq=seq,
-                   blocks=block_ranges(seq), semantics=semantics,
-                   memory_cap_bytes=memory_cap_bytes, max_prefetch=max_prefetch,
-                   grad_accum=grad_accum, keep_unsharded=keep_unsharded,
-                   compute_slowdown=compute_slowdown)
+                              f"{self.semantics!r}")
+        check_grad_accum(self.grad_accum)
+        check_compute_slowdown(self.compute_slowdown)
+        seq = layer_seq(self.trace)
+        object.__setattr__(self, "seq", seq)
+        object.__setattr__(self, "blocks", block_ranges(seq))
 
     @property
     def blocking(self) -> bool:

@@ -86,7 +86,7 @@ def optimum(problem: ShardedProblem) -> Scored:
     ``compute_slowdown``: compute at ``1/s`` while a collective runs
     (:mod:`gradsched.replay.sharded`); no effect in blocking semantics, where nothing
     overlaps, so the blocking program stays exact. The problem's settings were checked when
-    it was made (:meth:`ShardedProblem.of`)."""
+    it was made."""
     if not problem.blocks:
         raise InputError("no blocks to group: every tensor belongs to the root (names without "
                          "a numeric path component)", path=problem.trace.path, field="name")

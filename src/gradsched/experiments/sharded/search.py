@@ -22,8 +22,6 @@ it: the distance to the true optimum is at most that gap.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from gradsched.errors import ConfigError
@@ -61,7 +59,7 @@ def plan_ends(plan: ShardedPlan, seq: LayerSeq, blocks: list[tuple[int, int]]) -
 def blocking_seeds(problem: ShardedProblem) -> list[np.ndarray]:
     """The blocking program's optimal grouping (none when nothing fits the cap there)."""
     try:
-        plan, _ = blocking_optimum(replace(problem, max_prefetch=1), algorithm="seed")
+        plan, _ = blocking_optimum(problem, algorithm="seed")
     except ConfigError:
         return []
     return [plan_ends(plan, problem.seq, problem.blocks)]
