@@ -33,12 +33,10 @@ ALLOWED: dict[str, str] = {
     "gradsched.reexec.interference:calibrate":
         "the interference calibration's launch and timing; to take runtime.rounds.Timing and "
         "Launch",
-    "gradsched.reexec.sharded:_row":
-        "a private row of the sharded re-execution (measured, replayed, scaled); to take one "
-        "record",
     "gradsched.replay.sharded:replay_layout":
         "the sharded replay's step options (blocking, accumulation, keep-unsharded, slowdown) as "
-        "keywords; to become one frozen step-options object",
+        "keywords; to become one frozen step-options object (held back: its memory-peak code "
+        "is being changed for activations, and experiments/at_scale calls it)",
     "gradsched.report.reexec:write_analysis":
         "the re-execution analysis' output paths, one keyword per file; to become one outputs "
         "object (report/ not folded yet)",
@@ -48,13 +46,14 @@ ALLOWED: dict[str, str] = {
         "a private step of the compressors' self-check (sizes, density, momentum, steps, "
         "seed); to take one check-case record",
     "gradsched.experiments.recommend_sharded:advise_sharded":
-        "advise --sharded's settings; to take the experiments.sharded problem and the GPU memory",
+        "advise --sharded's settings; to take the experiments.sharded problem and the GPU "
+        "memory (held back: its memory budget is being changed for activations)",
     "gradsched.planners.best:plan":
         "the best planner's search knobs, spread by the planner registry; to become a knobs "
         "dataclass",
     "gradsched.replay.sharded:_backward":
         "the sharded replay's backward pass state (runs, layout, depths, times, run state, "
-        "flags); to take the step options object",
+        "flags); to take the step options object (held back with replay_layout)",
     "gradsched.runtime.executor:PlanExecutor.__init__":
         "the executor's construction from a plan and a process group's settings; to take a typed "
         "run context",

@@ -229,12 +229,12 @@ def measure(case: ShardedCase, trace: ComputeTrace, model: CommModel,
     names = list(algorithms)
     iterations = iteration_rows(case, [*names, CONTROL], runs)
     reps = replicates(case.name, iterations, names)
-    rows = [_row(case, name, plan, measured, grouped, reps,
+    rows = [_row(case, name, plan, _Measured(measured, grouped, peak, control,
+                                             runs.peak_bytes[-1]), reps,
                  raw=replay_sharded(trace, plan, model, case.world_size, semantics="blocking"),
                  scaled=replay_sharded(scaled, plan, model, case.world_size,
                                        semantics="blocking"),
-                 scale=scale, control=control,
-                 peaks=(peak, runs.peak_bytes[-1]))
+                 scale=scale)
             for name, plan, measured, grouped, peak in zip(
                 algorithms, plans, times[:-1], runs.groups[:-1], runs.peak_bytes[:-1],
                 strict=True)]
@@ -279,10 +279,22 @@ def rederived_speedups(folder: str | Path) -> pd.DataFrame:
     return pd.DataFrame([{"algorithm": name, **speedups(reps, name)} for name in names])
 
 
-def _row(case: ShardedCase, name: str, plan: ShardedPlan, measured: list[float],
-         grouped: list[list[str]], reps: Replicates, *, raw: Any, scaled: Any, scale: float,
-         control: list[float], peaks: tuple[int | None, int | None]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Measured:
+    """One plan's measurement (pooled timed iterations, the units FSDP2 formed, the memory
+    peak) and the compute-only control's (iterations, peak)."""
+
+    times_s: list[float]
+    grouped: list[list[str]]
+    peak_bytes: int | None
+    control_s: list[float]
+    control_peak_bytes: int | None
+
+
+def _row(case: ShardedCase, name: str, plan: ShardedPlan, runs: _Measured, reps: Replicates,
+         *, raw: Any, scaled: Any, scale: float) -> dict[str, Any]:
     """One plan's row of ``measured.csv``."""
+    measured, grouped, control = runs.times_s, runs.grouped, runs.control_s
     median = statistics.median(measured)
     return {
         "model": case.model, "batch_size": case.batch_size, "world_size": case.world_size,
@@ -293,7 +305,8 @@ def _row(case: ShardedCase, name: str, plan: ShardedPlan, measured: list[float],
         "compute_only_s": statistics.median(control), "compute_scale": scale,
         "predicted_raw_s": raw.iteration_s, "predicted_s": scaled.iteration_s,
         "predicted_peak_bytes": scaled.gathered_peak_bytes,
-        "measured_peak_bytes": peaks[0], "compute_only_peak_bytes": peaks[1],
+        "measured_peak_bytes": runs.peak_bytes,
+        "compute_only_peak_bytes": runs.control_peak_bytes,
         "measured_s": median, "measured_p10_s": float(np.percentile(measured, 10)),
         "measured_p90_s": float(np.percentile(measured, 90)), "iters": len(measured),
         "error_raw_pct": 100.0 * (raw.iteration_s / median - 1.0),

@@ -53,7 +53,7 @@ from gradsched.runtime import load
 from gradsched.runtime.cpu_memory import iteration_peak_bytes
 from gradsched.runtime.ps import PSLayout, workers_group
 from gradsched.runtime.records import check_records
-from gradsched.runtime.runners import make_runner, serve_item
+from gradsched.runtime.runners import RunContext, make_runner, serve_item
 from gradsched.workloads import build_model
 
 KINDS = ("plan", "ddp", "ddp-list", "fsdp2", "zero1", "control")
@@ -207,7 +207,7 @@ def time_item(rank: int, item: Item, index: int, timing: Timing, device: str,
     record: dict[str, Any] = {"times": [], "n_collectives": None, "rebuilt_buckets": None,
                               "unit_tensors": [], "peak_bytes": None, "micro_batches": None}
     if ps is not None and ps[0].is_server(rank):
-        serve_item(ps[0], spec.model, asdict(item), timing.warmup, timing.iters,
+        serve_item(ps[0], spec.model, item, timing.warmup, timing.iters,
                    timing.timeout_s)
     else:
         record |= _timed_runner(rank, item, index, timing, spec, device, ps)
@@ -221,16 +221,15 @@ def time_item(rank: int, item: Item, index: int, timing: Timing, device: str,
 def _timed_runner(rank: int, item: Item, index: int, timing: Timing, spec: Any,
                   device: str, ps: tuple[Any, Any] | None) -> dict[str, Any]:
     batches = [spec.make_batch() for _ in range(timing.n_batches)]
-    context = {"timeout_s": timing.timeout_s, "ranks_per_node": timing.ranks_per_node,
-               "ps": ps, "grad_accum": timing.grad_accum}
+    context = RunContext(timeout_s=timing.timeout_s, ranks_per_node=timing.ranks_per_node,
+                         ps=ps, grad_accum=timing.grad_accum)
     losses = [0]  # micro-batches run: calls of the loss (one per forward)
 
     def counted(model: Any, batch: Any, _loss: Any = spec.loss) -> Any:
         losses[0] += 1
         return _loss(model, batch)
 
-    runner = make_runner(item.kind, asdict(item), replace(spec, loss=counted), batches,
-                         device, context)
+    runner = make_runner(item, replace(spec, loss=counted), batches, device, context)
     losses[0] = 0  # a runner may run untimed steps while it is built (ZeRO-1's warm-up)
     try:
         times = timed_iterations(runner.one, timing.warmup, timing.iters, runner.settle)
