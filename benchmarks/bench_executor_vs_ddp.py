@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     from gradsched.io import write_json_atomic
     from gradsched.runtime.bench import RunItem, run_items
     from gradsched.runtime.reference import ddp_bucket_plan, ready_order
+    from gradsched.runtime.rounds import Launch, Timing
     from gradsched.workloads import build_model
 
     name, default_batch = MODELS[args.model]
@@ -107,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
                              plan=plan.to_dict()))
         items.append(RunItem(label=f"ddp bucket_cap_mb={args.bucket_cap_mb:g}",
                              algorithm="ddp-native", bucket_cap_mb=args.bucket_cap_mb))
-    frame, _ = run_items(items, model=name, batch_size=batch, world_size=args.world_size,
-                         iters=args.iters, warmup=args.warmup, threads=args.threads)
+    frame, _ = run_items(items, Timing(model=name, batch_size=batch, iters=args.iters,
+                                       warmup=args.warmup),
+                         Launch(world_size=args.world_size, threads=args.threads))
     pooled = {alg: frame.loc[frame["algorithm"] == alg, "iteration_s"].tolist()
               for alg in ("executor", "ddp-native")}
     med = {alg: statistics.median(v) for alg, v in pooled.items()}

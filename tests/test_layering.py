@@ -253,3 +253,18 @@ def test_the_private_import_check_finds_a_planted_one(tmp_path: Path) -> None:
                                    "from gradsched.io import read_text\n")
     assert [hit.split(": ")[1] for hit in private_imports(tmp_path)] == \
         ["gradsched.runtime.bench._timed"]
+
+
+SHARDED = "gradsched.experiments.sharded"
+"""The sharded solvers: one package whose problem (``common.ShardedProblem``) derives the
+trace's layers and blocks once; the other members take them from it."""
+
+
+def test_the_sharded_solvers_derive_the_layers_in_one_module() -> None:
+    entries = sorted({e.source for e in edges(SRC)
+                      if e.source.startswith(SHARDED + ".")
+                      and e.target in ("gradsched.traces.layers.layer_seq",
+                                       "gradsched.traces.layers.block_ranges")})
+    assert entries == [f"{SHARDED}.common"]
+    flat = sorted(p.name for p in (SRC / "gradsched" / "experiments").glob("sharded_*.py"))
+    assert flat == [], "the sharded solvers are one package, experiments/sharded/"

@@ -2,7 +2,7 @@
 and memory bandwidth (bytes/s), one entry per memory variant, each with its datasheet.
 
 The names are what ``--gpu`` accepts and what a trace's ``device`` is matched against
-(:func:`gradsched.experiments.sharded_memory.device_memory`, longest name first, a dash
+(:func:`gradsched.experiments.sharded.memory.device_memory`, longest name first, a dash
 read as a space: ``NVIDIA H100 NVL`` is ``h100-nvl``).
 """
 

@@ -96,3 +96,13 @@ def fastest_label_by(scores: Mapping[K, float], secondary: Mapping[K, float],
     if not tied:
         raise ValueError("no candidate has a time to compare (empty or all NaN)")
     return min(tied, key=lambda k: (secondary[k], tied.index(k)))
+
+
+def better(key: tuple[float, ...], incumbent: tuple[float, ...]) -> bool:
+    """Whether a candidate's ``(seconds, tie-breaks...)`` beats the incumbent's: faster by
+    more than :data:`RTOL`, or the same time (:func:`same_time`) and smaller tie-breaks;
+    equal keys keep the incumbent (the enumeration order). The rule of the sharded solvers
+    (:mod:`gradsched.experiments.sharded`)."""
+    if same_time(key[0], incumbent[0]):
+        return key[1:] < incumbent[1:]
+    return key[0] < incumbent[0]

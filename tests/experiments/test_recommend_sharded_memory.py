@@ -18,7 +18,7 @@ from gradsched.experiments.recommend_sharded import (
     paste_code,
     render_sharded,
 )
-from gradsched.experiments.sharded_memory import device_memory, memory_budget
+from gradsched.experiments.sharded.memory import device_memory, memory_budget
 from gradsched.gpus import ASSUMED_GPU, GPU_MEMORY_BYTES, GPUS
 from gradsched.plan_sharded import fully_shard_code
 from gradsched.planners.sharded import fsdp2
@@ -132,10 +132,12 @@ def test_a_gain_within_the_tie_tolerance_is_printed_as_a_tie(monkeypatch) -> Non
 
 
 def test_shard_compare_flags_the_layouts_over_the_cap(llama8b: ComputeTrace) -> None:
-    from gradsched.experiments.sharded import compare
+    from gradsched.experiments.sharded.common import ShardedProblem
+    from gradsched.experiments.sharded.optimum import compare
 
     cap = memory_budget(llama8b, 8, 80 * GIB).gathered_cap_bytes
-    rows = {r["algorithm"]: r for r in compare(llama8b, MODEL, 8, memory_cap_bytes=cap,
+    problem = ShardedProblem(llama8b, MODEL, 8, memory_cap_bytes=cap)
+    rows = {r["algorithm"]: r for r in compare(problem,
                                                algorithms=("fsdp2", "fsdp2-noreshard"))}
     assert rows["fsdp2"]["fits_memory_cap"] is True
     assert rows["fsdp2-noreshard"]["gathered_peak_bytes"] > cap
@@ -176,16 +178,16 @@ def test_advise_prints_a_loop_and_plan_out_the_full_listing(tmp_path, llama8b) -
 
 def test_the_capped_bound_stays_below_every_capped_optimum() -> None:
     """SYNTHETIC traces: the cap-aware bound never exceeds the best layout under the cap."""
-    from gradsched.experiments.sharded import optimum
-    from gradsched.experiments.sharded_blocking import NoLayoutFits
+    from gradsched.experiments.sharded.common import NoLayoutFits, ShardedProblem
+    from gradsched.experiments.sharded.optimum import optimum
     from tests.experiments.test_sharded_search import many_blocks
 
     checked = 0
     for seed in range(3):
         trace = many_blocks(8, seed=seed)
-        cap = 0.8 * optimum(trace, MODEL, 8).replay.gathered_peak_bytes
+        cap = 0.8 * optimum(ShardedProblem(trace, MODEL, 8)).replay.gathered_peak_bytes
         try:
-            capped = optimum(trace, MODEL, 8, memory_cap_bytes=cap)
+            capped = optimum(ShardedProblem(trace, MODEL, 8, memory_cap_bytes=cap))
         except NoLayoutFits:
             continue
         checked += 1

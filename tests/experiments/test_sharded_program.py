@@ -14,17 +14,17 @@ import pandas as pd
 import pytest
 
 from gradsched.costmodel.base import AlphaBetaModel, CommModel, load_comm_spec
-from gradsched.experiments import sharded_kept as sk
-from gradsched.experiments import sharded_program as sp
-from gradsched.experiments import sharded_streams as streams
-from gradsched.experiments.sharded import exhaustive_optimum
-from gradsched.experiments.sharded_blocking import NoLayoutFits
-from gradsched.experiments.sharded_candidates import (
+from gradsched.experiments.sharded import kept as sk
+from gradsched.experiments.sharded import program as sp
+from gradsched.experiments.sharded import streams
+from gradsched.experiments.sharded.candidates import (
     LayoutScorer,
     block_level,
     every_grouping,
     settings,
 )
+from gradsched.experiments.sharded.common import NoLayoutFits, ShardedProblem
+from gradsched.experiments.sharded.optimum import exhaustive_optimum
 from gradsched.ties import same_time
 from gradsched.traces import ComputeTrace
 from gradsched.traces.layers import block_ranges, layer_seq
@@ -72,7 +72,7 @@ def disagreements(trace: ComputeTrace, model: CommModel, max_prefetch: int,
     for setting in settings(max_prefetch):
         if setting[1] > 1 or (setting[0] and setting[2] > 1):
             continue  # never a program's
-        scorer = LayoutScorer(*level, model, world, False, None)
+        scorer = LayoutScorer(ShardedProblem(trace, model, world), *level)
         keys = [scorer.score(ends, setting)[0] for ends in every_grouping(len(blocks))]
         peaks = sorted(k[2] for k in keys)
         cap = math.inf if cap_quantile is None else \
@@ -137,12 +137,12 @@ def assert_same_optimum(trace: ComputeTrace, model: CommModel, world: int, max_p
     """The streams optimum (enumerating only what no program covers) against the exhaustive
     optimum: the same time, within the cap, or both find that nothing fits."""
     def ours() -> tuple:
-        return streams.streams_optimum(trace, model, world, memory_cap_bytes=cap,
-                                       max_prefetch=max_prefetch, algorithm="dp",
-                                       enumerate_up_to=2**15)
+        problem = ShardedProblem(trace, model, world, memory_cap_bytes=cap,
+                                 max_prefetch=max_prefetch)
+        return streams.streams_optimum(problem, algorithm="dp", enumerate_up_to=2**15)
     try:
-        want = exhaustive_optimum(trace, model, world, memory_cap_bytes=cap,
-                                  max_prefetch=max_prefetch)
+        want = exhaustive_optimum(ShardedProblem(trace, model, world, memory_cap_bytes=cap,
+                                                 max_prefetch=max_prefetch))
     except NoLayoutFits:
         with pytest.raises(NoLayoutFits):
             ours()
@@ -157,7 +157,7 @@ def assert_same_optimum(trace: ComputeTrace, model: CommModel, world: int, max_p
 def test_program_optimum_equals_the_exhaustive_optimum(seed: int) -> None:
     trace, model = synthetic_case(1000 + seed)
     max_prefetch = 1 + seed % 2
-    free = exhaustive_optimum(trace, model, P, max_prefetch=max_prefetch)
+    free = exhaustive_optimum(ShardedProblem(trace, model, P, max_prefetch=max_prefetch))
     for cap in (None, 0.8 * free.replay.gathered_peak_bytes, 1.0):
         assert_same_optimum(trace, model, P, max_prefetch, cap)
 
@@ -170,7 +170,7 @@ def test_on_resnet18s_trace() -> None:
     for cap in (None, 0.0):
         assert disagreements(trace, model, 2, cap, world=2) == []
     for max_prefetch in (1, 2):
-        free = exhaustive_optimum(trace, model, 2, max_prefetch=max_prefetch)
+        free = exhaustive_optimum(ShardedProblem(trace, model, 2, max_prefetch=max_prefetch))
         for share in (None, 1.0, 0.95, 0.8):
             cap = None if share is None else share * free.replay.gathered_peak_bytes
             assert_same_optimum(trace, model, 2, max_prefetch, cap)
@@ -178,8 +178,8 @@ def test_on_resnet18s_trace() -> None:
 
 def test_beyond_enumeration_the_plan_says_which_setting_was_searched() -> None:
     trace, model = synthetic_case(3)  # no root layers between blocks
-    plan, _ = streams.streams_optimum(trace, model, P, memory_cap_bytes=None, max_prefetch=2,
-                                 algorithm="dp", enumerate_up_to=1)
+    plan, _ = streams.streams_optimum(ShardedProblem(trace, model, P, max_prefetch=2),
+                                      algorithm="dp", enumerate_up_to=1)
     methods = plan.info["methods"]
     assert methods["reshard=True forward=1 backward=1"] == streams.EXACT
     assert methods["reshard=False forward=1 backward=2"] == streams.EXACT

@@ -11,15 +11,16 @@ from hypothesis import strategies as st
 
 from gradsched.costmodel.base import AlphaBetaModel
 from gradsched.errors import ConfigError
-from gradsched.experiments import sharded_search
 from gradsched.experiments.recommend_sharded import (
     advise_sharded,
     render_sharded,
     search_notes,
 )
-from gradsched.experiments.sharded import exhaustive_optimum, optimum
-from gradsched.experiments.sharded_memory import device_memory, memory_budget
-from gradsched.experiments.sharded_streams import streams_optimum
+from gradsched.experiments.sharded import search as sharded_search
+from gradsched.experiments.sharded.common import ShardedProblem
+from gradsched.experiments.sharded.memory import device_memory, memory_budget
+from gradsched.experiments.sharded.optimum import exhaustive_optimum, optimum
+from gradsched.experiments.sharded.streams import streams_optimum
 from gradsched.planners.sharded import fsdp2
 from gradsched.replay.sharded import replay_sharded
 from gradsched.replay.sharded_bounds import sharded_lower_bound_s
@@ -42,8 +43,8 @@ def many_blocks(n: int, seed: int = 0) -> ComputeTrace:
 @given(st.integers(0, 10_000))
 def test_search_never_beats_the_exhaustive_optimum(seed: int) -> None:
     trace = random_block_trace(seed)
-    exact = exhaustive_optimum(trace, MODEL, 8)
-    plan, found = streams_optimum(trace, MODEL, 8, memory_cap_bytes=None, max_prefetch=2,
+    exact = exhaustive_optimum(ShardedProblem(trace, MODEL, 8))
+    plan, found = streams_optimum(ShardedProblem(trace, MODEL, 8, max_prefetch=2),
                                   algorithm="s", enumerate_up_to=1)
     assert found.iteration_s >= exact.replay.iteration_s * (1 - 1e-12)
     default = replay_sharded(trace, fsdp2(trace, MODEL, 8), MODEL, 8)
@@ -53,7 +54,7 @@ def test_search_never_beats_the_exhaustive_optimum(seed: int) -> None:
 
 def test_many_blocks_get_an_answer_that_says_how() -> None:
     trace = many_blocks(40)
-    scored = optimum(trace, MODEL, 64)
+    scored = optimum(ShardedProblem(trace, MODEL, 64))
     info = scored.plan.info
     assert info["method"].startswith("not exact: dynamic program (exact): reshard=True "
                                      "forward=0 backward=1, ")
@@ -68,12 +69,12 @@ def test_many_blocks_get_an_answer_that_says_how() -> None:
 
 def test_search_keeps_to_the_memory_cap() -> None:
     trace = many_blocks(30, seed=1)
-    free = optimum(trace, MODEL, 64)
+    free = optimum(ShardedProblem(trace, MODEL, 64))
     cap = 0.5 * free.replay.gathered_peak_bytes
-    capped = optimum(trace, MODEL, 64, memory_cap_bytes=cap)
+    capped = optimum(ShardedProblem(trace, MODEL, 64, memory_cap_bytes=cap))
     assert capped.replay.gathered_peak_bytes <= cap
     with pytest.raises(ConfigError, match="no sharded plan fits the memory cap"):
-        optimum(trace, MODEL, 64, memory_cap_bytes=1.0)
+        optimum(ShardedProblem(trace, MODEL, 64, memory_cap_bytes=1.0))
 
 
 def test_neighbours_are_groupings_one_move_away() -> None:

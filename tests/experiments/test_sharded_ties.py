@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradsched.experiments.sharded import better
+from gradsched.ties import better
 
 T = 0.30994  # seconds (synthetic)
 

@@ -21,6 +21,7 @@ from gradsched.reexec.sharded import (
     speedups,
 )
 from gradsched.replay.sharded import replay_sharded
+from gradsched.runtime.rounds import Timing
 from gradsched.traces import ComputeTrace
 
 META = {"kind": "compute", "model": "tiny-mlp", "batch_size": 4, "device": "cpu",
@@ -67,8 +68,10 @@ def test_the_baseline_must_be_measured() -> None:
 def test_measure_runs_every_plan_and_checks_its_units() -> None:
     case = ShardedCase("tiny-mlp", 4, 2, "loopback", None)
     names = ["fsdp2", "fsdp2-noreshard", "sharded-optimum", "sharded-optimum-capped"]
+    timing = Timing(model="tiny-mlp", batch_size=4, rounds=2, warmup=1, iters=2, timeout_s=60,
+                    memory=True)
     rows, iterations, plans = measure(case, tiny_mlp_trace(), AlphaBetaModel(1e-4, 1e-9),
-                                      names, rounds=2, iters=2, warmup=1, timeout_s=60)
+                                      names, timing)
     assert [r["algorithm"] for r in rows] == names
     assert all(r["units_match"] and r["iters"] == 4 and r["measured_s"] > 0 for r in rows)
     assert rows[0]["speedup_vs_fsdp2"] == pytest.approx(1.0)

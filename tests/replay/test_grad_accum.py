@@ -11,7 +11,8 @@ import pytest
 from gradsched.costmodel import AlphaBetaModel
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.errors import ConfigError
-from gradsched.experiments.sharded import exhaustive_optimum
+from gradsched.experiments.sharded.common import ShardedProblem
+from gradsched.experiments.sharded.optimum import exhaustive_optimum
 from gradsched.plan import Bucket, Plan
 from gradsched.plan_sharded import ShardedPlan, Unit
 from gradsched.planners.sharded import make_sharded_plan
@@ -134,8 +135,8 @@ GLOO_1GBIT = "traces/comm/cpu/gloo-tbf1gbit-p2.csv"
 
 def _exhaustive(semantics: str, k: int, cap: float | None) -> tuple[ShardedPlan, float]:
     trace, model = ComputeTrace.load(RESNET18), load_comm_spec(GLOO_1GBIT)
-    scored = exhaustive_optimum(trace, model, 2, semantics=semantics, grad_accum=k,
-                                memory_cap_bytes=cap)
+    scored = exhaustive_optimum(ShardedProblem(trace, model, 2, semantics=semantics,
+                                               grad_accum=k, memory_cap_bytes=cap))
     return scored.plan, scored.replay.iteration_s
 
 

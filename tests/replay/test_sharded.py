@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from gradsched.costmodel.base import AlphaBetaModel
 from gradsched.errors import ConfigError, InputError
-from gradsched.experiments.sharded import OPTIMUM, compare, exhaustive_optimum, optimum
+from gradsched.experiments.sharded.common import ShardedProblem
+from gradsched.experiments.sharded.optimum import OPTIMUM, compare, exhaustive_optimum, optimum
 from gradsched.plan_sharded import ShardedPlan, Unit
 from gradsched.planners.sharded import make_sharded_plan, saturation_cap_bytes
 from gradsched.replay.sharded import replay_sharded
@@ -126,9 +127,10 @@ def test_optimum_is_no_slower_than_fsdp2_and_meets_the_cap() -> None:
     trace = block_trace([[4000, 4000], [40000], [400], [4000, 40]], stem=4096, head=8192)
     model = AlphaBetaModel(2e-3, 1e-6)
     default = replay_sharded(trace, make_sharded_plan("fsdp2", trace, model, P), model, P)
-    best = optimum(trace, model, P)
+    best = optimum(ShardedProblem(trace, model, P))
     assert best.replay.iteration_s <= default.iteration_s
-    capped = optimum(trace, model, P, memory_cap_bytes=default.gathered_peak_bytes)
+    capped = optimum(ShardedProblem(trace, model, P,
+                                    memory_cap_bytes=default.gathered_peak_bytes))
     assert capped.replay.gathered_peak_bytes <= default.gathered_peak_bytes
     assert capped.replay.iteration_s >= best.replay.iteration_s
 
@@ -136,12 +138,12 @@ def test_optimum_is_no_slower_than_fsdp2_and_meets_the_cap() -> None:
 def test_a_memory_cap_no_plan_meets_is_a_clear_error() -> None:
     trace = block_trace([[4000], [4000]])
     with pytest.raises(ConfigError, match="no sharded plan fits the memory cap"):
-        optimum(trace, AlphaBetaModel(1e-3, 1e-6), P, memory_cap_bytes=100)
+        optimum(ShardedProblem(trace, AlphaBetaModel(1e-3, 1e-6), P, memory_cap_bytes=100))
 
 
 def test_compare_lists_every_planner_above_the_bound() -> None:
     trace = block_trace([[4000], [40000], [400]], stem=4096)
-    rows = compare(trace, AlphaBetaModel(2e-3, 1e-6), P, semantics="blocking")
+    rows = compare(ShardedProblem(trace, AlphaBetaModel(2e-3, 1e-6), P, semantics="blocking"))
     assert [r["algorithm"] for r in rows][-1] == OPTIMUM
     assert all(r["iteration_s"] >= r["lower_bound_s"] for r in rows)
 
@@ -175,8 +177,8 @@ def test_blocking_dynamic_program_equals_the_exhaustive_optimum(seed: int, which
     """Without a memory cap, blocking semantics: the DP's time is the exhaustive search's."""
     trace = random_block_trace(seed)
     model = MODELS[which]
-    dp = optimum(trace, model, P, semantics="blocking")
-    full = exhaustive_optimum(trace, model, P, semantics="blocking")
+    dp = optimum(ShardedProblem(trace, model, P, semantics="blocking"))
+    full = exhaustive_optimum(ShardedProblem(trace, model, P, semantics="blocking"))
     assert dp.replay.iteration_s == pytest.approx(full.replay.iteration_s, rel=1e-12)
 
 
@@ -193,12 +195,13 @@ def test_capped_blocking_dynamic_program_equals_the_exhaustive_optimum(
                              semantics="blocking")
     cap = fraction * default.gathered_peak_bytes
     try:
-        full = exhaustive_optimum(trace, model, P, semantics="blocking", memory_cap_bytes=cap)
+        full = exhaustive_optimum(ShardedProblem(trace, model, P, semantics="blocking",
+                                                 memory_cap_bytes=cap))
     except ConfigError:
         with pytest.raises(ConfigError, match="no sharded plan fits the memory cap"):
-            optimum(trace, model, P, semantics="blocking", memory_cap_bytes=cap)
+            optimum(ShardedProblem(trace, model, P, semantics="blocking", memory_cap_bytes=cap))
         return
-    dp = optimum(trace, model, P, semantics="blocking", memory_cap_bytes=cap)
+    dp = optimum(ShardedProblem(trace, model, P, semantics="blocking", memory_cap_bytes=cap))
     assert dp.replay.gathered_peak_bytes <= cap
     assert dp.replay.iteration_s == pytest.approx(full.replay.iteration_s, rel=1e-12)
     assert dp.plan.knobs["memory_cap_bytes"] == cap
@@ -211,9 +214,9 @@ def test_capped_blocking_optimum_keeps_fsdp2s_peak_and_is_no_slower() -> None:
     model = AlphaBetaModel(2e-3, 1e-6)
     default = replay_sharded(trace, make_sharded_plan("fsdp2", trace, model, P), model, P,
                              semantics="blocking")
-    free = optimum(trace, model, P, semantics="blocking")
-    capped = optimum(trace, model, P, semantics="blocking",
-                     memory_cap_bytes=default.gathered_peak_bytes)
+    free = optimum(ShardedProblem(trace, model, P, semantics="blocking"))
+    capped = optimum(ShardedProblem(trace, model, P, semantics="blocking",
+                                    memory_cap_bytes=default.gathered_peak_bytes))
     assert not free.plan.units[0].reshard_after_forward
     assert free.replay.gathered_peak_bytes > default.gathered_peak_bytes
     assert all(u.reshard_after_forward for u in capped.plan.units)

@@ -15,7 +15,8 @@ import pytest
 from gradsched.costmodel import AlphaBetaModel
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.errors import InputError
-from gradsched.experiments.sharded import compare, exhaustive_optimum
+from gradsched.experiments.sharded.common import ShardedProblem
+from gradsched.experiments.sharded.optimum import compare, exhaustive_optimum
 from gradsched.plan_sharded import ShardedPlan, Unit, fully_shard_code
 from gradsched.planners.sharded import make_sharded_plan
 from gradsched.replay.sharded import replay_sharded
@@ -107,16 +108,18 @@ def test_the_optimum_and_compare_keep_parameters_when_asked() -> None:
     bound; compare's rows say so and count fewer collectives."""
     trace = ComputeTrace.load("traces/compute/cpu/resnet18-b4-cpu-fp32.csv")
     model = load_comm_spec("traces/comm/cpu/gloo-tbf1gbit-p2.csv")
-    plain = exhaustive_optimum(trace, model, 2, semantics="blocking", grad_accum=4)
-    kept = exhaustive_optimum(trace, model, 2, semantics="blocking", grad_accum=4,
-                              keep_unsharded=True)
+    plain = exhaustive_optimum(ShardedProblem(trace, model, 2, semantics="blocking",
+                                              grad_accum=4))
+    kept = exhaustive_optimum(ShardedProblem(trace, model, 2, semantics="blocking",
+                                             grad_accum=4, keep_unsharded=True))
     assert kept.plan.keep_unsharded_between_microbatches
     assert not plain.plan.keep_unsharded_between_microbatches
     assert kept.replay.iteration_s < plain.replay.iteration_s
     bound = sharded_lower_bound_s(trace, model, 2, 4, keep_unsharded=True)
     assert bound <= kept.replay.iteration_s
-    rows = {keep: compare(trace, model, 2, algorithms=("fsdp2",), semantics="blocking",
-                          grad_accum=4, keep_unsharded=keep)[0] for keep in (False, True)}
+    rows = {keep: compare(ShardedProblem(trace, model, 2, semantics="blocking", grad_accum=4,
+                                         keep_unsharded=keep), algorithms=("fsdp2",))[0]
+            for keep in (False, True)}
     assert rows[True]["keep_unsharded_between_microbatches"] is True
     assert "keep_unsharded_between_microbatches" not in rows[False]
     assert rows[True]["n_collectives"] < rows[False]["n_collectives"]

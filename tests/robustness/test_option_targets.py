@@ -101,7 +101,7 @@ def test_shard_run_output_gets_a_row_per_timed_iteration(fsdp2_plan: Path, tmp_p
     from gradsched.reexec import sharded
 
     plan = ShardedPlan.load(fsdp2_plan)
-    monkeypatch.setattr(sharded, "run_plans", lambda plans, **kw: (
+    monkeypatch.setattr(sharded, "run_plans", lambda plans, *a, **kw: (
         [[0.25, 0.5]], [[sorted(u.tensors) for u in plan.units]]))  # SYNTHETIC times
     out = tmp_path / "times.csv"
     assert main(["shard", "run", "--model", "resnet18", "--batch-size", "4", "--world-size",

@@ -9,6 +9,7 @@ from gradsched.errors import ConfigError, InputError
 from gradsched.plan_sharded import ShardedPlan, Unit, covering_modules
 from gradsched.reexec.sharded import run_plans
 from gradsched.run_order import round_order, run_order
+from gradsched.runtime.rounds import Launch, Timing
 
 MLP = ("0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias")  # tiny-mlp
 
@@ -36,8 +37,8 @@ def test_fsdp2_groups_the_plans_units_on_two_ranks() -> None:
         ShardedPlan("merged", (Unit(MLP[0:4], reshard_after_forward=False),),
                     forward_prefetch=1, backward_prefetch=1),
     ]
-    times, groups = run_plans(plans, model="tiny-mlp", batch_size=4, world_size=2, rounds=2,
-                              iters=2, warmup=1, timeout_s=60)
+    times, groups = run_plans(plans, Timing(model="tiny-mlp", batch_size=4, rounds=2, iters=2,
+                                            warmup=1, timeout_s=60), Launch(world_size=2))
     assert [len(t) for t in times] == [4, 4]
     assert all(t > 0 for ts in times for t in ts)
     assert groups == [[sorted(u.tensors) for u in p.units] for p in plans]

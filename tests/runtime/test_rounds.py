@@ -169,7 +169,7 @@ def test_two_ranks_time_every_kind_in_the_same_order() -> None:
     items = every_kind()
     timing = Timing(model="tiny-mlp", batch_size=4, rounds=2, warmup=1, iters=2, seed=1,
                     timeout_s=60)
-    launched = rounds.launch_rounds(items, timing, world_size=2)
+    launched = rounds.launch_rounds(items, timing, rounds.Launch(world_size=2))
     orders = [[run["item"] for run in r["runs"]] for r in launched.results]
     assert orders[0] == orders[1] == run_order(len(items), 2, seed=1)
     for k in range(len(items)):

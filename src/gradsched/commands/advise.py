@@ -276,11 +276,13 @@ def _run(args: argparse.Namespace) -> int:
             render_validation,
             validate,
         )
+        from gradsched.runtime.rounds import Launch, Timing
 
-        result = validate(rec, model_name=str(model_name), batch_size=int(batch),
-                          backend=args.backend, rounds=args.rounds, iters=args.iters,
-                          warmup=args.warmup, threads=args.threads, seq_len=seq_len,
-                          timeout_s=args.timeout_s, cluster=args.cluster)
+        result = validate(rec, Timing(model=str(model_name), batch_size=int(batch),
+                                      rounds=args.rounds, warmup=args.warmup, iters=args.iters,
+                                      seq_len=seq_len, timeout_s=args.timeout_s),
+                          Launch(world_size=rec.world_size, backend=args.backend,
+                                 threads=args.threads, cluster=args.cluster))
         print(render_validation(rec, result), end="")
         predicted = {k: v for k, v in predicted_s(rec).items() if k in result.times}
         out["validation"] = result.to_dict() | {"model": model_name, "batch_size": batch,
@@ -334,12 +336,15 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
             render_sharded_validation,
             validate_sharded,
         )
+        from gradsched.runtime.rounds import Launch, Timing
 
-        result = validate_sharded(adv, model_name=str(model_name), batch_size=int(batch),
-                                  rounds=args.rounds, iters=max(args.iters, 2),
-                                  warmup=max(args.warmup, 1), seq_len=args.seq_len,
-                                  cluster=args.cluster, timeout_s=args.timeout_s,
-                                  source=str(args.compute), grad_accum=args.grad_accum)
+        timing = Timing(model=str(model_name), batch_size=int(batch), rounds=args.rounds,
+                        warmup=max(args.warmup, 1), iters=max(args.iters, 2),
+                        seq_len=args.seq_len, timeout_s=args.timeout_s,
+                        grad_accum=args.grad_accum)
+        result = validate_sharded(adv, timing, Launch(world_size=adv.world_size,
+                                                      cluster=args.cluster),
+                                  source=str(args.compute))
         print(render_sharded_validation(result), end="")
         out["validation"] = result
     if args.plan_out is not None:  # the recommended layout, input of gradsched shard run;

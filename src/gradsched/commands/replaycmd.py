@@ -32,6 +32,7 @@ from gradsched.experiments import (
     parse_knob_args,
     resolve_world_size,
 )
+from gradsched.experiments.grid import CaseOutputs
 from gradsched.experiments.recommend import plan_collectives
 from gradsched.io import write_csv_atomic, write_json_atomic
 from gradsched.limits import MAX_REPLAY_ITERATIONS
@@ -328,7 +329,7 @@ def _check_host_options(args: argparse.Namespace, interference: dict[str, float]
 
 def _host_default(command: str, case: tuple[ComputeTrace, CommModel, int],
                   algorithms: list[str], knobs: Any, options: ReplayOptions,
-                  folders: tuple[Path | None, Path | None], made: dict[str, Plan]
+                  folders: CaseOutputs, made: dict[str, Plan]
                   ) -> pd.DataFrame:
     """``replay --host`` without ``--algorithms``: every default algorithm whose plan the
     host-aware replay can run (one channel, hook order, no credit); the others are left
@@ -337,7 +338,7 @@ def _host_default(command: str, case: tuple[ComputeTrace, CommModel, int],
     frames, left_out = [], []
     for algorithm in algorithms:
         try:
-            frames.append(compare(*case, [algorithm], knobs, options, *folders, made))
+            frames.append(compare(*case, [algorithm], knobs, options, folders, made))
         except HostReplayUnsupported:
             left_out.append(algorithm)
     if not frames:
@@ -389,10 +390,10 @@ def _replay(args: argparse.Namespace) -> int:
         made: dict[str, Plan] = {}
         if args.host and args.algorithms is None:  # the default set: what --host can run
             results = _host_default(args.command, (trace, model, world), algorithms, knobs,
-                                    options, (timeline, plans), made)
+                                    options, CaseOutputs(timeline, plans), made)
         else:
-            results = compare(trace, model, world, algorithms, knobs, options, timeline,
-                              plans, made)
+            results = compare(trace, model, world, algorithms, knobs, options,
+                              CaseOutputs(timeline, plans), made)
         write_csv_atomic(output, results)
         # printed inside the block: the outputs are committed after stdout took it all
         warn_domain(args, model, world,

@@ -211,7 +211,10 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.torchrun:  # before torch is loaded: one line, not a C++ stack or a long wait
         check_torchrun_env(world_size=args.world_size)
+    from dataclasses import replace
+
     from gradsched.runtime.bench import RunItem, run_items
+    from gradsched.runtime.rounds import Launch
 
     items = []
     plans = [(path, Plan.load(path)) for path in args.plan]
@@ -250,19 +253,26 @@ def _run(args: argparse.Namespace) -> int:
         output = stage.file(args.output)
         summary_out = stage.file(summary_path(args.output))
         profile = stage.folder(args.profile) if args.profile is not None else None
-        frame, summary = run_items(items, model=args.model, batch_size=args.batch_size,
-                                   world_size=args.world_size, backend=args.backend,
-                                   iters=args.iters, warmup=args.warmup, threads=args.threads,
-                                   cluster=args.cluster, profile_dir=profile,
-                                   seq_len=args.seq_len, seed=args.seed,
-                                   timeout_s=args.timeout_s,
-                                   ranks_per_node=args.ranks_per_node,
-                                   ps_servers=args.ps_servers, grad_accum=args.grad_accum)
+        timing = replace(_timing(args), ps_servers=args.ps_servers,
+                         profile_dir=str(Path(profile).resolve()) if profile else None)
+        launch = Launch(world_size=args.world_size, backend=args.backend,
+                        threads=args.threads, cluster=args.cluster)
+        frame, summary = run_items(items, timing, launch)
         write_csv_atomic(output, frame)
         write_csv_atomic(summary_out, summary)
     _print(args, summary)
     check_rebuilt(summary)
     return 0
+
+
+def _timing(args: argparse.Namespace) -> Any:
+    """The timing protocol the options describe (one round of every item), made once."""
+    from gradsched.runtime.rounds import Timing
+
+    return Timing(model=args.model, batch_size=args.batch_size, rounds=1, warmup=args.warmup,
+                  iters=args.iters, seed=args.seed, seq_len=args.seq_len,
+                  timeout_s=args.timeout_s, ranks_per_node=args.ranks_per_node,
+                  grad_accum=args.grad_accum)
 
 
 def _print(args: argparse.Namespace, summary: Any) -> None:
@@ -284,11 +294,8 @@ def _run_torchrun(args: argparse.Namespace, items: list[Any]) -> int:
     if env_world is not None and env_world != str(args.world_size):
         raise ConfigError(f"--world-size {args.world_size} but torchrun started "
                           f"WORLD_SIZE={env_world} ranks (nnodes x nproc-per-node)")
-    frames = run_items_torchrun(items, model=args.model, batch_size=args.batch_size,
-                                backend=args.backend, iters=args.iters, warmup=args.warmup,
-                                threads=args.threads, seq_len=args.seq_len, seed=args.seed,
-                                timeout_s=args.timeout_s, ranks_per_node=args.ranks_per_node,
-                                grad_accum=args.grad_accum)
+    frames = run_items_torchrun(items, _timing(args), backend=args.backend,
+                                threads=args.threads)
     if frames is None:  # not rank 0
         return 0
     frame, summary = frames

@@ -18,7 +18,7 @@ case, predicted, run with stock FSDP2, measured against predicted and against FS
 defaults (and FSDP2's units without resharding) with bootstrap intervals, with each plan's
 predicted and measured peak memory; ``sharded-optimum-capped`` is the optimum under a cap
 of FSDP2's default predicted peak. ``compare`` replays every sharded planner and the exact optimum
-(:mod:`gradsched.experiments.sharded`) against the lower bound; ``plan`` writes one plan
+(:mod:`gradsched.experiments.sharded.optimum`) against the lower bound; ``plan`` writes one plan
 and prints the ``fully_shard`` layout; ``run`` runs plans with stock FSDP2 on gloo
 (:mod:`gradsched.runtime.fsdp2`), rounds interleaved in random order.
 """
@@ -167,17 +167,14 @@ def _inputs(args: argparse.Namespace):
 def _compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from gradsched.experiments.sharded import compare
+    from gradsched.experiments.sharded.optimum import compare
     from gradsched.io import write_csv_atomic
 
     _check_keep(args)
     trace, model = _inputs(args)
     slowdown = sharded_overlap(args, trace.meta, "shard compare", args.semantics)
     plans: dict = {}
-    rows = compare(trace, model, args.world_size, semantics=args.semantics,
-                   memory_cap_bytes=_optimum_cap(args, trace), grad_accum=args.grad_accum,
-                   keep_unsharded=args.keep_unsharded_between_microbatches, plans=plans,
-                   compute_slowdown=slowdown)
+    rows = compare(_problem(args, trace, model, slowdown), plans=plans)
     _print_domain(args, trace, model, list(plans.items()))
     frame = pd.DataFrame(rows)
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
@@ -207,7 +204,7 @@ def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None,
               slowdown: float = 1.0):
     from dataclasses import replace
 
-    from gradsched.experiments.sharded import OPTIMUM, optimum
+    from gradsched.experiments.sharded.optimum import OPTIMUM, optimum
     from gradsched.planners.sharded import make_sharded_plan
 
     keep = args.keep_unsharded_between_microbatches
@@ -215,18 +212,28 @@ def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None,
         if knobs:
             raise SystemExit(f"gradsched: {OPTIMUM} takes --memory-cap, --gpu-memory and "
                              "--semantics, no knobs")
-        return optimum(trace, model, args.world_size, semantics=args.semantics,
-                       memory_cap_bytes=_optimum_cap(args, trace),
-                       grad_accum=args.grad_accum, keep_unsharded=keep,
-                       compute_slowdown=slowdown).plan
+        return optimum(_problem(args, trace, model, slowdown)).plan
     return replace(make_sharded_plan(name, trace, model, args.world_size, knobs),
                    keep_unsharded_between_microbatches=keep)
 
 
+def _problem(args: argparse.Namespace, trace, model, slowdown: float):
+    """The sharded problem the options describe, made and checked once
+    (:class:`gradsched.experiments.sharded.common.ShardedProblem`); its cap from
+    :func:`_optimum_cap` (said on stdout)."""
+    from gradsched.experiments.sharded.common import ShardedProblem
+
+    return ShardedProblem(trace, model, args.world_size, semantics=args.semantics,
+                          memory_cap_bytes=_optimum_cap(args, trace),
+                          grad_accum=args.grad_accum,
+                          keep_unsharded=args.keep_unsharded_between_microbatches,
+                          compute_slowdown=slowdown)
+
+
 def _optimum_cap(args: argparse.Namespace, trace) -> float | None:
     """The optimum's cap: ``--memory-cap`` and what the GPU's memory leaves, the smaller
-    (:func:`gradsched.experiments.sharded_memory.memory_budget`); said on stdout."""
-    from gradsched.experiments.sharded_memory import memory_budget
+    (:func:`gradsched.experiments.sharded.memory.memory_budget`); said on stdout."""
+    from gradsched.experiments.sharded.memory import memory_budget
 
     budget = memory_budget(trace, args.world_size, args.gpu_memory)
     if budget is None:
@@ -249,7 +256,7 @@ def _write_plans(args: argparse.Namespace, trace, model, names: list[str],
 
 def _plan(args: argparse.Namespace) -> int:
     from gradsched.errors import ConfigError
-    from gradsched.experiments.sharded import OPTIMUM
+    from gradsched.experiments.sharded.optimum import OPTIMUM
     from gradsched.plan_sharded import fully_shard_code
     from gradsched.replay.sharded import replay_sharded
 
@@ -304,6 +311,7 @@ def _run(args: argparse.Namespace) -> int:
     from gradsched.plan_sharded import ShardedPlan
     from gradsched.reexec.sharded import run_plans
     from gradsched.runtime.prelaunch import check_plans
+    from gradsched.runtime.rounds import Launch, Timing
     from gradsched.workloads.zoo import check_seq_len
 
     check_seq_len(args.model, args.seq_len)
@@ -313,11 +321,12 @@ def _run(args: argparse.Namespace) -> int:
     admit_training("shard run", model=args.model, batch_size=args.batch_size,
                    ranks=args.world_size, seq_len=args.seq_len,
                    oversubscribe=args.oversubscribe)
-    pooled, groups = run_plans(plans, model=args.model, batch_size=args.batch_size,
-                               world_size=args.world_size, rounds=args.rounds,
-                               iters=args.iters, warmup=args.warmup, cluster=args.cluster,
-                               seq_len=args.seq_len, timeout_s=args.timeout,
-                               grad_accum=args.grad_accum)
+    pooled, groups = run_plans(plans, Timing(model=args.model, batch_size=args.batch_size,
+                                             rounds=args.rounds, warmup=args.warmup,
+                                             iters=args.iters, seq_len=args.seq_len,
+                                             timeout_s=args.timeout,
+                                             grad_accum=args.grad_accum),
+                               Launch(world_size=args.world_size, cluster=args.cluster))
     rows = []
     for path, plan, times, grouped in zip(args.plan, plans, pooled, groups, strict=True):
         expected = [sorted(u.tensors) for u in plan.units]
@@ -349,6 +358,7 @@ def _measure(args: argparse.Namespace) -> int:
     from gradsched.networks import tc_rate
     from gradsched.provenance import load_average, machine_info, software_versions
     from gradsched.reexec.sharded import ShardedCase, measure
+    from gradsched.runtime.rounds import Timing
     from gradsched.staging import Staging
     from gradsched.traces.bundle import ComputeTrace
 
@@ -363,10 +373,11 @@ def _measure(args: argparse.Namespace) -> int:
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     started = dt.datetime.now(dt.UTC)
     load_before = load_average()
-    rows, iterations, plans = measure(case, trace, model, algorithms, rounds=args.rounds,
-                                      iters=args.iters, warmup=args.warmup,
-                                      memory_cap_bytes=args.memory_cap,
-                                      timeout_s=args.timeout, source=str(compute))
+    timing = Timing(model=case.model, batch_size=case.batch_size, rounds=args.rounds,
+                    warmup=args.warmup, iters=args.iters, seq_len=case.seq_len,
+                    timeout_s=args.timeout, memory=True)
+    rows, iterations, plans = measure(case, trace, model, algorithms, timing,
+                                      memory_cap_bytes=args.memory_cap, source=str(compute))
     meta = {"kind": "sharded-reexec", "command": shlex.join(["gradsched", *sys.argv[1:]]),
             "compute": compute, "comm": comm, "started_utc": started.isoformat(),
             "ended_utc": dt.datetime.now(dt.UTC).isoformat(),

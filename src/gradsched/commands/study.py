@@ -207,7 +207,8 @@ def _sharded(args: argparse.Namespace) -> int:
 
     from gradsched.commands._overlap import sharded_overlap
     from gradsched.costmodel.base import load_comm_spec
-    from gradsched.experiments.sharded import compare
+    from gradsched.experiments.sharded.common import ShardedProblem
+    from gradsched.experiments.sharded.optimum import compare
     from gradsched.traces.bundle import ComputeTrace
 
     _once("--case", [(name, network, world, mode) for name, _, network, _, world, mode
@@ -220,8 +221,10 @@ def _sharded(args: argparse.Namespace) -> int:
         trace = ComputeTrace.load(compute)
         world_size = _ranks(name, world)
         slowdown = sharded_overlap(args, trace.meta, f"study sharded: {name}", mode)
-        for row in compare(trace, load_comm_spec(comm), world_size, semantics=mode,
-                           memory_cap_bytes=args.memory_cap, compute_slowdown=slowdown):
+        problem = ShardedProblem(trace, load_comm_spec(comm), world_size, semantics=mode,
+                                 memory_cap_bytes=args.memory_cap,
+                                 compute_slowdown=slowdown)
+        for row in compare(problem):
             rows.append({"compute": name, "network": network, "world_size": world_size,
                          "semantics": mode, **row, "overlap_slowdown": slowdown})
     return _write(args, pd.DataFrame(rows))

@@ -157,6 +157,16 @@ def run_algorithm(
     return plan, replay(trace, plan, model, world_size, options, timeline=timeline)
 
 
+@dataclass(frozen=True)
+class CaseOutputs:
+    """What :func:`compare` writes beside its rows, per algorithm: the replay's timeline
+    (:func:`gradsched.replay.timeline.write_timeline`) in ``timeline_dir`` and the plan
+    (``<algorithm>.plan.json``) in ``plans_dir``; None: not written."""
+
+    timeline_dir: str | Path | None = None
+    plans_dir: str | Path | None = None
+
+
 def compare(
     trace: ComputeTrace,
     model: CommModel,
@@ -164,8 +174,7 @@ def compare(
     algorithms: Iterable[str],
     knobs: Mapping[str, Mapping[str, str]] | None = None,
     options: ReplayOptions | None = None,
-    timeline_dir: str | Path | None = None,
-    plans_dir: str | Path | None = None,
+    outputs: CaseOutputs = CaseOutputs(),
     plans: dict[str, Plan] | None = None,
 ) -> pd.DataFrame:
     """One result row per algorithm (see :data:`RESULT_COLUMNS`). A planner that takes the
@@ -173,6 +182,7 @@ def compare(
     those of ``options`` (unless its knobs say otherwise). ``plans``, when given, is filled
     with each algorithm's plan (for the domain notes of ``gradsched replay``)."""
     knobs = knobs or {}
+    timeline_dir, plans_dir = outputs.timeline_dir, outputs.plans_dir
     grad_accum = options.grad_accum if options is not None else 1
     bound = lower_bound(trace, model, world_size, grad_accum).lower_bound_s
     rows = []

@@ -2,7 +2,7 @@
 
 FSDP2 as users write it (:func:`gradsched.planners.sharded.fsdp2`: one unit per block,
 resharded, one unit prefetched each way) is the baseline. The exact optimum of
-:mod:`gradsched.experiments.sharded` (unit grouping, resharding and prefetch depths, under
+:mod:`gradsched.experiments.sharded.optimum` (unit grouping, resharding and prefetch depths, under
 the memory cap if one is given) is recommended only when its predicted gain,
 ``100 * (t_default / t_optimum - 1)``, exceeds the comm model's own error (the margin of
 :func:`gradsched.experiments.recommend.model_margin` over all-gather and reduce-scatter);
@@ -14,7 +14,7 @@ is said; one that no plan meets is an error naming the smallest peak.
 **Never without a memory check.** On GPU semantics (``streams``) with no GPU named (no
 ``--gpu-memory``, no known GPU in the trace's device), the GPU is assumed to be
 :data:`gradsched.gpus.ASSUMED_GPU` (the H100 SXM 80GB), said in the notes, and its memory
-caps every layout (with the trace's activations, :mod:`gradsched.experiments.sharded_memory`).
+caps every layout (with the trace's activations, :mod:`gradsched.experiments.sharded.memory`).
 The lower bound quoted beside a searched optimum counts the cap: under a cap ``C`` no unit
 gathers more than ``C``, so a step runs at least ``ceil(total / C)`` units, each paying its
 all-gather's and reduce-scatter's start-up (:func:`capped_lower_bound_s`).
@@ -35,9 +35,9 @@ from typing import Any
 from gradsched.costmodel.base import CommModel
 from gradsched.costmodel.domain_notes import domain_notes
 from gradsched.experiments.recommend import Margin, model_margin
-from gradsched.experiments.sharded import Scored, optimum
-from gradsched.experiments.sharded_blocking import NoLayoutFits
-from gradsched.experiments.sharded_memory import MemoryBudget, memory_budget
+from gradsched.experiments.sharded.common import NoLayoutFits, ShardedProblem
+from gradsched.experiments.sharded.memory import MemoryBudget, memory_budget
+from gradsched.experiments.sharded.optimum import Scored, optimum
 from gradsched.gpus import ASSUMED_GPU, GPU_MEMORY_BYTES, GPUS
 from gradsched.plan_sharded import ShardedPlan, covering_modules, fully_shard_code, tensors_under
 from gradsched.planners.sharded import fsdp2
@@ -128,7 +128,7 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
     """FSDP2's default and the optimum, replayed for one optimizer step of ``grad_accum``
     micro-batches (:mod:`gradsched.replay.sharded`), and the margin (module docstring). The
     optimum never gathers more than the GPU's memory leaves
-    (:func:`gradsched.experiments.sharded_memory.memory_budget`: ``gpu_memory_bytes``, or
+    (:func:`gradsched.experiments.sharded.memory.memory_budget`: ``gpu_memory_bytes``, or
     the trace's device) nor more than ``memory_cap_bytes``. Both are replayed, and the optimum
     searched, with compute at ``1/compute_slowdown`` while a collective runs."""
     budget = memory_budget(trace, world_size, gpu_memory_bytes)
@@ -145,8 +145,9 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
                                     grad_accum=grad_accum, compute_slowdown=compute_slowdown)
     smallest = None
     try:
-        best = optimum(trace, model, world_size, semantics=semantics, memory_cap_bytes=cap,
-                       grad_accum=grad_accum, compute_slowdown=compute_slowdown)
+        best = optimum(ShardedProblem(trace, model, world_size, semantics=semantics,
+                                      memory_cap_bytes=cap, grad_accum=grad_accum,
+                                      compute_slowdown=compute_slowdown))
     except NoLayoutFits as exc:  # said in the advice, with FSDP2's default for reference
         best, smallest = Scored(default, default_replay), exc.smallest_peak_bytes
     margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct,

@@ -3,16 +3,16 @@
 Under DDP every rank holds the whole model (Rajbhandari et al., ZeRO, SC 2020, Section 3,
 the baseline their Figure 1 calls "Baseline"): the parameters, a gradient of the same size,
 and the optimizer's state, none of it sharded. With the byte counts of
-:mod:`gradsched.experiments.sharded_memory`, which prices the sharded case:
+:mod:`gradsched.experiments.sharded.memory`, which prices the sharded case:
 
 * parameters and gradients: ``2 x bytes`` (the trace's gradient bytes, one copy each);
-* Adam's state: ``K x numel`` with ``K`` = :data:`~gradsched.experiments.sharded_memory.
+* Adam's state: ``K x numel`` with ``K`` = :data:`~gradsched.experiments.sharded.memory.
   ADAM_STATE_BYTES` (12 for 16-bit weights: fp32 master copy and two fp32 moments; 8 for
   fp32 weights).
 
 Activations, DDP's bucket buffers and the framework's workspace are not counted, so a replica
 that fits this budget may still not run; one that does not fit cannot. The GPU's memory is
-that of the trace's ``device`` (:func:`~gradsched.experiments.sharded_memory.device_memory`),
+that of the trace's ``device`` (:func:`~gradsched.experiments.sharded.memory.device_memory`),
 and the check is skipped (None) where the device names no known GPU: a CPU trace, or a
 published profile that does not say.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gradsched.experiments.sharded_memory import ADAM_STATE_BYTES, device_memory
+from gradsched.experiments.sharded.memory import ADAM_STATE_BYTES, device_memory
 from gradsched.traces.bundle import ComputeTrace
 
 GIB = 2.0**30

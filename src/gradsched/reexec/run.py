@@ -175,6 +175,7 @@ def measure_case(case: Case, settings: Settings, case_plans: CasePlans
     each ``ddp-list`` item (:func:`rebuilt_record`) and the busy cores before the start."""
     from gradsched.runtime.rounds import (  # the runtime imports torch
         Item,
+        Launch,
         Timing,
         foreign_cores_of,
         launch_rounds,
@@ -190,12 +191,12 @@ def measure_case(case: Case, settings: Settings, case_plans: CasePlans
                     seq_len=case.seq_len, timeout_s=settings.timeout_s,
                     grad_accum=case.grad_accum)
     n_runs = settings.rounds * len(items)
-    launched = launch_rounds(
-        items, timing, world_size=case.world_size, backend=settings.backend,
+    launched = launch_rounds(items, timing, Launch(
+        world_size=case.world_size, backend=settings.backend,
         threads=settings.threads, cluster=case.rate,
         deadline_s=max(3600.0, settings.timeout_s * n_runs),
         busy_limit_cores=None if settings.allow_load else FOREIGN_LIMIT_CORES,
-        what=f"reexec: case {case.name}")
+        what=f"reexec: case {case.name}"))
     results = launched.results
     rows = []
     for k, run in enumerate(results[0]["runs"]):

@@ -51,7 +51,8 @@ import pandas as pd
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError, InputError
-from gradsched.experiments.sharded import OPTIMUM, optimum
+from gradsched.experiments.sharded.common import ShardedProblem
+from gradsched.experiments.sharded.optimum import OPTIMUM, optimum
 from gradsched.intermediates import INT, REAL, TEXT, Column, Spec, read_intermediate
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import make_sharded_plan
@@ -63,6 +64,7 @@ from gradsched.replay.sharded import replay_sharded
 from gradsched.runtime.prelaunch import check_plans
 from gradsched.runtime.rounds import (
     Item,
+    Launch,
     Timing,
     launch_rounds,
     micro_batches_per_step,
@@ -121,28 +123,23 @@ class PlanRuns:
     micro_batches: list[float]
 
 
-def measure_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: str,
-                  batch_size: int, world_size: int, rounds: int = 3, iters: int = 5,
-                  warmup: int = 1, threads: int = 1, cluster: str | None = None,
-                  seq_len: int | None = None, seed: int = 0, timeout_s: float = 300.0,
-                  memory: bool = False, grad_accum: int = 1) -> PlanRuns:
-    """Launch the ranks (loopback, or the emulated cluster at ``cluster``'s rate) and run
-    every plan (or :data:`~gradsched.reexec.run.CONTROL`, the compute-only control)
-    ``rounds`` times in interleaved random order (:class:`PlanRuns`); ``memory``: one more,
-    profiled iteration after each run's timed ones; every iteration one optimizer step of
-    ``grad_accum`` micro-batches (:mod:`gradsched.runtime.runners`)."""
+def measure_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], timing: Timing,
+                  where: Launch) -> PlanRuns:
+    """Launch the ranks (``where``: loopback, or the emulated cluster at its ``cluster``'s
+    rate) and run every plan (or :data:`~gradsched.reexec.run.CONTROL`, the compute-only
+    control) ``timing.rounds`` times in interleaved random order (:class:`PlanRuns`);
+    ``timing.memory``: one more, profiled iteration after each run's timed ones; every
+    iteration one optimizer step of ``timing.grad_accum`` micro-batches
+    (:mod:`gradsched.runtime.runners`)."""
     if not plans:
         raise ConfigError("nothing to run: give at least one sharded plan")
-    if iters < 1 or warmup < 1 or rounds < 1:
+    if timing.iters < 1 or timing.warmup < 1 or timing.rounds < 1:
         raise ConfigError("--iters, --warmup and --rounds must be >= 1 (FSDP2's first "
                           "iteration initialises lazily)")
     items = [Item(CONTROL, "control") if isinstance(p, str)
              else Item(p.algorithm, "fsdp2", plan=p.to_dict()) for p in plans]
-    timing = Timing(model=model, batch_size=batch_size, rounds=rounds, warmup=warmup,
-                    iters=iters, seed=seed, seq_len=seq_len, timeout_s=timeout_s,
-                    memory=memory, grad_accum=grad_accum)
-    results = launch_rounds(items, timing, world_size=world_size, threads=threads,
-                            cluster=cluster).results
+    memory, world_size = timing.memory, where.world_size
+    results = launch_rounds(items, timing, where).results
     out = PlanRuns([], [], [], [], [])
     for k in range(len(items)):
         runs = runs_of(results, k)
@@ -157,18 +154,11 @@ def measure_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, mod
     return out
 
 
-def run_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], *, model: str,
-              batch_size: int, world_size: int,
-              rounds: int = 3, iters: int = 5, warmup: int = 1, threads: int = 1,
-              cluster: str | None = None, seq_len: int | None = None, seed: int = 0,
-              timeout_s: float = 300.0,
-              grad_accum: int = 1) -> tuple[list[list[float]], list[list[list[str]]]]:
+def run_plans(plans: Sequence[ShardedPlan | Literal["compute-only"]], timing: Timing,
+              where: Launch) -> tuple[list[list[float]], list[list[list[str]]]]:
     """:func:`measure_plans` without memory: per item, the pooled timed iterations and the
     units FSDP2 formed."""
-    runs = measure_plans(plans, model=model, batch_size=batch_size, world_size=world_size,
-                         rounds=rounds, iters=iters, warmup=warmup, threads=threads,
-                         cluster=cluster, seq_len=seq_len, seed=seed, timeout_s=timeout_s,
-                         grad_accum=grad_accum)
+    runs = measure_plans(plans, replace(timing, memory=False), where)
     return runs.times_s, runs.groups
 
 
@@ -197,8 +187,8 @@ def plans_for(trace: ComputeTrace, model: CommModel, world_size: int,
     out = []
     for name in algorithms:
         if name == OPTIMUM:
-            out.append(optimum(trace, model, world_size, semantics="blocking",
-                               memory_cap_bytes=memory_cap_bytes).plan)
+            out.append(optimum(ShardedProblem(trace, model, world_size, semantics="blocking",
+                                              memory_cap_bytes=memory_cap_bytes)).plan)
         elif name == OPTIMUM_CAPPED:
             out.append(capped_optimum(trace, model, world_size))
         else:
@@ -212,28 +202,26 @@ def capped_optimum(trace: ComputeTrace, model: CommModel, world_size: int) -> Sh
     semantics the events' order is the program's)."""
     base = make_sharded_plan(BASELINE, trace, model, world_size)
     cap = replay_sharded(trace, base, model, world_size, semantics="blocking")
-    plan = optimum(trace, model, world_size, semantics="blocking",
-                   memory_cap_bytes=cap.gathered_peak_bytes).plan
+    plan = optimum(ShardedProblem(trace, model, world_size, semantics="blocking",
+                                  memory_cap_bytes=cap.gathered_peak_bytes)).plan
     return replace(plan, algorithm=OPTIMUM_CAPPED,
                    info={**plan.info, "memory_cap": f"{BASELINE}'s predicted peak"})
 
 
 def measure(case: ShardedCase, trace: ComputeTrace, model: CommModel,
-            algorithms: Sequence[str], *, rounds: int, iters: int, warmup: int,
-            memory_cap_bytes: float | None = None, seed: int = 0,
-            timeout_s: float = 600.0, source: str = "the compute trace"
+            algorithms: Sequence[str], timing: Timing, *,
+            memory_cap_bytes: float | None = None, source: str = "the compute trace"
             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[ShardedPlan]]:
-    """Plan, run (with the compute-only control) and predict; returns (one row per plan,
+    """Plan, run (with the compute-only control; ``timing``, for the case's model, batch
+    and sequence length, each run's memory profiled) and predict; returns (one row per plan,
     one row per timed iteration, the plans). The plans are checked against the case's
     model before any rank starts (:func:`gradsched.runtime.prelaunch.check_plans`;
     ``source``: the compute trace they are made from, which a refusal names)."""
     plans = plans_for(trace, model, case.world_size, algorithms, memory_cap_bytes)
     check_plans([(source, plan) for plan in plans], model=case.model,
                 batch_size=case.batch_size, seq_len=case.seq_len, trace=(source, trace.names))
-    runs = measure_plans([*plans, CONTROL], model=case.model,
-                         batch_size=case.batch_size, world_size=case.world_size,
-                         rounds=rounds, iters=iters, warmup=warmup, cluster=case.cluster,
-                         seq_len=case.seq_len, seed=seed, timeout_s=timeout_s, memory=True)
+    runs = measure_plans([*plans, CONTROL], timing,
+                         Launch(world_size=case.world_size, cluster=case.cluster))
     times = runs.times_s
     control = times[-1]
     scale = statistics.median(control) / trace_compute_s(trace)
@@ -241,12 +229,12 @@ def measure(case: ShardedCase, trace: ComputeTrace, model: CommModel,
     names = list(algorithms)
     iterations = iteration_rows(case, [*names, CONTROL], runs)
     reps = replicates(case.name, iterations, names)
-    rows = [_row(case, name, plan, measured, grouped, reps,
+    rows = [_row(case, name, plan, _Measured(measured, grouped, peak, control,
+                                             runs.peak_bytes[-1]), reps,
                  raw=replay_sharded(trace, plan, model, case.world_size, semantics="blocking"),
                  scaled=replay_sharded(scaled, plan, model, case.world_size,
                                        semantics="blocking"),
-                 scale=scale, control=control,
-                 peaks=(peak, runs.peak_bytes[-1]))
+                 scale=scale)
             for name, plan, measured, grouped, peak in zip(
                 algorithms, plans, times[:-1], runs.groups[:-1], runs.peak_bytes[:-1],
                 strict=True)]
@@ -291,10 +279,22 @@ def rederived_speedups(folder: str | Path) -> pd.DataFrame:
     return pd.DataFrame([{"algorithm": name, **speedups(reps, name)} for name in names])
 
 
-def _row(case: ShardedCase, name: str, plan: ShardedPlan, measured: list[float],
-         grouped: list[list[str]], reps: Replicates, *, raw: Any, scaled: Any, scale: float,
-         control: list[float], peaks: tuple[int | None, int | None]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Measured:
+    """One plan's measurement (pooled timed iterations, the units FSDP2 formed, the memory
+    peak) and the compute-only control's (iterations, peak)."""
+
+    times_s: list[float]
+    grouped: list[list[str]]
+    peak_bytes: int | None
+    control_s: list[float]
+    control_peak_bytes: int | None
+
+
+def _row(case: ShardedCase, name: str, plan: ShardedPlan, runs: _Measured, reps: Replicates,
+         *, raw: Any, scaled: Any, scale: float) -> dict[str, Any]:
     """One plan's row of ``measured.csv``."""
+    measured, grouped, control = runs.times_s, runs.grouped, runs.control_s
     median = statistics.median(measured)
     return {
         "model": case.model, "batch_size": case.batch_size, "world_size": case.world_size,
@@ -305,7 +305,8 @@ def _row(case: ShardedCase, name: str, plan: ShardedPlan, measured: list[float],
         "compute_only_s": statistics.median(control), "compute_scale": scale,
         "predicted_raw_s": raw.iteration_s, "predicted_s": scaled.iteration_s,
         "predicted_peak_bytes": scaled.gathered_peak_bytes,
-        "measured_peak_bytes": peaks[0], "compute_only_peak_bytes": peaks[1],
+        "measured_peak_bytes": runs.peak_bytes,
+        "compute_only_peak_bytes": runs.control_peak_bytes,
         "measured_s": median, "measured_p10_s": float(np.percentile(measured, 10)),
         "measured_p90_s": float(np.percentile(measured, 90)), "iters": len(measured),
         "error_raw_pct": 100.0 * (raw.iteration_s / median - 1.0),

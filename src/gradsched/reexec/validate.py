@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,7 @@ from gradsched.reexec.uncertainty import N_BOOT, bootstrap_medians, ratio_interv
 from gradsched.runtime.prelaunch import check_plans
 from gradsched.runtime.rounds import (
     Item,
+    Launch,
     Timing,
     launch_rounds,
     micro_batches_per_step,
@@ -188,12 +189,12 @@ def validation_items(rec: Recommendation) -> list[Item]:
     return out
 
 
-def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: str = "gloo",
-             rounds: int = 3, iters: int = 10, warmup: int = 2, threads: int = 1,
-             seq_len: int | None = None, timeout_s: float = 300.0,
-             cluster: str | None = None) -> Validation:
-    """Run every kind for real in interleaved rounds, check the caps' rebuilt buckets and
-    bootstrap the speedups."""
+def validate(rec: Recommendation, timing: Timing, where: Launch) -> Validation:
+    """Run every kind for real in interleaved rounds (``timing``, whose micro-batches per
+    step are the recommendation's; ``where``: ``rec.world_size`` ranks), check the caps'
+    rebuilt buckets and bootstrap the speedups."""
+    model_name, batch_size, seq_len = timing.model, timing.batch_size, timing.seq_len
+    rounds, iters, warmup = timing.rounds, timing.iters, timing.warmup
     if rounds < 1 or iters < 2 or warmup < 0:
         raise ConfigError("--rounds must be >= 1, --iters >= 2 and --warmup >= 0")
     hint = ": give --model the model the trace was captured from"
@@ -207,11 +208,9 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
                     batch_size=batch_size, seq_len=seq_len, trainable=trainable, hint=hint)
     items = validation_items(rec)
     k = int(rec.options.get("grad_accum", 1))  # the replay's step: k micro-batches
-    timing = Timing(model=model_name, batch_size=batch_size, rounds=rounds, warmup=warmup,
-                    iters=iters, seq_len=seq_len, timeout_s=timeout_s, grad_accum=k)
+    timing = replace(timing, grad_accum=k)
     before = os.getloadavg()[0]
-    results = launch_rounds(items, timing, world_size=rec.world_size, backend=backend,
-                            threads=threads, cluster=cluster).results
+    results = launch_rounds(items, timing, where).results
     rows = pd.DataFrame([{"item": item.key, "round": results[0]["runs"][run]["round"],
                           "iteration_s": t}
                          for k, item in enumerate(items) for run in runs_of(results, k)
@@ -222,7 +221,7 @@ def validate(rec: Recommendation, *, model_name: str, batch_size: int, backend: 
     match = None if rebuilt is None else bool(rebuilt["buckets_match_plan"])
     micro = {item.key: min(micro_batches_per_step(results, run, timing)
                            for run in runs_of(results, i)) for i, item in enumerate(items)}
-    return Validation(backend, rounds, iters, warmup, times,
+    return Validation(where.backend, rounds, iters, warmup, times,
                       speedups(rows, [i.key for i in items]), match,
                       (before, os.getloadavg()[0]), os.cpu_count() or 0, k, micro)
 
@@ -234,29 +233,26 @@ def expected_buckets(rec: Recommendation) -> list[list[str]]:
 
 
 # --------------------------------------------------------------------------- sharded
-def validate_sharded(adv: Any, *, model_name: str, batch_size: int, rounds: int = 3,
-                     iters: int = 5, warmup: int = 1, seq_len: int | None = None,
-                     cluster: str | None = None, timeout_s: float = 300.0,
-                     source: str = "the compute trace", grad_accum: int = 1
-                     ) -> dict[str, Any]:
+def validate_sharded(adv: Any, timing: Timing, where: Launch,
+                     source: str = "the compute trace") -> dict[str, Any]:
     """FSDP2's default layout and the optimum (a
     :class:`~gradsched.experiments.recommend_sharded.ShardedAdvice`) run with stock FSDP2
     on ``adv.world_size`` local ranks by the sharded re-execution's measurement (gloo;
     :func:`gradsched.reexec.sharded.measure_plans`, interleaved rounds), the units FSDP2
     formed checked against each plan, and the measured speedup of the optimum with the
-    re-execution's bootstrap interval; every timed iteration one optimizer step of
-    ``grad_accum`` micro-batches (FSDP2 with gradient sync off for the first
-    ``grad_accum - 1``, as the replay of ``adv`` assumed). Before any rank starts, both
+    re-execution's bootstrap interval (``timing``; ``where``: ``adv.world_size`` ranks);
+    every timed iteration one optimizer step of ``timing.grad_accum`` micro-batches (FSDP2
+    with gradient sync off for the first ``grad_accum - 1``, as the replay of ``adv``
+    assumed). Before any rank starts, both
     plans must fit the model (:func:`gradsched.runtime.prelaunch.check_plans`; ``source``:
     the compute trace they were made from, which a refusal names)."""
     plans = [adv.default, adv.best]
+    model_name, batch_size, seq_len = timing.model, timing.batch_size, timing.seq_len
+    cluster = where.cluster
     check_plans([(source, plan) for plan in plans], model=model_name, batch_size=batch_size,
                 seq_len=seq_len, trace=(source, adv.names),
                 hint=": give --model the model the trace was captured from")
-    runs = measure_plans(plans, model=model_name, batch_size=batch_size,
-                         world_size=adv.world_size, rounds=rounds, iters=iters, warmup=warmup,
-                         cluster=cluster, seq_len=seq_len, timeout_s=timeout_s,
-                         grad_accum=grad_accum)
+    runs = measure_plans(plans, timing, where)
     case = ShardedCase(model_name, batch_size, adv.world_size,
                        "loopback" if cluster is None else cluster, cluster, seq_len)
     names = ["default", "optimum"]
@@ -265,7 +261,8 @@ def validate_sharded(adv: Any, *, model_name: str, batch_size: int, rounds: int 
     matched = [g == [sorted(u.tensors) for u in p.units]
                for p, g in zip(plans, runs.groups, strict=True)]
     times = runs.times_s
-    return {"rounds": rounds, "iters": iters, "warmup": warmup, "grad_accum": grad_accum,
+    return {"rounds": timing.rounds, "iters": timing.iters, "warmup": timing.warmup,
+            "grad_accum": timing.grad_accum,
             "predicted_s": {"default": adv.default_replay.iteration_s,
                             "optimum": adv.best_replay.iteration_s},
             "median_s": {"default": float(np.median(times[0])),

@@ -1,4 +1,4 @@
-"""Sharded data parallelism, replayed: the table of :func:`gradsched.experiments.sharded.compare`
+"""Sharded data parallelism, replayed: the table of :func:`gradsched.experiments.sharded.optimum.compare`
 rows over several cases.
 
 Per case and planner: units (besides the root), prefetch depths (forward / backward),

@@ -33,6 +33,7 @@ from gradsched.runtime.prelaunch import check_torchrun_env
 from gradsched.runtime.records import check_records
 from gradsched.runtime.rounds import (
     Item,
+    Launch,
     Timing,
     check_counts,
     launch_rounds,
@@ -93,36 +94,24 @@ def summarize(times: list[float]) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------- launcher side
-def run_items(items: list[RunItem], *, model: str, batch_size: int, world_size: int,
-              backend: str = "gloo", iters: int = 20, warmup: int = 5, threads: int = 1,
-              cluster: str | None = None, profile_dir: str | Path | None = None,
-              seq_len: int | None = None, seed: int = 0, timeout_s: float = 300.0,
-              ranks_per_node: int | None = None, ps_servers: int = 0,
-              grad_accum: int = 1) -> tuple[Any, Any]:
-    """Launch the ranks and time every item (one round of the timing protocol); return
-    (per-iteration frame, summary frame). ``world_size`` counts the workers; ``ps_servers``
-    server ranks are launched after them (each in its own namespace on the emulated
-    cluster). ``grad_accum``: micro-batches per timed iteration (an optimizer step;
-    :mod:`gradsched.runtime.runners`); the frames then carry a ``grad_accum`` column."""
+def run_items(items: list[RunItem], timing: Timing, launch: Launch) -> tuple[Any, Any]:
+    """Launch the ranks and time every item (one round of the timing protocol, ``timing``;
+    where: ``launch``); return (per-iteration frame, summary frame). ``launch.world_size``
+    counts the workers; ``timing.ps_servers`` server ranks are launched after them (each in
+    its own namespace on the emulated cluster). ``timing.grad_accum``: micro-batches per
+    timed iteration (an optimizer step; :mod:`gradsched.runtime.runners`); the frames then
+    carry a ``grad_accum`` column. ``timing.profile_dir``: an absolute path."""
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
-    if world_size < 1:
-        raise ConfigError("--world-size must be >= 1")
-    if backend not in ("gloo", "nccl"):
-        raise ConfigError(f"backend must be gloo or nccl, not {backend!r}")
-    if ps_servers and profile_dir:
+    if timing.ps_servers and timing.profile_dir:
         raise ConfigError("--profile is not supported with parameter servers")
-    timing = Timing(model=model, batch_size=batch_size, rounds=1, warmup=warmup, iters=iters,
-                    seed=seed, seq_len=seq_len, timeout_s=timeout_s,
-                    profile_dir=str(Path(profile_dir).resolve()) if profile_dir else None,
-                    ranks_per_node=ranks_per_node, ps_servers=ps_servers,
-                    grad_accum=grad_accum)
-    launched = launch_rounds([i.item() for i in items], timing, world_size=world_size,
-                             backend=backend, threads=threads, cluster=cluster)
-    return _with_accum(_frames(items, launched.results, model=model, batch_size=batch_size,
-                               world_size=world_size, backend=backend,
+    launched = launch_rounds([i.item() for i in items], timing, launch)
+    cluster = launch.cluster
+    return _with_accum(_frames(items, launched.results, model=timing.model,
+                               batch_size=timing.batch_size, world_size=launch.world_size,
+                               backend=launch.backend,
                                bandwidth=cluster if cluster is not None else "loopback"),
-                       grad_accum)
+                       timing.grad_accum)
 
 
 def _with_accum(frames: tuple[Any, Any], grad_accum: int) -> tuple[Any, Any]:
@@ -134,12 +123,8 @@ def _with_accum(frames: tuple[Any, Any], grad_accum: int) -> tuple[Any, Any]:
     return frames
 
 
-def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
-                       backend: str = "gloo", iters: int = 20, warmup: int = 5,
-                       threads: int = 1, seq_len: int | None = None, seed: int = 0,
-                       timeout_s: float = 300.0,
-                       ranks_per_node: int | None = None,
-                       grad_accum: int = 1) -> tuple[Any, Any] | None:
+def run_items_torchrun(items: list[RunItem], timing: Timing, *, backend: str = "gloo",
+                       threads: int = 1) -> tuple[Any, Any] | None:
     """As :func:`run_items`, in a process that ``torchrun`` started: join the group from
     the environment (``env://``: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), run this
     rank's share, gather every rank's times; rank 0 returns the frames (column
@@ -149,9 +134,7 @@ def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
     check_torchrun_env()  # the pre-launch gate, before init_process_group
     if not items:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
-    timing = Timing(model=model, batch_size=batch_size, rounds=1, warmup=warmup, iters=iters,
-                    seed=seed, seq_len=seq_len, timeout_s=timeout_s,
-                    ranks_per_node=ranks_per_node, grad_accum=grad_accum)
+    timeout_s = timing.timeout_s
     protocol_items = [i.item() for i in items]
     check_counts(protocol_items, timing)
     rank, world = init_group(backend=backend, op_timeout_s=timeout_s, threads=threads)
@@ -167,9 +150,10 @@ def run_items_torchrun(items: list[RunItem], *, model: str, batch_size: int,
         return None
     check_records(gathered, items=len(protocol_items), rounds=timing.rounds,
                   iters=timing.iters, workers=world)
-    return _with_accum(_frames(items, gathered, model=model, batch_size=batch_size,
-                               world_size=world, backend=backend, bandwidth="torchrun"),
-                       grad_accum)
+    return _with_accum(_frames(items, gathered, model=timing.model,
+                               batch_size=timing.batch_size, world_size=world,
+                               backend=backend, bandwidth="torchrun"),
+                       timing.grad_accum)
 
 
 def _frames(items: list[RunItem], results: list[Any], *, model: str, batch_size: int,

@@ -53,7 +53,7 @@ from gradsched.runtime import load
 from gradsched.runtime.cpu_memory import iteration_peak_bytes
 from gradsched.runtime.ps import PSLayout, workers_group
 from gradsched.runtime.records import check_records
-from gradsched.runtime.runners import make_runner, serve_item
+from gradsched.runtime.runners import RunContext, make_runner, serve_item
 from gradsched.workloads import build_model
 
 KINDS = ("plan", "ddp", "ddp-list", "fsdp2", "zero1", "control")
@@ -111,6 +111,29 @@ class Timing:
     ps_servers: int = 0
     grad_accum: int = 1
     """Micro-batches per timed iteration (one optimizer step; :mod:`.runners`)."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where the ranks of one measurement run, beside its :class:`Timing`: the workers
+    (``world_size``; the timing's ``ps_servers`` come on top), the backend, threads per
+    rank, loopback or the emulated cluster shaped to ``cluster``, and the launch's own
+    limits (``deadline_s``; ``busy_limit_cores``: refuse a busy machine, ``what`` naming
+    the measurement). Checked when made."""
+
+    world_size: int
+    backend: str = "gloo"
+    threads: int = 1
+    cluster: str | None = None
+    deadline_s: float | None = None
+    busy_limit_cores: float | None = None
+    what: str = "measurement"
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1:
+            raise ConfigError("--world-size must be >= 1")
+        if self.backend not in ("gloo", "nccl"):
+            raise ConfigError(f"backend must be gloo or nccl, not {self.backend!r}")
 
 
 def check_counts(items: Sequence[Item], timing: Timing) -> None:
@@ -184,7 +207,7 @@ def time_item(rank: int, item: Item, index: int, timing: Timing, device: str,
     record: dict[str, Any] = {"times": [], "n_collectives": None, "rebuilt_buckets": None,
                               "unit_tensors": [], "peak_bytes": None, "micro_batches": None}
     if ps is not None and ps[0].is_server(rank):
-        serve_item(ps[0], spec.model, asdict(item), timing.warmup, timing.iters,
+        serve_item(ps[0], spec.model, item, timing.warmup, timing.iters,
                    timing.timeout_s)
     else:
         record |= _timed_runner(rank, item, index, timing, spec, device, ps)
@@ -198,16 +221,15 @@ def time_item(rank: int, item: Item, index: int, timing: Timing, device: str,
 def _timed_runner(rank: int, item: Item, index: int, timing: Timing, spec: Any,
                   device: str, ps: tuple[Any, Any] | None) -> dict[str, Any]:
     batches = [spec.make_batch() for _ in range(timing.n_batches)]
-    context = {"timeout_s": timing.timeout_s, "ranks_per_node": timing.ranks_per_node,
-               "ps": ps, "grad_accum": timing.grad_accum}
+    context = RunContext(timeout_s=timing.timeout_s, ranks_per_node=timing.ranks_per_node,
+                         ps=ps, grad_accum=timing.grad_accum)
     losses = [0]  # micro-batches run: calls of the loss (one per forward)
 
     def counted(model: Any, batch: Any, _loss: Any = spec.loss) -> Any:
         losses[0] += 1
         return _loss(model, batch)
 
-    runner = make_runner(item.kind, asdict(item), replace(spec, loss=counted), batches,
-                         device, context)
+    runner = make_runner(item, replace(spec, loss=counted), batches, device, context)
     losses[0] = 0  # a runner may run untimed steps while it is built (ZeRO-1's warm-up)
     try:
         times = timed_iterations(runner.one, timing.warmup, timing.iters, runner.settle)
@@ -277,21 +299,19 @@ class Launched:
     busy_cores_before: float | None = None
 
 
-def launch_rounds(items: Sequence[Item], timing: Timing, *, world_size: int,
-                  backend: str = "gloo", threads: int = 1, cluster: str | None = None,
-                  deadline_s: float | None = None, busy_limit_cores: float | None = None,
-                  what: str = "measurement") -> Launched:
-    """Launch ``world_size`` ranks (plus ``timing.ps_servers`` servers; loopback, or the
-    emulated cluster shaped to ``cluster``) running :func:`rounds_task`; every rank's
-    records are checked (:func:`gradsched.runtime.records.check_records`). With
-    ``busy_limit_cores``, the machine is sampled for 2 s first and the launch refused
+def launch_rounds(items: Sequence[Item], timing: Timing, where: Launch) -> Launched:
+    """Launch ``where.world_size`` ranks (plus ``timing.ps_servers`` servers; loopback, or
+    the emulated cluster shaped to ``where.cluster``) running :func:`rounds_task`; every
+    rank's records are checked (:func:`gradsched.runtime.records.check_records`). With
+    ``where.busy_limit_cores``, the machine is sampled for 2 s first and the launch refused
     (:class:`MachineBusyError`) when other work keeps that many cores busy."""
     check_counts(items, timing)
-    busy = _busy_before(busy_limit_cores, what)
-    common = {"backend": backend, "threads_per_rank": threads,
+    busy = _busy_before(where.busy_limit_cores, where.what)
+    common = {"backend": where.backend, "threads_per_rank": where.threads,
               "op_timeout_s": timing.timeout_s,
-              "deadline_s": deadline_s or max(600.0, timing.timeout_s * 2)}
+              "deadline_s": where.deadline_s or max(600.0, timing.timeout_s * 2)}
     payload = payload_of(items, timing)
+    world_size, cluster = where.world_size, where.cluster
     ranks = world_size + timing.ps_servers
     if cluster is not None:
         with EmulatedCluster(ranks, cluster, ranks_per_node=timing.ranks_per_node or 1) as emu:

@@ -23,7 +23,7 @@ same synthetic batches; what differs is who moves the gradients:
 * ``control``: the *compute-only control*: forward, backward and SGD step with no
   communication at all.
 
-**Gradient accumulation** (``context["grad_accum"]`` = ``k``, default 1): one iteration is
+**Gradient accumulation** (``context.grad_accum`` = ``k``, default 1): one iteration is
 one optimizer step of ``k`` micro-batches (the batches cycled), each loss scaled by
 ``1 / k`` so that the step's gradient is the mean over its ``k`` micro-batches (with
 equal micro-batches and a mean loss: the gradient of the concatenated batch). The first
@@ -53,7 +53,7 @@ import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -131,20 +131,40 @@ Silence = Callable[[], contextlib.AbstractContextManager[Any]]
 """A context in which a backward pass communicates nothing (gradient accumulation)."""
 
 
-def make_runner(kind: str, raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
-                context: dict[str, Any]) -> Runner:
-    """The :class:`Runner` of an item of ``kind`` (module docstring); ``raw``: the item's
-    fields; ``context``: ``timeout_s``, ``ranks_per_node``, the parameter-server layout
-    (``ps``: (layout, workers' group), or None) and ``grad_accum`` (default 1)."""
-    k = int(context.get("grad_accum", 1))
+class RunnerItem(Protocol):
+    """What a runner reads of an item (:class:`gradsched.runtime.rounds.Item`)."""
+
+    kind: str
+    plan: dict[str, Any] | None
+    bucket_cap_mb: float | None
+    bucket_cap_mb_list: list[float] | None
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every runner of one timed run shares, made once per run from its
+    :class:`~gradsched.runtime.rounds.Timing`: the collectives' timeout, the node layout
+    of hierarchical buckets, the parameter-server layout (``ps``: (layout, workers' group),
+    or None) and the micro-batches per step."""
+
+    timeout_s: float
+    ranks_per_node: int | None = None
+    ps: tuple[Any, Any] | None = None
+    grad_accum: int = 1
+
+
+def make_runner(item: RunnerItem, spec: Any, batches: list[Any], device: str,
+                context: RunContext) -> Runner:
+    """The :class:`Runner` of ``item`` (module docstring) in ``context``."""
+    kind, k = item.kind, context.grad_accum
     if kind == "plan":
-        return _executor_runner(raw, spec, batches, device, context, k)
+        return _executor_runner(item, spec, batches, device, context)
     if kind in ("ddp", "ddp-list"):
-        return _ddp_runner(raw, spec, batches, device, k)
+        return _ddp_runner(item, spec, batches, device, k)
     if kind == "fsdp2":
-        return _fsdp2_runner(raw, spec, batches, device, k)
+        return _fsdp2_runner(item, spec, batches, device, k)
     if kind == "zero1":
-        return _zero1_runner(raw, spec, batches, device, k)
+        return _zero1_runner(item, spec, batches, device, k)
     if kind == "control":
         return _plain_runner(spec, spec.model, sgd(spec.model), batches, device, k)
     raise ConfigError(f"unknown item kind {kind!r}")
@@ -200,11 +220,11 @@ def fsdp2_silence(model: Any, keep_unsharded: bool = False) -> Silence:
     return silence
 
 
-def _executor_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
-                     context: dict[str, Any], k: int = 1) -> Runner:
-    model = spec.model
-    plan = Plan.from_dict(raw["plan"])
-    ex = PlanExecutor(model, plan, sgd(model), timeout_s=float(context["timeout_s"]),
+def _executor_runner(item: RunnerItem, spec: Any, batches: list[Any], device: str,
+                     context: RunContext) -> Runner:
+    model, k = spec.model, context.grad_accum
+    plan = Plan.from_dict(item.plan)  # type: ignore[arg-type]
+    ex = PlanExecutor(model, plan, sgd(model), timeout_s=float(context.timeout_s),
                       **_executor_group(plan, model, context))
     sync = device_sync(device)
 
@@ -220,25 +240,25 @@ def _executor_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device:
                   ex.close)
 
 
-def _executor_group(plan: Plan, model: Any, context: dict[str, Any]) -> dict[str, Any]:
+def _executor_group(plan: Plan, model: Any, context: RunContext) -> dict[str, Any]:
     """Executor arguments of a worker: the workers' group and the PS client (if any)."""
-    ps = context.get("ps")
+    ps = context.ps
     if ps is None:
-        return {"ranks_per_node": context.get("ranks_per_node")}
+        return {"ranks_per_node": context.ranks_per_node}
     layout, group = ps
     schedule = partition_schedule(plan, trainable_numel(model), layout.servers)
     return {"process_group": group, "ps_client": PSClient(layout, schedule)}
 
 
-def _ddp_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
+def _ddp_runner(item: RunnerItem, spec: Any, batches: list[Any], device: str,
                 k: int = 1) -> Runner:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     model = spec.model
     opt = sgd(model)
-    caps = raw.get("bucket_cap_mb_list")
+    caps = item.bucket_cap_mb_list
     extra = {"bucket_cap_mb_list": list(caps)} if caps else {}
-    wrapped = DDP(model, bucket_cap_mb=raw.get("bucket_cap_mb"), **extra,
+    wrapped = DDP(model, bucket_cap_mb=item.bucket_cap_mb, **extra,
                   device_ids=[torch.device(device).index] if device != "cpu" else None)
     plain = _plain_runner(spec, wrapped, opt, batches, device, k, wrapped.no_sync)
 
@@ -248,13 +268,13 @@ def _ddp_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
     return Runner(plain.one, plain.settle, report)
 
 
-def _zero1_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
+def _zero1_runner(item: RunnerItem, spec: Any, batches: list[Any], device: str,
                   k: int = 1) -> Runner:
     from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     model = spec.model
-    overlap = Plan.from_dict(raw["plan"]).optimizer == "bucket_owner"
+    overlap = Plan.from_dict(item.plan).optimizer == "bucket_owner"  # type: ignore[arg-type]
     wrapped = DDP(model, device_ids=[torch.device(device).index] if device != "cpu" else None)
     opt = ZeroRedundancyOptimizer([p for p in model.parameters() if p.requires_grad],
                                   optimizer_class=torch.optim.SGD, overlap_with_ddp=overlap,
@@ -273,18 +293,18 @@ def _zero1_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: st
     return Runner(one, device_sync(device))
 
 
-def _fsdp2_runner(raw: dict[str, Any], spec: Any, batches: list[Any], device: str,
+def _fsdp2_runner(item: RunnerItem, spec: Any, batches: list[Any], device: str,
                   k: int = 1) -> Runner:
-    plan = ShardedPlan.from_dict(raw["plan"])
+    plan = ShardedPlan.from_dict(item.plan)  # type: ignore[arg-type]
     units = apply_plan(spec.model, plan)
     plain = _plain_runner(spec, spec.model, sgd(spec.model), batches, device, k,
                           fsdp2_silence(spec.model, plan.keep_unsharded_between_microbatches))
     return Runner(plain.one, plain.settle, lambda: {"unit_tensors": sharded_groups(units)})
 
 
-def serve_item(layout: Any, model: Any, raw: dict[str, Any], warmup: int, iters: int,
+def serve_item(layout: Any, model: Any, item: RunnerItem, warmup: int, iters: int,
                timeout_s: float) -> None:
     """A parameter server's side of one plan item (:func:`gradsched.runtime.ps.bench_server`):
     it times nothing."""
-    bench_server(layout, Plan.from_dict(raw["plan"] or {}), trainable_numel(model), warmup,
+    bench_server(layout, Plan.from_dict(item.plan or {}), trainable_numel(model), warmup,
                  iters, dt.timedelta(seconds=timeout_s))

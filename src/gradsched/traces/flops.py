@@ -30,7 +30,7 @@ backward), ``selective`` only the attention core (the scores and weighted sum, p
 output projection), ``none`` nothing. The activation bytes of each mode
 (:mod:`gradsched.traces.activations`) go into the sidecar: ``activation_bytes`` (stored, plus
 the one layer rebuilt during its backward) is what the sharded memory budget counts
-(:func:`gradsched.experiments.sharded_memory.memory_budget`).
+(:func:`gradsched.experiments.sharded.memory.memory_budget`).
 
 **The optimizer step** (``update_s``): Adam as PyTorch's fused kernel runs it
 (``aten/src/ATen/native/cuda/fused_adam_utils.cuh``, ``FusedAdamMathFunctor``: depth 4, it

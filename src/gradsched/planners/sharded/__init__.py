@@ -4,7 +4,7 @@ resharded after forward, and how far the all-gathers are prefetched.
 Every planner is ``plan(trace, model, world_size, **knobs) -> ShardedPlan``; the root (the
 tensors of no block: stem, embeddings, heads) stays FSDP2's root unit in every plan. The
 exact optimum, which scores candidates with the replay, is
-:func:`gradsched.experiments.sharded.optimum`.
+:func:`gradsched.experiments.sharded.optimum.optimum`.
 
 * ``fsdp2``: one unit per block, as users write ``fully_shard`` (module docstring of
   :mod:`gradsched.traces.layers`); FSDP2's defaults: ``reshard_after_forward=True``,

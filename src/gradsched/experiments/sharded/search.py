@@ -1,5 +1,5 @@
 """A search over block groupings for the streams settings the window program of
-:mod:`gradsched.experiments.sharded_program` does not solve exactly (units kept gathered,
+:mod:`gradsched.experiments.sharded.program` does not solve exactly (units kept gathered,
 prefetch depth 2, root layers between blocks) when there are too many blocks to enumerate.
 
 There a grouping's time is not a sum over bounded windows of units: a reduce-scatter queue
@@ -11,7 +11,7 @@ or an all-gather queue can carry a lag over any number of units. So:
    collectives' total time.
 2. **Local search** from the best seed with its setting fixed: move one unit boundary by a
    block, merge two neighbouring units, or split a unit in two; take the best move of a
-   pass while one improves (:func:`gradsched.experiments.sharded_blocking.better`), within
+   pass while one improves (:func:`gradsched.ties.better`), within
    :data:`EVALUATIONS` replays.
 3. The best grouping again under every setting.
 
@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
-from gradsched.experiments.sharded_blocking import better, blocking_optimum
-from gradsched.experiments.sharded_candidates import (
+from gradsched.experiments.sharded.blocking import blocking_optimum
+from gradsched.experiments.sharded.candidates import (
     Key,
     LayoutScorer,
     Setting,
 )
+from gradsched.experiments.sharded.common import ShardedProblem
 from gradsched.plan_sharded import ShardedPlan
-from gradsched.traces.bundle import ComputeTrace
-from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
+from gradsched.ties import better
+from gradsched.traces.layers import LayerSeq
 
 EVALUATIONS = 4000
 """Replays the local search may spend (the seeds and the final settings come on top)."""
@@ -56,16 +56,13 @@ def plan_ends(plan: ShardedPlan, seq: LayerSeq, blocks: list[tuple[int, int]]) -
                        for unit in plan.units], dtype=np.int64)
 
 
-def blocking_seeds(trace: ComputeTrace, model: CommModel, world_size: int,
-                   memory_cap_bytes: float | None, seq: LayerSeq,
-                   blocks: list[tuple[int, int]]) -> list[np.ndarray]:
+def blocking_seeds(problem: ShardedProblem) -> list[np.ndarray]:
     """The blocking program's optimal grouping (none when nothing fits the cap there)."""
     try:
-        plan, _ = blocking_optimum(trace, model, world_size, memory_cap_bytes=memory_cap_bytes,
-                                   max_prefetch=1, algorithm="seed")
+        plan, _ = blocking_optimum(problem, algorithm="seed")
     except ConfigError:
         return []
-    return [plan_ends(plan, seq, blocks)]
+    return [plan_ends(plan, problem.seq, problem.blocks)]
 
 
 def neighbours(ends: np.ndarray, n_blocks: int) -> list[np.ndarray]:
@@ -126,10 +123,6 @@ def search(scorer: LayoutScorer, seeds: list[np.ndarray], candidates: list[Setti
     return best
 
 
-def seed_groupings(trace: ComputeTrace, model: CommModel, world_size: int,
-                   memory_cap_bytes: float | None) -> list[np.ndarray]:
+def seed_groupings(problem: ShardedProblem) -> list[np.ndarray]:
     """The seeds of step 1: uniform groupings and the blocking program's."""
-    seq = layer_seq(trace)
-    blocks = block_ranges(seq)
-    return uniform_groupings(len(blocks)) + blocking_seeds(trace, model, world_size,
-                                                           memory_cap_bytes, seq, blocks)
+    return uniform_groupings(len(problem.blocks)) + blocking_seeds(problem)

@@ -36,7 +36,7 @@ fewer units (a penalty far below the tolerance per unit); the caller replays the
 
 **Not here** (not a sum over bounded windows): units kept gathered (their reduce-scatters
 queue with no all-gather between, a lag carried over any number of units: see
-:mod:`gradsched.experiments.sharded_kept`), prefetch depth 2 (the all-gather queue's lead
+:mod:`gradsched.experiments.sharded.kept`), prefetch depth 2 (the all-gather queue's lead
 likewise) and root layers between blocks (the lag of one reduce-scatter enters the next
 window). :func:`window_applies` says whether the tables apply.
 """
@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradsched.costmodel.base import CommModel, comm_times
-from gradsched.experiments.sharded_blocking import range_times
+from gradsched.experiments.sharded.common import range_times
 from gradsched.traces.layers import LayerSeq
 
 PAD = 2

@@ -1,23 +1,23 @@
 """The sharded optimum in streams semantics without enumerating groupings: which method
-covers which setting of :func:`gradsched.experiments.sharded.exhaustive_optimum`'s space.
+covers which setting of :func:`gradsched.experiments.sharded.optimum.exhaustive_optimum`'s space.
 
-* the window program (:mod:`gradsched.experiments.sharded_program`, exact, ``O(n^4)``):
+* the window program (:mod:`gradsched.experiments.sharded.program`, exact, ``O(n^4)``):
   units resharded after forward, forward prefetch depth 0 or 1, backward depth 1;
-* the kept program (:mod:`gradsched.experiments.sharded_kept`, exact): units kept gathered,
+* the kept program (:mod:`gradsched.experiments.sharded.kept`, exact): units kept gathered,
   forward depth 0 or 1, any backward depth, when the memory cap fits every grouping or
   none;
 * the others (prefetch depth 2, a resharded backward depth 2, a cap that binds kept units,
   root layers between blocks, which both programs assume away, and every setting under
   gradient accumulation, ``k > 1``, whose step both programs' formulas do not describe):
   exhaustion when the groupings are few enough, else the search of
-  :mod:`gradsched.experiments.sharded_search`, seeded also with the programs' groupings.
+  :mod:`gradsched.experiments.sharded.search`, seeded also with the programs' groupings.
 
 Blocking semantics reach this module only with ``k > 1`` (with one micro-batch the
-blocking program of :mod:`gradsched.experiments.sharded_blocking` is exact): every setting
+blocking program of :mod:`gradsched.experiments.sharded.blocking` is exact): every setting
 is then enumerated or searched.
 
 Every grouping a program returns is replayed and the candidates compared on the replays
-(:func:`gradsched.experiments.sharded_blocking.better`). The plan's ``info`` names the
+(:func:`gradsched.ties.better`). The plan's ``info`` names the
 method of each setting, whether the whole answer is exact, the lower bound and the gap.
 """
 
@@ -27,10 +27,8 @@ import math
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel
 from gradsched.experiments.grid import gap_to_bound_pct
-from gradsched.experiments.sharded_blocking import better, no_fit
-from gradsched.experiments.sharded_candidates import (
+from gradsched.experiments.sharded.candidates import (
     LayoutScorer,
     Setting,
     accum_knob,
@@ -38,9 +36,10 @@ from gradsched.experiments.sharded_candidates import (
     every_grouping,
     settings,
 )
-from gradsched.experiments.sharded_kept import kept_cap_decided, kept_program
-from gradsched.experiments.sharded_program import Tables, program, tables, window_applies
-from gradsched.experiments.sharded_search import (
+from gradsched.experiments.sharded.common import ShardedProblem, no_fit
+from gradsched.experiments.sharded.kept import kept_cap_decided, kept_program
+from gradsched.experiments.sharded.program import Tables, program, tables, window_applies
+from gradsched.experiments.sharded.search import (
     Best,
     consider,
     search,
@@ -49,11 +48,8 @@ from gradsched.experiments.sharded_search import (
 )
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import merge_blocks, units_from_ranges
-from gradsched.replay.sharded import Semantics, ShardedReplay, replay_sharded
-from gradsched.replay.sharded_bounds import sharded_lower_bound_s
-from gradsched.ties import RTOL
-from gradsched.traces.bundle import ComputeTrace
-from gradsched.traces.layers import block_ranges, layer_seq
+from gradsched.replay.sharded import ShardedReplay
+from gradsched.ties import RTOL, better
 
 EXACT = "dynamic program (exact)"
 ENUMERATED = "exhaustion (exact)"
@@ -79,27 +75,23 @@ def solve(t: Tables, setting: Setting, cap: float, units_weight: float) -> list[
     return None if found is None else found[1]
 
 
-def streams_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
-                    memory_cap_bytes: float | None, max_prefetch: int, algorithm: str,
-                    enumerate_up_to: int, semantics: Semantics = "streams",
-                    grad_accum: int = 1, keep_unsharded: bool = False,
-                    compute_slowdown: float = 1.0) -> tuple[ShardedPlan, ShardedReplay]:
+def streams_optimum(problem: ShardedProblem, *, algorithm: str, enumerate_up_to: int
+                    ) -> tuple[ShardedPlan, ShardedReplay]:
     """The fastest candidate of the exhaustive optimum's space by the methods of the module
     docstring (exhaustion of the other settings when ``2^(n-1) <= enumerate_up_to``);
     ``NoLayoutFits`` when nothing fits the cap. With ``compute_slowdown != 1`` the programs
     (whose times assume compute at full speed) give way to exhaustion or the search, as with
     ``grad_accum > 1``."""
-    seq = layer_seq(trace)
-    blocks = block_ranges(seq)
+    p = problem
+    seq, blocks = p.seq, p.blocks
     level = block_level(seq, blocks)
-    scorer = LayoutScorer(*level, model, world_size, semantics == "blocking",
-                          memory_cap_bytes, grad_accum, keep_unsharded, compute_slowdown)
-    cap = math.inf if memory_cap_bytes is None else float(memory_cap_bytes)
-    programs_apply = (semantics == "streams" and grad_accum == 1 and compute_slowdown == 1.0
-                      and window_applies(seq, blocks))
-    t = tables(*level, model, world_size) if programs_apply else None
-    exact = exact_settings(t, max_prefetch, cap)
-    rest = [s for s in settings(max_prefetch) if s not in exact]
+    scorer = LayoutScorer(p, *level)
+    cap = math.inf if p.memory_cap_bytes is None else float(p.memory_cap_bytes)
+    programs_apply = (p.semantics == "streams" and p.grad_accum == 1
+                      and p.compute_slowdown == 1.0 and window_applies(seq, blocks))
+    t = tables(*level, p.model, p.world_size) if programs_apply else None
+    exact = exact_settings(t, p.max_prefetch, cap)
+    rest = [s for s in settings(p.max_prefetch) if s not in exact]
     methods = dict.fromkeys(exact, EXACT)
     best: Best | None = None
     weight = RTOL * float(seq.forward_s.sum() + seq.backward_s.sum()) / (8.0 * (len(blocks) + 1))
@@ -114,7 +106,7 @@ def streams_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                 best = consider(scorer, ends, setting, best)
     elif rest:
         methods.update(dict.fromkeys(rest, SEARCHED))
-        seeds = seed_groupings(trace, model, world_size, memory_cap_bytes)
+        seeds = seed_groupings(p)
         found = search(scorer, seeds + ([best[1]] if best else []), rest, len(blocks))
         if found is not None and (best is None or better(found[0], best[0])):
             best = found
@@ -123,26 +115,22 @@ def streams_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
             for setting in exact:
                 scorer.score(ends, setting)
         raise no_fit(cap, scorer.smallest_peak)
-    return _plan(trace, model, world_size, best, methods, memory_cap_bytes, max_prefetch,
-                 algorithm, semantics, grad_accum, keep_unsharded, compute_slowdown)
+    return _plan(p, best, methods, algorithm)
 
 
-def _plan(trace: ComputeTrace, model: CommModel, world_size: int, best: Best,
-          methods: dict[Setting, str], memory_cap_bytes: float | None, max_prefetch: int,
-          algorithm: str, semantics: Semantics, grad_accum: int, keep_unsharded: bool,
-          compute_slowdown: float) -> tuple[ShardedPlan, ShardedReplay]:
+def _plan(problem: ShardedProblem, best: Best, methods: dict[Setting, str],
+          algorithm: str) -> tuple[ShardedPlan, ShardedReplay]:
     _, ends, (reshard, fwd, bwd) = best
-    seq = layer_seq(trace)
+    p = problem
     plan = ShardedPlan(algorithm=algorithm,
-                       units=units_from_ranges(seq, merge_blocks(block_ranges(seq), ends),
-                                               reshard),
+                       units=units_from_ranges(p.seq, merge_blocks(p.blocks, ends), reshard),
                        forward_prefetch=fwd, backward_prefetch=bwd,
-                       knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
-                              "semantics": semantics} | accum_knob(grad_accum),
-                       keep_unsharded_between_microbatches=keep_unsharded)
-    replayed = replay_sharded(trace, plan, model, world_size, semantics=semantics,
-                              grad_accum=grad_accum, compute_slowdown=compute_slowdown)
-    bound = sharded_lower_bound_s(trace, model, world_size, grad_accum, keep_unsharded)
+                       knobs={"memory_cap_bytes": p.memory_cap_bytes,
+                              "max_prefetch": p.max_prefetch,
+                              "semantics": p.semantics} | accum_knob(p.grad_accum),
+                       keep_unsharded_between_microbatches=p.keep_unsharded)
+    replayed = p.replay(plan)
+    bound = p.lower_bound_s()
     labels = {f"reshard={s[0]} forward={s[1]} backward={s[2]}": how for s, how in methods.items()}
     exact = all(how != SEARCHED for how in methods.values())
     summary = "; ".join(f"{how}: {', '.join(k for k, v in labels.items() if v == how)}"

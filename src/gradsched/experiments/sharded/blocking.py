@@ -34,81 +34,30 @@ import math
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel, comm_times
-from gradsched.errors import ConfigError
+from gradsched.experiments.sharded.common import (
+    ShardedProblem,
+    no_fit,
+    range_bytes,
+    range_times,
+)
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import merge_blocks, units_from_ranges
 from gradsched.replay.sharded import ShardedReplay, replay_sharded
-from gradsched.ties import same_time
-from gradsched.traces.bundle import ComputeTrace
-from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
-
-
-class NoLayoutFits(ConfigError):
-    """No layout of whole blocks keeps its peak of gathered parameters and unsharded
-    gradients within the memory cap; ``smallest_peak_bytes`` is the least any reached."""
-
-    def __init__(self, message: str, smallest_peak_bytes: float) -> None:
-        super().__init__(message)
-        self.smallest_peak_bytes = smallest_peak_bytes
-
-
-def no_fit(memory_cap_bytes: float | None, smallest_peak: float) -> NoLayoutFits:
-    """The error when no candidate fits the memory cap, naming the smallest peak."""
-    return NoLayoutFits(f"no sharded plan fits the memory cap of {memory_cap_bytes:.4g} "
-                        f"bytes: the smallest peak of gathered parameters and gradients is "
-                        f"{smallest_peak:.4g} bytes (a GPU with more memory, sharding below "
-                        "the block, e.g. a fully_shard per expert, or tensor or expert "
-                        "parallelism would be needed)", smallest_peak)
-
+from gradsched.ties import better
 
 Value = tuple[float, int, float]  # (seconds, units, peak bytes) of a prefix
 INF: Value = (math.inf, 0, math.inf)
 
 
-def better(key: tuple[float, ...], incumbent: tuple[float, ...]) -> bool:
-    """Whether a candidate's ``(seconds, tie-breaks...)`` beats the incumbent's: faster by
-    more than :data:`gradsched.ties.RTOL`, or the same time (:func:`gradsched.ties.same_time`)
-    and smaller tie-breaks; equal keys keep the incumbent (the enumeration order)."""
-    if same_time(key[0], incumbent[0]):
-        return key[1:] < incumbent[1:]
-    return key[0] < incumbent[0]
-
-
-def range_times(seq: LayerSeq, blocks: list[tuple[int, int]], model: CommModel,
-                world: int) -> tuple[np.ndarray, np.ndarray]:
-    """All-gather and reduce-scatter seconds of every run of blocks ``a..b`` (one
-    vectorised model call per collective)."""
-    sizes = range_bytes(seq, blocks)
-    n = len(blocks)
-    flat = sizes[np.triu_indices(n)]
-    out = []
-    for collective in ("all_gather", "reduce_scatter"):
-        table = np.zeros((n, n))
-        table[np.triu_indices(n)] = comm_times(model, collective, flat, world)
-        out.append(table)
-    return out[0], out[1]
-
-
-def range_bytes(seq: LayerSeq, blocks: list[tuple[int, int]]) -> np.ndarray:
-    """Bytes of every run of blocks ``a..b`` (upper triangle)."""
-    n = len(blocks)
-    prefix = np.concatenate([[0.0], np.cumsum(seq.nbytes)])
-    sizes = np.zeros((n, n))
-    for a in range(n):
-        for b in range(a, n):
-            sizes[a, b] = prefix[blocks[b][1] + 1] - prefix[blocks[a][0]]
-    return sizes
-
-
-def blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
-                     memory_cap_bytes: float | None, max_prefetch: int,
-                     algorithm: str) -> tuple[ShardedPlan, ShardedReplay]:
-    """The optimum of the module docstring and its replay (which checks the peak);
-    ``ConfigError`` naming the smallest peak when no grouping fits the cap."""
-    seq = layer_seq(trace)
-    blocks = block_ranges(seq)
-    ag, rs = range_times(seq, blocks, model, world_size)
+def blocking_optimum(problem: ShardedProblem, algorithm: str
+                     ) -> tuple[ShardedPlan, ShardedReplay]:
+    """The optimum of the module docstring and its replay (which checks the peak), for
+    ``problem``'s blocks, model, world size and cap (one micro-batch, blocking semantics,
+    whatever the problem's); ``ConfigError`` naming the smallest peak when no grouping fits
+    the cap."""
+    seq, blocks, world_size = problem.seq, problem.blocks, problem.world_size
+    memory_cap_bytes, max_prefetch = problem.memory_cap_bytes, problem.max_prefetch
+    ag, rs = range_times(seq, blocks, problem.model, world_size)
     size = range_bytes(seq, blocks)
     root = float(seq.nbytes.sum()) - float(size[0, -1])
     cap = math.inf if memory_cap_bytes is None else float(memory_cap_bytes)
@@ -129,7 +78,8 @@ def blocking_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
                        knobs={"memory_cap_bytes": memory_cap_bytes,
                               "max_prefetch": max_prefetch, "semantics": "blocking"},
                        info={"method": "dynamic program (blocking semantics)"})
-    replayed = replay_sharded(trace, plan, model, world_size, semantics="blocking")
+    replayed = replay_sharded(problem.trace, plan, problem.model, world_size,
+                              semantics="blocking")
     if not np.isclose(replayed.gathered_peak_bytes, peak) or replayed.gathered_peak_bytes > cap:
         raise RuntimeError(f"internal: the blocking optimum's peak {peak:.6g} bytes disagrees "
                           f"with its replay ({replayed.gathered_peak_bytes:.6g} bytes)")

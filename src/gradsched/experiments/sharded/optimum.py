@@ -10,7 +10,7 @@ units or none, a forward prefetch depth ``0..max_prefetch`` and a backward one
 ``gathered_peak_bytes`` fits ``memory_cap_bytes`` wins (ties, within
 :data:`gradsched.ties.RTOL`: fewer units, then smaller peak, then the enumeration order).
 Exact within that space, by exhaustion, up to :data:`MAX_GROUPINGS` groupings; beyond,
-streams semantics get :func:`gradsched.experiments.sharded_streams.streams_optimum`:
+streams semantics get :func:`gradsched.experiments.sharded.streams.streams_optimum`:
 dynamic programs, exact, for forward prefetch depth 0 or 1 with units resharded (backward
 depth 1) or kept gathered (any depth, with a cap that fits every grouping or none), and a
 search for the other settings; the plan's ``info`` says which method covered which
@@ -30,7 +30,7 @@ plan carry ``grad_accum`` only when ``k != 1``.
 **Blocking semantics** (FSDP2 on gloo), with or without a memory cap: the host waits for
 every collective, so the iteration is the compute plus the sum of every collective's time,
 whatever the prefetch depths; the optimum is found exactly, with any number of blocks, by
-the dynamic program of :mod:`gradsched.experiments.sharded_blocking` (its memory peak
+the dynamic program of :mod:`gradsched.experiments.sharded.blocking` (its memory peak
 follows the replay's and is checked by it). :func:`exhaustive_optimum` enumerates in any
 semantics.
 """
@@ -42,10 +42,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError, InputError
-from gradsched.experiments.sharded_blocking import better, blocking_optimum, no_fit
-from gradsched.experiments.sharded_candidates import (
+from gradsched.experiments.sharded.blocking import blocking_optimum
+from gradsched.experiments.sharded.candidates import (
     Key,
     LayoutScorer,
     Setting,
@@ -53,7 +52,8 @@ from gradsched.experiments.sharded_candidates import (
     every_grouping,
     settings,
 )
-from gradsched.experiments.sharded_streams import streams_optimum
+from gradsched.experiments.sharded.common import ShardedProblem, no_fit
+from gradsched.experiments.sharded.streams import streams_optimum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
     SHARDED_PLANNERS,
@@ -61,16 +61,8 @@ from gradsched.planners.sharded import (
     merge_blocks,
     units_from_ranges,
 )
-from gradsched.replay.sharded import (
-    Semantics,
-    ShardedReplay,
-    check_compute_slowdown,
-    check_grad_accum,
-    replay_sharded,
-)
-from gradsched.replay.sharded_bounds import sharded_lower_bound_s
-from gradsched.traces.bundle import ComputeTrace
-from gradsched.traces.layers import block_ranges, layer_seq
+from gradsched.replay.sharded import ShardedReplay
+from gradsched.ties import better
 
 MAX_GROUPINGS = 32768
 """Largest number of block groupings the exhaustive optimum enumerates (16 blocks)."""
@@ -85,10 +77,7 @@ class Scored:
     replay: ShardedReplay
 
 
-def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
-            semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
-            max_prefetch: int = 2, grad_accum: int = 1,
-            keep_unsharded: bool = False, compute_slowdown: float = 1.0) -> Scored:
+def optimum(problem: ShardedProblem) -> Scored:
     """The optimum (module docstring): exact by exhaustion up to :data:`MAX_GROUPINGS`
     groupings, in blocking semantics, and beyond for the settings the streams programs
     solve; the plan's ``info`` says where a search stood in. ``keep_unsharded``: every
@@ -96,48 +85,32 @@ def optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
     (``ShardedPlan.keep_unsharded_between_microbatches``; nothing changes at one).
     ``compute_slowdown``: compute at ``1/s`` while a collective runs
     (:mod:`gradsched.replay.sharded`); no effect in blocking semantics, where nothing
-    overlaps, so the blocking program stays exact."""
-    check_grad_accum(grad_accum)
-    check_compute_slowdown(compute_slowdown)
-    seq = layer_seq(trace)
-    blocks = block_ranges(seq)
-    if not blocks:
+    overlaps, so the blocking program stays exact. The problem's settings were checked when
+    it was made."""
+    if not problem.blocks:
         raise InputError("no blocks to group: every tensor belongs to the root (names without "
-                         "a numeric path component)", path=trace.path, field="name")
-    if semantics == "blocking" and grad_accum == 1:
-        plan, result = blocking_optimum(trace, model, world_size,
-                                        memory_cap_bytes=memory_cap_bytes,
-                                        max_prefetch=max_prefetch, algorithm=OPTIMUM)
-        return Scored(replace(plan, keep_unsharded_between_microbatches=keep_unsharded),
+                         "a numeric path component)", path=problem.trace.path, field="name")
+    if problem.semantics == "blocking" and problem.grad_accum == 1:
+        plan, result = blocking_optimum(problem, algorithm=OPTIMUM)
+        return Scored(replace(plan, keep_unsharded_between_microbatches=problem.keep_unsharded),
                       result)
-    if 2 ** (len(blocks) - 1) > MAX_GROUPINGS:
-        return Scored(*streams_optimum(trace, model, world_size,
-                                       memory_cap_bytes=memory_cap_bytes,
-                                       max_prefetch=max_prefetch, algorithm=OPTIMUM,
-                                       enumerate_up_to=MAX_GROUPINGS, semantics=semantics,
-                                       grad_accum=grad_accum, keep_unsharded=keep_unsharded,
-                                       compute_slowdown=compute_slowdown))
-    return exhaustive_optimum(trace, model, world_size, semantics=semantics,
-                              memory_cap_bytes=memory_cap_bytes, max_prefetch=max_prefetch,
-                              grad_accum=grad_accum, keep_unsharded=keep_unsharded,
-                              compute_slowdown=compute_slowdown)
+    if 2 ** (len(problem.blocks) - 1) > MAX_GROUPINGS:
+        return Scored(*streams_optimum(problem, algorithm=OPTIMUM,
+                                       enumerate_up_to=MAX_GROUPINGS))
+    return exhaustive_optimum(problem)
 
 
-def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *,
-                       semantics: Semantics = "streams", memory_cap_bytes: float | None = None,
-                       max_prefetch: int = 2, grad_accum: int = 1,
-                       keep_unsharded: bool = False, compute_slowdown: float = 1.0) -> Scored:
+def exhaustive_optimum(problem: ShardedProblem) -> Scored:
     """The optimum by exhaustion of every candidate (module docstring), any semantics."""
-    seq = layer_seq(trace)
-    blocks = block_ranges(seq)
+    p = problem
+    seq, blocks, max_prefetch = p.seq, p.blocks, p.max_prefetch
     count = 2 ** (len(blocks) - 1)
     if count > MAX_GROUPINGS:
         raise ConfigError(f"{len(blocks)} blocks give {count} groupings; the exhaustive optimum "
                           f"enumerates at most {MAX_GROUPINGS}")
     if max_prefetch < 0:
         raise ConfigError(f"max_prefetch must be >= 0, got {max_prefetch}")
-    scorer = LayoutScorer(seq, blocks, model, world_size, semantics == "blocking",
-                          memory_cap_bytes, grad_accum, keep_unsharded, compute_slowdown)
+    scorer = LayoutScorer(p, seq, blocks)
     best: tuple[Key, tuple[np.ndarray, Setting]] | None = None
     for ends in every_grouping(len(blocks)):
         for setting in settings(max_prefetch):
@@ -145,16 +118,16 @@ def exhaustive_optimum(trace: ComputeTrace, model: CommModel, world_size: int, *
             if scored is not None and (best is None or better(scored[0], best[0])):
                 best = (scored[0], (ends, setting))
     if best is None:
-        raise no_fit(memory_cap_bytes, scorer.smallest_peak)
+        raise no_fit(p.memory_cap_bytes, scorer.smallest_peak)
     ends, (reshard, fwd, bwd) = best[1]
     plan = ShardedPlan(algorithm=OPTIMUM,
                        units=units_from_ranges(seq, merge_blocks(blocks, ends), reshard),
                        forward_prefetch=fwd, backward_prefetch=bwd,
-                       knobs={"memory_cap_bytes": memory_cap_bytes, "max_prefetch": max_prefetch,
-                              "semantics": semantics} | accum_knob(grad_accum),
-                       keep_unsharded_between_microbatches=keep_unsharded)
-    return Scored(plan, replay_sharded(trace, plan, model, world_size, semantics=semantics,
-                                       grad_accum=grad_accum, compute_slowdown=compute_slowdown))
+                       knobs={"memory_cap_bytes": p.memory_cap_bytes,
+                              "max_prefetch": max_prefetch,
+                              "semantics": p.semantics} | accum_knob(p.grad_accum),
+                       keep_unsharded_between_microbatches=p.keep_unsharded)
+    return Scored(plan, p.replay(plan))
 
 
 CASE_COLUMNS = ("algorithm", "n_units", "forward_prefetch", "backward_prefetch",
@@ -162,36 +135,31 @@ CASE_COLUMNS = ("algorithm", "n_units", "forward_prefetch", "backward_prefetch",
                 "gathered_peak_bytes", "resident_bytes", "n_collectives", "lower_bound_s")
 
 
-def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
+def compare(problem: ShardedProblem, *,
             algorithms: Sequence[str] = (*SHARDED_PLANNERS, OPTIMUM),
-            semantics: Semantics = "streams",
-            memory_cap_bytes: float | None = None,
-            grad_accum: int = 1, keep_unsharded: bool = False,
-            plans: dict[str, ShardedPlan] | None = None,
-            compute_slowdown: float = 1.0) -> list[dict[str, object]]:
+            plans: dict[str, ShardedPlan] | None = None) -> list[dict[str, object]]:
     """One row per algorithm (``CASE_COLUMNS``, ``grad_accum`` when it is not 1 and
     ``keep_unsharded_between_microbatches`` when ``keep_unsharded``): its plan (keeping the
     parameters unsharded between micro-batches when ``keep_unsharded``) replayed for one
     step of ``grad_accum`` micro-batches (compute at ``1/compute_slowdown`` while a collective
     runs), and the lower bound (without the slowdown: still a bound, as the slowdown only
     lengthens the replay). ``plans``, when given, is filled with each algorithm's plan (for
-    the domain notes of ``shard compare``). With a memory cap, ``fits_memory_cap`` says
-    whether the layout's gathered peak stays under it (the cap counts the resident shards
-    and the trace's activations, :mod:`gradsched.experiments.sharded_memory`)."""
-    check_grad_accum(grad_accum)
-    bound = sharded_lower_bound_s(trace, model, world_size, grad_accum, keep_unsharded)
+    the domain notes of ``shard compare``). The optimum's search uses the problem's
+    ``max_prefetch``. With a memory cap, ``fits_memory_cap`` says whether the layout's
+    gathered peak stays under it (the cap counts the resident shards and the trace's
+    activations, :mod:`gradsched.experiments.sharded.memory`)."""
+    p = problem
+    grad_accum, keep_unsharded = p.grad_accum, p.keep_unsharded
+    bound = p.lower_bound_s()
     rows = []
     for name in algorithms:
         if name == OPTIMUM:
-            scored = optimum(trace, model, world_size, semantics=semantics,
-                             memory_cap_bytes=memory_cap_bytes, grad_accum=grad_accum,
-                             keep_unsharded=keep_unsharded, compute_slowdown=compute_slowdown)
+            scored = optimum(p)
             plan, result = scored.plan, scored.replay
         else:
-            plan = replace(make_sharded_plan(name, trace, model, world_size),
+            plan = replace(make_sharded_plan(name, p.trace, p.model, p.world_size),
                            keep_unsharded_between_microbatches=keep_unsharded)
-            result = replay_sharded(trace, plan, model, world_size, semantics=semantics,
-                                    grad_accum=grad_accum, compute_slowdown=compute_slowdown)
+            result = p.replay(plan)
         if plans is not None:
             plans[name] = plan
         flags = {u.reshard_after_forward for u in plan.units}
@@ -204,6 +172,6 @@ def compare(trace: ComputeTrace, model: CommModel, world_size: int, *,
                      **({"keep_unsharded_between_microbatches": True}
                         if keep_unsharded else {}),
                      **({"fits_memory_cap": bool(result.gathered_peak_bytes
-                                                 <= memory_cap_bytes * (1 + 1e-12))}
-                        if memory_cap_bytes is not None else {})})
+                                                 <= p.memory_cap_bytes * (1 + 1e-12))}
+                        if p.memory_cap_bytes is not None else {})})
     return rows

@@ -3,7 +3,7 @@
 dynamic program over blocks with Pareto labels.
 
 It follows the replay of :func:`gradsched.replay.sharded.replay_layout` (FSDP2's hooks, as
-in :mod:`gradsched.experiments.sharded_program`, whose notation and tables it shares). The
+in :mod:`gradsched.experiments.sharded.program`, whose notation and tables it shares). The
 forward is the same sum over pairs of units as there. In backward no unit is gathered
 again, so no compute waits and the backward prefetch depth changes nothing; each unit's
 reduce-scatter is issued when its backward ends and queues on the channel. With units
@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from gradsched.experiments.sharded_program import PAD, Tables
+from gradsched.experiments.sharded.program import PAD, Tables
 
 
 def kept_cap_decided(t: Tables, cap: float) -> bool:

@@ -2,8 +2,9 @@
 (exclusive end indices) with one setting (resharding, forward and backward prefetch depth)
 replayed by :func:`gradsched.replay.sharded.replay_layout` (``keep_unsharded``: the
 parameters kept gathered between micro-batches) with collective times computed
-once per run of blocks, its key ``(seconds, units, peak)`` for :func:`better`, and the
-smallest peak seen (for the error when nothing fits the memory cap)."""
+once per run of blocks, its key ``(seconds, units, peak)`` for
+:func:`gradsched.ties.better`, and the smallest peak seen (for the error when nothing fits
+the memory cap)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel, comm_times
-from gradsched.experiments.sharded_blocking import range_times
+from gradsched.costmodel.base import comm_times
+from gradsched.experiments.sharded.common import ShardedProblem, range_times
 from gradsched.planners.sharded import merge_blocks
 from gradsched.replay.sharded import ShardedReplay, replay_layout
 from gradsched.replay.sharded_layout import layout_from_ranges
@@ -41,29 +42,25 @@ def settings(max_prefetch: int) -> list[Setting]:
 
 @dataclass
 class LayoutScorer:
-    """Replays layouts of one trace, model and world size (module docstring)."""
+    """Replays layouts of one problem (module docstring)."""
 
+    problem: ShardedProblem
     seq: LayerSeq
+    """The problem's layers, or their block-level form (:func:`block_level`)."""
     blocks: list[tuple[int, int]]
-    model: CommModel
-    world_size: int
-    blocking: bool
-    memory_cap_bytes: float | None
-    grad_accum: int = 1
-    keep_unsharded: bool = False
-    compute_slowdown: float = 1.0
     smallest_peak: float = np.inf
     evaluated: int = 0
     _times: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
     _root: list[float] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._times = range_times(self.seq, self.blocks, self.model, self.world_size)
+        model, world_size = self.problem.model, self.problem.world_size
+        self._times = range_times(self.seq, self.blocks, model, world_size)
         root = float(self.seq.nbytes.sum()) - sum(float(self.seq.nbytes[a:b + 1].sum())
                                                   for a, b in self.blocks)
         # the root's all-gather and reduce-scatter (unused by the replay when it has no bytes)
-        self._root = [float(comm_times(self.model, c, np.asarray([max(root, 1.0)]),
-                                       self.world_size)[0])
+        self._root = [float(comm_times(model, c, np.asarray([max(root, 1.0)]),
+                                       world_size)[0])
                       for c in ("all_gather", "reduce_scatter")]
 
     def score(self, ends: np.ndarray, setting: Setting) -> tuple[Key, ShardedReplay] | None:
@@ -76,14 +73,15 @@ class LayoutScorer:
         ag_u = np.asarray([ag[a, b] for a, b in pairs] + [self._root[0]])
         rs_u = np.asarray([rs[a, b] for a, b in pairs] + [self._root[1]])
         layout = layout_from_ranges(self.seq, ranges, (reshard,) * len(ranges))
+        p = self.problem
         result = replay_layout(self.seq, layout, forward, backward, ag_u, rs_u,
-                               self.world_size, blocking=self.blocking,
-                               grad_accum=self.grad_accum, keep_unsharded=self.keep_unsharded,
-                               compute_slowdown=self.compute_slowdown)
+                               p.world_size, blocking=p.blocking,
+                               grad_accum=p.grad_accum, keep_unsharded=p.keep_unsharded,
+                               compute_slowdown=p.compute_slowdown)
         self.evaluated += 1
         self.smallest_peak = min(self.smallest_peak, result.gathered_peak_bytes)
-        if self.memory_cap_bytes is not None \
-                and result.gathered_peak_bytes > self.memory_cap_bytes:
+        if p.memory_cap_bytes is not None \
+                and result.gathered_peak_bytes > p.memory_cap_bytes:
             return None
         return (result.iteration_s, len(ranges), result.gathered_peak_bytes), result
 

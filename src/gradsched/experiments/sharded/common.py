@@ -1,0 +1,123 @@
+"""What every sharded solver of this package shares: the problem they solve, made once,
+the error when no layout fits the memory cap, and the collective seconds and bytes of every
+run of consecutive blocks.
+
+**The problem** (:class:`ShardedProblem`): a compute trace, a comm model, a world size and
+the settings of the search (collective semantics, the cap on gathered parameters and
+unsharded gradients, the largest prefetch depth, the micro-batches per optimizer step,
+whether parameters stay unsharded between micro-batches, the compute slowdown under
+overlap). The trace's layers and blocks (:func:`gradsched.traces.layers.layer_seq`,
+:func:`~gradsched.traces.layers.block_ranges`) are derived once, when the problem is made
+(``__post_init__``), and the settings checked there
+(:func:`gradsched.replay.sharded.check_grad_accum`,
+:func:`~gradsched.replay.sharded.check_compute_slowdown`); every solver takes the problem
+whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradsched.costmodel.base import CommModel, comm_times
+from gradsched.errors import ConfigError
+from gradsched.plan_sharded import ShardedPlan
+from gradsched.replay.sharded import (
+    SEMANTICS,
+    Semantics,
+    ShardedReplay,
+    check_compute_slowdown,
+    check_grad_accum,
+    replay_sharded,
+)
+from gradsched.replay.sharded_bounds import sharded_lower_bound_s
+from gradsched.traces.bundle import ComputeTrace
+from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
+
+
+@dataclass(frozen=True)
+class ShardedProblem:
+    """One sharded case and the settings of its search (module docstring); the settings are
+    checked and ``seq`` and ``blocks`` derived when it is made."""
+
+    trace: ComputeTrace
+    model: CommModel
+    world_size: int
+    semantics: Semantics = "streams"
+    memory_cap_bytes: float | None = None
+    max_prefetch: int = 2
+    grad_accum: int = 1
+    keep_unsharded: bool = False
+    compute_slowdown: float = 1.0
+    seq: LayerSeq = field(init=False, repr=False, compare=False)
+    blocks: list[tuple[int, int]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.semantics not in SEMANTICS:
+            raise ConfigError(f"semantics must be one of {', '.join(SEMANTICS)}, got "
+                              f"{self.semantics!r}")
+        check_grad_accum(self.grad_accum)
+        check_compute_slowdown(self.compute_slowdown)
+        seq = layer_seq(self.trace)
+        object.__setattr__(self, "seq", seq)
+        object.__setattr__(self, "blocks", block_ranges(seq))
+
+    @property
+    def blocking(self) -> bool:
+        return self.semantics == "blocking"
+
+    def replay(self, plan: ShardedPlan) -> ShardedReplay:
+        """``plan`` replayed under the problem's semantics, micro-batches and slowdown."""
+        return replay_sharded(self.trace, plan, self.model, self.world_size,
+                              semantics=self.semantics, grad_accum=self.grad_accum,
+                              compute_slowdown=self.compute_slowdown)
+
+    def lower_bound_s(self) -> float:
+        """:func:`gradsched.replay.sharded_bounds.sharded_lower_bound_s` of the problem."""
+        return sharded_lower_bound_s(self.trace, self.model, self.world_size,
+                                     self.grad_accum, self.keep_unsharded)
+
+
+class NoLayoutFits(ConfigError):
+    """No layout of whole blocks keeps its peak of gathered parameters and unsharded
+    gradients within the memory cap; ``smallest_peak_bytes`` is the least any reached."""
+
+    def __init__(self, message: str, smallest_peak_bytes: float) -> None:
+        super().__init__(message)
+        self.smallest_peak_bytes = smallest_peak_bytes
+
+
+def no_fit(memory_cap_bytes: float | None, smallest_peak: float) -> NoLayoutFits:
+    """The error when no candidate fits the memory cap, naming the smallest peak."""
+    return NoLayoutFits(f"no sharded plan fits the memory cap of {memory_cap_bytes:.4g} "
+                        f"bytes: the smallest peak of gathered parameters and gradients is "
+                        f"{smallest_peak:.4g} bytes (a GPU with more memory, sharding below "
+                        "the block, e.g. a fully_shard per expert, or tensor or expert "
+                        "parallelism would be needed)", smallest_peak)
+
+
+def range_times(seq: LayerSeq, blocks: list[tuple[int, int]], model: CommModel,
+                world: int) -> tuple[np.ndarray, np.ndarray]:
+    """All-gather and reduce-scatter seconds of every run of blocks ``a..b`` (one
+    vectorised model call per collective)."""
+    sizes = range_bytes(seq, blocks)
+    n = len(blocks)
+    flat = sizes[np.triu_indices(n)]
+    out = []
+    for collective in ("all_gather", "reduce_scatter"):
+        table = np.zeros((n, n))
+        table[np.triu_indices(n)] = comm_times(model, collective, flat, world)
+        out.append(table)
+    return out[0], out[1]
+
+
+def range_bytes(seq: LayerSeq, blocks: list[tuple[int, int]]) -> np.ndarray:
+    """Bytes of every run of blocks ``a..b`` (upper triangle)."""
+    n = len(blocks)
+    prefix = np.concatenate([[0.0], np.cumsum(seq.nbytes)])
+    sizes = np.zeros((n, n))
+    for a in range(n):
+        for b in range(a, n):
+            sizes[a, b] = prefix[blocks[b][1] + 1] - prefix[blocks[a][0]]
+    return sizes
