@@ -142,7 +142,8 @@ def test_shard_compare_flags_the_layouts_over_the_cap(llama8b: ComputeTrace) -> 
     assert rows["fsdp2"]["fits_memory_cap"] is True
     assert rows["fsdp2-noreshard"]["gathered_peak_bytes"] > cap
     assert rows["fsdp2-noreshard"]["fits_memory_cap"] is False
-    assert "fits_memory_cap" not in compare(llama8b, MODEL, 8, algorithms=("fsdp2",))[0]
+    assert "fits_memory_cap" not in compare(ShardedProblem(llama8b, MODEL, 8),
+                                             algorithms=("fsdp2",))[0]
 
 
 def test_activations_that_leave_no_room_are_a_clear_error() -> None:

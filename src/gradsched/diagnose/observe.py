@@ -38,6 +38,7 @@ launched inside the step (times in seconds from the rank's ``ProfilerStep`` star
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -110,8 +111,8 @@ def observe_document(doc: Any, label: str, step: int | None = None) -> RankStep:
                         and is_compute_kernel_name(k.name))
     gpu_end = max(k.end for k, _ in launched)
     rank, world = _rank_facts(header, label)
-    rows = _rows(nccl, others, main, compute_all, launches, by_extid, span, first_bw, gpu_end,
-                 label)
+    rows = _rows(nccl, others, main, compute_all, (launches, by_extid),
+                 _Window(span, first_bw, gpu_end, label))
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["rank"] = rank
     step_compute = intersection_length(compute_all, [(span.ts, gpu_end)]) * 1e-6
@@ -136,10 +137,23 @@ def _main_stream(others: list[tuple[Event, Event]]) -> Any:
     return max(sorted(time, key=str), key=lambda s: time[s]) if time else None
 
 
+@dataclass(frozen=True)
+class _Window:
+    """The step's span, where its backward starts, where its GPU work ends, and the
+    trace's label (for errors)."""
+
+    span: Event
+    first_bw: float
+    gpu_end: float
+    label: str
+
+
 def _rows(nccl: list[tuple[Event, Event]], others: list[tuple[Event, Event]], main: Any,
-          compute: list[tuple[float, float]], launches: dict[int, Any],
-          by_extid: dict[Any, dict[str, Any]], span: Event, first_bw: float,
-          gpu_end: float, label: str) -> list[dict[str, Any]]:
+          compute: list[tuple[float, float]],
+          links: tuple[dict[int, Any], dict[Any, dict[str, Any]]],
+          window: _Window) -> list[dict[str, Any]]:
+    launches, by_extid = links
+    span, first_bw, gpu_end, label = window.span, window.first_bw, window.gpu_end, window.label
     on_main = [(k, call) for k, call in others if k.args.get("stream", k.tid) == main]
     calls = [call.ts for _, call in on_main]
     ends = (np.maximum.accumulate([k.end for k, _ in on_main]) if on_main

@@ -1,5 +1,5 @@
-"""Sharded data parallelism, replayed: the table of :func:`gradsched.experiments.sharded.optimum.compare`
-rows over several cases.
+"""Sharded data parallelism, replayed: the table of
+:func:`gradsched.experiments.sharded.optimum.compare` rows over several cases.
 
 Per case and planner: units (besides the root), prefetch depths (forward / backward),
 resharding, the iteration time, the exposed communication share, the peak of gathered
