@@ -181,3 +181,18 @@ def test_the_expected_copies_can_be_committed():
     assert ignored("results/fit/fits.csv")
     assert not ignored("paper/expected/results/fit/fits.csv.gz")
     assert not ignored("paper/expected/paper/tables/fits.tex.gz")
+
+
+def test_the_committed_copies_are_the_manifests_text_outputs():
+    """paper/expected/ holds a gzip'd copy of every text output the manifest lists, with the
+    manifest's bytes (``--update`` writes both; a manifest updated alone fails here)."""
+    import hashlib
+
+    expected = vo.read_manifest(REPO / vo.MANIFEST)
+    copies = REPO / vo.EXPECTED
+    text = sorted(p for p in expected if p.endswith(vo.TEXT_SUFFIXES))
+    kept = sorted(p.relative_to(copies).as_posix()[:-len(".gz")] for p in copies.rglob("*.gz"))
+    assert kept == text
+    for path in text:
+        data = gzip.decompress((copies / (path + ".gz")).read_bytes())
+        assert hashlib.sha256(data).hexdigest() == expected[path], path
