@@ -23,8 +23,8 @@ A malformed manifest line is an error naming the file and line (exit status 2).
 A hash says *that* a file differs, not *how*. So ``--update`` also keeps a gzip'd copy of
 every expected text output (the results CSVs, the tables, the macros and ``claims.md``)
 under ``paper/expected/`` (``<path>.gz``, written without a name or a date, so an unchanged
-file gives the same bytes and git stores it once; 132 of the results CSVs, 1.07 MB, gzip
-to 0.16 MB: the whole set is a few hundred kB), committed with the manifest. For a CSV
+file gives the same bytes and git stores it once; the 303 text outputs of 337 gzip to
+0.73 MB), committed with the manifest. For a CSV
 that differs, the check then names the columns that differ and, for numeric ones, the
 largest relative difference ``|a - b| / max(|a|, |b|)`` (rows compared by position), so
 that float noise (1e-16) tells itself apart from a changed result; for a table or macro
