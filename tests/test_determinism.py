@@ -23,16 +23,18 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
+from gradsched.costmodel.interp import InterpCurve
+from gradsched.io import round_significant, write_csv_atomic
 from tests.conftest import REPO
 
 try:
     from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 except ImportError:  # numpy 1.x
     from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
-
-pytestmark = pytest.mark.slow
 
 RUN = REPO / "tests" / "determinism_run.py"
 X86 = platform.machine().lower() in ("x86_64", "amd64")
@@ -72,6 +74,7 @@ def _run(name: str, extra: dict[str, str], root: Path) -> tuple[str, Path]:
     return name, out
 
 
+@pytest.mark.slow
 def test_outputs_are_the_same_bytes_under_numpy_and_openblas_code_paths(tmp_path):
     runs = variants()
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -92,3 +95,24 @@ def test_outputs_are_the_same_bytes_under_numpy_and_openblas_code_paths(tmp_path
         differ = [f for f in files
                   if (done[name] / f).read_bytes() != (done["default"] / f).read_bytes()]
         assert not differ, f"{name} ({runs[name]}) wrote other bytes in: {', '.join(differ)}"
+
+
+def test_round_significant_and_the_csv_writer_print_no_noise(tmp_path):
+    assert round_significant(0.1 + 0.2, 9) == 0.3
+    assert round_significant(np.array([6.682079950436148e-09, np.nan]), 6)[0] == 6.68208e-09
+    # floats among text (an object column) are written with the same digits as a float column
+    frame = pd.DataFrame({"a": [0.1 + 0.2, 1.0], "b": pd.Series([0.1 + 0.2, "x"], dtype=object)})
+    write_csv_atomic(tmp_path / "t.csv", frame)
+    assert (tmp_path / "t.csv").read_text() == "a,b\n0.3,0.3\n1,x\n"
+
+
+def test_an_interpolation_is_exact_on_its_points():
+    """exp(log t) is t only up to the last bit (which numpy's SIMD paths disagree on): on a
+    measured size the curve returns the measured time itself."""
+    rng = np.random.default_rng(3)
+    m = np.cumsum(rng.integers(1, 1 << 20, 40)).astype(float)
+    t = np.sort(rng.uniform(1e-6, 1e-2, 40))
+    curve, pooled = InterpCurve.from_points(m, t)
+    assert pooled == 0
+    assert curve.times(m).tolist() == t.tolist()
+    assert float(curve.times(np.array(m[7]))) == t[7]

@@ -290,11 +290,12 @@ def round_significant(value: Any, digits: int = CSV_DIGITS) -> Any:
 
     Rounds the decimal representation (Python's correctly rounded ``format(x, '.Ng')``), so
     the result is the same on every CPU; NaN and infinities pass through."""
-    if hasattr(value, "ravel"):  # a numpy array (numpy is not imported for plain floats)
-        import numpy as np
-
-        flat = [float(format(float(v), f".{digits}g")) for v in value.ravel()]
-        return np.asarray(flat, dtype=float).reshape(value.shape)
+    if hasattr(value, "astype"):  # a numpy array: a rounded copy (io does not import numpy)
+        out = value.astype(float)
+        flat = out.reshape(-1)  # a view of the new, contiguous copy
+        for i, v in enumerate(flat):
+            flat[i] = float(format(float(v), f".{digits}g"))
+        return out
     return float(format(float(value), f".{digits}g"))
 
 
