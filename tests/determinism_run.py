@@ -5,9 +5,7 @@ numpy's and OpenBLAS's code-path variants and compares the bytes.
 What it runs: the fit table of two public comm traces (an interpolation exact on its points;
 a noisy series whose points are pooled in log time), the collectives' formula fits and
 per-size errors (least squares in log parameters: numpy's ``exp``/``log`` in every residual),
-the LP/RHD figure drawn from them (its dotted lines are the fitted formulas), and the
-contiguous optimum of the real K80 case on a piecewise fit (a dynamic program over
-groupings that tie in theory). Besides
+and the LP/RHD figure drawn from them (its dotted lines are the fitted formulas). Besides
 them, ``state.json`` records what the process ran on (not compared): numpy's CPU features,
 OpenBLAS's core type, and a digest of ``np.exp`` over fixed inputs.
 """
@@ -56,15 +54,6 @@ def main(out: Path) -> None:
                       "--errors", str(out / "collectives-errors.csv")]) == 0
     lp_rhd_ratio(COLLECTIVE_TRACES, out / "collectives-lp-rhd-ratio.pdf",
                  out / "collectives-lp-rhd-ratio.png", fit_json=out / "collectives-fit.json")
-    # the real K80 case replayed on the piecewise fit of its comm trace: the contiguous DP
-    # chose among equally fast groupings by the model's last bit
-    model = out.parent / f"{out.name}-piecewise.model.json"  # an input, not compared
-    assert gradsched(["fit", str(REPO / "traces/comm/external/bcaffe-googlenet-tmp8comm.csv"),
-                      "--model", "piecewise", "-o", str(model)]) == 0
-    assert gradsched(["replay", "--compute",
-                      str(REPO / "traces/compute/bcaffe/googlenet-tmp8comm.csv"),
-                      "--comm", str(model), "--algorithms", "contiguous_optimum,oasr",
-                      "--iterations", "5", "-o", str(out / "replay-k80-piecewise.csv")]) == 0
     (out / "state.json").write_text(json.dumps(state(), indent=1, sort_keys=True))
 
 
