@@ -29,7 +29,6 @@ import pytest
 
 from gradsched.costmodel.interp import InterpCurve
 from gradsched.io import round_significant, write_csv_atomic
-from gradsched.planners import _family
 from tests.conftest import REPO
 
 try:
@@ -117,12 +116,3 @@ def test_an_interpolation_is_exact_on_its_points():
     assert pooled == 0
     assert curve.times(m).tolist() == t.tolist()
     assert float(curve.times(np.array(m[7]))) == t[7]
-
-
-def test_the_dp_breaks_a_tie_by_order_not_by_the_last_bit():
-    """Candidates whose finish times tie (within gradsched.ties.RTOL) go to the first, so
-    a 1-ulp change of the cost model (another SIMD path) cannot change the buckets."""
-    for noise in (0.0, 2.2e-16, -2.2e-16):
-        cand = np.array([2.0 * (1 + noise), 2.0, 2.0 * (1 - noise), 3.0])
-        assert _family._first_tied(cand) == 0
-    assert _family._first_tied(np.array([2.0, 1.9, 1.9])) == 1

@@ -26,7 +26,6 @@ import numpy as np
 from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError
 from gradsched.plan import Bucket, Collective, Plan, UpdateMode
-from gradsched.ties import RTOL
 from gradsched.traces.bundle import ComputeTrace
 
 MB = 1024 * 1024  # bytes, as PyTorch's bucket_cap_mb and Horovod's thresholds count them
@@ -239,8 +238,8 @@ def _row_full(i: int, f: np.ndarray, prefix: np.ndarray, ready: float, model: Co
               world_size: int) -> tuple[float, int]:
     t = comm_times(model, "all_reduce", prefix[i] - prefix[:i], world_size)
     cand = np.maximum(f[:i], ready) + t
-    j = _first_tied(cand)
-    return float(cand.min()), j
+    j = int(np.argmin(cand))
+    return float(cand[j]), j
 
 
 def _row_pruned(i: int, f: np.ndarray, prefix: np.ndarray, ready: float, model: CommModel,
@@ -253,19 +252,8 @@ def _row_pruned(i: int, f: np.ndarray, prefix: np.ndarray, ready: float, model: 
     j_star = int(np.searchsorted(f[:i], ready, side="right")) - 1
     t = comm_times(model, "all_reduce", prefix[i] - prefix[j_star:i], world_size)
     cand = np.maximum(f[j_star:i], ready) + t
-    k = _first_tied(cand)
-    return float(cand.min()), j_star + k
-
-
-def _first_tied(cand: np.ndarray) -> int:
-    """The first candidate whose finish ties with the smallest (:mod:`gradsched.ties`:
-    within a relative ``RTOL``). Many groupings finish at the same time in theory (when
-    communication is idle before the last bucket, only that bucket counts); ``argmin``
-    picked among them by the last bit of the cost model's times, which differs between
-    numpy's SIMD paths, and with it the buckets. The row's value stays the minimum."""
-    low = cand.min()
-    tied = np.abs(cand - low) <= RTOL * np.maximum(np.abs(cand), abs(low))
-    return int(np.flatnonzero(tied)[0])
+    k = int(np.argmin(cand))
+    return float(cand[k]), j_star + k
 
 
 # -- plans ---------------------------------------------------------------------------------
