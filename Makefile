@@ -15,16 +15,38 @@ env: $(STAMP)
 # TORCH=0: a venv without torch (~0.5 GB instead of 6.2 GB with Linux's CUDA wheels), the same
 # pins as constraints; enough for `make reproduce` (tiers 1-2), not for capture or re-execution.
 TORCH ?= 1
-
-$(STAMP): requirements.lock pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
 ifeq ($(TORCH),0)
-	$(BIN)/python -m pip install -q -c requirements.lock -e '.[workflow,dev]'
+INSTALL = $(BIN)/python -m pip install -q -c requirements.lock -e '.[workflow,dev]'
 else
-	$(BIN)/python -m pip install -q -r requirements.lock
+INSTALL = $(BIN)/python -m pip install -q -r requirements.lock && \
 	$(BIN)/python -m pip install -q --no-deps -e .
 endif
+
+# make installs only into a venv it created for this clone: creating one, it writes the
+# clone's folder into $(OWNER). A venv without that mark (a link to another clone's venv, one
+# made by hand) or with another folder in it is used as it is: nothing is installed into it,
+# so a shared venv's editable install keeps pointing where its owner put it. A venv made by an
+# earlier Makefile (no mark, not a link, its editable gradsched this clone) is adopted.
+OWNER := $(VENV)/.gradsched-owner
+HERE := $(shell pwd -P)
+
+$(STAMP): requirements.lock pyproject.toml
+	@set -e; \
+	if [ ! -e $(VENV) ] && [ ! -L $(VENV) ]; then \
+	  $(PYTHON) -m venv $(VENV); echo "$(HERE)" > $(OWNER); \
+	elif [ ! -L $(VENV) ] && [ ! -f $(OWNER) ] && [ -x $(BIN)/python ] && \
+	  [ "$$($(BIN)/python tools/venv_editable_root.py 2>/dev/null)" = "$(HERE)" ]; then \
+	  echo "$(HERE)" > $(OWNER); fi; \
+	if [ "$$(cat $(OWNER) 2>/dev/null)" != "$(HERE)" ]; then \
+	  test -x $(BIN)/python || { echo "error: $(VENV) has no bin/python (remove it and run" \
+	    "make env to create one)" >&2; exit 1; }; \
+	  echo "$(VENV): not created by make for this clone (a link or another's venv): used as" \
+	    "it is, nothing installed into it (remove it to let make create one)"; \
+	  exit 0; fi; \
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
+	echo "$(VENV): installing the pinned environment (requirements.lock) for $(HERE)"; \
+	$(BIN)/python -m pip install -q --upgrade pip; \
+	$(INSTALL); \
 	touch $(STAMP)
 
 ## Main job: replay the committed traces and regenerate every figure, table and the PDF (TeX is

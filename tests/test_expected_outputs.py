@@ -90,14 +90,19 @@ def test_update_keeps_gzipped_copies_of_the_csvs_deterministically(tmp_path):
     _outputs(tmp_path)
     assert vo.main(["--root", str(tmp_path), "--update"]) == 0
     copy = tmp_path / vo.EXPECTED / "results" / "fit" / "fits.csv.gz"
-    assert sorted(p.name for p in (tmp_path / vo.EXPECTED).rglob("*.gz")) == ["fits.csv.gz"]
+    assert sorted(p.relative_to(tmp_path / vo.EXPECTED).as_posix()
+                  for p in (tmp_path / vo.EXPECTED).rglob("*.gz")) == [
+        "paper/generated/macros.tex.gz", "paper/tables/fits.tex.gz", "results/fit/fits.csv.gz"]
     first = copy.read_bytes()
     assert gzip.decompress(first) == (tmp_path / "results" / "fit" / "fits.csv").read_bytes()
     assert vo.main(["--root", str(tmp_path), "--update"]) == 0
     assert copy.read_bytes() == first  # no name, no date: the same bytes every time
-    (tmp_path / "results" / "fit" / "fits.csv").unlink()
-    assert vo.main(["--root", str(tmp_path), "--update"]) == 0
-    assert not (tmp_path / vo.EXPECTED).exists() or not list((tmp_path / vo.EXPECTED).rglob("*"))
+    for path in ("results/fit/fits.csv", "paper/tables/fits.tex"):
+        (tmp_path / path).unlink()
+    assert vo.main(["--root", str(tmp_path), "--update"]) == 0  # stale copies removed
+    assert sorted(p.relative_to(tmp_path / vo.EXPECTED).as_posix()
+                  for p in (tmp_path / vo.EXPECTED).rglob("*")) == [
+        "paper", "paper/generated", "paper/generated/macros.tex.gz"]
 
 
 def test_a_differing_csv_names_its_columns_and_largest_relative_difference(tmp_path, capsys):
@@ -139,3 +144,55 @@ def test_csv_differences_rows_and_relative_difference():
     assert vo.relative_difference("0", "0.0") == 0.0
     assert vo.relative_difference("nan", "1") == float("inf")
     assert vo.relative_difference("n/a", "1") is None
+
+
+def test_a_difference_says_how_to_see_it_and_never_to_overwrite_the_expected(tmp_path, capsys):
+    """The advice on a difference names --diff; `make update-expected` (which overwrites
+    the expected outputs with the reviewer's) only as what not to run."""
+    _outputs(tmp_path)
+    vo.main(["--root", str(tmp_path), "--update"])
+    (tmp_path / "paper" / "tables" / "fits.tex").write_text("a & c \\\\\n")
+    capsys.readouterr()
+    vo.main(["--root", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "python tools/verify_outputs.py --diff PATH" in out
+    text = " ".join(out.split())
+    assert text.count("make update-expected") == text.count("do not run `make update-expected`")
+    # a table's changed lines are shown under its path (tables are kept as copies too)
+    assert "-a & b \\\\" in out and "+a & c \\\\" in out
+    assert vo.main(["--root", str(tmp_path), "--diff", "paper/tables/fits.tex"]) == 0
+    diff = capsys.readouterr().out
+    assert diff.startswith("--- expected/paper/tables/fits.tex\n+++ paper/tables/fits.tex\n")
+    assert vo.main(["--root", str(tmp_path), "--diff", "paper/figures/x.pdf"]) == 2
+
+
+def test_the_expected_copies_can_be_committed():
+    """.gitignore ignores the outputs (results/) but not their committed copies under
+    paper/expected/ (an unanchored ``results/`` matched paper/expected/results/ too)."""
+    git = shutil.which("git")
+    if git is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    import subprocess
+
+    def ignored(path: str) -> bool:
+        return subprocess.run([git, "check-ignore", "-q", "--no-index", path], cwd=REPO,
+                              check=False).returncode == 0
+
+    assert ignored("results/fit/fits.csv")
+    assert not ignored("paper/expected/results/fit/fits.csv.gz")
+    assert not ignored("paper/expected/paper/tables/fits.tex.gz")
+
+
+def test_the_committed_copies_are_the_manifests_text_outputs():
+    """paper/expected/ holds a gzip'd copy of every text output the manifest lists, with the
+    manifest's bytes (``--update`` writes both; a manifest updated alone fails here)."""
+    import hashlib
+
+    expected = vo.read_manifest(REPO / vo.MANIFEST)
+    copies = REPO / vo.EXPECTED
+    text = sorted(p for p in expected if p.endswith(vo.TEXT_SUFFIXES))
+    kept = sorted(p.relative_to(copies).as_posix()[:-len(".gz")] for p in copies.rglob("*.gz"))
+    assert kept == text
+    for path in text:
+        data = gzip.decompress((copies / (path + ".gz")).read_bytes())
+        assert hashlib.sha256(data).hexdigest() == expected[path], path

@@ -10,27 +10,32 @@ figures whose bytes do not depend on the run (see ``PATTERNS`` and ``EXCLUDED``)
 
 Usage::
 
-    python tools/verify_outputs.py            # table: reproduced / differs / missing + summary
-    python tools/verify_outputs.py --strict   # exit 1 when anything differs or is missing
-    python tools/verify_outputs.py --update   # rewrite the manifest from the current outputs
+    python tools/verify_outputs.py              # reproduced / differs / missing + summary
+    python tools/verify_outputs.py --strict     # exit 1 when anything differs or is missing
+    python tools/verify_outputs.py --diff PATH  # every changed line of one text output
+    python tools/verify_outputs.py --update     # maintainers: rewrite the expected outputs
 
 ``make reproduce`` runs the first form after Snakemake (``STRICT=1`` gives the second);
-``make update-expected`` is the third, for maintainers after a change that moves outputs.
+``make update-expected`` is the last, for maintainers after a change that moves outputs: it
+overwrites the expected outputs with the current ones, so it never checks a reproduction.
 A malformed manifest line is an error naming the file and line (exit status 2).
 
 A hash says *that* a file differs, not *how*. So ``--update`` also keeps a gzip'd copy of
-every expected CSV under ``paper/expected/`` (``<path>.gz``, written without a name or a
-date, so an unchanged CSV gives the same bytes and git stores it once; 132 of the results
-CSVs, 1.07 MB, gzip to 0.16 MB: the whole set is a few hundred kB). For a CSV that
-differs, the check then names the columns that differ and, for numeric ones, the largest
-relative difference ``|a - b| / max(|a|, |b|)`` (rows compared by position), so that float
-noise (1e-16) tells itself apart from a changed result.
+every expected text output (the results CSVs, the tables, the macros and ``claims.md``)
+under ``paper/expected/`` (``<path>.gz``, written without a name or a date, so an unchanged
+file gives the same bytes and git stores it once; the 303 text outputs of 337 gzip to
+0.73 MB), committed with the manifest. For a CSV
+that differs, the check then names the columns that differ and, for numeric ones, the
+largest relative difference ``|a - b| / max(|a|, |b|)`` (rows compared by position), so
+that float noise (1e-16) tells itself apart from a changed result; for a table or macro
+file, the first changed lines; ``--diff PATH`` prints them all (a unified diff).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import difflib
 import gzip
 import hashlib
 import io
@@ -45,7 +50,11 @@ from gradsched.errors import InputError
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = Path("paper/expected-outputs.sha256")
 EXPECTED = Path("paper/expected")
-"""Where ``--update`` keeps the expected CSVs, gzip'd, at their paths plus ``.gz``."""
+"""Where ``--update`` keeps the expected text outputs, gzip'd, at their paths plus ``.gz``."""
+TEXT_SUFFIXES = (".csv", ".md", ".tex")
+"""The outputs kept as copies (text: what a diff can show); figures are not kept."""
+SHOWN_LINES = 8
+"""Changed lines of a differing table or macro file shown in the report (``--diff``: all)."""
 # What the manifest covers: the paper's tables, macros and claims, every results CSV, and the
 # figures' PNG and PDF files (matplotlib writes them without a date). Two full runs of commit
 # 8e18e13 on the project VM (one incremental, one --forceall) wrote all 256 byte for byte the
@@ -65,7 +74,8 @@ LINE = re.compile(r"^([0-9a-f]{64}) [ *](\S.*)$")
 HEADER = (
     "# Expected bytes of the outputs of `make reproduce` (sha256sum format; paths from the\n"
     "# repository root). Check: python tools/verify_outputs.py  (or: sha256sum -c FILE).\n"
-    "# Regenerate after a change that moves outputs: make update-expected\n"
+    "# Maintainers, after a change that moves outputs: make update-expected (it overwrites\n"
+    "# this file and paper/expected/ with the current outputs; it never checks a reproduction).\n"
 )
 
 
@@ -87,7 +97,8 @@ def sha256(path: Path) -> str:
 def read_manifest(path: Path) -> dict[str, str]:
     """{relative path: sha256} of a manifest; a bad line raises InputError naming it."""
     if not path.is_file():
-        raise InputError("expected-output manifest not found (make update-expected)", path=path)
+        raise InputError("expected-output manifest not found: it is committed with the "
+                         "repository (git status paper/)", path=path)
     expected: dict[str, str] = {}
     for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not text.strip() or text.startswith("#"):
@@ -130,17 +141,50 @@ def verify(root: Path, expected: dict[str, str], copies: Path | None = None) -> 
 
 
 def explain(path: Path, relative: str, copies: Path | None) -> tuple[str, ...]:
-    """How a differing output differs, when it is a CSV with an expected copy."""
-    if not relative.endswith(".csv") or copies is None:
+    """How a differing output differs, when it is a text output with an expected copy: a
+    CSV's columns (:func:`csv_differences`), else the first changed lines."""
+    if not relative.endswith(TEXT_SUFFIXES) or copies is None:
         return ()
     copy = copies / (relative + ".gz")
     if not copy.is_file():
-        return (f"no expected copy at {copy} to compare with (make update-expected)",)
-    with gzip.open(copy, "rt", encoding="utf-8", newline="") as handle:
-        want = list(csv.reader(handle))
-    with path.open(encoding="utf-8", newline="") as handle:
-        got = list(csv.reader(handle))
-    return tuple(csv_differences(want, got))
+        return (f"no expected copy at {copy} to compare with (the copies are committed "
+                "with the manifest: git status paper/expected)",)
+    if relative.endswith(".csv"):
+        with gzip.open(copy, "rt", encoding="utf-8", newline="") as handle:
+            want = list(csv.reader(handle))
+        with path.open(encoding="utf-8", newline="") as handle:
+            got = list(csv.reader(handle))
+        return tuple(csv_differences(want, got))
+    lines = changed_lines(copy, path, relative)
+    if len(lines) > SHOWN_LINES:
+        lines = [*lines[:SHOWN_LINES], f"... {len(lines) - SHOWN_LINES} more changed lines"]
+    return tuple(lines)
+
+
+def changed_lines(copy: Path, path: Path, relative: str) -> list[str]:
+    """The lines of ``path`` that differ from its gzip'd expected ``copy``: ``-`` expected,
+    ``+`` this run (difflib's unified diff without its headers and context)."""
+    want = gzip.decompress(copy.read_bytes()).decode("utf-8").splitlines()
+    got = path.read_text(encoding="utf-8").splitlines()
+    return [line for line in difflib.unified_diff(want, got, "expected/" + relative,
+                                                  relative, n=0, lineterm="")
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+def unified_diff(root: Path, copies: Path, relative: str) -> str:
+    """``--diff PATH``: the unified diff of one text output against its expected copy."""
+    copy = copies / (relative + ".gz")
+    if not relative.endswith(TEXT_SUFFIXES):
+        raise InputError("a figure has no expected copy to diff with: the figures follow "
+                         "from the CSVs (compare those)", path=relative)
+    if not copy.is_file():
+        raise InputError("no expected copy (git status paper/expected)", path=copy)
+    if not (root / relative).is_file():
+        raise InputError("this run did not write it", path=root / relative)
+    want = gzip.decompress(copy.read_bytes()).decode("utf-8").splitlines(keepends=True)
+    got = (root / relative).read_text(encoding="utf-8").splitlines(keepends=True)
+    text = "".join(difflib.unified_diff(want, got, "expected/" + relative, relative))
+    return text or f"{relative}: the same as the expected copy\n"
 
 
 def csv_differences(want: list[list[str]], got: list[list[str]]) -> list[str]:
@@ -210,9 +254,9 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 def write_copies(root: Path, paths: list[str], copies: Path) -> int:
-    """Keep a gzip'd copy of every CSV of ``paths`` under ``copies`` (and no other file);
-    the total size in bytes."""
-    wanted = {copies / (p + ".gz"): root / p for p in paths if p.endswith(".csv")}
+    """Keep a gzip'd copy of every text output of ``paths`` (:data:`TEXT_SUFFIXES`) under
+    ``copies`` (and no other file); the total size in bytes."""
+    wanted = {copies / (p + ".gz"): root / p for p in paths if p.endswith(TEXT_SUFFIXES)}
     if copies.is_dir():
         for stale in copies.rglob("*"):
             if stale.is_file() and stale not in wanted:
@@ -250,14 +294,26 @@ def summary(checks: list[Check]) -> str:
     )
 
 
+ADVICE = (
+    "How an output differs is listed under its path (against the expected copies committed "
+    "in paper/expected/).\nEvery changed line of one: python tools/verify_outputs.py --diff "
+    "PATH  (do not run `make update-expected`:\nit overwrites the expected outputs with "
+    "these, and the difference is lost)."
+)
+"""Printed before the summary (the last line) when an output differs."""
+
+
 def report(checks: list[Check], verbose: bool) -> str:
-    """The table (every row with --verbose, else only the rows that are not reproduced)."""
+    """The table (every row with --verbose, else only the rows that are not reproduced),
+    when an output differs how to see the differences, and the summary."""
     shown = [c for c in checks if verbose or c.status != "reproduced"]
     width = len("reproduced")
     rows = [f"{'status':<{width}}  path"]
     for c in shown:
         rows.append(f"{c.status:<{width}}  {c.path}")
         rows += [f"{'':<{width}}    {line}" for line in c.details]
+    if any(c.status == "differs" for c in checks):
+        rows.append(ADVICE)
     return "\n".join([*rows, summary(checks)])
 
 
@@ -266,20 +322,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="repository root")
     parser.add_argument("--manifest", type=Path, default=None, help=f"default: {MANIFEST}")
     parser.add_argument("--expected", type=Path, default=None,
-                        help=f"the expected CSVs' gzip'd copies (default: {EXPECTED})")
+                        help=f"the expected text outputs' gzip'd copies (default: {EXPECTED})")
+    parser.add_argument("--diff", metavar="PATH", default=None,
+                        help="print the unified diff of one text output (a path from the "
+                        "repository root) against its expected copy, and exit")
     parser.add_argument("--strict", action="store_true", help="exit 1 unless all reproduced")
     parser.add_argument("--update", action="store_true",
-                        help="rewrite the manifest and the expected CSVs' copies")
+                        help="maintainers: overwrite the manifest and the expected copies "
+                        "with the current outputs (never to check a reproduction)")
     parser.add_argument("--verbose", action="store_true", help="list reproduced files too")
     args = parser.parse_args(argv)
     manifest = args.manifest or args.root / MANIFEST
     copies = args.expected or args.root / EXPECTED
     try:
+        if args.diff is not None:
+            target = Path(args.diff)
+            if target.is_absolute() and target.is_relative_to(args.root.resolve()):
+                target = target.relative_to(args.root.resolve())
+            print(unified_diff(args.root, copies, target.as_posix()), end="")
+            return 0
         if args.update:
             count = write_manifest(args.root, manifest)
             size = write_copies(args.root, current_outputs(args.root), copies)
-            print(f"wrote {manifest}: {count} outputs; {copies}: the CSVs gzip'd, "
-                  f"{size / 1e6:.2f} MB")
+            print(f"wrote {manifest}: {count} outputs; {copies}: the text outputs gzip'd, "
+                  f"{size / 1e6:.2f} MB (commit both)")
             return 0
         checks = verify(args.root, read_manifest(manifest), copies)
     except InputError as exc:

@@ -82,6 +82,7 @@ from scipy.optimize import least_squares, nnls
 from gradsched.costmodel.base import CommModel, check_collective, register_model
 from gradsched.costmodel.domain import BASIS_MEASURED, BASIS_UNKNOWN, DERIVED, CollectiveBasis
 from gradsched.errors import ConfigError
+from gradsched.io import round_significant
 from gradsched.traces.columns import COLLECTIVES
 
 LINEAR_ALGORITHMS: tuple[str, ...] = ("ring", "mst", "rd", "rhd")
@@ -89,6 +90,17 @@ PIPELINED_ALGORITHMS: tuple[str, ...] = ("lp", "dbt")
 ALGORITHMS: tuple[str, ...] = LINEAR_ALGORITHMS + PIPELINED_ALGORITHMS
 _PIPELINED_COLLECTIVES = ("all_reduce", "broadcast", "reduce")
 
+
+FITTED_DIGITS = 6
+"""Significant digits kept of a link parameter found by an iterative least-squares solver
+(scipy's ``least_squares``, here and in :mod:`gradsched.costmodel.tuned`). The solver stops
+at its tolerances (``xtol`` 1e-8 on the step), and with the log-ratio residuals the
+minimum is flat: tightening the tolerances to 1e-15 moved the collectives' link
+parameters by up to 4.5e-6 (relative), and numpy's AVX-512 and AVX2 ``exp``/``log`` paths
+end the default solve up to 7e-10 apart. Digits past the sixth are therefore the solver's
+path, not the data's (whose noise is per cent), and printed they made the outputs differ
+between CPUs. Rounded here, every number computed from the fit is the same on every CPU
+(unless a parameter lies within ~1e-9 of a rounding boundary)."""
 
 def supports(collective: str, algorithm: str) -> bool:
     """Whether ``algorithm`` implements ``collective`` here."""
@@ -307,7 +319,7 @@ def fit_link_parameters(
         return np.concatenate(parts)
 
     sol = least_squares(resid, np.log([alpha, beta]), method="trf", x_scale=1.0)
-    al, be = np.exp(sol.x)
+    al, be = round_significant(np.exp(sol.x), FITTED_DIGITS)
     return float(al), float(be)
 
 

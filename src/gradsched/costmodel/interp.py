@@ -113,7 +113,10 @@ class InterpCurve:
         logt = np.log(np.asarray(times, dtype=float))
         iso = isotonic_increasing(logt)
         changed = int(np.count_nonzero(np.abs(iso - logt) > 1e-12))
-        return cls(tuple(m.tolist()), tuple(np.exp(iso).tolist())), changed
+        # A point the pooling left alone keeps its measured time exactly (exp(log t) is t
+        # only up to the last bit, and that bit differs between numpy's SIMD paths).
+        kept = np.where(iso == logt, np.asarray(times, dtype=float), np.exp(iso))
+        return cls(tuple(m.tolist()), tuple(kept.tolist())), changed
 
     def times(self, nbytes: np.ndarray) -> np.ndarray:
         m = np.asarray(nbytes, dtype=float)
@@ -123,7 +126,13 @@ class InterpCurve:
             return np.full(m.shape, pts_t[0])  # one point: a constant (documented degenerate)
         lo_alpha, lo_slope, hi_slope = self._ends  # type: ignore[attr-defined]
         inner = np.clip(m, pts_m[0], pts_m[-1])
-        out = np.exp(self._pchip(np.log(inner)))  # type: ignore[attr-defined]
+        logt = self._pchip(np.log(inner))  # type: ignore[attr-defined]
+        out = np.array(np.exp(logt), dtype=float)  # an array, also for one size
+        # On a measured size the interpolant is its point, exactly: exp(log t) is not t in
+        # the last bit, and a 1e-14 training error would be round-off printed as data.
+        at = np.clip(np.searchsorted(pts_m, inner), 0, pts_m.size - 1)
+        on_point = pts_m[at] == m
+        out[on_point] = pts_t[at[on_point]]
         below = m < pts_m[0]
         if below.any():
             out[below] = lo_alpha + lo_slope * m[below]

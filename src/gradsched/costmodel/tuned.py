@@ -57,9 +57,10 @@ from gradsched.costmodel.domain import (
     DERIVED,
     CollectiveBasis,
 )
-from gradsched.costmodel.formulas import ALGORITHMS, cost, supports
+from gradsched.costmodel.formulas import ALGORITHMS, FITTED_DIGITS, cost, supports
 from gradsched.costmodel.interp import InterpCurve
 from gradsched.errors import ConfigError, InputError
+from gradsched.io import round_significant
 from gradsched.traces import CommTrace
 
 TIME_COLUMNS = ("time_s", "time_min_s")
@@ -123,13 +124,16 @@ def predict(rows: pd.DataFrame, algorithm: str, alpha: float, beta: float,
 
 
 def _lsq(resid: Any, x0: list[float]) -> tuple[np.ndarray, float]:
+    """The parameters (exp of the log parameters the solver moves) of the best of three
+    starts, to :data:`~gradsched.costmodel.formulas.FITTED_DIGITS` significant digits (the
+    solver's precision: more digits would differ between CPUs), and the solver's cost."""
     best = None
     for shift in (0.0, 2.0, -2.0):
         sol = least_squares(resid, np.asarray(x0) + shift, method="trf")
         if best is None or sol.cost < best.cost:
             best = sol
     assert best is not None
-    return np.exp(best.x), float(best.cost)
+    return round_significant(np.exp(best.x), FITTED_DIGITS), float(best.cost)
 
 
 @dataclass
