@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import least_squares
 
+from gradsched.costmodel.formulas import FITTED_DIGITS
 from gradsched.costmodel.nccl.constants import constants_for
 from gradsched.costmodel.nccl.hardware import Hardware
 from gradsched.costmodel.nccl.tuning import (
@@ -47,6 +48,7 @@ from gradsched.costmodel.nccl.tuning import (
     select,
 )
 from gradsched.errors import ConfigError
+from gradsched.io import round_significant
 
 MAX_OFFSET_US = 1000.0
 """Largest latency offset over NCCL's base latency the fit may take (us)."""
@@ -112,9 +114,24 @@ def fit_level(hw: Hardware, params: Params, sweep: Sweep) -> tuple[LevelParams, 
             if best is None or sol.cost < best.cost:
                 best = sol
     assert best is not None
-    level = build(best.x)
-    mape = float(100.0 * np.mean(np.abs(resid(best.x))))
+    level = _rounded(build(best.x))
+    trial = _level_of(params, multi, level)
+    mape = float(100.0 * np.mean(np.abs(select(hw, trial, sweep.collective, m,
+                                                   sweep.world_size)[0] / t - 1.0)))
     return level, mape
+
+
+def _rounded(level: LevelParams) -> LevelParams:
+    """``level`` to :data:`~gradsched.costmodel.formulas.FITTED_DIGITS` significant digits:
+    the solver pins its parameters no closer than that, and numpy's SIMD paths (AVX-512,
+    AVX2) end it a few ulps apart; unrounded, that noise can flip NCCL's protocol choice
+    (a comparison of two times) and so the printed errors from one CPU to another."""
+    return LevelParams(float(round_significant(level.busbw_Bps, FITTED_DIGITS)),
+                       tuple(float(round_significant(v, FITTED_DIGITS))
+                             for v in level.base_latency_s),  # type: ignore[arg-type]
+                       tuple(float(round_significant(v, FITTED_DIGITS))
+                             for v in level.protocol_efficiency),  # type: ignore[arg-type]
+                       float(round_significant(level.channel_speedup, FITTED_DIGITS)))
 
 
 def calibrate(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric_k: float
