@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from gradsched.costmodel.base import (
     DERIVED_FROM_ALL_REDUCE,
@@ -123,6 +122,8 @@ def predict(rows: pd.DataFrame, algorithm: str, alpha: float, beta: float,
 
 
 def _lsq(resid: Any, x0: list[float]) -> tuple[np.ndarray, float]:
+    from scipy.optimize import least_squares  # fitting only: a replay loads no scipy.optimize
+
     best = None
     for shift in (0.0, 2.0, -2.0):
         sol = least_squares(resid, np.asarray(x0) + shift, method="trf")
