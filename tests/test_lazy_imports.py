@@ -54,3 +54,16 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     """The probe can fail: a command that fits (``fit`` on a comm trace) loads scipy.optimize."""
     err = _loaded(["fit", str(COMM), "--model", "alpha-beta", "-o", "fit.json"], tmp_path)
     assert "scipy.optimize" in err, err
+
+
+def test_the_table_writer_loads_no_plotting_stack() -> None:
+    """``report.tables`` imports a study's module only when its table is built: importing
+    it (``report table --help``, or a table of a study that draws nothing) loads no
+    matplotlib or seaborn."""
+    code = ("import sys\nimport gradsched.report.tables as t\nimport gradsched.commands.report\n"
+            "t.table_builder('compare'); t.table_builder('topology')\n"
+            "print('LOADED', sorted(m for m in sys.modules if m.startswith(('matplotlib', "
+            "'seaborn'))))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert "LOADED []" in proc.stdout, proc.stdout + proc.stderr[-2000:]
