@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
 from gradsched.costmodel.base import DERIVED_FROM_ALL_REDUCE, AlphaBetaModel
 from gradsched.costmodel.domain import series_record
@@ -76,6 +75,8 @@ def fit_alpha_beta(nbytes: np.ndarray, times: np.ndarray) -> AlphaBetaCurve:
     t = np.asarray(times, dtype=float)
     if m.size < 1:
         raise ConfigError("alpha-beta fit needs at least one point")
+    from scipy.optimize import nnls  # fitting only: a replay loads no scipy.optimize
+
     design = np.column_stack([np.ones_like(m), m]) / t[:, None]
     scale = np.maximum(design.max(axis=0), 1e-300)
     coef, _ = nnls(design / scale, np.ones_like(t))

@@ -77,7 +77,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares, nnls
 
 from gradsched.costmodel.base import CommModel, check_collective, register_model
 from gradsched.costmodel.domain import BASIS_MEASURED, BASIS_UNKNOWN, DERIVED, CollectiveBasis
@@ -281,6 +280,10 @@ def fit_link_parameters(
     in (alpha, beta) with the optimal chunk, so a bounded nonlinear least squares in
     log(alpha), log(beta) starts from the linear large-chunk approximation.
     """
+    # imported here, not at the top: only fitting needs scipy.optimize, and every replay
+    # imports this module for ``cost``
+    from scipy.optimize import least_squares, nnls
+
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"choose one algorithm (not {algorithm!r}) to derive link parameters; "
                           f"known: {', '.join(ALGORITHMS)}")

@@ -1,9 +1,9 @@
 """Monotone interpolation of measured collective times in log-log space.
 
-Inside the measured range: a PCHIP interpolant (Fritsch & Carlson 1980, scipy's
-``PchipInterpolator``) of log(time) over log(bytes). PCHIP preserves monotonicity of the
-data, so the points are first made non-decreasing by isotonic regression in log time
-(pool-adjacent-violators, Barlow et al. 1972): a clean series is unchanged, a noisy one
+Inside the measured range: a PCHIP interpolant (Fritsch & Carlson 1980, :mod:`.pchip`, equal
+bit for bit to scipy's ``PchipInterpolator``) of log(time) over log(bytes). PCHIP preserves
+monotonicity of the data, so the points are first made non-decreasing by isotonic regression
+in log time (pool-adjacent-violators, Barlow et al. 1972): a clean series is unchanged, a noisy one
 (e.g. the OCI RoCE log) is replaced by its closest non-decreasing version (pooled values
 are geometric means), and a warning counts the pooled points. Exponentiating keeps the
 curve positive.
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.interpolate import PchipInterpolator
 
 from gradsched.costmodel.base import register_model, register_trace_loader
 from gradsched.costmodel.domain import series_record
+from gradsched.costmodel.pchip import Pchip
 from gradsched.costmodel.series import (
     SeriesModel,
     backend_meta,
@@ -98,8 +98,7 @@ class InterpCurve:
         object.__setattr__(self, "_m", m)
         object.__setattr__(self, "_t", t)
         if m.size >= 2:
-            object.__setattr__(self, "_pchip", PchipInterpolator(np.log(m), np.log(t),
-                                                                 extrapolate=True))
+            object.__setattr__(self, "_pchip", Pchip(np.log(m), np.log(t)))
             hi_slope = upper_slope(m, t)
             lo_slope = (t[1] - t[0]) / (m[1] - m[0])
             lo_alpha = min(max(t[0] - lo_slope * m[0], 0.0), t[0])

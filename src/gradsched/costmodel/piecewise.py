@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import nnls
 
 from gradsched.costmodel.base import register_model
 from gradsched.costmodel.series import SeriesModel
@@ -133,6 +132,8 @@ class _Problem:
         design = np.column_stack(cols)
         scale = np.abs(design).max(axis=0)
         scale[scale == 0] = 1.0
+        from scipy.optimize import nnls  # fitting only: a replay loads no scipy.optimize
+
         coef, _ = nnls(design / scale, self.target, maxiter=50 * design.shape[1])
         coef = coef / scale
         resid = design @ coef - 1.0

@@ -37,7 +37,6 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from scipy import integrate, special
 
 from gradsched.costmodel.overlap_slowdown import is_gpu_trace
 from gradsched.errors import ConfigError
@@ -108,6 +107,9 @@ def expected_max_normal(p: int) -> float:
         raise ConfigError(f"number of ranks {p!r} is not an integer in [1, {MAX_RANKS}]")
     if p == 1:
         return 0.0
+    # imported here, not at the top: stragglers are off by default, and every replay imports
+    # this module
+    from scipy import integrate, special
 
     def density_times_x(x: float) -> float:
         return float(x * p * math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)

@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from gradsched.costmodel.base import (
     DERIVED_FROM_ALL_REDUCE,
@@ -127,6 +126,8 @@ def _lsq(resid: Any, x0: list[float]) -> tuple[np.ndarray, float]:
     """The parameters (exp of the log parameters the solver moves) of the best of three
     starts, to :data:`~gradsched.costmodel.formulas.FITTED_DIGITS` significant digits (the
     solver's precision: more digits would differ between CPUs), and the solver's cost."""
+    from scipy.optimize import least_squares  # fitting only: a replay loads no scipy.optimize
+
     best = None
     for shift in (0.0, 2.0, -2.0):
         sol = least_squares(resid, np.asarray(x0) + shift, method="trf")

@@ -4,7 +4,9 @@ Used to tune DeAR's fusion threshold (Zhang et al., ICDCS 2023, tune it with Bay
 optimisation) and ByteScheduler's partition size (Peng et al., SOSP 2019, Sec. 4.3).
 Gaussian process with a Matern-5/2 kernel on the unit interval, the length-scale picked by
 marginal likelihood from a fixed grid, expected improvement maximised over a fixed grid of
-candidates (Jones, Schonlau & Welch 1998). numpy/scipy only; deterministic for a seed.
+candidates (Jones, Schonlau & Welch 1998). numpy and :mod:`math` only (the standard normal's
+distribution function from :func:`math.erfc`, so that tuning loads no ``scipy.stats``);
+deterministic for a seed.
 """
 
 from __future__ import annotations
@@ -14,13 +16,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import norm
 
 from gradsched.errors import ConfigError
 from gradsched.ties import first_min, same_time
 
 _LENGTH_SCALES = (0.05, 0.1, 0.2, 0.35, 0.6, 1.0)
 _NOISE = 1e-6
+_SQRT_HALF = math.sqrt(0.5)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+def normal_cdf(t: np.ndarray) -> np.ndarray:
+    """The standard normal's distribution function, Phi(t) = erfc(-t / sqrt 2) / 2 (Abramowitz
+    & Stegun 26.2.29 with 7.1.2), element by element."""
+    return np.array([0.5 * math.erfc(-float(v) * _SQRT_HALF) for v in np.ravel(t)],
+                    dtype=float).reshape(np.shape(t))
+
+
+def normal_pdf(t: np.ndarray) -> np.ndarray:
+    """The standard normal's density, exp(-t^2 / 2) / sqrt(2 pi)."""
+    return np.exp(-np.asarray(t, dtype=float) ** 2 / 2.0) / _SQRT_2PI
 
 
 @dataclass
@@ -79,7 +94,7 @@ def expected_improvement(u: np.ndarray, y: np.ndarray, cand: np.ndarray) -> np.n
     sigma = np.sqrt(var)
     gap = z.min() - mu
     t = gap / sigma
-    return gap * norm.cdf(t) + sigma * norm.pdf(t)
+    return gap * normal_cdf(t) + sigma * normal_pdf(t)
 
 
 def minimize_1d(

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gradsched.reexec.kendall import tau_b_columns
+
 N_BOOT = 2000
 SEED = 16
 LEVEL = 95.0
@@ -104,11 +106,7 @@ def bootstrap_medians(iterations: pd.DataFrame, case: str, items: Sequence[str],
 
 def kendall_tau(pred: np.ndarray, meas: np.ndarray) -> float:
     """Kendall's tau-b (NaN for fewer than 3 values or a constant input)."""
-    from scipy.stats import kendalltau
-
-    if len(pred) < 3 or np.unique(pred).size < 2 or np.unique(meas).size < 2:
-        return math.nan
-    return float(kendalltau(pred, meas).statistic)
+    return float(tau_b_columns(pred, meas)[0])
 
 
 def separated_pairs(lo: np.ndarray, hi: np.ndarray) -> list[tuple[int, int]]:
@@ -168,7 +166,7 @@ def case_uncertainty(runs: pd.DataFrame, iterations: pd.DataFrame,
 
 def _tau_stats(pred: np.ndarray, meas: np.ndarray, boot: np.ndarray, lo: np.ndarray,
                hi: np.ndarray) -> dict[str, float | int]:
-    taus = np.array([kendall_tau(pred, boot[:, b]) for b in range(boot.shape[1])])
+    taus = tau_b_columns(pred, boot)  # one tau per bootstrap column
     finite = taus[np.isfinite(taus)]
     tau_lo, tau_hi = percentile_interval(finite) if finite.size else (math.nan, math.nan)
     pairs = separated_pairs(lo, hi)

@@ -52,6 +52,16 @@ def positions_by_value(values: np.ndarray, n: int) -> list[np.ndarray]:
     return [order[bounds[v]:bounds[v + 1]] for v in range(n)]
 
 
+def layer_buckets(layer_of: np.ndarray, bucket_of: np.ndarray, n_layers: int,
+                  n_buckets: int) -> list[list[int]]:
+    """For each layer ``0..n_layers-1``, the distinct buckets its members are in, ascending
+    (one sort of the (layer, bucket) pairs)."""
+    pairs = np.unique(layer_of.astype(np.int64) * n_buckets + bucket_of)
+    layers, buckets = pairs // n_buckets, (pairs % n_buckets).tolist()
+    bounds = np.searchsorted(layers, np.arange(n_layers + 1), side="left").tolist()
+    return [buckets[bounds[v]:bounds[v + 1]] for v in range(n_layers)]
+
+
 def lookahead_gathers(schedule: CommSchedule, items: PlanItems,
                       arrays: TraceArrays) -> CommSchedule:
     """Fill in the all-gathers of a ``defer_gathers`` schedule as DeAR's reference code
@@ -69,10 +79,11 @@ def lookahead_gathers(schedule: CommSchedule, items: PlanItems,
     rs_end = float(np.max(end[items.kind == RS], initial=0.0))
     # Parameters not behind a deferred all-gather are ready as the schedule says; a
     # gathered bucket's entry is set when its all-gather is issued.
-    done = bucket_done(items, np.where(items.kind != AG, end, -np.inf))
-    layer_of = arrays.layer_of[items.member_index]
-    buckets_of = [items.member_bucket[members] for members in
-                  positions_by_value(layer_of, len(arrays.layer_forward_s))]
+    # Python lists in the per-layer loop below: a numpy reduction per layer costs more than
+    # the handful of buckets a layer has (the maximum picks a value, so it is the same)
+    done = bucket_done(items, np.where(items.kind != AG, end, -np.inf)).tolist()
+    buckets_of = layer_buckets(arrays.layer_of[items.member_index], items.member_bucket,
+                               len(arrays.layer_forward_s), len(items.bucket_unpack_s))
     work = (arrays.layer_update_s + arrays.layer_forward_s).tolist()
 
     def issue(k: int, at: float) -> float:
@@ -93,6 +104,6 @@ def lookahead_gathers(schedule: CommSchedule, items: PlanItems,
             if k + 1 < len(order):
                 ag_end[k + 1] = issue(k + 1, hook)
             k += 1
-        ready = float(np.max(done[buckets_of[layer]], initial=schedule.backward_end_s))
+        ready = max([schedule.backward_end_s] + [done[b] for b in buckets_of[layer]])
         clock = max(clock, ready) + w
     return CommSchedule(start, end, bucket_done(items, end), schedule.backward_end_s)

@@ -1,35 +1,43 @@
 """``gradsched report table NAME``: the tables built from one result CSV (or several,
 concatenated), by name; each builder lives in its study's module and returns a frame of
 formatted strings (units in every column header) that :func:`gradsched.report.latex.
-write_table` renders as booktabs LaTeX and Markdown.
+write_table` renders as booktabs LaTeX and Markdown. A study's module is imported only when
+its table is built: several of them draw figures too, and writing one table should not load
+matplotlib and seaborn for the others (tests/test_lazy_imports.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from gradsched.errors import InputError
 from gradsched.io import write_text_atomic
-from gradsched.report.captures import captured_comm_table, captured_compute_table
 from gradsched.report.collect import read_csv_or_empty
-from gradsched.report.compare import compare_table
-from gradsched.report.fits import crossws_table, fits_table
 from gradsched.report.latex import to_latex, to_markdown, write_table
-from gradsched.report.replay import replay_table
-from gradsched.report.topology import topology_table
 
 TABLES = {
-    "captured-compute": captured_compute_table,
-    "captured-comm": captured_comm_table,
-    "fits": fits_table,
-    "crossws": crossws_table,
-    "replay": replay_table,
-    "compare": compare_table,
-    "topology": topology_table,
+    "captured-compute": "captures:captured_compute_table",
+    "captured-comm": "captures:captured_comm_table",
+    "fits": "fits:fits_table",
+    "crossws": "fits:crossws_table",
+    "replay": "replay:replay_table",
+    "compare": "compare:compare_table",
+    "topology": "topology:topology_table",
 }
+"""Each table's builder, ``module:function`` in :mod:`gradsched.report`."""
+
+
+def table_builder(name: str) -> Callable[..., Any]:
+    """The builder of table ``name`` (its study module imported now)."""
+    module, function = TABLES[name].split(":")
+    builder: Callable[..., Any] = getattr(importlib.import_module(f"gradsched.report.{module}"),
+                                          function)
+    return builder
 
 
 def build_table(name: str, inputs: Sequence[str | Path], tex: str | Path, md: str | Path,
@@ -50,12 +58,13 @@ def build_table(name: str, inputs: Sequence[str | Path], tex: str | Path, md: st
                              field="family")
         data = data[data["family"].isin(list(families))].reset_index(drop=True)
     if name == "replay" and not data.empty:  # the LaTeX twin counts a tie (tie_count_text)
+        replay_table = table_builder("replay")
         table, align = replay_table(data, calibrated=calibrated)
         write_text_atomic(tex, to_latex(replay_table(data, ties="count",
                                                      calibrated=calibrated)[0], align,
                                         title or name))
         write_text_atomic(md, to_markdown(table, title or name))
         return table
-    table, align = TABLES[name](data if not data.empty else pd.DataFrame())
+    table, align = table_builder(name)(data if not data.empty else pd.DataFrame())
     write_table(table, tex, md, align=align, title=title or name)
     return table

@@ -155,6 +155,50 @@ def _parse_cell(text: str, col: Column, path: str | Path, row: int) -> object:
     return number
 
 
+_ASCII_SPACES = "".join(c for c in map(chr, range(128)) if c.isspace())
+"""What ``int``/``float`` strip from a cell, in ASCII."""
+
+
+def _valid_column(cells: list[str], col: Column) -> list[object] | None:
+    """The values :func:`_parse_cell` gives the cells of ``col`` when every one is valid,
+    checked a column at a time (one regular expression over the joined column, C-level
+    ``map``, ``min`` and ``max``); ``None`` when some cell is not, for the per-cell parse to
+    name it. Calling :func:`_parse_cell` per cell took 90 % of loading a 45k-tensor trace.
+
+    A number column is valid text when it is ASCII without ``_`` or white space and ``int``
+    (``float``) reads every cell: ``int``/``float`` read exactly :data:`_INT_TEXT`
+    (:data:`_FLOAT_TEXT`) once ``_`` separators, non-ASCII digits and surrounding white
+    space are ruled out (Python's grammar of ``int``/``float`` literals;
+    tests/traces/test_validate_columns.py checks the two verdicts agree on random text)."""
+    if "" in cells:
+        return None
+    if col.kind == "str":
+        if list(map(str.strip, cells)) != cells:
+            return None
+        if col.choices and not set(cells) <= set(col.choices):
+            return None
+        return list(cells)
+    if col.kind == "bool":
+        if not set(cells) <= _TRUE | _FALSE:
+            return None
+        return list(map(_TRUE.__contains__, cells))
+    joined = "".join(cells)
+    if not joined.isascii() or "_" in joined or any(c in joined for c in _ASCII_SPACES):
+        return None
+    try:
+        numbers: list[float] = list(map(int if col.kind == "int" else float, cells))
+    except ValueError:
+        return None
+    if col.kind == "float" and not all(map(math.isfinite, numbers)):
+        return None
+    low, high = min(numbers), max(numbers)
+    maximum = UNIT_MAXIMUM.get(col.unit)
+    if ((maximum is not None and high > maximum) or max(high, -low) > _INT_LIMIT
+            or (col.positive and low <= 0) or (col.minimum is not None and low < col.minimum)):
+        return None
+    return list(numbers)
+
+
 def parse_frame(
     frame: pd.DataFrame, columns: tuple[Column, ...], path: str | Path
 ) -> pd.DataFrame:
@@ -165,7 +209,10 @@ def parse_frame(
         if col.name not in frame.columns:
             continue
         cells = frame[col.name].tolist()
-        typed[col.name] = [_parse_cell(cell, col, path, i + 1) for i, cell in enumerate(cells)]
+        values = _valid_column(cells, col)
+        if values is None:  # a bad cell: the per-cell parse names the first one
+            values = [_parse_cell(cell, col, path, i + 1) for i, cell in enumerate(cells)]
+        typed[col.name] = values
     out = pd.DataFrame(typed)
     for col in columns:
         if col.name not in out.columns:

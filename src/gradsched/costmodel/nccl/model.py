@@ -50,6 +50,10 @@ def _level_from(data: dict[str, Any]) -> LevelParams:
                        float(data.get("channel_speedup", 1.0)))
 
 
+_MAX_MEMO_SIZES = 1_000_000
+"""The most sizes :meth:`NCCLModel.raw_times` keeps priced per (collective, world size)."""
+
+
 @register_model
 class NCCLModel(CommModel):
     """NCCL's algorithm/protocol choice and cost on ``hardware`` with calibrated ``params``."""
@@ -73,8 +77,25 @@ class NCCLModel(CommModel):
         if key not in memo:
             memo[key] = piece_starts(self.hardware, self.params, collective, int(world_size))
         starts, suffix = memo[key]
-        return monotone_times(self.hardware, self.params, collective, m.ravel(),
-                              int(world_size), starts, suffix).reshape(m.shape)
+        flat = m.ravel()
+        if np.isnan(flat).any():
+            return monotone_times(self.hardware, self.params, collective, flat,
+                                  int(world_size), starts, suffix).reshape(m.shape)
+        # Each size is priced on its own (element by element), so a size priced once is
+        # looked up after: the planners' and searches' candidates ask for the same sizes
+        # again and again (MG-WFBP's merge test one size at a time, ByteScheduler's credit
+        # tuning the same partitions), and pricing was most of `advise` at LLM scale.
+        table = memo.setdefault(("times", collective, int(world_size)), {})
+        sizes = flat.tolist()
+        new = [v for v in dict.fromkeys(sizes) if v not in table]
+        if new:
+            if len(table) > _MAX_MEMO_SIZES:
+                table.clear()
+            priced = monotone_times(self.hardware, self.params, collective,
+                                    np.asarray(new, dtype=float), int(world_size), starts,
+                                    suffix)
+            table.update(zip(new, priced.tolist(), strict=True))
+        return np.array([table[v] for v in sizes], dtype=float).reshape(m.shape)
 
     def choices(self, collective: str, nbytes: np.ndarray, world_size: int) -> list[str]:
         """``algorithm/protocol`` NCCL picks at each size (e.g. ``tree/LL``)."""
