@@ -1,24 +1,68 @@
 # Stage: replay. Every (compute, network, comm trace) case with every configured algorithm.
 
 
-rule replay_case:
-    """Plan and replay the configured algorithms on one case (one world size)."""
-    input:
-        compute=lambda wc: compute_path(wc.compute),
-        comm=comm_path,
-    output:
-        f"{RESULTS}/replay/{{set}}/{{compute}}/{{network}}/{{stem}}.csv",
-    log:
-        f"{LOGS}/replay/{{set}}/{{compute}}/{{network}}/{{stem}}.log",
-    params:
-        algorithms=lambda wc: ",".join(set_algorithms(wc.set)),
-        knobs=lambda wc: knob_args(set_algorithms(wc.set)),
-        iterations=config.get("replay", {}).get("iterations", 5),
-        channels=config.get("replay", {}).get("channels", 1),
-    shell:
-        "{GS} replay --compute {input.compute} --comm {input.comm} "
-        "--algorithms {params.algorithms} {params.knobs} --iterations {params.iterations} "
-        "--channels {params.channels} -o {output} > {log} 2>&1"
+def replay_arguments(set_name, compute, comm, output, world=None):
+    """The `gradsched replay` arguments of one case of a result set."""
+    algorithms = set_algorithms(set_name)
+    replay = config.get("replay", {})
+    at = f"--world-size {world} " if world is not None else ""
+    return (
+        f"replay --compute {shlex.quote(compute_path(compute))} --comm {shlex.quote(comm)} "
+        f"{at}--algorithms {','.join(algorithms)} {knob_args(algorithms)} "
+        f"--iterations {replay.get('iterations', 5)} --channels {replay.get('channels', 1)} "
+        f"-o {output}"
+    )
+
+
+def replay_groups():
+    """{(set, network): [(output, log, arguments, inputs)]}: every case of a result set on
+    a network (one per comm trace, and the world sizes beyond its sweeps on its scaled
+    model), replayed by one job."""
+    groups = {}
+    for set_name in ("main", "smoke"):
+        for c, n, stem, path in set_cases(set_name):
+            out = f"{RESULTS}/replay/{set_name}/{c}/{n}/{stem}.csv"
+            groups.setdefault((set_name, n), []).append(
+                (
+                    out,
+                    f"{LOGS}/replay/{set_name}/{c}/{n}/{stem}.log",
+                    replay_arguments(set_name, c, path, out),
+                    [compute_path(c), path],
+                )
+            )
+        for c, n, world in extrapolated_cases(set_name):
+            out = extrapolated_result(set_name, c, n, world)
+            model = f"{RESULTS}/extrapolate/{n}.scaled.json"
+            groups.setdefault((set_name, n), []).append(
+                (
+                    out,
+                    f"{LOGS}/replay/{set_name}/{c}/{n}/extrapolated/p{world}.log",
+                    replay_arguments(set_name, c, model, out, world),
+                    [compute_path(c), model],
+                )
+            )
+    return groups
+
+
+# One job per (result set, network) plans and replays the configured algorithms on each of
+# its cases (a case: a compute trace at one world size).
+for (_set, _network), _cases in replay_groups().items():
+
+    rule:
+        name:
+            rule_name("replay_cases", _set, _network)
+        input:
+            sorted({path for *_, paths in _cases for path in paths}),
+        output:
+            [out for out, *_ in _cases],
+        log:
+            f"{LOGS}/replay/{_set}/{_network}.batch.log",
+        resources:
+            runtime=60,
+        params:
+            jobs=batch_lines((log, args) for _, log, args, _ in _cases),
+        shell:
+            BATCH
 
 
 rule collect_replay:
@@ -202,22 +246,39 @@ CALIBRATED_CASES = [
 
 
 rule replay_calibrated:
-    """One CPU case with the calibrated per-collective cost (MG-WFBP, the contiguous optimum,
-    search, WFBP)."""
+    """The CPU cases with the calibrated per-collective cost (MG-WFBP, the contiguous
+    optimum, search, WFBP), in one job."""
     input:
-        compute=lambda wc: compute_path(wc.compute),
-        comm="traces/comm/cpu/gloo-{link}-p{world}.csv",
-        interference="paper/data/reexec/interference-{link}-p{world}.json",
+        sorted(
+            {
+                path
+                for c, link, w in CALIBRATED_CASES
+                for path in (
+                    compute_path(c),
+                    f"traces/comm/cpu/gloo-{link}-p{w}.csv",
+                    f"paper/data/reexec/interference-{link}-p{w}.json",
+                )
+            }
+        ),
     output:
-        f"{RESULTS}/replay/calibrated/{{compute}}/{{link}}-p{{world}}.csv",
+        [
+            f"{RESULTS}/replay/calibrated/{c}/{link}-p{w}.csv"
+            for c, link, w in CALIBRATED_CASES
+        ],
     log:
-        f"{LOGS}/replay/calibrated/{{compute}}/{{link}}-p{{world}}.log",
-    wildcard_constraints:
-        link="|".join(CALIBRATED_LINKS.values()),
-        world=r"\d+",
+        f"{LOGS}/replay/calibrated.log",
     params:
-        iterations=config.get("replay", {}).get("iterations", 5),
+        jobs=batch_lines(
+            (
+                f"{LOGS}/replay/calibrated/{c}/{link}-p{w}.log",
+                f"replay --compute {shlex.quote(compute_path(c))} "
+                f"--comm traces/comm/cpu/gloo-{link}-p{w}.csv "
+                "--algorithms wfbp,mgwfbp,contiguous_optimum,search "
+                f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                f"--interference paper/data/reexec/interference-{link}-p{w}.json "
+                f"--issue executor -o {RESULTS}/replay/calibrated/{c}/{link}-p{w}.csv",
+            )
+            for c, link, w in CALIBRATED_CASES
+        ),
     shell:
-        "{GS} replay --compute {input.compute} --comm {input.comm} "
-        "--algorithms wfbp,mgwfbp,contiguous_optimum,search --iterations {params.iterations} "
-        "--interference {input.interference} --issue executor -o {output} > {log} 2>&1"
+        BATCH
