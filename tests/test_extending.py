@@ -1,13 +1,14 @@
 """README "Extending", followed word for word: a new planner (the README's own example file),
 a new compute trace and a new network, added the way the README says in a copy of the package
 and of ``config/config.yaml``; then what the workflow does with the configuration (its schema,
-its name checks, its cases) and the command its ``replay_case`` rule runs, on the new case.
+its name checks, its cases) and the command its replay rule runs per case, on the new case.
 
 Nothing else may be needed: if a step stops sufficing (a registry list the README does not
 name, a check the README does not state), this test fails. The traces are SYNTHETIC, made
-here and labelled so; the workflow itself is not started (too slow for a unit test): its rule
-``replay_case`` (workflow/rules/replay.smk) runs ``gradsched replay`` with exactly these
-arguments, and workflow/rules/common.smk resolves the cases and checks the names as below.
+here and labelled so; the workflow itself is not started (too slow for a unit test): its rules
+``replay_cases_<set>_<network>`` (workflow/rules/replay.smk) run ``gradsched replay`` with
+exactly these arguments (one line of a ``gradsched batch`` per case), and
+workflow/rules/common.smk resolves the cases and checks the names as below.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def _add_to_config(config: str, section: str, planner: str) -> tuple[str, str, s
 
 # Run in the copy, with the copy's package first on the path: what the workflow checks in
 # workflow/rules/common.smk (schema, plain names, algorithm names, cases), then the command
-# of rule replay_case on every comm trace of the new case, and `plan --algorithm best`.
+# the replay rules run on every comm trace of the new case, and `plan --algorithm best`.
 WORKFLOW = r"""
 import glob, json, sys
 import jsonschema, yaml

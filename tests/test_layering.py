@@ -63,11 +63,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "report": COMMON | {"traces", "costmodel"},
     "diagnose": COMMON | {"traces", "costmodel", "replay"},
 }
-"""Which units each unit may import (besides itself); ``commands``, ``cli``, ``__main__`` and
-``forkserver`` (which runs the command line in a warm process) sit on top and may import any
-unit."""
+"""Which units each unit may import (besides itself); ``commands``, ``cli`` and ``__main__`` sit
+on top and may import any unit."""
 
-TOP = frozenset({"commands", "cli", "__main__", "forkserver"})
+TOP = frozenset({"commands", "cli", "__main__"})
 
 DECLARATIONS: dict[str, frozenset[str]] = {
     "report": frozenset({"gradsched.reexec.items"}),

@@ -7,26 +7,14 @@ loaded (``docs/errors.md``, "Data never selects code").
 A Ctrl-C while the command line itself loads (pandas, numpy) is noted before it can be
 lost: a library that imports an optional dependency inside ``try: ... except ImportError``
 swallows the ImportError numpy makes of a KeyboardInterrupt, and the command would then run
-on as if nothing happened.
-
-When ``GRADSCHED_FORKSERVER`` names a warm server (:mod:`gradsched.forkserver`, which the
-workflow starts), the command is handed to it first and runs there, exactly as it would
-here; when the server cannot take it, it runs here."""
+on as if nothing happened."""
 
 from gradsched.names import drop_implicit_cwd
 
 drop_implicit_cwd()
 
-import os  # noqa: E402 - after the import path is cleaned
-import signal  # noqa: E402
+import signal  # noqa: E402 - after the import path is cleaned
 import sys  # noqa: E402
-
-if os.environ.get("GRADSCHED_FORKSERVER"):  # a warm server may run it (gradsched.forkserver)
-    from gradsched.forkserver.client import run_through_server
-
-    _served = run_through_server(sys.argv[1:])
-    if _served is not None:
-        sys.exit(_served)
 
 _interrupted: list[int] = []
 

@@ -31,9 +31,9 @@ from gradsched.streams import STDERR, STDOUT, GuardedStream, deliver_stdout, res
 # project's 2-core VM, and `make reproduce` starts ~230; `fit` alone loads in ~0.8 s, `replay`
 # in ~1.25 s. tests/test_cli.py checks that this table is what the modules register.
 VERB_MODULES = {
-    "advise": "advise", "bench": "bench", "capture": "capture", "cluster": "cluster",
-    "compress": "compress", "diagnose": "diagnose", "fit": "fit", "import": "importcmd",
-    "plan": "replaycmd",
+    "advise": "advise", "batch": "batch", "bench": "bench", "capture": "capture",
+    "cluster": "cluster", "compress": "compress", "diagnose": "diagnose", "fit": "fit",
+    "import": "importcmd", "plan": "replaycmd",
     "reexec": "reexec", "replay": "replaycmd", "report": "report", "run": "run", "shard": "shard",
     "study": "study", "traces": "traces",
 }
@@ -42,6 +42,8 @@ VERB_MODULES = {
 VERB_HELP = {
     "advise": "recommend DDP's bucket caps (uniform or per bucket), or a gradsched plan, only "
               "where predicted to win by more than the model's error",
+    "batch": "run many gradsched command lines in one process (the workflow's per-case "
+             "steps), each with its own log",
     "bench": "benchmark gradsched's collective algorithms",
     "capture": "capture real traces with PyTorch (compute, profiled iterations, collective "
                "sweeps)",
@@ -218,6 +220,8 @@ def _main(argv: list[str], closed: list[str]) -> int:
                     raise KeyboardInterrupt from None
                 raise
             command = f" {args.command}"
+            if args.command == "batch":  # its lines run through this entry point
+                args.run_line = main
             if interrupts.hit:
                 raise KeyboardInterrupt
             return _run(args, argv, interrupts, closed)

@@ -1495,6 +1495,19 @@ def _diagnose() -> dict[str, Entry]:
     }
 
 
+# --------------------------------------------------------------------------- batch
+
+
+def _batch() -> dict[str, Entry]:
+    return {
+        "batch --help": HELP,
+        # the job list is the batch's whole input (tests/commands/test_batch.py: each
+        # line writes what it writes alone)
+        "batch jobs": Probe("batch {R}/tests/commands/batch-jobs/none.txt",
+                            "batch {R}/tests/commands/batch-jobs/columns.txt"),
+    }
+
+
 # --------------------------------------------------------------------------- the registry
 
 
@@ -1502,7 +1515,7 @@ def registry() -> dict[str, Entry]:
     entries: dict[str, Entry] = {}
     for part in (_replay, _plan, _advise, _fit, _shard, _study, _traces, _import, _report,
                  _reexec_bench, _run, _capture, _reexec_slow, _shard_slow,
-                 _bench_compress_cluster, _diagnose):
+                 _bench_compress_cluster, _diagnose, _batch):
         entries.update(part())
     return entries
 

@@ -1,5 +1,5 @@
 """What gradsched writes and reads back goes through the input gate too, one family per
-section: the forkserver's ledger and frames, the ranks' results (the launcher's reader, the
+section: the ranks' results (the launcher's reader, the
 timing protocol's records, the captures' results), the emulated cluster's records, a
 measured case's ``meta.json``, the tables read back, and the kernel's pseudo-files
 (``/proc``, cgroups). A file cut short, a line of garbage, a NaN or a negative time ends
@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -24,45 +22,6 @@ import pytest
 
 from gradsched.errors import InputError
 from tests.robustness.refusal import refused
-
-
-# ------------------------------------------------------------------------ forkserver
-def test_a_garbage_ledger_line_is_named_not_counted_as_a_refusal(tmp_path: Path) -> None:
-    from gradsched.forkserver.lifecycle import ledger_summary
-
-    ledger = tmp_path / "ledger.txt"
-    ledger.write_text("served\nrefused: another working folder\nserved\n", encoding="utf-8")
-    assert ledger_summary(ledger) == ("2 commands served, 1 refused "
-                                      "(first: another working folder)")
-    assert ledger_summary(tmp_path / "none.txt") == "0 commands served, 0 refused"
-    ledger.write_text("served\n\x00\x07garb\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"ledger.txt, line 2: .* is not a ledger line"):
-        ledger_summary(ledger)
-    ledger.write_bytes(b"served\nrefused: \xff\n")  # not UTF-8
-    with pytest.raises(InputError, match=r"ledger.txt, line 2: not UTF-8"):
-        ledger_summary(ledger)
-
-
-@pytest.mark.parametrize("payload", [b"[" * 100_000 + b"]" * 100_000, b'{"pid": NaN}',
-                                     b'{"exit": Infinity}'])
-def test_a_corrupt_frame_is_a_protocol_error(payload: bytes) -> None:
-    """A frame nested too deeply (a RecursionError before) or holding NaN or Infinity (not
-    JSON): a ProtocolError, on which the client runs the command itself."""
-    from gradsched.forkserver.protocol import ProtocolError, receive_frame
-
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        theirs.sendall(struct.pack("!I", len(payload)) + payload)
-        with pytest.raises(ProtocolError):
-            receive_frame(ours)
-
-
-def test_a_frame_number_must_be_an_integer_in_range() -> None:
-    from gradsched.forkserver.protocol import frame_int
-
-    assert frame_int({"pid": 42}, "pid", 1, 1 << 22) == 42
-    for bad in (True, 0, -1, 1 << 40, 4.0, "42", None):
-        assert frame_int({"pid": bad}, "pid", 1, 1 << 22) is None
 
 
 # ------------------------------------------------------------------ ranks' results

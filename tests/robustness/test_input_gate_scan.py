@@ -27,9 +27,6 @@ GATE_MODULES = {
 }
 
 ALLOWED: dict[tuple[str, str, str], tuple[int, str]] = {
-    ("forkserver/protocol.py", "receive_frame", "json.loads"): (
-        1, "a socket frame, not a file: bounded by MAX_FRAME_BYTES, NaN/Infinity and deep "
-           "nesting refused; the client imports only the standard library"),
     ("traces/importers/kineto/events.py", "decode_trace_bytes", "json.loads"): (
         1, "parses bytes io.read_bytes read (or a tar member of them), with its own message "
            "for a truncated profile; deep nesting goes to io.parse_json"),

@@ -56,9 +56,9 @@ TINY_CAPTURE = {"capture": {
 # What each rule should ask sbatch for (profiles/slurm/config.yaml and the rules'
 # resources): time limit, memory per node, CPUs per task.
 EXPECTED = {
-    "replay_case": ("01:00:00", "4000M", "1"),
+    "replay_cases_smoke_abci_a100_ib": ("01:00:00", "4000M", "1"),
     "collect_replay": ("00:30:00", "4000M", "1"),
-    "fit_model": ("00:30:00", "4000M", "1"),
+    "fit_models": ("00:30:00", "4000M", "1"),
     "capture_comm_loopback": ("01:00:00", "4000M", "1"),
 }
 

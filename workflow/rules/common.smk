@@ -5,6 +5,7 @@
 
 import glob
 import io
+import re
 import shlex
 import shutil
 import sys
@@ -14,7 +15,6 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from gradsched.errors import ConfigError, InputError
-from gradsched.forkserver import lifecycle as forkserver
 from gradsched.io import read_text, read_yaml
 from gradsched.pipeline import capture as capture_stage
 from gradsched.pipeline import reexec as reexec_stage
@@ -25,21 +25,20 @@ validate(config, "../schemas/config.schema.yaml")
 # The CLI of the package, run with the interpreter that runs Snakemake (the .venv one);
 # -P: the working folder is not put on the import path (docs/errors.md).
 GS = f"{shlex.quote(sys.executable)} -P -m gradsched"
+# A rule that owns a family of per-case steps (a replay per comm trace, a fit per file) runs
+# them as one job: `gradsched batch` reads one command line per line (its log, then the
+# arguments) and runs each in one process, each with its own log (gradsched.commands.batch).
+BATCH = f"printf '%s\\n' {{params.jobs:q}} | {GS} batch - > {{log}} 2>&1"
 
 
-# One warm process imports the package once and forks each `gradsched` job (a fresh
-# interpreter spends more on imports than most jobs on work); a job it cannot run exactly as
-# a fresh process would runs in its own (gradsched.forkserver).
-onstart:
-    print(forkserver.start())
+def batch_lines(jobs):
+    """The job list of a `gradsched batch` rule from [(log, gradsched arguments)]."""
+    return "\n".join(f"{shlex.quote(log)} {args}" for log, args in jobs)
 
 
-onsuccess:
-    print(forkserver.stop())
-
-
-onerror:
-    print(forkserver.stop())
+def rule_name(*parts):
+    """A rule name made of ``parts`` (networks and sets hold '-' and '.')."""
+    return "_".join(re.sub(r"\W", "_", part) for part in parts)
 
 
 RESULTS = config["results_dir"]
@@ -297,12 +296,19 @@ def curve_traces():
     return {t: traces[t] for t in wanted}
 
 
-def curve_models():
+def curve_model_kinds():
+    """[(comm trace stem, model kind)] of the measured-vs-fitted figure."""
     curves = config.get("fit", {}).get("curves") or {}
     return [
-        f"{RESULTS}/fit/models/{stem}.{kind}.json"
+        (stem, kind)
         for stem in curve_traces()
         for kind in curves.get("models", ["alpha-beta", "piecewise"])
+    ]
+
+
+def curve_models():
+    return [
+        f"{RESULTS}/fit/models/{stem}.{kind}.json" for stem, kind in curve_model_kinds()
     ]
 
 

@@ -1,30 +1,48 @@
 # Stage: cost models. Fit every comm trace; held-out error per file; cross-world-size error.
 
 
-rule fit_file:
-    """Fit the configured models to one comm trace; one row per model (held-out MAPE)."""
+rule fit_files:
+    """Fit the configured models to every comm trace, one table per file (one row per model,
+    held-out MAPE), in one `gradsched batch` job."""
     input:
-        lambda wc: fit_traces()[wc.stem],
+        list(fit_traces().values()),
     output:
-        f"{RESULTS}/fit/files/{{stem}}.csv",
+        [f"{RESULTS}/fit/files/{stem}.csv" for stem in fit_traces()],
     log:
-        f"{LOGS}/fit/files/{{stem}}.log",
+        f"{LOGS}/fit/files.log",
     params:
-        models=config.get("fit", {}).get("models", "all"),
+        jobs=batch_lines(
+            (
+                f"{LOGS}/fit/files/{stem}.log",
+                f"fit {shlex.quote(path)} --model "
+                f"{config.get('fit', {}).get('models', 'all')} "
+                f"--table {RESULTS}/fit/files/{stem}.csv",
+            )
+            for stem, path in fit_traces().items()
+        ),
     shell:
-        "{GS} fit {input} --model {params.models} --table {output} > {log} 2>&1"
+        BATCH
 
 
-rule fit_model:
-    """One fitted model JSON (drawn in the measured-vs-fitted figure)."""
+rule fit_models:
+    """The fitted model JSONs drawn in the measured-vs-fitted figure, in one job."""
     input:
-        lambda wc: fit_traces()[wc.stem],
+        list(curve_traces().values()),
     output:
-        f"{RESULTS}/fit/models/{{stem}}.{{kind}}.json",
+        curve_models(),
     log:
-        f"{LOGS}/fit/models/{{stem}}.{{kind}}.log",
+        f"{LOGS}/fit/models.log",
+    params:
+        jobs=batch_lines(
+            (
+                f"{LOGS}/fit/models/{stem}.{kind}.log",
+                f"fit {shlex.quote(curve_traces()[stem])} --model {kind} "
+                f"-o {RESULTS}/fit/models/{stem}.{kind}.json",
+            )
+            for stem, kind in curve_model_kinds()
+        ),
     shell:
-        "{GS} fit {input} --model {wildcards.kind} -o {output} > {log} 2>&1"
+        BATCH
 
 
 rule fit_table:

@@ -1,24 +1,68 @@
 # Stage: replay. Every (compute, network, comm trace) case with every configured algorithm.
 
 
-rule replay_case:
-    """Plan and replay the configured algorithms on one case (one world size)."""
-    input:
-        compute=lambda wc: compute_path(wc.compute),
-        comm=comm_path,
-    output:
-        f"{RESULTS}/replay/{{set}}/{{compute}}/{{network}}/{{stem}}.csv",
-    log:
-        f"{LOGS}/replay/{{set}}/{{compute}}/{{network}}/{{stem}}.log",
-    params:
-        algorithms=lambda wc: ",".join(set_algorithms(wc.set)),
-        knobs=lambda wc: knob_args(set_algorithms(wc.set)),
-        iterations=config.get("replay", {}).get("iterations", 5),
-        channels=config.get("replay", {}).get("channels", 1),
-    shell:
-        "{GS} replay --compute {input.compute} --comm {input.comm} "
-        "--algorithms {params.algorithms} {params.knobs} --iterations {params.iterations} "
-        "--channels {params.channels} -o {output} > {log} 2>&1"
+def replay_arguments(set_name, compute, comm, output, world=None):
+    """The `gradsched replay` arguments of one case of a result set."""
+    algorithms = set_algorithms(set_name)
+    replay = config.get("replay", {})
+    at = f"--world-size {world} " if world is not None else ""
+    return (
+        f"replay --compute {shlex.quote(compute_path(compute))} --comm {shlex.quote(comm)} "
+        f"{at}--algorithms {','.join(algorithms)} {knob_args(algorithms)} "
+        f"--iterations {replay.get('iterations', 5)} --channels {replay.get('channels', 1)} "
+        f"-o {output}"
+    )
+
+
+def replay_groups():
+    """{(set, network): [(output, log, arguments, inputs)]}: every case of a result set on
+    a network (one per comm trace, and the world sizes beyond its sweeps on its scaled
+    model), replayed by one job."""
+    groups = {}
+    for set_name in ("main", "smoke"):
+        for c, n, stem, path in set_cases(set_name):
+            out = f"{RESULTS}/replay/{set_name}/{c}/{n}/{stem}.csv"
+            groups.setdefault((set_name, n), []).append(
+                (
+                    out,
+                    f"{LOGS}/replay/{set_name}/{c}/{n}/{stem}.log",
+                    replay_arguments(set_name, c, path, out),
+                    [compute_path(c), path],
+                )
+            )
+        for c, n, world in extrapolated_cases(set_name):
+            out = extrapolated_result(set_name, c, n, world)
+            model = f"{RESULTS}/extrapolate/{n}.scaled.json"
+            groups.setdefault((set_name, n), []).append(
+                (
+                    out,
+                    f"{LOGS}/replay/{set_name}/{c}/{n}/extrapolated/p{world}.log",
+                    replay_arguments(set_name, c, model, out, world),
+                    [compute_path(c), model],
+                )
+            )
+    return groups
+
+
+# One job per (result set, network) plans and replays the configured algorithms on each of
+# its cases (a case: a compute trace at one world size).
+for (_set, _network), _cases in replay_groups().items():
+
+    rule:
+        name:
+            rule_name("replay_cases", _set, _network)
+        input:
+            sorted({path for *_, paths in _cases for path in paths}),
+        output:
+            [out for out, *_ in _cases],
+        log:
+            f"{LOGS}/replay/{_set}/{_network}.batch.log",
+        resources:
+            runtime=60,
+        params:
+            jobs=batch_lines((log, args) for _, log, args, _ in _cases),
+        shell:
+            BATCH
 
 
 rule collect_replay:
@@ -45,59 +89,97 @@ rule collect_replay:
         "-o {output} > {log} 2>&1"
 
 
+def timeline_jobs():
+    """[(algorithm, its folder)] of the timeline case (config `timeline`)."""
+    tl = config["timeline"]
+    folder = f"{tl['compute']}/{tl['network']}/{tl['comm']}"
+    return [(alg, folder) for alg in tl.get("algorithms", ["wfbp", "mgwfbp", "dear"])]
+
+
 rule replay_timeline:
-    """Replay one algorithm on the timeline case and keep its timeline (CSV + Perfetto)."""
+    """Replay each algorithm of the timeline case and keep its timeline (CSV + Perfetto),
+    in one job."""
     input:
-        compute=lambda wc: compute_path(wc.compute),
-        comm=comm_path,
+        compute=compute_path(config["timeline"]["compute"]),
+        comm=network_traces(config["timeline"]["network"])[config["timeline"]["comm"]],
     output:
-        csv=f"{RESULTS}/timeline/{{compute}}/{{network}}/{{stem}}/{{alg}}.timeline.csv",
-        trace=f"{RESULTS}/timeline/{{compute}}/{{network}}/{{stem}}/{{alg}}.trace.json",
-        result=f"{RESULTS}/timeline/{{compute}}/{{network}}/{{stem}}/{{alg}}.result.csv",
+        [
+            f"{RESULTS}/timeline/{folder}/{alg}.{kind}"
+            for alg, folder in timeline_jobs()
+            for kind in ("timeline.csv", "trace.json", "result.csv")
+        ],
     log:
-        f"{LOGS}/timeline/{{compute}}/{{network}}/{{stem}}/{{alg}}.log",
+        f"{LOGS}/timeline/batch.log",
     params:
-        knobs=lambda wc: knob_args([wc.alg]),
-        iterations=config.get("replay", {}).get("iterations", 5),
+        jobs=lambda wc, input: batch_lines(
+            (
+                f"{LOGS}/timeline/{folder}/{alg}.log",
+                f"replay --compute {input.compute} --comm {input.comm} --algorithms {alg} "
+                f"{knob_args([alg])} "
+                f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                f"--timeline {RESULTS}/timeline/{folder} "
+                f"-o {RESULTS}/timeline/{folder}/{alg}.result.csv",
+            )
+            for alg, folder in timeline_jobs()
+        ),
     shell:
-        "{GS} replay --compute {input.compute} --comm {input.comm} --algorithms {wildcards.alg} "
-        "{params.knobs} --iterations {params.iterations} --timeline $(dirname {output.csv}) "
-        "-o {output.result} > {log} 2>&1"
+        BATCH
 
 
 rule replay_bcaffe_check:
-    """WFBP and MG-WFBP on a B-Caffe compute + comm trace pair (for the compare target)."""
+    """WFBP and MG-WFBP on each B-Caffe compute + comm trace pair (for the compare target),
+    in one job."""
     input:
-        compute=lambda wc: bcaffe_checks()[wc.stem]["compute"],
-        comm=lambda wc: bcaffe_checks()[wc.stem]["comm"],
+        sorted(
+            {
+                p
+                for item in bcaffe_checks().values()
+                for p in (item["compute"], item["comm"])
+            }
+        ),
     output:
-        f"{RESULTS}/compare/bcaffe/{{stem}}.csv",
+        [f"{RESULTS}/compare/bcaffe/{stem}.csv" for stem in bcaffe_checks()],
     log:
-        f"{LOGS}/compare/bcaffe/{{stem}}.log",
+        f"{LOGS}/compare/bcaffe.log",
     params:
-        iterations=config.get("replay", {}).get("iterations", 5),
+        jobs=batch_lines(
+            (
+                f"{LOGS}/compare/bcaffe/{stem}.log",
+                f"replay --compute {shlex.quote(item['compute'])} "
+                f"--comm {shlex.quote(item['comm'])} --algorithms wfbp,mgwfbp "
+                f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                f"-o {RESULTS}/compare/bcaffe/{stem}.csv",
+            )
+            for stem, item in bcaffe_checks().items()
+        ),
     shell:
-        "{GS} replay --compute {input.compute} --comm {input.comm} --algorithms wfbp,mgwfbp "
-        "--iterations {params.iterations} -o {output} > {log} 2>&1"
+        BATCH
 
 
 rule replay_forward:
-    """The real K80 case (its trace did not measure forward) at one assumed forward ratio."""
+    """The real K80 case (its trace did not measure forward) at each assumed forward ratio,
+    in one job."""
     input:
-        compute=lambda wc: compute_path(FORWARD_CASE["compute"]),
+        compute=compute_path(FORWARD_CASE["compute"]),
         comm=FORWARD_CASE["comm"],
     output:
-        f"{RESULTS}/replay/forward/r{{ratio}}.csv",
+        [f"{RESULTS}/replay/forward/r{ratio}.csv" for ratio in FORWARD_RATIOS],
     log:
-        f"{LOGS}/replay/forward/r{{ratio}}.log",
+        f"{LOGS}/replay/forward.log",
     params:
-        algorithms=lambda wc: ",".join(set_algorithms("main")),
-        knobs=lambda wc: knob_args(set_algorithms("main")),
-        iterations=config.get("replay", {}).get("iterations", 5),
+        jobs=lambda wc, input: batch_lines(
+            (
+                f"{LOGS}/replay/forward/r{ratio}.log",
+                f"replay --compute {input.compute} --comm {input.comm} "
+                f"--algorithms {','.join(set_algorithms('main'))} "
+                f"{knob_args(set_algorithms('main'))} "
+                f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                f"--forward-ratio {ratio} -o {RESULTS}/replay/forward/r{ratio}.csv",
+            )
+            for ratio in FORWARD_RATIOS
+        ),
     shell:
-        "{GS} replay --compute {input.compute} --comm {input.comm} "
-        "--algorithms {params.algorithms} {params.knobs} --iterations {params.iterations} "
-        "--forward-ratio {wildcards.ratio} -o {output} > {log} 2>&1"
+        BATCH
 
 
 rule table_forward:
@@ -125,39 +207,43 @@ HEADLINE_MODEL_KINDS = ["alpha-beta", "piecewise", "interp"]
 HEADLINE_COMM_STEM = Path(FORWARD_CASE["comm"]).stem
 
 
-rule fit_headline_model:
-    """The headline's comm trace fitted with one model kind."""
+rule headline_models:
+    """The headline's comm trace fitted with each model kind, and the real K80 case
+    replayed with each fitted model, in one job (each fit before its replay)."""
     input:
-        FORWARD_CASE["comm"],
+        compute=compute_path(FORWARD_CASE["compute"]),
+        comm=FORWARD_CASE["comm"],
     output:
-        f"{RESULTS}/replay/headline-models/{{kind}}.model.json",
+        [
+            f"{RESULTS}/replay/headline-models/{kind}.{ext}"
+            for kind in HEADLINE_MODEL_KINDS
+            for ext in ("model.json", "csv")
+        ],
     log:
-        f"{LOGS}/replay/headline-models/{{kind}}.fit.log",
-    wildcard_constraints:
-        kind="|".join(HEADLINE_MODEL_KINDS),
-    shell:
-        "{GS} fit {input} --model {wildcards.kind} -o {output} > {log} 2>&1"
-
-
-rule replay_headline_model:
-    """The real K80 case replayed with the fitted comm model of one kind."""
-    input:
-        compute=lambda wc: compute_path(FORWARD_CASE["compute"]),
-        model=f"{RESULTS}/replay/headline-models/{{kind}}.model.json",
-    output:
-        f"{RESULTS}/replay/headline-models/{{kind}}.csv",
-    log:
-        f"{LOGS}/replay/headline-models/{{kind}}.log",
-    wildcard_constraints:
-        kind="|".join(HEADLINE_MODEL_KINDS),
+        f"{LOGS}/replay/headline-models.log",
     params:
-        algorithms=lambda wc: ",".join(set_algorithms("main")),
-        knobs=lambda wc: knob_args(set_algorithms("main")),
-        iterations=config.get("replay", {}).get("iterations", 5),
+        jobs=lambda wc, input: batch_lines(
+            job
+            for kind in HEADLINE_MODEL_KINDS
+            for job in (
+                (
+                    f"{LOGS}/replay/headline-models/{kind}.fit.log",
+                    f"fit {input.comm} --model {kind} "
+                    f"-o {RESULTS}/replay/headline-models/{kind}.model.json",
+                ),
+                (
+                    f"{LOGS}/replay/headline-models/{kind}.log",
+                    f"replay --compute {input.compute} "
+                    f"--comm {RESULTS}/replay/headline-models/{kind}.model.json "
+                    f"--algorithms {','.join(set_algorithms('main'))} "
+                    f"{knob_args(set_algorithms('main'))} "
+                    f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                    f"-o {RESULTS}/replay/headline-models/{kind}.csv",
+                ),
+            )
+        ),
     shell:
-        "{GS} replay --compute {input.compute} --comm {input.model} "
-        "--algorithms {params.algorithms} {params.knobs} --iterations {params.iterations} "
-        "-o {output} > {log} 2>&1"
+        BATCH
 
 
 rule table_headline_models:
@@ -202,22 +288,39 @@ CALIBRATED_CASES = [
 
 
 rule replay_calibrated:
-    """One CPU case with the calibrated per-collective cost (MG-WFBP, the contiguous optimum,
-    search, WFBP)."""
+    """The CPU cases with the calibrated per-collective cost (MG-WFBP, the contiguous
+    optimum, search, WFBP), in one job."""
     input:
-        compute=lambda wc: compute_path(wc.compute),
-        comm="traces/comm/cpu/gloo-{link}-p{world}.csv",
-        interference="paper/data/reexec/interference-{link}-p{world}.json",
+        sorted(
+            {
+                path
+                for c, link, w in CALIBRATED_CASES
+                for path in (
+                    compute_path(c),
+                    f"traces/comm/cpu/gloo-{link}-p{w}.csv",
+                    f"paper/data/reexec/interference-{link}-p{w}.json",
+                )
+            }
+        ),
     output:
-        f"{RESULTS}/replay/calibrated/{{compute}}/{{link}}-p{{world}}.csv",
+        [
+            f"{RESULTS}/replay/calibrated/{c}/{link}-p{w}.csv"
+            for c, link, w in CALIBRATED_CASES
+        ],
     log:
-        f"{LOGS}/replay/calibrated/{{compute}}/{{link}}-p{{world}}.log",
-    wildcard_constraints:
-        link="|".join(CALIBRATED_LINKS.values()),
-        world=r"\d+",
+        f"{LOGS}/replay/calibrated.log",
     params:
-        iterations=config.get("replay", {}).get("iterations", 5),
+        jobs=batch_lines(
+            (
+                f"{LOGS}/replay/calibrated/{c}/{link}-p{w}.log",
+                f"replay --compute {shlex.quote(compute_path(c))} "
+                f"--comm traces/comm/cpu/gloo-{link}-p{w}.csv "
+                "--algorithms wfbp,mgwfbp,contiguous_optimum,search "
+                f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                f"--interference paper/data/reexec/interference-{link}-p{w}.json "
+                f"--issue executor -o {RESULTS}/replay/calibrated/{c}/{link}-p{w}.csv",
+            )
+            for c, link, w in CALIBRATED_CASES
+        ),
     shell:
-        "{GS} replay --compute {input.compute} --comm {input.comm} "
-        "--algorithms wfbp,mgwfbp,contiguous_optimum,search --iterations {params.iterations} "
-        "--interference {input.interference} --issue executor -o {output} > {log} 2>&1"
+        BATCH
