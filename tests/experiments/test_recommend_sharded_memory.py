@@ -197,3 +197,18 @@ def test_the_capped_bound_stays_below_every_capped_optimum() -> None:
         assert sharded_lower_bound_s(trace, MODEL, 8) <= bound
         assert bound <= capped.replay.iteration_s * (1 + 1e-9)
     assert checked >= 1
+
+
+def test_the_advice_as_json_takes_numpy_times() -> None:
+    """The replay's times are numpy floats: the JSON of ``advise --sharded --json`` must
+    still be plain JSON (a numpy bool once made it fail at 1,024 ranks)."""
+    import json
+
+    import numpy as np
+
+    plan = SimpleNamespace(to_dict=dict)
+    replay = SimpleNamespace(iteration_s=np.float64(0.5), gathered_peak_bytes=1.0, to_dict=dict)
+    advice = ShardedAdvice(default=plan, default_replay=replay, best=plan, best_replay=replay,
+                           margin=Margin(5.0, "synthetic"), semantics="streams", world_size=8,
+                           memory_cap_bytes=None, names=())
+    assert json.loads(json.dumps(advice.to_dict()))["gain_is_tie"] is True

@@ -107,8 +107,8 @@ class ShardedAdvice:
                 "memory_cap_bytes": self.memory_cap_bytes,
                 "margin_pct": self.margin.pct, "margin_source": self.margin.source,
                 "band_known": self.margin.band_known, "gain_pct": self.gain_pct,
-                "gain_is_tie": same_time(self.best_replay.iteration_s,
-                                         self.default_replay.iteration_s),
+                "gain_is_tie": bool(same_time(self.best_replay.iteration_s,
+                                              self.default_replay.iteration_s)),
                 "recommendation": ("none-fits" if self.smallest_peak_bytes is not None
                                    else "optimum" if self.recommend_best
                                    else "keep-fsdp2-default"),
