@@ -80,7 +80,7 @@ def test_the_replay_table_marks_rows_outside_the_domain_and_host_bound_computes(
     marked = table["WFBP [ms]"].str.endswith(OUTSIDE_MARK)
     assert marked.sum() == 1 and bool(marked[table["network"].eq("net-b")
                                             & table["P [ranks]"].eq("16")].all())
-    assert table["compute"].str.endswith("(host-bound)").sum() == 1
+    assert table["compute"].str.endswith("(host)").sum() == 1
 
 
 def test_host_bound_rows_and_the_headline_domain() -> None:

@@ -42,7 +42,7 @@ def planted_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                      "false causes": (r.false_causes if isinstance(r.false_causes, str)
                                       and r.false_causes else "none"),
                      "note": (r.knock_on and f"knock-on: {r.knock_on}") or r.note or ""})
-    return pd.DataFrame(rows), "llllll"
+    return pd.DataFrame(rows), "lllllp{18em}"  # the note wraps: the table fits the line
 
 
 def write_diagnose_table(kind: str, frame: pd.DataFrame, folder: str | Path) -> None:

@@ -124,7 +124,7 @@ def replay_table(collected: pd.DataFrame, ties: str = "names",
     """Iteration time per algorithm [ms] per case, the fastest algorithm (``ties="names"``:
     every tied one, joined by :data:`TIE_SEP`; ``"count"``: :func:`tie_count_text`) and the
     lower bound. Every mark says why the quoting rule leaves a cell out: ``*`` (mostly
-    priced outside the measured sizes), ``(extrap.)``, ``(host-bound)`` and, for the links in
+    priced outside the measured sizes), ``(extrap.)``, ``(host)`` (host-bound) and, for the links in
     ``calibrated``, :data:`UNCALIBRATED_MARK`."""
     if collected.empty:
         return pd.DataFrame(columns=["trace", "network", "P [ranks]"]), "lll"
@@ -138,7 +138,7 @@ def replay_table(collected: pd.DataFrame, ties: str = "names",
         ranks = ranks.where(~flags.to_numpy(), ranks + " (extrap.)")
     out = pd.DataFrame({
         "compute": wide["trace"].where(~host_bound_cases(collected, wide),
-                                       wide["trace"] + " (host-bound)"),
+                                       wide["trace"] + " (host)"),
         "network": wide["network"], "P [ranks]": ranks,
     })
     if calibrated:
