@@ -157,7 +157,8 @@ TEMPLATE = """# Claims and their numbers (generated from paper/generated/macros.
    A100/GH200 and {GenHTwoZeroZeroNumOutsideDomain} H200 cases (columns
    `comm_below_range_pct`, `comm_above_range_pct`); as host-bound, the
    {GenHTwoZeroZeroNumHostBound} H200 cases of host-bound models (a GPU busy share of the
-   profiled step below {HostCheckHostBoundShare}, the importer's rule): their compute is set by the host's kernel-launch rate and moved by up to 40 %
+   profiled step below {HostCheckHostBoundShare}, the importer's rule): their compute is
+   set by the host's kernel-launch rate and moved by up to 40 %
    between two H200 machines, so one compute time does not describe them; they stay in the
    table, marked. The H200 captures' per-layer hooks slowed host-bound models by up to
    {CaptureHookOverheadMaxPct} % ({CaptureHookOverheadMaxTrace}), so those rows overstate
