@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIT_TRACES = ("osu-abci-inter-anode-2-cpu", "osu-oci-4x36-cpu-roce-noisy")
+FIT_TRACES = ("osu-abci-inter-anode-2-cpu", "nccl-cscs-alps-gh200-2node-allreduce")
 COLLECTIVE_TRACES = sorted(str(p) for p in (REPO / "traces/comm/collectives").glob("*.csv"))
 
 

@@ -36,12 +36,12 @@ published peaks.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from gradsched.errors import ConfigError
+from gradsched.io import read_json
 
 
 @dataclass(frozen=True)
@@ -97,9 +97,10 @@ class LlmShape:
         return self.train_seq_len or self.max_positions
 
 
-HF_CONFIG_DIR = Path(__file__).resolve().parents[2] / "data" / "external" / "hf-configs"
+HF_CONFIG_DIR = Path(__file__).resolve().parent / "hf_configs"
 """The committed public configurations (``NAME/config.json``) and ``cards.json`` (published
-parameter count, pre-training sequence, licence, source per name): see its README."""
+parameter count, pre-training sequence, licence, source per name): see its README. Package
+data, so an installed gradsched has them; ``data/external/hf-configs`` links here."""
 
 KIND_BY_MODEL_TYPE = {"llama": "llama", "mistral": "llama", "qwen2": "llama",
                       "mixtral": "mixtral", "gpt_neox": "neox", "gpt2": "gpt",
@@ -185,15 +186,7 @@ def shape_from_config(config: dict, name: str, *, published_params: float = 0.0,
 
 def read_config(path: Path) -> dict:
     """A ``config.json`` as a dict; a clear error naming the file otherwise."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config.json") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not a readable JSON config.json ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: config.json must hold a JSON object")
-    return data
+    return read_json(path, "no such config.json")
 
 
 def _committed_shapes() -> dict[str, LlmShape]:

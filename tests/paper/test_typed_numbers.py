@@ -138,6 +138,17 @@ QUOTED: tuple[tuple[str, str], ...] = (
     (r"21 per plan", "3 rounds x 7 iterations, settings of the experiment"),
     (r"at least 0.25 cores", "the load threshold of the experiment (a setting)"),
     (r"published $-$ 1.", "a formula (error = predicted / published - 1)"),
+    (r"Llama~3.1 8B/70B/405B, Llama~2 70B, Mixtral 8x7B", "model names (committed configs)"),
+    (r"Llama~2 70B", "a model's name"),
+    (r"(Section~4)", "the section of the cited paper"),
+    (r"bytes at 16 bits", "the cited paper's activation precision (Korthikanti et al.)"),
+    (r"16~bytes read and 12 written", "what PyTorch's fused Adam reads and writes (its code)"),
+    (r"(A100 80\,GB 2.04\,TB/s, H100 SXM 3.35\,TB/s, H100 NVL 3.9\,TB/s, GH200 4\,TB/s, "
+     r"H200 4.8\,TB/s)", "the GPUs' datasheet bandwidths (gradsched.gpus, with sources)"),
+    (r"EFA between nodes, 3.2\,Tbit/s per node", "the network as AWS describes it (source)"),
+    (r"CUDA\_DEVICE\_MAX\_CONNECTIONS=1", "an environment variable's setting (Megatron-LM)"),
+    (r"rank~0", "a rank's number (which trace)"),
+    (r"rank 0", "a rank's number (which trace)"),
 )
 
 PENDING: tuple[tuple[str, str], ...] = (

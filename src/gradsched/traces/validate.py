@@ -173,8 +173,8 @@ def _valid_column(cells: list[str], col: Column) -> list[object] | None:
     if "" in cells:
         return None
     if col.kind == "str":
-        if list(map(str.strip, cells)) != cells:
-            return None
+        if list(map(str.strip, cells)) != cells or any("\x00" in c for c in cells):
+            return None  # the per-cell parse names a NUL byte (:func:`_text_cell`)
         if col.choices and not set(cells) <= set(col.choices):
             return None
         return list(cells)
