@@ -42,7 +42,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "admission": frozenset({"errors", "io", "procfs"}),
     "ties": frozenset(),
     "gpus": frozenset(),
-    "llm_shapes": frozenset({"errors"}),
+    "llm_shapes": frozenset({"errors", "io"}),  # its committed configs through the input gate
     "printable": frozenset(),
     "streams": frozenset({"errors"}),
     "traces": COMMON,
