@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 COMMON = frozenset({"errors", "io", "staging", "signal_hold", "run_order", "limits", "networks",
                     "units", "provenance", "plan", "plan_sharded", "names", "intermediates",
                     "admission", "ties", "gpus", "printable", "procfs", "readback",
-                    "llm_shapes", "streams"})
+                    "llm_shapes", "streams", "schema_check"})
 """The common ground every unit may import. ``llm_shapes``: published LLM dimensions and
 their parameter list without torch, read by the model zoo, the FLOPs model (traces) and the
 at-scale study (experiments), as ``gpus`` holds the GPUs' published peaks."""
@@ -28,7 +28,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "limits": frozenset(),
     "procfs": frozenset({"errors"}),
     "io": frozenset({"errors", "procfs", "streams"}),
-    "readback": frozenset({"errors", "io", "limits"}),
+    "readback": frozenset({"errors", "io", "limits", "schema_check"}),
+    "schema_check": frozenset({"errors", "io"}),
     "staging": frozenset({"errors", "io", "signal_hold", "streams"}),
     "signal_hold": frozenset(),
     "run_order": frozenset(),

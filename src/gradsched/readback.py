@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from gradsched.errors import InputError
-from gradsched.io import schema_field
 from gradsched.limits import MAX_SECONDS, in_range, is_real
+from gradsched.schema_check import schema_field
 
 MAX_COUNT = 2**62
 """Largest count or byte size read back (int64 sums of a few cannot wrap)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import gradsched.pipeline
 
-COMMON = {"errors", "io", "limits", "names", "networks", "units", "pipeline"}
+COMMON = {"errors", "io", "schema_check", "limits", "names", "networks", "units", "pipeline"}
 
 
 def test_pipeline_imports_only_the_common_layer() -> None:

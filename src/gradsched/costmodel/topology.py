@@ -68,8 +68,9 @@ from gradsched.costmodel.base import (
 )
 from gradsched.costmodel.domain import CollectiveBasis, combine_bases
 from gradsched.errors import ConfigError, GradschedError, InputError
-from gradsched.io import check_schema, read_json, read_yaml
+from gradsched.io import read_json, read_yaml
 from gradsched.limits import MAX_RANKS as LIMIT_RANKS
+from gradsched.schema_check import check_schema
 
 LEVELS = ("intra", "inter")
 TOPOLOGY_COLLECTIVES = ("flat", "hierarchical")

@@ -38,8 +38,9 @@ from gradsched.costmodel.crossws import cross_world_size
 from gradsched.costmodel.overlap_slowdown import resolve
 from gradsched.errors import ConfigFileError, InputError
 from gradsched.experiments.grid import compare
-from gradsched.io import check_schema, read_yaml
+from gradsched.io import read_yaml
 from gradsched.replay.engine import ReplayOptions
+from gradsched.schema_check import check_schema
 from gradsched.traces.bundle import ComputeTrace
 
 SCALING_COLUMNS = (

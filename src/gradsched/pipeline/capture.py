@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from gradsched.errors import ConfigError, InputError
-from gradsched.io import check_schema
 from gradsched.names import plain_name, registry_model
+from gradsched.schema_check import check_schema
 
 SCHEMA = "capture.schema.yaml"
 """The capture configuration's schema (``workflow/schemas/``)."""

@@ -12,12 +12,13 @@ from typing import Any
 
 from gradsched.errors import ConfigError, ConfigFileError, InputError
 from gradsched.experiments.grid import expand_algorithms
-from gradsched.io import check_schema, read_json, read_yaml
+from gradsched.io import read_json, read_yaml
 from gradsched.limits import MAX_GRAD_ACCUM, MAX_SECONDS, in_range, is_grad_accum
 from gradsched.names import plain_name, registry_model
 from gradsched.networks import NETWORKS, tc_rate
 from gradsched.planners import WFBP_FAMILY
 from gradsched.replay.engine import MAX_SLOWDOWN
+from gradsched.schema_check import check_schema
 
 # --------------------------------------------------------------------------- cases
 ZERO1_MODES: dict[str, str] = {"plain": "zero1", "overlap": "zero1-overlap"}

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from gradsched.errors import InputError
-from gradsched.io import check_schema, read_json
+from gradsched.io import read_json
 from gradsched.limits import MAX_RANKS
 from gradsched.names import plain_name
 from gradsched.readback import count, finite_tree, mapping, number, seconds, sequence, text
 from gradsched.reexec.config import SCHEMA, Case, case_of
+from gradsched.schema_check import check_schema
 
 META = "meta.json"
 CASE_SCHEMA = {"$ref": "#/$defs/case"}
