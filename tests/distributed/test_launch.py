@@ -104,3 +104,36 @@ def test_lowest_rank_on_ties_and_running_ranks_ignored():
     finally:
         procs[0].kill()
         procs[0].wait()
+
+
+def test_a_rank_that_lost_a_peer_is_not_blamed_even_if_it_exited_first():
+    """The dying rank's exit can be seen after its peer's (the kernel tears down a large
+    process's threads and memory first): the exit code, not the clock, decides."""
+    from gradsched.distributed.peer_loss import PEER_LOST
+
+    procs = [_spawn(f"import os; os._exit({PEER_LOST})"),
+             _spawn("import time, os; time.sleep(0.3); os._exit(17)")]
+    with _ExitClock(procs) as clock:
+        clock.watch(5.0)
+        codes = [p.wait() for p in procs]
+        assert clock.exited_at[0] < clock.exited_at[1]
+        assert clock.first_failed(codes) == 1
+        # when every failed rank lost a peer (a network failure), the first to exit
+        assert clock.first_failed([PEER_LOST, PEER_LOST]) == 0
+
+
+def test_a_failed_collective_is_told_from_a_task_error():
+    from gradsched.distributed.peer_loss import lost_a_peer
+
+    gloo = RuntimeError("[third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error "
+                        "[127.0.0.1]:9383: Connection reset by peer. This is typically ...")
+    try:
+        try:
+            raise gloo
+        except RuntimeError as exc:
+            raise ValueError("rank 1: all-reduce of bucket 0 failed") from exc
+    except ValueError as wrapped:
+        assert lost_a_peer(wrapped)
+    assert lost_a_peer(RuntimeError("Timed out waiting 20000ms for recv operation"))
+    assert not lost_a_peer(ValueError("learning rate must be positive"))
+    assert not lost_a_peer(KeyError("fc1.weight"))

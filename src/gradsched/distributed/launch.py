@@ -43,6 +43,7 @@ from typing import Any
 
 from gradsched.admission import check_ranks
 from gradsched.distributed.lifeline import exit_on_signals
+from gradsched.distributed.peer_loss import PEER_LOST
 from gradsched.distributed.rank_files import ERROR_LINE_CHARS, failure_path, result_path
 from gradsched.errors import GradschedError, InputError
 from gradsched.io import parse_json, read_text
@@ -250,9 +251,12 @@ class _ExitClock:
                 self.exited_at.setdefault(rank, now)
 
     def first_failed(self, codes: Sequence[int | None]) -> int:
-        """The failed rank that exited first; lowest rank on ties."""
+        """The failed rank that caused the failure: one that did not merely lose a peer
+        (:data:`~gradsched.distributed.peer_loss.PEER_LOST`) if any, the first of them to
+        exit; lowest rank on ties."""
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-        return min(failed, key=lambda r: (self.exited_at.get(r, float("inf")), r))
+        return min(failed, key=lambda r: (codes[r] == PEER_LOST,
+                                          self.exited_at.get(r, float("inf")), r))
 
 
 def _terminate(procs: list[subprocess.Popen[bytes]]) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gradsched.distributed.lifeline import watch_parent
+from gradsched.distributed.peer_loss import PEER_LOST, TASK_FAILED, lost_a_peer
 from gradsched.distributed.rank_files import ERROR_LINE_CHARS, failure_path, result_name
 from gradsched.errors import ConfigError, InputError
 from gradsched.io import read_json
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         print(f"rank {rank}: task {args.task} failed:\n{traceback.format_exc()}", file=sys.stderr)
         record_failure(args.workdir, rank, error_line(exc))
-        return 4
+        return PEER_LOST if lost_a_peer(exc) else TASK_FAILED
     import torch.distributed as dist
 
     out = args.workdir / result_name(rank)
