@@ -1,5 +1,5 @@
-"""The paper: it builds with latexmk, every macro it uses is generated, and the README's
-claims table lists every figure and table main.tex includes."""
+"""The paper: it builds with latexmk, every macro it uses is generated, and the
+claims table (docs/claims.md) lists every figure and table main.tex includes."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def scaling_macro_names() -> dict[str, str]:
 
 
 def claims_table(readme: Path) -> list[dict[str, str]]:
-    """Rows of the README's claims table (the Markdown table whose header has 'claim')."""
+    """Rows of the claims table (docs/claims.md) (the Markdown table whose header has 'claim')."""
     rows, header = [], None
     for line in readme.read_text().splitlines():
         if not line.startswith("|"):
@@ -111,8 +111,8 @@ def test_main_tex_includes_every_figure_and_table() -> None:
 
 
 def test_readme_claims_table_lists_every_included_output() -> None:
-    rows = claims_table(REPO / "README.md")
-    assert rows, "README.md has no claims table (a Markdown table whose first column is 'claim')"
+    rows = claims_table(REPO / "docs" / "claims.md")
+    assert rows, "docs/claims.md has no claims table (a Markdown table whose first column is 'claim')"
     text = " ".join(row.get("output", "") for row in rows)
     figs, tabs = included()
     for fig in figs:

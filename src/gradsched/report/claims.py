@@ -1,7 +1,8 @@
-"""The README's claims with their numbers, from the same macros as the paper.
+"""The claims of docs/claims.md with their numbers, from the same macros as the paper.
 
-``paper/generated/claims.md`` is written from ``paper/generated/macros.tex``, so the
-README (which points here and quotes no number itself) and the paper cannot disagree.
+``paper/generated/claims.md`` is written from ``paper/generated/macros.tex``, so the claims
+page (``docs/claims.md``: it points here and quotes no number itself) and the paper cannot
+disagree.
 A macro the pipeline could not compute prints ``n/a``.
 """
 

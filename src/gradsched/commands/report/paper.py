@@ -30,7 +30,7 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("log", type=Path, help="the .log of a LaTeX run")
     p.set_defaults(func=_latex_check)
 
-    p = rsub.add_parser("claims", help="the README's claims with the paper's numbers "
+    p = rsub.add_parser("claims", help="the claims (docs/claims.md) with the paper's numbers "
                         "(Markdown from the macros file)")
     p.add_argument("--macros", type=Path, required=True, help="paper/generated/macros.tex")
     p.add_argument("-o", "--output", type=output_file, required=True, help="claims Markdown")
