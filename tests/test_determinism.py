@@ -87,7 +87,7 @@ def test_outputs_are_the_same_bytes_under_numpy_and_openblas_code_paths(tmp_path
         if extra.get("OPENBLAS_CORETYPE"):
             assert [c.lower() for c in state["blas"]] == [extra["OPENBLAS_CORETYPE"].lower()]
     files = sorted(p.name for p in done["default"].iterdir() if p.name != "state.json")
-    assert len(files) == 6
+    assert len(files) == 8
     for name in runs:
         if name == "default":
             continue

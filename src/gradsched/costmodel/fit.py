@@ -28,6 +28,7 @@ import pandas as pd
 
 from gradsched.costmodel.base import DERIVED_FROM_ALL_REDUCE, AlphaBetaModel
 from gradsched.costmodel.domain import series_record
+from gradsched.costmodel.formulas import FITTED_DIGITS
 from gradsched.costmodel.interp import InterpCurve, InterpModel
 from gradsched.costmodel.piecewise import (
     MAX_SEGMENTS,
@@ -45,6 +46,7 @@ from gradsched.costmodel.series import (
 )
 from gradsched.costmodel.wire import check_series
 from gradsched.errors import ConfigError, InputError
+from gradsched.io import round_significant
 from gradsched.traces.bundle import CommTrace
 
 FIT_MODELS: tuple[str, ...] = ("alpha-beta", "piecewise", "interp")
@@ -80,7 +82,7 @@ def fit_alpha_beta(nbytes: np.ndarray, times: np.ndarray) -> AlphaBetaCurve:
     design = np.column_stack([np.ones_like(m), m]) / t[:, None]
     scale = np.maximum(design.max(axis=0), 1e-300)
     coef, _ = nnls(design / scale, np.ones_like(t))
-    alpha, beta = coef / scale
+    alpha, beta = round_significant(coef / scale, FITTED_DIGITS)  # the same on every BLAS kernel
     return AlphaBetaCurve(float(alpha), float(beta))
 
 

@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 
 from gradsched.costmodel.base import register_model
+from gradsched.costmodel.formulas import FITTED_DIGITS
 from gradsched.costmodel.series import SeriesModel
 from gradsched.errors import ConfigError
+from gradsched.io import round_significant
 
 MAX_SEGMENTS = 4
 MAX_CANDIDATES = 64  # breakpoint candidates searched (log-spaced subset for long series)
@@ -232,6 +234,10 @@ def fit_piecewise(
     k_best = min(usable, key=lambda k: (bic(k), k))
     idx = results[k_best][1]
     _, coef = prob.solve(idx)
+    # NNLS's last bits follow the BLAS kernel (OpenBLAS picks one per CPU): the parameters
+    # keep FITTED_DIGITS, so a fit, and every plan a replay derives from it, is the same on
+    # every CPU (an exact tie in a planner's program would otherwise flip)
+    coef = round_significant(coef, FITTED_DIGITS)
     return PiecewiseCurve(float(coef[0]), prob.breakpoints(idx),
                           tuple(float(s) for s in coef[1:]))
 
