@@ -119,14 +119,19 @@ def tree_fill_s(hw: Hardware, protocol: str, nbytes: np.ndarray, n_ranks: int, n
 
     (``kernel_Bps`` ``None``: the wire alone.) A message smaller than one chunk per channel
     is forwarded whole at every hop, so the fill grows with the tree's depth (log2 of the
-    node count)."""
+    node count). Both rates are those of the channels the collective runs on: a small
+    collective runs on few of them (``getAlgoInfo``, ``src/enqueue.cc`` L304-312 at
+    v2.8.4-1; :func:`channel_fraction`), each channel one CUDA block with its own
+    connection, so a hop moves the message at that share of the rates, as the streaming
+    term does (:func:`choice_times` passes both rates scaled by the fraction; arrays of
+    one rate per size are accepted)."""
     hops = 2 * int(log2i(n_nodes)) - 1
     if hops <= 0:
         return np.zeros(np.shape(nbytes))
     chunk = tree_chunk_bytes(protocol, nbytes, n_ranks, n_nodes, hw.channels) * hw.channels
-    per_byte = WIRE_BYTES_PER_DATA_BYTE[protocol] / bus_Bps
+    per_byte = WIRE_BYTES_PER_DATA_BYTE[protocol] / np.asarray(bus_Bps, dtype=float)
     if kernel_Bps is not None:
-        per_byte = max(per_byte, 1.0 / kernel_Bps)
+        per_byte = np.maximum(per_byte, 1.0 / np.asarray(kernel_Bps, dtype=float))
     return hops * np.minimum(np.asarray(nbytes, dtype=float), chunk) * per_byte
 
 
@@ -409,14 +414,16 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
                 plateau = np.floor(m / (hw.channels * n_ranks)) >= 64
             lat_arr[plateau] *= (k.plateau_factor_volta if hw.generation == "volta"
                                  else k.plateau_factor_ampere)
+        frac = np.ones(m.shape)
         if priced:
             level = params.intra if n_nodes == 1 else params.inter
-            bw_arr *= channel_fraction(hw, algorithm, protocol, m, n_ranks, n_nodes,
-                                       level.channel_speedup)
+            frac = channel_fraction(hw, algorithm, protocol, m, n_ranks, n_nodes,
+                                    level.channel_speedup)
+            bw_arr *= frac
         out[row] = lat_arr + m / bw_arr
         if priced and algorithm == "tree" and n_nodes > 1:
             out[row] += tree_fill_s(hw, protocol, m, n_ranks, n_nodes,
-                                    params.inter_busbw_Bps(n_nodes), 2.0 * bw)
+                                    params.inter_busbw_Bps(n_nodes) * frac, 2.0 * bw * frac)
     return out
 
 
