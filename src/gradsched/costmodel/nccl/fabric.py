@@ -14,6 +14,14 @@ reported in NVIDIA/nccl GitHub issue 1229 (data/external/nccl-issue-1229/, numbe
 in :data:`ISSUE_1229_BUSBW_GBPS`). It is *validated* on the ABCI A100 and V100 all-reduce
 sweeps (2..32 nodes), which it never saw; the cross-world-size table reports the error with
 and without it (``--fabric none``).
+
+The slowdown is the wire's: a protocol that does not fill the wire (LL, limited by its
+kernel's flag-per-8-bytes lines) keeps its rate until the slowed wire falls below it
+(:func:`gradsched.costmodel.nccl.tuning.bus_bandwidth_Bps`). The cause exists on the ABCI
+machine: its compute racks are full-bisection up to the rack's leaf switches and 1/3
+oversubscribed above them (the V-node fabric as described by news.mynavi.jp/article/abci-2,
+an article on ABCI's InfiniBand EDR network; no description of the A-node fabric was
+found), so it stays switched on there.
 """
 
 from __future__ import annotations

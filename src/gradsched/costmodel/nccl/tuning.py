@@ -291,7 +291,16 @@ def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: 
     L304, L326-336, L376-382). 0 where the pair is not used. ``graphs``: between nodes, take
     the bus bandwidth and channel count of each algorithm's own graph as NCCL derives them
     (:func:`.graph.nccl_284_graphs`, tuning.cc L120-121 at 2.8.4) instead of ``params`` and
-    ``hw.channels``, where that derivation applies."""
+    ``hw.channels``, where that derivation applies.
+
+    The fabric slowdown (:mod:`.fabric`, :meth:`Params.inter_busbw_Bps`) slows the wire
+    between nodes, not the GPU's kernels: a protocol's rate is the lesser of its own rate at
+    the reference scale (the refinements above) and what the slowed wire carries of its
+    data, the wire's rate over the protocol's wire bytes per data byte
+    (:data:`WIRE_BYTES_PER_DATA_BYTE`: 2 for LL, 16/15 for LL128, 1 for Simple). Simple
+    fills the wire and slows with it; LL, whose flag-per-8-bytes lines cap it near a
+    quarter of the wire (ring, tuning.cc L124 at v2.8.4-1), slows only once the wire's half
+    falls below that."""
     if algorithm == "tree" and collective != "all_reduce":
         return 0.0
     if protocol == "LL128" and not hw.ll128_at(n_nodes):
@@ -304,7 +313,7 @@ def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: 
     ll_row = gen if n_nodes == 1 else (1 if hw.cpu_vendor == "amd" else 0)
     ll_max = k.ll_max_bw[ll_row][i2] * _GB
     level = params.intra if n_nodes == 1 else params.inter
-    bus = level.busbw_Bps if n_nodes == 1 else params.inter_busbw_Bps(n_nodes)
+    bus = level.busbw_Bps
     if graph:
         bus = graph[algorithm].bus_GBps(n_nodes) * _GB
     if k.ampere_busbw_cap_gbps is not None and hw.generation == "ampere":
@@ -334,6 +343,9 @@ def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: 
         if protocol == "LL128":
             bus = min(bus * (7.0 / 9.0 if n_nodes == 1 else k.tree_ll128_factor_multi),
                       tree_ll128_cap)
+    if n_nodes > 1 and not graph:
+        bus = min(bus, params.inter_busbw_Bps(n_nodes) / WIRE_BYTES_PER_DATA_BYTE[protocol])
+    if algorithm == "tree":
         return bus * 0.5
     return bus * n_ranks / _nsteps(collective, n_ranks)
 
