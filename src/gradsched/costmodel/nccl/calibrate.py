@@ -172,7 +172,8 @@ def _calibrate_on(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric
     ref_nodes = 2
     if inter is not None:
         ref_nodes = layout(inter.world_size, hw.gpus_per_node)[1]
-    params = replace(params, fabric_per_doubling=fabric_k, fabric_ref_nodes=ref_nodes)
+    params = replace(params, fabric_per_doubling=fabric_k, fabric_ref_nodes=ref_nodes,
+                     fabric_free_nodes=hw.full_bisection_nodes)
     errors: dict[str, float] = {}
     if intra is not None:
         level, errors["intra"] = fit_level(hw, params, intra)

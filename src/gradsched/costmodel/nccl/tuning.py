@@ -242,17 +242,24 @@ class LevelParams:
 @dataclass(frozen=True)
 class Params:
     """The inputs of the tuning model: the two levels, and a per-doubling slowdown of the
-    inter-node bandwidth with the node count (:mod:`.fabric`; 0 = none)."""
+    inter-node bandwidth with the node count (:mod:`.fabric`; 0 = none) from
+    ``fabric_ref_nodes`` on, none on at most ``fabric_free_nodes`` nodes (a full-bisection
+    domain of the machine, :attr:`.hardware.Hardware.full_bisection_nodes`; 0 = unknown)."""
 
     intra: LevelParams
     inter: LevelParams
     fabric_per_doubling: float = 0.0
     fabric_ref_nodes: int = 2
+    fabric_free_nodes: int = 0
 
     def inter_busbw_Bps(self, n_nodes: int) -> float:
-        """The inter-node bus bandwidth at ``n_nodes`` (:func:`.fabric.slowdown`)."""
-        return self.inter.busbw_Bps / slowdown(n_nodes, self.fabric_ref_nodes,
-                                               self.fabric_per_doubling)
+        """The inter-node bus bandwidth at ``n_nodes`` (:func:`.fabric.slowdown`): the
+        fitted one inside a full-bisection domain, where no link is oversubscribed, and
+        beyond it slowed per doubling from the larger of the domain and the fitted scale."""
+        if n_nodes <= self.fabric_free_nodes:
+            return self.inter.busbw_Bps
+        ref = max(self.fabric_ref_nodes, self.fabric_free_nodes)
+        return self.inter.busbw_Bps / slowdown(n_nodes, ref, self.fabric_per_doubling)
 
 
 def nccl_default_params(hw: Hardware) -> Params:
