@@ -17,11 +17,13 @@ and without it (``--fabric none``).
 
 The slowdown is the wire's: a protocol that does not fill the wire (LL, limited by its
 kernel's flag-per-8-bytes lines) keeps its rate until the slowed wire falls below it
-(:func:`gradsched.costmodel.nccl.tuning.bus_bandwidth_Bps`). The cause exists on the ABCI
-machine: its compute racks are full-bisection up to the rack's leaf switches and 1/3
-oversubscribed above them (the V-node fabric as described by news.mynavi.jp/article/abci-2,
-an article on ABCI's InfiniBand EDR network; no description of the A-node fabric was
-found), so it stays switched on there.
+(:func:`gradsched.costmodel.nccl.tuning.bus_bandwidth_Bps`). Its cause is the oversubscribed
+links above a full-bisection domain, so a collective on at most that domain's nodes has none
+and beyond it the doublings count from the domain's size
+(:meth:`gradsched.costmodel.nccl.tuning.Params.inter_busbw_Bps`,
+:attr:`gradsched.costmodel.nccl.hardware.Hardware.full_bisection_nodes`): on ABCI's V-nodes
+a rack of 34 (:data:`gradsched.costmodel.nccl.hardware.FULL_BISECTION_NODES`), unknown on its
+A-nodes, where the slowdown applies from the fitted scale on.
 """
 
 from __future__ import annotations
