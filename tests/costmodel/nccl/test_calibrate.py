@@ -49,3 +49,17 @@ def test_abci_two_node_sweeps_decide_ll128_per_machine() -> None:
     a100, _, err_a = calibrate(A100, _abci("anode", 2, 8), None, 0.0)
     assert not v100.net_ll128 and a100.net_ll128
     assert err_v["inter"] < 14.0 and err_a["inter"] < 6.5
+
+
+def test_the_protocol_efficiencies_stop_at_their_wire_format() -> None:
+    # LL carries 8 data bytes in 16 (2.8.4 devcomm.h): at most half the bus bandwidth, 1.5
+    # times NCCL's largest LL factor (1/3, ring on one node, not all-reduce); LL128 120 in
+    # 128: 15/16 over NCCL's 0.92
+    from gradsched.costmodel.nccl.calibrate import efficiency_bounds
+    from gradsched.costmodel.nccl.hardware import PRESETS
+
+    (ll_lo, ll_hi), (l128_lo, l128_hi) = efficiency_bounds(PRESETS["abci-v100"])
+    assert ll_hi == pytest.approx(1.5) and l128_hi == pytest.approx(15 / 16 / 0.92)
+    assert ll_lo == l128_lo == 0.05
+    # current NCCL puts ring LL at half the bus bandwidth already
+    assert efficiency_bounds(PRESETS["h100-8x400g"])[0][1] == pytest.approx(1.0)

@@ -13,7 +13,9 @@ from gradsched.costmodel.nccl.tuning import (
     CHOICES,
     LevelParams,
     Params,
+    bus_bandwidth_Bps,
     channel_fraction,
+    choice_times,
     latency_s,
     nccl_default_params,
     runtime_channels,
@@ -194,3 +196,39 @@ def test_the_tree_fill_waits_for_the_slower_of_kernel_and_wire() -> None:
     assert tree_fill_s(V100, "LL", m, 16, 4, 20e9, kernel_Bps=40e9)[0] == wire_only
     assert tree_fill_s(V100, "LL", m, 16, 4, 20e9, kernel_Bps=5e9)[0] == pytest.approx(
         3 * 4096 / 5e9)
+
+
+def test_the_tree_fill_of_a_small_collective_moves_at_its_channels_rate() -> None:
+    # 8 KiB tree LL on 4 V100 nodes runs on 2 of 4 channels (4 KiB a channel): its fill
+    # hops at that share of the rates, so it costs twice the fill on all channels
+    far = replace(V100, net_ll128=False)
+    params = nccl_default_params(far)
+    m = np.array([8192.0])
+    row = CHOICES.index(("tree", "LL"))
+    frac = channel_fraction(far, "tree", "LL", m, 16, 4)[0]
+    assert frac == 0.5
+    bw = bus_bandwidth_Bps(far, params, "all_reduce", "tree", "LL", 16, 4)
+    full = tree_fill_s(far, "LL", m, 16, 4, params.inter_busbw_Bps(4), 2.0 * bw)[0]
+    lat = latency_s(far, params, "all_reduce", "tree", "LL", 16, 4)
+    priced = choice_times(far, params, "all_reduce", m, 16, priced=True)[row][0]
+    correction = 0.7  # treeCorrectionFactor[LL][log2(8192 / 64)], tuning.cc L265 at v2.8.4-1
+    streaming = 8192.0 / (bw * correction * frac)
+    assert priced - lat - streaming == pytest.approx(2.0 * full, rel=1e-9)
+
+
+def test_the_fabric_slows_the_wire_not_a_protocol_below_it() -> None:
+    # Simple fills the wire and slows with it; ring LL runs at a quarter of it (tuning.cc
+    # L124 at v2.8.4-1) and keeps its rate until the slowed wire carries less than its 2
+    # wire bytes per data byte
+    far = replace(V100, net_ll128=False)
+    base = nccl_default_params(far)
+    slow = replace(base, fabric_per_doubling=0.1, fabric_ref_nodes=2)
+
+    def bw(params, protocol, nodes):
+        return bus_bandwidth_Bps(far, params, "all_reduce", "ring", protocol, 4 * nodes, nodes)
+
+    assert bw(slow, "Simple", 16) == pytest.approx(bw(base, "Simple", 16) * 1.1 / 1.4)
+    assert bw(slow, "LL", 16) == bw(base, "LL", 16)
+    steep = replace(base, fabric_per_doubling=10.0, fabric_ref_nodes=2)
+    assert bw(steep, "LL", 16) < bw(base, "LL", 16)
+    assert bw(slow, "LL", 2) == bw(base, "LL", 2)

@@ -8,9 +8,11 @@ intra-node sweep when one is given):
 * one latency offset added to NCCL's ``baseLat`` of every protocol (seconds): what a launch
   costs before any hop beyond NCCL's own figure (kernel launch, proxy progress and host
   synchronisation, which nccl-tests' timing includes), the same whatever the protocol;
-* how far LL and LL128 reach NCCL's efficiency factors (two numbers in (0, 1]): the LL
-  protocol's flag-per-8-bytes and LL128's per-line overheads depend on the GPU and the NCCL
-  build; Simple's bandwidth is the level's bus bandwidth itself;
+* how far LL and LL128 reach NCCL's efficiency factors (two numbers > 0, bounded above by
+  what the protocols' wire formats allow, :func:`efficiency_bounds`: LL up to 1.5, LL128
+  just above 1 under 2.8.4): the LL protocol's flag-per-8-bytes and LL128's per-line
+  overheads depend on the GPU and the NCCL build; Simple's bandwidth is the level's bus
+  bandwidth itself;
 * how much faster than its share one channel runs when NCCL runs a small collective on few
   of its channels (:func:`.tuning.channel_fraction`; between 1, channels independent, and
   32, one channel as fast as all), what the channels share of the node's NICs and PCIe.
@@ -41,6 +43,7 @@ from gradsched.costmodel.formulas import FITTED_DIGITS
 from gradsched.costmodel.nccl.constants import constants_for
 from gradsched.costmodel.nccl.hardware import Hardware
 from gradsched.costmodel.nccl.tuning import (
+    WIRE_BYTES_PER_DATA_BYTE,
     LevelParams,
     Params,
     layout,
@@ -54,7 +57,8 @@ MAX_OFFSET_US = 1000.0
 """Largest latency offset over NCCL's base latency the fit may take (us)."""
 _US = 1e-6
 EFFICIENCY_BOUNDS = ((0.05, 1.0), (0.05, 1.0))
-"""Bounds of the LL and LL128 efficiencies (1 = NCCL's own factors)."""
+"""Floors of the LL and LL128 efficiencies and their starting ceilings (1 = NCCL's own
+factors); the ceilings the fit uses are :func:`efficiency_bounds`'."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,7 @@ def fit_level(hw: Hardware, params: Params, sweep: Sweep) -> tuple[LevelParams, 
         trial = _level_of(params, multi, build(x))
         return select(hw, trial, sweep.collective, m, sweep.world_size)[0] / t - 1.0
 
-    (ll_lo, ll_hi), (l128_lo, l128_hi) = EFFICIENCY_BOUNDS
+    (ll_lo, ll_hi), (l128_lo, l128_hi) = efficiency_bounds(hw)
     lo = np.array([np.log(1e6), -min(nccl_base), np.log(ll_lo), np.log(l128_lo), 0.0])
     hi = np.array([np.log(line), MAX_OFFSET_US, np.log(ll_hi), np.log(l128_hi), np.log(32.0)])
     t_min_us = float(np.min(t)) / _US
@@ -168,7 +172,8 @@ def _calibrate_on(hw: Hardware, inter: Sweep | None, intra: Sweep | None, fabric
     ref_nodes = 2
     if inter is not None:
         ref_nodes = layout(inter.world_size, hw.gpus_per_node)[1]
-    params = replace(params, fabric_per_doubling=fabric_k, fabric_ref_nodes=ref_nodes)
+    params = replace(params, fabric_per_doubling=fabric_k, fabric_ref_nodes=ref_nodes,
+                     fabric_free_nodes=hw.full_bisection_nodes)
     errors: dict[str, float] = {}
     if intra is not None:
         level, errors["intra"] = fit_level(hw, params, intra)
@@ -190,3 +195,23 @@ def transfer_level(level: LevelParams, from_line_Bps: float, to_line_Bps: float
     """A level not measured: the same fraction of its line rate and the same base latencies
     as the measured one (a derivation, recorded as such in the model's metadata)."""
     return LevelParams(level.busbw_Bps * to_line_Bps / from_line_Bps, level.base_latency_s)
+
+
+def efficiency_bounds(hw: Hardware) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Bounds of the LL and LL128 efficiencies on ``hw``: from :data:`EFFICIENCY_BOUNDS`'
+    floor up to what the protocols' wire formats allow. A protocol cannot move data faster
+    than the link carries its wire bytes: an LL line is 16 bytes with 8 of data, an LL128
+    line 128 bytes with 120 of data (2.8.4 ``src/include/devcomm.h`` L33-41 and L66-67,
+    :data:`.tuning.WIRE_BYTES_PER_DATA_BYTE`), so LL reaches at most half the level's bus
+    bandwidth and LL128 15/16 of it. NCCL 2.8.4's estimate puts LL at ``1/4`` of the bus
+    bandwidth (ring, all-reduce or between nodes, tuning.cc L125), ``1/3`` (ring, other
+    collectives on one node, L125) or ``0.92/3.8`` (tree, L127-128) and LL128 at ``0.92``
+    (ring, L126): the efficiency, shared by every use of the level, may rise until the
+    largest of these reaches the wire bound (LL 1.5, LL128 about 1.02)."""
+    k = constants_for(hw.nccl_version)
+    wire = WIRE_BYTES_PER_DATA_BYTE
+    ll_factor = max(k.ring_ll_factor, k.ring_ll_factor_other, 0.92 / 3.8)
+    ll128_factor = max(0.92, 0.92 * k.tree_ll128_factor_multi)
+    (ll_lo, _), (l128_lo, _) = EFFICIENCY_BOUNDS
+    return ((ll_lo, 1.0 / wire["LL"] / ll_factor),
+            (l128_lo, 1.0 / wire["LL128"] / ll128_factor))

@@ -96,6 +96,10 @@ def fit_family(name: str, collective: str, by_ws: dict[int, MeasuredSweep],
     k = per_doubling(settings.fabric)
     hw, params, _ = calibrate(hw, _sweep(collective, inter) if inter else None,
                               _sweep(collective, intra) if intra else None, k)
+    if k and hw.full_bisection_nodes:
+        notes.append(f"fabric slowdown: none on up to {hw.full_bisection_nodes} nodes (one "
+                     "full-bisection domain of the machine, placement in one assumed), "
+                     "per doubling beyond")
     if hw.ll128 and not hw.net_ll128:
         notes.append("LL128 between nodes: off (the fitted multi-node sweep is closer "
                      "without it: NCCL enables it only with a PCIe-switch-close NIC)")
@@ -114,6 +118,7 @@ def fit_family(name: str, collective: str, by_ws: dict[int, MeasuredSweep],
         "fit_nodes": sorted(int(s.info["nodes"]) for s in fitted),
         "domain": [series_record(s.info, s.nbytes) for s in fitted],
         "hardware": hw.name, "fabric": settings.fabric,
+        "fabric_free_nodes": hw.full_bisection_nodes,
         "derived": [n for n in notes if "derivation" in n or "derived" in n],
     }
     model = NCCLModel(hw, params, meta)

@@ -14,6 +14,16 @@ reported in NVIDIA/nccl GitHub issue 1229 (data/external/nccl-issue-1229/, numbe
 in :data:`ISSUE_1229_BUSBW_GBPS`). It is *validated* on the ABCI A100 and V100 all-reduce
 sweeps (2..32 nodes), which it never saw; the cross-world-size table reports the error with
 and without it (``--fabric none``).
+
+The slowdown is the wire's: a protocol that does not fill the wire (LL, limited by its
+kernel's flag-per-8-bytes lines) keeps its rate until the slowed wire falls below it
+(:func:`gradsched.costmodel.nccl.tuning.bus_bandwidth_Bps`). Its cause is the oversubscribed
+links above a full-bisection domain, so a collective on at most that domain's nodes has none
+and beyond it the doublings count from the domain's size
+(:meth:`gradsched.costmodel.nccl.tuning.Params.inter_busbw_Bps`,
+:attr:`gradsched.costmodel.nccl.hardware.Hardware.full_bisection_nodes`): on ABCI's V-nodes
+a rack of 34 (:data:`gradsched.costmodel.nccl.hardware.FULL_BISECTION_NODES`), unknown on its
+A-nodes, where the slowdown applies from the fitted scale on.
 """
 
 from __future__ import annotations

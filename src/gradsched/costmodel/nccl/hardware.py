@@ -63,6 +63,12 @@ class Hardware:
     longer than a PCIe switch hierarchy (``typeInter <= PATH_PXB``, tuning.cc L194 at
     v2.8.4-1, L517-537 at master). Nothing in an nccl-tests log says which path a node has,
     so :func:`.calibrate.calibrate` decides it from the fitted multi-node sweep."""
+    full_bisection_nodes: int = 0
+    """How many nodes share a full-bisection fabric (a rack's leaf switches under their own
+    aggregation switches, whose uplinks above are oversubscribed); 0 = not known. A
+    collective on at most that many nodes placed in one such domain meets no oversubscribed
+    link, so the fabric slowdown (:mod:`.fabric`) starts above it
+    (:meth:`.tuning.Params.inter_busbw_Bps`). Known machines: :data:`FULL_BISECTION_NODES`."""
 
     def __post_init__(self) -> None:
         if self.nccl_version not in ("2.8.4", "current"):
@@ -81,6 +87,8 @@ class Hardware:
                 raise ConfigError(f"hardware {self.name}: {field} must be > 0")
         if self.nics_per_node < 1 or self.channels < 1:
             raise ConfigError(f"hardware {self.name}: nics_per_node and channels must be >= 1")
+        if self.full_bisection_nodes < 0:
+            raise ConfigError(f"hardware {self.name}: full_bisection_nodes must be >= 0")
 
     @property
     def ll128(self) -> bool:
@@ -129,12 +137,25 @@ PRESETS: dict[str, Hardware] = {
                           nccl_version="2.8.4"),
     "abci-v100": Hardware("abci-v100", 4, "volta", "nvlink", NVLINK_BPS["volta"], 2,
                           IB_GBIT["EDR"] / 8 * 1e9, DEFAULT_CHANNELS["volta"],
-                          nccl_version="2.8.4"),
+                          nccl_version="2.8.4", full_bisection_nodes=34),
     "h100-8x400g": Hardware("h100-8x400g", 8, "hopper", "nvlink", NVLINK_BPS["hopper"], 8,
                             IB_GBIT["NDR"] / 8 * 1e9, DEFAULT_CHANNELS["hopper"], nvls=True),
 }
 """Named machines: the two ABCI node types of the committed sweeps (as their logs' setup
 lines state them, NCCL 2.8.4) and an HGX H100 node with eight 400 Gbit/s NICs (current NCCL)."""
+
+
+FULL_BISECTION_NODES: dict[str, int] = {"ABCI V-node": 34}
+"""Machines (a phrase of a sweep's hardware text) -> nodes of one full-bisection domain.
+ABCI's V-nodes: a rack holds 34 nodes of two EDR ports each (68 ports on four 36-port leaf
+switches), and the network is full-bisection up to the rack's aggregation switches and
+1/3 oversubscribed between racks (news.mynavi.jp/article/abci-2, an article describing
+ABCI's InfiniBand EDR network; 1,088 V-nodes = 32 racks of 34). The committed ABCI V-node
+sweeps each ran inside one block of 34 consecutive host numbers (their logs' host names,
+data/external/nccl-tests/abci-inter-vnode-*.txt; the 16- and 32-node jobs start at g0273
+and g0307, 8 x 34 + 1 and 9 x 34 + 1): one rack, if racks are numbered in blocks of 34,
+which is an inference from the numbering. No description of the ABCI A-node fabric was
+found: unknown there (0)."""
 
 
 def generation_of(devices: str) -> str:
@@ -173,10 +194,13 @@ def from_trace_meta(meta: Mapping[str, Any], world_size: int, nodes: int,
     nccl_version = "2.8.4" if version and version.group(1) == "2.8.4" else "current"
     per_node = max(1, world_size // max(nodes, 1))
     label = f"{gen}-{per_node}gpn-{intra}-{nics}x{rate * 8 / 1e9:.0f}g-nccl-{nccl_version}"
+    bisection = max([n for phrase, n in FULL_BISECTION_NODES.items()
+                     if phrase.lower() in text.lower()], default=0)
     return Hardware(label, per_node, gen, intra,
                     NVLINK_BPS[gen] if intra == "nvlink" else PCIE_BPS, nics, rate,
                     DEFAULT_CHANNELS[gen], nvls=gen in ("hopper", "blackwell") and
-                    bool(re.search(r"nvswitch", text, re.I)), nccl_version=nccl_version)
+                    bool(re.search(r"nvswitch", text, re.I)), nccl_version=nccl_version,
+                    full_bisection_nodes=bisection)
 
 
 def parse_hardware(text: str) -> Hardware:

@@ -113,7 +113,7 @@ class NCCLModel(CommModel):
         that was)."""
         old = self.hardware
         params = replace(
-            self.params,
+            self.params, fabric_free_nodes=hw.full_bisection_nodes,
             intra=replace(self.params.intra,
                           busbw_Bps=self.params.intra.busbw_Bps * hw.intra_Bps / old.intra_Bps),
             inter=replace(self.params.inter, busbw_Bps=self.params.inter.busbw_Bps
@@ -155,6 +155,7 @@ class NCCLModel(CommModel):
             "intra": _level_dict(self.params.intra), "inter": _level_dict(self.params.inter),
             "fabric_per_doubling": self.params.fabric_per_doubling,
             "fabric_ref_nodes": self.params.fabric_ref_nodes,
+            "fabric_free_nodes": self.params.fabric_free_nodes,
         }
         if self.meta:
             out["meta"] = self.meta
@@ -168,5 +169,6 @@ class NCCLModel(CommModel):
             raise ConfigError(f"nccl: malformed hardware: {exc}") from None
         params = Params(_level_from(data["intra"]), _level_from(data["inter"]),
                         float(data.get("fabric_per_doubling", 0.0)),
-                        int(data.get("fabric_ref_nodes", 2)))
+                        int(data.get("fabric_ref_nodes", 2)),
+                        int(data.get("fabric_free_nodes", 0)))
         return cls(hw, params, data.get("meta"))

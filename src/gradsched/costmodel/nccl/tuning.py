@@ -119,14 +119,19 @@ def tree_fill_s(hw: Hardware, protocol: str, nbytes: np.ndarray, n_ranks: int, n
 
     (``kernel_Bps`` ``None``: the wire alone.) A message smaller than one chunk per channel
     is forwarded whole at every hop, so the fill grows with the tree's depth (log2 of the
-    node count)."""
+    node count). Both rates are those of the channels the collective runs on: a small
+    collective runs on few of them (``getAlgoInfo``, ``src/enqueue.cc`` L304-312 at
+    v2.8.4-1; :func:`channel_fraction`), each channel one CUDA block with its own
+    connection, so a hop moves the message at that share of the rates, as the streaming
+    term does (:func:`choice_times` passes both rates scaled by the fraction; arrays of
+    one rate per size are accepted)."""
     hops = 2 * int(log2i(n_nodes)) - 1
     if hops <= 0:
         return np.zeros(np.shape(nbytes))
     chunk = tree_chunk_bytes(protocol, nbytes, n_ranks, n_nodes, hw.channels) * hw.channels
-    per_byte = WIRE_BYTES_PER_DATA_BYTE[protocol] / bus_Bps
+    per_byte = WIRE_BYTES_PER_DATA_BYTE[protocol] / np.asarray(bus_Bps, dtype=float)
     if kernel_Bps is not None:
-        per_byte = max(per_byte, 1.0 / kernel_Bps)
+        per_byte = np.maximum(per_byte, 1.0 / np.asarray(kernel_Bps, dtype=float))
     return hops * np.minimum(np.asarray(nbytes, dtype=float), chunk) * per_byte
 
 
@@ -237,17 +242,24 @@ class LevelParams:
 @dataclass(frozen=True)
 class Params:
     """The inputs of the tuning model: the two levels, and a per-doubling slowdown of the
-    inter-node bandwidth with the node count (:mod:`.fabric`; 0 = none)."""
+    inter-node bandwidth with the node count (:mod:`.fabric`; 0 = none) from
+    ``fabric_ref_nodes`` on, none on at most ``fabric_free_nodes`` nodes (a full-bisection
+    domain of the machine, :attr:`.hardware.Hardware.full_bisection_nodes`; 0 = unknown)."""
 
     intra: LevelParams
     inter: LevelParams
     fabric_per_doubling: float = 0.0
     fabric_ref_nodes: int = 2
+    fabric_free_nodes: int = 0
 
     def inter_busbw_Bps(self, n_nodes: int) -> float:
-        """The inter-node bus bandwidth at ``n_nodes`` (:func:`.fabric.slowdown`)."""
-        return self.inter.busbw_Bps / slowdown(n_nodes, self.fabric_ref_nodes,
-                                               self.fabric_per_doubling)
+        """The inter-node bus bandwidth at ``n_nodes`` (:func:`.fabric.slowdown`): the
+        fitted one inside a full-bisection domain, where no link is oversubscribed, and
+        beyond it slowed per doubling from the larger of the domain and the fitted scale."""
+        if n_nodes <= self.fabric_free_nodes:
+            return self.inter.busbw_Bps
+        ref = max(self.fabric_ref_nodes, self.fabric_free_nodes)
+        return self.inter.busbw_Bps / slowdown(n_nodes, ref, self.fabric_per_doubling)
 
 
 def nccl_default_params(hw: Hardware) -> Params:
@@ -286,7 +298,16 @@ def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: 
     L304, L326-336, L376-382). 0 where the pair is not used. ``graphs``: between nodes, take
     the bus bandwidth and channel count of each algorithm's own graph as NCCL derives them
     (:func:`.graph.nccl_284_graphs`, tuning.cc L120-121 at 2.8.4) instead of ``params`` and
-    ``hw.channels``, where that derivation applies."""
+    ``hw.channels``, where that derivation applies.
+
+    The fabric slowdown (:mod:`.fabric`, :meth:`Params.inter_busbw_Bps`) slows the wire
+    between nodes, not the GPU's kernels: a protocol's rate is the lesser of its own rate at
+    the reference scale (the refinements above) and what the slowed wire carries of its
+    data, the wire's rate over the protocol's wire bytes per data byte
+    (:data:`WIRE_BYTES_PER_DATA_BYTE`: 2 for LL, 16/15 for LL128, 1 for Simple). Simple
+    fills the wire and slows with it; LL, whose flag-per-8-bytes lines cap it near a
+    quarter of the wire (ring, tuning.cc L124 at v2.8.4-1), slows only once the wire's half
+    falls below that."""
     if algorithm == "tree" and collective != "all_reduce":
         return 0.0
     if protocol == "LL128" and not hw.ll128_at(n_nodes):
@@ -299,7 +320,7 @@ def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: 
     ll_row = gen if n_nodes == 1 else (1 if hw.cpu_vendor == "amd" else 0)
     ll_max = k.ll_max_bw[ll_row][i2] * _GB
     level = params.intra if n_nodes == 1 else params.inter
-    bus = level.busbw_Bps if n_nodes == 1 else params.inter_busbw_Bps(n_nodes)
+    bus = level.busbw_Bps
     if graph:
         bus = graph[algorithm].bus_GBps(n_nodes) * _GB
     if k.ampere_busbw_cap_gbps is not None and hw.generation == "ampere":
@@ -329,6 +350,9 @@ def bus_bandwidth_Bps(hw: Hardware, params: Params, collective: str, algorithm: 
         if protocol == "LL128":
             bus = min(bus * (7.0 / 9.0 if n_nodes == 1 else k.tree_ll128_factor_multi),
                       tree_ll128_cap)
+    if n_nodes > 1 and not graph:
+        bus = min(bus, params.inter_busbw_Bps(n_nodes) / WIRE_BYTES_PER_DATA_BYTE[protocol])
+    if algorithm == "tree":
         return bus * 0.5
     return bus * n_ranks / _nsteps(collective, n_ranks)
 
@@ -409,14 +433,16 @@ def choice_times(hw: Hardware, params: Params, collective: str, nbytes: np.ndarr
                 plateau = np.floor(m / (hw.channels * n_ranks)) >= 64
             lat_arr[plateau] *= (k.plateau_factor_volta if hw.generation == "volta"
                                  else k.plateau_factor_ampere)
+        frac = np.ones(m.shape)
         if priced:
             level = params.intra if n_nodes == 1 else params.inter
-            bw_arr *= channel_fraction(hw, algorithm, protocol, m, n_ranks, n_nodes,
-                                       level.channel_speedup)
+            frac = channel_fraction(hw, algorithm, protocol, m, n_ranks, n_nodes,
+                                    level.channel_speedup)
+            bw_arr *= frac
         out[row] = lat_arr + m / bw_arr
         if priced and algorithm == "tree" and n_nodes > 1:
             out[row] += tree_fill_s(hw, protocol, m, n_ranks, n_nodes,
-                                    params.inter_busbw_Bps(n_nodes), 2.0 * bw)
+                                    params.inter_busbw_Bps(n_nodes) * frac, 2.0 * bw * frac)
     return out
 
 
