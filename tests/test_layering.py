@@ -55,10 +55,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "distributed": COMMON,
     "pipeline": COMMON,
     "capture": COMMON | {"traces", "workloads", "distributed"},
-    "collectives": COMMON | {"traces", "costmodel", "distributed"},
+    "collectives": COMMON | {"traces", "costmodel", "distributed", "capture"},  # its timer
     "compression": COMMON | {"costmodel", "distributed"},
     "runtime": COMMON | {"traces", "costmodel", "planners", "workloads", "distributed",
-                         "collectives", "compression"},
+                         "collectives", "compression", "capture"},
     "reexec": COMMON | {"traces", "costmodel", "planners", "replay", "experiments",
                         "workloads", "distributed", "capture", "runtime"},
     "report": COMMON | {"traces", "costmodel"},
