@@ -47,6 +47,7 @@ def state() -> dict[str, object]:
 
 def main(out: Path) -> None:
     from gradsched.cli import main as gradsched
+    from gradsched.experiments.collectives import collectives_frames
     from gradsched.report.collectives import lp_rhd_ratio
 
     out.mkdir(parents=True, exist_ok=True)
@@ -57,8 +58,9 @@ def main(out: Path) -> None:
     assert gradsched(["bench", "collectives-fit", *COLLECTIVE_TRACES, "--gamma", "auto",
                       "-o", str(out / "collectives-fit.json"),
                       "--errors", str(out / "collectives-errors.csv")]) == 0
-    lp_rhd_ratio(COLLECTIVE_TRACES, out / "collectives-lp-rhd-ratio.pdf",
-                 out / "collectives-lp-rhd-ratio.png", fit_json=out / "collectives-fit.json")
+    frames = collectives_frames(COLLECTIVE_TRACES, out / "collectives-fit.json")
+    lp_rhd_ratio(frames.samples, frames.networks, frames.fitted,
+                 out / "collectives-lp-rhd-ratio.pdf", out / "collectives-lp-rhd-ratio.png")
     comm, compute = (str(REPO / p) for p in HEADLINE)
     assert gradsched(["fit", comm, "--model", "piecewise", "-o", str(out / "headline.json")]) == 0
     assert gradsched(["replay", "--compute", compute, "--comm", str(out / "headline.json"),

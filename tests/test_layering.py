@@ -55,10 +55,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "distributed": COMMON,
     "pipeline": COMMON,
     "capture": COMMON | {"traces", "workloads", "distributed"},
-    "collectives": COMMON | {"traces", "costmodel", "distributed"},
+    "collectives": COMMON | {"traces", "costmodel", "distributed", "capture"},  # its timer
     "compression": COMMON | {"costmodel", "distributed"},
     "runtime": COMMON | {"traces", "costmodel", "planners", "workloads", "distributed",
-                         "collectives", "compression"},
+                         "collectives", "compression", "capture"},
     "reexec": COMMON | {"traces", "costmodel", "planners", "replay", "experiments",
                         "workloads", "distributed", "capture", "runtime"},
     "report": COMMON | {"traces", "costmodel"},
@@ -268,3 +268,53 @@ def test_the_sharded_solvers_derive_the_layers_in_one_module() -> None:
     assert entries == [f"{SHARDED}.common"]
     flat = sorted(p.name for p in (SRC / "gradsched" / "experiments").glob("sharded_*.py"))
     assert flat == [], "the sharded solvers are one package, experiments/sharded/"
+
+
+REPORT_COSTMODEL_LEFT: dict[str, str] = {
+    "gradsched.report.collect": "the share beyond which a replay row is mostly an "
+                                "extrapolation (costmodel.domain.MOSTLY_OUTSIDE_PCT, a constant)",
+    "gradsched.report.domain_macros": "the same constant, printed as a macro",
+    "gradsched.report.quote_rule": "the same constant, in the quote rule's text",
+    "gradsched.report.topology": "the names of the topology collectives "
+                                 "(costmodel.topology.TOPOLOGY_COLLECTIVES)",
+    "gradsched.report.fits": "loads the fitted comm models it draws (costmodel.base."
+                             "load_comm_spec); to take their curves as frames",
+}
+"""Report modules that still import from ``costmodel``, each with what it reads; the rule
+is that ``report/`` imports nothing from it (the formulas, predictions and fits are
+evaluated above, by ``experiments/`` or the command, and reach the report as frames)."""
+
+
+def report_costmodel_imports(src: Path = SRC) -> dict[str, list[str]]:
+    """Report module -> the ``costmodel`` modules it imports (inside functions too)."""
+    known = modules(src)
+    found: dict[str, set[str]] = {}
+    for edge in edges(src):
+        target = resolve(edge.target, known)
+        if unit(edge.source) == "report" and target is not None and unit(target) == "costmodel":
+            found.setdefault(edge.source, set()).add(target)
+    return {name: sorted(targets) for name, targets in found.items()}
+
+
+def test_report_imports_nothing_from_costmodel() -> None:
+    found = report_costmodel_imports()
+    new = {m: t for m, t in found.items() if m not in REPORT_COSTMODEL_LEFT}
+    assert new == {}, "report/ formats frames; compute with costmodel above it"
+    stale = sorted(set(REPORT_COSTMODEL_LEFT) - set(found))
+    assert stale == [], f"no longer importing costmodel, remove: {stale}"
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["top-level", "inside-a-function"])
+def test_a_planted_report_import_of_costmodel_is_found(tmp_path: Path, inside: bool) -> None:
+    """The rule above can fail: a report module evaluating a cost formula is found."""
+    line = "from gradsched.costmodel.formulas import cost\n"
+    src = _plant(tmp_path, {
+        "__init__.py": "",
+        "costmodel/__init__.py": "",
+        "costmodel/formulas.py": "",
+        "report/__init__.py": "",
+        "report/planted.py": ("def f():\n    " + line) if inside else line,
+        "report/plain.py": "import math\n",
+    })
+    assert report_costmodel_imports(src) == {
+        "gradsched.report.planted": ["gradsched.costmodel.formulas"]}

@@ -30,9 +30,6 @@ ALLOWED: dict[str, str] = {
     "gradsched.costmodel.crossws:_cross_rows":
         "a private row builder of the cross-world-size check; to take its fit settings as one "
         "object",
-    "gradsched.reexec.interference:calibrate":
-        "the interference calibration's launch and timing; to take runtime.rounds.Timing and "
-        "Launch",
     "gradsched.replay.sharded:replay_layout":
         "the sharded replay's step options (blocking, accumulation, keep-unsharded, slowdown) as "
         "keywords; to become one frozen step-options object (held back: its memory-peak code "

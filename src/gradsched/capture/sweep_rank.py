@@ -1,16 +1,18 @@
 """The measurement on each rank of a collective sweep (see :mod:`gradsched.capture.sweep`
-for the method): checked warm-ups, adaptive iteration counts agreed by all ranks, timed
-collectives after a barrier, and the p2p ping-pong. Imports torch when it runs."""
+for the method): per point, the buffers and a check of the first result, timed by
+:func:`gradsched.capture.timers.time_calls` (checked warm-ups, adaptive iteration counts
+agreed by all ranks, timed collectives after a barrier), and the p2p ping-pong
+(:func:`gradsched.capture.timers.round_trip`). Imports torch when it runs."""
 
 from __future__ import annotations
 
 import os
 import socket
-import time
 from collections.abc import Callable
 from typing import Any
 
 from gradsched.capture.sweep_settings import ELEMENT_BYTES, IN_PLACE_ONLY, P2P, SweepError
+from gradsched.capture.timers import CallCounts, agree_max, round_trip, time_calls
 
 
 def sweep_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
@@ -22,18 +24,15 @@ def sweep_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
     Returns the per-iteration times of this rank.
     """
     import torch
-    import torch.distributed as dist
 
     device = torch.device("cuda", torch.cuda.current_device()) if payload["backend"] == "nccl" \
         else torch.device("cpu")
     sync: Callable[[], None] = (torch.cuda.synchronize if device.type == "cuda"
                                 else (lambda: None))
     fault = payload.get("fault") or {}
-
-    def agree_max(value: float) -> float:
-        t = torch.tensor([value], dtype=torch.float64, device=device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return float(t.item())
+    agree = agree_max(device)
+    counts = CallCounts(int(payload["warmup"]), int(payload["min_iters"]),
+                        int(payload["iters"]), float(payload["time_budget_s"]))
 
     results = []
     for coll in payload["collectives"]:
@@ -42,82 +41,44 @@ def sweep_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
                     and int(fault.get("bytes", 0)) <= nbytes:
                 os._exit(int(fault.get("exit_code", 17)))
             if coll == P2P:
-                results.append(_pingpong(nbytes, rank, payload, device, agree_max))
+                results.append(_pingpong(nbytes, rank, counts, device, agree))
                 continue
             op, check = _make_op(coll, nbytes, rank, world_size, payload["in_place"], device)
-            dist.barrier()
-            t0 = time.perf_counter()
-            op()
-            sync()
-            first = time.perf_counter() - t0
-            check()
-            estimate = agree_max(first)
-            budget = float(payload["time_budget_s"])
-            extra = min(int(payload["warmup"]) - 1, int(0.25 * budget / max(estimate, 1e-9)))
-            last = first
-            for _ in range(max(extra, 0)):
-                dist.barrier()
-                t0 = time.perf_counter()
+
+            def synced(op: Callable[[], None] = op) -> None:
                 op()
                 sync()
-                last = time.perf_counter() - t0
-            if extra > 0:
-                estimate = agree_max(last)
-            iters = int(min(payload["iters"],
-                            max(payload["min_iters"], budget // max(estimate, 1e-9))))
-            times = []
-            for _ in range(iters):
-                dist.barrier()
-                t0 = time.perf_counter()
-                op()
-                sync()
-                times.append(time.perf_counter() - t0)
-            results.append({"collective": coll, "bytes": nbytes, "warmup": 1 + max(extra, 0),
-                            "times_s": times})
+
+            point = time_calls(synced, counts, agree, check)
+            results.append({"collective": coll, "bytes": nbytes, "warmup": point.warmup,
+                            "times_s": point.times_s})
             del op, check
     return {"rank": rank, "host": socket.gethostname(), "threads": torch.get_num_threads(),
             "results": results}
 
 
-def _pingpong(nbytes: int, rank: int, payload: dict[str, Any], device: Any,
-              agree_max: Callable[[float], float]) -> dict[str, Any]:
+def _pingpong(nbytes: int, rank: int, counts: CallCounts, device: Any,
+              agree: Callable[[float], float]) -> dict[str, Any]:
     """One p2p point on rank 0 or 1: round-trip times (seconds) of ``nbytes`` messages.
 
-    Follows OSU's ``osu_latency`` (rank 0: send then recv; rank 1: recv then send back),
-    with the warm-up/iteration rule of the collectives: the first (checked) round trip
-    sets the warm-up and iteration counts, then one barrier and the timed round trips back
-    to back.
+    Follows OSU's ``osu_latency`` (rank 0: send then recv; rank 1: recv then send back;
+    :func:`~gradsched.capture.timers.round_trip`), timed as the collectives are
+    (:func:`~gradsched.capture.timers.time_calls`): the first (checked) round trip sets
+    the warm-up and iteration counts, then one barrier and the timed round trips back to
+    back.
     """
     import torch
-    import torch.distributed as dist
 
     buf = torch.full((nbytes // ELEMENT_BYTES,), float(rank + 1), dtype=torch.float32,
                      device=device)
 
-    def round_trip() -> float:
-        t0 = time.perf_counter()
-        if rank == 0:
-            dist.send(buf, dst=1)
-            dist.recv(buf, src=1)
-        else:
-            dist.recv(buf, src=0)
-            dist.send(buf, dst=0)
-        return time.perf_counter() - t0
+    def check() -> None:
+        _expect(buf, 1.0, P2P, nbytes, rank)  # rank 1 echoed rank 0's ones back
 
-    dist.barrier()
-    estimate = agree_max(round_trip())
-    _expect(buf, 1.0, P2P, nbytes, rank)  # rank 1 echoed rank 0's ones back
-    budget = float(payload["time_budget_s"])
-    extra = max(min(int(payload["warmup"]) - 1, int(0.25 * budget / max(estimate, 1e-9))), 0)
-    last = estimate
-    for _ in range(extra):
-        last = round_trip()
-    if extra > 0:
-        estimate = agree_max(last)
-    iters = int(min(payload["iters"], max(payload["min_iters"], budget // max(estimate, 1e-9))))
-    dist.barrier()
-    times = [round_trip() for _ in range(iters)]
-    return {"collective": P2P, "bytes": nbytes, "warmup": 1 + extra, "times_s": times}
+    point = time_calls(lambda: round_trip(rank, 0, 1, buf, buf), counts, agree, check,
+                       barrier_each=False)
+    return {"collective": P2P, "bytes": nbytes, "warmup": point.warmup,
+            "times_s": point.times_s}
 
 
 def _make_op(coll: str, nbytes: int, rank: int, world: int, in_place: bool, device: Any

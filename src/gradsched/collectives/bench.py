@@ -6,12 +6,14 @@ Tasks (run on every rank by :func:`gradsched.distributed.launch.launch`):
   (float64) sum of the inputs, against ``dist.all_reduce`` / ``dist.broadcast``, and
   across ranks (bit-identical results); returns the failures and the measured errors.
 * :func:`bench_task` -- the timing sweep: sizes outer, algorithms inner (so drifting load
-  on a shared machine hits every algorithm alike); per point, warm-up call(s), then
-  ``n = clamp(target_s / t_first, min_iters, max_iters)`` timed calls, each after a
-  barrier (as ``gradsched capture comm`` does); a call's time is the slowest rank's; the
-  reported ``time_s`` is the median over calls (``time_min_s``/``time_max_s`` the
-  extremes). The median of single calls resists the scheduling spikes of a shared
-  machine better than a mean over back-to-back calls.
+  on a shared machine hits every algorithm alike); per point, the timer of
+  ``gradsched capture comm`` (:func:`gradsched.capture.timers.time_calls`: up to
+  ``warmup`` warm-up calls, then ``n = clamp(target_s / t_warm, min_iters, max_iters)``
+  timed calls, each after a barrier); a call's time is the slowest rank's
+  (:func:`gradsched.capture.timers.slowest_per_call`); the reported ``time_s`` is the
+  median over calls (``time_min_s``/``time_max_s`` the extremes). The median of single
+  calls resists the scheduling spikes of a shared machine better than a mean over
+  back-to-back calls.
 
 Error bound used by the checks (Higham, "Accuracy and stability of numerical
 algorithms", Sec. 4.2): any order of summing ``P`` terms in a floating-point format with
@@ -36,6 +38,7 @@ from typing import Any
 import pandas as pd
 
 from gradsched.admission import check_memory, check_points, check_ranks
+from gradsched.capture.timers import CallCounts, agree_max, slowest_per_call, time_calls
 from gradsched.collectives import algorithms, get, registry
 from gradsched.distributed.cluster import EmulatedCluster
 from gradsched.distributed.launch import LaunchSpec, launch
@@ -282,39 +285,13 @@ def _algorithm_fns(collective: str, names: list[str], chunk: Any, link: Any
     return fns
 
 
-def _time_point(fn: Callable[[Any], None], x: Any, warmup: int, min_iters: int,
-                max_iters: int, target: float, slowest: Any) -> tuple[list[float], int]:
-    """Warm-up calls, then the timed calls of one (size, algorithm) point: the slowest
-    rank's time of each call, and how many calls."""
-    import torch
-    import torch.distributed as dist
-
-    for _ in range(warmup):
-        fn(x)
-    # Agree on the number of timed calls: one timed call, slowest rank.
-    dist.barrier()
-    t0 = time.perf_counter()
-    fn(x)
-    slowest[0] = time.perf_counter() - t0
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    calls = int(min(max_iters, max(min_iters,
-                                   target // max(float(slowest[0]), 1e-7))))
-    per_call = torch.zeros(calls, dtype=torch.float64)
-    for j in range(calls):
-        dist.barrier()
-        t0 = time.perf_counter()
-        fn(x)
-        per_call[j] = time.perf_counter() - t0
-    dist.all_reduce(per_call, op=dist.ReduceOp.MAX)  # the slowest rank per call
-    return per_call.tolist(), calls
-
-
 def bench_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Timing sweep of ``payload['algorithms']`` for one collective (see module docstring).
 
     Payload: collective, algorithms, sizes (bytes, fp32 elements), min_iters/max_iters
-    (timed calls per point), target_s (time budget of a point's timed calls), warmup,
-    lp_chunk_bytes (None = optimal for lp_link), lp_link ([alpha, beta, gamma]).
+    (timed calls per point), target_s (time budget of a point's timed calls), warmup
+    (warm-up calls per point in all), lp_chunk_bytes (None = optimal for lp_link), lp_link
+    ([alpha, beta, gamma]).
     """
     import torch
 
@@ -323,24 +300,24 @@ def bench_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
     collective = payload["collective"]
     names = list(payload["algorithms"])
     sizes = [int(s) for s in payload["sizes"]]
-    min_iters = int(payload.get("min_iters", 5))
-    target = float(payload.get("target_s", 0.1))
-    max_iters = int(payload.get("max_iters", 30))
-    warmup = int(payload.get("warmup", 1))
+    counts = CallCounts(int(payload.get("warmup", BenchConfig.warmup)),
+                        int(payload.get("min_iters", 5)), int(payload.get("max_iters", 30)),
+                        float(payload.get("target_s", 0.1)))
+    agree = agree_max("cpu")
     link = lp.LinkParams(*payload.get("lp_link", (lp.DEFAULT_LINK.alpha_s,
                                                   lp.DEFAULT_LINK.beta_s_per_byte,
                                                   lp.DEFAULT_LINK.gamma_s_per_byte)))
     chunk = payload.get("lp_chunk_bytes")
     fns = _algorithm_fns(collective, names, chunk, link)
     rows = []
-    slowest = torch.zeros(1, dtype=torch.float64)
     for nbytes in sizes:
         x = torch.zeros(nbytes // 4, dtype=torch.float32)
         for name in names:
-            samples, calls = _time_point(fns[name], x, warmup, min_iters, max_iters, target,
-                                         slowest)
+            point = time_calls(lambda f=fns[name], x=x: f(x), counts, agree)
+            samples = slowest_per_call(point.times_s)
             row = {"algorithm": name, "bytes": nbytes, "time_s": statistics.median(samples),
-                   "time_min_s": min(samples), "time_max_s": max(samples), "iters": calls}
+                   "time_min_s": min(samples), "time_max_s": max(samples),
+                   "iters": len(samples), "warmup": point.warmup}
             if name == "lp":
                 row["lp_chunk_bytes"] = 4 * lp.chunk_elements(
                     nbytes // 4, 4, collective, world_size, chunk, link)
@@ -399,7 +376,10 @@ class BenchConfig:
     min_iters: int = 5
     max_iters: int = 30
     target_s: float = 0.1
-    warmup: int = 1
+    warmup: int = 2
+    """Warm-up calls per point in all, as ``capture comm --warmup`` (fewer when they would
+    take more than a quarter of ``target_s``): the first sets the counts, the last
+    re-estimates a call's time."""
     lp_chunk_bytes: float | None = None
     lp_link: tuple[float, float, float] | None = None
     cluster_rate: str | None = None
@@ -491,6 +471,7 @@ class _Sweep:
     rows: list[dict[str, Any]] = field(default_factory=list)
     chunks: dict[str, dict[str, int]] = field(default_factory=dict)
     iterations: dict[str, dict[str, int]] = field(default_factory=dict)
+    warmups: dict[str, dict[str, int]] = field(default_factory=dict)
     gammas: list[float] = field(default_factory=list)
 
     def add(self, per_rank: list[dict[str, Any]], config: BenchConfig, p: int,
@@ -504,6 +485,8 @@ class _Sweep:
                     row["lp_chunk_bytes"])
             self.iterations.setdefault(f"{row['algorithm']}/P={p}", {})[
                 str(row["bytes"])] = int(row["iters"])
+            self.warmups.setdefault(f"{row['algorithm']}/P={p}", {})[
+                str(row["bytes"])] = int(row["warmup"])
             self.rows.append({
                 "collective": config.collective, "backend": config.backend,
                 "algorithm": row["algorithm"], "world_size": p, "nodes": nodes,
@@ -534,8 +517,10 @@ def _bench_meta(config: BenchConfig, sweep: _Sweep, link: tuple[float, float, fl
             f"{config.collective} by gradsched's point-to-point algorithms "
             "(gradsched.collectives: isend/irecv) and by the library itself "
             "(algorithm 'default'); fp32 tensors, in place. Per size and algorithm: "
-            f"{config.warmup} warm-up call(s), then 'iterations' timed calls, each after a "
-            "barrier; a call's time is the slowest rank's; time_s is the median over calls, "
+            f"up to {config.warmup} warm-up call(s) ('warmup_calls': fewer when they would "
+            "take more than a quarter of target_s), then 'iterations' timed calls, each after "
+            "a barrier (gradsched.capture.timers, as capture comm); a call's time is the "
+            "slowest rank's; time_s is the median over calls, "
             "time_min_s/time_max_s the extremes. "
             f"LP chunk: {chunk_text} (per size in 'lp_chunk_bytes'). " + config.note),
         "capture_method": "gradsched bench collectives",
@@ -550,6 +535,7 @@ def _bench_meta(config: BenchConfig, sweep: _Sweep, link: tuple[float, float, fl
         "lp_chunk_bytes": sweep.chunks,
         "gamma_s_per_byte_measured": statistics.median(sweep.gammas) if sweep.gammas else None,
         "iterations": sweep.iterations,
+        "warmup_calls": sweep.warmups,
     }
 
 

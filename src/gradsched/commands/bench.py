@@ -200,9 +200,10 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from gradsched.experiments.collectives import collectives_frames
     from gradsched.report.collectives import write_all
 
-    for path in write_all(args.traces, args.fit, args.errors, args.figdir, args.tabdir,
-                          args.prefix):
+    frames = collectives_frames(args.traces, args.fit)
+    for path in write_all(frames, args.errors, args.figdir, args.tabdir, args.prefix):
         print(f"wrote {path}")
     return 0

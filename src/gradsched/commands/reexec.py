@@ -8,7 +8,8 @@ Sub-commands:
 * ``collect`` -- predictions (replay, with and without interference) next to the
   measurements of measured case folders -> one CSV (``measured.csv``).
 * ``interference`` -- calibrate the compute / communication slowdown factors on this
-  machine (gloo on CPU, or ``--backend nccl`` on a GPU node) -> a small JSON.
+  machine (gloo on CPU, or ``--backend nccl`` on a GPU node) -> a small JSON
+  (:mod:`gradsched.capture.interference`).
 * ``analyze`` -- errors, median |error|, worst, Kendall tau (with and without
   interference), best plan vs DDP; a table (CSV, Markdown, LaTeX) and a figure.
 * ``accum`` -- gradient accumulation and ZeRO-1 (``config/reexec-accum.yaml``): per case
@@ -26,6 +27,7 @@ import dataclasses
 from pathlib import Path
 
 from gradsched.admission import check_memory, check_ranks
+from gradsched.capture.interference import Calibration, calibrate
 from gradsched.commands._admit import admit_training
 from gradsched.commands._args import (
     add_oversubscribe,
@@ -36,12 +38,12 @@ from gradsched.commands._args import (
     world_size,
 )
 from gradsched.commands._outputs import output_file, output_folder
+from gradsched.distributed.placement import Launch
 from gradsched.errors import ConfigError
 from gradsched.io import write_csv_atomic
 from gradsched.reexec.accum import analyze_accum
 from gradsched.reexec.analysis import analyze
 from gradsched.reexec.config import load_config, parse_interference_args, select_cases
-from gradsched.reexec.interference import calibrate
 from gradsched.reexec.predict import collect
 from gradsched.reexec.run import case_plans_for, executor_buffer_bytes, run_case
 from gradsched.report.reexec import write_analysis
@@ -264,10 +266,11 @@ def _interference(args: argparse.Namespace) -> int:
                      args.world_size, detail=f"{INTERFERENCE_BUFFERS} x --comm-bytes per rank",
                      proceed="lower --comm-bytes or --world-size")
     check_writable(args.output)  # before the measurement, not after it
-    result = calibrate(backend=args.backend, world_size=args.world_size, threads=args.threads,
-                       cluster=args.cluster, comm_bytes=comm_bytes,
-                       kernel=args.kernel, rounds=args.rounds, reps=args.reps,
-                       small_bytes=small_bytes, output=args.output)
+    settings = Calibration(kernel=args.kernel, comm_bytes=comm_bytes, small_bytes=small_bytes,
+                           rounds=args.rounds, reps=args.reps)
+    where = Launch(world_size=args.world_size, backend=args.backend, threads=args.threads,
+                   cluster=args.cluster, what="reexec interference")
+    result = calibrate(settings, where, output=args.output)
     print(f"collective_cpu_s {result['collective_cpu_s']:.4g}  "
           f"compute_slowdown {result['compute_slowdown']:.4g}  "
           f"comm_slowdown {result['comm_slowdown']:.4g}  -> {args.output}")

@@ -34,8 +34,9 @@ For every *case* (model x batch size x world size x network):
    :mod:`gradsched.replay.engine`: what the executor can do on a process group, not the
    dynamic priority scheduling some algorithms assume); ``predicted_interference_s`` also
    applies the calibrated interference (per-collective compute cost and compute /
-   communication slowdowns, :mod:`gradsched.reexec.interference`); ``predicted_raw_s`` is
-   the replay of the committed trace as it is (scale 1), for reference.
+   communication slowdowns, calibrated by :mod:`gradsched.capture.interference`);
+   ``predicted_raw_s`` is the replay of the committed trace as it is (scale 1), for
+   reference.
 
 PyTorch DDP itself (``ddp-native-<cap>``) is predicted with the ``ddp`` planner at the
 same cap (DDP's 1 MiB first bucket and its bucket-closing rule). With
@@ -50,8 +51,6 @@ Modules:
 * :mod:`~gradsched.reexec.config` -- cases, settings, interference JSON;
 * :mod:`~gradsched.reexec.run` -- steps 1 and 2 (plans, measurement);
 * :mod:`~gradsched.reexec.predict` -- step 3 (predictions next to the measurements);
-* :mod:`~gradsched.reexec.interference` -- calibrate the replay's compute / communication
-  interference factors on the machine at hand (gloo or NCCL);
 * :mod:`~gradsched.reexec.uncertainty` -- the one bootstrap (within rounds) of every
   interval; :mod:`~gradsched.reexec.stock_ddp` -- stock DDP with a planner's buckets;
   :mod:`~gradsched.reexec.analysis` -- per-plan errors, median |error|, worst, Kendall tau;
@@ -62,5 +61,5 @@ Modules:
 
 from __future__ import annotations
 
-__all__ = ["analysis", "config", "interference", "predict", "run", "sharded", "stock_ddp",
+__all__ = ["analysis", "config", "predict", "run", "sharded", "stock_ddp",
            "uncertainty", "validate"]

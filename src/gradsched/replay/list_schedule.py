@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import operator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def items_by_release_position(items: PlanItems) -> dict[int, list[int]]:
     return {int(k): group.tolist() for k, group in zip(keys.tolist(), groups, strict=True)}
 
 
-def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa: C901
+def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
                    compute_slowdown: float, comm_slowdown: float,
                    collective_cpu_s: float = 0.0, sequence: np.ndarray | None = None,
                    credit_bytes: float | None = None
@@ -109,65 +110,148 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
     every active collective. Collectives ending at one instant complete in the order they
     started.
 
-    This is the replay's hot path (an event loop run for every plan the searches try),
-    so it stays one function with its state in local variables (Python reads them much
-    faster than attributes) and the items' arrays as Python lists (no numpy scalar per
-    access); hence its McCabe complexity above the project's limit (``# noqa: C901``)."""
-    n = items.n_per_iteration
-    start, end = [0.0] * n, [0.0] * n
-    kind = items.kind.tolist()
-    bucket_of = items.bucket.tolist()
-    nbytes = items.nbytes.tolist()
-    latency = items.latency_s.tolist()
-    duration = items.duration_s.tolist()
-    prio = items.key_priority.tolist()
-    ag_of = items.ag_of.tolist()
-    unpack = items.bucket_unpack_s.tolist()
-    release = items.bucket_release_s.tolist()
-    order_key = sequence.tolist() if sequence is not None else None
-    segments = arrays.backward_seq_s.tolist()
-    n_seg = len(segments)
-    by_pos = items_by_release_position(items)
-    pending: list[tuple[float, int]] = []
-    ready: list[tuple[int, float, float, int]] = []  # (class, priority, eligible, item)
-    # latency phase: (latency clock at its end, start number, item); the clock runs at
-    # 1/comm_mult of real time, the same for every item in this phase
-    in_latency: list[tuple[float, int, int]] = []
-    # bandwidth phase: (bandwidth clock at its end, start number, item); the clock runs at
-    # 1/(in_bw * comm_mult): every item in this phase shares the bandwidth equally
-    in_bandwidth: list[tuple[float, int, int]] = []
-    lat_clock = bw_clock = 0.0
-    n_active = 0
-    waiting_gathers: list[int] = []
-    pos, left, now = 0, (segments[0] if n_seg else 0.0), 0.0
-    next_seq, started = 0, 0
-    expected = sum(1 for k in kind if k != AG) + sum(1 for j in ag_of if j >= 0)
-    credit = np.inf if credit_bytes is None else float(credit_bytes)
-    in_flight = 0.0
-    backward_end = 0.0 if n_seg == 0 else np.inf
-    inf, heappush, heappop = np.inf, heapq.heappush, heapq.heappop
-
+    One event of the loop is four steps of :class:`_JointSchedule`, each a method:
+    :meth:`~_JointSchedule.release_gradients` (backward reaches a bucket's last gradient),
+    :meth:`~_JointSchedule.admit_eligible` (eligible items queue by class and priority),
+    :meth:`~_JointSchedule.start_ready` (free channels, credit and the issue sequence
+    start them), :meth:`~_JointSchedule.advance` (every clock to the next event) and
+    :meth:`~_JointSchedule.complete` (ended phases; a reduce-scatter's all-gather queues)."""
+    state = _JointSchedule(items, arrays, channels, _Interference(
+        compute_slowdown, comm_slowdown, collective_cpu_s), sequence, credit_bytes)
+    release, admit, start, finished, advance, complete = (  # bound once: the hot path
+        state.release_gradients, state.admit_eligible, state.start_ready, state.finished,
+        state.advance, state.complete)
     while True:
+        release()
+        admit()
+        start()
+        if finished():
+            break
+        advance()
+        complete()
+    return np.asarray(state.start), np.asarray(state.end), float(state.backward_end)
+
+
+class _Interference(NamedTuple):
+    """The replay's interference factors (the engine's module docstring; 1, 1 and 0 s:
+    none): backward's speed while a collective is in its bandwidth phase
+    (1/compute_slowdown), the collectives' while backward computes (1/comm_slowdown), and
+    the backward work each collective started during backward adds."""
+
+    compute_slowdown: float
+    comm_slowdown: float
+    collective_cpu_s: float
+
+
+class _JointSchedule:
+    """The state of :func:`joint_schedule`'s event loop: the items' arrays as Python lists
+    (the replay's hot path: no numpy scalar per access), backward's progress, the queues,
+    and the two phase clocks with their heaps of end readings. Its methods are the loop's
+    steps; each reads the attributes it uses into locals first (faster in CPython)."""
+
+    __slots__ = ("ag_of", "backward_end", "bucket_of", "bw_clock", "by_pos", "channels", "credit",
+                 "done", "duration", "end", "expected", "in_bandwidth", "in_flight",
+                 "in_latency", "inter", "kind", "lat_clock", "latency", "left", "n_active",
+                 "n_seg", "nbytes", "next_seq", "now", "order_key", "pending", "pos",
+                 "prio", "ready", "release", "segments", "start", "started", "unpack",
+                 "waiting_gathers")
+
+    def __init__(self, items: PlanItems, arrays: TraceArrays, channels: int,
+                 inter: _Interference, sequence: np.ndarray | None,
+                 credit_bytes: float | None) -> None:
+        n = items.n_per_iteration
+        self.start, self.end = [0.0] * n, [0.0] * n
+        self.kind = items.kind.tolist()
+        self.bucket_of = items.bucket.tolist()
+        self.nbytes = items.nbytes.tolist()
+        self.latency = items.latency_s.tolist()
+        self.duration = items.duration_s.tolist()
+        self.prio = items.key_priority.tolist()
+        self.ag_of = items.ag_of.tolist()
+        self.unpack = items.bucket_unpack_s.tolist()
+        self.release = items.bucket_release_s.tolist()
+        self.order_key = sequence.tolist() if sequence is not None else None
+        self.segments = arrays.backward_seq_s.tolist()
+        self.n_seg = len(self.segments)
+        self.by_pos = items_by_release_position(items)
+        self.channels, self.inter = channels, inter
+        self.pending: list[tuple[float, int]] = []
+        self.ready: list[tuple[int, float, float, int]] = []  # (class, priority, eligible, i)
+        # latency phase: (latency clock at its end, start number, item); the clock runs at
+        # 1/comm_mult of real time, the same for every item in this phase
+        self.in_latency: list[tuple[float, int, int]] = []
+        # bandwidth phase: (bandwidth clock at its end, start number, item); the clock runs
+        # at 1/(in_bw * comm_mult): every item in this phase shares the bandwidth equally
+        self.in_bandwidth: list[tuple[float, int, int]] = []
+        self.done: list[tuple[float, int, int]] = []  # ended at the last event
+        self.lat_clock = self.bw_clock = 0.0
+        self.n_active = 0
+        self.waiting_gathers: list[int] = []
+        self.pos, self.now = 0, 0.0
+        self.left = self.segments[0] if self.n_seg else 0.0
+        self.next_seq, self.started = 0, 0
+        self.expected = (sum(1 for k in self.kind if k != AG)
+                         + sum(1 for j in self.ag_of if j >= 0))
+        self.credit = np.inf if credit_bytes is None else float(credit_bytes)
+        self.in_flight = 0.0
+        self.backward_end = 0.0 if self.n_seg == 0 else np.inf
+
+    def release_gradients(self) -> None:
+        """Backward passes the segments it has finished: the items of every bucket whose
+        last gradient was produced there become eligible after the bucket's unpack time
+        and not before its release time (DDP's bucket ready); when backward ends, the
+        all-gathers held back until then (FSDP re-gathers after backward) become
+        eligible."""
+        pos, n_seg, left, now = self.pos, self.n_seg, self.left, self.now
+        if pos >= n_seg or left > _EPS:
+            return
+        by_pos, bucket_of, pending = self.by_pos, self.bucket_of, self.pending
+        unpack, release, segments = self.unpack, self.release, self.segments
         while pos < n_seg and left <= _EPS:
             for i in by_pos.get(pos, ()):
                 b = bucket_of[i]
-                heappush(pending, (max(now + unpack[b], release[b]), i))
+                heapq.heappush(pending, (max(now + unpack[b], release[b]), i))
             pos += 1
             left = segments[pos] if pos < n_seg else 0.0
             if pos == n_seg:
-                backward_end = now
-                for j in waiting_gathers:
-                    heappush(pending, (now, j))
-                waiting_gathers.clear()
-        while pending and pending[0][0] <= now + _EPS:
-            elig, i = heappop(pending)
+                self.backward_end = now
+                for j in self.waiting_gathers:
+                    heapq.heappush(pending, (now, j))
+                self.waiting_gathers.clear()
+        self.pos, self.left = pos, left
+
+    def admit_eligible(self) -> None:
+        """Eligible items join the ready queue: by issue position with a sequence, else
+        all-reduces and reduce-scatters before all-gathers, then by priority."""
+        pending, limit = self.pending, self.now + _EPS
+        if not pending or pending[0][0] > limit:
+            return
+        ready, order_key, kind, prio = self.ready, self.order_key, self.kind, self.prio
+        while pending and pending[0][0] <= limit:
+            elig, i = heapq.heappop(pending)
             if order_key is not None:
-                heappush(ready, (0, float(order_key[i]), elig, i))
+                heapq.heappush(ready, (0, float(order_key[i]), elig, i))
             else:
-                heappush(ready, (1 if kind[i] == AG else 0, prio[i], elig, i))
+                heapq.heappush(ready, (1 if kind[i] == AG else 0, prio[i], elig, i))
+
+    def start_ready(self) -> None:
+        """Start the most urgent ready items while a channel is free, fewer than the
+        credit's bytes are in flight (ByteScheduler, Peng et al., SOSP 2019) and, with a
+        sequence, the item is the next in it; each starts in its latency phase (or its
+        bandwidth phase, without latency) and, during backward, adds the collective's CPU
+        cost to the backward work left."""
+        ready, order_key = self.ready, self.order_key
+        channels, credit = self.channels, self.credit
+        n_active, in_flight = self.n_active, self.in_flight
+        if not ready or n_active >= channels or in_flight >= credit:
+            return
+        nbytes, latency, duration, start = self.nbytes, self.latency, self.duration, self.start
+        in_latency, in_bandwidth = self.in_latency, self.in_bandwidth
+        lat_clock, bw_clock, now = self.lat_clock, self.bw_clock, self.now
+        next_seq, started = self.next_seq, self.started
         while ready and n_active < channels and in_flight < credit and (
                 order_key is None or order_key[ready[0][3]] == next_seq):
-            i = heappop(ready)[3]
+            i = heapq.heappop(ready)[3]
             next_seq += 1
             number = started
             started += 1
@@ -175,24 +259,42 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
             in_flight += nbytes[i]
             lat = latency[i]
             if lat > _EPS:
-                heappush(in_latency, (lat_clock + lat, number, i))
+                heapq.heappush(in_latency, (lat_clock + lat, number, i))
             else:
-                heappush(in_bandwidth, (bw_clock + (duration[i] - lat), number, i))
+                heapq.heappush(in_bandwidth, (bw_clock + (duration[i] - lat), number, i))
             start[i] = now
-            if pos < n_seg:
-                left += collective_cpu_s
-        computing = pos < n_seg
-        if not computing and not n_active and not pending:
-            if started < expected:
-                raise ConfigError(f"replay: {expected - started} collective(s) never started "
-                                  "(the issue sequence waits for an item that never "
-                                  "becomes eligible)")
-            break
-        comm_mult = comm_slowdown if computing else 1.0
+        if self.pos < self.n_seg:  # during backward: each start's CPU cost, in start order
+            cpu_s, left = self.inter.collective_cpu_s, self.left
+            for _ in range(started - self.started):
+                left += cpu_s
+            self.left = left
+        self.n_active, self.in_flight = n_active, in_flight
+        self.next_seq, self.started = next_seq, started
+
+    def finished(self) -> bool:
+        """Backward is over and no collective is active or pending; refused when an item
+        never started (a sequence waiting for an item that never becomes eligible)."""
+        if self.pos < self.n_seg or self.n_active or self.pending:
+            return False
+        if self.started < self.expected:
+            raise ConfigError(f"replay: {self.expected - self.started} collective(s) never "
+                              "started (the issue sequence waits for an item that never "
+                              "becomes eligible)")
+        return True
+
+    def advance(self) -> None:
+        """Move time, backward's work left and both phase clocks to the next event: the
+        first latency or bandwidth phase to end, backward's end, or the next pending item's
+        eligibility while a channel is free (comparisons, not min(): the same values, no
+        call per event)."""
+        computing = self.pos < self.n_seg
+        inter = self.inter
+        comm_mult = inter.comm_slowdown if computing else 1.0
+        in_latency, in_bandwidth = self.in_latency, self.in_bandwidth
+        lat_clock, bw_clock, left = self.lat_clock, self.bw_clock, self.left
         in_bw = len(in_bandwidth)
-        compute_rate = 1.0 / compute_slowdown if in_bw else 1.0
-        # the next event (comparisons, not min(): the same values, no call per event)
-        step = inf
+        compute_rate = 1.0 / inter.compute_slowdown if in_bw else 1.0
+        step = np.inf
         if in_latency:
             step = (in_latency[0][0] - lat_clock) * comm_mult
         if in_bw:
@@ -203,37 +305,53 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,  # noqa
             until = left / compute_rate
             if until < step:
                 step = until
-        if pending and n_active < channels:
-            until = pending[0][0] - now
+        pending = self.pending
+        if pending and self.n_active < self.channels:
+            until = pending[0][0] - self.now
             if until < step:
                 step = until
         if step < 0.0:
             step = 0.0
         if computing:
-            left -= step * compute_rate
-        lat_clock += step / comm_mult
+            self.left = left - step * compute_rate
+        self.lat_clock = lat_clock + step / comm_mult
         if in_bw:
-            bw_clock += step / (in_bw * comm_mult)
-        now += step
-        done = []
+            self.bw_clock = bw_clock + step / (in_bw * comm_mult)
+        self.now += step
+
+    def complete(self) -> None:
+        """End the phases that ended at this event: a latency phase moves its collective
+        to the bandwidth phase (or ends it, without bandwidth work); a finished collective
+        frees its channel and credit (in start order) and, for a reduce-scatter, queues
+        its all-gather (held back until backward ends)."""
+        in_bandwidth, in_latency = self.in_bandwidth, self.in_latency
+        bw_clock, lat_clock = self.bw_clock, self.lat_clock
+        done = self.done
+        done.clear()
         while in_bandwidth and in_bandwidth[0][0] - bw_clock <= _DONE:
-            done.append(heappop(in_bandwidth))
+            done.append(heapq.heappop(in_bandwidth))
+        duration, latency = self.duration, self.latency
         while in_latency and in_latency[0][0] - lat_clock <= _EPS:
-            _, number, i = heappop(in_latency)
+            _, number, i = heapq.heappop(in_latency)
             work = duration[i] - latency[i]
             if work <= _DONE:
                 done.append((0.0, number, i))
             else:
-                heappush(in_bandwidth, (bw_clock + work, number, i))
+                heapq.heappush(in_bandwidth, (bw_clock + work, number, i))
+        if not done:
+            return
         if len(done) > 1:
             done.sort(key=_start_number)
+        nbytes, kind, ag_of, now, end = self.nbytes, self.kind, self.ag_of, self.now, self.end
+        backward = self.pos < self.n_seg
+        n_active, in_flight = self.n_active, self.in_flight
         for _, _, i in done:
             n_active -= 1
             in_flight = in_flight - nbytes[i] if n_active else 0.0
             end[i] = now
             if kind[i] == RS and ag_of[i] >= 0:
-                if pos < n_seg:
-                    waiting_gathers.append(ag_of[i])
+                if backward:
+                    self.waiting_gathers.append(ag_of[i])
                 else:
-                    heappush(pending, (now, ag_of[i]))
-    return np.asarray(start), np.asarray(end), float(backward_end)
+                    heapq.heappush(self.pending, (now, ag_of[i]))
+        self.n_active, self.in_flight = n_active, in_flight

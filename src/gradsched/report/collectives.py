@@ -12,10 +12,10 @@
   bandwidth claim), with the formulas' LP/MST and LP/RHD ratios;
 * :func:`error_summary` -- where formula and measurement disagree, by size band.
 
-"Large size" statistics use the :data:`LARGE_SIZES` largest sizes measured at every world
-size of a network (the median over them), which tames the noise of single points.
-All inputs are on disk (comm traces, the fit JSON, the per-size error CSV); a missing
-input gives a placeholder figure that says so.
+The frames come computed from :mod:`gradsched.experiments.collectives` (the samples with
+the fitted formulas' times, the medians at large messages, the summary rows with the
+formulas' ratios); this module draws and formats them, and reads the per-size error CSV.
+A figure with nothing to draw is a placeholder that says so.
 """
 
 from __future__ import annotations
@@ -23,15 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
-import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from gradsched.costmodel.formulas import cost
-from gradsched.costmodel.tuned import FormulaFit, fits_from_json, load_samples, predict
 from gradsched.intermediates import read_csv_frame
-from gradsched.io import read_json
 from gradsched.report.figure_style import (
     legend_union,
     panel_grid,
@@ -45,10 +42,21 @@ from gradsched.report.figure_style import (
 from gradsched.report.formatting import fmt
 from gradsched.report.latex import write_table
 
+
+class CollectivesFrames(Protocol):
+    """What :func:`write_all` formats (the report computes none of it): the frames of
+    :class:`gradsched.experiments.collectives.CollectivesFrames`."""
+
+    networks: tuple[str, ...]
+    fitted: tuple[str, ...]
+    samples: pd.DataFrame
+    at_large: pd.DataFrame
+    summary: pd.DataFrame
+    broadcast: pd.DataFrame
+
 ALG_ORDER = ("lp", "ring", "mst", "rd", "rhd", "default")
 ALG_LABELS = {"lp": "LP", "ring": "ring", "mst": "MST", "rd": "RD", "rhd": "RHD",
               "default": "gloo default"}
-LARGE_SIZES = 3
 
 
 def _colors() -> dict[str, str]:
@@ -56,36 +64,11 @@ def _colors() -> dict[str, str]:
     return {a: str(series_style(i)["color"]) for i, a in enumerate(ALG_ORDER)}
 
 
-def _load(traces: Sequence[str | Path], collective: str = "all_reduce") -> pd.DataFrame:
-    samples = load_samples(traces, "time_s")
-    return samples[samples["collective"] == collective]
-
-
-def _fits(fit_json: str | Path) -> dict[str, FormulaFit]:
-    return fits_from_json(read_json(fit_json, missing="fit JSON not found"))
-
-
-def _networks(samples: pd.DataFrame) -> list[str]:
-    nets = sorted(samples["network"].unique())
-    return sorted(nets, key=lambda n: (n != "loopback", n))
-
-
-def large_sizes(net: pd.DataFrame, count: int = LARGE_SIZES,
-                algs: Sequence[str] = ("lp", "rhd")) -> list[int]:
-    """The ``count`` largest sizes measured for ``algs`` at every world size."""
-    common = None
-    for _, g in net[net["algorithm"].isin(list(algs))].groupby(["world_size", "algorithm"]):
-        sizes = set(g["bytes"].astype(int))
-        common = sizes if common is None else common & sizes
-    return sorted(common or [])[-count:]
-
-
-def time_vs_size(traces: Sequence[str | Path], fit_json: str | Path, out_pdf: str | Path,
+def time_vs_size(samples: pd.DataFrame, networks: Sequence[str], out_pdf: str | Path,
                  out_png: str | Path) -> None:
-    """Measured (points) and per-algorithm fitted formula (lines) vs message size."""
-    samples = _load(traces)
-    fits = _fits(fit_json)
-    panels = [(n, int(p)) for n in _networks(samples)
+    """Measured (points) and per-algorithm fitted formula (lines, ``fit_time_s``) vs
+    message size, one panel per (network, world size)."""
+    panels = [(n, int(p)) for n in networks
               for p in sorted(samples.loc[samples["network"] == n, "world_size"].unique())]
     if not panels:
         placeholder(out_pdf, out_png, "collective algorithms", "no all_reduce sweeps")
@@ -101,10 +84,9 @@ def time_vs_size(traces: Sequence[str | Path], fit_json: str | Path, out_pdf: st
                 continue
             ax.plot(g["bytes"], g["time"] * 1e3, "o", ms=2.5, color=colors[alg],
                     label=ALG_LABELS[alg], alpha=0.8)
-            fit = fits.get(net)
-            if fit is not None and alg in fit.per_algorithm:
-                ax.plot(g["bytes"], predict(g, alg, *fit.per_algorithm[alg]) * 1e3, "-",
-                        lw=1.0, color=colors[alg])
+            if not g["fit_time_s"].isna().all():
+                ax.plot(g["bytes"], g["fit_time_s"].to_numpy() * 1e3, "-", lw=1.0,
+                        color=colors[alg])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         plain_log_ticks(ax)
@@ -117,30 +99,21 @@ def time_vs_size(traces: Sequence[str | Path], fit_json: str | Path, out_pdf: st
     save(fig, out_pdf, out_png)
 
 
-def _at_large(net: pd.DataFrame, sizes: list[int]) -> pd.DataFrame:
-    """Median time over ``sizes`` per (algorithm, world size), and the median size."""
-    sel = net[net["bytes"].isin(sizes)]
-    return sel.groupby(["algorithm", "world_size"])["time"].median().unstack("world_size")
-
-
-def lp_invariance(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str | Path
-                  ) -> None:
+def lp_invariance(at_large: pd.DataFrame, networks: Sequence[str], out_pdf: str | Path,
+                  out_png: str | Path) -> None:
     """Time at large sizes vs world size per algorithm (one panel per network)."""
-    samples = _load(traces)
-    nets = _networks(samples)
-    if not nets:
+    if not networks:
         placeholder(out_pdf, out_png, "LP vs P", "no all_reduce sweeps")
         return
     setup_style()
     colors = _colors()
-    fig, axes = panel_grid(len(nets), 3, width_in(0.8), 2.1)
-    for ax, net in zip(axes, nets, strict=True):
-        sub = samples[samples["network"] == net]
-        sizes = large_sizes(sub)
-        if not sizes:
+    fig, axes = panel_grid(len(networks), 3, width_in(0.8), 2.1)
+    for ax, net in zip(axes, networks, strict=True):
+        sub = at_large[at_large["network"] == net]
+        if sub.empty:
             ax.set_title(f"{net}: no common sizes")
             continue
-        table = _at_large(sub, sizes)
+        table = sub.pivot(index="algorithm", columns="world_size", values="time_s")
         for alg in ALG_ORDER:
             if alg in table.index:
                 row = table.loc[alg].dropna()
@@ -149,7 +122,7 @@ def lp_invariance(traces: Sequence[str | Path], out_pdf: str | Path, out_png: st
         ax.set_xticks(sorted(table.columns))
         ax.set_xlabel("world size P")
         ax.set_ylabel("time (ms)")
-        ax.set_title(f"{net}:\nmedian over {_mib(sizes[0])}-{_mib(sizes[-1])} MiB")
+        ax.set_title(f"{net}:\nmedian over {_sizes_mib(sub.iloc[0])} MiB")
     fig.legend(*legend_union(axes), loc="outside lower center", ncol=len(ALG_ORDER),
                frameon=False)
     fig.suptitle("all-reduce time at large messages vs P\n(Wang et al.: LP nearly P-invariant)")
@@ -160,22 +133,24 @@ def _mib(nbytes: float) -> str:
     return f"{nbytes / 2**20:g}"
 
 
-def lp_rhd_ratio(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str | Path,
-                 min_bytes: int = 1 << 16, fit_json: str | Path | None = None) -> None:
+def _sizes_mib(row: pd.Series) -> str:
+    """``first-last`` MiB of a row's ``first_bytes`` and ``last_bytes``."""
+    return f"{_mib(row['first_bytes'])}-{_mib(row['last_bytes'])}"
+
+
+def lp_rhd_ratio(samples: pd.DataFrame, networks: Sequence[str], fitted: Sequence[str],
+                 out_pdf: str | Path, out_png: str | Path, min_bytes: int = 1 << 16) -> None:
     """LP's bandwidth relative to RHD (t_rhd / t_lp) vs size, per world size and network;
-    with ``fit_json`` also the joint formula fit's ratio (dotted, LP with the chunks the
-    measurements used)."""
-    samples = _load(traces)
-    fits = _fits(fit_json) if fit_json is not None else {}
-    nets = _networks(samples)
-    if not nets:
+    on a network in ``fitted`` also the joint formula fit's ratio (dotted, ``joint_time_s``:
+    LP with the chunks the measurements used)."""
+    if not networks:
         placeholder(out_pdf, out_png, "LP / RHD bandwidth", "no all_reduce sweeps")
         return
     setup_style()
-    fig, axes = panel_grid(len(nets), 3, width_in(0.8), 2.0)
+    fig, axes = panel_grid(len(networks), 3, width_in(0.8), 2.0)
     worlds = sorted(samples["world_size"].unique())
     palette = {p: series_style(i)["color"] for i, p in enumerate(worlds)}
-    for ax, net in zip(axes, nets, strict=True):
+    for ax, net in zip(axes, networks, strict=True):
         sub = samples[(samples["network"] == net) & (samples["bytes"] >= min_bytes)]
         for p, g in sub.groupby("world_size"):
             wide = g.pivot_table(index="bytes", columns="algorithm", values="time")
@@ -183,13 +158,12 @@ def lp_rhd_ratio(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str
                 ratio = (wide["rhd"] / wide["lp"]).dropna()
                 ax.plot(ratio.index, ratio.to_numpy(), "o-", ms=3, color=palette[p],
                         label=f"P={p}")
-                fit = fits.get(net)
-                if fit is not None:
+                if net in fitted:
                     lp_rows = g[g["algorithm"] == "lp"].sort_values("bytes")
                     rhd_rows = g[g["algorithm"] == "rhd"].sort_values("bytes")
                     if lp_rows["bytes"].tolist() == rhd_rows["bytes"].tolist():
-                        model = (predict(rhd_rows, "rhd", *fit.joint)
-                                 / predict(lp_rows, "lp", *fit.joint))
+                        model = (rhd_rows["joint_time_s"].to_numpy()
+                                 / lp_rows["joint_time_s"].to_numpy())
                         ax.plot(lp_rows["bytes"], model, ":", color=palette[p], lw=1.2)
         ax.axhline(1.0, color="0.4", lw=0.8)
         ax.axhline(2.0, color="0.6", lw=0.8, ls="--", label="Wang et al.: up to 2x")
@@ -199,7 +173,7 @@ def lp_rhd_ratio(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str
         ax.set_ylabel("bandwidth LP / RHD")
         ax.set_title(net)
     handles, labels = legend_union(axes)
-    if fits:  # one entry for every dotted line: its colour is its P's
+    if fitted:  # one entry for every dotted line: its colour is its P's
         handles.append(Line2D([], [], ls=":", color="0.3", lw=1.2))
         labels.append("joint formula fit (dotted, colour = P)")
     fig.legend(handles, labels, loc="outside lower center", ncol=min(5, len(labels)),
@@ -209,105 +183,37 @@ def lp_rhd_ratio(traces: Sequence[str | Path], out_pdf: str | Path, out_png: str
     save(fig, out_pdf, out_png)
 
 
-def summary_rows(samples: pd.DataFrame, fits: dict[str, FormulaFit]) -> pd.DataFrame:
-    """Numbers per (network, P) at large sizes (raw floats; see :func:`summary_table`)."""
-    rows = []
-    for net in _networks(samples):
-        sub = samples[samples["network"] == net]
-        sizes = large_sizes(sub)
-        if not sizes:
-            continue
-        table = _at_large(sub, sizes)
-        ps = sorted(table.columns)
-        fit = fits.get(net)
-        size = float(np.median(sizes))
-        for p in ps:
-            row: dict[str, object] = {"network": net, "world_size": int(p),
-                                      "sizes_mib": f"{_mib(sizes[0])}-{_mib(sizes[-1])}"}
-            for alg in ALG_ORDER:
-                row[f"{alg}_ms"] = (float(table.loc[alg, p]) * 1e3
-                                    if alg in table.index and not math.isnan(table.loc[alg, p])
-                                    else math.nan)
-            row["lp_rhd_bw_measured"] = row["rhd_ms"] / row["lp_ms"]  # type: ignore[operator]
-            lp2 = table.loc["lp", ps[0]] if "lp" in table.index else math.nan
-            row["lp_vs_smallest_p"] = row["lp_ms"] / (lp2 * 1e3)  # type: ignore[operator]
-            if fit is not None:
-                a, b, g = fit.joint
-                t_lp = float(cost("all_reduce", "lp", size, int(p), a, b, g)[()])
-                t_rhd = float(cost("all_reduce", "rhd", size, int(p), a, b, g)[()])
-                row["lp_rhd_bw_model"] = t_rhd / t_lp
-            else:
-                row["lp_rhd_bw_model"] = math.nan
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def summary_table(traces: Sequence[str | Path], fit_json: str | Path) -> pd.DataFrame:
-    """The table as formatted strings (units in the headers)."""
-    raw = summary_rows(_load(traces), _fits(fit_json))
-    if raw.empty:
-        return pd.DataFrame(columns=["network"])
-    out = pd.DataFrame({
-        "network": raw["network"], "P": raw["world_size"].astype(str),
-        "sizes (MiB)": raw["sizes_mib"],
-        **{f"{ALG_LABELS[a]} (ms)": raw[f"{a}_ms"].map(lambda v: fmt(v, 1)) for a in ALG_ORDER},
-        "LP/RHD bw measured": raw["lp_rhd_bw_measured"].map(lambda v: fmt(v, 2)),
-        "LP/RHD bw formula": raw["lp_rhd_bw_model"].map(lambda v: fmt(v, 2)),
-        "LP time / LP at smallest P": raw["lp_vs_smallest_p"].map(lambda v: fmt(v, 2)),
-    })
-    return out
-
-
-def broadcast_rows(samples: pd.DataFrame, fits: dict[str, FormulaFit]) -> pd.DataFrame:
-    """Broadcast at large sizes per (network, P): LP vs the binomial tree (MST) and the
-    library, LP's growth with P, and the formulas' LP/MST and LP/RHD (scatter +
-    all-gather, van de Geijn; Thakur et al. Sec. 4.3) bandwidth ratios -- the setting of
-    Wang et al.'s "up to 2x" claim."""
-    rows = []
-    for net in _networks(samples):
-        sub = samples[samples["network"] == net]
-        sizes = large_sizes(sub, algs=("lp", "mst"))
-        if not sizes:
-            continue
-        table = _at_large(sub, sizes)
-        ps = sorted(table.columns)
-        size = float(np.median(sizes))
-        fit = fits.get(net)
-        for p in ps:
-            row: dict[str, object] = {"network": net, "world_size": int(p),
-                                      "sizes_mib": f"{_mib(sizes[0])}-{_mib(sizes[-1])}"}
-            for alg in ("lp", "mst", "default"):
-                row[f"{alg}_ms"] = (float(table.loc[alg, p]) * 1e3 if alg in table.index
-                                    else math.nan)
-            row["lp_mst_bw_measured"] = row["mst_ms"] / row["lp_ms"]  # type: ignore[operator]
-            row["lp_vs_smallest_p"] = float(table.loc["lp", p] / table.loc["lp", ps[0]])
-            if fit is not None:
-                a, b, g = fit.joint
-                t = {alg: float(cost("broadcast", alg, size, int(p), a, b, g)[()])
-                     for alg in ("lp", "mst", "rhd")}
-                row["lp_mst_bw_model"] = t["mst"] / t["lp"]
-                row["lp_rhd_bw_model"] = t["rhd"] / t["lp"]
-            else:
-                row["lp_mst_bw_model"] = row["lp_rhd_bw_model"] = math.nan
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def broadcast_table(traces: Sequence[str | Path], fit_json: str | Path) -> pd.DataFrame:
-    """:func:`broadcast_rows` as formatted strings."""
-    raw = broadcast_rows(_load(traces, "broadcast"), _fits(fit_json))
-    if raw.empty:
+def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The all-reduce's summary rows (:func:`gradsched.experiments.collectives.summary_rows`)
+    as formatted strings (units in the headers)."""
+    if rows.empty:
         return pd.DataFrame(columns=["network"])
     return pd.DataFrame({
-        "network": raw["network"], "P": raw["world_size"].astype(str),
-        "sizes (MiB)": raw["sizes_mib"],
-        "LP (ms)": raw["lp_ms"].map(lambda v: fmt(v, 1)),
-        "MST (ms)": raw["mst_ms"].map(lambda v: fmt(v, 1)),
-        "gloo default (ms)": raw["default_ms"].map(lambda v: fmt(v, 1)),
-        "LP/MST bw measured": raw["lp_mst_bw_measured"].map(lambda v: fmt(v, 2)),
-        "LP/MST bw formula": raw["lp_mst_bw_model"].map(lambda v: fmt(v, 2)),
-        "LP/RHD bw formula": raw["lp_rhd_bw_model"].map(lambda v: fmt(v, 2)),
-        "LP time / LP at smallest P": raw["lp_vs_smallest_p"].map(lambda v: fmt(v, 2)),
+        "network": rows["network"], "P": rows["world_size"].astype(str),
+        "sizes (MiB)": rows.apply(_sizes_mib, axis=1),
+        **{f"{ALG_LABELS[a]} (ms)": rows[f"{a}_ms"].map(lambda v: fmt(v, 1))
+           for a in ALG_ORDER},
+        "LP/RHD bw measured": rows["lp_rhd_bw_measured"].map(lambda v: fmt(v, 2)),
+        "LP/RHD bw formula": rows["lp_rhd_bw_model"].map(lambda v: fmt(v, 2)),
+        "LP time / LP at smallest P": rows["lp_vs_smallest_p"].map(lambda v: fmt(v, 2)),
+    })
+
+
+def broadcast_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The broadcast rows (:func:`gradsched.experiments.collectives.broadcast_rows`) as
+    formatted strings."""
+    if rows.empty:
+        return pd.DataFrame(columns=["network"])
+    return pd.DataFrame({
+        "network": rows["network"], "P": rows["world_size"].astype(str),
+        "sizes (MiB)": rows.apply(_sizes_mib, axis=1),
+        "LP (ms)": rows["lp_ms"].map(lambda v: fmt(v, 1)),
+        "MST (ms)": rows["mst_ms"].map(lambda v: fmt(v, 1)),
+        "gloo default (ms)": rows["default_ms"].map(lambda v: fmt(v, 1)),
+        "LP/MST bw measured": rows["lp_mst_bw_measured"].map(lambda v: fmt(v, 2)),
+        "LP/MST bw formula": rows["lp_mst_bw_model"].map(lambda v: fmt(v, 2)),
+        "LP/RHD bw formula": rows["lp_rhd_bw_model"].map(lambda v: fmt(v, 2)),
+        "LP time / LP at smallest P": rows["lp_vs_smallest_p"].map(lambda v: fmt(v, 2)),
     })
 
 
@@ -331,24 +237,25 @@ def error_summary(errors_csv: str | Path) -> pd.DataFrame:
     return out
 
 
-def write_all(traces: Sequence[str | Path], fit_json: str | Path, errors_csv: str | Path,
-              figdir: str | Path, tabdir: str | Path, prefix: str = "collectives"
-              ) -> list[Path]:
-    """Every figure (PDF + PNG) and both tables (LaTeX + Markdown); the paths written."""
+def write_all(frames: CollectivesFrames, errors_csv: str | Path, figdir: str | Path,
+              tabdir: str | Path, prefix: str = "collectives") -> list[Path]:
+    """Every figure (PDF + PNG) and the three tables (LaTeX + Markdown) of the computed
+    ``frames`` and the per-size error CSV; the paths written."""
     figdir, tabdir = Path(figdir), Path(tabdir)
+    nets = frames.networks
     out: list[Path] = []
-    for name, fn in (("time-vs-size", lambda a, b: time_vs_size(traces, fit_json, a, b)),
-                     ("lp-invariance", lambda a, b: lp_invariance(traces, a, b)),
-                     ("lp-rhd-ratio", lambda a, b: lp_rhd_ratio(traces, a, b,
-                                                                fit_json=fit_json))):
+    for name, fn in (("time-vs-size", lambda a, b: time_vs_size(frames.samples, nets, a, b)),
+                     ("lp-invariance", lambda a, b: lp_invariance(frames.at_large, nets, a, b)),
+                     ("lp-rhd-ratio", lambda a, b: lp_rhd_ratio(frames.samples, nets,
+                                                                frames.fitted, a, b))):
         pdf, png = figdir / f"{prefix}-{name}.pdf", figdir / f"{prefix}-{name}.png"
         fn(pdf, png)
         out += [pdf, png]
-    table = summary_table(traces, fit_json)
+    table = summary_table(frames.summary)
     tex, md = tabdir / f"{prefix}-summary.tex", tabdir / f"{prefix}-summary.md"
     write_table(table, tex, md, title="all-reduce algorithms at large messages")
     out += [tex, md]
-    btable = broadcast_table(traces, fit_json)
+    btable = broadcast_table(frames.broadcast)
     tex, md = tabdir / f"{prefix}-broadcast.tex", tabdir / f"{prefix}-broadcast.md"
     write_table(btable, tex, md, title="broadcast algorithms at large messages")
     out += [tex, md]

@@ -46,6 +46,7 @@ import torch.distributed as dist
 
 from gradsched.distributed import LaunchSpec, launch
 from gradsched.distributed.cluster import EmulatedCluster
+from gradsched.distributed.placement import Launch  # re-exported: runtime.rounds.Launch
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_GRAD_ACCUM, is_grad_accum
 from gradsched.run_order import round_order
@@ -111,29 +112,6 @@ class Timing:
     ps_servers: int = 0
     grad_accum: int = 1
     """Micro-batches per timed iteration (one optimizer step; :mod:`.runners`)."""
-
-
-@dataclass(frozen=True)
-class Launch:
-    """Where the ranks of one measurement run, beside its :class:`Timing`: the workers
-    (``world_size``; the timing's ``ps_servers`` come on top), the backend, threads per
-    rank, loopback or the emulated cluster shaped to ``cluster``, and the launch's own
-    limits (``deadline_s``; ``busy_limit_cores``: refuse a busy machine, ``what`` naming
-    the measurement). Checked when made."""
-
-    world_size: int
-    backend: str = "gloo"
-    threads: int = 1
-    cluster: str | None = None
-    deadline_s: float | None = None
-    busy_limit_cores: float | None = None
-    what: str = "measurement"
-
-    def __post_init__(self) -> None:
-        if self.world_size < 1:
-            raise ConfigError("--world-size must be >= 1")
-        if self.backend not in ("gloo", "nccl"):
-            raise ConfigError(f"backend must be gloo or nccl, not {self.backend!r}")
 
 
 def check_counts(items: Sequence[Item], timing: Timing) -> None:

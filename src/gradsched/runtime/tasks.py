@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import time
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from gradsched.capture.timers import round_trip
 from gradsched.compression import make_compressor
 from gradsched.plan import Plan
 from gradsched.runtime.executor import PlanExecutor
@@ -113,20 +113,16 @@ def ps_exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> d
 
 def p2p_link_times(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Rank 0 sends ``payload['bytes']`` to each rank in ``payload['peers']`` in turn,
-    ``payload['iters']`` times, and times each round trip's send (the peer answers with
-    one byte); for the emulated cluster's node tests (which links are shaped)."""
+    ``payload['iters']`` times, and times each round trip (the peer answers with one fp32
+    element; :func:`gradsched.capture.timers.round_trip`); for the emulated cluster's node
+    tests (which links are shaped)."""
     data = torch.zeros(int(payload["bytes"]) // 4)
     ack = torch.zeros(1)
     times: dict[str, list[float]] = {}
     for peer in payload["peers"]:
         for _ in range(int(payload["iters"])):
+            took = round_trip(rank, 0, peer, data, ack)
             if rank == 0:
-                start = time.perf_counter()
-                dist.send(data, dst=peer)
-                dist.recv(ack, src=peer)
-                times.setdefault(str(peer), []).append(time.perf_counter() - start)
-            elif rank == peer:
-                dist.recv(data, src=0)
-                dist.send(ack, dst=0)
+                times.setdefault(str(peer), []).append(took)
     dist.barrier()
     return {"rank": rank, "times_s": times}

@@ -11,9 +11,9 @@ import pytest
 pytest.importorskip("torch")
 
 from gradsched import units
+from gradsched.capture import interference
 from gradsched.cli import main
 from gradsched.errors import ConfigError
-from gradsched.reexec import interference
 
 
 # ----------------------------------------------------------------------------- interference
@@ -60,3 +60,19 @@ def test_interference_calibration_runs(tmp_path):
                 "small_comm_alone_s"):
         assert rec[key]
     assert data["collective_cpu_s"] >= 0.0 and data["small_bytes"] == 4096
+
+
+def test_settings_and_launch_are_checked_before_any_rank_starts():
+    from gradsched.distributed.placement import Launch
+
+    with pytest.raises(ConfigError, match="--rounds and --reps"):
+        interference.Calibration(rounds=0)
+    with pytest.raises(ConfigError, match="unknown kernel"):
+        interference.Calibration(kernel="fft")
+    assert interference.Calibration(reps=40).all_reduces == 10
+    assert interference.Calibration(reps=4).all_reduces == 3
+    with pytest.raises(ConfigError, match="world-size >= 2"):
+        interference.calibrate(interference.Calibration(), Launch(world_size=1))
+    with pytest.raises(ConfigError, match="busy"):
+        interference.calibrate(interference.Calibration(),
+                               Launch(world_size=2, busy_limit_cores=1.0))

@@ -1,4 +1,5 @@
-"""Calibrate the replay's interference factors on the machine at hand.
+"""Calibrate the replay's interference factors on the machine at hand (a measurement of the
+machine, beside the collective sweeps of :mod:`gradsched.capture.sweep`).
 
 The replay (:mod:`gradsched.replay.engine`) models three interference effects: backward
 compute loses ``collective_cpu_s`` for every collective started while it runs, and
@@ -7,8 +8,9 @@ phase; collectives progress at 1/``comm_slowdown`` while backward computes. All 
 properties of the machine and the backend: with gloo on CPU the collective's threads
 (wake-ups, copies, reductions, socket I/O) take CPU time from the compute thread and vice
 versa; with NCCL on a GPU the all-reduce kernels take SMs and memory bandwidth from the
-compute kernels. This module measures them, on ``world_size`` ranks (default 2), one
-command::
+compute kernels. This module measures them, on ``world_size`` ranks (default 2;
+:class:`~gradsched.distributed.placement.Launch`) with the settings of a
+:class:`Calibration`, one command::
 
     gradsched reexec interference -o interference.json                  # gloo, CPU
     gradsched reexec interference --backend nccl -o interference.json   # one GPU per rank
@@ -53,11 +55,13 @@ import statistics
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gradsched.distributed import LaunchSpec, launch
 from gradsched.distributed.cluster import EmulatedCluster
+from gradsched.distributed.placement import Launch
 from gradsched.errors import ConfigError
 from gradsched.io import write_json_atomic
 from gradsched.provenance import machine_versions
@@ -340,42 +344,73 @@ def factors(results: list[dict[str, Any]]) -> dict[str, Any]:
             "compute_ratios": compute_ratios, "comm_ratios": comm_ratios}
 
 
-def calibrate(*, backend: str = "gloo", world_size: int = 2, threads: int = 1,
-              cluster: str | None = None, comm_bytes: int = 8 * 1024**2,
-              kernel: str = "conv", rounds: int = 5, reps: int = 20,
-              small_bytes: int = 4096,
-              comm_reps: int | None = None, output: str | Path | None = None
+KERNELS = ("conv", "matmul")
+"""The compute kernels (:func:`_kernel`)."""
+TASK = "gradsched.capture.interference:interference_task"
+DEADLINE_S = 3600.0
+"""The launch's deadline when the :class:`Launch` gives none."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What one calibration measures (module docstring, Method): the compute ``kernel``,
+    the all-reduce sizes (``comm_bytes``; ``small_bytes``: the small ones of phase 4), the
+    ``rounds`` of five phases, the kernel repetitions per phase (``reps``) and the
+    all-reduces per communication phase (``comm_reps``; default ``max(3, reps // 4)``).
+    Checked when made."""
+
+    kernel: str = "conv"
+    comm_bytes: int = 8 * 1024**2
+    small_bytes: int = 4096
+    rounds: int = 5
+    reps: int = 20
+    comm_reps: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1 or self.reps < 1:
+            raise ConfigError("--rounds and --reps must be >= 1")
+        if self.kernel not in KERNELS:
+            raise ConfigError(f"unknown kernel {self.kernel!r}; use conv or matmul")
+        if self.comm_reps is not None and self.comm_reps < 1:
+            raise ConfigError("comm_reps must be >= 1")
+
+    @property
+    def all_reduces(self) -> int:
+        """All-reduces per communication phase."""
+        return self.comm_reps if self.comm_reps is not None else max(3, self.reps // 4)
+
+
+def calibrate(settings: Calibration, where: Launch, output: str | Path | None = None
               ) -> dict[str, Any]:
-    """Measure both factors on ``world_size`` ranks; write and return the JSON record."""
-    if world_size < 2:
+    """Measure the factors with ``settings`` on the ranks ``where`` says (loopback or the
+    emulated cluster); write the JSON record to ``output`` when given, and return it."""
+    if where.world_size < 2:
         raise ConfigError("interference needs --world-size >= 2")
-    if rounds < 1 or reps < 1:
-        raise ConfigError("--rounds and --reps must be >= 1")
-    if backend not in ("gloo", "nccl"):
-        raise ConfigError(f"backend must be gloo or nccl, not {backend!r}")
-    comm_reps = comm_reps if comm_reps is not None else max(3, reps // 4)
-    payload = {"kernel": kernel, "comm_bytes": comm_bytes, "small_bytes": small_bytes,
-               "reps": reps,
-               "comm_reps": comm_reps, "rounds": rounds}
-    common = {"backend": backend, "threads_per_rank": threads, "op_timeout_s": 300.0,
-              "deadline_s": 3600.0}
-    task = "gradsched.reexec.interference:interference_task"
+    if where.busy_limit_cores is not None:
+        raise ConfigError("interference: a busy-machine limit is not checked by this "
+                          "calibration; leave busy_limit_cores unset")
+    comm_reps = settings.all_reduces
+    payload = {"kernel": settings.kernel, "comm_bytes": settings.comm_bytes,
+               "small_bytes": settings.small_bytes, "reps": settings.reps,
+               "comm_reps": comm_reps, "rounds": settings.rounds}
+    common = {"backend": where.backend, "threads_per_rank": where.threads,
+              "op_timeout_s": 300.0, "deadline_s": where.deadline_s or DEADLINE_S}
     load_before = os.getloadavg()
     start = time.monotonic()
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if cluster is not None:
-        with EmulatedCluster(world_size, cluster) as emu:
-            results = launch(task, payload, emu.launch_spec(**common))
-        network = f"emulated cluster, tbf {cluster}"
+    if where.cluster is not None:
+        with EmulatedCluster(where.world_size, where.cluster) as emu:
+            results = launch(TASK, payload, emu.launch_spec(**common))
+        network = f"emulated cluster, tbf {where.cluster}"
     else:
-        results = launch(task, payload, LaunchSpec(world_size, **common))
+        results = launch(TASK, payload, LaunchSpec(where.world_size, **common))
         network = "loopback"
     record = factors(results)
     record.update({
-        "kind": "interference", "backend": backend, "world_size": world_size,
-        "threads_per_rank": threads, "network": network, "kernel": kernel,
-        "comm_bytes": comm_bytes, "small_bytes": small_bytes, "rounds": rounds,
-        "reps": reps, "comm_reps": comm_reps,
+        "kind": "interference", "backend": where.backend, "world_size": where.world_size,
+        "threads_per_rank": where.threads, "network": network, "kernel": settings.kernel,
+        "comm_bytes": settings.comm_bytes, "small_bytes": settings.small_bytes,
+        "rounds": settings.rounds, "reps": settings.reps, "comm_reps": comm_reps,
         "date": when, "wall_s": round(time.monotonic() - start, 1),
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
         "machine": machine_versions(), "command": "gradsched " + " ".join(sys.argv[1:])
