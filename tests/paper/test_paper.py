@@ -112,7 +112,8 @@ def test_main_tex_includes_every_figure_and_table() -> None:
 
 def test_readme_claims_table_lists_every_included_output() -> None:
     rows = claims_table(REPO / "docs" / "claims.md")
-    assert rows, "docs/claims.md has no claims table (a Markdown table whose first column is 'claim')"
+    assert rows, ("docs/claims.md has no claims table (a Markdown table whose first column "
+                  "is 'claim')")
     text = " ".join(row.get("output", "") for row in rows)
     figs, tabs = included()
     for fig in figs:
