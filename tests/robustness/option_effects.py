@@ -126,6 +126,10 @@ def _at_scale_inputs(d: Path) -> None:
     for name in ("tt", "mx"):
         _gradsched(f"study at-scale --points {{d}}/points-{name}.csv --comm h100={AS_AB} "
                    f"-o {{d}}/as-{name}.csv --summary-output {{d}}/as-{name}.json", d)
+    # a synthetic per-unit jitter table (the columns gradsched study unit-jitter writes)
+    (d / "unit-jitter.csv").write_text(
+        "role,trace,measured,independent_cv,fit_cv\nfit,synthetic,True,0.3,0.3\n",
+        encoding="utf-8")
 
 
 def _subset(source: Path, target: Path, cases: tuple[str, ...]) -> None:
@@ -598,6 +602,8 @@ ST_OV = ("study overlap-slowdown --source A100 fit all "
 
 AS_AB = "alpha-beta:alpha=2e-5,beta=4e-12"
 ST_AS = f"study at-scale --points {{d}}/points-tt.csv --comm h100={AS_AB} -o s.csv"
+UJ = "{R}/data/h200/kineto-steps"
+ST_UJ = f"study unit-jitter --fit {UJ}/alexnet-b256-cuda-fp32.pt.trace.json.gz -o s.csv"
 
 
 def _study() -> dict[str, Entry]:
@@ -614,6 +620,16 @@ def _study() -> dict[str, Entry]:
         s + "at-scale --groups-output": Output(ST_AS, f"{ST_AS} --groups-output g.csv", "g.csv"),
         s + "at-scale --summary-output": Output(ST_AS, f"{ST_AS} --summary-output j.json",
                                                 "j.json"),
+        s + "at-scale --unit-jitter": more(ST_AS, "--unit-jitter {d}/unit-jitter.csv",
+                                           compare="s.csv"),
+        s + "unit-jitter --help": HELP,
+        s + "unit-jitter --fit": Probe(ST_UJ, ST_UJ.replace("alexnet-b256", "vgg16-b64"),
+                                       "s.csv"),
+        s + "unit-jitter --validate": more(ST_UJ, f"--validate {UJ}/vgg16-b64-cuda-fp32"
+                                           ".pt.trace.json.gz", compare="s.csv"),
+        s + "unit-jitter --chunk-ms": more(ST_UJ, "--chunk-ms 2", compare="s.csv"),
+        s + "unit-jitter --output": Output(ST_UJ, ST_UJ.replace("-o s.csv", "-o o.csv"),
+                                           "o.csv"),
         s + "ps-replay --help": HELP,
         s + "ps-replay --case": Probe(ST_PS, ST_PS.replace(" 2 ", " 4 ").replace(M, "{d}/m4.csv"),
                                       "s.csv"),
