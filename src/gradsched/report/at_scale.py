@@ -47,6 +47,20 @@ MACROS = {"Groups": ("groups", 0), "Points": ("predicted_points", 0),
           "GrowthFloor": ("growth_floor_pct", 0),
           "ExtrapolatedPoints": ("extrapolated_world_size_points", 0),
           "OutsideSizesPoints": ("outside_sizes_points", 0)}
+OPTIONAL_MACROS = {"SyncPointsMedian": ("sync_points_median", 0),
+                   "SyncPointsMax": ("sync_points_max", 0),
+                   "UnitSlackMedian": ("unit_slack_min_pct_median", 0),
+                   "UnitBindingIfStepCv": ("unit_sync_binding_points", 0),
+                   "StragglerStepCv": ("straggler_step_cv", 3),
+                   "UnitJitterCv": ("unit_jitter_cv", 4),
+                   "UnitJitterValidationCv": ("unit_jitter_validation_cv", 3),
+                   "UnitJitterValidationErr": ("unit_jitter_validation_error_pct", 0),
+                   "UnitJitterStepKernelCv": ("unit_jitter_step_kernel_cv", 4),
+                   "UnitJitterBinding": ("unit_jitter_binding_points", 0),
+                   "UnitJitterValidationBinding": ("unit_jitter_validation_binding_points", 0),
+                   "UnitSyncWaitMax": ("unit_sync_wait_max_pct", 1)}
+"""Macros of the per-unit synchronisation check (``gradsched.experiments.at_scale.sync``),
+written when the summary has them (the last seven only with ``--unit-jitter``)."""
 
 
 def load_points_frame(path: str | Path) -> pd.DataFrame:
@@ -116,10 +130,13 @@ def load_summary(path: str | Path) -> dict[str, object]:
 
 def at_scale_macros(summary: Mapping[str, object]) -> dict[str, str]:
     """``AtScale<Name>`` macros of the summary's numbers."""
-    return {f"AtScale{name}": fmt(summary[key], digits) for name, (key, digits) in MACROS.items()}
+    out = {f"AtScale{name}": fmt(summary[key], digits) for name, (key, digits) in MACROS.items()}
+    return out | {f"AtScale{name}": fmt(summary[key], digits)
+                  for name, (key, digits) in OPTIONAL_MACROS.items() if key in summary}
 
 
-VARIANT_COLUMNS = ("variant", "comm models", "overlap slowdown", "stragglers", "points",
+VARIANT_COLUMNS = ("variant", "comm models", "overlap slowdown", "stragglers",
+                   "unit syncs", "points",
                    "median |error| [%]", "worst |error| [%]", "perfect scaling median [%]",
                    "perfect scaling worst [%]", "optimistic", "growth explained median [%]",
                    "growth explained pooled [%]")
@@ -131,9 +148,10 @@ def variants_table(summaries: list[Mapping[str, object]]) -> tuple[pd.DataFrame,
     set), so each switch's effect is one row's difference."""
     rows = [[str(s.get("variant", "")), str(s.get("comm_models", "")),
              str(s.get("overlap_slowdown", "")), str(s.get("stragglers", "")),
-             fmt(s["predicted_points"], 0), fmt(s["median_abs_error_pct"], 1),
+             str(s.get("unit_stragglers", "off")), fmt(s["predicted_points"], 0),
+             fmt(s["median_abs_error_pct"], 1),
              fmt(s["worst_abs_error_pct"], 1), fmt(s["perfect_median_abs_error_pct"], 1),
              fmt(s["perfect_worst_abs_error_pct"], 1), fmt(s["optimistic_points"], 0),
              fmt(s["growth_explained_median_pct"], 1),
              fmt(s["growth_explained_pooled_pct"], 1)] for s in summaries]
-    return pd.DataFrame(rows, columns=list(VARIANT_COLUMNS)), "llll" + "r" * 8
+    return pd.DataFrame(rows, columns=list(VARIANT_COLUMNS)), "lllll" + "r" * 8

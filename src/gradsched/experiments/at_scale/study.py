@@ -177,6 +177,8 @@ def sync_summary(pred: pd.DataFrame,
         waits = pred["unit_sync_wait_s"] / pred["published_step_s"]
         out |= {"unit_jitter_cv": _r(unit_jitter.cv, 4),
                 "unit_jitter_validation_cv": _r(unit_jitter.validation_cv, 4),
+                "unit_jitter_validation_error_pct": _r(unit_jitter.validation_error_pct, 1),
+                "unit_jitter_step_kernel_cv": _r(unit_jitter.step_kernel_cv, 4),
                 "unit_jitter_binding_points": int((pred["unit_bind_cv"] < unit_jitter.cv).sum()),
                 "unit_jitter_validation_binding_points": int(
                     (pred["unit_bind_cv"] < unit_jitter.validation_cv).sum()),

@@ -167,11 +167,15 @@ def study(fit: Sequence[str | Path], validation: Sequence[str | Path],
 @dataclass(frozen=True)
 class UnitJitter:
     """The per-unit jitter the at-scale study applies: the fitted cv, the largest one
-    measured on the validation traces, and where they come from."""
+    measured on the validation traces, and where they come from; for the record, the fit's
+    worst |error| on the validation traces and the largest step-to-step cv of a fit trace's
+    summed kernel time."""
 
     cv: float
     validation_cv: float
     source: str
+    validation_error_pct: float = math.nan
+    step_kernel_cv: float = math.nan
 
     def __post_init__(self) -> None:
         for name, value in (("cv", self.cv), ("validation_cv", self.validation_cv)):
@@ -187,7 +191,13 @@ def load_unit_jitter(path: str | Path) -> UnitJitter:
     fit = frame["fit_cv"].dropna().unique()
     if len(fit) != 1:
         raise InputError("expected one fit_cv value", path=path, field="fit_cv")
-    val = frame[(frame["role"] == "validation") & frame["measured"].astype(bool)]
+    measured = frame["measured"].astype(bool)
+    val = frame[(frame["role"] == "validation") & measured]
+    fits = frame[(frame["role"] == "fit") & measured]
     vcv = float(val["independent_cv"].max()) if len(val) else math.nan
-    n_fit = int(((frame["role"] == "fit") & frame["measured"].astype(bool)).sum())
-    return UnitJitter(float(fit[0]), vcv, f"largest of {n_fit} fit traces ({Path(path).name})")
+    err = (float(val["error_pct"].abs().max()) if len(val) and "error_pct" in val
+           else math.nan)
+    step = (float(fits["step_kernel_cv"].max()) if "step_kernel_cv" in fits and len(fits)
+            else math.nan)
+    return UnitJitter(float(fit[0]), vcv, f"largest of {len(fits)} fit traces "
+                      f"({Path(path).name})", validation_error_pct=err, step_kernel_cv=step)
