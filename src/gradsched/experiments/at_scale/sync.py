@@ -55,9 +55,10 @@ from gradsched.replay.sharded_layout import UnitLayout
 from gradsched.traces.layers import LayerSeq
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SyncSlack:
-    """The synchronisation points of one step and their slack (module docstring)."""
+    """The synchronisation points of one step and their slack (module docstring); compared
+    by identity (it holds arrays)."""
 
     sync_points: int
     compute_intervals: int
