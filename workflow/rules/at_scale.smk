@@ -68,7 +68,7 @@ AT_SCALE_VARIANTS = {
     },
 }
 AT_SCALE_MAIN = "all-effects"
-TABLES += ["at-scale", "at-scale-variants"]
+TABLES += ["at-scale", "at-scale-variants", "at-scale-effects"]
 
 
 def at_scale_comm_files(variant):
@@ -184,3 +184,20 @@ rule table_at_scale_variants:
     shell:
         "{GS} report at-scale-variants --summary {input} --tex {output.tex} "
         "--md {output.md} > {log} 2>&1"
+
+
+rule table_at_scale_effects:
+    """One row per effect of scale: cause, calibration data, value, fit and validation."""
+    input:
+        overlap="src/gradsched/costmodel/overlap_slowdown.json",
+        stragglers=f"{RESULTS}/stragglers/stragglers.csv",
+        jitter=AT_SCALE_UNIT_JITTER,
+    output:
+        tex=f"{TAB}/at-scale-effects.tex",
+        md=f"{TAB}/at-scale-effects.md",
+    log:
+        f"{LOGS}/tables/at-scale-effects.log",
+    shell:
+        "{GS} report at-scale-effects --overlap-model {input.overlap} "
+        "--stragglers {input.stragglers} --unit-jitter {input.jitter} "
+        "--tex {output.tex} --md {output.md} > {log} 2>&1"
