@@ -105,7 +105,9 @@ def test_study_fits_on_the_fit_traces_and_scores_the_validation(tmp_path) -> Non
     bad = tmp_path / "bad.txt"
     bad.write_text("not a trace", encoding="utf-8")
     with pytest.raises(InputError, match="fit"):
-        study([bad], [])
+        study([bad], [])  # unreadable: listed as not measured, and nothing left to fit
+    with pytest.raises(InputError, match="not found"):
+        study([H200], [tmp_path / "missing.json.gz"])
 
 
 def test_the_wait_enters_only_comm_bound_units_of_the_study(tmp_path) -> None:

@@ -124,6 +124,8 @@ def jitter_table(paths: Sequence[str | Path], chunk_s: float = CHUNK_S) -> pd.Da
     ``measured`` false and the reason."""
     rows = []
     for path in paths:
+        if not Path(path).is_file():
+            raise InputError("Kineto trace not found", path=path)
         try:
             k = step_kernels(path)
         except InputError as exc:
