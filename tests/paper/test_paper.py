@@ -105,7 +105,7 @@ def test_main_tex_includes_every_figure_and_table() -> None:
         "replay-v100", "replay-a100-gh200", "replay-h200", "gpu-scaling", "host-check",
         "collectives-summary", "collectives-broadcast", "collectives-formula-errors",
         "compression-summary", "reexec", "collectives-at-scale", "overlap-slowdown",
-        "stragglers", "stragglers-ep", "at-scale", "at-scale-variants",
+        "stragglers", "stragglers-ep", "at-scale", "at-scale-variants", "at-scale-effects",
         "diagnose-collectives", "diagnose-planted",
     }
 

@@ -126,6 +126,23 @@ def _at_scale_inputs(d: Path) -> None:
     for name in ("tt", "mx"):
         _gradsched(f"study at-scale --points {{d}}/points-{name}.csv --comm h100={AS_AB} "
                    f"-o {{d}}/as-{name}.csv --summary-output {{d}}/as-{name}.json", d)
+    # synthetic per-unit jitter and stragglers tables (columns as gradsched study unit-jitter
+    # and study stragglers write them; the numbers are made up)
+    for name, cv in (("unit-jitter", 0.3), ("unit-jitter2", 0.2)):
+        (d / f"{name}.csv").write_text(
+            "role,trace,measured,independent_cv,fit_cv,error_pct\n"
+            f"fit,synthetic,True,{cv},{cv},\nvalidation,synthetic,True,0.4,{cv},"
+            f"{100 * (cv / 0.4 - 1):.1f}\n", encoding="utf-8")
+    for name, cv in (("stragglers", 0.03), ("stragglers2", 0.05)):
+        (d / f"{name}.csv").write_text(
+            "kind,source,device_class,samples,cv,predicted_wait_pct,observed_wait_pct,"
+            f"error_pct\nfit,synthetic,gpu-bound,2 configs,{cv},,,\nvalidation,synthetic,"
+            f"gpu-bound,8 ranks,{cv},{cv * 142:.2f},40,{cv * 142 / 0.4 - 100:.1f}\n",
+            encoding="utf-8")
+    model = json.loads((REPO / "src/gradsched/costmodel/overlap_slowdown.json").read_text(
+        encoding="utf-8"))
+    model["generations"]["A100"]["slowdown"] = 1.2
+    (d / "overlap2.json").write_text(json.dumps(model), encoding="utf-8")
 
 
 def _subset(source: Path, target: Path, cases: tuple[str, ...]) -> None:
@@ -598,6 +615,8 @@ ST_OV = ("study overlap-slowdown --source A100 fit all "
 
 AS_AB = "alpha-beta:alpha=2e-5,beta=4e-12"
 ST_AS = f"study at-scale --points {{d}}/points-tt.csv --comm h100={AS_AB} -o s.csv"
+UJ = "{R}/data/h200/kineto-steps"
+ST_UJ = f"study unit-jitter --fit {UJ}/alexnet-b256-cuda-fp32.pt.trace.json.gz -o s.csv"
 
 
 def _study() -> dict[str, Entry]:
@@ -614,6 +633,16 @@ def _study() -> dict[str, Entry]:
         s + "at-scale --groups-output": Output(ST_AS, f"{ST_AS} --groups-output g.csv", "g.csv"),
         s + "at-scale --summary-output": Output(ST_AS, f"{ST_AS} --summary-output j.json",
                                                 "j.json"),
+        s + "at-scale --unit-jitter": more(ST_AS, "--unit-jitter {d}/unit-jitter.csv",
+                                           compare="s.csv"),
+        s + "unit-jitter --help": HELP,
+        s + "unit-jitter --fit": Probe(ST_UJ, ST_UJ.replace("alexnet-b256", "vgg16-b64"),
+                                       "s.csv"),
+        s + "unit-jitter --validate": more(ST_UJ, f"--validate {UJ}/vgg16-b64-cuda-fp32"
+                                           ".pt.trace.json.gz", compare="s.csv"),
+        s + "unit-jitter --chunk-ms": more(ST_UJ, "--chunk-ms 2", compare="s.csv"),
+        s + "unit-jitter --output": Output(ST_UJ, ST_UJ.replace("-o s.csv", "-o o.csv"),
+                                           "o.csv"),
         s + "ps-replay --help": HELP,
         s + "ps-replay --case": Probe(ST_PS, ST_PS.replace(" 2 ", " 4 ").replace(M, "{d}/m4.csv"),
                                       "s.csv"),
@@ -868,6 +897,9 @@ LLM = ("report llm-scale --model a --advice {d}/advice-ddp.json --sharded "
        "{d}/advice-fits.json --tex t.tex --md t.md")
 MACROS = "report macros -o m.tex"
 AS_VARIANTS = "report at-scale-variants --summary {d}/as-tt.json --tex t.tex --md t.md"
+AS_EFFECTS = ("report at-scale-effects --overlap-model "
+              "{R}/src/gradsched/costmodel/overlap_slowdown.json --stragglers "
+              "{d}/stragglers.csv --unit-jitter {d}/unit-jitter.csv --tex t.tex --md t.md")
 AS_REPORT = ("report at-scale --input {d}/as-tt.csv --summary {d}/as-tt.json --tex t.tex "
              "--md t.md --macros m.tex")
 COMPARE = "report compare --skip nccl-busbw x no-log -o c.csv"
@@ -949,6 +981,17 @@ def _report() -> dict[str, Entry]:
         r + "at-scale-variants --tex": Output(AS_VARIANTS, AS_VARIANTS.replace(
             "--tex t.tex", "--tex o.tex"), "o.tex"),
         r + "at-scale-variants --md": Output(AS_VARIANTS, AS_VARIANTS.replace(
+            "--md t.md", "--md o.md"), "o.md"),
+        r + "at-scale-effects --help": HELP,
+        r + "at-scale-effects --overlap-model": Probe(AS_EFFECTS, AS_EFFECTS.replace(
+            "{R}/src/gradsched/costmodel/overlap_slowdown.json", "{d}/overlap2.json"), "t.md"),
+        r + "at-scale-effects --stragglers": Probe(AS_EFFECTS, AS_EFFECTS.replace(
+            "stragglers.csv", "stragglers2.csv"), "t.md"),
+        r + "at-scale-effects --unit-jitter": Probe(AS_EFFECTS, AS_EFFECTS.replace(
+            "unit-jitter.csv", "unit-jitter2.csv"), "t.md"),
+        r + "at-scale-effects --tex": Output(AS_EFFECTS, AS_EFFECTS.replace(
+            "--tex t.tex", "--tex o.tex"), "o.tex"),
+        r + "at-scale-effects --md": Output(AS_EFFECTS, AS_EFFECTS.replace(
             "--md t.md", "--md o.md"), "o.md"),
         r + "llm-scale --help": HELP,
         r + "llm-scale --model": Probe(LLM, LLM.replace("--model a", "--model b")),

@@ -33,6 +33,22 @@ AT_SCALE_NCCL = {
     "h100": AT_SCALE_NCCL_H100,
     "h200": AT_SCALE_NCCL_H100,
 }
+# The per-unit synchronisation waits (gradsched.experiments.at_scale.sync): the independent
+# per-unit kernel-time jitter, fitted on the H200 ProfilerStep traces (data/h200/kineto-steps)
+# and validated on the public A100/V100 Kineto traces with identical steps (HTA's examples);
+# traces whose steps run different kernels are listed and not measured.
+AT_SCALE_UNIT_JITTER = f"{RESULTS}/at-scale/unit-jitter.csv"
+AT_SCALE_UNIT_JITTER_FIT = sorted(
+    glob.glob("data/h200/kineto-steps/*.pt.trace.json.gz")
+)
+AT_SCALE_UNIT_JITTER_VALIDATE = [
+    "data/external/hta/nccl_parser_config/nccl_data.json.gz",
+    "data/external/hta/negative_queue_length_values_check/rank0.json.gz",
+    "data/external/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    "data/external/hta/trace_diff/control/control.json.gz",
+    "data/external/hta/trace_diff/test/test.json.gz",
+]
+UNIT = f"--unit-jitter {AT_SCALE_UNIT_JITTER}"
 AT_SCALE_VARIANTS = {
     "before": {
         "comm": {"a100": AT_SCALE_A100, "h100": AT_SCALE_H100, "h200": AT_SCALE_H100},
@@ -41,14 +57,18 @@ AT_SCALE_VARIANTS = {
     "nccl": {"comm": AT_SCALE_NCCL, "flags": ""},
     "nccl-overlap": {"comm": AT_SCALE_NCCL, "flags": "--overlap-slowdown"},
     "nccl-stragglers": {"comm": AT_SCALE_NCCL, "flags": "--stragglers"},
-    "all-effects": {"comm": AT_SCALE_NCCL, "flags": "--overlap-slowdown --stragglers"},
+    "nccl-unit-sync": {"comm": AT_SCALE_NCCL, "flags": UNIT},
+    "all-effects": {
+        "comm": AT_SCALE_NCCL,
+        "flags": f"--overlap-slowdown --stragglers {UNIT}",
+    },
     "free-comm": {
         "comm": {"a100": AT_SCALE_FREE, "h100": AT_SCALE_FREE, "h200": AT_SCALE_FREE},
         "flags": "",
     },
 }
 AT_SCALE_MAIN = "all-effects"
-TABLES += ["at-scale", "at-scale-variants"]
+TABLES += ["at-scale", "at-scale-variants", "at-scale-effects"]
 
 
 def at_scale_comm_files(variant):
@@ -93,11 +113,30 @@ rule at_scale_a100_model:
         "-o {output} > {log} 2>&1"
 
 
+rule at_scale_unit_jitter:
+    """Independent per-unit kernel-time jitter: fit (H200) and validation (public) traces."""
+    input:
+        fit=AT_SCALE_UNIT_JITTER_FIT,
+        validate=AT_SCALE_UNIT_JITTER_VALIDATE,
+    output:
+        AT_SCALE_UNIT_JITTER,
+    log:
+        f"{LOGS}/at-scale/unit-jitter.log",
+    shell:
+        "{GS} study unit-jitter --fit {input.fit} --validate {input.validate} "
+        "-o {output} > {log} 2>&1"
+
+
 rule at_scale_study:
     """Every published point, calibrated (smallest count) or predicted, for one variant."""
     input:
         points=AT_SCALE_POINTS,
         comm=lambda wc: at_scale_comm_files(wc.variant),
+        jitter=lambda wc: (
+            [AT_SCALE_UNIT_JITTER]
+            if UNIT in AT_SCALE_VARIANTS[wc.variant]["flags"]
+            else []
+        ),
     output:
         points=f"{RESULTS}/at-scale/{{variant}}/points.csv",
         groups=f"{RESULTS}/at-scale/{{variant}}/groups.csv",
@@ -145,3 +184,20 @@ rule table_at_scale_variants:
     shell:
         "{GS} report at-scale-variants --summary {input} --tex {output.tex} "
         "--md {output.md} > {log} 2>&1"
+
+
+rule table_at_scale_effects:
+    """One row per effect of scale: cause, calibration data, value, fit and validation."""
+    input:
+        overlap="src/gradsched/costmodel/overlap_slowdown.json",
+        stragglers=f"{RESULTS}/stragglers/stragglers.csv",
+        jitter=AT_SCALE_UNIT_JITTER,
+    output:
+        tex=f"{TAB}/at-scale-effects.tex",
+        md=f"{TAB}/at-scale-effects.md",
+    log:
+        f"{LOGS}/tables/at-scale-effects.log",
+    shell:
+        "{GS} report at-scale-effects --overlap-model {input.overlap} "
+        "--stragglers {input.stragglers} --unit-jitter {input.jitter} "
+        "--tex {output.tex} --md {output.md} > {log} 2>&1"

@@ -3,8 +3,11 @@ the smallest GPU count of each group (:mod:`gradsched.experiments.at_scale`).
 
     gradsched study at-scale --points data/external/at-scale/points.csv \\
         --comm a100=abci-a100-ib.scaled.json --comm h100=p5-h100.json \\
-        [--overlap-slowdown] [--stragglers] [--variant NAME] -o points.csv \\
-        [--groups-output groups.csv] [--summary-output summary.json]
+        [--overlap-slowdown] [--stragglers] [--unit-jitter unit-jitter.csv] \\
+        [--variant NAME] -o points.csv [--groups-output groups.csv] \\
+        [--summary-output summary.json]
+    gradsched study unit-jitter --fit TRACE... [--validate TRACE...] [--chunk-ms 1] \\
+        -o unit-jitter.csv
 
 Parses the options into one :class:`~gradsched.experiments.at_scale.settings.AtScaleSettings`,
 runs the study and writes its frames; no logic lives here.
@@ -37,6 +40,10 @@ def register_at_scale(ssub: argparse._SubParsersAction) -> None:
                    help="every collective waits for the slowest of P ranks: compute "
                         "stretched by 1 + cv e_P, cv measured for the trace's device class "
                         "(gradsched study stragglers)")
+    p.add_argument("--unit-jitter", type=Path, default=None, metavar="CSV",
+                   help="switch on the per-unit synchronisation waits: the independent "
+                        "per-unit jitter of this table (gradsched study unit-jitter) "
+                        "against each unit's slack")
     p.add_argument("--variant", default="before",
                    help="name of this combination of comm models and switches, in every row "
                         "and the summary (default: before)")
@@ -47,6 +54,40 @@ def register_at_scale(ssub: argparse._SubParsersAction) -> None:
     p.add_argument("--summary-output", type=output_file, default=None,
                    help="JSON: the aggregates over the predicted points")
     p.set_defaults(func=_at_scale)
+
+
+def register_unit_jitter(ssub: argparse._SubParsersAction) -> None:
+    """Add ``unit-jitter`` to ``gradsched study``."""
+    p = ssub.add_parser("unit-jitter", help="independent per-unit GPU kernel-time jitter "
+                        "from Kineto traces of identical steps (fit and validation)")
+    p.add_argument("--fit", type=Path, nargs="+", required=True, metavar="TRACE",
+                   help="Kineto traces (3+ ProfilerStep ranges) the applied jitter is the "
+                        "largest of")
+    p.add_argument("--validate", type=Path, nargs="*", default=[], metavar="TRACE",
+                   help="Kineto traces kept apart: measured the same way, the fit's error "
+                        "against each")
+    p.add_argument("--chunk-ms", type=float, default=1.0,
+                   help="kernel time per chunk in milliseconds (default 1)")
+    p.add_argument("-o", "--output", type=output_file, required=True,
+                   help="CSV: one row per trace")
+    p.set_defaults(func=_unit_jitter)
+
+
+def _unit_jitter(args: argparse.Namespace) -> int:
+    from gradsched.experiments.at_scale.unit_jitter import study
+    from gradsched.io import write_csv_atomic
+
+    if not args.chunk_ms > 0 or args.chunk_ms > 1e4:
+        raise ConfigError(f"--chunk-ms {args.chunk_ms!r}: expected a duration in (0, 10000]")
+    frame = study(args.fit, args.validate, args.chunk_ms * 1e-3)
+    write_csv_atomic(args.output, frame)
+    fit = frame["fit_cv"].iloc[0]
+    errors = frame["error_pct"].dropna()
+    worst = f"{errors.abs().max():.0f} %" if len(errors) else "no validation trace measured"
+    print(f"wrote {args.output}: per-unit jitter (fit, largest of "
+          f"{int(((frame['role'] == 'fit') & frame['measured'].astype(bool)).sum())} traces) "
+          f"{fit:.4f}; worst validation |error| {worst}")
+    return 0
 
 
 def comm_choices(specs: list[str]):
@@ -68,14 +109,16 @@ def _at_scale(args: argparse.Namespace) -> int:
     from gradsched.experiments.at_scale.points import load_points
     from gradsched.experiments.at_scale.settings import AtScaleSettings
     from gradsched.experiments.at_scale.study import groups_frame, run, summary
+    from gradsched.experiments.at_scale.unit_jitter import load_unit_jitter
     from gradsched.io import write_csv_atomic, write_json_atomic
 
+    jitter = None if args.unit_jitter is None else load_unit_jitter(args.unit_jitter)
     settings = AtScaleSettings(comm=comm_choices(args.comm), name=args.variant,
                                overlap_slowdown=args.overlap_slowdown,
-                               stragglers=args.stragglers)
+                               stragglers=args.stragglers, unit_jitter=jitter)
     frame = run(load_points(args.points), settings)
     write_csv_atomic(args.output, frame)
-    stats = summary(frame, settings.growth_floor)
+    stats = summary(frame, settings.growth_floor, settings.unit_jitter)
     if args.groups_output is not None:
         write_csv_atomic(args.groups_output, groups_frame(frame))
     if args.summary_output is not None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from gradsched.commands._args import integer, parse_int, size
 from gradsched.commands._outputs import output_file
 from gradsched.commands._overlap import add_overlap_option
-from gradsched.commands._study_at_scale import register_at_scale
+from gradsched.commands._study_at_scale import register_at_scale, register_unit_jitter
 from gradsched.commands._study_stragglers import register_stragglers
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_REPLAY_ITERATIONS
@@ -134,6 +134,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     register_stragglers(ssub)
 
     register_at_scale(ssub)
+    register_unit_jitter(ssub)
 
 
 def _ps_replay(args: argparse.Namespace) -> int:

@@ -22,8 +22,10 @@ whatever the synchronisation structure: DDP's (the ranks' compute streams meet o
 the step's end, where the optimizer waits for the last all-reduce: one synchronisation per
 step) and FSDP's (every all-gather of a unit synchronises the ranks before that unit
 computes). ``cv`` is therefore the per-step coefficient of variation. Independent jitter
-per synchronisation interval would stretch a step with many intervals more; the measured
-within-process jitter is the smaller part and is folded into the per-step cv.
+per synchronisation interval would stretch a step with many intervals more, but only where
+it outruns the slack the prefetched collective leaves the unit; the at-scale study measures
+that jitter on GPU kernels and prices it where it binds
+(:mod:`gradsched.experiments.at_scale.sync`, :mod:`gradsched.experiments.at_scale.unit_jitter`).
 
 :class:`Stragglers` is the setting (frozen, checked once); :func:`apply_stragglers` the
 transform of a compute trace before any replay (DDP or sharded).

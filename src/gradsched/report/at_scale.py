@@ -46,7 +46,22 @@ MACROS = {"Groups": ("groups", 0), "Points": ("predicted_points", 0),
           "StepMin": ("published_step_min_s", 1), "StepMax": ("published_step_max_s", 0),
           "GrowthFloor": ("growth_floor_pct", 0),
           "ExtrapolatedPoints": ("extrapolated_world_size_points", 0),
-          "OutsideSizesPoints": ("outside_sizes_points", 0)}
+          "OutsideSizesPoints": ("outside_sizes_points", 0),
+          "SyncPointsMedian": ("sync_points_median", 0),
+          "SyncPointsMax": ("sync_points_max", 0),
+          "UnitSlackMedian": ("unit_slack_min_pct_median", 0),
+          "UnitBindingIfStepCv": ("unit_sync_binding_points", 0),
+          "StragglerStepCv": ("straggler_step_cv", 3),
+          "UnitJitterCv": ("unit_jitter_cv", 4),
+          "UnitJitterValidationCv": ("unit_jitter_validation_cv", 3),
+          "UnitJitterValidationErr": ("unit_jitter_validation_error_pct", 0),
+          "UnitJitterStepKernelCv": ("unit_jitter_step_kernel_cv", 4),
+          "UnitJitterBinding": ("unit_jitter_binding_points", 0),
+          "UnitJitterValidationBinding": ("unit_jitter_validation_binding_points", 0),
+          "UnitSyncWaitMax": ("unit_sync_wait_max_pct", 1)}
+"""``AtScale<Name>`` macro -> (summary key, digits). The keys beyond :data:`SUMMARY_KEYS`
+(the per-unit synchronisation check, ``gradsched.experiments.at_scale.sync``; the unit-jitter
+ones only with ``--unit-jitter``) print as missing where a summary lacks them."""
 
 
 def load_points_frame(path: str | Path) -> pd.DataFrame:
@@ -116,10 +131,12 @@ def load_summary(path: str | Path) -> dict[str, object]:
 
 def at_scale_macros(summary: Mapping[str, object]) -> dict[str, str]:
     """``AtScale<Name>`` macros of the summary's numbers."""
-    return {f"AtScale{name}": fmt(summary[key], digits) for name, (key, digits) in MACROS.items()}
+    return {f"AtScale{name}": fmt(summary.get(key), digits)
+            for name, (key, digits) in MACROS.items()}
 
 
-VARIANT_COLUMNS = ("variant", "comm models", "overlap slowdown", "stragglers", "points",
+VARIANT_COLUMNS = ("variant", "comm models", "overlap slowdown", "stragglers",
+                   "unit syncs", "points",
                    "median |error| [%]", "worst |error| [%]", "perfect scaling median [%]",
                    "perfect scaling worst [%]", "optimistic", "growth explained median [%]",
                    "growth explained pooled [%]")
@@ -131,9 +148,26 @@ def variants_table(summaries: list[Mapping[str, object]]) -> tuple[pd.DataFrame,
     set), so each switch's effect is one row's difference."""
     rows = [[str(s.get("variant", "")), str(s.get("comm_models", "")),
              str(s.get("overlap_slowdown", "")), str(s.get("stragglers", "")),
-             fmt(s["predicted_points"], 0), fmt(s["median_abs_error_pct"], 1),
+             str(s.get("unit_stragglers", "off")), fmt(s["predicted_points"], 0),
+             fmt(s["median_abs_error_pct"], 1),
              fmt(s["worst_abs_error_pct"], 1), fmt(s["perfect_median_abs_error_pct"], 1),
              fmt(s["perfect_worst_abs_error_pct"], 1), fmt(s["optimistic_points"], 0),
              fmt(s["growth_explained_median_pct"], 1),
              fmt(s["growth_explained_pooled_pct"], 1)] for s in summaries]
-    return pd.DataFrame(rows, columns=list(VARIANT_COLUMNS)), "llll" + "r" * 8
+    return pd.DataFrame(rows, columns=list(VARIANT_COLUMNS)), "lllll" + "r" * 8
+
+
+EFFECT_COLUMNS = ("effect", "switch", "physical cause", "calibrated on", "value",
+                  "fit error [%]", "validated on", "validation error [%]",
+                  "no effect, validation [%]", "error metric")
+
+
+def effects_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One row per effect of scale (``gradsched.experiments.at_scale.effects``): cause,
+    calibration, value, and its errors on the fit and the kept-apart data."""
+    rows = [[str(r["effect"]), str(r["switch"]), str(r["cause"]), str(r["calibrated_on"]),
+             str(r["value"]), fmt(r["fit_error_pct"], 1), str(r["validated_on"]),
+             fmt(r["validation_error_pct"], 1), fmt(r["no_effect_validation_error_pct"], 1),
+             str(r["metric"])] for _, r in frame.iterrows()]
+    return (pd.DataFrame(rows, columns=list(EFFECT_COLUMNS)),
+            "llp{4cm}p{3.4cm}lrp{3.4cm}rrp{3.6cm}")

@@ -1,6 +1,7 @@
 """``gradsched report at-scale``: the at-scale table (LaTeX + Markdown) and its macros;
 ``gradsched report at-scale-variants``: one row per variant of the study, so each switch's
-effect is a difference of rows (:mod:`gradsched.report.at_scale`)."""
+effect is a difference of rows; ``gradsched report at-scale-effects``: one row per effect
+with its calibration and validation (:mod:`gradsched.report.at_scale`)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,18 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--md", type=output_file, required=True)
     p.set_defaults(func=_variants)
 
+    p = rsub.add_parser("at-scale-effects", help="one row per effect of scale of the at-scale "
+                                                 "study: cause, calibration, validation")
+    p.add_argument("--overlap-model", type=Path, required=True,
+                   help="the overlap-slowdown model JSON (gradsched study overlap-slowdown)")
+    p.add_argument("--stragglers", type=Path, required=True,
+                   help="the table of gradsched study stragglers")
+    p.add_argument("--unit-jitter", type=Path, required=True,
+                   help="the table of gradsched study unit-jitter")
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.set_defaults(func=_effects)
+
 
 def _at_scale(args: argparse.Namespace) -> int:
     from gradsched.report.at_scale import (
@@ -55,5 +68,20 @@ def _variants(args: argparse.Namespace) -> int:
 
     table, align = variants_table([load_summary(path) for path in args.summary])
     write_table(table, args.tex, args.md, align=align, title="at-scale-variants")
+    print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _effects(args: argparse.Namespace) -> int:
+    from gradsched.experiments.at_scale.effects import effects_frame
+    from gradsched.intermediates import read_csv_frame
+    from gradsched.io import read_json
+    from gradsched.report.at_scale import effects_table
+    from gradsched.report.latex import write_table
+
+    frame = effects_frame(read_json(args.overlap_model, missing="overlap model not found"),
+                          read_csv_frame(args.stragglers), read_csv_frame(args.unit_jitter))
+    table, align = effects_table(frame)
+    write_table(table, args.tex, args.md, align=align, title="at-scale-effects")
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
     return 0

@@ -52,6 +52,7 @@ from gradsched.errors import InputError
 from gradsched.experiments.at_scale.hooks import compute_slowdown, straggler_transform
 from gradsched.experiments.at_scale.points import REDUCE_DTYPES, Point
 from gradsched.experiments.at_scale.settings import AtScaleSettings
+from gradsched.experiments.at_scale.sync import SyncSlack, sync_slack, unit_compute_s, unit_slack
 from gradsched.planners.sharded import make_sharded_plan
 from gradsched.replay.sharded import (
     ShardedReplay,
@@ -97,6 +98,7 @@ class StepReplay:
     replay: ShardedReplay
     shares: RangeShares
     basis: str
+    sync: SyncSlack | None = None
 
 
 def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
@@ -111,18 +113,29 @@ def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
     sizes = np.append(layout.unit_bytes, layout.root_bytes)
     reduce_scale = REDUCE_DTYPES[point.reduce_dtype] / REDUCE_DTYPES["bf16"]
     every = point.grad_sync == "every_micro_batch"
+    ag = comm_times(model, "all_gather", sizes, point.gpus)
+    rs = comm_times(model, "reduce_scatter", sizes * reduce_scale, point.gpus)
     replay = replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
-                           comm_times(model, "all_gather", sizes, point.gpus),
-                           comm_times(model, "reduce_scatter", sizes * reduce_scale,
-                                      point.gpus), point.gpus, blocking=False,
+                           ag, rs, point.gpus, blocking=False,
                            grad_accum=1 if every else point.grad_accum,
                            keep_unsharded=plan.keep_unsharded_between_microbatches,
                            compute_slowdown=slowdown)
     if every and point.grad_accum > 1:
         replay = repeat_micro_batches(replay, point.grad_accum,
                                       float(seq.update_s.sum()) / point.gpus)
+    sync = None
+    if point.gpus > 1 and layout.ranges:
+        units = len(layout.ranges)
+        fwd, bwd = unit_compute_s(seq, layout)
+        shares = unit_slack(fwd, bwd, np.asarray(ag[:units]), np.asarray(rs[:units]),
+                            regather=np.asarray(layout.reshard[:units], dtype=bool))
+        sync = sync_slack(shares, np.concatenate([fwd, bwd]), replay.n_collectives,
+                          point.gpus)
+        if settings.unit_jitter is not None:
+            wait = point.grad_accum * sync.wait_s(settings.unit_jitter.cv)
+            replay = replace(replay, iteration_s=replay.iteration_s + wait)
     return StepReplay(replay, sharded_range_shares(trace, plan, model, point.gpus),
-                      model.world_size_basis(point.gpus))
+                      model.world_size_basis(point.gpus), sync)
 
 
 def repeat_micro_batches(one: ShardedReplay, k: int, update_s: float) -> ShardedReplay:

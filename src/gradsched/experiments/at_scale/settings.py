@@ -9,7 +9,10 @@ Every effect is a switch, so a reader sees what each adds (the study's rows carr
 * ``overlap_slowdown``: compute slowed while communication kernels run beside it
   (:func:`gradsched.experiments.at_scale.hooks.compute_slowdown`);
 * ``stragglers``: every collective waits for the slowest of P ranks
-  (:func:`gradsched.experiments.at_scale.hooks.straggler_transform`).
+  (:func:`gradsched.experiments.at_scale.hooks.straggler_transform`);
+* ``unit_jitter``: the per-unit synchronisations wait for the slowest rank where the
+  measured independent per-unit jitter exceeds the unit's slack
+  (:mod:`gradsched.experiments.at_scale.sync`); ``None`` = off.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradsched.errors import ConfigError
+from gradsched.experiments.at_scale.unit_jitter import UnitJitter
 from gradsched.gpus import GPU_PEAK_FLOPS
 
 GROWTH_FLOOR = 0.01
@@ -43,6 +47,7 @@ class AtScaleSettings:
     name: str = "before"
     overlap_slowdown: bool = False
     stragglers: bool = False
+    unit_jitter: UnitJitter | None = None
     growth_floor: float = GROWTH_FLOOR
 
     def __post_init__(self) -> None:
@@ -70,4 +75,5 @@ class AtScaleSettings:
         """The switches as the rows print them."""
         return {"variant": self.name,
                 "overlap_slowdown": "on" if self.overlap_slowdown else "off",
-                "stragglers": "on" if self.stragglers else "off"}
+                "stragglers": "on" if self.stragglers else "off",
+                "unit_stragglers": "off" if self.unit_jitter is None else "on"}

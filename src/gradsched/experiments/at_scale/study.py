@@ -17,21 +17,25 @@ from collections.abc import Sequence
 import pandas as pd
 
 from gradsched.costmodel.base import CommModel, load_comm_spec
+from gradsched.costmodel.stragglers import MEASURED
 from gradsched.experiments.at_scale.growth import explained, growth, median, pooled
 from gradsched.experiments.at_scale.points import Point, grouped
 from gradsched.experiments.at_scale.predict import (
+    StepReplay,
     base_trace,
     calibrate_mfu,
     predicted_step_s,
 )
 from gradsched.experiments.at_scale.settings import AtScaleSettings
+from gradsched.experiments.at_scale.unit_jitter import UnitJitter
 
 POINT_COLUMNS = (
     "variant", "comm_model", "comm_proxy", "overlap_slowdown", "stragglers", "source", "group",
     "model", "gpu", "gpus", "grad_accum", "calibration", "mfu", "published_step_s",
     "predicted_step_s", "error_pct", "perfect_step_s", "perfect_error_pct",
     "published_growth_pct", "predicted_growth_pct", "growth_explained_pct", "exposed_comm_s",
-    "comm_world_size_basis", "comm_outside_sizes_pct")
+    "comm_world_size_basis", "comm_outside_sizes_pct", "sync_points", "unit_slack_min_pct",
+    "unit_bind_cv", "unit_bind_step_cv", "unit_stragglers", "unit_sync_wait_s")
 
 
 def _r(value: float, digits: int) -> float:
@@ -67,8 +71,27 @@ def group_rows(points: Sequence[Point], model: CommModel,
             "growth_explained_pct": _r(100 * share, 1),
             "exposed_comm_s": _r(step.replay.exposed_comm_s, 6),
             "comm_world_size_basis": step.basis,
-            "comm_outside_sizes_pct": _r(step.shares.outside_pct, 1)})
+            "comm_outside_sizes_pct": _r(step.shares.outside_pct, 1),
+            **_sync_columns(step, settings, p.grad_accum)})
     return rows
+
+
+def _sync_columns(step: StepReplay, settings: AtScaleSettings,
+                  grad_accum: int) -> dict[str, object]:
+    """The step's synchronisation points, its smallest unit slack, the per-unit jitter at
+    which a unit synchronisation would bind, and (with ``unit_jitter``) the wait added for
+    it (:mod:`~.sync`); empty at one GPU."""
+    if step.sync is None:
+        return {"sync_points": step.replay.n_collectives, "unit_slack_min_pct": math.nan,
+                "unit_bind_cv": math.nan, "unit_bind_step_cv": math.nan,
+                "unit_sync_wait_s": 0.0 if settings.unit_jitter is not None else math.nan}
+    wait = (math.nan if settings.unit_jitter is None
+            else grad_accum * step.sync.wait_s(settings.unit_jitter.cv))
+    return {"sync_points": step.sync.sync_points,
+            "unit_slack_min_pct": _r(100 * step.sync.slack_share, 1),
+            "unit_bind_cv": _r(step.sync.bind_cv, 4),
+            "unit_bind_step_cv": _r(step.sync.bind_step_cv, 4),
+            "unit_sync_wait_s": _r(wait, 6)}
 
 
 def run(points: Sequence[Point], settings: AtScaleSettings) -> pd.DataFrame:
@@ -87,7 +110,8 @@ def _predicted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[~frame["calibration"].astype(bool)]
 
 
-def summary(frame: pd.DataFrame, floor: float) -> dict[str, float | int | str]:
+def summary(frame: pd.DataFrame, floor: float,
+            unit_jitter: UnitJitter | None = None) -> dict[str, float | int | str]:
     """Aggregates over the predicted points of ``frame`` (one variant): |error| median and
     worst, the same for perfect scaling, how many are optimistic (predicted faster than
     published), the share of the published growth explained (median and pooled), the
@@ -107,6 +131,7 @@ def summary(frame: pd.DataFrame, floor: float) -> dict[str, float | int | str]:
             for label, gpus in frame.groupby("comm_model")["gpu"].unique().items()),
         "overlap_slowdown": str(first.get("overlap_slowdown", "")),
         "stragglers": str(first.get("stragglers", "")),
+        "unit_stragglers": str(first.get("unit_stragglers", "")),
         "growth_floor_pct": _r(100 * floor, 3),
         "groups": int(frame["group"].nunique()), "predicted_points": len(pred),
         "median_abs_error_pct": _r(median(pred["error_pct"].abs()), 2),
@@ -124,7 +149,42 @@ def summary(frame: pd.DataFrame, floor: float) -> dict[str, float | int | str]:
         "published_step_max_s": _r(frame["published_step_s"].max(), 3),
         "extrapolated_world_size_points": int((pred["comm_world_size_basis"] != "measured").sum()),
         "outside_sizes_points": int((pred["comm_outside_sizes_pct"] > 0).sum()),
+        **sync_summary(pred, unit_jitter),
     }
+
+
+def sync_summary(pred: pd.DataFrame,
+                 unit_jitter: UnitJitter | None = None) -> dict[str, float | int]:
+    """Over the predicted points (:mod:`~.sync`): the synchronisations per step, the median
+    and smallest unit slack, the smallest per-unit jitter that would make a unit
+    synchronisation bind, and the number of points where it could bind: if all of the
+    measured per-step variation of a GPU-bound rank (:data:`gradsched.costmodel.stragglers.
+    MEASURED`, the cv ``--stragglers auto`` applies to these traces) were independent
+    per-unit jitter; with ``unit_jitter``, at its measured fit and validation jitter, and
+    the largest wait it adds (share of the published step)."""
+    step_cv = MEASURED["gpu-bound"].cv
+    out: dict[str, float | int] = {
+        "sync_points_median": _r(median(pred["sync_points"]), 1),
+        "sync_points_max": int(pred["sync_points"].max()) if len(pred) else 0,
+        "unit_slack_min_pct_median": _r(median(pred["unit_slack_min_pct"]), 1),
+        "unit_slack_min_pct_min": _r(pred["unit_slack_min_pct"].min(), 1),
+        "unit_bind_cv_min": _r(pred["unit_bind_cv"].min(), 4),
+        "unit_bind_step_cv_min": _r(pred["unit_bind_step_cv"].min(), 4),
+        "straggler_step_cv": _r(step_cv, 4),
+        "unit_sync_binding_points": int((pred["unit_bind_step_cv"] < step_cv).sum()),
+    }
+    if unit_jitter is not None:
+        waits = pred["unit_sync_wait_s"] / pred["published_step_s"]
+        out |= {"unit_jitter_cv": _r(unit_jitter.cv, 4),
+                "unit_jitter_validation_cv": _r(unit_jitter.validation_cv, 4),
+                "unit_jitter_validation_error_pct": _r(unit_jitter.validation_error_pct, 1),
+                "unit_jitter_step_kernel_cv": _r(unit_jitter.step_kernel_cv, 4),
+                "unit_jitter_binding_points": int((pred["unit_bind_cv"] < unit_jitter.cv).sum()),
+                "unit_jitter_validation_binding_points": int(
+                    (pred["unit_bind_cv"] < unit_jitter.validation_cv).sum()),
+                "unit_sync_wait_max_pct": _r(100 * waits.max(), 2),
+                "unit_sync_wait_points": int((pred["unit_sync_wait_s"] > 0).sum())}
+    return out
 
 
 GROUP_COLUMNS = ("group", "model", "gpu", "gpus", "mfu", "median_abs_error_pct",
