@@ -3,8 +3,9 @@
     gradsched shard compare --compute TRACE.csv --comm SWEEP.csv --world-size 2 \\
         [--semantics streams|blocking] [--memory-cap 600M] [--plans-dir DIR] [-o OUT.csv]
     gradsched shard plan --compute TRACE.csv --comm SWEEP.csv --world-size 2 \\
-        --algorithm fsdp2|fsdp2-noreshard|fsdp2-saturation|fsdp2-cap|sharded-optimum [--knob k=v] \\
-        [--memory-cap 600M] [--grad-accum K [--keep-unsharded-between-microbatches]] -o plan.json
+        --algorithm fsdp2|fsdp2-noreshard|fsdp2-saturation|fsdp2-cap|torchtitan|sharded-optimum \\
+        [--knob k=v] [--memory-cap 600M] [--grad-accum K [--keep-unsharded-between-microbatches]] \\
+        [--param-dtype bf16] [--reduce-dtype fp32] [--float8-all-gather] -o plan.json
     gradsched shard run --model resnet18 --batch-size 4 --world-size 2 \\
         --plan a.json --plan b.json [--cluster tbf1gbit] [--rounds 3] [--iters 5] \\
         [--grad-accum K] -o OUT.csv
@@ -36,6 +37,7 @@ from gradsched.commands._args import (
     positive_seconds,
     size,
 )
+from gradsched.commands._dtypes import add_dtype_options, dtypes_of
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.commands._overlap import add_overlap_option, sharded_overlap
 from gradsched.limits import MAX_RANKS
@@ -72,6 +74,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "so the parameters stay gathered between micro-batches (only the "
                         "first all-gathers in forward; more memory); the plan JSON records it")
     add_overlap_option(p)
+    add_dtype_options(p)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,8 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ssub.add_parser("plan", help="one sharded plan, and its fully_shard layout")
     _common(p)
     p.add_argument("--algorithm", required=True,
-                   help="fsdp2, fsdp2-noreshard, fsdp2-saturation, fsdp2-cap, zero3 or "
-                        "sharded-optimum")
+                   help="fsdp2, fsdp2-noreshard, fsdp2-saturation, fsdp2-cap, zero3, "
+                        "torchtitan, torchtitan-2024 or sharded-optimum")
     p.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                    help="planner knob (e.g. unit_mb=50, forward_prefetch=2)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="plan JSON")
@@ -214,7 +217,7 @@ def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None,
                              "--semantics, no knobs")
         return optimum(_problem(args, trace, model, slowdown)).plan
     return replace(make_sharded_plan(name, trace, model, args.world_size, knobs),
-                   keep_unsharded_between_microbatches=keep)
+                   keep_unsharded_between_microbatches=keep, mixed_precision=dtypes_of(args))
 
 
 def _problem(args: argparse.Namespace, trace, model, slowdown: float):
@@ -227,7 +230,7 @@ def _problem(args: argparse.Namespace, trace, model, slowdown: float):
                           memory_cap_bytes=_optimum_cap(args, trace),
                           grad_accum=args.grad_accum,
                           keep_unsharded=args.keep_unsharded_between_microbatches,
-                          compute_slowdown=slowdown)
+                          compute_slowdown=slowdown, mixed_precision=dtypes_of(args))
 
 
 def _optimum_cap(args: argparse.Namespace, trace) -> float | None:
