@@ -145,6 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_folder, required=True,
                    help="folder: measured.csv, iterations.csv, meta.json, plans/")
     p.set_defaults(func=_measure)
+    register_dtypes(ssub)
 
 
 def _check_keep(args: argparse.Namespace) -> None:
@@ -415,4 +416,35 @@ def _measure(args: argparse.Namespace) -> int:
               f"{row['speedup_high']:.3f}]; peak predicted "
               f"{row['predicted_peak_bytes'] / 2**20:.4g} MiB, measured "
               f"{row['measured_peak_bytes'] / 2**20:.4g} MiB")
+    return 0
+
+
+def register_dtypes(ssub: argparse._SubParsersAction) -> None:
+    """``shard dtypes``: every mixed-precision policy with FSDP2's and torchtitan's layouts
+    (:mod:`gradsched.experiments.sharded.dtypes_study`), streams semantics."""
+    p = ssub.add_parser("dtypes", help="the collectives' dtypes (bf16, bf16/fp32, float8 "
+                        "all-gather) with FSDP2's and torchtitan's layouts, replayed")
+    p.add_argument("--compute", required=True, help="compute trace CSV (an LLM trace of "
+                   "gradsched traces flops, for the float8 rows)")
+    p.add_argument("--comm", required=True, help="comm sweep CSV, model JSON or alpha-beta")
+    p.add_argument("--world-size", type=integer(2, MAX_RANKS), required=True)
+    p.add_argument("--label", required=True, help="the case's name in the CSV")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="CSV")
+    p.set_defaults(func=_dtypes)
+
+
+def _dtypes(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from gradsched.costmodel.base import load_comm_spec
+    from gradsched.experiments.sharded.common import ShardedProblem
+    from gradsched.experiments.sharded.dtypes_study import dtype_study
+    from gradsched.io import write_csv_atomic
+    from gradsched.traces.bundle import ComputeTrace
+
+    problem = ShardedProblem(ComputeTrace.load(args.compute), load_comm_spec(args.comm),
+                             args.world_size)
+    frame = pd.DataFrame(dtype_study(problem, args.label))
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    write_csv_atomic(args.output, frame)
     return 0

@@ -13,11 +13,15 @@ with float8 all-gathers it is the whole model's ratio (the plan's ``info`` says 
 view counts unsharded gradients at the all-gather bytes, not at the larger of the
 parameter and reduce dtypes; the plan found is therefore replayed again on the problem
 itself, policy attached (:meth:`ShardedProblem.replay`), and that replay's time and peak
-are the ones reported.
+are the ones reported. Where that peak exceeds the memory cap, the view's cap is lowered by
+the ratio of the two peaks and the search runs again (:func:`dtyped_optimum`, at most
+:data:`MAX_TIGHTENINGS` times): the plan then fits, but the search was not exact in memory,
+and its ``info`` says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +29,9 @@ import numpy as np
 
 from gradsched.collective_dtypes import CollectiveDtypes
 from gradsched.costmodel.base import CommModel
+from gradsched.experiments.sharded.common import no_fit
 from gradsched.plan_sharded import ShardedPlan
+from gradsched.replay.sharded import ShardedReplay
 from gradsched.replay.sharded_dtypes import is_float8_weight, layer_bytes
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq
@@ -98,9 +104,38 @@ def with_policy(plan: ShardedPlan, dtypes: CollectiveDtypes | None) -> ShardedPl
     return replace(plan, mixed_precision=dtypes)
 
 
-def search_note(dtypes: CollectiveDtypes) -> dict[str, Any]:
+MAX_TIGHTENINGS = 8
+"""Searches of the view with a lowered cap before no fit is declared (module docstring)."""
+
+
+def dtyped_optimum(problem: Any, solve: Callable[[Any], ShardedPlan]
+                   ) -> tuple[ShardedPlan, ShardedReplay]:
+    """The optimum of ``problem`` under its policy: ``solve`` (the optimum's search) on the
+    view, the plan replayed on the problem, the view's cap lowered while the exact peak
+    exceeds the problem's cap (module docstring)."""
+    dtypes, cap = problem.mixed_precision, problem.memory_cap_bytes
+    view = search_view(problem)
+    for tightened in range(MAX_TIGHTENINGS + 1):
+        found = solve(view)
+        note = search_note(dtypes, tightened)
+        plan = replace(found, mixed_precision=dtypes, info={**found.info, **note})
+        result = problem.replay(plan)
+        peak = result.gathered_peak_bytes
+        if cap is None or peak <= cap * (1 + 1e-12):
+            return plan, result
+        view = replace(view, memory_cap_bytes=view.memory_cap_bytes * cap / peak)
+    raise no_fit(cap, peak)
+
+
+def search_note(dtypes: CollectiveDtypes, tightened: int = 0) -> dict[str, Any]:
     """What the plan's ``info`` says about a search under ``dtypes``."""
-    return {"mixed_precision_search": "priced on the all-gather bytes, reduce-scatters "
+    note = {"mixed_precision_search": "priced on the all-gather bytes, reduce-scatters "
             "scaled by one ratio" + (" (float8: the model's ratio, approximate)"
                                      if dtypes.float8_all_gather else " (exact)")
             + "; time and peak from the exact replay"}
+    if tightened:
+        note["mixed_precision_cap_tightened"] = tightened
+        note["exact"] = False
+        note["method"] = ("a search of the all-gather-bytes view with its memory cap lowered "
+                          f"{tightened} times until the exact peak fits")
+    return note

@@ -57,7 +57,7 @@ from gradsched.experiments.sharded.candidates import (
     settings,
 )
 from gradsched.experiments.sharded.common import ShardedProblem, no_fit
-from gradsched.experiments.sharded.dtypes import search_note, search_view
+from gradsched.experiments.sharded.dtypes import dtyped_optimum
 from gradsched.experiments.sharded.streams import streams_optimum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
@@ -93,10 +93,7 @@ def optimum(problem: ShardedProblem) -> Scored:
     overlaps, so the blocking program stays exact. The problem's settings were checked when
     it was made."""
     if problem.mixed_precision is not None:  # search the view, replay the problem
-        found = optimum(search_view(problem)).plan
-        plan = replace(found, mixed_precision=problem.mixed_precision,
-                       info={**found.info, **search_note(problem.mixed_precision)})
-        return Scored(plan, problem.replay(plan))
+        return Scored(*dtyped_optimum(problem, lambda view: optimum(view).plan))
     if not problem.blocks:
         raise InputError("no blocks to group: every tensor belongs to the root (names without "
                          "a numeric path component)", path=problem.trace.path, field="name")
