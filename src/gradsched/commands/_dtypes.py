@@ -7,6 +7,7 @@ the trace's bytes, FSDP2's default)."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from gradsched.collective_dtypes import DTYPE_BYTES, CollectiveDtypes, parse_dtypes
 
@@ -27,8 +28,17 @@ def add_dtype_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
                         "traces flops)")
 
 
-def dtypes_of(args: argparse.Namespace) -> CollectiveDtypes | None:
-    """The policy the options give, or ``None``."""
+def dtypes_of(args: argparse.Namespace, trace: Any = None) -> CollectiveDtypes | None:
+    """The policy the options give, or ``None``; ``--float8-all-gather`` refused for a
+    ``trace`` whose names do not say which tensors are linear weights
+    (:data:`gradsched.replay.sharded_dtypes.FLOAT8_TRACES`)."""
+    from gradsched.errors import ConfigError
+    from gradsched.replay.sharded_dtypes import FLOAT8_TRACES
+
+    if args.float8_all_gather and trace is not None \
+            and trace.meta.get("capture_method") not in FLOAT8_TRACES:
+        raise ConfigError("--float8-all-gather: the trace's names must say which tensors are "
+                          "nn.Linear weights; only LLM traces of gradsched traces flops do")
     return parse_dtypes(args.param_dtype, args.reduce_dtype, args.float8_all_gather)
 
 

@@ -318,7 +318,7 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
     adv = advise_sharded(trace, model, world, comm_spec=args.comm,  # type: ignore[arg-type]
                          semantics=semantics, memory_cap_bytes=args.memory_cap,
                          margin_pct=args.margin_pct, gpu_memory_bytes=args.gpu_memory,
-                         grad_accum=args.grad_accum, mixed_precision=dtypes_of(args),
+                         grad_accum=args.grad_accum, mixed_precision=dtypes_of(args, trace),
                          compute_slowdown=sharded_overlap(
                              args, trace.meta,  # type: ignore[attr-defined]
                              "advise --sharded", semantics))

@@ -165,6 +165,7 @@ def _inputs(args: argparse.Namespace):
     from gradsched.traces.bundle import ComputeTrace
 
     trace = with_stragglers(args, ComputeTrace.load(args.compute), args.world_size)
+    dtypes_of(args, trace)  # refused before any work when the trace cannot say
     return trace, load_comm_spec(args.comm)
 
 
