@@ -3,20 +3,29 @@
 plans they return with the policy attached.
 
 The solvers (:mod:`gradsched.experiments.sharded.optimum` and its programs) price one size
-per run of blocks for both collectives and both memories. Under a policy they search the
-*view* of the problem (:func:`search_view`): a trace whose ``bytes`` are each tensor's
-all-gather bytes (:func:`gradsched.replay.sharded_dtypes.layer_bytes`), priced by a comm
-model that scales every reduce-scatter by the ratio of reduce-scatter to all-gather bytes
-(:class:`ReduceScaled`). With a policy of one parameter dtype and one reduce dtype (no
-float8) the ratio is the same for every tensor, so the view's collective times are exact;
-with float8 all-gathers it is the whole model's ratio (the plan's ``info`` says so). The
-view counts unsharded gradients at the all-gather bytes, not at the larger of the
-parameter and reduce dtypes; the plan found is therefore replayed again on the problem
-itself, policy attached (:meth:`ShardedProblem.replay`), and that replay's time and peak
-are the ones reported. Where that peak exceeds the memory cap, the view's cap is lowered by
-the ratio of the two peaks and the search runs again (:func:`dtyped_optimum`, at most
-:data:`MAX_TIGHTENINGS` times): the plan then fits, but the search was not exact in memory,
-and its ``info`` says so.
+per run of blocks for both collectives and both memories. Under a policy they search a
+*view* of the problem (:func:`search_view`): a trace whose ``bytes`` are one width per
+tensor, priced by a comm model that scales every all-gather and every reduce-scatter by the
+ratio of its bytes to the view's (:class:`DtypeScaled`). Two widths
+(:mod:`gradsched.replay.sharded_dtypes` gives the bytes):
+
+* the all-gather bytes (*narrow*): the gathered parameters exact, the unsharded gradients
+  counted at the all-gather bytes, which can be fewer than theirs: the view's peak is never
+  above the exact one;
+* the gradient bytes, ``numel x max(param, reduce)`` (*wide*): the gradients exact, the
+  gathered parameters counted at the gradient bytes, never fewer than theirs: the view's
+  peak is never below the exact one, so every plan it admits fits the cap.
+
+With one parameter dtype and one reduce dtype (no float8) both ratios are the same for
+every tensor, so either view's collective times are the problem's, exactly; with float8
+all-gathers the all-gather ratio is the whole model's (approximate; the plan's ``info``
+says so). Without a memory cap the narrow view's optimum is the problem's (exact without
+float8). With a cap (:func:`dtyped_optimum`) both views are searched and each plan replayed
+on the problem, policy attached (:meth:`ShardedProblem.replay`); the faster of those whose
+exact peak fits the cap wins. The narrow view finding no layout under the cap proves that
+none fits; when the narrow view's plan exceeds the cap and the wide view finds none, the
+error names the narrow plan's exact peak (a layout between the two may still fit).
+Reported times and peaks are always the exact replay's.
 """
 
 from __future__ import annotations
@@ -27,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from gradsched.collective_dtypes import CollectiveDtypes
+from gradsched.collective_dtypes import FLOAT8_BYTES, CollectiveDtypes
 from gradsched.costmodel.base import CommModel
-from gradsched.experiments.sharded.common import no_fit
+from gradsched.experiments.sharded.common import NoLayoutFits, no_fit
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.replay.sharded import ShardedReplay
 from gradsched.replay.sharded_dtypes import is_float8_weight, layer_bytes
@@ -37,64 +46,112 @@ from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq
 
 
-class ReduceScaled(CommModel):
-    """``base`` with every reduce-scatter of ``m`` bytes priced as one of ``ratio x m``
-    (its wire floor is ``base``'s, already applied)."""
+class DtypeScaled(CommModel):
+    """``base`` with every all-gather of ``m`` bytes priced as one of ``gather x m`` and
+    every reduce-scatter as one of ``reduce x m`` (its wire floor is ``base``'s, already
+    applied)."""
 
-    kind = "reduce-scaled"
+    kind = "dtype-scaled"
     wire_floor_applies = False
 
-    def __init__(self, base: CommModel, ratio: float) -> None:
+    def __init__(self, base: CommModel, gather: float, reduce: float) -> None:
         self.base = base
-        self.ratio = float(ratio)
+        self.scale = {"all_gather": float(gather), "reduce_scatter": float(reduce)}
 
     def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
-        scale = self.ratio if collective == "reduce_scatter" else 1.0
-        return self.base.times(collective, np.asarray(nbytes, dtype=float) * scale, world_size)
+        scaled = np.asarray(nbytes, dtype=float) * self.scale.get(collective, 1.0)
+        return self.base.times(collective, scaled, world_size)
 
     def startup_s(self, collective: str, world_size: int) -> float:
         return self.base.startup_s(collective, world_size)
 
     def sustained_algbw_Bps(self, world_size: int) -> float:
-        """The base rate, lowered by the ratio when reduce-scatters grow (a lower rate keeps
-        every wire-floor bound a bound)."""
-        return self.base.sustained_algbw_Bps(world_size) / max(1.0, self.ratio)
+        """The base rate over the smaller ratio (a view byte moves at least that fast, so
+        every wire-floor bound stays a bound)."""
+        return self.base.sustained_algbw_Bps(world_size) / min(1.0, *self.scale.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "ratio": self.ratio, "base": self.base.to_dict()}
+        return {"kind": self.kind, "scale": dict(self.scale), "base": self.base.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ReduceScaled:
+    def from_dict(cls, data: dict[str, Any]) -> DtypeScaled:
         """A search's view is never saved or loaded."""
-        raise NotImplementedError("a reduce-scaled view is made by search_view, not loaded")
+        raise NotImplementedError("a dtype-scaled view is made by search_view, not loaded")
 
 
-def view_trace(trace: ComputeTrace, seq: LayerSeq,
-               dtypes: CollectiveDtypes) -> tuple[ComputeTrace, float]:
-    """The trace whose ``bytes`` are each tensor's all-gather bytes, and the ratio of the
-    reduce-scatter to the all-gather bytes over the model (module docstring); ``seq``: the
-    trace's layers, as the problem derived them."""
+def view_trace(trace: ComputeTrace, seq: LayerSeq, dtypes: CollectiveDtypes,
+               wide: bool = False) -> tuple[ComputeTrace, float, float]:
+    """The trace whose ``bytes`` are each tensor's all-gather bytes (``wide``: its
+    unsharded-gradient bytes), and the ratios of the all-gather and reduce-scatter bytes to
+    those over the model (module docstring); ``seq``: the trace's layers, as the problem
+    derived them."""
     per_layer = layer_bytes(trace, seq, dtypes)
     frame = trace.frame
+    names = frame["name"].tolist()
     numel = frame["numel"].to_numpy(dtype=float)
     element = np.divide(frame["bytes"].to_numpy(dtype=float), numel,
                         out=np.zeros_like(numel), where=numel > 0)
-    gather = np.asarray([dtypes.gather_element(e) for e in element])
-    if dtypes.float8_all_gather:
-        gather = np.where([is_float8_weight(n) for n in frame["name"]], 1.0, gather)
-    view = ComputeTrace(frame=frame.assign(bytes=(numel * gather).astype(np.int64)),
+    width = np.asarray([max(dtypes.gather_element(e), dtypes.reduce_element(e)) if wide
+                        else tensor_gather_element(name, e, dtypes)
+                        for name, e in zip(names, element, strict=True)])
+    view = ComputeTrace(frame=frame.assign(bytes=(numel * width).astype(np.int64)),
                         meta=dict(trace.meta), path=trace.path)
-    total = float(per_layer.gather.sum())
-    return view, float(per_layer.reduce.sum()) / total if total > 0 else 1.0
+    total = float((numel * width).sum())
+    if total <= 0:
+        return view, 1.0, 1.0
+    return view, float(per_layer.gather.sum()) / total, float(per_layer.reduce.sum()) / total
 
 
-def search_view(problem: Any) -> Any:
-    """The problem the solvers search (module docstring): its trace and comm model the
+def tensor_gather_element(name: str, element: float, dtypes: CollectiveDtypes) -> float:
+    """Bytes per element of tensor ``name``'s all-gather (a float8 weight: one)."""
+    if dtypes.float8_all_gather and is_float8_weight(name):
+        return float(FLOAT8_BYTES)
+    return dtypes.gather_element(element)
+
+
+def search_view(problem: Any, wide: bool = False) -> Any:
+    """A problem the solvers search (module docstring): its trace and comm model the
     view's, no policy."""
-    dtypes = problem.mixed_precision
-    trace, ratio = view_trace(problem.trace, problem.seq, dtypes)
-    return replace(problem, trace=trace, model=ReduceScaled(problem.model, ratio),
+    trace, gather, reduce = view_trace(problem.trace, problem.seq, problem.mixed_precision,
+                                       wide)
+    return replace(problem, trace=trace, model=DtypeScaled(problem.model, gather, reduce),
                    mixed_precision=None)
+
+
+def dtyped_optimum(problem: Any, solve: Callable[[Any], ShardedPlan]
+                   ) -> tuple[ShardedPlan, ShardedReplay]:
+    """The optimum of ``problem`` under its policy: ``solve`` (the optimum's search) on the
+    narrow view, and with a memory cap on the wide one too, each plan replayed on the
+    problem (module docstring)."""
+    dtypes, cap = problem.mixed_precision, problem.memory_cap_bytes
+    found: list[tuple[float, float, ShardedPlan, ShardedReplay]] = []
+    over = float("inf")
+    for wide in (False, True) if cap is not None else (False,):
+        try:
+            plan = solve(search_view(problem, wide))
+        except NoLayoutFits:
+            if not wide:
+                raise  # the narrow view never overstates a peak: nothing fits
+            continue
+        plan = replace(plan, mixed_precision=dtypes,
+                       info={**plan.info, **search_note(dtypes, wide)})
+        result = problem.replay(plan)
+        if cap is not None and result.gathered_peak_bytes > cap * (1 + 1e-12):
+            over = min(over, result.gathered_peak_bytes)
+            continue
+        found.append((result.iteration_s, result.gathered_peak_bytes, plan, result))
+    if not found:
+        raise no_fit(cap, over)
+    best = min(found, key=lambda f: (f[0], f[1]))
+    return best[2], best[3]
+
+
+def search_note(dtypes: CollectiveDtypes, wide: bool = False) -> dict[str, Any]:
+    """What the plan's ``info`` says about a search under ``dtypes``."""
+    return {"mixed_precision_search": f"the {'wide' if wide else 'narrow'} view: collective "
+            "times " + ("approximate (float8: one all-gather ratio for the model)"
+                        if dtypes.float8_all_gather else "exact")
+            + "; time and peak from the exact replay"}
 
 
 def with_policy(plan: ShardedPlan, dtypes: CollectiveDtypes | None) -> ShardedPlan:
@@ -102,40 +159,3 @@ def with_policy(plan: ShardedPlan, dtypes: CollectiveDtypes | None) -> ShardedPl
     if dtypes is None or plan.mixed_precision is not None:
         return plan
     return replace(plan, mixed_precision=dtypes)
-
-
-MAX_TIGHTENINGS = 8
-"""Searches of the view with a lowered cap before no fit is declared (module docstring)."""
-
-
-def dtyped_optimum(problem: Any, solve: Callable[[Any], ShardedPlan]
-                   ) -> tuple[ShardedPlan, ShardedReplay]:
-    """The optimum of ``problem`` under its policy: ``solve`` (the optimum's search) on the
-    view, the plan replayed on the problem, the view's cap lowered while the exact peak
-    exceeds the problem's cap (module docstring)."""
-    dtypes, cap = problem.mixed_precision, problem.memory_cap_bytes
-    view = search_view(problem)
-    for tightened in range(MAX_TIGHTENINGS + 1):
-        found = solve(view)
-        note = search_note(dtypes, tightened)
-        plan = replace(found, mixed_precision=dtypes, info={**found.info, **note})
-        result = problem.replay(plan)
-        peak = result.gathered_peak_bytes
-        if cap is None or peak <= cap * (1 + 1e-12):
-            return plan, result
-        view = replace(view, memory_cap_bytes=view.memory_cap_bytes * cap / peak)
-    raise no_fit(cap, peak)
-
-
-def search_note(dtypes: CollectiveDtypes, tightened: int = 0) -> dict[str, Any]:
-    """What the plan's ``info`` says about a search under ``dtypes``."""
-    note = {"mixed_precision_search": "priced on the all-gather bytes, reduce-scatters "
-            "scaled by one ratio" + (" (float8: the model's ratio, approximate)"
-                                     if dtypes.float8_all_gather else " (exact)")
-            + "; time and peak from the exact replay"}
-    if tightened:
-        note["mixed_precision_cap_tightened"] = tightened
-        note["exact"] = False
-        note["method"] = ("a search of the all-gather-bytes view with its memory cap lowered "
-                          f"{tightened} times until the exact peak fits")
-    return note
