@@ -24,6 +24,10 @@ reduce-scattered together after its backward) and when the all-gathers are issue
   parameters stay gathered from one micro-batch to the next (FSDP2,
   ``torch/distributed/fsdp/_fully_shard/_fully_shard.py``, ``set_reshard_after_backward``;
   priced by :mod:`gradsched.replay.sharded`). Nothing changes with one micro-batch.
+* ``mixed_precision`` (written only when set): the dtypes the collectives move, FSDP2's
+  ``MixedPrecisionPolicy`` and torchao's float8 all-gather
+  (:class:`gradsched.collective_dtypes.CollectiveDtypes`); absent, every collective moves
+  the trace's bytes.
 
 The JSON form is versioned (``format_version``); loading an unknown version fails clearly.
 """
@@ -35,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gradsched.collective_dtypes import CollectiveDtypes
 from gradsched.errors import InputError
 from gradsched.io import read_json, write_json_atomic
 
@@ -42,7 +47,7 @@ FORMAT = "gradsched.sharded_plan"
 FORMAT_VERSION = 1
 PLAN_KEYS = frozenset({"format", "format_version", "algorithm", "knobs", "info", "units",
                        "forward_prefetch", "backward_prefetch",
-                       "keep_unsharded_between_microbatches"})
+                       "keep_unsharded_between_microbatches", "mixed_precision"})
 UNIT_KEYS = frozenset({"tensors", "reshard_after_forward"})
 MAX_PREFETCH = 64
 
@@ -73,10 +78,13 @@ class ShardedPlan:
     knobs: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     keep_unsharded_between_microbatches: bool = False
+    mixed_precision: CollectiveDtypes | None = None
 
     def to_dict(self) -> dict[str, Any]:
         keep = {"keep_unsharded_between_microbatches": True} \
             if self.keep_unsharded_between_microbatches else {}
+        if self.mixed_precision is not None:
+            keep["mixed_precision"] = self.mixed_precision.to_dict()
         return {"format": FORMAT, "format_version": FORMAT_VERSION,
                 "algorithm": self.algorithm, "knobs": self.knobs, "info": self.info,
                 "forward_prefetch": self.forward_prefetch,
@@ -142,7 +150,9 @@ class ShardedPlan:
                    info=_mapping(data.get("info", {}), source, "info"),
                    keep_unsharded_between_microbatches=_flag(
                        data.get("keep_unsharded_between_microbatches", False), source,
-                       "keep_unsharded_between_microbatches"))
+                       "keep_unsharded_between_microbatches"),
+                   mixed_precision=None if data.get("mixed_precision") is None else
+                   CollectiveDtypes.from_dict(data["mixed_precision"], source))
 
     @classmethod
     def load(cls, path: str | Path) -> ShardedPlan:
@@ -241,12 +251,20 @@ def fully_shard_code(plan: ShardedPlan, names: Sequence[str]) -> str:
     comments)."""
     lines = []
     under = tensors_under(names)
+    mp, policy = plan.mixed_precision, ""
+    if mp is not None:
+        if mp.float8_all_gather:
+            lines += ["# torchao, before fully_shard: convert_to_float8_training(model, config="
+                      "Float8LinearConfig(enable_fsdp_float8_all_gather=True))"]
+        lines.append(f"mp = {mp.policy_code()}")
+        policy = ", mp_policy=mp"
     for k, unit in enumerate(plan.units):
         mods = covering_modules(unit.tensors, names, under)
         ref = ", ".join(f"model.get_submodule({m!r})" for m in mods)
         lines.append(f"u{k} = [{ref}]")
-        lines.append(f"fully_shard(u{k}, reshard_after_forward={unit.reshard_after_forward})")
-    lines.append("fully_shard(model)")
+        lines.append(f"fully_shard(u{k}, reshard_after_forward={unit.reshard_after_forward}"
+                     f"{policy})")
+    lines.append(f"fully_shard(model{policy})")
     n = plan.n_units
     for k in range(n):
         ahead = [f"u{j}[0]" for j in range(k + 1, min(k + plan.forward_prefetch, n - 1) + 1)]

@@ -113,7 +113,7 @@ def test_a_non_uniform_layout_lists_its_first_units_and_points_to_plan_out(
 
 
 def _advice(default_s: float, best_s: float) -> ShardedAdvice:
-    plan = SimpleNamespace(n_units=1, forward_prefetch=1, backward_prefetch=1,
+    plan = SimpleNamespace(n_units=1, forward_prefetch=1, backward_prefetch=1, mixed_precision=None,
                            units=[SimpleNamespace(reshard_after_forward=True)])
     replay = SimpleNamespace(iteration_s=default_s, gathered_peak_bytes=1.0)
     return ShardedAdvice(default=plan, default_replay=replay, best=plan,

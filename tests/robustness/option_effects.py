@@ -228,6 +228,8 @@ def _report_inputs(d: Path) -> None:
         f"bench collectives-fit {COLL}/loopback-p2.csv -o {{d}}/cfit2.json "
         "--errors {d}/cerr2.csv",
         "report macros --replay {d}/collected.csv -o {d}/macros2.tex",
+        SHD.replace("-o sd.csv", "-o {d}/sdt.csv"),
+        SHD.replace(M, AB).replace("-o sd.csv", "-o {d}/sdt2.csv"),
     ):
         _gradsched(line, d)
     ddp2 = json.loads(json.dumps(DDP))
@@ -492,6 +494,14 @@ def _advise() -> dict[str, Entry]:
                             more(ADV_SH, "--semantics streams")),
         a + "--memory-cap": (refused(ADV, "--memory-cap 20M"), more(ADV_SH, "--memory-cap 20M")),
         a + "--gpu-memory": (refused(ADV, "--gpu-memory 1G"), more(ADV_SH, "--gpu-memory 1G")),
+        # the collectives' dtypes: FSDP2 settings, refused for DDP; float8 needs an LLM trace
+        a + "--param-dtype": (refused(ADV, "--param-dtype bf16"),
+                              more(ADV_SH, "--param-dtype bf16")),
+        a + "--reduce-dtype": (refused(ADV, "--reduce-dtype bf16"),
+                               more(ADV_SH, "--reduce-dtype bf16")),
+        a + "--float8-all-gather": (refused(ADV, "--float8-all-gather"),
+                                    refused(ADV_SH, "--float8-all-gather"),
+                                    CoveredBy(F8_TEST, F8_WHY)),
     }
     for option, value in validate_only.items():
         entries[a + option] = refused(ADV, f"{option} {value}".strip())
@@ -545,6 +555,11 @@ def _fit() -> dict[str, Entry]:
 SHC = f"shard compare --compute {C} --comm {M} --world-size 2"
 SHP = f"shard plan --compute {C} --comm {M} --world-size 2 --algorithm fsdp2 -o sp.json"
 SHP_OPT = SHP.replace("fsdp2", "sharded-optimum")
+SHD = f"shard dtypes --compute {C} --comm {M} --world-size 2 --label rn18 -o sd.csv"
+F8_TEST = ("tests/commands/test_shard_dtypes.py::"
+           "test_float8_all_gather_halves_the_all_gathers_of_an_llm")
+F8_WHY = ("--float8-all-gather needs an LLM trace of gradsched traces flops, which the probes' "
+          "committed inputs do not hold; the test makes one and shows the all-gathers shrink")
 
 
 def _shard() -> dict[str, Entry]:
@@ -568,6 +583,11 @@ def _shard() -> dict[str, Entry]:
                 more(f"{base} --grad-accum 2", "--keep-unsharded-between-microbatches",
                      compare=compare),
                 refused(base, "--keep-unsharded-between-microbatches")),
+            s + "--param-dtype": more(base, "--param-dtype bf16", compare=compare),
+            s + "--reduce-dtype": more(base, "--reduce-dtype bf16", compare=compare),
+            # float8 needs an LLM trace (its names say which tensors are linear weights)
+            s + "--float8-all-gather": (refused(base, "--float8-all-gather"),
+                                        CoveredBy(F8_TEST, F8_WHY)),
         })
     entries.update({
         "shard compare --plans-dir": Output(SHC, f"{SHC} --plans-dir pl", "pl"),
@@ -585,6 +605,13 @@ def _shard() -> dict[str, Entry]:
             refused(f"{base} --semantics blocking", "--overlap-slowdown 2"))
            for verb, base, compare in (("compare", SHC, "stdout"), ("plan", SHP_OPT, "all"))},
         "shard plan --output": Output(SHP, SHP.replace("-o sp.json", "-o o.json"), "o.json"),
+        "shard dtypes --help": HELP,
+        "shard dtypes --compute": Probe(SHD, SHD.replace(C, C16), "sd.csv"),
+        "shard dtypes --comm": Probe(SHD, SHD.replace(M, AB), "sd.csv"),
+        "shard dtypes --world-size": Probe(SHD.replace(M, AB), SHD.replace(M, AB).replace(
+            "--world-size 2", "--world-size 4"), "sd.csv"),
+        "shard dtypes --label": Probe(SHD, SHD.replace("--label rn18", "--label x"), "sd.csv"),
+        "shard dtypes --output": Output(SHD, SHD.replace("-o sd.csv", "-o o.csv"), "o.csv"),
     })
     return entries
 
@@ -911,6 +938,7 @@ TABLE_VERBS = {  # verb: (its input, another input of the same kind)
     "host-check-table": ("{d}/hc.csv", "{d}/hc2.csv"),
     "scaling-table": ("{d}/sc.csv", "{d}/sc2.csv"),
     "sharded-table": ("{d}/sh.csv", "{d}/sh2.csv"),
+    "sharded-dtypes-table": ("{d}/sdt.csv", "{d}/sdt2.csv"),
     "overlap-slowdown-table": ("{d}/ov.csv", "{d}/ov2.csv"),
     "sharded-measured-table": (f"{PAPER}/sharded/resnet18-b4-p2-tbf1gbit/measured.csv",
                                f"{PAPER}/sharded/mobilenet_v2-b8-p2-tbf1gbit/measured.csv"),

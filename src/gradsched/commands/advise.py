@@ -48,6 +48,8 @@ from gradsched.commands._args import (
     threads,
     world_size,
 )
+from gradsched.commands._dtypes import add_dtype_options, dtypes_of
+from gradsched.commands._dtypes import given as dtype_option
 from gradsched.commands._outputs import output_file
 from gradsched.commands._overlap import add_overlap_option, sharded_overlap, with_overlap
 from gradsched.commands._stragglers import add_stragglers, with_stragglers
@@ -148,6 +150,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="memory of one GPU (e.g. 80G); no layout gathers more than it leaves "
                          "after the parameter, gradient and Adam-state shards; default: the "
                          "trace's device when it names a known GPU")
+    add_dtype_options(sh)
     val = p.add_argument_group("validation (--validate: run the candidates for real)")
     val.add_argument("--validate", action="store_true",
                      help="run stock DDP with the per-bucket caps, the best uniform cap and "
@@ -236,6 +239,9 @@ def _run(args: argparse.Namespace) -> int:
     args.backend = args.backend or "gloo"
     if args.memory_cap is not None or args.semantics is not None or args.gpu_memory is not None:
         raise ConfigError("--memory-cap, --gpu-memory and --semantics need --sharded")
+    if dtype_option(args) is not None:
+        raise ConfigError(f"{dtype_option(args)} sets the dtypes of FSDP2's collectives: it "
+                          "needs --sharded")
     if args.validate and args.model is None and trace.meta.get("model"):
         # the sidecar's model: a zoo name only (data never selects code), checked before
         # any work
@@ -312,7 +318,7 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
     adv = advise_sharded(trace, model, world, comm_spec=args.comm,  # type: ignore[arg-type]
                          semantics=semantics, memory_cap_bytes=args.memory_cap,
                          margin_pct=args.margin_pct, gpu_memory_bytes=args.gpu_memory,
-                         grad_accum=args.grad_accum,
+                         grad_accum=args.grad_accum, mixed_precision=dtypes_of(args, trace),
                          compute_slowdown=sharded_overlap(
                              args, trace.meta,  # type: ignore[attr-defined]
                              "advise --sharded", semantics))

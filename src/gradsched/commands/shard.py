@@ -3,8 +3,9 @@
     gradsched shard compare --compute TRACE.csv --comm SWEEP.csv --world-size 2 \\
         [--semantics streams|blocking] [--memory-cap 600M] [--plans-dir DIR] [-o OUT.csv]
     gradsched shard plan --compute TRACE.csv --comm SWEEP.csv --world-size 2 \\
-        --algorithm fsdp2|fsdp2-noreshard|fsdp2-saturation|fsdp2-cap|sharded-optimum [--knob k=v] \\
-        [--memory-cap 600M] [--grad-accum K [--keep-unsharded-between-microbatches]] -o plan.json
+        --algorithm fsdp2|fsdp2-noreshard|fsdp2-saturation|fsdp2-cap|torchtitan|sharded-optimum \\
+        [--knob k=v] [--memory-cap 600M] [--grad-accum K [--keep-unsharded-between-microbatches]] \\
+        [--param-dtype bf16] [--reduce-dtype fp32] [--float8-all-gather] -o plan.json
     gradsched shard run --model resnet18 --batch-size 4 --world-size 2 \\
         --plan a.json --plan b.json [--cluster tbf1gbit] [--rounds 3] [--iters 5] \\
         [--grad-accum K] -o OUT.csv
@@ -36,6 +37,7 @@ from gradsched.commands._args import (
     positive_seconds,
     size,
 )
+from gradsched.commands._dtypes import add_dtype_options, dtypes_of
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.commands._overlap import add_overlap_option, sharded_overlap
 from gradsched.limits import MAX_RANKS
@@ -72,6 +74,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                         "so the parameters stay gathered between micro-batches (only the "
                         "first all-gathers in forward; more memory); the plan JSON records it")
     add_overlap_option(p)
+    add_dtype_options(p)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,8 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ssub.add_parser("plan", help="one sharded plan, and its fully_shard layout")
     _common(p)
     p.add_argument("--algorithm", required=True,
-                   help="fsdp2, fsdp2-noreshard, fsdp2-saturation, fsdp2-cap, zero3 or "
-                        "sharded-optimum")
+                   help="fsdp2, fsdp2-noreshard, fsdp2-saturation, fsdp2-cap, zero3, "
+                        "torchtitan, torchtitan-2024 or sharded-optimum")
     p.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                    help="planner knob (e.g. unit_mb=50, forward_prefetch=2)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="plan JSON")
@@ -142,6 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_folder, required=True,
                    help="folder: measured.csv, iterations.csv, meta.json, plans/")
     p.set_defaults(func=_measure)
+    register_dtypes(ssub)
 
 
 def _check_keep(args: argparse.Namespace) -> None:
@@ -161,6 +165,7 @@ def _inputs(args: argparse.Namespace):
     from gradsched.traces.bundle import ComputeTrace
 
     trace = with_stragglers(args, ComputeTrace.load(args.compute), args.world_size)
+    dtypes_of(args, trace)  # refused before any work when the trace cannot say
     return trace, load_comm_spec(args.comm)
 
 
@@ -214,7 +219,7 @@ def _one_plan(args: argparse.Namespace, trace, model, name: str, knobs=None,
                              "--semantics, no knobs")
         return optimum(_problem(args, trace, model, slowdown)).plan
     return replace(make_sharded_plan(name, trace, model, args.world_size, knobs),
-                   keep_unsharded_between_microbatches=keep)
+                   keep_unsharded_between_microbatches=keep, mixed_precision=dtypes_of(args))
 
 
 def _problem(args: argparse.Namespace, trace, model, slowdown: float):
@@ -227,7 +232,7 @@ def _problem(args: argparse.Namespace, trace, model, slowdown: float):
                           memory_cap_bytes=_optimum_cap(args, trace),
                           grad_accum=args.grad_accum,
                           keep_unsharded=args.keep_unsharded_between_microbatches,
-                          compute_slowdown=slowdown)
+                          compute_slowdown=slowdown, mixed_precision=dtypes_of(args))
 
 
 def _optimum_cap(args: argparse.Namespace, trace) -> float | None:
@@ -412,4 +417,35 @@ def _measure(args: argparse.Namespace) -> int:
               f"{row['speedup_high']:.3f}]; peak predicted "
               f"{row['predicted_peak_bytes'] / 2**20:.4g} MiB, measured "
               f"{row['measured_peak_bytes'] / 2**20:.4g} MiB")
+    return 0
+
+
+def register_dtypes(ssub: argparse._SubParsersAction) -> None:
+    """``shard dtypes``: every mixed-precision policy with FSDP2's and torchtitan's layouts
+    (:mod:`gradsched.experiments.sharded.dtypes_study`), streams semantics."""
+    p = ssub.add_parser("dtypes", help="the collectives' dtypes (bf16, bf16/fp32, float8 "
+                        "all-gather) with FSDP2's and torchtitan's layouts, replayed")
+    p.add_argument("--compute", required=True, help="compute trace CSV (an LLM trace of "
+                   "gradsched traces flops, for the float8 rows)")
+    p.add_argument("--comm", required=True, help="comm sweep CSV, model JSON or alpha-beta")
+    p.add_argument("--world-size", type=integer(2, MAX_RANKS), required=True)
+    p.add_argument("--label", required=True, help="the case's name in the CSV")
+    p.add_argument("-o", "--output", type=output_file, required=True, help="CSV")
+    p.set_defaults(func=_dtypes)
+
+
+def _dtypes(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from gradsched.costmodel.base import load_comm_spec
+    from gradsched.experiments.sharded.common import ShardedProblem
+    from gradsched.experiments.sharded.dtypes_study import dtype_study
+    from gradsched.io import write_csv_atomic
+    from gradsched.traces.bundle import ComputeTrace
+
+    problem = ShardedProblem(ComputeTrace.load(args.compute), load_comm_spec(args.comm),
+                             args.world_size)
+    frame = pd.DataFrame(dtype_study(problem, args.label))
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    write_csv_atomic(args.output, frame)
     return 0

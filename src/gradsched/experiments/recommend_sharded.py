@@ -32,15 +32,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gradsched.collective_dtypes import CollectiveDtypes
 from gradsched.costmodel.base import CommModel
 from gradsched.costmodel.domain_notes import domain_notes
 from gradsched.experiments.recommend import Margin, model_margin
 from gradsched.experiments.sharded.common import NoLayoutFits, ShardedProblem
+from gradsched.experiments.sharded.dtypes import with_policy
 from gradsched.experiments.sharded.memory import MemoryBudget, memory_budget
 from gradsched.experiments.sharded.optimum import Scored, optimum
 from gradsched.gpus import ASSUMED_GPU, GPU_MEMORY_BYTES, GPUS
 from gradsched.plan_sharded import ShardedPlan, covering_modules, fully_shard_code, tensors_under
 from gradsched.planners.sharded import fsdp2
+from gradsched.planners.sharded.torchtitan import torchtitan
 from gradsched.replay.sharded import (
     Semantics,
     ShardedReplay,
@@ -76,6 +79,9 @@ class ShardedAdvice:
     smallest_peak_bytes: float | None = None
     """Set when no layout of whole blocks fits the memory cap: the least peak any reached
     (``best`` is then FSDP2's default, shown for reference)."""
+    published: tuple[tuple[str, ShardedPlan, ShardedReplay], ...] = ()
+    """Other layouts users run as published (torchtitan's), replayed beside the default:
+    shown, compared with it, not recommended by this advice."""
 
     @property
     def gain_pct(self) -> float:
@@ -116,6 +122,8 @@ class ShardedAdvice:
                 "notes": list(self.notes),
                 "default": {"plan": self.default.to_dict(),
                             "replay": self.default_replay.to_dict()},
+                **{name: {"plan": plan.to_dict(), "replay": result.to_dict()}
+                   for name, plan, result in self.published},
                 "optimum": {"plan": self.best.to_dict(), "replay": self.best_replay.to_dict()}}
 
 
@@ -124,13 +132,17 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
                    memory_cap_bytes: float | None = None,
                    margin_pct: float | None = None,
                    gpu_memory_bytes: float | None = None,
-                   grad_accum: int = 1, compute_slowdown: float = 1.0) -> ShardedAdvice:
+                   grad_accum: int = 1, compute_slowdown: float = 1.0,
+                   mixed_precision: CollectiveDtypes | None = None) -> ShardedAdvice:
     """FSDP2's default and the optimum, replayed for one optimizer step of ``grad_accum``
     micro-batches (:mod:`gradsched.replay.sharded`), and the margin (module docstring). The
     optimum never gathers more than the GPU's memory leaves
     (:func:`gradsched.experiments.sharded.memory.memory_budget`: ``gpu_memory_bytes``, or
     the trace's device) nor more than ``memory_cap_bytes``. Both are replayed, and the optimum
-    searched, with compute at ``1/compute_slowdown`` while a collective runs."""
+    searched, with compute at ``1/compute_slowdown`` while a collective runs. Every layout
+    carries ``mixed_precision`` (the collectives' dtypes) and is replayed with it; torchtitan's
+    layout (:mod:`gradsched.planners.sharded.torchtitan`) is replayed beside FSDP2's
+    default."""
     budget = memory_budget(trace, world_size, gpu_memory_bytes)
     if budget is None and semantics != "blocking":  # a GPU run: never without a memory check
         budget = memory_budget(trace, world_size, GPU_MEMORY_BYTES[ASSUMED_GPU],
@@ -140,14 +152,19 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
     cap = memory_cap_bytes
     if budget is not None:
         cap = budget.gathered_cap_bytes if cap is None else min(cap, budget.gathered_cap_bytes)
-    default = fsdp2(trace, model, world_size)
+    default = with_policy(fsdp2(trace, model, world_size), mixed_precision)
     default_replay = replay_sharded(trace, default, model, world_size, semantics=semantics,
                                     grad_accum=grad_accum, compute_slowdown=compute_slowdown)
+    titan = with_policy(torchtitan(trace, model, world_size), mixed_precision)
+    published = (("torchtitan", titan, replay_sharded(
+        trace, titan, model, world_size, semantics=semantics, grad_accum=grad_accum,
+        compute_slowdown=compute_slowdown)),)
     smallest = None
     try:
         best = optimum(ShardedProblem(trace, model, world_size, semantics=semantics,
                                       memory_cap_bytes=cap, grad_accum=grad_accum,
-                                      compute_slowdown=compute_slowdown))
+                                      compute_slowdown=compute_slowdown,
+                                      mixed_precision=mixed_precision))
     except NoLayoutFits as exc:  # said in the advice, with FSDP2's default for reference
         best, smallest = Scored(default, default_replay), exc.smallest_peak_bytes
     margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct,
@@ -156,7 +173,8 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
         f"times are per optimizer step of {grad_accum} micro-batches (gradient sync off "
         "for the first ones: every micro-batch all-gathers, the last reduce-scatters; the "
         "unsharded gradients are held across micro-batches)"]
-    if cap is not None and best.plan.info.get("exact") is False:  # the bound counts the cap
+    if cap is not None and best.plan.info.get("exact") is False \
+            and mixed_precision is None:  # the bound counts the cap (of the trace's bytes)
         bound = capped_lower_bound_s(trace, model, world_size, cap, grad_accum,
                                      best.plan.keep_unsharded_between_microbatches)
         best.plan.info.update({"lower_bound_s": bound, "lower_bound_counts_cap": True,
@@ -164,7 +182,8 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
     notes = accum + memory_notes(budget) + search_notes(best.plan) + sharded_notes(
         trace, model, world_size, comm_spec, (("FSDP2 default", default), ("optimum", best.plan)))
     return ShardedAdvice(default, default_replay, best.plan, best.replay, margin, semantics,
-                         world_size, cap, tuple(trace.names), tuple(notes), smallest)
+                         world_size, cap, tuple(trace.names), tuple(notes), smallest,
+                         published)
 
 
 def capped_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int,
@@ -217,6 +236,20 @@ def search_notes(plan: ShardedPlan) -> list[str]:
             f"the lower bound{capped} ({info['lower_bound_s']:.4g} s), not proven optimal"]
 
 
+PUBLISHED_LABELS = {"torchtitan": "torchtitan (emb/blocks/head)"}
+"""The rows ``advise --sharded`` prints for the published layouts it replays."""
+
+
+def published_gain_text(default: ShardedReplay, other: ShardedReplay) -> str:
+    """A published layout's predicted gain and peak change against FSDP2's default (a tie
+    within :data:`gradsched.ties.RTOL` said as one)."""
+    peak = (other.gathered_peak_bytes - default.gathered_peak_bytes) / MIB
+    if same_time(other.iteration_s, default.iteration_s):
+        return f"a tie in time, peak {peak:+.4g} MiB"
+    return (f"gain {100.0 * (default.iteration_s / other.iteration_s - 1.0):+.3g} %, peak "
+            f"{peak:+.4g} MiB")
+
+
 def gain_text(adv: ShardedAdvice) -> str:
     """The gain, or a tie when the two times are the same within :data:`gradsched.ties.RTOL`
     (never float noise such as +8.88e-14 %)."""
@@ -238,9 +271,12 @@ def paste_code(plan: ShardedPlan, names: tuple[str, ...], full: bool = False) ->
     container = _uniform_container(mods)
     reshard = {u.reshard_after_forward for u in plan.units}
     if container is not None and len(reshard) == 1:
-        lines = [f"for block in model.get_submodule({container!r}):",
-                 f"    fully_shard(block, reshard_after_forward={reshard.pop()})",
-                 "fully_shard(model)"]
+        head = [line for line in code.splitlines()
+                if line.startswith(("mp = ", "# torchao"))]  # the mixed-precision policy
+        policy = ", mp_policy=mp" if head else ""
+        lines = [*head, f"for block in model.get_submodule({container!r}):",
+                 f"    fully_shard(block, reshard_after_forward={reshard.pop()}{policy})",
+                 f"fully_shard(model{policy})"]
         f, b = plan.forward_prefetch, plan.backward_prefetch
         if (f, b) != (1, 1):  # FSDP2 prefetches one block each way by itself
             lines += [f"blocks = list(model.get_submodule({container!r}))",
@@ -295,9 +331,11 @@ def _uniform_container(mods: list[list[str]]) -> str | None:
 
 
 def _row(label: str, plan: ShardedPlan, result: ShardedReplay) -> str:
+    flags = {u.reshard_after_forward for u in plan.units}
+    reshard = "mixed" if len(flags) > 1 else "yes" if flags == {True} else "no"
     return (f"  {label:<28} {result.iteration_s:8.3g} s  {plan.n_units:3d} units + root, "
             f"prefetch {plan.forward_prefetch}/{plan.backward_prefetch}, reshard "
-            f"{'yes' if all(u.reshard_after_forward for u in plan.units) else 'no'}, peak "
+            f"{reshard}, peak "
             f"{result.gathered_peak_bytes / MIB:.4g} MiB")
 
 
@@ -308,8 +346,15 @@ def render_sharded(adv: ShardedAdvice, full_listing: bool = False) -> str:
              "collectives; predicted iteration time (replay) and peak of gathered parameters "
              "and unsharded gradients per rank:",
              _row("FSDP2 default (per block)", adv.default, adv.default_replay)]
+    for name, plan, result in adv.published:
+        lines.append(_row(PUBLISHED_LABELS.get(name, name), plan, result))
     if adv.smallest_peak_bytes is None:  # else no layout fits: there is no optimum to show
         lines.append(_row("optimum", adv.best, adv.best_replay))
+    if adv.default.mixed_precision is not None:
+        lines.append(f"  collectives' dtypes (param/reduce): {adv.default.mixed_precision.label}")
+    for name, _, result in adv.published:
+        lines.append(f"  {PUBLISHED_LABELS.get(name, name)} against FSDP2's default: "
+                     f"{published_gain_text(adv.default_replay, result)}")
     if adv.memory_cap_bytes is not None:
         lines.append(f"  memory cap: {adv.memory_cap_bytes / MIB:.4g} MiB"
                      + ("" if adv.default_fits else " (FSDP2's default exceeds it)"))

@@ -87,6 +87,12 @@ ends (the root's from the start of backward). ``gathered_peak_bytes`` is the max
 their sum (a free and an allocation at the same instant: the free first);
 ``resident_bytes`` the parameter and gradient shards (``2 x bytes / P``). Activations and
 optimizer state are not in the trace and not counted.
+
+**Mixed precision** (a plan's ``mixed_precision``, FSDP2's ``MixedPrecisionPolicy`` and
+torchao's float8 all-gather): all-gathers move and gather the parameter dtype's bytes,
+reduce-scatters the reduce dtype's, the unsharded gradients hold the larger of the two
+(:mod:`gradsched.replay.sharded_dtypes`); without one, every collective moves the trace's
+bytes.
 """
 
 from __future__ import annotations
@@ -107,6 +113,7 @@ from gradsched.costmodel.domain import (
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_GRAD_ACCUM, is_grad_accum
 from gradsched.plan_sharded import ShardedPlan
+from gradsched.replay.sharded_dtypes import dtyped_layout, layer_bytes
 from gradsched.replay.sharded_layout import ROOT, UnitLayout, unit_layout
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq, layer_seq
@@ -245,14 +252,23 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
     check_grad_accum(grad_accum)
     check_compute_slowdown(compute_slowdown)
     seq = layer_seq(trace)
-    layout = unit_layout(plan, seq, trace.path)
-    sizes = np.append(layout.unit_bytes, layout.root_bytes)
+    layout = plan_layout(trace, plan, seq)
+    gather, reduce = layout.sizes()
     return replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
-                         comm_times(model, "all_gather", sizes, world_size),
-                         comm_times(model, "reduce_scatter", sizes, world_size), world_size,
+                         comm_times(model, "all_gather", gather, world_size),
+                         comm_times(model, "reduce_scatter", reduce, world_size), world_size,
                          blocking=semantics == "blocking", grad_accum=grad_accum,
                          keep_unsharded=plan.keep_unsharded_between_microbatches,
                          compute_slowdown=compute_slowdown)
+
+
+def plan_layout(trace: ComputeTrace, plan: ShardedPlan, seq: LayerSeq) -> UnitLayout:
+    """The plan's checked layout, its bytes those of its mixed-precision policy when it has
+    one (:mod:`gradsched.replay.sharded_dtypes`)."""
+    layout = unit_layout(plan, seq, trace.path)
+    if plan.mixed_precision is None:
+        return layout
+    return dtyped_layout(layout, layer_bytes(trace, seq, plan.mixed_precision))
 
 
 def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
@@ -343,12 +359,12 @@ def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: i
     issued = [not r for r in layout.reshard]
     last_rs = run.t
     if not grads_held:
-        run.alloc(run.t, layout.root_bytes)  # root gradients, from the start of backward
+        run.alloc(run.t, layout.grad(ROOT))  # root gradients, from the start of backward
     for k, _, backward_s in reversed(runs):
         wait = root_ready
         if k != ROOT:
             if not grads_held:
-                run.alloc(run.t, layout.unit_bytes[k])  # this unit's unsharded gradients
+                run.alloc(run.t, layout.grad(k))  # this unit's unsharded gradients
             for target in range(k, max(k - depth, 0) - 1, -1):
                 if not issued[target]:
                     issued[target] = True
@@ -361,13 +377,13 @@ def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: i
                 run.free(run.t, layout.unit_bytes[k])  # gathered parameters, after backward
             if reduce:
                 last_rs = run.issue(rs[k], layout.unit_bytes[k])
-                run.free(last_rs, layout.unit_bytes[k])  # gradients, once reduce-scattered
+                run.free(last_rs, layout.grad(k))  # gradients, once reduce-scattered
     if layout.root_bytes > 0:
         if reshard:
             run.free(run.t, layout.root_bytes)  # the root's gathered parameters
         if reduce:
             last_rs = run.issue(rs[-1], layout.root_bytes)
-            run.free(last_rs, layout.root_bytes)
+            run.free(last_rs, layout.grad(ROOT))
     return max(last_rs, run.channel_free)
 
 
@@ -378,10 +394,10 @@ def sharded_range_shares(trace: ComputeTrace, plan: ShardedPlan, model: CommMode
     (:func:`gradsched.costmodel.domain.out_of_range_shares`)."""
     if world_size <= 1:
         return IN_RANGE
-    layout = unit_layout(plan, layer_seq(trace), trace.path)
-    sizes = np.append(layout.unit_bytes, layout.root_bytes)
+    gather, reduce = plan_layout(trace, plan, layer_seq(trace)).sizes()
     collectives = ("all_gather", "reduce_scatter")
     lo, hi = range_bounds([model.measured_bytes(c, world_size) for c in collectives],
-                          np.repeat([0, 1], sizes.size))
-    seconds = np.concatenate([comm_times(model, c, sizes, world_size) for c in collectives])
-    return out_of_range_shares(lo, hi, np.concatenate([sizes, sizes]), seconds)
+                          np.repeat([0, 1], gather.size))
+    seconds = np.concatenate([comm_times(model, c, sizes, world_size)
+                              for c, sizes in zip(collectives, (gather, reduce), strict=True)])
+    return out_of_range_shares(lo, hi, np.concatenate([gather, reduce]), seconds)

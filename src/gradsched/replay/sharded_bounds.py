@@ -24,19 +24,26 @@ the wire term is ``k s_ag + s_rs + (k + 1) total / (2 b) + U / P``. A plan that 
 parameters unsharded between micro-batches (``keep_unsharded_between_microbatches``) may
 all-gather every byte only once per step: its wire term is the one-micro-batch term,
 ``s_ag + s_rs + total / b + U / P``.
+
+Under a mixed-precision policy (:mod:`gradsched.replay.sharded_dtypes`) the bytes each
+collective moves replace ``total`` and ``b_0``: ``k`` times the all-gather bytes plus the
+reduce-scatter bytes on the wire, the first layer's of each before and after the compute.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from gradsched.collective_dtypes import CollectiveDtypes
 from gradsched.costmodel.base import CommModel
+from gradsched.replay.sharded_dtypes import layer_bytes
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import layer_seq
 
 
 def sharded_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int,
-                          grad_accum: int = 1, keep_unsharded: bool = False) -> float:
+                          grad_accum: int = 1, keep_unsharded: bool = False,
+                          mixed_precision: CollectiveDtypes | None = None) -> float:
     """The lower bound (seconds) of ``trace`` on ``world_size`` ranks under ``model``, per
     optimizer step of ``grad_accum`` micro-batches (module docstring; with one micro-batch
     the wire term is ``2 x total / (2 b)``, the same double as ``total / b``), for plans
@@ -51,6 +58,12 @@ def sharded_lower_bound_s(trace: ComputeTrace, model: CommModel, world_size: int
     rate = model.sustained_algbw_Bps(world_size)
     s_ag = model.startup_s("all_gather", world_size)
     s_rs = model.startup_s("reduce_scatter", world_size)
+    if mixed_precision is not None and np.isfinite(rate):
+        per_layer = layer_bytes(trace, seq, mixed_precision)
+        first = float(per_layer.gather[0] + per_layer.reduce[0]) / (2.0 * rate)
+        wire = (gathers * float(per_layer.gather.sum()) + float(per_layer.reduce.sum())) \
+            / (2.0 * rate)
+        return max(compute + s_ag + s_rs + first, gathers * s_ag + s_rs + wire + update)
     half = 0.0 if not np.isfinite(rate) else float(seq.nbytes[0]) / (2.0 * rate)
     wire = 0.0 if not np.isfinite(rate) else \
         (gathers + 1) * float(seq.nbytes.sum()) / (2.0 * rate)

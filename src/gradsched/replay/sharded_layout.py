@@ -25,6 +25,22 @@ class UnitLayout:
     reshard: tuple[bool, ...]
     unit_bytes: np.ndarray
     root_bytes: float
+    reduce_bytes: np.ndarray | None = None
+    """Reduce-scatter bytes of each unit, the root last; ``None``: the gathered bytes
+    (a mixed-precision policy sets both: :mod:`gradsched.replay.sharded_dtypes`)."""
+    grad_bytes: np.ndarray | None = None
+    """Unsharded gradient memory of each unit, the root last; ``None``: the gathered bytes."""
+
+    def sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """All-gather and reduce-scatter bytes of each unit, the root last."""
+        gather = np.append(self.unit_bytes, self.root_bytes)
+        return gather, gather if self.reduce_bytes is None else self.reduce_bytes
+
+    def grad(self, k: int) -> float:
+        """Unsharded gradient bytes of unit ``k`` (``ROOT``: the root)."""
+        if self.grad_bytes is not None:
+            return float(self.grad_bytes[k])
+        return self.root_bytes if k == ROOT else float(self.unit_bytes[k])
 
 
 def unit_layout(plan: ShardedPlan, seq: LayerSeq, source: str | None = None) -> UnitLayout:

@@ -31,7 +31,8 @@ MIB = 2**20
 LABELS = {"fsdp2": "FSDP2 default", "fsdp2-noreshard": "FSDP2 default, no reshard",
           "fsdp2-saturation": "compiler cap", "fsdp2-cap": "25 MiB units",
           "zero3": "ZeRO-3 defaults", "sharded-optimum": "optimum",
-          "sharded-optimum-capped": "optimum, FSDP2's peak"}
+          "sharded-optimum-capped": "optimum, FSDP2's peak", "torchtitan": "torchtitan",
+          "torchtitan-2024": "torchtitan (2024)"}
 HEADER = ["model", "network", "P", "semantics", "plan", "units", "prefetch f/b", "reshard",
           "iteration [s]", "exposed [%]", "peak [MiB]", "vs FSDP2 [x]", "above bound [%]"]
 

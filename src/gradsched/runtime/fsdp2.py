@@ -12,6 +12,11 @@
   module. FSDP2 prefetches one unit in backward whenever no explicit list is set
   (``FSDPState._pre_backward``: ``default_prefetch = len(...) == 0``), so a backward depth of
   0 cannot be expressed and is refused.
+* mixed precision (the plan's ``mixed_precision``): every ``fully_shard`` call, the root's
+  too, gets ``mp_policy=MixedPrecisionPolicy(param_dtype, reduce_dtype)`` (:func:`mp_policy`).
+  gloo on CPU runs bf16 and fp16 all-gathers and reduce-scatters (torch 2.14; checked by
+  ``tests/runtime/test_fsdp2_dtypes.py``); a float8 all-gather needs torchao and a GPU's
+  float8 matmuls, and is refused.
 
 A plan is timed as an ``fsdp2`` item of the timing protocol
 (:mod:`gradsched.runtime.rounds`, :mod:`gradsched.runtime.runners`).
@@ -65,10 +70,11 @@ def apply_plan(model: nn.Module, plan: ShardedPlan) -> list[list[nn.Module]]:
     if plan.backward_prefetch < 1 and plan.n_units > 1:
         raise ConfigError("FSDP2 always prefetches one unit in backward; a backward_prefetch "
                           "of 0 cannot be run")
+    policy = mp_policy(plan)
     units = unit_modules(model, plan)
     for modules, unit in zip(units, plan.units, strict=True):
-        fully_shard(modules, reshard_after_forward=unit.reshard_after_forward)
-    fully_shard(model)
+        fully_shard(modules, reshard_after_forward=unit.reshard_after_forward, **policy)
+    fully_shard(model, **policy)
     for k, modules in enumerate(units):
         ahead = [units[j][0] for j in range(k + 1, min(k + plan.forward_prefetch, len(units) - 1)
                                             + 1)]
@@ -78,6 +84,25 @@ def apply_plan(model: nn.Module, plan: ShardedPlan) -> list[list[nn.Module]]:
         if behind:
             modules[0].set_modules_to_backward_prefetch(behind)
     return units
+
+
+def mp_policy(plan: ShardedPlan) -> dict[str, object]:
+    """``{"mp_policy": MixedPrecisionPolicy(...)}`` of the plan's dtypes, or ``{}`` (FSDP2's
+    default policy); a float8 all-gather is refused (module docstring)."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    dtypes = plan.mixed_precision
+    if dtypes is None:
+        return {}
+    if dtypes.float8_all_gather:
+        raise ConfigError(f"sharded plan '{plan.algorithm}': a float8 all-gather needs torchao "
+                          "(convert_to_float8_training) and a GPU with float8 matmuls; the "
+                          "CPU FSDP2 runner cannot run it (drop float8_all_gather)")
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    return {"mp_policy": MixedPrecisionPolicy(
+        param_dtype=torch_dtype.get(dtypes.param_dtype or ""),
+        reduce_dtype=torch_dtype.get(dtypes.reduce_dtype or ""))}
 
 
 def sharded_groups(units: list[list[nn.Module]]) -> list[list[str]]:

@@ -86,6 +86,10 @@ def check_sharded_plan_covers_model(plan: ShardedPlan, names: Sequence[str], *, 
                     f"is not a trainable parameter of model {model!r} (a plan made for "
                     "another model?)", path=source, field=f"units[{index}].tensors")
     plan.check_covers(names, source=source)
+    if plan.mixed_precision is not None and plan.mixed_precision.float8_all_gather:
+        raise InputError(f"sharded plan '{plan.algorithm}': a float8 all-gather needs torchao "
+                         "and a GPU's float8 matmuls; the CPU FSDP2 runner cannot run it",
+                         path=source, field="mixed_precision.float8_all_gather")
     for index, unit in enumerate(plan.units):
         try:
             covering_modules(unit.tensors, names)

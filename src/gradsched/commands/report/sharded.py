@@ -19,6 +19,10 @@ def register(rsub: argparse._SubParsersAction) -> None:
                          "Markdown)", input_help="concatenated measured.csv of gradsched "
                          "shard measure")
     p.set_defaults(func=columns_named(_sharded_measured_table))
+    p = add_table_parser(rsub, "sharded-dtypes-table", help="the collectives' dtypes with "
+                         "FSDP2's and torchtitan's layouts (LaTeX + Markdown)",
+                         input_help="CSV of gradsched shard dtypes")
+    p.set_defaults(func=columns_named(_sharded_dtypes_table))
 
 
 def _sharded_table(args: argparse.Namespace) -> int:
@@ -31,3 +35,9 @@ def _sharded_measured_table(args: argparse.Namespace) -> int:
     from gradsched.report.sharded import sharded_measured_table
 
     return table_from_csv(args, "sharded-measured", sharded_measured_table)
+
+
+def _sharded_dtypes_table(args: argparse.Namespace) -> int:
+    from gradsched.report.sharded_dtypes import sharded_dtypes_table
+
+    return table_from_csv(args, "sharded-dtypes", sharded_dtypes_table)

@@ -16,10 +16,11 @@ whole.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from gradsched.collective_dtypes import CollectiveDtypes
 from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError
 from gradsched.plan_sharded import ShardedPlan
@@ -50,6 +51,9 @@ class ShardedProblem:
     grad_accum: int = 1
     keep_unsharded: bool = False
     compute_slowdown: float = 1.0
+    mixed_precision: CollectiveDtypes | None = None
+    """The collectives' dtypes (:mod:`gradsched.experiments.sharded.dtypes`); every plan
+    replayed with it."""
     seq: LayerSeq = field(init=False, repr=False, compare=False)
     blocks: list[tuple[int, int]] = field(init=False, repr=False, compare=False)
 
@@ -69,6 +73,8 @@ class ShardedProblem:
 
     def replay(self, plan: ShardedPlan) -> ShardedReplay:
         """``plan`` replayed under the problem's semantics, micro-batches and slowdown."""
+        if self.mixed_precision is not None and plan.mixed_precision is None:
+            plan = replace(plan, mixed_precision=self.mixed_precision)
         return replay_sharded(self.trace, plan, self.model, self.world_size,
                               semantics=self.semantics, grad_accum=self.grad_accum,
                               compute_slowdown=self.compute_slowdown)
@@ -76,7 +82,8 @@ class ShardedProblem:
     def lower_bound_s(self) -> float:
         """:func:`gradsched.replay.sharded_bounds.sharded_lower_bound_s` of the problem."""
         return sharded_lower_bound_s(self.trace, self.model, self.world_size,
-                                     self.grad_accum, self.keep_unsharded)
+                                     self.grad_accum, self.keep_unsharded,
+                                     self.mixed_precision)
 
 
 class NoLayoutFits(ConfigError):

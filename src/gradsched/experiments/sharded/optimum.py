@@ -27,6 +27,10 @@ memory formulas are for one micro-batch: blocking, and the streams programs) giv
 exhaustion, or beyond :data:`MAX_GROUPINGS` to the search, and the plan says so. Row and
 plan carry ``grad_accum`` only when ``k != 1``.
 
+**Mixed precision** (the problem's ``mixed_precision``): every plan carries the policy and
+is replayed with it; the optimum searches the problem's view and is replayed exactly
+(:mod:`gradsched.experiments.sharded.dtypes`).
+
 **Blocking semantics** (FSDP2 on gloo), with or without a memory cap: the host waits for
 every collective, so the iteration is the compute plus the sum of every collective's time,
 whatever the prefetch depths; the optimum is found exactly, with any number of blocks, by
@@ -53,6 +57,7 @@ from gradsched.experiments.sharded.candidates import (
     settings,
 )
 from gradsched.experiments.sharded.common import ShardedProblem, no_fit
+from gradsched.experiments.sharded.dtypes import dtyped_optimum
 from gradsched.experiments.sharded.streams import streams_optimum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
@@ -87,6 +92,8 @@ def optimum(problem: ShardedProblem) -> Scored:
     (:mod:`gradsched.replay.sharded`); no effect in blocking semantics, where nothing
     overlaps, so the blocking program stays exact. The problem's settings were checked when
     it was made."""
+    if problem.mixed_precision is not None:  # search the view, replay the problem
+        return Scored(*dtyped_optimum(problem, lambda view: optimum(view).plan))
     if not problem.blocks:
         raise InputError("no blocks to group: every tensor belongs to the root (names without "
                          "a numeric path component)", path=problem.trace.path, field="name")
@@ -158,7 +165,8 @@ def compare(problem: ShardedProblem, *,
             plan, result = scored.plan, scored.replay
         else:
             plan = replace(make_sharded_plan(name, p.trace, p.model, p.world_size),
-                           keep_unsharded_between_microbatches=keep_unsharded)
+                           keep_unsharded_between_microbatches=keep_unsharded,
+                           mixed_precision=p.mixed_precision)
             result = p.replay(plan)
         if plans is not None:
             plans[name] = plan

@@ -34,6 +34,9 @@ exact optimum, which scores candidates with the replay, is
   the same depth forward and backward, the smallest that holds for every window; resharded
   after forward (ZeRO-3 releases a module's parameters after use).
   Source: ``deepspeed/runtime/zero/config.py``.
+* ``torchtitan``, ``torchtitan-2024``: torchtitan's layouts, the embeddings and the head in
+  units of their own or the last block kept gathered
+  (:mod:`gradsched.planners.sharded.torchtitan`).
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def merge_blocks(blocks: list[tuple[int, int]], ends: np.ndarray) -> list[tuple[
     return [(blocks[s][0], blocks[e - 1][1]) for s, e in zip(starts, ends.tolist(), strict=True)]
 
 
-def _check_depth(name: str, value: int, n_units: int) -> int:
+def check_depth(name: str, value: int, n_units: int) -> int:
     """A prefetch depth: 0 up to the plan's number of units (a unit prefetches at most
     every other unit; a deeper value would be written into the plan and do nothing)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -92,8 +95,8 @@ def fsdp2(trace: ComputeTrace, model: CommModel, world_size: int, *, forward_pre
     units = units_from_ranges(seq, block_ranges(seq), reshard_after_forward)
     return ShardedPlan(
         algorithm="fsdp2", units=units,
-        forward_prefetch=_check_depth("forward_prefetch", forward_prefetch, len(units)),
-        backward_prefetch=_check_depth("backward_prefetch", backward_prefetch, len(units)),
+        forward_prefetch=check_depth("forward_prefetch", forward_prefetch, len(units)),
+        backward_prefetch=check_depth("backward_prefetch", backward_prefetch, len(units)),
         knobs={"forward_prefetch": forward_prefetch, "backward_prefetch": backward_prefetch,
                "reshard_after_forward": reshard_after_forward},
         info={"world_size": world_size, "n_blocks": len(block_ranges(seq))})
@@ -117,9 +120,9 @@ def capped(trace: ComputeTrace, cap_bytes: float, algorithm: str, knobs: dict[st
         else []
     units = units_from_ranges(seq, ranges)
     return ShardedPlan(algorithm=algorithm, units=units,
-                       forward_prefetch=_check_depth("forward_prefetch", forward_prefetch,
+                       forward_prefetch=check_depth("forward_prefetch", forward_prefetch,
                                                      len(units)),
-                       backward_prefetch=_check_depth("backward_prefetch", backward_prefetch,
+                       backward_prefetch=check_depth("backward_prefetch", backward_prefetch,
                                                       len(units)),
                        knobs=dict(knobs), info={"unit_cap_bytes": cap_bytes,
                                                 "n_blocks": len(blocks)})
@@ -192,6 +195,10 @@ def zero3(trace: ComputeTrace, model: CommModel, world_size: int, *,
                              "approximation": "ZeRO-3's rule in FSDP2's unit form"})
 
 
+# torchtitan's layouts use the helpers above: imported once they are defined
+from gradsched.planners.sharded.torchtitan import torchtitan, torchtitan_2024  # noqa: E402
+
+
 @dataclass(frozen=True)
 class ShardedPlanner:
     """A sharded planner and the types of its knobs."""
@@ -213,6 +220,10 @@ SHARDED_PLANNERS: dict[str, ShardedPlanner] = {
                                                          "backward_prefetch": int}),
     "zero3": ShardedPlanner("zero3", zero3, {"reduce_bucket_size": float,
                                              "prefetch_bucket_size": float}),
+    "torchtitan": ShardedPlanner("torchtitan", torchtitan, {"forward_prefetch": int,
+                                                            "backward_prefetch": int}),
+    "torchtitan-2024": ShardedPlanner("torchtitan-2024", torchtitan_2024,
+                                      {"forward_prefetch": int, "backward_prefetch": int}),
 }
 
 

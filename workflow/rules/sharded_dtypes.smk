@@ -1,0 +1,80 @@
+# Stage: the collectives' dtypes (FSDP2's MixedPrecisionPolicy, torchao's float8 all-gather)
+# with FSDP2's and torchtitan's layouts (gradsched shard dtypes): one LLM, 512 GPUs, two GPU
+# types. Compute: the FLOPs model of `gradsched traces flops` (modelled, not measured);
+# collectives: the at-scale study's scaled models (measured on 16 GPUs, extrapolated to 512:
+# every row says so). Seconds and bytes; in `all` through TABLES.
+
+SHARDED_DTYPES_CASES = {
+    "llama70b-h100-s8192": {
+        "model": "llama-3.1-70b",
+        "gpu": "h100",
+        "seq_len": 8192,
+        "comm": f"{RESULTS}/at-scale/p5-h100.scaled.json",
+    },
+    "llama70b-a100-s4096": {
+        "model": "llama-3.1-70b",
+        "gpu": "a100",
+        "seq_len": 4096,
+        "comm": f"{RESULTS}/extrapolate/abci-a100-ib.scaled.json",
+    },
+}
+SHARDED_DTYPES_P = 512
+
+TABLES.append("sharded-dtypes")
+
+
+rule sharded_dtypes_trace:
+    """The case's compute trace: micro-batch 1, full recomputation (FLOPs model)."""
+    output:
+        csv=f"{RESULTS}/sharded-dtypes/{{case}}.trace.csv",
+        meta=f"{RESULTS}/sharded-dtypes/{{case}}.trace.meta.json",
+    log:
+        f"{LOGS}/sharded-dtypes/{{case}}.trace.log",
+    params:
+        c=lambda wc: SHARDED_DTYPES_CASES[wc.case],
+    shell:
+        "{GS} traces flops --model {params.c[model]} --gpu {params.c[gpu]} "
+        "--seq-len {params.c[seq_len]} --checkpointing full -o {output.csv} > {log} 2>&1"
+
+
+rule sharded_dtypes_case:
+    """Every policy with every layout, replayed on one case."""
+    input:
+        trace=f"{RESULTS}/sharded-dtypes/{{case}}.trace.csv",
+        comm=lambda wc: SHARDED_DTYPES_CASES[wc.case]["comm"],
+    output:
+        f"{RESULTS}/sharded-dtypes/{{case}}.csv",
+    log:
+        f"{LOGS}/sharded-dtypes/{{case}}.log",
+    params:
+        p=SHARDED_DTYPES_P,
+    shell:
+        "{GS} shard dtypes --compute {input.trace} --comm {input.comm} --world-size "
+        "{params.p} --label {wildcards.case} -o {output} > {log} 2>&1"
+
+
+rule sharded_dtypes_collect:
+    input:
+        expand(
+            f"{RESULTS}/sharded-dtypes/{{case}}.csv", case=list(SHARDED_DTYPES_CASES)
+        ),
+    output:
+        f"{RESULTS}/sharded-dtypes/sharded-dtypes.csv",
+    log:
+        f"{LOGS}/sharded-dtypes/collect.log",
+    shell:
+        "{GS} report concat {input} -o {output} > {log} 2>&1"
+
+
+rule table_sharded_dtypes:
+    input:
+        f"{RESULTS}/sharded-dtypes/sharded-dtypes.csv",
+    output:
+        tex=f"{TAB}/sharded-dtypes.tex",
+        md=f"{TAB}/sharded-dtypes.md",
+    log:
+        f"{LOGS}/tables/sharded-dtypes.log",
+    shell:
+        "{GS} report sharded-dtypes-table --input {input} --tex {output.tex} "
+        "--md {output.md} --title 'Collective dtypes and published FSDP2 layouts, "
+        "replayed' > {log} 2>&1"
