@@ -106,7 +106,7 @@ def test_main_tex_includes_every_figure_and_table() -> None:
         "collectives-summary", "collectives-broadcast", "collectives-formula-errors",
         "compression-summary", "reexec", "collectives-at-scale", "overlap-slowdown",
         "stragglers", "stragglers-ep", "at-scale", "at-scale-variants", "at-scale-effects",
-        "diagnose-collectives", "diagnose-planted",
+        "diagnose-collectives", "diagnose-planted", "sharded-dtypes",
     }
 
 
