@@ -1,6 +1,6 @@
 """``gradsched cluster``: run ranks in an emulated cluster of network namespaces (root).
 
-    gradsched cluster --ranks N --rate 1gbit [--keep-going] [--timeout-s S] -- COMMAND...
+    gradsched cluster --ranks N --rate 1gbit [--keep-going] [--deadline-s S] -- COMMAND...
     gradsched cluster check --ranks 2 --rate 1gbit [--bytes 64M]
     gradsched cluster clean [RECORD.json | NAMESPACE ...]
 
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_common(parser)
     parser.add_argument("--keep-going", action="store_true",
                         help="when a rank fails, let the others finish")
-    parser.add_argument("--timeout-s", type=positive_seconds, default=3600.0,
+    parser.add_argument("--deadline-s", type=positive_seconds, default=3600.0,
                         help="stop every rank after this many seconds (default 3600)")
     parser.add_argument("--master-port", type=port, default=29500)
     add_oversubscribe(parser)
@@ -93,8 +93,8 @@ def _run_command(command: list[str], args: argparse.Namespace) -> int:
     from gradsched.admission import check_ranks
     from gradsched.distributed.cluster import EmulatedCluster
 
-    if args.timeout_s <= 0:
-        raise ConfigError("--timeout-s must be positive")
+    if args.deadline_s <= 0:
+        raise ConfigError("--deadline-s must be positive")
     check_ranks("cluster", args.ranks, oversubscribe=args.oversubscribe)  # before any namespace
     with EmulatedCluster(args.ranks, _rate(args.rate), prefix=args.prefix) as cluster:
         print(f"cluster: {cluster.describe()}; rank 0 at {cluster.master_addr}:"
@@ -125,7 +125,7 @@ def _run_command(command: list[str], args: argparse.Namespace) -> int:
                                           daemon=True)
                 thread.start()
                 threads.append(thread)
-            return _supervise(procs, args.keep_going, args.timeout_s)
+            return _supervise(procs, args.keep_going, args.deadline_s)
         finally:
             _stop(procs)
             for thread in threads:

@@ -111,7 +111,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=integer(1, 100), default=3)
     p.add_argument("--iters", type=integer(1, 10_000), default=5)
     p.add_argument("--warmup", type=integer(1, 10_000), default=1)
-    p.add_argument("--timeout", type=positive_seconds, default=300.0, help="seconds per collective")
+    p.add_argument("--timeout-s", type=positive_seconds, default=300.0,
+                   help="limit on every collective wait (default 300)")
     add_oversubscribe(p)
     p.add_argument("-o", "--output", type=output_file, default=None,
                    help="CSV: one row per plan and timed iteration")
@@ -137,7 +138,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=integer(1, 100), default=3)
     p.add_argument("--iters", type=integer(1, 10_000), default=3)
     p.add_argument("--warmup", type=integer(1, 10_000), default=1)
-    p.add_argument("--timeout", type=positive_seconds, default=600.0)
+    p.add_argument("--timeout-s", type=positive_seconds, default=600.0,
+                   help="limit on every collective wait (default 600)")
     add_oversubscribe(p)
     p.add_argument("-o", "--output", type=output_folder, required=True,
                    help="folder: measured.csv, iterations.csv, meta.json, plans/")
@@ -324,7 +326,7 @@ def _run(args: argparse.Namespace) -> int:
     pooled, groups = run_plans(plans, Timing(model=args.model, batch_size=args.batch_size,
                                              rounds=args.rounds, warmup=args.warmup,
                                              iters=args.iters, seq_len=args.seq_len,
-                                             timeout_s=args.timeout,
+                                             timeout_s=args.timeout_s,
                                              grad_accum=args.grad_accum),
                                Launch(world_size=args.world_size, cluster=args.cluster))
     rows = []
@@ -375,7 +377,7 @@ def _measure(args: argparse.Namespace) -> int:
     load_before = load_average()
     timing = Timing(model=case.model, batch_size=case.batch_size, rounds=args.rounds,
                     warmup=args.warmup, iters=args.iters, seq_len=case.seq_len,
-                    timeout_s=args.timeout, memory=True)
+                    timeout_s=args.timeout_s, memory=True)
     rows, iterations, plans = measure(case, trace, model, algorithms, timing,
                                       memory_cap_bytes=args.memory_cap, source=str(compute))
     meta = {"kind": "sharded-reexec", "command": shlex.join(["gradsched", *sys.argv[1:]]),
