@@ -202,7 +202,7 @@ def test_leftovers_of_a_killed_run_are_removed():
 def test_cluster_command_runs_one_process_per_rank(prefix, capsys):
     from gradsched.cli import main
 
-    rc = main(["cluster", "--ranks", "2", "--rate", "100mbit", "--prefix", prefix, "--",
+    rc = main(["cluster", "--world-size", "2", "--rate", "100mbit", "--prefix", prefix, "--",
                "sh", "-c", 'echo "id={rank} $RANK/$WORLD_SIZE $MASTER_ADDR $GLOO_SOCKET_IFNAME"'])
     out = capsys.readouterr().out
     assert rc == 0
@@ -216,7 +216,7 @@ def test_cluster_command_stops_on_a_failing_rank(prefix, capsys):
     from gradsched.cli import main
 
     start = time.monotonic()
-    rc = main(["cluster", "--ranks", "2", "--rate", "1gbit", "--prefix", prefix, "--",
+    rc = main(["cluster", "--world-size", "2", "--rate", "1gbit", "--prefix", prefix, "--",
                "sh", "-c", 'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 60'])
     assert rc == 3
     assert time.monotonic() - start < 20
@@ -230,7 +230,7 @@ def test_shaped_bandwidth_is_respected(prefix, capsys):
     pytest.importorskip("torch")
     from gradsched.cli import main
 
-    rc = main(["cluster", "check", "--ranks", "2", "--rate", "100mbit", "--bytes", "2M",
+    rc = main(["cluster", "check", "--world-size", "2", "--rate", "100mbit", "--bytes", "2M",
                "--iters", "3", "--prefix", prefix])
     out = capsys.readouterr().out
     ratio = float(re.search(r"= ([0-9.]+) x the shaped rate", out).group(1))

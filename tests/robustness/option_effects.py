@@ -1441,13 +1441,13 @@ def _bench_compress_cluster() -> dict[str, Entry]:
         "advise --validate": reach(ADV, "--validate", VALIDATE),
         "cluster --help": HELP,
         # options before the command: what follows "--" is the command's own
-        "cluster --ranks": Probe(CLUSTER, "cluster --ranks 3 -- true", reaches=EMULATED),
+        "cluster --world-size": Probe(CLUSTER, "cluster --world-size 3 -- true", reaches=EMULATED),
         "cluster --rate": Probe(CLUSTER, "cluster --rate 100mbit -- true", reaches=EMULATED),
         "cluster --prefix": Probe(CLUSTER, "cluster --prefix probe- -- true",
                                   reaches=EMULATED),
         "cluster argv": Probe(CLUSTER, "cluster", expect="refused", reaches=EMULATED),
-        "cluster --oversubscribe": Probe(f"cluster --ranks {TOO_MANY} -- true",
-                                         f"cluster --ranks {TOO_MANY} --oversubscribe -- true",
+        "cluster --oversubscribe": Probe(f"cluster --world-size {TOO_MANY} -- true",
+                                         f"cluster --world-size {TOO_MANY} --oversubscribe -- true",
                                          base_code=2, reaches=EMULATED),
         "cluster --keep-going": CoveredBy(
             f"{TARGETS}::test_cluster_keep_going_lets_the_other_ranks_finish",
@@ -1467,7 +1467,7 @@ def _bench_compress_cluster() -> dict[str, Entry]:
         "--timeout-s": "30", "--deadline-s": "60", "--note": "noted"}).items()})
     entries.update({f"compress train {k}": v for k, v in stop_at(TRAIN, TRAIN_AT, {
         "--world-size": "2", "--methods": "dense", "--densities": "1/4", "--seeds": "0",
-        "--steps": "10", "--eval-every": "5", "--batch-per-rank": "8", "--lr": "0.1",
+        "--steps": "10", "--eval-every": "5", "--batch-size": "8", "--lr": "0.1",
         "--momentum": "0.5", "--deadline-s": "60"}).items()})
     entries.update({f"compress profile {k}": v for k, v in stop_at(PROFILE, PROFILE_AT, {
         "--methods": "topk", "--densities": "1/4", "--world-size": "2", "--sizes": "2K",

@@ -229,7 +229,7 @@ def test_cluster_interrupted_during_setup_leaves_nothing(tmp_path, run_dir):
     prefix = _prefix("s")
     names = cl.ClusterLayout(8, prefix).namespaces
     sleep = f"600.{os.getpid() % 997}1"  # a command line unique to this test
-    child = _gradsched(tmp_path, "cluster", "--ranks", "8", "--rate", "100mbit",
+    child = _gradsched(tmp_path, "cluster", "--world-size", "8", "--rate", "100mbit",
                        "--prefix", prefix, "--", "sleep", sleep)
     record = _record(tmp_path, prefix)
 
@@ -258,7 +258,7 @@ def test_cluster_signal_while_running_stops_ranks(tmp_path, run_dir, sig, code):
     prefix = _prefix(f"t{int(sig)}")
     names = cl.ClusterLayout(2, prefix).namespaces
     sleep = f"600.{os.getpid() % 997}2{int(sig)}"
-    child = _gradsched(tmp_path, "cluster", "--ranks", "2", "--rate", "none",
+    child = _gradsched(tmp_path, "cluster", "--world-size", "2", "--rate", "none",
                        "--prefix", prefix, "--", "sleep", sleep)
     _wait_for(lambda: len(_ranks(sleep, child)) == 2, 60.0, "ranks never started")
     child.send_signal(sig)
@@ -276,7 +276,7 @@ def test_cluster_sigkill_then_clean_by_record(tmp_path, run_dir, capsys):
     prefix = _prefix("k")
     names = cl.ClusterLayout(2, prefix).namespaces
     sleep = f"600.{os.getpid() % 997}3"
-    child = _gradsched(tmp_path, "cluster", "--ranks", "2", "--rate", "none",
+    child = _gradsched(tmp_path, "cluster", "--world-size", "2", "--rate", "none",
                        "--prefix", prefix, "--", "sleep", sleep)
     record = _record(tmp_path, prefix)
     _wait_for(lambda: len(_ranks(sleep, child)) == 2

@@ -1,7 +1,7 @@
 """``gradsched cluster``: run ranks in an emulated cluster of network namespaces (root).
 
-    gradsched cluster --ranks N --rate 1gbit [--keep-going] [--deadline-s S] -- COMMAND...
-    gradsched cluster check --ranks 2 --rate 1gbit [--bytes 64M]
+    gradsched cluster --world-size N --rate 1gbit [--keep-going] [--deadline-s S] -- COMMAND...
+    gradsched cluster check --world-size 2 --rate 1gbit [--bytes 64M]
     gradsched cluster clean [RECORD.json | NAMESPACE ...]
 
 The first form builds N network namespaces joined through a bridge, each rank's link
@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ranks", type=world_size, default=2,
+    parser.add_argument("--world-size", type=world_size, default=2,
                         help="number of ranks (namespaces)")
     parser.add_argument("--rate", default="1gbit",
                         help="link rate per rank and direction, tc units (100mbit, 1gbit, "
@@ -95,8 +95,9 @@ def _run_command(command: list[str], args: argparse.Namespace) -> int:
 
     if args.deadline_s <= 0:
         raise ConfigError("--deadline-s must be positive")
-    check_ranks("cluster", args.ranks, oversubscribe=args.oversubscribe)  # before any namespace
-    with EmulatedCluster(args.ranks, _rate(args.rate), prefix=args.prefix) as cluster:
+    # before any namespace
+    check_ranks("cluster", args.world_size, oversubscribe=args.oversubscribe)
+    with EmulatedCluster(args.world_size, _rate(args.rate), prefix=args.prefix) as cluster:
         print(f"cluster: {cluster.describe()}; rank 0 at {cluster.master_addr}:"
               f"{args.master_port}", file=sys.stderr)
         procs: list[subprocess.Popen[bytes]] = []
@@ -225,26 +226,28 @@ def _check(argv: list[str], outer: argparse.Namespace) -> int:
     parser.add_argument("--iters", type=count, default=5)
     parser.add_argument("--oversubscribe", action="store_true", default=outer.oversubscribe,
                         help=argparse.SUPPRESS)
-    parser.set_defaults(ranks=outer.ranks, rate=outer.rate, prefix=outer.prefix)
+    parser.set_defaults(world_size=outer.world_size, rate=outer.rate, prefix=outer.prefix)
     args = parser.parse_args(argv)
     rate = _rate(args.rate)
-    if args.ranks < 2:
+    if args.world_size < 2:
         raise ConfigError("check needs at least 2 ranks")
     if rate is None:
         raise ConfigError("check needs a shaped rate (not 'none')")
     prefix = args.prefix or f"gs{os.getpid()}-"
     rate_bits = parse_rate(rate) if rate is not None else None
-    nbytes = parse_size(args.bytes) if args.bytes else default_check_bytes(rate_bits, args.ranks)
-    config = SweepConfig(world_size=args.ranks, collectives=["all_reduce"], min_bytes=nbytes,
-                         max_bytes=nbytes, iters=args.iters, warmup=2, min_iters=args.iters,
-                         time_budget_s=1.0, cluster_rate=rate, cluster_prefix=prefix,
+    nbytes = (parse_size(args.bytes) if args.bytes
+              else default_check_bytes(rate_bits, args.world_size))
+    config = SweepConfig(world_size=args.world_size, collectives=["all_reduce"],
+                         min_bytes=nbytes, max_bytes=nbytes, iters=args.iters, warmup=2,
+                         min_iters=args.iters, time_budget_s=1.0, cluster_rate=rate,
+                         cluster_prefix=prefix,
                          oversubscribe=args.oversubscribe)
-    print(f"cluster check: {args.ranks} ranks, links "
+    print(f"cluster check: {args.world_size} ranks, links "
           f"{rate_label(rate_bits) if rate_bits else 'unshaped'}, all-reduce of {nbytes} bytes "
           f"x {args.iters}", flush=True)
     trace = run_sweep(config)
     row = trace.frame.iloc[0]
-    ours = ClusterLayout(args.ranks, prefix).namespaces  # exact names, never a prefix match
+    ours = ClusterLayout(args.world_size, prefix).namespaces  # exact names, never a prefix match
     leftovers = [n for n in list_namespaces() if n in ours]
     shaped = rate_bits / 8
     busbw = float(row["busbw_Bps"])
