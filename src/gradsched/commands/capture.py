@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gradsched.commands._admit import admit_training
+from gradsched.commands._admit import Training, admit_training
 from gradsched.commands._args import (
     add_oversubscribe,
     count,
@@ -173,9 +173,9 @@ def _run_compute(args: argparse.Namespace) -> int:
         raise ConfigError(f"output {args.output}: expected a .csv path (the sidecar goes "
                           "beside it)")
     # one process: only its memory is checked
-    admit_training("capture compute", model=args.model, batch_size=args.batch_size, ranks=1,
-                   threads=args.threads or 1, seq_len=args.seq_len, dtype=args.dtype,
-                   oversubscribe=True, device=args.device)
+    admit_training("capture compute", Training(
+        model=args.model, batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
+        device=args.device), ranks=1, threads=args.threads or 1, oversubscribe=True)
     check_writable(args.output)  # before the measurement, not after it
     options = CaptureOptions(
         model=args.model, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
@@ -213,10 +213,10 @@ def _run_iteration(args: argparse.Namespace) -> int:
         backend=args.backend, bucket_caps_mb=args.bucket_cap_mb, iters=args.iters,
         warmup=args.warmup, device=args.device, dtype=args.dtype, seq_len=args.seq_len,
         threads_per_rank=args.threads, deadline_s=args.deadline_s)
-    admit_training("capture iteration", model=args.model, batch_size=args.batch_size,
-                   ranks=1 if args.torchrun else args.world_size,
-                   threads=args.threads, seq_len=args.seq_len, dtype=args.dtype,
-                   oversubscribe=args.oversubscribe, device=args.device)
+    admit_training("capture iteration", Training(
+        model=args.model, batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
+        device=args.device), ranks=1 if args.torchrun else args.world_size,
+        threads=args.threads, oversubscribe=args.oversubscribe)
     check_writable(args.output, directory=True)  # before the measurement
     if args.torchrun:
         summary = capture_iterations_torchrun(opts, args.output)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gradsched.commands._admit import admit_training
+from gradsched.commands._admit import Training, admit_training
 from gradsched.commands._args import (
     add_grad_accum,
     add_oversubscribe,
@@ -320,9 +320,9 @@ def _run(args: argparse.Namespace) -> int:
     plans = [ShardedPlan.load(p) for p in args.plan]
     check_plans(list(zip(map(str, args.plan), plans, strict=True)), model=args.model,
                 batch_size=args.batch_size, seq_len=args.seq_len)  # before any rank starts
-    admit_training("shard run", model=args.model, batch_size=args.batch_size,
-                   ranks=args.world_size, seq_len=args.seq_len,
-                   oversubscribe=args.oversubscribe)
+    admit_training("shard run", Training(model=args.model, batch_size=args.batch_size,
+                                         seq_len=args.seq_len),
+                   ranks=args.world_size, oversubscribe=args.oversubscribe)
     pooled, groups = run_plans(plans, Timing(model=args.model, batch_size=args.batch_size,
                                              rounds=args.rounds, warmup=args.warmup,
                                              iters=args.iters, seq_len=args.seq_len,
@@ -370,7 +370,7 @@ def _measure(args: argparse.Namespace) -> int:
     model = load_comm_spec(comm)
     case = ShardedCase(args.model, args.batch_size, args.world_size, args.network,
                        tc_rate(args.network))
-    admit_training("shard measure", model=args.model, batch_size=args.batch_size,
+    admit_training("shard measure", Training(model=args.model, batch_size=args.batch_size),
                    ranks=args.world_size, oversubscribe=args.oversubscribe)
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     started = dt.datetime.now(dt.UTC)
