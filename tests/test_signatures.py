@@ -15,9 +15,6 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_PARAMETERS = 8
 
 ALLOWED: dict[str, str] = {
-    "gradsched.report.paper_macros:all_macros":
-        "one frame per study, passed in by the report command; to become one frozen bundle of the "
-        "studies' frames (report/ not folded yet)",
     "gradsched.experiments.recommend:advise":
         "advise's replay settings (caps sweep, credit tuning, stragglers, slowdown) still travel "
         "as keywords; to become one frozen advice settings object built in commands/advise.py",
