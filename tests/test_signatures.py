@@ -37,9 +37,6 @@ ALLOWED: dict[str, str] = {
     "gradsched.experiments.recommend_sharded:advise_sharded":
         "advise --sharded's settings; to take the experiments.sharded problem and the GPU "
         "memory (held back: its memory budget is being changed for activations)",
-    "gradsched.planners.best:plan":
-        "the best planner's search knobs, spread by the planner registry; to become a knobs "
-        "dataclass",
     "gradsched.replay.sharded:_backward":
         "the sharded replay's backward pass state (runs, layout, depths, times, run state, "
         "flags); to take the step options object (held back with replay_layout)",
@@ -48,10 +45,6 @@ ALLOWED: dict[str, str] = {
     "gradsched.planners._bayesopt:minimize_1d":
         "the Bayesian search's budget and bounds as keywords; to become one search-settings "
         "object",
-    "gradsched.planners.bytescheduler_ps:plan":
-        "a planner's knobs, spread by the planner registry; to become a knobs dataclass",
-    "gradsched.planners.dear:plan":
-        "a planner's knobs, spread by the planner registry; to become a knobs dataclass",
 }
 """Functions still over the limit, each with the reason it has not been folded yet; the list
 only shrinks (a function leaving it must be removed from it, see

@@ -47,6 +47,7 @@ Remaining differences from the reference code (a reconstruction):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -118,17 +119,31 @@ def dear_plan(seq: ReadySeq, threshold_mb: float, knobs: dict[str, Any],
                 info=dict(info), ag_issue=knobs["ag_issue"])
 
 
-def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
-         threshold_mb: float = 25.0, search: str = "bo", bo_iters: int = 10,
-         replay_iterations: int = 5, ag_issue: str = "lookahead",
+@dataclass(frozen=True)
+class Knobs:
+    """DeAR's knobs (:data:`KNOBS` documents each), checked once when built."""
+
+    threshold_mb: float = 25.0
+    search: str = "bo"
+    bo_iters: int = 10
+    ag_issue: str = "lookahead"
+    replay_iterations: int = 5
+
+    def __post_init__(self) -> None:
+        check_positive("threshold_mb", self.threshold_mb)
+        check_choice("search", self.search, SEARCHES)
+        check_choice("ag_issue", self.ag_issue, AG_ISSUES)
+        if self.bo_iters < 1:
+            raise ConfigError(f"knob bo_iters must be >= 1, got {self.bo_iters}")
+
+
+def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | None = None,
          scorer: ScorerFactory | None = None) -> Plan:
     """DeAR's plan, with the threshold tuned by BO (candidates scored by ``scorer``)
-    unless ``search=none``."""
-    check_positive("threshold_mb", threshold_mb)
-    check_choice("search", search, SEARCHES)
-    check_choice("ag_issue", ag_issue, AG_ISSUES)
-    if bo_iters < 1:
-        raise ConfigError(f"knob bo_iters must be >= 1, got {bo_iters}")
+    unless ``knobs.search`` is ``none``."""
+    k = knobs or Knobs()
+    threshold_mb, search, bo_iters = k.threshold_mb, k.search, k.bo_iters
+    replay_iterations, ag_issue = k.replay_iterations, k.ag_issue
     seq = ready_seq(trace)
     knobs = {"threshold_mb": threshold_mb, "search": search, "bo_iters": bo_iters,
              "replay_iterations": replay_iterations, "ag_issue": ag_issue}
