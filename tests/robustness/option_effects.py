@@ -1443,8 +1443,6 @@ def _bench_compress_cluster() -> dict[str, Entry]:
         # options before the command: what follows "--" is the command's own
         "cluster --world-size": Probe(CLUSTER, "cluster --world-size 3 -- true", reaches=EMULATED),
         "cluster --rate": Probe(CLUSTER, "cluster --rate 100mbit -- true", reaches=EMULATED),
-        "cluster --prefix": Probe(CLUSTER, "cluster --prefix probe- -- true",
-                                  reaches=EMULATED),
         "cluster argv": Probe(CLUSTER, "cluster", expect="refused", reaches=EMULATED),
         "cluster --oversubscribe": Probe(f"cluster --world-size {TOO_MANY} -- true",
                                          f"cluster --world-size {TOO_MANY} --oversubscribe -- true",

@@ -65,8 +65,6 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", default="1gbit",
                         help="link rate per rank and direction, tc units (100mbit, 1gbit, "
                         "10gbit); 'none' for unshaped veth links")
-    parser.add_argument("--prefix", default=None,
-                        help="namespace name prefix (default gs<pid>-)")
 
 
 def _rate(text: str | None) -> str | None:
@@ -97,7 +95,8 @@ def _run_command(command: list[str], args: argparse.Namespace) -> int:
         raise ConfigError("--deadline-s must be positive")
     # before any namespace
     check_ranks("cluster", args.world_size, oversubscribe=args.oversubscribe)
-    with EmulatedCluster(args.world_size, _rate(args.rate), prefix=args.prefix) as cluster:
+    # namespaces named gs<pid>-*: this process's own (gradsched.distributed.cluster)
+    with EmulatedCluster(args.world_size, _rate(args.rate)) as cluster:
         print(f"cluster: {cluster.describe()}; rank 0 at {cluster.master_addr}:"
               f"{args.master_port}", file=sys.stderr)
         procs: list[subprocess.Popen[bytes]] = []
@@ -226,14 +225,14 @@ def _check(argv: list[str], outer: argparse.Namespace) -> int:
     parser.add_argument("--iters", type=count, default=5)
     parser.add_argument("--oversubscribe", action="store_true", default=outer.oversubscribe,
                         help=argparse.SUPPRESS)
-    parser.set_defaults(world_size=outer.world_size, rate=outer.rate, prefix=outer.prefix)
+    parser.set_defaults(world_size=outer.world_size, rate=outer.rate)
     args = parser.parse_args(argv)
     rate = _rate(args.rate)
     if args.world_size < 2:
         raise ConfigError("check needs at least 2 ranks")
     if rate is None:
         raise ConfigError("check needs a shaped rate (not 'none')")
-    prefix = args.prefix or f"gs{os.getpid()}-"
+    prefix = f"gs{os.getpid()}-"  # as EmulatedCluster names its namespaces by default
     rate_bits = parse_rate(rate) if rate is not None else None
     nbytes = (parse_size(args.bytes) if args.bytes
               else default_check_bytes(rate_bits, args.world_size))
