@@ -3,6 +3,9 @@ any two sub-commands that name one concept must be spelled the same. Each option
 spelling is reduced to its concept through a small table of known synonyms (whole
 spellings, words, and unit suffixes); two different spellings with one concept fail,
 unless :data:`DISTINCT` says, with its reason, that they are two concepts.
+
+``PYTHONPATH=src python -m tests.test_cli_spellings`` lists every concept with its
+spellings and the commands that use each (to look for synonyms the tables lack).
 """
 
 from __future__ import annotations
@@ -123,3 +126,17 @@ def test_the_concepts_of_known_spellings() -> None:
     assert concept("--batch-per-rank") == concept("--batch-size")
     assert concept("--deadline-s") != concept("--timeout-s")
     assert concept("--init-timeout-s") != concept("--timeout-s")
+
+
+def concept_table(parser: argparse.ArgumentParser) -> list[str]:
+    """Every concept, its spellings and their commands, one line each."""
+    by_concept: dict[str, dict[str, set[str]]] = defaultdict(dict)
+    for spelling, commands in spellings(parser).items():
+        by_concept[concept(spelling)][spelling] = commands
+    return [f"{name}: " + "; ".join(f"{s} ({len(c)}: {', '.join(sorted(c))})"
+                                    for s, c in sorted(group.items()))
+            for name, group in sorted(by_concept.items())]
+
+
+if __name__ == "__main__":
+    print("\n".join(concept_table(cli.build_parser())))
