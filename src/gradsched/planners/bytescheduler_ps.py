@@ -121,14 +121,14 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | 
     tune_iters, replay_iterations = k.tune_iters, k.replay_iterations
     tasks = make_tasks(trace, "tensor")
     info = base_info(trace, world_size)
-    knobs: dict[str, Any] = {"partition_params": partition_params,
-                             "credit_params": credit_params, "search": search}
+    recorded: dict[str, Any] = {"partition_params": partition_params,
+                                "credit_params": credit_params, "search": search}
     if search == "none":
-        return ps_plan(tasks, partition_params, credit_params, knobs, info)
-    knobs |= {"tune_iters": tune_iters, "replay_iterations": replay_iterations}
+        return ps_plan(tasks, partition_params, credit_params, recorded, info)
+    recorded |= {"tune_iters": tune_iters, "replay_iterations": replay_iterations}
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
     result = minimize_1d(
-        lambda x: score(ps_plan(tasks, partition_params, int(x), knobs, info)),
+        lambda x: score(ps_plan(tasks, partition_params, int(x), recorded, info)),
         *CREDIT_SPACE_PARAMS, iterations=tune_iters, log_scale=False,
         n_random=min(TUNER_RANDOM, tune_iters), seed=SEED)
     info = info | {
@@ -136,4 +136,4 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | 
         "evaluated": [{"credit_params": int(x), "iteration_s": y}
                       for x, y in zip(result.xs, result.ys, strict=True)],
     }
-    return ps_plan(tasks, partition_params, int(result.best_x), knobs, info)
+    return ps_plan(tasks, partition_params, int(result.best_x), recorded, info)

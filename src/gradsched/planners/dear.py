@@ -145,15 +145,15 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | 
     threshold_mb, search, bo_iters = k.threshold_mb, k.search, k.bo_iters
     replay_iterations, ag_issue = k.replay_iterations, k.ag_issue
     seq = ready_seq(trace)
-    knobs = {"threshold_mb": threshold_mb, "search": search, "bo_iters": bo_iters,
-             "replay_iterations": replay_iterations, "ag_issue": ag_issue}
+    recorded = {"threshold_mb": threshold_mb, "search": search, "bo_iters": bo_iters,
+                "replay_iterations": replay_iterations, "ag_issue": ag_issue}
     info = base_info(trace, world_size)
     if search == "none":
-        return dear_plan(seq, threshold_mb, knobs, info | {"threshold_mb": threshold_mb})
+        return dear_plan(seq, threshold_mb, recorded, info | {"threshold_mb": threshold_mb})
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
-    result = minimize_1d(lambda mb: score(dear_plan(seq, mb, knobs, info)), *SEARCH_RANGE_MB,
-                         iterations=bo_iters, log_scale=False, initial=[threshold_mb],
-                         n_random=0, seed=SEED)
+    result = minimize_1d(lambda mb: score(dear_plan(seq, mb, recorded, info)),
+                         *SEARCH_RANGE_MB, iterations=bo_iters, log_scale=False,
+                         initial=[threshold_mb], n_random=0, seed=SEED)
     best = result.best_x
     info = info | {
         "threshold_mb": best,
@@ -161,4 +161,4 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | 
         "evaluated": [{"threshold_mb": x, "iteration_s": y}
                       for x, y in zip(result.xs, result.ys, strict=True)],
     }
-    return dear_plan(seq, best, knobs, info)
+    return dear_plan(seq, best, recorded, info)
