@@ -249,7 +249,8 @@ class PlanExecutor:
         if "ps" in wanted:
             if ps_client is None:
                 raise ConfigError(f"plan '{self.plan.algorithm}' has parameter-server "
-                                  "buckets (algorithm: ps) but no ps_client was given")
+                                  "buckets (algorithm: ps) but no reduction=Reduction("
+                                  "ps_client=...) was given")
             reducers["ps"] = ps_client
         return reducers
 
