@@ -15,15 +15,14 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_PARAMETERS = 8
 
 ALLOWED: dict[str, str] = {
-    "gradsched.report.paper_macros:all_macros":
-        "one frame per study, passed in by the report command; to become one frozen bundle of the "
-        "studies' frames (report/ not folded yet)",
     "gradsched.experiments.recommend:advise":
         "advise's replay settings (caps sweep, credit tuning, stragglers, slowdown) still travel "
         "as keywords; to become one frozen advice settings object built in commands/advise.py",
     "gradsched.planners.bytescheduler:plan":
         "a planner's knobs, spread as keywords by the planner registry (plan(trace, model, P, "
-        "**knobs)); to become a knobs dataclass per planner",
+        "**knobs)); to define a frozen Knobs dataclass, which the registry now builds once and "
+        "passes whole (as dear, bytescheduler-ps and best do); held back: another helper "
+        "changes this file this round",
     "gradsched.capture.sweep_trace:build_meta":
         "the facts of a captured sweep's sidecar (placement, ranks' records, load, timings), "
         "one per keyword; to become one record of the run",
@@ -34,40 +33,17 @@ ALLOWED: dict[str, str] = {
         "the sharded replay's step options (blocking, accumulation, keep-unsharded, slowdown) as "
         "keywords; to become one frozen step-options object (held back: its memory-peak code "
         "is being changed for activations, and experiments/at_scale calls it)",
-    "gradsched.report.reexec:write_analysis":
-        "the re-execution analysis' output paths, one keyword per file; to become one outputs "
-        "object (report/ not folded yet)",
-    "gradsched.commands._admit:admit_training":
-        "what a launch asks of the machine, as keywords; to take the Launch and Timing objects",
-    "gradsched.compression.train:_check_compressor":
-        "a private step of the compressors' self-check (sizes, density, momentum, steps, "
-        "seed); to take one check-case record",
     "gradsched.experiments.recommend_sharded:advise_sharded":
         "advise --sharded's settings; to take the experiments.sharded problem and the GPU "
         "memory (held back: its memory budget is being changed for activations)",
-    "gradsched.planners.best:plan":
-        "the best planner's search knobs, spread by the planner registry; to become a knobs "
-        "dataclass",
     "gradsched.replay.sharded:_backward":
         "the sharded replay's backward pass state (runs, layout, depths, times, run state, "
         "flags); to take the step options object (held back with replay_layout)",
-    "gradsched.runtime.executor:PlanExecutor.__init__":
-        "the executor's construction from a plan and a process group's settings; to take a typed "
-        "run context",
-    "gradsched.traces.importers.__init__:comm_meta":
-        "the metadata fields of an imported comm trace, one per keyword; to become a metadata "
-        "dataclass",
     "gradsched.costmodel.crossws:cross_world_size":
         "the cross-world-size check's fit settings; to become one settings object",
     "gradsched.planners._bayesopt:minimize_1d":
         "the Bayesian search's budget and bounds as keywords; to become one search-settings "
         "object",
-    "gradsched.planners.bytescheduler_ps:plan":
-        "a planner's knobs, spread by the planner registry; to become a knobs dataclass",
-    "gradsched.planners.dear:plan":
-        "a planner's knobs, spread by the planner registry; to become a knobs dataclass",
-    "gradsched.traces.importers.kineto_gpu.step:_host_columns":
-        "a private column builder of the Kineto importer; to take one step record",
 }
 """Functions still over the limit, each with the reason it has not been folded yet; the list
 only shrinks (a function leaving it must be removed from it, see

@@ -62,7 +62,7 @@ def _run_cli_expecting_failure(tmp_path, monkeypatch, capsys, **kwargs):
     start = time.monotonic()
     rc = cli.main(["capture", "comm", "--world-size", "2", "--collectives", "all_reduce",
                      "--max-bytes", "4K", "--iters", "3", "--warmup", "1",
-                     "--init-timeout-s", "5", "--op-timeout-s", "15", "--deadline-s", "60",
+                     "--init-timeout-s", "5", "--timeout-s", "15", "--deadline-s", "60",
                      "-o", str(out)])
     elapsed = time.monotonic() - start
     assert rc == 2
@@ -177,7 +177,7 @@ def test_p2p_dead_peer_ends_sweep_clearly_without_output(tmp_path, monkeypatch, 
     start = time.monotonic()
     rc = cli.main(["capture", "comm", "--world-size", "2", "--collectives", "p2p",
                    "--max-bytes", "4K", "--iters", "3", "--warmup", "1", "--init-timeout-s", "5",
-                     "--op-timeout-s", "15", "--deadline-s", "60", "-o", str(out)])
+                     "--timeout-s", "15", "--deadline-s", "60", "-o", str(out)])
     assert rc == 2 and time.monotonic() - start < 45
     assert not out.exists() and not (out.parent.exists() and list(out.parent.iterdir()))
     assert "rank 1 of 2 exited with code 17" in capsys.readouterr().err

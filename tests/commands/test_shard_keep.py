@@ -63,7 +63,7 @@ def test_shard_run_times_steps_of_a_kept_plan(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run.csv"
     assert main(["shard", "run", "--model", "tiny-mlp", "--batch-size", "2", "--world-size",
                  "2", "--plan", str(tmp_path / "kept.json"), "--grad-accum", "2", "--rounds",
-                 "1", "--iters", "2", "--warmup", "1", "--timeout", "60", "-o", str(out)]) == 0
+                 "1", "--iters", "2", "--warmup", "1", "--timeout-s", "60", "-o", str(out)]) == 0
     assert "optimizer steps of 2 micro-batches" in capsys.readouterr().out
     rows = pd.read_csv(out)
     assert len(rows) == 2 and (rows["grad_accum"] == 2).all() and (rows["iteration_s"] > 0).all()

@@ -31,7 +31,17 @@ def _root_links() -> list[str]:
 @pytest.fixture
 def prefix(request):
     """A test-unique namespace prefix; anything left behind fails the test (and is removed)."""
-    name = f"gst{os.getpid()}{request.node.name[-6:].replace('_', '')}-"
+    yield from _checked(f"gst{os.getpid()}{request.node.name[-6:].replace('_', '')}-")
+
+
+@pytest.fixture
+def cli_prefix():
+    """The prefix ``gradsched cluster`` names its namespaces with when run in this process
+    (``gs<pid>-``, its default), checked as :func:`prefix` is."""
+    yield from _checked(f"gs{os.getpid()}-")
+
+
+def _checked(name: str):
     before = set(_root_links())
     yield name
     leftovers = ours(name)
@@ -199,10 +209,10 @@ def test_leftovers_of_a_killed_run_are_removed():
 
 @network
 @needs_netns
-def test_cluster_command_runs_one_process_per_rank(prefix, capsys):
+def test_cluster_command_runs_one_process_per_rank(cli_prefix, capsys):
     from gradsched.cli import main
 
-    rc = main(["cluster", "--ranks", "2", "--rate", "100mbit", "--prefix", prefix, "--",
+    rc = main(["cluster", "--world-size", "2", "--rate", "100mbit", "--",
                "sh", "-c", 'echo "id={rank} $RANK/$WORLD_SIZE $MASTER_ADDR $GLOO_SOCKET_IFNAME"'])
     out = capsys.readouterr().out
     assert rc == 0
@@ -212,11 +222,11 @@ def test_cluster_command_runs_one_process_per_rank(prefix, capsys):
 
 @network
 @needs_netns
-def test_cluster_command_stops_on_a_failing_rank(prefix, capsys):
+def test_cluster_command_stops_on_a_failing_rank(cli_prefix, capsys):
     from gradsched.cli import main
 
     start = time.monotonic()
-    rc = main(["cluster", "--ranks", "2", "--rate", "1gbit", "--prefix", prefix, "--",
+    rc = main(["cluster", "--world-size", "2", "--rate", "1gbit", "--",
                "sh", "-c", 'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 60'])
     assert rc == 3
     assert time.monotonic() - start < 20
@@ -226,12 +236,12 @@ def test_cluster_command_stops_on_a_failing_rank(prefix, capsys):
 @network
 @needs_netns
 @pytest.mark.slow
-def test_shaped_bandwidth_is_respected(prefix, capsys):
+def test_shaped_bandwidth_is_respected(cli_prefix, capsys):
     pytest.importorskip("torch")
     from gradsched.cli import main
 
-    rc = main(["cluster", "check", "--ranks", "2", "--rate", "100mbit", "--bytes", "2M",
-               "--iters", "3", "--prefix", prefix])
+    rc = main(["cluster", "check", "--world-size", "2", "--rate", "100mbit", "--bytes", "2M",
+               "--iters", "3"])
     out = capsys.readouterr().out
     ratio = float(re.search(r"= ([0-9.]+) x the shaped rate", out).group(1))
     assert ratio < 1.3, out

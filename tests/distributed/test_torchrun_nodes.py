@@ -187,7 +187,7 @@ def test_executor_under_torchrun_equals_the_local_launcher_exactly(cluster, tmp_
 def test_a_dead_node_ends_every_rank_with_a_clear_message(cluster, tmp_path):
     long_sweep = ["capture", "comm", "--collectives", "all_reduce", "--min-bytes", "4",
                   "--max-bytes", "64M", "--factor", "2", "--iters", "200", "--warmup", "1",
-                  "--time-budget-s", "5", "--op-timeout-s", "30", "--torchrun",
+                  "--time-budget-s", "5", "--timeout-s", "30", "--torchrun",
                   "-o", str(tmp_path / "never.csv")]
     logs = [tmp_path / f"node{n}.log" for n in range(2)]
     procs = [start_node(cluster, n, long_sweep, logs[n]) for n in range(2)]

@@ -5,6 +5,7 @@ not last fails with a message naming the module and the fix, not a bare ``Assert
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 
 import pytest
@@ -21,6 +22,7 @@ from gradsched.planners import (
     RIVALS,
     check_registry,
 )
+from gradsched.planners import dear as dear_module
 from gradsched.planners import wfbp as wfbp_module
 
 
@@ -78,3 +80,29 @@ def test_best_not_last_is_named():
     groups = _groups((*ALL_PLANNERS, _module()))
     with pytest.raises(ConfigError, match="'best' must be the last of ALL_PLANNERS"):
         check_registry(groups, "best")
+
+
+def test_a_knobs_dataclass_that_disagrees_with_knobs_is_named():
+    @dataclass(frozen=True)
+    class Knobs:  # dear's knobs with one default changed (SYNTHETIC)
+        threshold_mb: float = 50.0
+        search: str = "bo"
+        bo_iters: int = 10
+        ag_issue: str = "lookahead"
+        replay_iterations: int = 5
+
+    agrees = _module(KNOBS=dear_module.KNOBS, Knobs=dear_module.Knobs, plan=dear_module.plan)
+    check_registry(_groups(_before_best(agrees)), "best")
+    groups = _groups(_before_best(_module(KNOBS=dear_module.KNOBS, Knobs=Knobs,
+                                          plan=dear_module.plan)))
+    with pytest.raises(ConfigError, match=r"newplan's Knobs dataclass does not match"):
+        check_registry(groups, "best")
+
+
+def test_the_registry_builds_a_planners_knobs_once():
+    from gradsched.planners import get_planner
+
+    func = get_planner("dear").func
+    assert func.__module__ == "gradsched.planners.dear"
+    with pytest.raises(ConfigError, match="bo_iters must be >= 1"):
+        dear_module.Knobs(bo_iters=0)

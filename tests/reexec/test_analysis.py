@@ -14,7 +14,7 @@ pytest.importorskip("torch")
 
 from gradsched.errors import InputError
 from gradsched.reexec import analysis
-from gradsched.report.reexec import write_analysis
+from gradsched.report.reexec import AnalysisOutputs, write_analysis
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -72,8 +72,8 @@ def test_analysis_errors_tau_and_best_vs_ddp(tmp_path):
     assert len(analysis.distinct_runs(analysis.plan_errors(dup))) == 5
     measured = tmp_path / "m.csv"
     frame.to_csv(measured, index=False)
-    out = write_analysis(analysis.analyze(measured), stats=tmp_path / "s.csv",
-                         table=tmp_path / "t.tex", md=tmp_path / "t.md")
+    out = write_analysis(analysis.analyze(measured), AnalysisOutputs(
+        stats=tmp_path / "s.csv", table=tmp_path / "t.tex", md=tmp_path / "t.md"))
     assert (tmp_path / "t.tex").read_text().count("Kendall tau") == 2  # the two stacked halves
     assert "| Best |" in (tmp_path / "t.md").read_text()
     assert len(out) == 3

@@ -14,7 +14,7 @@ pytest.importorskip("torch")
 
 from gradsched.reexec.analysis import analyze
 from gradsched.reexec.stock_ddp import STOCK_DDP_COLUMNS, stock_ddp_comparison
-from gradsched.report.reexec import write_analysis
+from gradsched.report.reexec import AnalysisOutputs, write_analysis
 from gradsched.report.stock_ddp import NOT_MEASURED, stock_ddp_table
 
 # SYNTHETIC medians (s): the list item 10 % faster than DDP's default, etc.
@@ -99,8 +99,9 @@ def test_table_says_not_measured_and_the_analyze_outputs(tmp_path):
     measured, iterations = tmp_path / "measured.csv", tmp_path / "iterations.csv"
     frame.to_csv(measured, index=False)
     its.to_csv(iterations, index=False)
-    write_analysis(analyze(measured, iterations), stock_ddp_tex=tmp_path / "s.tex",
-                   stock_ddp_md=tmp_path / "s.md", md=tmp_path / "errors.md")
+    write_analysis(analyze(measured, iterations), AnalysisOutputs(
+        stock_ddp_tex=tmp_path / "s.tex", stock_ddp_md=tmp_path / "s.md",
+        md=tmp_path / "errors.md"))
     # the per-plan error table names the list row after its plan, between plans and DDP
     lines = [line.split(" | ")[0] for line in
              (tmp_path / "errors.md").read_text().splitlines() if line.startswith("| ")]

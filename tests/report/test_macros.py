@@ -87,7 +87,8 @@ def test_reexec_macros_from_measured(tmp_path: Path) -> None:
 
 
 def test_macro_names_are_tex_control_words() -> None:
-    text = latex.render(paper_macros.all_macros(synthetic_fits(), None, synthetic_collected()))
+    text = latex.render(paper_macros.all_macros(paper_macros.MacroInputs(
+        fits=synthetic_fits(), collected=synthetic_collected())))
     for line in text.splitlines():
         if line.startswith(r"\newcommand"):
             name = line.split("}", 1)[0][len(r"\newcommand{\\") - 1:]

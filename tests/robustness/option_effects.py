@@ -901,7 +901,7 @@ def _import() -> dict[str, Entry]:
         i + "sailor --model": refused(SAILOR, "--model OPT-350m"),
         i + "sailor --micro-batch": more(SAILOR, "--micro-batch 2"),
         i + "sailor --tensor-parallel": more(SAILOR, "--tensor-parallel 2"),
-        i + "sailor --sequence-length": more(SAILOR, "--sequence-length 1024"),
+        i + "sailor --seq-len": more(SAILOR, "--seq-len 1024"),
         i + "sailor --source": more(SAILOR, "--source elsewhere"),
     })
     return entries
@@ -1375,7 +1375,7 @@ def _capture() -> dict[str, Entry]:
                                                  COMPUTE_AT)
     for option, value in {"--batch-size": "8", "--dtype": "bf16", "--world-size": "3",
                           "--backend": "nccl", "--device": "cuda", "--bucket-cap-mb": "1,5",
-                          "--iters": "2", "--warmup": "3", "--threads-per-rank": "2",
+                          "--iters": "2", "--warmup": "3", "--threads": "2",
                           "--deadline-s": "60"}.items():
         entries[f"{c}iteration {option}"] = reach(CAPTURE_IT, f"{option} {value}",
                                                    ITERATION_AT)
@@ -1383,8 +1383,8 @@ def _capture() -> dict[str, Entry]:
                           "--collectives": "broadcast", "--min-bytes": "64",
                           "--max-bytes": "2K", "--factor": "4", "--iters": "5", "--warmup": "1",
                           "--min-iters": "2", "--time-budget-s": "0.5", "--in-place": "",
-                          "--threads-per-rank": "2", "--cluster": "1gbit",
-                          "--init-timeout-s": "30", "--op-timeout-s": "30",
+                          "--threads": "2", "--cluster": "1gbit",
+                          "--init-timeout-s": "30", "--timeout-s": "30",
                           "--deadline-s": "60", "--note": "noted"}.items():
         entries[f"{c}comm {option}"] = reach(CAPTURE_COMM, f"{option} {value}".strip(),
                                               SWEEP_AT)
@@ -1453,7 +1453,7 @@ def _shard_slow() -> dict[str, Entry]:
     }
     entries.update({f"{s}run {k}": v for k, v in stop_at(SHARD_RUN, RUN_PLANS, {
         "--batch-size": "8", "--world-size": "3", "--cluster": "tbf1gbit", "--rounds": "1",
-        "--iters": "2", "--warmup": "2", "--timeout": "60", "--grad-accum": "2"}).items()})
+        "--iters": "2", "--warmup": "2", "--timeout-s": "60", "--grad-accum": "2"}).items()})
     entries.update({
         s + "run --oversubscribe": oversubscribed(
             SHARD_RUN.replace("--world-size 2", f"--world-size {TOO_MANY}"), RUN_PLANS),
@@ -1462,7 +1462,7 @@ def _shard_slow() -> dict[str, Entry]:
     })
     entries.update({f"{s}measure {k}": v for k, v in stop_at(MEASURE, MEASURE_AT, {
         "--algorithms": "fsdp2", "--memory-cap": "100M", "--rounds": "1", "--iters": "2",
-        "--warmup": "2", "--timeout": "60"}).items()})
+        "--warmup": "2", "--timeout-s": "60"}).items()})
     entries.update({
         s + "measure --model": Probe(MEASURE, MEASURE.replace(
             "resnet18 --batch-size 4", "mobilenet_v2 --batch-size 8"), reaches=MEASURE_AT),
@@ -1512,20 +1512,18 @@ def _bench_compress_cluster() -> dict[str, Entry]:
         "advise --validate": reach(ADV, "--validate", VALIDATE),
         "cluster --help": HELP,
         # options before the command: what follows "--" is the command's own
-        "cluster --ranks": Probe(CLUSTER, "cluster --ranks 3 -- true", reaches=EMULATED),
+        "cluster --world-size": Probe(CLUSTER, "cluster --world-size 3 -- true", reaches=EMULATED),
         "cluster --rate": Probe(CLUSTER, "cluster --rate 100mbit -- true", reaches=EMULATED),
-        "cluster --prefix": Probe(CLUSTER, "cluster --prefix probe- -- true",
-                                  reaches=EMULATED),
         "cluster argv": Probe(CLUSTER, "cluster", expect="refused", reaches=EMULATED),
-        "cluster --oversubscribe": Probe(f"cluster --ranks {TOO_MANY} -- true",
-                                         f"cluster --ranks {TOO_MANY} --oversubscribe -- true",
+        "cluster --oversubscribe": Probe(f"cluster --world-size {TOO_MANY} -- true",
+                                         f"cluster --world-size {TOO_MANY} --oversubscribe -- true",
                                          base_code=2, reaches=EMULATED),
         "cluster --keep-going": CoveredBy(
             f"{TARGETS}::test_cluster_keep_going_lets_the_other_ranks_finish",
             "the other ranks finish after one fails (local ranks stand in for namespaces)"),
-        "cluster --timeout-s": CoveredBy(
-            f"{TARGETS}::test_cluster_timeout_s_stops_every_rank",
-            "every rank is stopped at the timeout, exit 124"),
+        "cluster --deadline-s": CoveredBy(
+            f"{TARGETS}::test_cluster_deadline_s_stops_every_rank",
+            "every rank is stopped at the deadline, exit 124"),
         "cluster --master-port": CoveredBy(
             f"{TARGETS}::test_cluster_master_port_reaches_every_rank",
             "every rank's MASTER_PORT"),
@@ -1535,10 +1533,10 @@ def _bench_compress_cluster() -> dict[str, Entry]:
         "--min-bytes": "64", "--max-bytes": "1M", "--per-octave": "2", "--min-iters": "2",
         "--max-iters": "10", "--target-s": "0.5", "--lp-chunk": "64K",
         "--lp-link": "1e-5,1e-9,0", "--cluster": "1gbit", "--backend": "mpi",
-        "--op-timeout-s": "30", "--deadline-s": "60", "--note": "noted"}).items()})
+        "--timeout-s": "30", "--deadline-s": "60", "--note": "noted"}).items()})
     entries.update({f"compress train {k}": v for k, v in stop_at(TRAIN, TRAIN_AT, {
         "--world-size": "2", "--methods": "dense", "--densities": "1/4", "--seeds": "0",
-        "--steps": "10", "--eval-every": "5", "--batch-per-rank": "8", "--lr": "0.1",
+        "--steps": "10", "--eval-every": "5", "--batch-size": "8", "--lr": "0.1",
         "--momentum": "0.5", "--deadline-s": "60"}).items()})
     entries.update({f"compress profile {k}": v for k, v in stop_at(PROFILE, PROFILE_AT, {
         "--methods": "topk", "--densities": "1/4", "--world-size": "2", "--sizes": "2K",

@@ -216,6 +216,12 @@ def _prefix(tag: str) -> str:
     return f"gf{os.getpid() % 100000}{tag}-"
 
 
+def _cli_prefix(child: subprocess.Popen[str]) -> str:
+    """The prefix a ``gradsched cluster`` child names its namespaces with: its default,
+    ``gs<its pid>-`` (:class:`gradsched.distributed.cluster.EmulatedCluster`)."""
+    return f"gs{child.pid}-"
+
+
 @pytest.fixture
 def run_dir(tmp_path, monkeypatch):
     """Records of in-process clusters go under ``tmp_path`` too."""
@@ -226,11 +232,11 @@ def run_dir(tmp_path, monkeypatch):
 @needs_netns
 @pytest.mark.network
 def test_cluster_interrupted_during_setup_leaves_nothing(tmp_path, run_dir):
-    prefix = _prefix("s")
-    names = cl.ClusterLayout(8, prefix).namespaces
     sleep = f"600.{os.getpid() % 997}1"  # a command line unique to this test
-    child = _gradsched(tmp_path, "cluster", "--ranks", "8", "--rate", "100mbit",
-                       "--prefix", prefix, "--", "sleep", sleep)
+    child = _gradsched(tmp_path, "cluster", "--world-size", "8", "--rate", "100mbit",
+                       "--", "sleep", sleep)
+    prefix = _cli_prefix(child)
+    names = cl.ClusterLayout(8, prefix).namespaces
     record = _record(tmp_path, prefix)
 
     def building() -> bool:
@@ -255,11 +261,11 @@ def test_cluster_interrupted_during_setup_leaves_nothing(tmp_path, run_dir):
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 128 + signal.SIGTERM),
                                            (signal.SIGINT, 130)], ids=["sigterm", "ctrl-c"])
 def test_cluster_signal_while_running_stops_ranks(tmp_path, run_dir, sig, code):
-    prefix = _prefix(f"t{int(sig)}")
-    names = cl.ClusterLayout(2, prefix).namespaces
     sleep = f"600.{os.getpid() % 997}2{int(sig)}"
-    child = _gradsched(tmp_path, "cluster", "--ranks", "2", "--rate", "none",
-                       "--prefix", prefix, "--", "sleep", sleep)
+    child = _gradsched(tmp_path, "cluster", "--world-size", "2", "--rate", "none",
+                       "--", "sleep", sleep)
+    prefix = _cli_prefix(child)
+    names = cl.ClusterLayout(2, prefix).namespaces
     _wait_for(lambda: len(_ranks(sleep, child)) == 2, 60.0, "ranks never started")
     child.send_signal(sig)
     _, err = child.communicate(timeout=60)
@@ -273,11 +279,11 @@ def test_cluster_signal_while_running_stops_ranks(tmp_path, run_dir, sig, code):
 def test_cluster_sigkill_then_clean_by_record(tmp_path, run_dir, capsys):
     from gradsched.cli import main
 
-    prefix = _prefix("k")
-    names = cl.ClusterLayout(2, prefix).namespaces
     sleep = f"600.{os.getpid() % 997}3"
-    child = _gradsched(tmp_path, "cluster", "--ranks", "2", "--rate", "none",
-                       "--prefix", prefix, "--", "sleep", sleep)
+    child = _gradsched(tmp_path, "cluster", "--world-size", "2", "--rate", "none",
+                       "--", "sleep", sleep)
+    prefix = _cli_prefix(child)
+    names = cl.ClusterLayout(2, prefix).namespaces
     record = _record(tmp_path, prefix)
     _wait_for(lambda: len(_ranks(sleep, child)) == 2
               and len((_read(record) or {}).get("processes", [])) == 2, 60.0,

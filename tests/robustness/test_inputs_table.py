@@ -250,7 +250,7 @@ CASES: list[Case] = [
          "--rank -1", "out of range"),
     Case("range-option", "advise --compute {d}/c.csv --comm {d}/m.csv --margin-pct nan",
          "not a finite number"),
-    Case("range-option", "cluster --ranks abc -- true", "not an integer"),
+    Case("range-option", "cluster --world-size abc -- true", "not an integer"),
     Case("range-option", "cluster --master-port 80x -- true", "not an integer"),
     # --- unknown names ---
     Case("unknown-name", f"{REPLAY} --knob dpp.bucket_cap_mb=50", "unknown planner 'dpp'"),

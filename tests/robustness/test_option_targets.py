@@ -1,7 +1,7 @@
 """Options of multi-process commands whose effect no other test shows, each shown here with
 the part that needs root or real ranks stood in (named by ``option_effects.py``):
 
-* ``gradsched cluster --keep-going``, ``--timeout-s`` and ``--master-port``: the ranks run
+* ``gradsched cluster --keep-going``, ``--deadline-s`` and ``--master-port``: the ranks run
   as local processes (the emulated cluster's namespaces, which need root, replaced by a
   stand-in that runs each rank here);
 * ``gradsched shard run -o`` and ``shard measure -o``: the measurement (stock FSDP2 on gloo
@@ -64,23 +64,23 @@ FAIL_ONE = 'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 0.5; echo finished'
 @pytest.mark.usefixtures("local_cluster")
 def test_cluster_keep_going_lets_the_other_ranks_finish(capsys: pytest.CaptureFixture[str]
                                                          ) -> None:
-    assert main(["cluster", "--ranks", "2", "--", "sh", "-c", FAIL_ONE]) == 3
+    assert main(["cluster", "--world-size", "2", "--", "sh", "-c", FAIL_ONE]) == 3
     assert "[rank 0] finished" not in capsys.readouterr().out  # stopped at rank 1's failure
-    assert main(["cluster", "--ranks", "2", "--keep-going", "--", "sh", "-c", FAIL_ONE]) == 3
+    assert main(["cluster", "--world-size", "2", "--keep-going", "--", "sh", "-c", FAIL_ONE]) == 3
     assert "[rank 0] finished" in capsys.readouterr().out
 
 
 @pytest.mark.usefixtures("local_cluster")
-def test_cluster_timeout_s_stops_every_rank(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cluster_deadline_s_stops_every_rank(capsys: pytest.CaptureFixture[str]) -> None:
     start = time.monotonic()
-    assert main(["cluster", "--ranks", "2", "--timeout-s", "0.5", "--", "sleep", "30"]) == 124
+    assert main(["cluster", "--world-size", "2", "--deadline-s", "0.5", "--", "sleep", "30"]) == 124
     assert time.monotonic() - start < 20
     assert "still running after 0.5 s" in capsys.readouterr().err
 
 
 @pytest.mark.usefixtures("local_cluster")
 def test_cluster_master_port_reaches_every_rank(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["cluster", "--ranks", "2", "--master-port", "29871", "--", "sh", "-c",
+    assert main(["cluster", "--world-size", "2", "--master-port", "29871", "--", "sh", "-c",
                  'echo "port $MASTER_PORT"']) == 0
     out = capsys.readouterr().out
     assert "[rank 0] port 29871" in out and "[rank 1] port 29871" in out

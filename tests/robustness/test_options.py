@@ -188,7 +188,7 @@ E2E = [
     ["reexec", "interference", "--comm-bytes", "８M", "-o", "x.json"],
     ["advise", "--compute", "x.csv", "--caps", "1,nan"],
     ["study", "topology-replay", "--iterations", "1e1"],
-    ["cluster", "--ranks", "２", "--", "true"],
+    ["cluster", "--world-size", "２", "--", "true"],
 ]
 
 

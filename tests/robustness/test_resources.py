@@ -124,7 +124,7 @@ RANK_COMMANDS = {
                             "-o", "{tmp}/i.json"],
     "advise --validate": ["advise", "--compute", str(R18), "--comm", "alpha-beta:alpha=1e-5,"
                           "beta=1e-9", "--world-size", str(TOO_MANY), "--validate"],
-    "cluster": ["cluster", "--ranks", str(TOO_MANY), "--rate", "none", "--", "true"],
+    "cluster": ["cluster", "--world-size", str(TOO_MANY), "--rate", "none", "--", "true"],
     "shard measure": ["shard", "measure", "--model", "resnet18", "--batch-size", "16",
                       "--world-size", str(TOO_MANY), "--network", "loopback", "--compute",
                       str(R18), "--comm", "alpha-beta:alpha=1e-5,beta=1e-9", "-o", "{tmp}/m"],

@@ -34,7 +34,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gradsched.commands._admit import admit_training
+from gradsched.commands._admit import Training, admit_training
 from gradsched.commands._args import (
     add_grad_accum,
     add_oversubscribe,
@@ -272,11 +272,12 @@ def _run(args: argparse.Namespace) -> int:
             batch = _batch_size(batch, args.compute)
         # the trace's batch size and the world size are requests like any option: admitted
         # before the model is built or a rank starts
-        admit_training("advise --validate", model=str(model_name), batch_size=batch,
-                       ranks=rec.world_size, threads=args.threads, seq_len=seq_len,
-                       oversubscribe=args.oversubscribe,
-                       extra_bytes_per_rank=rec.plan.buffer_bytes(rec.world_size),
-                       device="cuda" if args.backend == "nccl" else "cpu")
+        admit_training("advise --validate", Training(
+            model=str(model_name), batch_size=batch, seq_len=seq_len,
+            device="cuda" if args.backend == "nccl" else "cpu"),
+            ranks=rec.world_size, threads=args.threads,
+            oversubscribe=args.oversubscribe,
+            extra_bytes_per_rank=rec.plan.buffer_bytes(rec.world_size))
         from gradsched.reexec.validate import (  # imports torch
             predicted_s,
             render_validation,
@@ -334,10 +335,9 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
             registry_model(str(model_name), path=meta_path(args.compute), field="model")
         if args.batch_size is None:
             batch = _batch_size(batch, args.compute)
-        admit_training("advise --sharded --validate", model=str(model_name),
-                       batch_size=int(batch), ranks=world, threads=args.threads,
-                       seq_len=args.seq_len, oversubscribe=args.oversubscribe,
-                       extra_bytes_per_rank=0, device="cpu")
+        admit_training("advise --sharded --validate", Training(
+            model=str(model_name), batch_size=int(batch), seq_len=args.seq_len),
+            ranks=world, threads=args.threads, oversubscribe=args.oversubscribe)
         from gradsched.reexec.validate import (  # imports torch
             render_sharded_validation,
             validate_sharded,

@@ -70,7 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run in an emulated cluster (network namespaces, tc tbf RATE, e.g. "
                         "1gbit; needs root)")
     p.add_argument("--backend", default="gloo")
-    p.add_argument("--op-timeout-s", type=positive_seconds, default=300.0)
+    p.add_argument("--timeout-s", type=positive_seconds, default=300.0,
+                   help="limit on every collective wait (default 300)")
     p.add_argument("--deadline-s", type=positive_seconds, default=1800.0)
     p.add_argument("--note", default=None, help="replace the shared-machine note")
     p.add_argument("--tuned-out", type=output_file, default=None,
@@ -133,7 +134,7 @@ def _collectives(args: argparse.Namespace) -> int:
         min_bytes=args.min_bytes, max_bytes=args.max_bytes, per_octave=args.per_octave,
         min_iters=args.min_iters, max_iters=args.max_iters, target_s=args.target_s,
         lp_chunk_bytes=args.lp_chunk, lp_link=link, cluster_rate=args.cluster,
-        backend=args.backend, op_timeout_s=args.op_timeout_s, deadline_s=args.deadline_s,
+        backend=args.backend, op_timeout_s=args.timeout_s, deadline_s=args.deadline_s,
         note=args.note if args.note is not None else SHARED_MACHINE_NOTE,
         oversubscribe=args.oversubscribe)
     config.validate()

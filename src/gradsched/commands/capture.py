@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gradsched.commands._admit import admit_training
+from gradsched.commands._admit import Training, admit_training
 from gradsched.commands._args import (
     add_oversubscribe,
     count,
@@ -95,7 +95,7 @@ def _add_iteration(csub: argparse._SubParsersAction) -> None:
     p.add_argument("--iters", type=positive_int, default=3, help="profiled iterations")
     p.add_argument("--warmup", type=non_negative_count, default=2,
                    help="unprofiled iterations first")
-    p.add_argument("--threads-per-rank", type=threads, default=1)
+    p.add_argument("--threads", type=threads, default=1, help="intra-op threads per rank")
     p.add_argument("--deadline-s", type=positive_seconds, default=1800.0,
                    help="bound on the whole local run")
     p.add_argument("--torchrun", action="store_true",
@@ -134,7 +134,7 @@ def _add_comm(csub: argparse._SubParsersAction) -> None:
                    help="about this many seconds of timed operations per size (default 1)")
     p.add_argument("--in-place", action="store_true",
                    help="all_gather / reduce_scatter in place (the others always are)")
-    p.add_argument("--threads-per-rank", type=threads, default=1)
+    p.add_argument("--threads", type=threads, default=1, help="intra-op threads per rank")
     p.add_argument("--cluster", metavar="RATE", default=None,
                    help="run the ranks in an emulated cluster of network namespaces with "
                    "links shaped to RATE (tc units: 100mbit, 1gbit, 10gbit); needs root")
@@ -142,7 +142,7 @@ def _add_comm(csub: argparse._SubParsersAction) -> None:
                    help="run under torchrun (multi-node): take rank and world size from "
                    "the environment; rank 0 writes the output")
     p.add_argument("--init-timeout-s", type=positive_seconds, default=60.0)
-    p.add_argument("--op-timeout-s", type=positive_seconds, default=None,
+    p.add_argument("--timeout-s", type=positive_seconds, default=None,
                    help="timeout of one collective (default: from the largest size)")
     p.add_argument("--deadline-s", type=positive_seconds, default=None,
                    help="bound on the whole run (default: estimated from the sizes)")
@@ -173,9 +173,9 @@ def _run_compute(args: argparse.Namespace) -> int:
         raise ConfigError(f"output {args.output}: expected a .csv path (the sidecar goes "
                           "beside it)")
     # one process: only its memory is checked
-    admit_training("capture compute", model=args.model, batch_size=args.batch_size, ranks=1,
-                   threads=args.threads or 1, seq_len=args.seq_len, dtype=args.dtype,
-                   oversubscribe=True, device=args.device)
+    admit_training("capture compute", Training(
+        model=args.model, batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
+        device=args.device), ranks=1, threads=args.threads or 1, oversubscribe=True)
     check_writable(args.output)  # before the measurement, not after it
     options = CaptureOptions(
         model=args.model, batch_size=args.batch_size, device=args.device, dtype=args.dtype,
@@ -212,11 +212,11 @@ def _run_iteration(args: argparse.Namespace) -> int:
         model=args.model, batch_size=args.batch_size, world_size=args.world_size,
         backend=args.backend, bucket_caps_mb=args.bucket_cap_mb, iters=args.iters,
         warmup=args.warmup, device=args.device, dtype=args.dtype, seq_len=args.seq_len,
-        threads_per_rank=args.threads_per_rank, deadline_s=args.deadline_s)
-    admit_training("capture iteration", model=args.model, batch_size=args.batch_size,
-                   ranks=1 if args.torchrun else args.world_size,
-                   threads=args.threads_per_rank, seq_len=args.seq_len, dtype=args.dtype,
-                   oversubscribe=args.oversubscribe, device=args.device)
+        threads_per_rank=args.threads, deadline_s=args.deadline_s)
+    admit_training("capture iteration", Training(
+        model=args.model, batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype,
+        device=args.device), ranks=1 if args.torchrun else args.world_size,
+        threads=args.threads, oversubscribe=args.oversubscribe)
     check_writable(args.output, directory=True)  # before the measurement
     if args.torchrun:
         summary = capture_iterations_torchrun(opts, args.output)
@@ -247,8 +247,8 @@ def comm_config(args: argparse.Namespace) -> SweepConfig:
         min_bytes=args.min_bytes, max_bytes=args.max_bytes,
         factor=args.factor, iters=args.iters, warmup=args.warmup, min_iters=args.min_iters,
         time_budget_s=args.time_budget_s, in_place=args.in_place,
-        threads_per_rank=args.threads_per_rank, cluster_rate=args.cluster,
-        init_timeout_s=args.init_timeout_s, op_timeout_s=args.op_timeout_s,
+        threads_per_rank=args.threads, cluster_rate=args.cluster,
+        init_timeout_s=args.init_timeout_s, op_timeout_s=args.timeout_s,
         deadline_s=args.deadline_s, note=args.note, oversubscribe=args.oversubscribe)
     if args.cluster is not None:
         parse_rate(args.cluster)

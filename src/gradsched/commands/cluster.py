@@ -1,7 +1,7 @@
 """``gradsched cluster``: run ranks in an emulated cluster of network namespaces (root).
 
-    gradsched cluster --ranks N --rate 1gbit [--keep-going] [--timeout-s S] -- COMMAND...
-    gradsched cluster check --ranks 2 --rate 1gbit [--bytes 64M]
+    gradsched cluster --world-size N --rate 1gbit [--keep-going] [--deadline-s S] -- COMMAND...
+    gradsched cluster check --world-size 2 --rate 1gbit [--bytes 64M]
     gradsched cluster clean [RECORD.json | NAMESPACE ...]
 
 The first form builds N network namespaces joined through a bridge, each rank's link
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_common(parser)
     parser.add_argument("--keep-going", action="store_true",
                         help="when a rank fails, let the others finish")
-    parser.add_argument("--timeout-s", type=positive_seconds, default=3600.0,
+    parser.add_argument("--deadline-s", type=positive_seconds, default=3600.0,
                         help="stop every rank after this many seconds (default 3600)")
     parser.add_argument("--master-port", type=port, default=29500)
     add_oversubscribe(parser)
@@ -60,13 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ranks", type=world_size, default=2,
+    parser.add_argument("--world-size", type=world_size, default=2,
                         help="number of ranks (namespaces)")
     parser.add_argument("--rate", default="1gbit",
                         help="link rate per rank and direction, tc units (100mbit, 1gbit, "
                         "10gbit); 'none' for unshaped veth links")
-    parser.add_argument("--prefix", default=None,
-                        help="namespace name prefix (default gs<pid>-)")
 
 
 def _rate(text: str | None) -> str | None:
@@ -93,10 +91,12 @@ def _run_command(command: list[str], args: argparse.Namespace) -> int:
     from gradsched.admission import check_ranks
     from gradsched.distributed.cluster import EmulatedCluster
 
-    if args.timeout_s <= 0:
-        raise ConfigError("--timeout-s must be positive")
-    check_ranks("cluster", args.ranks, oversubscribe=args.oversubscribe)  # before any namespace
-    with EmulatedCluster(args.ranks, _rate(args.rate), prefix=args.prefix) as cluster:
+    if args.deadline_s <= 0:
+        raise ConfigError("--deadline-s must be positive")
+    # before any namespace
+    check_ranks("cluster", args.world_size, oversubscribe=args.oversubscribe)
+    # namespaces named gs<pid>-*: this process's own (gradsched.distributed.cluster)
+    with EmulatedCluster(args.world_size, _rate(args.rate)) as cluster:
         print(f"cluster: {cluster.describe()}; rank 0 at {cluster.master_addr}:"
               f"{args.master_port}", file=sys.stderr)
         procs: list[subprocess.Popen[bytes]] = []
@@ -125,7 +125,7 @@ def _run_command(command: list[str], args: argparse.Namespace) -> int:
                                           daemon=True)
                 thread.start()
                 threads.append(thread)
-            return _supervise(procs, args.keep_going, args.timeout_s)
+            return _supervise(procs, args.keep_going, args.deadline_s)
         finally:
             _stop(procs)
             for thread in threads:
@@ -225,26 +225,28 @@ def _check(argv: list[str], outer: argparse.Namespace) -> int:
     parser.add_argument("--iters", type=count, default=5)
     parser.add_argument("--oversubscribe", action="store_true", default=outer.oversubscribe,
                         help=argparse.SUPPRESS)
-    parser.set_defaults(ranks=outer.ranks, rate=outer.rate, prefix=outer.prefix)
+    parser.set_defaults(world_size=outer.world_size, rate=outer.rate)
     args = parser.parse_args(argv)
     rate = _rate(args.rate)
-    if args.ranks < 2:
+    if args.world_size < 2:
         raise ConfigError("check needs at least 2 ranks")
     if rate is None:
         raise ConfigError("check needs a shaped rate (not 'none')")
-    prefix = args.prefix or f"gs{os.getpid()}-"
+    prefix = f"gs{os.getpid()}-"  # as EmulatedCluster names its namespaces by default
     rate_bits = parse_rate(rate) if rate is not None else None
-    nbytes = parse_size(args.bytes) if args.bytes else default_check_bytes(rate_bits, args.ranks)
-    config = SweepConfig(world_size=args.ranks, collectives=["all_reduce"], min_bytes=nbytes,
-                         max_bytes=nbytes, iters=args.iters, warmup=2, min_iters=args.iters,
-                         time_budget_s=1.0, cluster_rate=rate, cluster_prefix=prefix,
+    nbytes = (parse_size(args.bytes) if args.bytes
+              else default_check_bytes(rate_bits, args.world_size))
+    config = SweepConfig(world_size=args.world_size, collectives=["all_reduce"],
+                         min_bytes=nbytes, max_bytes=nbytes, iters=args.iters, warmup=2,
+                         min_iters=args.iters, time_budget_s=1.0, cluster_rate=rate,
+                         cluster_prefix=prefix,
                          oversubscribe=args.oversubscribe)
-    print(f"cluster check: {args.ranks} ranks, links "
+    print(f"cluster check: {args.world_size} ranks, links "
           f"{rate_label(rate_bits) if rate_bits else 'unshaped'}, all-reduce of {nbytes} bytes "
           f"x {args.iters}", flush=True)
     trace = run_sweep(config)
     row = trace.frame.iloc[0]
-    ours = ClusterLayout(args.ranks, prefix).namespaces  # exact names, never a prefix match
+    ours = ClusterLayout(args.world_size, prefix).namespaces  # exact names, never a prefix match
     leftovers = [n for n in list_namespaces() if n in ours]
     shaped = rate_bits / 8
     busbw = float(row["busbw_Bps"])

@@ -108,7 +108,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=_ints, default=(0, 1, 2))
     p.add_argument("--steps", type=count, default=400)
     p.add_argument("--eval-every", type=count, default=20)
-    p.add_argument("--batch-per-rank", type=integer(1, 2**20), default=32)
+    p.add_argument("--batch-size", type=integer(1, 2**20), default=32,
+                   help="samples per rank (default 32)")
     p.add_argument("--lr", type=real(0.0, 1e3, low_open=True), default=0.05)
     p.add_argument("--momentum", type=real(0.0, 1.0), default=0.9)
     p.add_argument("--deadline-s", type=positive_seconds, default=3600.0)
@@ -148,7 +149,7 @@ def _train(args: argparse.Namespace) -> int:
 
     settings = TrainSettings(world_size=args.world_size, methods=args.methods,
                              densities=args.densities, seeds=args.seeds, steps=args.steps,
-                             eval_every=args.eval_every, batch_per_rank=args.batch_per_rank,
+                             eval_every=args.eval_every, batch_per_rank=args.batch_size,
                              lr=args.lr, momentum=args.momentum)
     out = run_experiment(settings, args.output, log=lambda m: print(m, file=sys.stderr),
                          deadline_s=args.deadline_s)

@@ -340,7 +340,7 @@ def _add_sailor(isub: argparse._SubParsersAction) -> None:
                    help="which micro-batch entry of the profile (default 1)")
     p.add_argument("--tensor-parallel", type=positive_int, default=1,
                    help="which tensor-parallel entry; parameters are per rank (default 1)")
-    p.add_argument("--sequence-length", type=positive_int, default=2048,
+    p.add_argument("--seq-len", type=positive_int, default=2048,
                    help="sequence length recorded in the metadata (default 2048, Sailor's)")
     p.add_argument("--source", help="provenance text stored in the metadata")
     p.set_defaults(func=_run_sailor)
@@ -351,7 +351,7 @@ def _run_sailor(args: argparse.Namespace) -> int:
 
     options = Options(model=args.model, micro_batch=args.micro_batch,
                       tensor_parallel=args.tensor_parallel,
-                      sequence_length=args.sequence_length, source=args.source)
+                      sequence_length=args.seq_len, source=args.source)
     with source_named(args.profile):
         result = import_sailor(args.profile, options)
     return _save_compute(result, args.output)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from gradsched.admission import check_memory, check_ranks
 from gradsched.capture.interference import Calibration, calibrate
-from gradsched.commands._admit import admit_training
+from gradsched.commands._admit import Training, admit_training
 from gradsched.commands._args import (
     add_oversubscribe,
     count,
@@ -46,7 +46,7 @@ from gradsched.reexec.analysis import analyze
 from gradsched.reexec.config import load_config, parse_interference_args, select_cases
 from gradsched.reexec.predict import collect
 from gradsched.reexec.run import case_plans_for, executor_buffer_bytes, run_case
-from gradsched.report.reexec import write_analysis
+from gradsched.report.reexec import AnalysisOutputs, write_analysis
 from gradsched.report.reexec_accum import write_accum
 from gradsched.staging import Staging, check_writable
 
@@ -231,12 +231,12 @@ def _run(args: argparse.Namespace) -> int:
             model=case.model, batch_size=case.batch_size, seq_len=case.seq_len,
             hint=f" (case {case.name}'s plans are made from this trace: give the compute "
             f"trace of model {case.model!r})")
-        admit_training(f"reexec run: case {case.name}", model=case.model,
-                       batch_size=case.batch_size, ranks=case.world_size,
-                       threads=settings.threads, seq_len=case.seq_len,
-                       oversubscribe=args.oversubscribe,
-                       extra_bytes_per_rank=executor_buffer_bytes(case, case_plans, numel),
-                       device="cuda" if settings.backend == "nccl" else "cpu")
+        admit_training(f"reexec run: case {case.name}", Training(
+            model=case.model, batch_size=case.batch_size, seq_len=case.seq_len,
+            device="cuda" if settings.backend == "nccl" else "cpu"),
+            ranks=case.world_size, threads=settings.threads,
+            oversubscribe=args.oversubscribe,
+            extra_bytes_per_rank=executor_buffer_bytes(case, case_plans, numel))
         planned.append((case, case_plans))
     check_writable(args.output, directory=True)  # before the measurements
     for case, case_plans in planned:
@@ -278,11 +278,10 @@ def _interference(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    names = ("stats", "summary_table", "summary_md", "errors", "table", "md", "figure", "png",
-             "stock_ddp_tex", "stock_ddp_md")
     with Staging() as stage:  # every requested output, or none
-        outputs = {name: stage.file(getattr(args, name)) if getattr(args, name) else None
-                   for name in names}
-        stats = write_analysis(analyze(args.input, args.iterations), **outputs)
+        outputs = AnalysisOutputs(**{
+            f.name: stage.file(getattr(args, f.name)) if getattr(args, f.name) else None
+            for f in dataclasses.fields(AnalysisOutputs)})
+        stats = write_analysis(analyze(args.input, args.iterations), outputs)
     print(stats.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gradsched.commands._admit import admit_training
+from gradsched.commands._admit import Training, admit_training
 from gradsched.commands._args import (
     add_grad_accum,
     add_oversubscribe,
@@ -239,12 +239,12 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("nothing to run: give --plan and/or --baseline ddp")
     buffers = max((plan.buffer_bytes(args.world_size, numel=trainable) for _, plan in plans),
                   default=0)
-    admit_training("run", model=args.model, batch_size=args.batch_size,
-                   ranks=1 if args.torchrun else args.world_size + args.ps_servers,
-                   threads=args.threads,
-                   seq_len=args.seq_len, oversubscribe=args.oversubscribe,
-                   extra_bytes_per_rank=buffers,
-                   device="cuda" if args.backend == "nccl" else "cpu")  # before any rank starts
+    admit_training("run", Training(  # before any rank starts
+        model=args.model, batch_size=args.batch_size, seq_len=args.seq_len,
+        device="cuda" if args.backend == "nccl" else "cpu"),
+        ranks=1 if args.torchrun else args.world_size + args.ps_servers,
+        threads=args.threads, oversubscribe=args.oversubscribe,
+        extra_bytes_per_rank=buffers)
     if args.torchrun:
         return _run_torchrun(args, items)
     # Outputs are checked writable before the timed run and written all or none after it

@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gradsched.commands._admit import admit_training
+from gradsched.commands._admit import Training, admit_training
 from gradsched.commands._args import (
     add_grad_accum,
     add_oversubscribe,
@@ -114,7 +114,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=integer(1, 100), default=3)
     p.add_argument("--iters", type=integer(1, 10_000), default=5)
     p.add_argument("--warmup", type=integer(1, 10_000), default=1)
-    p.add_argument("--timeout", type=positive_seconds, default=300.0, help="seconds per collective")
+    p.add_argument("--timeout-s", type=positive_seconds, default=300.0,
+                   help="limit on every collective wait (default 300)")
     add_oversubscribe(p)
     p.add_argument("-o", "--output", type=output_file, default=None,
                    help="CSV: one row per plan and timed iteration")
@@ -140,7 +141,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=integer(1, 100), default=3)
     p.add_argument("--iters", type=integer(1, 10_000), default=3)
     p.add_argument("--warmup", type=integer(1, 10_000), default=1)
-    p.add_argument("--timeout", type=positive_seconds, default=600.0)
+    p.add_argument("--timeout-s", type=positive_seconds, default=600.0,
+                   help="limit on every collective wait (default 600)")
     add_oversubscribe(p)
     p.add_argument("-o", "--output", type=output_folder, required=True,
                    help="folder: measured.csv, iterations.csv, meta.json, plans/")
@@ -323,13 +325,13 @@ def _run(args: argparse.Namespace) -> int:
     plans = [ShardedPlan.load(p) for p in args.plan]
     check_plans(list(zip(map(str, args.plan), plans, strict=True)), model=args.model,
                 batch_size=args.batch_size, seq_len=args.seq_len)  # before any rank starts
-    admit_training("shard run", model=args.model, batch_size=args.batch_size,
-                   ranks=args.world_size, seq_len=args.seq_len,
-                   oversubscribe=args.oversubscribe)
+    admit_training("shard run", Training(model=args.model, batch_size=args.batch_size,
+                                         seq_len=args.seq_len),
+                   ranks=args.world_size, oversubscribe=args.oversubscribe)
     pooled, groups = run_plans(plans, Timing(model=args.model, batch_size=args.batch_size,
                                              rounds=args.rounds, warmup=args.warmup,
                                              iters=args.iters, seq_len=args.seq_len,
-                                             timeout_s=args.timeout,
+                                             timeout_s=args.timeout_s,
                                              grad_accum=args.grad_accum),
                                Launch(world_size=args.world_size, cluster=args.cluster))
     rows = []
@@ -373,14 +375,14 @@ def _measure(args: argparse.Namespace) -> int:
     model = load_comm_spec(comm)
     case = ShardedCase(args.model, args.batch_size, args.world_size, args.network,
                        tc_rate(args.network))
-    admit_training("shard measure", model=args.model, batch_size=args.batch_size,
+    admit_training("shard measure", Training(model=args.model, batch_size=args.batch_size),
                    ranks=args.world_size, oversubscribe=args.oversubscribe)
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     started = dt.datetime.now(dt.UTC)
     load_before = load_average()
     timing = Timing(model=case.model, batch_size=case.batch_size, rounds=args.rounds,
                     warmup=args.warmup, iters=args.iters, seq_len=case.seq_len,
-                    timeout_s=args.timeout, memory=True)
+                    timeout_s=args.timeout_s, memory=True)
     rows, iterations, plans = measure(case, trace, model, algorithms, timing,
                                       memory_cap_bytes=args.memory_cap, source=str(compute))
     meta = {"kind": "sharded-reexec", "command": shlex.join(["gradsched", *sys.argv[1:]]),

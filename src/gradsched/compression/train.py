@@ -127,12 +127,27 @@ def _record_digests(report: _CheckReport, comp: Any, state: Any, out: Any, tag: 
         report.digests[f"{tag}/{step}/idx"] = _digest(state.extra["global_indices"])
 
 
-def _check_compressor(report: _CheckReport, comp: Any, comm: Any, tag: str, n: int,
-                      density: float, momentum: float, steps: int, seed: int,
-                      world_size: int) -> None:
-    """``steps`` steps of one compressor on one random bucket of ``n`` elements."""
+@dataclass(frozen=True)
+class _CheckCase:
+    """One case of the self-check: ``steps`` steps of a compressor at ``density`` and
+    ``momentum`` on one random bucket of ``n`` elements (drawn from ``seed``), among
+    ``world_size`` ranks; ``tag`` names the case in failures and digests."""
+
+    tag: str
+    n: int
+    density: float
+    momentum: float
+    steps: int
+    seed: int
+    world_size: int
+
+
+def _check_compressor(report: _CheckReport, comp: Any, comm: Any, case: _CheckCase) -> None:
+    """``case.steps`` steps of one compressor on one random bucket of ``case.n`` elements."""
     import torch
 
+    tag, n, density, momentum = case.tag, case.n, case.density, case.momentum
+    steps, seed, world_size = case.steps, case.seed, case.world_size
     rank = report.rank
     state = comp.init_state(n, track=True)
     gen = torch.Generator().manual_seed(seed * 7919 + rank * 104729 + n)
@@ -187,8 +202,9 @@ def check_task(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str,
         if method == "gtopk" and world_size & (world_size - 1):
             continue
         comp = make_compressor(method, density, momentum=momentum, seed=seed)
-        _check_compressor(report, comp, comm, tag, n, density, momentum, steps, seed,
-                          world_size)
+        _check_compressor(report, comp, comm, _CheckCase(
+            tag=tag, n=n, density=density, momentum=momentum, steps=steps, seed=seed,
+            world_size=world_size))
     return {"rank": rank, "failures": report.failures, "digests": report.digests,
             "worst": report.worst}
 

@@ -53,7 +53,7 @@ COMM_OPTIONS: dict[str, str] = {
     "warmup": "--warmup",
     "min_iters": "--min-iters",
     "time_budget_s": "--time-budget-s",
-    "threads_per_rank": "--threads-per-rank",
+    "threads_per_rank": "--threads",
     "rate": "--cluster",
     "note": "--note",
 }
@@ -73,7 +73,7 @@ ITERATION_OPTIONS: dict[str, str] = {
     "bucket_cap_mb": "--bucket-cap-mb",
     "iters": "--iters",
     "warmup": "--warmup",
-    "threads_per_rank": "--threads-per-rank",
+    "threads_per_rank": "--threads",
 }
 """``capture.iteration[]`` key -> ``gradsched capture iteration`` option."""
 ITERATION_OTHER_KEYS = ("name", "nproc_per_node")

@@ -14,6 +14,8 @@ workflow config) and rejects unknown or bad knobs with a
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -131,6 +133,7 @@ def check_registry(groups: Mapping[str, tuple[ModuleType, ...]], best_name: str)
             if not callable(getattr(module, "plan", None)):
                 raise ConfigError(f"planner registry: {where} has no plan(trace, model, "
                                   f"world_size, **knobs) function; define it there")
+            _check_knobs_type(module, where)
             if module.NAME in seen:
                 raise ConfigError(f"planner registry: the name {module.NAME!r} of {where} is "
                                   f"already taken by {seen[module.NAME]}; rename one")
@@ -141,12 +144,41 @@ def check_registry(groups: Mapping[str, tuple[ModuleType, ...]], best_name: str)
                           f"in {here} (it runs the others); put new planners before it")
 
 
+def _check_knobs_type(module: ModuleType, where: str) -> None:
+    """A module's ``Knobs`` dataclass (optional) has exactly its ``KNOBS``' names and
+    defaults, in their order: the registry builds it from the knobs :data:`KNOBS` parses."""
+    knobs_type = getattr(module, "Knobs", None)
+    if knobs_type is None:
+        return
+    fields = ([(f.name, f.default) for f in dataclasses.fields(knobs_type)]
+              if dataclasses.is_dataclass(knobs_type) else None)
+    if fields != [(k.name, k.default) for k in module.KNOBS]:
+        raise ConfigError(f"planner registry: {where}'s Knobs dataclass does not match its "
+                          "KNOBS (the same names, defaults and order); make them agree")
+
+
 check_registry({"ALL_PLANNERS": ALL_PLANNERS, "PS_PLANNERS": PS_PLANNERS,
                 "EXTRA_PLANNERS": EXTRA_PLANNERS}, best.NAME)
 
 
+def _with_knobs(module: ModuleType, plan: PlannerFunc) -> PlannerFunc:
+    """``plan`` as the registry calls it, ``(trace, model, world_size, **knobs)``: a module
+    that defines a frozen ``Knobs`` dataclass gets its knobs as one ``Knobs`` object, built
+    (and checked) here, once."""
+    knobs_type = getattr(module, "Knobs", None)
+    if knobs_type is None:
+        return plan
+
+    @functools.wraps(module.plan)
+    def call(trace: ComputeTrace, model: CommModel, world_size: int, *,
+             scorer: ScorerFactory | None = None, **knobs: Any) -> Plan:
+        return plan(trace, model, world_size, knobs_type(**knobs), scorer=scorer)
+
+    return call
+
+
 def _rival(module: ModuleType) -> best.Rival:
-    return best.Rival(module.plan, bool(getattr(module, "SCORED", False)))
+    return best.Rival(_with_knobs(module, module.plan), bool(getattr(module, "SCORED", False)))
 
 
 RIVALS: dict[str, best.Rival] = {m.NAME: _rival(m) for m in ALL_PLANNERS if m is not best}
@@ -154,7 +186,8 @@ RIVALS: dict[str, best.Rival] = {m.NAME: _rival(m) for m in ALL_PLANNERS if m is
 
 
 def _spec(module: ModuleType) -> PlannerSpec:
-    func = partial(best.plan, rivals=RIVALS) if module is best else module.plan
+    func = _with_knobs(module, partial(best.plan, rivals=RIVALS) if module is best
+                       else module.plan)
     return PlannerSpec(module.NAME, func, module.SUMMARY, module.KNOBS,
                        bool(getattr(module, "SCORED", False)))
 

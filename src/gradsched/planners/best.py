@@ -28,13 +28,13 @@ priority scheduling, which a process group cannot do.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
 from gradsched.plan import Plan
-from gradsched.planners._family import Knob, ScorerFactory, base_info, need_scorer
+from gradsched.planners._family import Knob, ScorerFactory, base_info, check_choice, need_scorer
 from gradsched.planners.search import DDP_CAPS_MB
 from gradsched.ties import fastest_label_by
 from gradsched.traces.bundle import ComputeTrace
@@ -95,16 +95,33 @@ def candidates(trace: ComputeTrace, model: CommModel, world_size: int,
             yield label, run(name, **knobs)
 
 
-def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
-         replay_iterations: int = 5, collective_cpu_s: float = 0.0,
-         compute_slowdown: float = 1.0, comm_slowdown: float = 1.0,
-         issue: str = "dynamic", scorer: ScorerFactory | None = None,
+@dataclass(frozen=True)
+class Knobs:
+    """``best``'s knobs: the scoring replay's settings (:data:`KNOBS` documents each),
+    checked once when built."""
+
+    replay_iterations: int = 5
+    collective_cpu_s: float = 0.0
+    compute_slowdown: float = 1.0
+    comm_slowdown: float = 1.0
+    issue: str = "dynamic"
+
+    def __post_init__(self) -> None:
+        check_choice("issue", self.issue, ("dynamic", "executor"))
+
+
+def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | None = None,
+         scorer: ScorerFactory | None = None,
          rivals: Mapping[str, Rival] | None = None) -> Plan:
     """The fastest candidate by ``scorer`` (the replay), relabelled ``best``; ``rivals``:
     the planners to run (the registry passes :data:`gradsched.planners.RIVALS`)."""
     if not rivals:
         raise ConfigError("planner 'best' needs the planners to compare: run it through "
                           "gradsched.planners.make_plan (the registry passes them)")
+    k = knobs or Knobs()
+    replay_iterations, issue = k.replay_iterations, k.issue
+    collective_cpu_s, compute_slowdown, comm_slowdown = (k.collective_cpu_s,
+                                                         k.compute_slowdown, k.comm_slowdown)
     interference = {"collective_cpu_s": collective_cpu_s,
                     "compute_slowdown": compute_slowdown, "comm_slowdown": comm_slowdown}
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations,

@@ -39,7 +39,7 @@ Differences (a reconstruction), besides those of :mod:`gradsched.planners.bytesc
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gradsched.costmodel.base import CommModel
@@ -92,28 +92,43 @@ def ps_plan(tasks: Tasks, partition: int, credit: int, knobs: dict[str, Any],
                    algorithm=NAME)
 
 
-def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
-         partition_params: int = PARTITION_PARAMS, credit_params: int = CREDIT_PARAMS,
-         search: str = "credit", tune_iters: int = TUNER_EVALUATIONS,
-         replay_iterations: int = 5, scorer: ScorerFactory | None = None) -> Plan:
+@dataclass(frozen=True)
+class Knobs:
+    """ByteScheduler PS mode's knobs (:data:`KNOBS` documents each), checked once when
+    built."""
+
+    partition_params: int = PARTITION_PARAMS
+    credit_params: int = CREDIT_PARAMS
+    search: str = "credit"
+    tune_iters: int = TUNER_EVALUATIONS
+    replay_iterations: int = 5
+
+    def __post_init__(self) -> None:
+        for name in ("partition_params", "credit_params", "tune_iters"):
+            value = getattr(self, name)
+            if value < 1:
+                raise ConfigError(f"knob {name} must be an integer >= 1, got {value}")
+        check_choice("search", self.search, SEARCHES)
+
+
+def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | None = None,
+         scorer: ScorerFactory | None = None) -> Plan:
     """ByteScheduler's PS-mode plan, the credit tuned (candidates scored by ``scorer``)
-    unless ``search=none``."""
+    unless ``knobs.search`` is ``none``."""
     require_ps_model(model, NAME)
-    for name, value in (("partition_params", partition_params),
-                        ("credit_params", credit_params), ("tune_iters", tune_iters)):
-        if value < 1:
-            raise ConfigError(f"knob {name} must be an integer >= 1, got {value}")
-    check_choice("search", search, SEARCHES)
+    k = knobs or Knobs()
+    partition_params, credit_params, search = k.partition_params, k.credit_params, k.search
+    tune_iters, replay_iterations = k.tune_iters, k.replay_iterations
     tasks = make_tasks(trace, "tensor")
     info = base_info(trace, world_size)
-    knobs: dict[str, Any] = {"partition_params": partition_params,
-                             "credit_params": credit_params, "search": search}
+    recorded: dict[str, Any] = {"partition_params": partition_params,
+                                "credit_params": credit_params, "search": search}
     if search == "none":
-        return ps_plan(tasks, partition_params, credit_params, knobs, info)
-    knobs |= {"tune_iters": tune_iters, "replay_iterations": replay_iterations}
+        return ps_plan(tasks, partition_params, credit_params, recorded, info)
+    recorded |= {"tune_iters": tune_iters, "replay_iterations": replay_iterations}
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
     result = minimize_1d(
-        lambda x: score(ps_plan(tasks, partition_params, int(x), knobs, info)),
+        lambda x: score(ps_plan(tasks, partition_params, int(x), recorded, info)),
         *CREDIT_SPACE_PARAMS, iterations=tune_iters, log_scale=False,
         n_random=min(TUNER_RANDOM, tune_iters), seed=SEED)
     info = info | {
@@ -121,4 +136,4 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
         "evaluated": [{"credit_params": int(x), "iteration_s": y}
                       for x, y in zip(result.xs, result.ys, strict=True)],
     }
-    return ps_plan(tasks, partition_params, int(result.best_x), knobs, info)
+    return ps_plan(tasks, partition_params, int(result.best_x), recorded, info)

@@ -47,6 +47,7 @@ Remaining differences from the reference code (a reconstruction):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -118,27 +119,41 @@ def dear_plan(seq: ReadySeq, threshold_mb: float, knobs: dict[str, Any],
                 info=dict(info), ag_issue=knobs["ag_issue"])
 
 
-def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
-         threshold_mb: float = 25.0, search: str = "bo", bo_iters: int = 10,
-         replay_iterations: int = 5, ag_issue: str = "lookahead",
+@dataclass(frozen=True)
+class Knobs:
+    """DeAR's knobs (:data:`KNOBS` documents each), checked once when built."""
+
+    threshold_mb: float = 25.0
+    search: str = "bo"
+    bo_iters: int = 10
+    ag_issue: str = "lookahead"
+    replay_iterations: int = 5
+
+    def __post_init__(self) -> None:
+        check_positive("threshold_mb", self.threshold_mb)
+        check_choice("search", self.search, SEARCHES)
+        check_choice("ag_issue", self.ag_issue, AG_ISSUES)
+        if self.bo_iters < 1:
+            raise ConfigError(f"knob bo_iters must be >= 1, got {self.bo_iters}")
+
+
+def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | None = None,
          scorer: ScorerFactory | None = None) -> Plan:
     """DeAR's plan, with the threshold tuned by BO (candidates scored by ``scorer``)
-    unless ``search=none``."""
-    check_positive("threshold_mb", threshold_mb)
-    check_choice("search", search, SEARCHES)
-    check_choice("ag_issue", ag_issue, AG_ISSUES)
-    if bo_iters < 1:
-        raise ConfigError(f"knob bo_iters must be >= 1, got {bo_iters}")
+    unless ``knobs.search`` is ``none``."""
+    k = knobs or Knobs()
+    threshold_mb, search, bo_iters = k.threshold_mb, k.search, k.bo_iters
+    replay_iterations, ag_issue = k.replay_iterations, k.ag_issue
     seq = ready_seq(trace)
-    knobs = {"threshold_mb": threshold_mb, "search": search, "bo_iters": bo_iters,
-             "replay_iterations": replay_iterations, "ag_issue": ag_issue}
+    recorded = {"threshold_mb": threshold_mb, "search": search, "bo_iters": bo_iters,
+                "replay_iterations": replay_iterations, "ag_issue": ag_issue}
     info = base_info(trace, world_size)
     if search == "none":
-        return dear_plan(seq, threshold_mb, knobs, info | {"threshold_mb": threshold_mb})
+        return dear_plan(seq, threshold_mb, recorded, info | {"threshold_mb": threshold_mb})
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
-    result = minimize_1d(lambda mb: score(dear_plan(seq, mb, knobs, info)), *SEARCH_RANGE_MB,
-                         iterations=bo_iters, log_scale=False, initial=[threshold_mb],
-                         n_random=0, seed=SEED)
+    result = minimize_1d(lambda mb: score(dear_plan(seq, mb, recorded, info)),
+                         *SEARCH_RANGE_MB, iterations=bo_iters, log_scale=False,
+                         initial=[threshold_mb], n_random=0, seed=SEED)
     best = result.best_x
     info = info | {
         "threshold_mb": best,
@@ -146,4 +161,4 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
         "evaluated": [{"threshold_mb": x, "iteration_s": y}
                       for x, y in zip(result.xs, result.ys, strict=True)],
     }
-    return dear_plan(seq, best, knobs, info)
+    return dear_plan(seq, best, recorded, info)

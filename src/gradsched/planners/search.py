@@ -88,9 +88,8 @@ def family_candidates(trace: ComputeTrace, model: CommModel, world_size: int, *,
         yield f"bytescheduler(search={search})", bytescheduler.plan(
             trace, model, world_size, search=search, replay_iterations=replay_iterations,
             scorer=scorer, tasks=tasks)
-    yield "dear(search=bo)", dear.plan(trace, model, world_size, search="bo",
-                                       bo_iters=bo_iters, replay_iterations=replay_iterations,
-                                       scorer=scorer)
+    yield "dear(search=bo)", dear.plan(trace, model, world_size, dear.Knobs(
+        search="bo", bo_iters=bo_iters, replay_iterations=replay_iterations), scorer=scorer)
 
 
 def plan(trace: ComputeTrace, model: CommModel, world_size: int, *, families: str = "all",

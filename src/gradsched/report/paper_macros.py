@@ -62,27 +62,49 @@ class ReexecFrames:
     """The bootstrap's replicates."""
 
 
-def all_macros(fits: pd.DataFrame | None = None, cross: pd.DataFrame | None = None,
-               collected: pd.DataFrame | None = None, compare: pd.DataFrame | None = None,
-               headline: Headline | None = None,
-               reexec: ReexecFrames | None = None,
-               executor_bench: dict | None = None,
-               architectures: list[dict] | None = None,
-               gpu_kineto: pd.DataFrame | None = None,
-               gpu_corrections: pd.DataFrame | None = None,
-               gpu_captures: dict[str, dict | None] | None = None,
-               compute_traces: list[ComputeTrace] | None = None,
-               sweeps: list[CommTrace] | None = None,
-               burst_sweep: CommTrace | None = None,
-               headline_models: pd.DataFrame | None = None,
-               headline_comm: str | None = None,
-               calibrated: pd.DataFrame | None = None,
-               captured: pd.DataFrame | None = None,
-               sharded_measured: pd.DataFrame | None = None,
-               host_check: pd.DataFrame | None = None) -> dict[str, str]:
-    """Every macro (name without prefix -> TeX text). ``compute_traces`` and ``sweeps``:
-    the committed traces whose facts the prose quotes (:mod:`.trace_facts`);
-    ``burst_sweep``: the shaped sweep whose token-bucket burst it quotes (:mod:`.burst`)."""
+@dataclass(frozen=True)
+class MacroInputs:
+    """The frames of every study the prose quotes, each None when not given (its macros
+    then read ``n/a``); built once by ``gradsched report macros``."""
+
+    fits: pd.DataFrame | None = None
+    cross: pd.DataFrame | None = None
+    collected: pd.DataFrame | None = None
+    compare: pd.DataFrame | None = None
+    headline: Headline | None = None
+    reexec: ReexecFrames | None = None
+    executor_bench: dict | None = None
+    architectures: list[dict] | None = None
+    gpu_kineto: pd.DataFrame | None = None
+    gpu_corrections: pd.DataFrame | None = None
+    gpu_captures: dict[str, dict | None] | None = None
+    compute_traces: list[ComputeTrace] | None = None
+    """The committed compute traces whose facts the prose quotes (:mod:`.trace_facts`)."""
+    sweeps: list[CommTrace] | None = None
+    """The committed comm sweeps whose facts the prose quotes (:mod:`.trace_facts`)."""
+    burst_sweep: CommTrace | None = None
+    """The shaped sweep whose token-bucket burst the prose quotes (:mod:`.burst`)."""
+    headline_models: pd.DataFrame | None = None
+    headline_comm: str | None = None
+    calibrated: pd.DataFrame | None = None
+    captured: pd.DataFrame | None = None
+    sharded_measured: pd.DataFrame | None = None
+    host_check: pd.DataFrame | None = None
+
+
+def all_macros(inputs: MacroInputs | None = None) -> dict[str, str]:
+    """Every macro (name without prefix -> TeX text) of the studies' frames in ``inputs``
+    (none given: every macro name, its text ``n/a`` where it needs data)."""
+    i = inputs or MacroInputs()
+    fits, cross, collected, compare, headline = (i.fits, i.cross, i.collected, i.compare,
+                                                 i.headline)
+    reexec, executor_bench, architectures = i.reexec, i.executor_bench, i.architectures
+    gpu_kineto, gpu_corrections, gpu_captures = (i.gpu_kineto, i.gpu_corrections,
+                                                 i.gpu_captures)
+    compute_traces, sweeps, burst_sweep = i.compute_traces, i.sweeps, i.burst_sweep
+    headline_models, headline_comm, calibrated = (i.headline_models, i.headline_comm,
+                                                  i.calibrated)
+    captured, sharded_measured, host_check = i.captured, i.sharded_measured, i.host_check
     reexec = reexec or ReexecFrames()
     out: dict[str, str] = {}
     out.update(fit_macros(fits))

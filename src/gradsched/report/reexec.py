@@ -21,6 +21,7 @@ analyze``) writes every output of an analysis it is given (the stock-DDP table:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -485,15 +486,37 @@ class AnalysisFrames(Protocol):
     def errors(self, intervals: bool = True) -> pd.DataFrame: ...
 
 
-def write_analysis(result: AnalysisFrames, *, stats: str | Path | None = None,
-                   summary_table: str | Path | None = None,
-                   summary_md: str | Path | None = None, errors: str | Path | None = None,
-                   table: str | Path | None = None, md: str | Path | None = None,
-                   figure: str | Path | None = None, png: str | Path | None = None,
-                   stock_ddp_tex: str | Path | None = None,
-                   stock_ddp_md: str | Path | None = None) -> pd.DataFrame:
-    """``gradsched reexec analyze``: write the outputs asked for of an analysis
+Out = str | Path | None
+"""Where one output goes; None: not written."""
+
+
+@dataclass(frozen=True)
+class AnalysisOutputs:
+    """Where ``gradsched reexec analyze`` writes each output (None: not asked for):
+    ``stats`` (per-case statistics CSV), ``summary_table``/``summary_md`` (the per-case
+    summary, LaTeX/Markdown), ``errors`` (per-plan errors CSV), ``table``/``md`` (the
+    error table), ``figure``/``png`` (measured against predicted), ``stock_ddp_tex``/
+    ``stock_ddp_md`` (stock DDP's gap split into implementation and schedule)."""
+
+    stats: Out = None
+    summary_table: Out = None
+    summary_md: Out = None
+    errors: Out = None
+    table: Out = None
+    md: Out = None
+    figure: Out = None
+    png: Out = None
+    stock_ddp_tex: Out = None
+    stock_ddp_md: Out = None
+
+
+def write_analysis(result: AnalysisFrames, outputs: AnalysisOutputs) -> pd.DataFrame:
+    """``gradsched reexec analyze``: write the ``outputs`` asked for of an analysis
     (:func:`gradsched.reexec.analysis.analyze`) and return its per-case statistics."""
+    stats, summary_table, summary_md = outputs.stats, outputs.summary_table, outputs.summary_md
+    errors, table, md, figure, png = (outputs.errors, outputs.table, outputs.md,
+                                      outputs.figure, outputs.png)
+    stock_ddp_tex, stock_ddp_md = outputs.stock_ddp_tex, outputs.stock_ddp_md
     if stats is not None:
         write_csv_atomic(stats, result.summary)
     if errors is not None:

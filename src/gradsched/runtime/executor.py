@@ -91,6 +91,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -126,6 +127,23 @@ class ExecutorError(GradschedError, RuntimeError):
     """The executor was misused, or a collective failed or timed out."""
 
 
+@dataclass(frozen=True)
+class Reduction:
+    """How the executor reduces buckets other than by a plain all-reduce of the plan:
+    ``compressor`` (:mod:`gradsched.compression`) compresses every plain all-reduce bucket;
+    ``ranks_per_node`` sizes the nodes of the plan's ``hierarchical`` buckets (default:
+    from the launch, :func:`gradsched.runtime.hierarchical.resolve_ranks_per_node`);
+    ``ps_client`` (:class:`gradsched.runtime.ps.PSClient`) carries its ``ps`` buckets."""
+
+    compressor: Any = None
+    ranks_per_node: int | None = None
+    ps_client: Any = None
+
+
+NO_REDUCTION = Reduction()
+"""Plain all-reduce buckets, one node, no parameter server."""
+
+
 class PlanExecutor:
     """Run ``plan`` for ``model`` with ``optimizer`` in the default (or given) process group.
 
@@ -139,13 +157,15 @@ class PlanExecutor:
 
     ``find_unused_parameters``: see the module docstring. ``timeout_s`` bounds every wait
     for a collective. ``wrap_train_eval`` makes ``model.train()/eval()`` flush first.
+    ``reduction``: a compressor, the node size of hierarchical buckets, or the client of
+    parameter-server buckets (:class:`Reduction`).
     """
 
     def __init__(self, model: nn.Module, plan: Plan, optimizer: torch.optim.Optimizer, *,
                  process_group: Any = None, find_unused_parameters: bool = False,
                  timeout_s: float = 300.0, wrap_train_eval: bool = True,
-                 compressor: Any = None, ranks_per_node: int | None = None,
-                 ps_client: Any = None) -> None:
+                 reduction: Reduction = NO_REDUCTION) -> None:
+        compressor = reduction.compressor
         if not dist.is_available() or not dist.is_initialized():
             raise ExecutorError("torch.distributed is not initialised: call "
                                 "dist.init_process_group(...) before building the executor")
@@ -163,7 +183,7 @@ class PlanExecutor:
         self._buckets = bucket_layout(model, plan, self.world, self.find_unused)
         self._slot = bucket_slots(self._buckets)
         self._order = launch_order(plan, [b.numel for b in self._buckets])
-        self._reducers = self._make_reducers(ranks_per_node, ps_client)
+        self._reducers = self._make_reducers(reduction.ranks_per_node, reduction.ps_client)
         # Gradient compression (gradsched.compression): every plain all-reduce bucket (one
         # chunk, library algorithm, no used-flags) is compressed and reduced synchronously.
         self.compressor = compressor
@@ -229,7 +249,8 @@ class PlanExecutor:
         if "ps" in wanted:
             if ps_client is None:
                 raise ConfigError(f"plan '{self.plan.algorithm}' has parameter-server "
-                                  "buckets (algorithm: ps) but no ps_client was given")
+                                  "buckets (algorithm: ps) but no reduction=Reduction("
+                                  "ps_client=...) was given")
             reducers["ps"] = ps_client
         return reducers
 

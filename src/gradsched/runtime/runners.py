@@ -60,7 +60,7 @@ import torch
 from gradsched.errors import ConfigError
 from gradsched.plan import Plan
 from gradsched.plan_sharded import ShardedPlan
-from gradsched.runtime.executor import PlanExecutor
+from gradsched.runtime.executor import PlanExecutor, Reduction
 from gradsched.runtime.fsdp2 import apply_plan, sharded_groups
 from gradsched.runtime.ps import PSClient, bench_server, partition_schedule
 from gradsched.runtime.zero1 import WARMUP as ZERO1_WARMUP
@@ -244,10 +244,11 @@ def _executor_group(plan: Plan, model: Any, context: RunContext) -> dict[str, An
     """Executor arguments of a worker: the workers' group and the PS client (if any)."""
     ps = context.ps
     if ps is None:
-        return {"ranks_per_node": context.ranks_per_node}
+        return {"reduction": Reduction(ranks_per_node=context.ranks_per_node)}
     layout, group = ps
     schedule = partition_schedule(plan, trainable_numel(model), layout.servers)
-    return {"process_group": group, "ps_client": PSClient(layout, schedule)}
+    return {"process_group": group,
+            "reduction": Reduction(ps_client=PSClient(layout, schedule))}
 
 
 def _ddp_runner(item: RunnerItem, spec: Any, batches: list[Any], device: str,

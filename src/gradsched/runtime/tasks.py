@@ -17,7 +17,7 @@ import torch.distributed as dist
 from gradsched.capture.timers import round_trip
 from gradsched.compression import make_compressor
 from gradsched.plan import Plan
-from gradsched.runtime.executor import PlanExecutor
+from gradsched.runtime.executor import PlanExecutor, Reduction
 from gradsched.runtime.ps import PSClient, PSLayout, partition_schedule, serve, workers_group
 from gradsched.runtime.reference import (
     loss_of,
@@ -47,8 +47,9 @@ def exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> dict
         if case.get("compressor"):
             compressor = make_compressor(**case["compressor"])
         ex = PlanExecutor(model, plan, opt, find_unused_parameters=bool(case["find_unused"]),
-                          timeout_s=float(payload.get("timeout_s", 60)), compressor=compressor,
-                          ranks_per_node=payload.get("ranks_per_node"))
+                          timeout_s=float(payload.get("timeout_s", 60)),
+                          reduction=Reduction(compressor=compressor,
+                                              ranks_per_node=payload.get("ranks_per_node")))
         steps = []
         for step in range(int(case["steps"])):
             if payload.get("die") == [rank, step]:  # fault injection for the tests
@@ -95,7 +96,7 @@ def ps_exactness_cases(rank: int, world_size: int, payload: dict[str, Any]) -> d
         ex = PlanExecutor(model, plan, opt, process_group=group,
                           find_unused_parameters=bool(case["find_unused"]),
                           timeout_s=timeout.total_seconds(),
-                          ps_client=PSClient(layout, schedule))
+                          reduction=Reduction(ps_client=PSClient(layout, schedule)))
         steps = []
         for step in range(int(case["steps"])):
             if die is not None and die[0] == rank and die[1] == step:

@@ -215,31 +215,29 @@ def _prose_traces(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
 
 def _macros(args: argparse.Namespace) -> int:
     from gradsched.report.latex import write_macros
-    from gradsched.report.paper_macros import all_macros
+    from gradsched.report.paper_macros import MacroInputs, all_macros
     from gradsched.report.replay import Headline
     from gradsched.traces.bundle import CommTrace
 
     _check_macro_inputs(args)
     compute_traces, sweeps = _prose_traces(args)
 
-    macros = all_macros(_read(args.fits), _read(args.crossws), _read(args.replay),
-                        _read(args.compare),
-                        Headline(args.headline_trace, args.headline_network,
-                                 args.headline_world_size), _reexec_frames(args),
-                        _read_json(args.executor_bench),
-                        _architecture_runs(args.architectures), _read(args.gpu_kineto),
-                        _read(args.gpu_corrections),
-                        {path.name.removesuffix(".meta.json"): _read_json(path)
-                         for path in args.gpu_capture},
-                        compute_traces=compute_traces, sweeps=sweeps,
-                        burst_sweep=None if args.burst_sweep is None
-                        else CommTrace.load(args.burst_sweep),
-                        headline_models=_headline_models(args.headline_model),
-                        headline_comm=args.headline_comm,
-                        calibrated=_calibrated(args.calibrated_replay),
-                        captured=_read(args.captured),
-                        sharded_measured=_read(args.sharded_measured),
-                        host_check=_read(args.host_check))
+    macros = all_macros(MacroInputs(
+        fits=_read(args.fits), cross=_read(args.crossws), collected=_read(args.replay),
+        compare=_read(args.compare),
+        headline=Headline(args.headline_trace, args.headline_network,
+                          args.headline_world_size),
+        reexec=_reexec_frames(args), executor_bench=_read_json(args.executor_bench),
+        architectures=_architecture_runs(args.architectures),
+        gpu_kineto=_read(args.gpu_kineto), gpu_corrections=_read(args.gpu_corrections),
+        gpu_captures={path.name.removesuffix(".meta.json"): _read_json(path)
+                      for path in args.gpu_capture},
+        compute_traces=compute_traces, sweeps=sweeps,
+        burst_sweep=None if args.burst_sweep is None else CommTrace.load(args.burst_sweep),
+        headline_models=_headline_models(args.headline_model),
+        headline_comm=args.headline_comm, calibrated=_calibrated(args.calibrated_replay),
+        captured=_read(args.captured), sharded_measured=_read(args.sharded_measured),
+        host_check=_read(args.host_check)))
     write_macros(args.output, macros)
     missing = sorted(k for k, v in macros.items() if v == "n/a")
     print(f"wrote {args.output} ({len(macros)} macros)")

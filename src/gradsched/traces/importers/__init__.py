@@ -125,20 +125,28 @@ def read_lines(path: str | Path) -> list[str]:
     return read_text(path).splitlines()  # unreadable or not UTF-8: named, with the line
 
 
-def comm_meta(
-    *,
-    importer: str,
-    path: str | Path,
-    source: str,
-    hardware: str,
-    statistic: str,
-    software: dict[str, Any],
-    warnings: WarningSink,
-    notes: str,
-    interconnect: str | None = None,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CommFacts:
+    """What a comm log says of itself, or its importer's flags say for it: where it comes
+    from (``source``), what it ran on (``hardware``, ``interconnect``), which statistic its
+    times are (``statistic``), the ``software`` that measured it, the importer's ``notes``,
+    and ``extra`` sidecar fields of that importer."""
+
+    source: str
+    hardware: str
+    statistic: str
+    software: dict[str, Any]
+    notes: str
+    interconnect: str | None = None
+    extra: dict[str, Any] | None = None
+
+
+def comm_meta(*, importer: str, path: str | Path, facts: CommFacts,
+              warnings: WarningSink) -> dict[str, Any]:
     """Assemble a comm sidecar (COMM_META_SCHEMA plus provenance fields)."""
+    source, hardware, statistic = facts.source, facts.hardware, facts.statistic
+    software, notes = facts.software, facts.notes
+    interconnect, extra = facts.interconnect, facts.extra
     meta: dict[str, Any] = {
         "kind": "comm",
         "source": source,
@@ -205,6 +213,7 @@ __all__ = [
     "DROP_FACTOR",
     "IMPORTER_NAMES",
     "IMPORTER_VERSION",
+    "CommFacts",
     "ImportResult",
     "ImportWarning",
     "Provenance",

@@ -41,6 +41,7 @@ from gradsched.errors import InputError
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.importers import (
     IMPORTER_VERSION,
+    CommFacts,
     ImportResult,
     WarningSink,
     build_comm_trace,
@@ -288,13 +289,11 @@ def _comm_meta(path: Path, options: Options, dumps: list[list[Blob]], chosen: in
     )
     if options.note:
         notes += " " + options.note
-    return comm_meta(
-        importer=NAME, path=path,
+    return comm_meta(importer=NAME, path=path, warnings=sink, facts=CommFacts(
         source=options.source or DEFAULT_SOURCE.format(name=path.name),
         hardware=options.hardware or DEFAULT_HARDWARE, statistic="median",
         software={"framework": "B-Caffe (Caffe fork with MG-WFBP)", "library": "MPI"},
-        warnings=sink, notes=notes, interconnect=options.interconnect,
-    )
+        notes=notes, interconnect=options.interconnect))
 
 
 def _require_counts(options: Options, path: Path) -> tuple[int, int | None]:

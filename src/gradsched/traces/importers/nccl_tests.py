@@ -35,6 +35,7 @@ from typing import Any
 from gradsched.errors import InputError
 from gradsched.traces.columns import COLLECTIVES
 from gradsched.traces.importers import (
+    CommFacts,
     ImportResult,
     WarningSink,
     build_comm_trace,
@@ -413,11 +414,9 @@ def import_nccl_tests(path: str | Path, options: Options | None = None) -> Impor
         "devices": models,
         "n_gpus_per_process": header.n_gpus,
     }
-    meta = comm_meta(
-        importer=NAME, path=path, source=source, hardware=hardware, statistic="mean",
-        software=software, warnings=sink,
+    meta = comm_meta(importer=NAME, path=path, warnings=sink, facts=CommFacts(
+        source=source, hardware=hardware, statistic="mean", software=software,
         notes=_with_note(_notes(collective, header, rows, len(measurements)), options.note),
-        interconnect=options.interconnect, extra=extra,
-    )
+        interconnect=options.interconnect, extra=extra))
     trace = build_comm_trace(_rows(measurements, collective, backend, world, nodes), meta)
     return ImportResult(comm=trace, warnings=list(sink.items))

@@ -27,6 +27,7 @@ from typing import Any
 from gradsched.errors import InputError
 from gradsched.traces.columns import COLLECTIVES
 from gradsched.traces.importers import (
+    CommFacts,
     ImportResult,
     WarningSink,
     build_comm_trace,
@@ -280,10 +281,8 @@ def import_osu(path: str | Path, options: Options | None = None) -> ImportResult
     )
     if options.note:
         notes += " " + options.note
-    meta = comm_meta(
-        importer=NAME, path=path, source=source, hardware=hardware, statistic="mean",
-        software=software, warnings=sink, notes=notes, interconnect=options.interconnect,
-        extra={"iterations": iterations or None},
-    )
+    meta = comm_meta(importer=NAME, path=path, warnings=sink, facts=CommFacts(
+        source=source, hardware=hardware, statistic="mean", software=software, notes=notes,
+        interconnect=options.interconnect, extra={"iterations": iterations or None}))
     trace = build_comm_trace(rows, meta)
     return ImportResult(comm=trace, warnings=list(sink.items))

@@ -148,8 +148,9 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
     if options.host:
         window = [op for op in ops if (op.span.pid, op.span.tid) == fwd_tid
                   and (fwd_ops[0].span.ts if fwd_ops else first_bw) <= op.span.ts < first_bw]
-        host = _host_columns(frame, events, ops, window, fwd_ops, bw_ops, owner, step,
-                             label)
+        host = _host_columns(frame, StepOps(events=events, ops=ops, window=window,
+                                            fwd_ops=fwd_ops, bw_ops=bw_ops, owner=owner,
+                                            step=step), label)
     collectives = [to_collective(k, launches[correlation(k, label)], by_extid, label)
                    for k in gpu if is_nccl(k) and correlation(k, label) in launches]
     collectives.sort(key=lambda c: (c.launch.event.ts, c.kernel.ts))
@@ -177,11 +178,27 @@ def parse_gpu_step(doc: Any, label: str, options: Options) -> GpuStep:
                    header=header, warnings=warnings, host=host)
 
 
-def _host_columns(frame: pd.DataFrame, events: list[Event], ops: list[Op], window: list[Op],
-                  fwd_ops: list[Op], bw_ops: list[Op], owner: dict[int, int], step: Event,
-                  label: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StepOps:
+    """The chosen step's events and ops as :func:`parse_gpu_step` splits them: every
+    complete event, the step's nested ops, the forward thread's ops from the first forward
+    op to the first backward node (``window``), the forward ops, the backward threads' ops,
+    each gradient's owning forward op, and the ``ProfilerStep`` event itself."""
+
+    events: list[Event]
+    ops: list[Op]
+    window: list[Op]
+    fwd_ops: list[Op]
+    bw_ops: list[Op]
+    owner: dict[int, int]
+    step: Event
+
+
+def _host_columns(frame: pd.DataFrame, parsed: StepOps, label: str) -> dict[str, Any]:
     """Add ``host_forward_s``, ``host_backward_s``, ``forward_launches`` and
     ``backward_launches`` to ``frame`` (:mod:`.host`); return the sidecar's host facts."""
+    events, ops, window, step = parsed.events, parsed.ops, parsed.window, parsed.step
+    fwd_ops, bw_ops, owner = parsed.fwd_ops, parsed.bw_ops, parsed.owner
     first_bw = min((op.span.ts for op in bw_ops if op.backward), default=step.end)
     costs = host_costs(ops, events, step.ts, step.end, ((step.pid, step.tid), first_bw))
 
