@@ -45,9 +45,6 @@ DISTINCT: dict[frozenset[str], str] = {
         "the iterations a replay simulates (replay, study, advise; config replay.iterations) "
         "or, in reexec collect/analyze/accum, names the per-iteration table. advise has "
         "both --iterations and --validate's --iters",
-    frozenset({"--groups-out", "--groups-output"}):
-        "PENDING: study at-scale's --groups-output (commands/_study_at_scale.py, another "
-        "helper's file this round) is to become --groups-out, as study overlap-slowdown's",
 }
 """Pairs of spellings that reduce to one concept yet name two (each with its reason), or
 a rename still pending (marked PENDING)."""

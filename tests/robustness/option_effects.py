@@ -657,7 +657,7 @@ def _study() -> dict[str, Entry]:
         s + "at-scale --stragglers": more(ST_AS, "--stragglers", compare="s.csv"),
         s + "at-scale --variant": more(ST_AS, "--variant after", compare="s.csv"),
         s + "at-scale --output": Output(ST_AS, ST_AS.replace("-o s.csv", "-o o.csv"), "o.csv"),
-        s + "at-scale --groups-output": Output(ST_AS, f"{ST_AS} --groups-output g.csv", "g.csv"),
+        s + "at-scale --groups-out": Output(ST_AS, f"{ST_AS} --groups-out g.csv", "g.csv"),
         s + "at-scale --summary-output": Output(ST_AS, f"{ST_AS} --summary-output j.json",
                                                 "j.json"),
         s + "at-scale --unit-jitter": more(ST_AS, "--unit-jitter {d}/unit-jitter.csv",

@@ -150,7 +150,7 @@ rule at_scale_study:
         flags=lambda wc: AT_SCALE_VARIANTS[wc.variant]["flags"],
     shell:
         "{GS} study at-scale --points {input.points} {params.comm} {params.flags} "
-        "--variant {wildcards.variant} -o {output.points} --groups-output {output.groups} "
+        "--variant {wildcards.variant} -o {output.points} --groups-out {output.groups} "
         "--summary-output {output.summary} > {log} 2>&1"
 
 

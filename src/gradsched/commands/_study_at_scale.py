@@ -4,7 +4,7 @@ the smallest GPU count of each group (:mod:`gradsched.experiments.at_scale`).
     gradsched study at-scale --points data/external/at-scale/points.csv \\
         --comm a100=abci-a100-ib.scaled.json --comm h100=p5-h100.json \\
         [--overlap-slowdown] [--stragglers] [--unit-jitter unit-jitter.csv] \\
-        [--variant NAME] -o points.csv [--groups-output groups.csv] \\
+        [--variant NAME] -o points.csv [--groups-out groups.csv] \\
         [--summary-output summary.json]
     gradsched study unit-jitter --fit TRACE... [--validate TRACE...] [--chunk-ms 1] \\
         -o unit-jitter.csv
@@ -49,7 +49,7 @@ def register_at_scale(ssub: argparse._SubParsersAction) -> None:
                         "and the summary (default: before)")
     p.add_argument("-o", "--output", type=output_file, required=True,
                    help="CSV: one row per point")
-    p.add_argument("--groups-output", type=output_file, default=None,
+    p.add_argument("--groups-out", type=output_file, default=None,
                    help="CSV: one row per group")
     p.add_argument("--summary-output", type=output_file, default=None,
                    help="JSON: the aggregates over the predicted points")
@@ -119,8 +119,8 @@ def _at_scale(args: argparse.Namespace) -> int:
     frame = run(load_points(args.points), settings)
     write_csv_atomic(args.output, frame)
     stats = summary(frame, settings.growth_floor, settings.unit_jitter)
-    if args.groups_output is not None:
-        write_csv_atomic(args.groups_output, groups_frame(frame))
+    if args.groups_out is not None:
+        write_csv_atomic(args.groups_out, groups_frame(frame))
     if args.summary_output is not None:
         write_json_atomic(args.summary_output, stats)
     print(f"wrote {args.output} ({len(frame)} rows); {stats['predicted_points']} points "
