@@ -216,6 +216,19 @@ SHARDED_PLANNERS: dict[str, ShardedPlanner] = {
 }
 
 
+def _register_mesh_planners() -> None:
+    """``hsdp`` (:mod:`gradsched.planners.sharded.hsdp`): FSDP2's units on a device mesh."""
+    from gradsched.plan_mesh import parse_reshard
+    from gradsched.planners.sharded.hsdp import hsdp
+
+    SHARDED_PLANNERS["hsdp"] = ShardedPlanner(
+        "hsdp", hsdp, {"shard": int, "reshard_after_forward": parse_reshard,
+                       "forward_prefetch": int, "backward_prefetch": int})
+
+
+_register_mesh_planners()
+
+
 def make_sharded_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
                       knobs: Mapping[str, Any] | None = None) -> ShardedPlan:
     """Run sharded planner ``name`` with ``knobs`` (strings parsed to the knob's type)."""
