@@ -38,6 +38,7 @@ from gradsched.commands._args import (
 )
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.commands._overlap import add_overlap_option, sharded_overlap
+from gradsched.commands._shard_mesh import register_mesh
 from gradsched.limits import MAX_RANKS
 
 MEASURED_DEFAULT = ("fsdp2,fsdp2-noreshard,fsdp2-saturation,sharded-optimum,"
@@ -77,6 +78,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("shard", help="sharded data parallelism: FSDP2 units and prefetch")
     ssub = parser.add_subparsers(dest="shard_command", required=True)
+    register_mesh(ssub)  # gradsched shard mesh: FSDP vs HSDP vs integer resharding
 
     p = ssub.add_parser("compare", help="replay every sharded planner and the optimum")
     _common(p)
