@@ -20,6 +20,7 @@ import pandas as pd
 
 from gradsched.commands._args import int_list, size
 from gradsched.commands._outputs import output_file
+from gradsched.costmodel.mesh import GroupPricer
 from gradsched.errors import ConfigError, InputError
 from gradsched.limits import MAX_RANKS
 
@@ -29,9 +30,10 @@ def register_mesh(ssub: argparse._SubParsersAction) -> None:
                                      "two-level cluster")
     p.add_argument("--compute", type=Path, action="append", required=True,
                    help="compute trace CSV (repeat for several models)")
-    p.add_argument("--comm", default=None,
+    p.add_argument("--comm", action="append", default=None,
                    help="an nccl comm model JSON (gradsched fit --cross-world-size "
-                        "--hardware ...): its GPUs per node lay out the ranks")
+                        "--hardware ...): its GPUs per node lay out the ranks; repeat to "
+                        "compare networks (one row set per model's NICs)")
     p.add_argument("--world-sizes", type=int_list(2, MAX_RANKS, example="64,128,256"),
                    default=None, help="with --comm: the world sizes to compare meshes at")
     p.add_argument("--topology", type=Path, default=None, metavar="FILE",
@@ -51,8 +53,9 @@ def register_mesh(ssub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_mesh)
 
 
-def pricers(args: argparse.Namespace) -> list:
-    """One group pricer per world size (``--comm`` nccl model) or the topology's."""
+def pricers(args: argparse.Namespace) -> list[tuple[str, int, GroupPricer]]:
+    """``(network, NICs per node, pricer)``: one per ``--comm`` nccl model and world size,
+    or the topology's (NICs per node 0: not known)."""
     from gradsched.costmodel.base import load_comm_spec
     from gradsched.costmodel.mesh import NCCLPricer, TopologyPricer
     from gradsched.costmodel.nccl.model import NCCLModel
@@ -63,22 +66,28 @@ def pricers(args: argparse.Namespace) -> list:
     if args.topology is not None:
         if args.world_sizes is not None:
             raise ConfigError("--world-sizes is for --comm; a --topology has its world size")
-        return [TopologyPricer(load_topology(args.topology),
-                               args.topology_collective or "hierarchical")]
+        return [(str(args.topology), 0, TopologyPricer(
+            load_topology(args.topology), args.topology_collective or "hierarchical"))]
     if args.topology_collective is not None:
         raise ConfigError("--topology-collective needs --topology")
     if args.world_sizes is None:
         raise ConfigError("--comm needs --world-sizes")
-    model = load_comm_spec(args.comm)
-    if not isinstance(model, NCCLModel):
-        raise InputError("shard mesh needs an nccl comm model (it knows the GPUs per node); "
-                         "give a --topology for any other", path=args.comm, field="kind")
-    per_node = model.hardware.gpus_per_node
-    bad = [w for w in args.world_sizes if w % per_node]
-    if bad:
-        raise ConfigError(f"--world-sizes {bad[0]} is not a whole number of "
-                          f"{per_node}-GPU nodes")
-    return [NCCLPricer(model, w // per_node) for w in args.world_sizes]
+    out: list[tuple[str, int, GroupPricer]] = []
+    for spec in args.comm:
+        model = load_comm_spec(spec)
+        if not isinstance(model, NCCLModel):
+            raise InputError("shard mesh needs an nccl comm model (it knows the GPUs per "
+                             "node); give a --topology for any other", path=spec, field="kind")
+        hw = model.hardware
+        bad = [w for w in args.world_sizes if w % hw.gpus_per_node]
+        if bad:
+            raise ConfigError(f"--world-sizes {bad[0]} is not a whole number of "
+                              f"{hw.gpus_per_node}-GPU nodes ({spec})")
+        network = f"{hw.gpus_per_node} GPUs, {hw.nics_per_node} x " \
+                  f"{hw.nic_Bps * 8 / 1e9:.0f}G NICs per node"
+        out += [(network, hw.nics_per_node, NCCLPricer(model, w // hw.gpus_per_node))
+                for w in args.world_sizes]
+    return out
 
 
 def _mesh(args: argparse.Namespace) -> int:
@@ -89,20 +98,22 @@ def _mesh(args: argparse.Namespace) -> int:
     from gradsched.traces.bundle import ComputeTrace
 
     case = MeshCase(semantics=args.semantics, gpu_memory_bytes=args.gpu_memory)
+    networks = pricers(args)
     rows = []
     for path in args.compute:
         if not path.is_file():
             raise InputError("compute trace not found", path=path)
         trace = ComputeTrace.load(path)
         name = str(trace.meta.get("model") or path.stem)
-        for pricer in pricers(args):
+        for network, nics, pricer in networks:
             results = compare_meshes(trace, pricer, case)
             try:
                 best = recommended(results, args.gpu_memory).name
             except ConfigError:
                 best = None
             for r in results:
-                rows.append({"model": name, "world_size": pricer.world_size,
+                rows.append({"model": name, "network": network, "nics_per_node": nics,
+                             "world_size": pricer.world_size,
                              "nodes": pricer.nodes, "ranks_per_node": pricer.ranks_per_node,
                              **r.row(args.gpu_memory), "recommended": r.name == best,
                              "cluster": pricer.describe()})

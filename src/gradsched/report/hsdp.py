@@ -15,10 +15,10 @@ import pandas as pd
 from gradsched.report.latex import number
 
 GIB = 2.0**30
-COLUMNS = ("model", "GPUs", "FSDP exposed [s]", "FSDP [GiB]", "reshard-to-node exposed [s]",
+COLUMNS = ("model", "network", "GPUs", "FSDP exposed [s]", "FSDP [GiB]", "reshard-to-node exposed [s]",
            "reshard-to-node [GiB]", "HSDP shard", "HSDP exposed [s]", "HSDP [GiB]",
            "smallest HSDP shard that fits", "recommended", "iteration [s]")
-WORDS = {8: "Eight", 16: "Sixteen", 32: "ThirtyTwo", 64: "SixtyFour", 128: "OneTwentyEight",
+WORDS = {1: "One", 2: "Two", 4: "Four", 8: "Eight", 16: "Sixteen", 32: "ThirtyTwo", 64: "SixtyFour", 128: "OneTwentyEight",
          256: "TwoFiftySix", 512: "FiveTwelve", 1024: "TenTwentyFour"}
 MODEL_WORDS = {"llama-3.1-8b": "LlamaEight", "llama-3.1-70b": "LlamaSeventy",
                "llama-3.1-405b": "LlamaFourOFive"}
@@ -43,12 +43,13 @@ def _best_hsdp(group: pd.DataFrame) -> pd.Series | None:
 def mesh_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, world size), strings (module docstring)."""
     rows = []
-    for (model, world), group in frame.groupby(["model", "world_size"], sort=False):
+    for (model, network, world), group in frame.groupby(["model", "network", "world_size"],
+                                                        sort=False):
         best = _best_hsdp(group)
         fits = group[group["candidate"].str.startswith("hsdp-") & group["fits"]]
         rec = group[group["recommended"]]
         rows.append({
-            "model": model, "GPUs": str(world),
+            "model": model, "network": network, "GPUs": str(world),
             "FSDP exposed [s]": _cell(group, "fsdp", "exposed_comm_s"),
             "FSDP [GiB]": _cell(group, "fsdp", "memory_bytes"),
             "reshard-to-node exposed [s]": _cell(group, "fsdp-reshard-node", "exposed_comm_s"),
@@ -64,14 +65,16 @@ def mesh_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def mesh_macros(frame: pd.DataFrame) -> dict[str, str]:
-    """Macros ``Hsdp<Model><GPUs><What>`` for the models and world sizes that have words:
+    """Macros ``Hsdp<Model><NICs>Nic<GPUs><What>`` for the models, NICs per node and world
+    sizes that have words:
     exposed communication of FSDP and of the recommended mesh (s), the recommended mesh's
     shard group, its gain over FSDP (%), and the smallest HSDP shard group that fits."""
     out: dict[str, str] = {}
-    for (model, world), group in frame.groupby(["model", "world_size"], sort=False):
-        if model not in MODEL_WORDS or int(world) not in WORDS:
+    for (model, nics, world), group in frame.groupby(["model", "nics_per_node", "world_size"],
+                                                     sort=False):
+        if model not in MODEL_WORDS or int(world) not in WORDS or int(nics) not in WORDS:
             continue
-        key = f"Hsdp{MODEL_WORDS[model]}{WORDS[int(world)]}"
+        key = f"Hsdp{MODEL_WORDS[model]}{WORDS[int(nics)]}Nic{WORDS[int(world)]}"
         fsdp = group[group["candidate"] == "fsdp"].iloc[0]
         rec = group[group["recommended"]]
         out[f"{key}FsdpExposed"] = number(fsdp["exposed_comm_s"], 3)
