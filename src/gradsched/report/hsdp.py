@@ -16,10 +16,12 @@ from gradsched.report.latex import number
 
 GIB = 2.0**30
 COLUMNS = ("model", "network", "GPUs", "FSDP exposed [s]", "FSDP [GiB]",
-           "reshard-to-node exposed [s]", "reshard-to-node [GiB]", "HSDP shard", "HSDP exposed [s]", "HSDP [GiB]",
+           "reshard-to-node exposed [s]", "reshard-to-node [GiB]", "HSDP shard",
+           "HSDP exposed [s]", "HSDP [GiB]",
            "smallest HSDP shard that fits", "recommended", "iteration [s]")
 WORDS = {1: "One", 2: "Two", 4: "Four", 8: "Eight", 16: "Sixteen", 32: "ThirtyTwo",
-         64: "SixtyFour", 128: "OneTwentyEight", 256: "TwoFiftySix", 512: "FiveTwelve", 1024: "TenTwentyFour"}
+         64: "SixtyFour", 128: "OneTwentyEight", 256: "TwoFiftySix", 512: "FiveTwelve",
+         1024: "TenTwentyFour"}
 MODEL_WORDS = {"llama-3.1-8b": "LlamaEight", "llama-3.1-70b": "LlamaSeventy",
                "llama-3.1-405b": "LlamaFourOFive"}
 
