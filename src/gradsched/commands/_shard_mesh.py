@@ -115,7 +115,7 @@ def _mesh(args: argparse.Namespace) -> int:
                 rows.append({"model": name, "network": network, "nics_per_node": nics,
                              "world_size": pricer.world_size,
                              "nodes": pricer.nodes, "ranks_per_node": pricer.ranks_per_node,
-                             **r.row(args.gpu_memory), "recommended": r.name == best,
+                             **r.row(args.gpu_memory), "fastest": r.name == best,
                              "cluster": pricer.describe()})
     frame = pd.DataFrame(rows)
     write_csv_atomic(args.output, frame)

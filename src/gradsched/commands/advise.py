@@ -35,6 +35,7 @@ import argparse
 from pathlib import Path
 
 from gradsched.commands._admit import admit_training
+from gradsched.commands._advise_mesh import add_mesh_option, run_mesh_advice
 from gradsched.commands._args import (
     add_grad_accum,
     add_oversubscribe,
@@ -148,6 +149,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="memory of one GPU (e.g. 80G); no layout gathers more than it leaves "
                          "after the parameter, gradient and Adam-state shards; default: the "
                          "trace's device when it names a known GPU")
+    add_mesh_option(sh)  # --mesh: FSDP vs HSDP vs integer resharding (commands/_advise_mesh)
     val = p.add_argument_group("validation (--validate: run the candidates for real)")
     val.add_argument("--validate", action="store_true",
                      help="run stock DDP with the per-bucket caps, the best uniform cap and "
@@ -230,6 +232,10 @@ def _validation_settings(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     _validation_settings(args)
     trace, model, world, interference = _load(args)
+    if args.mesh and not args.sharded:
+        raise ConfigError("--mesh needs --sharded")
+    if args.sharded and args.mesh:
+        return run_mesh_advice(args, trace, model, world)
     if args.sharded:
         return _run_sharded(args, trace, model, world)
     args.iterations = args.iterations or DEFAULT_ITERATIONS

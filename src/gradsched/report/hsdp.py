@@ -2,10 +2,11 @@
 per model and world size, from the frame of
 :func:`gradsched.experiments.sharded.mesh.compare_meshes` rows (``gradsched shard mesh``).
 
-Per (model, world size): each kind's exposed communication (iteration time less compute,
-seconds) and memory per GPU (GiB), the HSDP shard group that is fastest among those that
-fit, and the recommended mesh (the fastest that fits). Macros carry the numbers the prose
-quotes (letters-only names, :mod:`gradsched.report.latex`). Formatting only.
+Per (model, network, world size): each kind's exposed communication (iteration time less
+compute, seconds) and memory per GPU (GiB), the HSDP shard group that is fastest among
+those that fit, and the fastest mesh that fits (``advise --sharded --mesh`` recommends it
+only beyond the comm model's error margin). Macros carry the numbers the prose quotes
+(letters-only names, :mod:`gradsched.report.latex`). Formatting only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ GIB = 2.0**30
 COLUMNS = ("model", "network", "GPUs", "FSDP exposed [s]", "FSDP [GiB]",
            "reshard-to-node exposed [s]", "reshard-to-node [GiB]", "HSDP shard",
            "HSDP exposed [s]", "HSDP [GiB]",
-           "smallest HSDP shard that fits", "recommended", "iteration [s]")
+           "smallest HSDP shard that fits", "fastest that fits", "iteration [s]")
 WORDS = {1: "One", 2: "Two", 4: "Four", 8: "Eight", 16: "Sixteen", 32: "ThirtyTwo",
          64: "SixtyFour", 128: "OneTwentyEight", 256: "TwoFiftySix", 512: "FiveTwelve",
          1024: "TenTwentyFour"}
@@ -49,7 +50,7 @@ def mesh_table(frame: pd.DataFrame) -> pd.DataFrame:
                                                         sort=False):
         best = _best_hsdp(group)
         fits = group[group["candidate"].str.startswith("hsdp-") & group["fits"]]
-        rec = group[group["recommended"]]
+        rec = group[group["fastest"]]
         rows.append({
             "model": model, "network": network, "GPUs": str(world),
             "FSDP exposed [s]": _cell(group, "fsdp", "exposed_comm_s"),
@@ -61,7 +62,7 @@ def mesh_table(frame: pd.DataFrame) -> pd.DataFrame:
             "HSDP [GiB]": "--" if best is None else number(best["memory_bytes"] / GIB, 1),
             "smallest HSDP shard that fits": "--" if fits.empty
             else str(int(fits["shard"].min())),
-            "recommended": "none fits" if rec.empty else str(rec["candidate"].iloc[0]),
+            "fastest that fits": "none fits" if rec.empty else str(rec["candidate"].iloc[0]),
             "iteration [s]": "--" if rec.empty else number(rec["iteration_s"].iloc[0], 3)})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
@@ -69,8 +70,8 @@ def mesh_table(frame: pd.DataFrame) -> pd.DataFrame:
 def mesh_macros(frame: pd.DataFrame) -> dict[str, str]:
     """Macros ``Hsdp<Model><NICs>Nic<GPUs><What>`` for the models, NICs per node and world
     sizes that have words:
-    exposed communication of FSDP and of the recommended mesh (s), the recommended mesh's
-    shard group, its gain over FSDP (%), and the smallest HSDP shard group that fits."""
+    exposed communication of FSDP and of the fastest mesh that fits (s), its name, its
+    gain over FSDP (%), and the smallest HSDP shard group that fits."""
     out: dict[str, str] = {}
     for (model, nics, world), group in frame.groupby(["model", "nics_per_node", "world_size"],
                                                      sort=False):
@@ -78,14 +79,14 @@ def mesh_macros(frame: pd.DataFrame) -> dict[str, str]:
             continue
         key = f"Hsdp{MODEL_WORDS[model]}{WORDS[int(nics)]}Nic{WORDS[int(world)]}"
         fsdp = group[group["candidate"] == "fsdp"].iloc[0]
-        rec = group[group["recommended"]]
+        rec = group[group["fastest"]]
         out[f"{key}FsdpExposed"] = number(fsdp["exposed_comm_s"], 3)
         fits = group[group["candidate"].str.startswith("hsdp-") & group["fits"]]
         out[f"{key}SmallestShard"] = "--" if fits.empty else str(int(fits["shard"].min()))
         if not rec.empty:
             best = rec.iloc[0]
-            out[f"{key}Recommended"] = str(best["candidate"])
-            out[f"{key}RecommendedExposed"] = number(best["exposed_comm_s"], 3)
+            out[f"{key}Fastest"] = str(best["candidate"])
+            out[f"{key}FastestExposed"] = number(best["exposed_comm_s"], 3)
             out[f"{key}GainPct"] = number(
                 100.0 * (fsdp["iteration_s"] / best["iteration_s"] - 1.0), 2)
     return out

@@ -73,7 +73,7 @@ class MeshResult:
                 "gathered_peak_bytes": float(self.replay.gathered_peak_bytes),
                 "state_bytes": self.state_bytes, "activation_bytes": self.activation_bytes,
                 "memory_bytes": self.memory_bytes,
-                "fits": gpu_bytes is None or self.memory_bytes <= gpu_bytes}
+                "fits": bool(gpu_bytes is None or self.memory_bytes <= gpu_bytes)}
 
 
 def candidates(world_size: int, ranks_per_node: int) -> list[tuple[str, int, bool | int]]:
@@ -117,9 +117,11 @@ def compare_meshes(trace: ComputeTrace, pricer: GroupPricer, case: MeshCase
     return out
 
 
-def recommended(results: list[MeshResult], gpu_bytes: float | None) -> MeshResult:
-    """The fastest candidate that fits (ties keep the earlier); ``ConfigError`` when none
-    fits, naming the smallest memory."""
+def recommended(results: list[MeshResult], gpu_bytes: float | None,
+                margin_pct: float = 0.0) -> MeshResult:
+    """The fastest candidate that fits (ties keep the earlier); FSDP over every rank (the
+    first) when it fits and the fastest gains no more than ``margin_pct`` on it (the comm
+    model's error); ``ConfigError`` when none fits, naming the smallest memory."""
     fitting = [r for r in results if gpu_bytes is None or r.memory_bytes <= gpu_bytes]
     if not fitting:
         least = min(results, key=lambda r: r.memory_bytes)
@@ -130,4 +132,8 @@ def recommended(results: list[MeshResult], gpu_bytes: float | None) -> MeshResul
     for r in fitting[1:]:
         if faster(r.replay.iteration_s, best.replay.iteration_s):
             best = r
+    base = results[0]
+    if fitting[0] is base and 100.0 * (base.replay.iteration_s / best.replay.iteration_s
+                                       - 1.0) <= margin_pct:
+        return base
     return best
