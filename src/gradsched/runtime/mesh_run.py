@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any
 
 from gradsched.plan_sharded import ShardedPlan
+from gradsched.workloads.zoo import build_model
 
 COUNTED = {"all_gather_single": "all_gather", "reduce_scatter_single": "reduce_scatter",
            "all_reduce": "all_reduce"}
@@ -39,7 +40,6 @@ def _one_plan(rank: int, world_size: int, plan: ShardedPlan,
     from torch.distributed.device_mesh import init_device_mesh
 
     from gradsched.runtime.fsdp2 import apply_plan, sharded_groups
-    from gradsched.workloads.zoo import build_model
 
     shape = plan.mesh
     if shape is None or shape.world_size != world_size:

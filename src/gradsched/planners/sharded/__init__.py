@@ -215,18 +215,14 @@ SHARDED_PLANNERS: dict[str, ShardedPlanner] = {
                                              "prefetch_bucket_size": float}),
 }
 
+# ``hsdp`` (:mod:`gradsched.planners.sharded.hsdp`): FSDP2's units on a device mesh; imported
+# here, after ``fsdp2``, which it builds on.
+from gradsched.plan_mesh import parse_reshard  # noqa: E402
+from gradsched.planners.sharded.hsdp import hsdp  # noqa: E402
 
-def _register_mesh_planners() -> None:
-    """``hsdp`` (:mod:`gradsched.planners.sharded.hsdp`): FSDP2's units on a device mesh."""
-    from gradsched.plan_mesh import parse_reshard
-    from gradsched.planners.sharded.hsdp import hsdp
-
-    SHARDED_PLANNERS["hsdp"] = ShardedPlanner(
-        "hsdp", hsdp, {"shard": int, "reshard_after_forward": parse_reshard,
-                       "forward_prefetch": int, "backward_prefetch": int})
-
-
-_register_mesh_planners()
+SHARDED_PLANNERS["hsdp"] = ShardedPlanner(
+    "hsdp", hsdp, {"shard": int, "reshard_after_forward": parse_reshard,
+                   "forward_prefetch": int, "backward_prefetch": int})
 
 
 def make_sharded_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
