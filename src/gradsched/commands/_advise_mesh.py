@@ -44,10 +44,10 @@ def mesh_pricer(args: argparse.Namespace, model: object, world: int):
     return NCCLPricer(model, world // per_node)
 
 
-def mesh_code(plan, names: tuple[str, ...]) -> str:
+def mesh_code(plan, names: tuple[str, ...], device: str = "cuda") -> str:
     """The code to paste: :func:`gradsched.experiments.recommend_sharded.paste_code` (a loop
     over the blocks when uniform) with the mesh created first and passed to every
-    ``fully_shard``."""
+    ``fully_shard``; ``device``: the mesh's device type (``cpu`` for gloo)."""
     from gradsched.experiments.recommend_sharded import paste_code
 
     lines = []
@@ -56,7 +56,9 @@ def mesh_code(plan, names: tuple[str, ...]) -> str:
             line = line.rstrip()[:-1] + ", mesh=mesh)"
         lines.append(line)
     if plan.mesh is not None and not any(line.startswith("mesh = ") for line in lines):
-        lines.insert(0, plan.mesh.code())
+        lines.insert(0, plan.mesh.code(device))
+    lines = [line.replace('init_device_mesh("cuda"', f'init_device_mesh("{device}"')
+             for line in lines]
     return "\n".join(["from torch.distributed.device_mesh import init_device_mesh", *lines])
 
 
@@ -112,7 +114,8 @@ def run_mesh_advice(args: argparse.Namespace, trace: object, model: object,
         print(f"RECOMMENDATION: {best.name} "
               f"({best.plan.mesh.label()}), "  # type: ignore[union-attr]
               f"{gain:+.3g} % against FSDP over every rank (replayed, not measured):")
-    print(mesh_code(best.plan, tuple(trace.names)))  # type: ignore[attr-defined]
+    print(mesh_code(best.plan, tuple(trace.names),  # type: ignore[attr-defined]
+                    "cpu" if device.startswith("cpu") else "cuda"))
     if args.plan_out is not None:
         best.plan.save(args.plan_out)
         print(f"-> {args.plan_out}")
