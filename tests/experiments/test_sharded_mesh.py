@@ -115,3 +115,15 @@ def test_shard_mesh_and_advise_mesh_commands(tmp_path, capsys) -> None:
     assert "fully_shard(model, mesh=mesh)" in text
     assert main(["advise", "--compute", str(csv), "--topology", str(topo), "--mesh"]) != 0
     assert "--mesh needs --sharded" in capsys.readouterr().err
+
+
+def test_macro_names_cover_the_prose() -> None:
+    """Every \\gsHsdp macro paper/sections/hsdp.tex uses is one the table rule writes."""
+    import re
+    from pathlib import Path
+
+    from gradsched.report.hsdp import macro_names
+
+    text = (Path(__file__).resolve().parents[2] / "paper/sections/hsdp.tex").read_text()
+    used = set(re.findall(r"\\gs(Hsdp[A-Za-z]+)", text))
+    assert used and used <= macro_names()

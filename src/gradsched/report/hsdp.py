@@ -90,3 +90,15 @@ def mesh_macros(frame: pd.DataFrame) -> dict[str, str]:
             out[f"{key}GainPct"] = number(
                 100.0 * (fsdp["iteration_s"] / best["iteration_s"] - 1.0), 2)
     return out
+
+
+MACRO_WHATS = ("FsdpExposed", "SmallestShard", "Fastest", "FastestExposed", "GainPct")
+
+
+def macro_names(models: tuple[str, ...] = ("llama-3.1-8b", "llama-3.1-70b"),
+                nics: tuple[int, ...] = (1, 8),
+                worlds: tuple[int, ...] = (64, 128, 256, 512)) -> set[str]:
+    """Every name :func:`mesh_macros` writes for workflow/rules/hsdp.smk's grid (the paper
+    test's list of generated macros)."""
+    return {f"Hsdp{MODEL_WORDS[m]}{WORDS[n]}Nic{WORDS[w]}{what}" for m in models
+            for n in nics for w in worlds for what in MACRO_WHATS}
