@@ -27,6 +27,8 @@ FSDP2's per-block default against the optimum of unit grouping, resharding and p
 under --memory-cap, the fully_shard calls to paste, and with --validate both run with
 stock FSDP2 (with --grad-accum K: steps of K micro-batches, gradient sync off for the
 first K-1).
+--sharded --mesh compares device meshes instead (full sharding, reshard_after_forward =
+GPUs per node, HSDP; gradsched.commands._advise_mesh) on --topology or an nccl --comm model.
 """
 
 from __future__ import annotations

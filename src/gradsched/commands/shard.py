@@ -12,6 +12,9 @@
         --network tbf1gbit [--algorithms fsdp2,fsdp2-noreshard,sharded-optimum-capped] \\
         [--rounds 3] -o DIR
 
+``mesh`` (:mod:`gradsched.commands._shard_mesh`) compares full sharding, resharding to a
+node after forward and HSDP on a two-level cluster.
+
 ``measure`` is the re-execution protocol for sharded plans
 (:mod:`gradsched.reexec.sharded`): plans from the committed CPU trace and gloo sweep of the
 case, predicted, run with stock FSDP2, measured against predicted and against FSDP2's

@@ -34,6 +34,9 @@ exact optimum, which scores candidates with the replay, is
   the same depth forward and backward, the smallest that holds for every window; resharded
   after forward (ZeRO-3 releases a module's parameters after use).
   Source: ``deepspeed/runtime/zero/config.py``.
+* ``hsdp``: FSDP2's per-block units on a device mesh (HSDP: replicate x shard) with
+  ``reshard_after_forward`` true, false or an integer (:mod:`.hsdp`,
+  :mod:`gradsched.plan_mesh`); replayed by :mod:`gradsched.replay.sharded_mesh`.
 """
 
 from __future__ import annotations
