@@ -135,3 +135,22 @@ def test_mesh_and_integer_reshard_round_trip_and_refusals(tmp_path) -> None:
         replay_mesh(trace, other, TopologyPricer(TOPO))
     assert mesh_collectives(plan, 4, has_root=False).to_dict() == {
         "all_gather@2": 4, "all_reduce@2": 2, "reduce_scatter@2": 2}
+
+
+def test_the_single_mesh_paths_refuse_a_mesh_plan() -> None:
+    """The plain replay prices one group of every rank, FSDP2's default mesh has no
+    replicas: neither silently drops an HSDP mesh or an integer resharding."""
+    trace = block_trace([[100], [300]], stem=50)
+    for knobs in ({"shard": "2"}, {"reshard_after_forward": "2"}):
+        plan = make_sharded_plan("hsdp", trace, INTRA, 4, knobs)
+        with pytest.raises(ConfigError, match="two-level cluster"):
+            replay_sharded(trace, plan, TOPO.collective_model("hierarchical"), 4)
+    from torch import nn
+
+    from gradsched.runtime.fsdp2 import apply_plan
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    plan = ShardedPlan("h", (make_sharded_plan("fsdp2", trace, INTRA, 4).units[0],),
+                       mesh=DeviceMeshShape(2, 2))
+    with pytest.raises(ConfigError, match="HSDP mesh"):
+        apply_plan(model, plan)

@@ -257,6 +257,11 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
         raise ConfigError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
     check_grad_accum(grad_accum)
     check_compute_slowdown(compute_slowdown)
+    if (plan.mesh is not None and plan.mesh.is_hsdp) or any(
+            not isinstance(u.reshard_after_forward, bool) for u in plan.units):
+        raise ConfigError(f"sharded plan '{plan.algorithm}' has an HSDP mesh or an integer "
+                          "reshard_after_forward: replay it on a two-level cluster "
+                          "(gradsched.replay.sharded_mesh: shard mesh, advise --sharded --mesh)")
     seq = layer_seq(trace)
     layout = unit_layout(plan, seq, trace.path)
     sizes = np.append(layout.unit_bytes, layout.root_bytes)

@@ -67,6 +67,9 @@ def apply_plan(model: nn.Module, plan: ShardedPlan,
     if plan.backward_prefetch < 1 and plan.n_units > 1:
         raise ConfigError("FSDP2 always prefetches one unit in backward; a backward_prefetch "
                           "of 0 cannot be run")
+    if mesh is None and plan.mesh is not None and plan.mesh.is_hsdp:
+        raise ConfigError(f"sharded plan '{plan.algorithm}' has an HSDP mesh: run it on its "
+                          "mesh (gradsched.runtime.mesh_run), not on FSDP2's default one")
     units = unit_modules(model, plan)
     on_mesh = {} if mesh is None else {"mesh": mesh}
     for modules, unit in zip(units, plan.units, strict=True):
