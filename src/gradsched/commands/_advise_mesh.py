@@ -116,6 +116,10 @@ def run_mesh_advice(args: argparse.Namespace, trace: object, model: object,
               f"{gain:+.3g} % against FSDP over every rank (replayed, not measured):")
     print(mesh_code(best.plan, tuple(trace.names),  # type: ignore[attr-defined]
                     "cpu" if device.startswith("cpu") else "cuda"))
+    sizes = sorted({n for r in results for n in (r.plan.mesh.shard,  # type: ignore[union-attr]
+                                                  r.plan.mesh.replicate)  # type: ignore[union-attr]
+                    if n > 1})
+    print(f"note: domain of the groups' prices: {pricer.domain(tuple(sizes))}")
     if args.plan_out is not None:
         best.plan.save(args.plan_out)
         print(f"-> {args.plan_out}")

@@ -86,6 +86,14 @@ class GroupPricer(ABC):
     def describe(self) -> str:
         """One line: the model and the cluster."""
 
+    def domain(self, sizes: tuple[int, ...]) -> str:
+        """Where the groups of ``sizes`` ranks were priced, measured or not (the domain
+        every prediction carries)."""
+        return "; ".join(f"{self.describe_group(s)}" for s in sizes)
+
+    def describe_group(self, size: int) -> str:
+        return f"{size} ranks"
+
     def check(self, world_size: int) -> None:
         if world_size != self.world_size:
             raise ConfigError(f"mesh of {world_size} ranks on a cluster of {self.nodes} nodes x "
@@ -116,6 +124,15 @@ class TopologyPricer(GroupPricer):
     def describe(self) -> str:
         return (f"topology {self.nodes} nodes x {self.ranks_per_node} ranks ({self.collective} "
                 "across nodes)")
+
+    def describe_group(self, size: int) -> str:
+        t = self.topology
+        if size <= self.ranks_per_node:
+            return f"{size} ranks: intra level, {t.intra.world_size_basis(size)}"
+        nodes = size // self.ranks_per_node
+        return (f"{size} ranks: intra level at {self.ranks_per_node} "
+                f"({t.intra.world_size_basis(self.ranks_per_node)}), inter level at {nodes} "
+                f"({t.inter.world_size_basis(nodes)})")
 
 
 class NCCLPricer(GroupPricer):
@@ -150,3 +167,12 @@ class NCCLPricer(GroupPricer):
     def describe(self) -> str:
         return (f"nccl model on {self.model.hardware.name}, {self.nodes} nodes x "
                 f"{self.ranks_per_node} GPUs")
+
+    def domain(self, sizes: tuple[int, ...]) -> str:
+        moved = self.model.meta.get("calibrated_on")
+        where = f" (calibrated on {moved.get('name')})" if isinstance(moved, dict) else ""
+        by_basis: dict[str, list[str]] = {}
+        for s in sizes:
+            by_basis.setdefault(self.model.world_size_basis(s), []).append(str(s))
+        return "; ".join(f"groups of {', '.join(v)} ranks {k}" for k, v in by_basis.items()) \
+            + where
