@@ -10,10 +10,13 @@ The task (:mod:`gradsched.distributed.launch`) builds the plan's mesh with
 last step, every call FSDP2 makes of ``torch.distributed.all_gather_single``,
 ``reduce_scatter_single`` and ``all_reduce`` (``_fsdp_collectives.py``: its default
 all-gather and reduce-scatter, and HSDP's all-reduce) by the size of the group it is given.
+Each step's wall time (after a barrier) is returned too (``step_s``; the counting wrapper
+runs in the last step only).
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -67,8 +70,10 @@ def _one_plan(rank: int, world_size: int, plan: ShardedPlan,
         return call
 
     iters = int(payload["iters"])
-    losses = []
+    losses, steps = [], []
     for step in range(iters):
+        dist.barrier()
+        start = time.perf_counter()
         if step == iters - 1:  # count the last step only (the first builds FSDP2's state)
             for name in COUNTED:
                 setattr(dist, name, counting(name))
@@ -81,5 +86,6 @@ def _one_plan(rank: int, world_size: int, plan: ShardedPlan,
             for name, fn in originals.items():
                 setattr(dist, name, fn)
         losses.append(float(loss.detach()))
+        steps.append(time.perf_counter() - start)
     return {"rank": rank, "groups": groups, "collectives": dict(sorted(counts.items())),
-            "units": sharded_groups(units), "losses": losses}
+            "units": sharded_groups(units), "losses": losses, "step_s": steps}
