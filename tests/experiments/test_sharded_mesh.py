@@ -28,7 +28,8 @@ BIG = [[4_000_000]] * 4  # 4 blocks of 4 MB
 
 def test_candidates_are_fsdp_reshard_to_node_and_hsdp_of_whole_nodes() -> None:
     assert candidates(32, 8) == [("fsdp", 32, True), ("fsdp-reshard-node", 32, 8),
-                                 ("hsdp-8", 8, True), ("hsdp-16", 16, True)]
+                                 ("hsdp-8", 8, True), ("hsdp-16", 16, True),
+                                 ("hsdp-16-reshard-node", 16, 8)]
     assert candidates(8, 8) == [("fsdp", 8, True)]
 
 

@@ -3,7 +3,8 @@ per model and world size, from the frame of
 :func:`gradsched.experiments.sharded.mesh.compare_meshes` rows (``gradsched shard mesh``).
 
 Per (model, network, world size): each kind's exposed communication (iteration time less
-compute, seconds) and memory per GPU (GiB), the HSDP shard group that is fastest among
+compute, seconds) and memory per GPU (GiB), the HSDP mesh (shard group, resharded to a node
+or not) that is fastest among
 those that fit, and the fastest mesh that fits (``advise --sharded --mesh`` recommends it
 only beyond the comm model's error margin). Macros carry the numbers the prose quotes
 (letters-only names, :mod:`gradsched.report.latex`). Formatting only.
@@ -17,7 +18,7 @@ from gradsched.report.latex import number
 
 GIB = 2.0**30
 COLUMNS = ("model", "network", "GPUs", "FSDP exposed [s]", "FSDP [GiB]",
-           "reshard-to-node exposed [s]", "reshard-to-node [GiB]", "HSDP shard",
+           "reshard-to-node exposed [s]", "reshard-to-node [GiB]", "HSDP mesh",
            "HSDP exposed [s]", "HSDP [GiB]",
            "smallest HSDP shard that fits", "fastest that fits", "iteration [s]")
 WORDS = {1: "One", 2: "Two", 4: "Four", 8: "Eight", 16: "Sixteen", 32: "ThirtyTwo",
@@ -57,7 +58,7 @@ def mesh_table(frame: pd.DataFrame) -> pd.DataFrame:
             "FSDP [GiB]": _cell(group, "fsdp", "memory_bytes"),
             "reshard-to-node exposed [s]": _cell(group, "fsdp-reshard-node", "exposed_comm_s"),
             "reshard-to-node [GiB]": _cell(group, "fsdp-reshard-node", "memory_bytes"),
-            "HSDP shard": "--" if best is None else str(int(best["shard"])),
+            "HSDP mesh": "--" if best is None else str(best["candidate"]),
             "HSDP exposed [s]": "--" if best is None else number(best["exposed_comm_s"], 3),
             "HSDP [GiB]": "--" if best is None else number(best["memory_bytes"] / GIB, 1),
             "smallest HSDP shard that fits": "--" if fits.empty

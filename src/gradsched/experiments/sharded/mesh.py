@@ -11,7 +11,9 @@ Candidates on ``P = N x R`` ranks (``R`` GPUs per node), FSDP2's per-block units
   all-gathers stay inside a node, each rank keeps ``1/R`` of every unit between its
   forward and backward;
 * ``hsdp-<S>``: HSDP with shard groups of ``S = R, 2R, 4R, ... < P`` ranks (dividing
-  ``P``), replicated ``P / S`` times.
+  ``P``), replicated ``P / S`` times; ``hsdp-<S>-reshard-node`` the same with
+  ``reshard_after_forward=R`` where the shard group spans several nodes (FSDP2 reshards a
+  2-D mesh's shard dimension to groups of ``R``: ``_fsdp_init.py`` L186-194).
 
 Memory per GPU (bytes): the replay's peak of gathered parameters, unsharded gradients and
 post-forward slices, plus the parameter and gradient shards and Adam's state sharded over
@@ -85,6 +87,8 @@ def candidates(world_size: int, ranks_per_node: int) -> list[tuple[str, int, boo
         while shard < world_size:
             if world_size % shard == 0:
                 out.append((f"hsdp-{shard}", shard, True))
+                if shard > ranks_per_node:
+                    out.append((f"hsdp-{shard}-reshard-node", shard, ranks_per_node))
             shard *= 2
     return out
 
