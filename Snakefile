@@ -47,6 +47,8 @@ include: "workflow/rules/reexec.smk"
 # Advice on a committed case (`sm advise`, replay only; not in `all`).
 include: "workflow/rules/advise.smk"
 include: "workflow/rules/at_scale.smk"
+# Which device mesh: FSDP vs reshard-to-node vs HSDP at 64-512 H100s (in `all` via TABLES).
+include: "workflow/rules/hsdp.smk"
 
 
 rule all:

@@ -18,7 +18,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 COMMON = frozenset({"errors", "io", "staging", "signal_hold", "run_order", "limits", "networks",
                     "units", "provenance", "plan", "plan_sharded", "names", "intermediates",
                     "admission", "ties", "gpus", "printable", "procfs", "readback",
-                    "llm_shapes", "streams", "schema_check", "collective_dtypes"})
+                    "llm_shapes", "streams", "schema_check", "collective_dtypes",
+                    "plan_mesh"})
 """The common ground every unit may import. ``llm_shapes``: published LLM dimensions and
 their parameter list without torch, read by the model zoo, the FLOPs model (traces) and the
 at-scale study (experiments), as ``gpus`` holds the GPUs' published peaks."""
@@ -39,8 +40,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "intermediates": frozenset({"errors", "io"}),
     "provenance": frozenset({"errors", "io", "procfs"}),
     "plan": frozenset({"errors", "io", "limits"}),
-    "plan_sharded": frozenset({"errors", "io", "collective_dtypes"}),
+    "plan_sharded": frozenset({"errors", "io", "collective_dtypes", "plan_mesh"}),
     "collective_dtypes": frozenset({"errors"}),
+    "plan_mesh": frozenset({"errors"}),
     "admission": frozenset({"errors", "io", "procfs"}),
     "ties": frozenset(),
     "gpus": frozenset(),

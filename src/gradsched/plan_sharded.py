@@ -42,12 +42,13 @@ from typing import Any
 from gradsched.collective_dtypes import CollectiveDtypes
 from gradsched.errors import InputError
 from gradsched.io import read_json, write_json_atomic
+from gradsched.plan_mesh import DeviceMeshShape, Reshard
 
 FORMAT = "gradsched.sharded_plan"
 FORMAT_VERSION = 1
 PLAN_KEYS = frozenset({"format", "format_version", "algorithm", "knobs", "info", "units",
                        "forward_prefetch", "backward_prefetch",
-                       "keep_unsharded_between_microbatches", "mixed_precision"})
+                       "keep_unsharded_between_microbatches", "mixed_precision", "mesh"})
 UNIT_KEYS = frozenset({"tensors", "reshard_after_forward"})
 MAX_PREFETCH = 64
 
@@ -60,7 +61,9 @@ class Unit:
     """Tensors all-gathered and reduce-scattered together (one ``fully_shard`` call)."""
 
     tensors: tuple[str, ...]
-    reshard_after_forward: bool = True
+    reshard_after_forward: Reshard = True
+    """``True``, ``False``, or an integer: the world size to reshard to after forward
+    (:mod:`gradsched.plan_mesh`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"tensors": list(self.tensors),
@@ -79,12 +82,17 @@ class ShardedPlan:
     info: dict[str, Any] = field(default_factory=dict)
     keep_unsharded_between_microbatches: bool = False
     mixed_precision: CollectiveDtypes | None = None
+    mesh: DeviceMeshShape | None = None
+    """The data-parallel mesh (HSDP: replicate x shard); None: a 1-D mesh of every rank
+    (written only when set, :mod:`gradsched.plan_mesh`)."""
 
     def to_dict(self) -> dict[str, Any]:
         keep = {"keep_unsharded_between_microbatches": True} \
             if self.keep_unsharded_between_microbatches else {}
         if self.mixed_precision is not None:
             keep["mixed_precision"] = self.mixed_precision.to_dict()
+        if self.mesh is not None:
+            keep["mesh"] = self.mesh.to_dict()
         return {"format": FORMAT, "format_version": FORMAT_VERSION,
                 "algorithm": self.algorithm, "knobs": self.knobs, "info": self.info,
                 "forward_prefetch": self.forward_prefetch,
@@ -152,7 +160,9 @@ class ShardedPlan:
                        data.get("keep_unsharded_between_microbatches", False), source,
                        "keep_unsharded_between_microbatches"),
                    mixed_precision=None if data.get("mixed_precision") is None else
-                   CollectiveDtypes.from_dict(data["mixed_precision"], source))
+                   CollectiveDtypes.from_dict(data["mixed_precision"], source),
+                   mesh=None if data.get("mesh") is None
+                   else DeviceMeshShape.from_dict(data["mesh"], source))
 
     @classmethod
     def load(cls, path: str | Path) -> ShardedPlan:
@@ -199,8 +209,9 @@ def _unit(raw: Any, index: int, source: str) -> Unit:
         raise InputError(f"{where}.tensors must be a list of tensor names", path=source,
                          field=f"{where}.tensors")
     reshard = raw.get("reshard_after_forward", True)
-    if not isinstance(reshard, bool):
-        raise InputError(f"{where}.reshard_after_forward must be true or false", path=source,
+    if not isinstance(reshard, bool) and not (isinstance(reshard, int) and 2 <= reshard <= 2**20):
+        raise InputError(f"{where}.reshard_after_forward must be true, false or the world "
+                         "size (>= 2) to reshard to", path=source,
                          field=f"{where}.reshard_after_forward")
     return Unit(tensors=tuple(tensors), reshard_after_forward=reshard)
 
@@ -248,8 +259,8 @@ def fully_shard_code(plan: ShardedPlan, names: Sequence[str]) -> str:
     fewest modules covering it (:func:`covering_modules`, from the tensor names ``names``),
     ``fully_shard(model)`` for the root, then the prefetch lists (and, for a plan that keeps
     the parameters unsharded between micro-batches, the calls of each micro-batch as
-    comments)."""
-    lines = []
+    comments). A plan with a mesh starts with its ``init_device_mesh`` line."""
+    lines = [plan.mesh.code()] if plan.mesh is not None else []
     under = tensors_under(names)
     mp, policy = plan.mixed_precision, ""
     if mp is not None:
@@ -262,9 +273,10 @@ def fully_shard_code(plan: ShardedPlan, names: Sequence[str]) -> str:
         mods = covering_modules(unit.tensors, names, under)
         ref = ", ".join(f"model.get_submodule({m!r})" for m in mods)
         lines.append(f"u{k} = [{ref}]")
+        mesh = ", mesh=mesh" if plan.mesh is not None else ""
         lines.append(f"fully_shard(u{k}, reshard_after_forward={unit.reshard_after_forward}"
-                     f"{policy})")
-    lines.append(f"fully_shard(model{policy})")
+                     f"{mesh}{policy})")
+    lines.append(f"fully_shard(model{', mesh=mesh' if plan.mesh is not None else ''}{policy})")
     n = plan.n_units
     for k in range(n):
         ahead = [f"u{j}[0]" for j in range(k + 1, min(k + plan.forward_prefetch, n - 1) + 1)]

@@ -115,6 +115,7 @@ def make_inputs(d: Path) -> None:
     _reexec_inputs(d)
     _report_inputs(d)
     _at_scale_inputs(d)
+    _gradsched(f"{NCROSS} -o {{d}}/nccl.json", d)  # an nccl model (shard mesh --comm)
 
 
 def _at_scale_inputs(d: Path) -> None:
@@ -502,6 +503,9 @@ def _advise() -> dict[str, Entry]:
         a + "--float8-all-gather": (refused(ADV, "--float8-all-gather"),
                                     refused(ADV_SH, "--float8-all-gather"),
                                     CoveredBy(F8_TEST, F8_WHY)),
+        # device meshes on a two-level cluster; refused without --sharded or a cluster
+        a + "--mesh": (Probe(ADV_SH, f"{ADV_TOPO} --sharded --mesh", "stdout"),
+                       refused(ADV_TOPO, "--mesh"), refused(ADV_SH, "--mesh")),
     }
     for option, value in validate_only.items():
         entries[a + option] = refused(ADV, f"{option} {value}".strip())
@@ -613,7 +617,36 @@ def _shard() -> dict[str, Entry]:
         "shard dtypes --label": Probe(SHD, SHD.replace("--label rn18", "--label x"), "sd.csv"),
         "shard dtypes --output": Output(SHD, SHD.replace("-o sd.csv", "-o o.csv"), "o.csv"),
     })
+    entries.update(_shard_mesh())
     return entries
+
+
+SHM = f"shard mesh --compute {C} --topology {{d}}/topo.yaml -o m.csv"
+SHMN = f"shard mesh --compute {C} --comm {{d}}/nccl.json --world-sizes 16 -o m.csv"
+
+
+def _shard_mesh() -> dict[str, Entry]:
+    """``shard mesh``: FSDP vs reshard-to-node vs HSDP (the nccl model: made from the ABCI
+    sweeps, fitted at 16 ranks, in :func:`make_inputs`)."""
+    s = "shard mesh "
+    return {
+        s + "--help": HELP,
+        s + "--compute": Probe(SHM, SHM.replace(C, C16), "stdout"),
+        s + "--topology": (Probe(SHM, SHM.replace("topo.yaml", "topo-slow.yaml"), "stdout"),
+                           refused(SHMN, "--topology {d}/topo.yaml")),
+        s + "--topology-collective": (more(SHM, "--topology-collective flat", compare="stdout"),
+                                      refused(SHMN, "--topology-collective flat")),
+        s + "--comm": Probe(SHM, SHMN, "stdout"),
+        s + "--world-sizes": (Probe(SHMN, SHMN.replace("16", "32"), "stdout"),
+                              refused(SHM, "--world-sizes 4")),
+        s + "--semantics": more(SHM, "--semantics blocking", compare="stdout"),
+        s + "--gpu-memory": more(SHM, "--gpu-memory 100M", compare="stdout"),
+        s + "--output": Output(SHM, SHM.replace("-o m.csv", "-o o.csv"), "o.csv"),
+        s + "--tex": (Output(SHM, f"{SHM} --tex t.tex --md t.md", "t.tex"),
+                      refused(SHM, "--tex t.tex")),
+        s + "--md": Output(SHM, f"{SHM} --tex t.tex --md t.md", "t.md"),
+        s + "--macros": Output(SHM, f"{SHM} --macros mm.tex", "mm.tex"),
+    }
 
 
 # --------------------------------------------------------------------------- study

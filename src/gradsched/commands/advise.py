@@ -27,6 +27,8 @@ FSDP2's per-block default against the optimum of unit grouping, resharding and p
 under --memory-cap, the fully_shard calls to paste, and with --validate both run with
 stock FSDP2 (with --grad-accum K: steps of K micro-batches, gradient sync off for the
 first K-1).
+--sharded --mesh compares device meshes instead (full sharding, reshard_after_forward =
+GPUs per node, HSDP; gradsched.commands._advise_mesh) on --topology or an nccl --comm model.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import argparse
 from pathlib import Path
 
 from gradsched.commands._admit import Training, admit_training
+from gradsched.commands._advise_mesh import add_mesh_option, run_mesh_advice
 from gradsched.commands._args import (
     add_grad_accum,
     add_oversubscribe,
@@ -151,6 +154,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "after the parameter, gradient and Adam-state shards; default: the "
                          "trace's device when it names a known GPU")
     add_dtype_options(sh)
+    add_mesh_option(sh)  # --mesh: FSDP vs HSDP vs integer resharding (commands/_advise_mesh)
     val = p.add_argument_group("validation (--validate: run the candidates for real)")
     val.add_argument("--validate", action="store_true",
                      help="run stock DDP with the per-bucket caps, the best uniform cap and "
@@ -233,6 +237,10 @@ def _validation_settings(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     _validation_settings(args)
     trace, model, world, interference = _load(args)
+    if args.mesh and not args.sharded:
+        raise ConfigError("--mesh needs --sharded")
+    if args.sharded and args.mesh:
+        return run_mesh_advice(args, trace, model, world)
     if args.sharded:
         return _run_sharded(args, trace, model, world)
     args.iterations = args.iterations or DEFAULT_ITERATIONS

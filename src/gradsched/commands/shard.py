@@ -13,6 +13,9 @@
         --network tbf1gbit [--algorithms fsdp2,fsdp2-noreshard,sharded-optimum-capped] \\
         [--rounds 3] -o DIR
 
+``mesh`` (:mod:`gradsched.commands._shard_mesh`) compares full sharding, resharding to a
+node after forward and HSDP on a two-level cluster.
+
 ``measure`` is the re-execution protocol for sharded plans
 (:mod:`gradsched.reexec.sharded`): plans from the committed CPU trace and gloo sweep of the
 case, predicted, run with stock FSDP2, measured against predicted and against FSDP2's
@@ -40,6 +43,7 @@ from gradsched.commands._args import (
 from gradsched.commands._dtypes import add_dtype_options, dtypes_of
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.commands._overlap import add_overlap_option, sharded_overlap
+from gradsched.commands._shard_mesh import register_mesh
 from gradsched.limits import MAX_RANKS
 
 MEASURED_DEFAULT = ("fsdp2,fsdp2-noreshard,fsdp2-saturation,sharded-optimum,"
@@ -80,6 +84,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("shard", help="sharded data parallelism: FSDP2 units and prefetch")
     ssub = parser.add_subparsers(dest="shard_command", required=True)
+    register_mesh(ssub)  # gradsched shard mesh: FSDP vs HSDP vs integer resharding
 
     p = ssub.add_parser("compare", help="replay every sharded planner and the optimum")
     _common(p)

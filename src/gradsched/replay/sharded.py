@@ -115,6 +115,7 @@ from gradsched.limits import MAX_GRAD_ACCUM, is_grad_accum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.replay.sharded_dtypes import dtyped_layout, layer_bytes
 from gradsched.replay.sharded_layout import ROOT, UnitLayout, unit_layout
+from gradsched.replay.sharded_mesh_times import MeshTimes
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq, layer_seq
 
@@ -165,6 +166,18 @@ class _Run:
         self.busy = 0.0
         self.count = 0
         self.memory: list[tuple[float, int, float]] = []  # (time, 0 free / 1 alloc, bytes)
+        self.side_free = 0.0  # HSDP's all-reduce stream (gradsched.replay.sharded_mesh)
+
+    def side(self, ready: float, duration: float) -> float:
+        """A collective on the second channel (HSDP's all-reduce stream), started once
+        ``ready`` and the channel's previous one end; returns its end."""
+        start = max(ready, self.side_free, self.t if self.blocking else ready)
+        self.side_free = start + duration
+        self.busy += duration
+        self.count += 1
+        if self.blocking:
+            self.t = self.side_free
+        return self.side_free
 
     def issue(self, duration: float, nbytes: float) -> float:
         """Issue a collective now; returns its end. Blocking: the host waits for it."""
@@ -251,6 +264,11 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
         raise ConfigError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
     check_grad_accum(grad_accum)
     check_compute_slowdown(compute_slowdown)
+    if (plan.mesh is not None and plan.mesh.is_hsdp) or any(
+            not isinstance(u.reshard_after_forward, bool) for u in plan.units):
+        raise ConfigError(f"sharded plan '{plan.algorithm}' has an HSDP mesh or an integer "
+                          "reshard_after_forward: replay it on a two-level cluster "
+                          "(gradsched.replay.sharded_mesh: shard mesh, advise --sharded --mesh)")
     seq = layer_seq(trace)
     layout = plan_layout(trace, plan, seq)
     gather, reduce = layout.sizes()
@@ -275,23 +293,25 @@ def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
                   ag: np.ndarray, rs: np.ndarray, world: int, *,
                   blocking: bool, grad_accum: int = 1,
                   keep_unsharded: bool = False,
-                  compute_slowdown: float = 1.0) -> ShardedReplay:
+                  compute_slowdown: float = 1.0,
+                  mesh: MeshTimes | None = None) -> ShardedReplay:
     """The replay of a checked layout with its all-gather and reduce-scatter times given
     (``ag[k]``, ``rs[k]`` per unit, the root's last), for searches that replay many plans;
     ``grad_accum`` micro-batches per step, only the last reduce-scattering;
     ``keep_unsharded``: the parameters stay gathered from one micro-batch's backward to the
     next one's forward; ``compute_slowdown``: compute speed divisor while a collective is on
-    the channel (module docstring)."""
+    the channel (module docstring); ``mesh``: HSDP's all-reduces and integer resharding
+    (:mod:`gradsched.replay.sharded_mesh`)."""
     run = _Run(blocking, compute_slowdown)
     runs = _runs(seq, layout)
     for micro in range(grad_accum):
         last = micro == grad_accum - 1
         root_ready = _forward(runs, layout, depth_f, ag, run,
-                              kept=keep_unsharded and micro > 0)
+                              kept=keep_unsharded and micro > 0, mesh=mesh)
         forward_end = run.t
         rs_end = _backward(runs, layout, depth_b, ag, rs, run, root_ready,
                            reduce=last, grads_held=micro > 0,
-                           reshard=last or not keep_unsharded)
+                           reshard=last or not keep_unsharded, mesh=mesh)
         backward_end = run.t
     run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world, 1)
     compute = float((seq.forward_s.sum() + seq.backward_s.sum()) * grad_accum
@@ -322,7 +342,8 @@ def _runs(seq: LayerSeq, layout: UnitLayout) -> list[tuple[int, float, float]]:
 
 
 def _forward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
-             ag: np.ndarray, run: _Run, *, kept: bool = False) -> float:
+             ag: np.ndarray, run: _Run, *, kept: bool = False,
+             mesh: MeshTimes | None = None) -> float:
     """Forward pass; returns when the root's all-gather ended (``-inf`` without a root or
     when ``kept``: every unit and the root still gathered from the previous backward, so
     nothing is all-gathered)."""
@@ -344,12 +365,15 @@ def _forward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: in
         run.t = run.compute(max(run.t, wait), forward_s)
         if k != ROOT and layout.reshard[k]:
             run.free(run.t, layout.unit_bytes[k])
+            if mesh is not None:  # reshard_after_forward=int keeps a slice until backward
+                run.alloc(run.t, mesh.post_forward_bytes[k])
     return root_ready
 
 
 def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
               ag: np.ndarray, rs: np.ndarray, run: _Run, root_ready: float, *,
-              reduce: bool = True, grads_held: bool = False, reshard: bool = True) -> float:
+              reduce: bool = True, grads_held: bool = False, reshard: bool = True,
+              mesh: MeshTimes | None = None) -> float:
     """Backward pass; returns when the last reduce-scatter ends. ``reduce`` false: a
     micro-batch with gradient sync off (no reduce-scatter, the unsharded gradients kept);
     ``grads_held``: an earlier micro-batch allocated them already; ``reshard`` false: the
@@ -358,6 +382,8 @@ def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: i
     gathered = np.full(n_units, -math.inf)  # backward all-gather ends (-inf: not needed)
     issued = [not r for r in layout.reshard]
     last_rs = run.t
+    ag_back = ag if mesh is None else mesh.backward_all_gather_s
+    hsdp = mesh is not None and mesh.all_reduce_s.size > 0
     if not grads_held:
         run.alloc(run.t, layout.grad(ROOT))  # root gradients, from the start of backward
     for k, _, backward_s in reversed(runs):
@@ -369,7 +395,10 @@ def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: i
                 if not issued[target]:
                     issued[target] = True
                     run.alloc(run.t, layout.unit_bytes[target])
-                    gathered[target] = run.issue(ag[target], layout.unit_bytes[target])
+                    gathered[target] = run.issue(ag_back[target],
+                                                 layout.unit_bytes[target])
+                    if mesh is not None:
+                        run.free(gathered[target], mesh.post_forward_bytes[target])
             wait = gathered[k]
         run.t = run.compute(max(run.t, wait), backward_s)
         if k != ROOT:
@@ -378,12 +407,16 @@ def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: i
             if reduce:
                 last_rs = run.issue(rs[k], layout.unit_bytes[k])
                 run.free(last_rs, layout.grad(k))  # gradients, once reduce-scattered
+                if hsdp:  # then the all-reduce of the shard among replicas
+                    last_rs = run.side(last_rs, mesh.all_reduce_s[k])  # type: ignore[union-attr]
     if layout.root_bytes > 0:
         if reshard:
             run.free(run.t, layout.root_bytes)  # the root's gathered parameters
         if reduce:
             last_rs = run.issue(rs[-1], layout.root_bytes)
             run.free(last_rs, layout.grad(ROOT))
+            if hsdp:
+                last_rs = run.side(last_rs, mesh.all_reduce_s[-1])  # type: ignore[union-attr]
     return max(last_rs, run.channel_free)
 
 

@@ -62,19 +62,26 @@ def unit_modules(model: nn.Module, plan: ShardedPlan) -> list[list[nn.Module]]:
     return out
 
 
-def apply_plan(model: nn.Module, plan: ShardedPlan) -> list[list[nn.Module]]:
+def apply_plan(model: nn.Module, plan: ShardedPlan,
+               mesh: object | None = None) -> list[list[nn.Module]]:
     """Shard ``model`` in place as ``plan`` says (module docstring); returns each unit's
-    modules."""
+    modules. ``mesh``: the ``DeviceMesh`` every ``fully_shard`` gets (the plan's HSDP
+    mesh, :mod:`gradsched.runtime.mesh_run`); None: FSDP2's default 1-D mesh."""
     from torch.distributed.fsdp import fully_shard
 
     if plan.backward_prefetch < 1 and plan.n_units > 1:
         raise ConfigError("FSDP2 always prefetches one unit in backward; a backward_prefetch "
                           "of 0 cannot be run")
+    if mesh is None and plan.mesh is not None and plan.mesh.is_hsdp:
+        raise ConfigError(f"sharded plan '{plan.algorithm}' has an HSDP mesh: run it on its "
+                          "mesh (gradsched.runtime.mesh_run), not on FSDP2's default one")
     policy = mp_policy(plan)
     units = unit_modules(model, plan)
+    on_mesh = {} if mesh is None else {"mesh": mesh}
     for modules, unit in zip(units, plan.units, strict=True):
-        fully_shard(modules, reshard_after_forward=unit.reshard_after_forward, **policy)
-    fully_shard(model, **policy)
+        fully_shard(modules, reshard_after_forward=unit.reshard_after_forward, **on_mesh,
+                    **policy)
+    fully_shard(model, **on_mesh, **policy)
     for k, modules in enumerate(units):
         ahead = [units[j][0] for j in range(k + 1, min(k + plan.forward_prefetch, len(units) - 1)
                                             + 1)]

@@ -37,6 +37,9 @@ exact optimum, which scores candidates with the replay, is
 * ``torchtitan``, ``torchtitan-2024``: torchtitan's layouts, the embeddings and the head in
   units of their own or the last block kept gathered
   (:mod:`gradsched.planners.sharded.torchtitan`).
+* ``hsdp``: FSDP2's per-block units on a device mesh (HSDP: replicate x shard) with
+  ``reshard_after_forward`` true, false or an integer (:mod:`.hsdp`,
+  :mod:`gradsched.plan_mesh`); replayed by :mod:`gradsched.replay.sharded_mesh`.
 """
 
 from __future__ import annotations
@@ -226,14 +229,27 @@ SHARDED_PLANNERS: dict[str, ShardedPlanner] = {
                                       {"forward_prefetch": int, "backward_prefetch": int}),
 }
 
+# ``hsdp`` (:mod:`gradsched.planners.sharded.hsdp`): FSDP2's units on a device mesh; imported
+# here, after ``fsdp2``, which it builds on.
+# Kept apart from SHARDED_PLANNERS, which the single-mesh comparisons iterate: a mesh plan is
+# replayed by gradsched.replay.sharded_mesh on a two-level cluster.
+from gradsched.plan_mesh import parse_reshard  # noqa: E402
+from gradsched.planners.sharded.hsdp import hsdp  # noqa: E402
+
+MESH_PLANNERS: dict[str, ShardedPlanner] = {
+    "hsdp": ShardedPlanner("hsdp", hsdp, {"shard": int, "reshard_after_forward": parse_reshard,
+                                          "forward_prefetch": int, "backward_prefetch": int}),
+}
+
 
 def make_sharded_plan(name: str, trace: ComputeTrace, model: CommModel, world_size: int,
                       knobs: Mapping[str, Any] | None = None) -> ShardedPlan:
     """Run sharded planner ``name`` with ``knobs`` (strings parsed to the knob's type)."""
-    if name not in SHARDED_PLANNERS:
+    known = {**SHARDED_PLANNERS, **MESH_PLANNERS}
+    if name not in known:
         raise ConfigError(f"unknown sharded planner {name!r}; known: "
                           f"{', '.join(sorted(SHARDED_PLANNERS))}")
-    spec = SHARDED_PLANNERS[name]
+    spec = known[name]
     parsed: dict[str, Any] = {}
     for key, value in (knobs or {}).items():
         if key not in spec.knobs:
