@@ -53,7 +53,10 @@ def at_scale_macro_names() -> set[str]:
     from gradsched.report.at_scale import MACROS
     from gradsched.report.overlap_slowdown import overlap_macros
 
-    return {f"AtScale{name}" for name in MACROS} | set(overlap_macros(None))
+    from gradsched.report.hsdp import macro_names as hsdp_macro_names
+
+    return ({f"AtScale{name}" for name in MACROS} | set(overlap_macros(None))
+            | hsdp_macro_names())
 
 
 def scaling_macro_names() -> dict[str, str]:
@@ -106,7 +109,7 @@ def test_main_tex_includes_every_figure_and_table() -> None:
         "collectives-summary", "collectives-broadcast", "collectives-formula-errors",
         "compression-summary", "reexec", "collectives-at-scale", "overlap-slowdown",
         "stragglers", "stragglers-ep", "at-scale", "at-scale-variants", "at-scale-effects",
-        "diagnose-collectives", "diagnose-planted", "sharded-dtypes",
+        "diagnose-collectives", "diagnose-planted", "sharded-dtypes", "hsdp",
     }
 
 
@@ -177,6 +180,10 @@ def _stub_generated(paper: Path) -> None:
     latex.write_macros(paper / "generated" / "overlap-macros.tex", overlap_macros(None))
     latex.write_macros(paper / "generated" / "at-scale-macros.tex",
                        {f"AtScale{name}": latex.NA for name in AT_SCALE_MACROS})
+    from gradsched.report.hsdp import macro_names as hsdp_macro_names
+
+    latex.write_macros(paper / "generated" / "hsdp-macros.tex",
+                       dict.fromkeys(hsdp_macro_names(), latex.NA))
 
 
 @pytest.mark.slow
