@@ -27,29 +27,22 @@ What each mode does, in FSDP2 (torch 2.14, ``torch/distributed/fsdp/_fully_shard
 Every mode all-gathers as the plan says in every micro-batch (``pre_forward`` /
 ``pre_backward`` call ``unshard`` whatever ``reduce_grads`` is, L550-605).
 
-The ``sync-every`` replay runs the micro-batches of :mod:`gradsched.replay.sharded` back to
-back, each with its reduce-scatters and no gradient carried, through that module's own
-forward and backward passes (one engine, not a copy of it).
+The ``sync-every`` replay is :func:`gradsched.replay.sharded.replay_sharded` with
+``reduce_every``: its micro-batches back to back, each with its reduce-scatters and no
+unsharded gradient carried (one engine, not a copy of it).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from gradsched.costmodel.base import CommModel, comm_times
+from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.replay.sharded import (
     SEMANTICS,
     Semantics,
     ShardedReplay,
-    _backward,
-    _forward,
-    _Run,
-    _runs,
     check_grad_accum,
     replay_sharded,
 )
@@ -109,30 +102,7 @@ def replay_mode(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, world_
     seq = layer_seq(trace)
     layout = unit_layout(plan, seq, trace.path)
     reducing = len(layout.ranges) + (1 if layout.root_bytes > 0 else 0)
-    if mode == "no-sync" or grad_accum == 1:
-        result = replay_sharded(trace, plan, model, world_size, semantics=semantics,
-                                grad_accum=grad_accum)
-        scatters = reducing
-    else:
-        sizes = np.append(layout.unit_bytes, layout.root_bytes)
-        ag = comm_times(model, "all_gather", sizes, world_size)
-        rs = comm_times(model, "reduce_scatter", sizes, world_size)
-        run = _Run(semantics == "blocking")
-        runs = _runs(seq, layout)
-        rs_end = forward_end = backward_end = 0.0
-        for _ in range(grad_accum):
-            root_ready = _forward(runs, layout, plan.forward_prefetch, ag, run)
-            forward_end = run.t
-            rs_end = _backward(runs, layout, plan.backward_prefetch, ag, rs, run, root_ready)
-            backward_end = run.t
-        run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world_size, 1)
-        compute = float((seq.forward_s.sum() + seq.backward_s.sum()) * grad_accum
-                        + seq.update_s.sum() / world_size)
-        result = ShardedReplay(iteration_s=run.t, forward_end_s=forward_end,
-                               backward_end_s=backward_end, compute_s=compute,
-                               comm_busy_s=run.busy, gathered_peak_bytes=run.peak(),
-                               resident_bytes=2.0 * math.ceil(float(seq.nbytes.sum())
-                                                              / max(world_size, 1)),
-                               n_collectives=run.count)
-        scatters = reducing * grad_accum
+    result = replay_sharded(trace, plan, model, world_size, semantics=semantics,
+                            grad_accum=grad_accum, reduce_every=mode == "sync-every")
+    scatters = reducing * (grad_accum if mode == "sync-every" else 1)
     return ModeReplay(mode, grad_accum, result, result.n_collectives - scatters, scatters)
