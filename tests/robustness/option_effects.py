@@ -1524,3 +1524,30 @@ REGISTRY = registry()
 
 __all__ = ["REGISTRY", "SLOW", "CoveredBy", "Exempt", "Output", "Probe", "Unprobed",
            "make_inputs"]
+
+
+# --------------------------------------------------------------------------- shard accumulate
+
+SHA = f"shard accumulate --compute {C} --comm {M} --world-size 2 --grad-accum 2"
+
+
+def _shard_accumulate() -> dict[str, Entry]:
+    s = "shard accumulate "
+    return {
+        s + "--help": HELP,
+        s + "--compute": Probe(SHA, SHA.replace(C, C16), "stdout"),
+        s + "--comm": Probe(SHA, SHA.replace(M, AB), "stdout"),
+        s + "--world-size": Probe(SHA.replace(M, AB), SHA.replace(M, AB).replace(
+            "--world-size 2", "--world-size 4"), "stdout"),
+        s + "--semantics": more(SHA, "--semantics blocking", compare="stdout"),
+        s + "--grad-accum": Probe(SHA, SHA.replace("--grad-accum 2", "--grad-accum 4"),
+                                  "stdout"),
+        s + "--algorithm": more(SHA, "--algorithm zero3", compare="stdout"),
+        s + "--plan": (more(SHA, "--plan {d}/zero3.json", compare="stdout"),
+                       refused(SHA, "--plan {d}/zero3.json --algorithm fsdp2")),
+        s + "--memory-cap": more(SHA, "--memory-cap 30M", compare="stdout"),
+        s + "--output": Output(SHA, f"{SHA} -o a.csv", "a.csv"),
+    }
+
+
+REGISTRY.update(_shard_accumulate())

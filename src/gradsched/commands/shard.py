@@ -142,6 +142,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", type=output_folder, required=True,
                    help="folder: measured.csv, iterations.csv, meta.json, plans/")
     p.set_defaults(func=_measure)
+    from gradsched.commands._shard_accumulate import add_accumulate
+
+    add_accumulate(ssub)
 
 
 def _check_keep(args: argparse.Namespace) -> None:
