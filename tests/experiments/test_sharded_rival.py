@@ -9,18 +9,17 @@ import math
 import pandas as pd
 import pytest
 
-pytest.importorskip("pulp")
-
-from gradsched.costmodel import AlphaBetaModel  # noqa: E402
-from gradsched.experiments.sharded.rival import rival_rows  # noqa: E402
-from gradsched.experiments.sharded.rival_milp import (  # noqa: E402
+from gradsched.costmodel import AlphaBetaModel
+from gradsched.experiments.sharded.common import ShardedProblem
+from gradsched.experiments.sharded.rival import rival_rows
+from gradsched.experiments.sharded.rival_milp import (
     NoMilpSolution,
     fsdp_milp,
     module_tree,
 )
-from gradsched.replay.sharded import replay_sharded  # noqa: E402
-from gradsched.traces import ComputeTrace  # noqa: E402
-from tests.replay.test_sharded import META  # noqa: E402
+from gradsched.replay.sharded import replay_sharded
+from gradsched.traces import ComputeTrace
+from tests.replay.test_sharded import META
 
 MB = 2**20
 
@@ -37,7 +36,8 @@ def _trace() -> ComputeTrace:
 
 
 def test_the_module_tree_is_in_forward_pre_order() -> None:
-    mods = module_tree(_trace())
+    trace = _trace()
+    mods = module_tree(trace, ShardedProblem(trace, AlphaBetaModel(1e-4, 1e-9), 4).seq)
     assert [m.fqn for m in mods[:4]] == ["", "emb", "blocks", "blocks.0"]
     assert mods[0].nbytes == 34 * MB
     assert next(m for m in mods if m.fqn == "blocks.1").nbytes == 8 * MB
@@ -46,7 +46,7 @@ def test_the_module_tree_is_in_forward_pre_order() -> None:
 
 def test_the_milp_picks_non_nested_units_that_replay() -> None:
     trace, model = _trace(), AlphaBetaModel(1e-4, 1e-9)
-    result = fsdp_milp(trace, model, 4, None)
+    result = fsdp_milp(ShardedProblem(trace, model, 4, memory_cap_bytes=None))
     assert result.status.startswith("optimal")
     owners = [{t.rsplit(".", 1)[0] for t in u.tensors} for u in result.plan.units]
     assert all(len(o) >= 1 for o in owners)
@@ -58,20 +58,20 @@ def test_latency_makes_the_milp_choose_fewer_units() -> None:
     """Each collective's latency is exposed at least once: with a large one, fewer and
     larger units (the physical trade-off the formulation prices)."""
     trace = _trace()
-    cheap = fsdp_milp(trace, AlphaBetaModel(0.0, 1e-9), 4, None).plan.n_units
-    dear = fsdp_milp(trace, AlphaBetaModel(0.05, 1e-9), 4, None).plan.n_units
+    cheap = fsdp_milp(ShardedProblem(trace, AlphaBetaModel(0.0, 1e-9), 4)).plan.n_units
+    dear = fsdp_milp(ShardedProblem(trace, AlphaBetaModel(0.05, 1e-9), 4)).plan.n_units
     assert dear < cheap
 
 
 def test_a_budget_below_any_layout_is_no_solution() -> None:
     with pytest.raises(NoMilpSolution, match="no solution"):
-        fsdp_milp(_trace(), AlphaBetaModel(1e-4, 1e-9), 4, 1.0)
+        fsdp_milp(ShardedProblem(_trace(), AlphaBetaModel(1e-4, 1e-9), 4, memory_cap_bytes=1.0))
 
 
 def test_a_tighter_cap_bounds_the_milps_own_peak() -> None:
     trace, model = _trace(), AlphaBetaModel(1e-4, 1e-9)
     cap = 40 * MB
-    result = fsdp_milp(trace, model, 4, cap)
+    result = fsdp_milp(ShardedProblem(trace, model, 4, memory_cap_bytes=cap))
     assert result.peak_bytes <= cap + 2 * 34 * MB / 4 + 1
 
 

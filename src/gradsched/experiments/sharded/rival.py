@@ -42,11 +42,12 @@ def rival_rows(trace: ComputeTrace, model: CommModel, world_size: int,
     rows: list[dict[str, Any]] = []
     for cap_name in CAPS:
         cap = None if cap_name == "none" else base_peak
-        best = optimum(ShardedProblem(trace, model, world_size, semantics=semantics,
-                                      memory_cap_bytes=cap)).plan
+        problem = ShardedProblem(trace, model, world_size, semantics=semantics,
+                                 memory_cap_bytes=cap)
+        best = optimum(problem).plan
         found: dict[str, ShardedPlan | None] = {BASELINE: base, OPTIMUM: best}
         try:
-            milp = fsdp_milp(trace, model, world_size, cap)
+            milp = fsdp_milp(problem)
             found[RIVAL] = milp.plan
             own = {"milp_status": milp.status, "milp_exposed_comm_s": milp.exposed_comm_s,
                    "milp_peak_bytes": milp.peak_bytes}

@@ -56,12 +56,14 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import pulp
 
 from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError
+from gradsched.experiments.sharded.common import ShardedProblem
 from gradsched.plan_sharded import ShardedPlan, Unit
 from gradsched.traces.bundle import ComputeTrace
-from gradsched.traces.layers import layer_seq
+from gradsched.traces.layers import LayerSeq
 
 RIVAL = "fsdp-milp"
 """The rival plan's algorithm name."""
@@ -107,10 +109,10 @@ class NoMilpSolution(ConfigError):
         self.status = status
 
 
-def module_tree(trace: ComputeTrace) -> list[Module]:
-    """The modules of the trace in forward pre-order (by first layer, outer first); index 0
-    is the model itself (module docstring)."""
-    seq = layer_seq(trace)
+def module_tree(trace: ComputeTrace, seq: LayerSeq) -> list[Module]:
+    """The modules of the trace (``seq``: its layers, :class:`ShardedProblem`'s) in forward
+    pre-order (by first layer, outer first); index 0 is the model itself (module
+    docstring)."""
     layer_of = {t: j for j, group in enumerate(seq.tensors) for t in group}
     size = dict(zip(trace.frame["name"], trace.frame["bytes"].astype(float), strict=True))
     members: dict[str, list[str]] = {}
@@ -150,13 +152,13 @@ def alpha_beta(model: CommModel, collective: str, sizes: np.ndarray, world: int
     return max(float(intercept), 0.0), max(float(slope), 0.0)
 
 
-def fsdp_milp(trace: ComputeTrace, model: CommModel, world_size: int,
-              memory_cap_bytes: float | None) -> MilpResult:
-    """Solve the reconstructed formulation (module docstring) for ``trace``; the cap on
-    gathered parameters and unsharded gradients (None: no cap, a budget of every byte)."""
-    import pulp
-
-    mods = module_tree(trace)
+def fsdp_milp(problem: ShardedProblem) -> MilpResult:
+    """Solve the reconstructed formulation (module docstring) for the problem's trace, comm
+    model, world size and cap on gathered parameters and unsharded gradients (None: no cap,
+    a budget of ten times every byte)."""
+    trace, model, world_size = problem.trace, problem.model, problem.world_size
+    memory_cap_bytes = problem.memory_cap_bytes
+    mods = module_tree(trace, problem.seq)
     n, world = len(mods), max(world_size, 1)
     total = mods[0].nbytes
     shards = 2.0 * total / world
