@@ -24,6 +24,7 @@ include: "workflow/rules/topology.smk"
 include: "workflow/rules/ps.smk"
 # Sharded data parallelism (FSDP2 units and prefetch): the sharded table (in `all` via TABLES).
 include: "workflow/rules/sharded.smk"
+include: "workflow/rules/fsdp_rival.smk"
 # Stragglers: measured cv, fits, validation and e_P tables (in `all` via TABLES).
 include: "workflow/rules/stragglers.smk"
 # What overlap costs the GPU: the overlap-slowdown table (in `all` via TABLES; before paper).

@@ -50,6 +50,7 @@ def _accumulate(args: argparse.Namespace) -> int:
     from gradsched.experiments.sharded.accumulation import NOT_PRICED, accumulation_rows, advice
     from gradsched.experiments.sharded.common import ShardedProblem
     from gradsched.experiments.sharded.optimum import OPTIMUM, optimum
+    from gradsched.experiments.sharded.rival import case_name
     from gradsched.io import write_csv_atomic
     from gradsched.plan_sharded import ShardedPlan
     from gradsched.planners.sharded import make_sharded_plan
@@ -69,6 +70,8 @@ def _accumulate(args: argparse.Namespace) -> int:
         plan = make_sharded_plan(args.algorithm or "fsdp2", trace, model, args.world_size)
     rows = accumulation_rows(problem, plan)
     frame = pd.DataFrame(rows)
+    frame.insert(0, "network", case_name(args.comm))
+    frame.insert(0, "case", case_name(args.compute))
     shown = ["mode", "step_s", "all_gathers", "reduce_scatters", "gathered_peak_bytes",
              "extra_peak_bytes", "step_over_fastest", *(["fits_cap"] if args.memory_cap
                                                         is not None else [])]

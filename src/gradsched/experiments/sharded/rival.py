@@ -17,6 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from gradsched.costmodel.base import CommModel
 from gradsched.experiments.sharded.common import ShardedProblem
 from gradsched.experiments.sharded.optimum import OPTIMUM, optimum
@@ -86,3 +89,22 @@ def _replayed(trace: ComputeTrace, plan: ShardedPlan | None, model: CommModel,
 def case_name(path: str | Path) -> str:
     """A trace's or sweep's file stem (the table's case and network labels)."""
     return Path(path).name.removesuffix(".csv")
+
+
+def measured_rows(iterations: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per plan run (``gradsched shard run``'s CSV, plans ``plans/<cap>/<algorithm>.json``):
+    the cap and algorithm from the plan's path, the median, p10 and p90 of its iterations,
+    and the ratio of FSDP2's default median to its own (above 1: faster than FSDP2)."""
+    rows = []
+    for plan, group in iterations.groupby("plan", sort=False):
+        times = group["iteration_s"].astype(float)
+        parts = Path(str(plan)).parts
+        rows.append({"plan": plan, "cap": parts[-2].replace("-", " ") if len(parts) > 1
+                     else "none", "algorithm": str(group["algorithm"].iloc[0]),
+                     "iters": int(times.size), "measured_s": float(times.median()),
+                     "measured_p10_s": float(np.percentile(times, 10)),
+                     "measured_p90_s": float(np.percentile(times, 90))})
+    base = [r["measured_s"] for r in rows if r["algorithm"] == BASELINE]
+    for row in rows:
+        row["speedup_vs_fsdp2"] = base[0] / row["measured_s"] if base else NAN
+    return rows
