@@ -13,8 +13,23 @@ def rival_cases():
     return [c for c in sharded_cases() if c[5] == "blocking"]
 
 
+MEASURED_RIVAL_CASE = (
+    "resnet18-cpu-b4",
+    "traces/compute/cpu/resnet18-b4-cpu-fp32.csv",
+    "cpu-gloo-loopback",
+    "traces/comm/cpu/gloo-loopback-p2.csv",
+    2,
+    "blocking",
+)
+"""The case whose rival plans were run (paper/data/sharded-rival/resnet18-b4-p2-loopback)."""
+
+
 def rival_case(name, network):
-    return next(c for c in rival_cases() if c[0] == name and c[2] == network)
+    return next(
+        c
+        for c in [*rival_cases(), MEASURED_RIVAL_CASE]
+        if c[0] == name and c[2] == network
+    )
 
 
 if rival_cases():
@@ -67,7 +82,7 @@ rule shard_rival_collect:
     input:
         [
             f"{RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv"
-            for c in rival_cases()
+            for c in [*rival_cases(), MEASURED_RIVAL_CASE]
             if c[0].startswith("resnet18")
         ],
     output:
