@@ -30,7 +30,7 @@ def _trace() -> ComputeTrace:
     sizes = [8 * MB, *([4 * MB] * 6), 2 * MB]
     frame = pd.DataFrame({"name": names, "layer": range(len(names)),
                           "numel": [s // 4 for s in sizes], "bytes": sizes,
-                          "forward_s": 0.002, "backward_s": 0.004, "update_s": 0.0,
+                          "forward_s": 0.002, "backward_s": 0.004, "update_s": 0.001,
                           "ready_order": list(range(len(names)))[::-1]})
     return ComputeTrace.from_frame(frame, META)
 
