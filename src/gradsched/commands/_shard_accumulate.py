@@ -34,7 +34,8 @@ def add_accumulate(ssub: argparse._SubParsersAction) -> None:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--algorithm", default=None,
                        help="the sharded planner whose units are compared (default fsdp2); "
-                            "sharded-optimum: the optimum for one micro-batch per step")
+                            "sharded-optimum: the optimum for K micro-batches per step with "
+                            "gradient sync skipped on all but the last (no cap)")
     which.add_argument("--plan", default=None, help="a sharded plan JSON instead")
     p.add_argument("--memory-cap", type=size(), default=None,
                    help="cap on the gathered parameters and unsharded gradients per rank "
@@ -64,8 +65,8 @@ def _accumulate(args: argparse.Namespace) -> int:
         plan = ShardedPlan.load(args.plan)
         plan.check_covers(trace.names, args.plan)
     elif args.algorithm == OPTIMUM:
-        plan = optimum(ShardedProblem(trace, model, args.world_size,
-                                      semantics=args.semantics)).plan
+        plan = optimum(ShardedProblem(trace, model, args.world_size, semantics=args.semantics,
+                                      grad_accum=args.grad_accum)).plan
     else:
         plan = make_sharded_plan(args.algorithm or "fsdp2", trace, model, args.world_size)
     rows = accumulation_rows(problem, plan)
