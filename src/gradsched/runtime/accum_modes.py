@@ -36,6 +36,7 @@ momentum), then one step with the ``torch.distributed`` collectives counted
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -80,7 +81,7 @@ def accumulation_modes(rank: int, world_size: int, payload: dict[str, Any]) -> d
         batches = [(torch.randn(batch, width, generator=g), torch.randn(batch, width,
                                                                       generator=g))
                    for _ in range(int(k))]
-        silence = fsdp2_silence(net) if mode == "no-sync" else _sync_every
+        silence = fsdp2_silence(net) if mode == "no-sync" else contextlib.nullcontext
 
         def step(i: int, _net: Any = net, _opt: Any = opt, _b: Any = batches,
                  _k: int = int(k), _s: Any = silence) -> None:
@@ -145,19 +146,3 @@ def _sample_at_hooks(net: nn.Module, sample: Callable[[], None]) -> list[Any]:
     handles += [p._unsharded_param.register_post_accumulate_grad_hook(lambda _: sample())
                 for p in _fsdp_params(net)]
     return handles
-
-
-class _SyncEvery:
-    """No context: every micro-batch reduce-scatters (FSDP2's default)."""
-
-    def __call__(self) -> _SyncEvery:
-        return self
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-_sync_every = _SyncEvery()
