@@ -25,6 +25,7 @@ include: "workflow/rules/ps.smk"
 # Sharded data parallelism (FSDP2 units and prefetch): the sharded table (in `all` via TABLES).
 include: "workflow/rules/sharded.smk"
 include: "workflow/rules/sharded_dtypes.smk"
+include: "workflow/rules/fsdp_rival.smk"
 # Stragglers: measured cv, fits, validation and e_P tables (in `all` via TABLES).
 include: "workflow/rules/stragglers.smk"
 # What overlap costs the GPU: the overlap-slowdown table (in `all` via TABLES; before paper).

@@ -1626,3 +1626,81 @@ REGISTRY = registry()
 
 __all__ = ["REGISTRY", "SLOW", "CoveredBy", "Exempt", "Output", "Probe", "Unprobed",
            "make_inputs"]
+
+
+# --------------------------------------------------------------------------- shard accumulate
+
+SHA = f"shard accumulate --compute {C} --comm {M} --world-size 2 --grad-accum 2"
+
+
+def _shard_accumulate() -> dict[str, Entry]:
+    s = "shard accumulate "
+    return {
+        s + "--help": HELP,
+        s + "--compute": Probe(SHA, SHA.replace(C, C16), "stdout"),
+        s + "--comm": Probe(SHA, SHA.replace(M, AB), "stdout"),
+        s + "--world-size": Probe(SHA.replace(M, AB), SHA.replace(M, AB).replace(
+            "--world-size 2", "--world-size 4"), "stdout"),
+        s + "--semantics": more(SHA, "--semantics blocking", compare="stdout"),
+        s + "--grad-accum": Probe(SHA, SHA.replace("--grad-accum 2", "--grad-accum 4"),
+                                  "stdout"),
+        s + "--algorithm": more(SHA, "--algorithm zero3", compare="stdout"),
+        s + "--plan": (more(SHA, "--plan {d}/zero3.json", compare="stdout"),
+                       refused(SHA, "--plan {d}/zero3.json --algorithm fsdp2")),
+        s + "--memory-cap": more(SHA, "--memory-cap 30M", compare="stdout"),
+        s + "--output": Output(SHA, f"{SHA} -o a.csv", "a.csv"),
+    }
+
+
+REGISTRY.update(_shard_accumulate())
+
+
+# --------------------------------------------------------------------------- shard rival
+
+RIVAL_TEST = "tests/commands/test_shard_rival.py::test_the_options_change_the_table"
+RIVAL_REASON = ("each run solves the FSDP-unit MILP twice (seconds to minutes on a real "
+                "trace): the test runs it on a small synthetic trace")
+RIVAL_RUN = "{R}/paper/data/sharded-rival/resnet18-b4-p2-loopback"
+
+
+def _shard_rival() -> dict[str, Entry]:
+    s = "shard rival "
+    entries: dict[str, Entry] = {s + "--help": HELP}
+    for option in ("--comm", "--world-size", "--semantics", "--plans-dir", "--output"):
+        entries[s + option] = CoveredBy(RIVAL_TEST, RIVAL_REASON)
+    entries[s + "--compute"] = CoveredBy(
+        "tests/commands/test_shard_rival.py::test_another_trace_is_another_table", RIVAL_REASON)
+    r = "report "
+    inputs = {  # verb: (its input, another input of the same kind)
+        "accumulation-table": ("{d}/acc2.csv", "{d}/acc4.csv"),
+        "fsdp-rival-table": (f"{RIVAL_RUN}/replayed.csv", "{d}/rival-head.csv"),
+        "fsdp-rival-measured-table": (f"{RIVAL_RUN}/iterations.csv", "{d}/run-head.csv"),
+    }
+    for verb, (first, other) in inputs.items():
+        base = f"report {verb} --input {first} --tex t.tex --md t.md"
+        entries.update({
+            f"{r}{verb} --help": HELP,
+            f"{r}{verb} --input": Probe(base, base.replace(first, other)),
+            f"{r}{verb} --tex": Output(base, base.replace("--tex t.tex", "--tex o.tex"),
+                                       "o.tex"),
+            f"{r}{verb} --md": Output(base, base.replace("--md t.md", "--md o.md"), "o.md"),
+            f"{r}{verb} --title": more(base, "--title Title"),
+        })
+    return entries
+
+
+REGISTRY.update(_shard_rival())
+_make_inputs = make_inputs
+
+
+def make_inputs(d: Path) -> None:  # the inputs above, and the rival tables'
+    """:func:`_make_inputs`, then the accumulation and rival tables' inputs."""
+    import pandas as pd
+
+    _make_inputs(d)
+    for k in (2, 4):
+        _gradsched(f"shard accumulate --compute {C} --comm {M} --world-size 2 --grad-accum {k} "
+                   f"-o {{d}}/acc{k}.csv", d)
+    run = Path(RIVAL_RUN.replace("{R}", str(REPO)))
+    pd.read_csv(run / "replayed.csv").head(3).to_csv(d / "rival-head.csv", index=False)
+    pd.read_csv(run / "iterations.csv").head(6).to_csv(d / "run-head.csv", index=False)

@@ -153,6 +153,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="folder: measured.csv, iterations.csv, meta.json, plans/")
     p.set_defaults(func=_measure)
     register_dtypes(ssub)
+    from gradsched.commands._shard_accumulate import add_accumulate
+    from gradsched.commands._shard_rival import add_rival
+
+    add_accumulate(ssub)
+    add_rival(ssub)
 
 
 def _check_keep(args: argparse.Namespace) -> None:

@@ -256,7 +256,7 @@ def check_compute_slowdown(compute_slowdown: float) -> float:
 
 def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, world_size: int,
                    *, semantics: Semantics = "streams", grad_accum: int = 1,
-                   compute_slowdown: float = 1.0) -> ShardedReplay:
+                   compute_slowdown: float = 1.0, reduce_every: bool = False) -> ShardedReplay:
     """Replay ``plan`` for ``trace`` on ``world_size`` ranks, one optimizer step of
     ``grad_accum`` micro-batches, compute at ``1/compute_slowdown`` while a collective is on
     the channel (see the module docstring)."""
@@ -277,7 +277,7 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
                          comm_times(model, "reduce_scatter", reduce, world_size), world_size,
                          blocking=semantics == "blocking", grad_accum=grad_accum,
                          keep_unsharded=plan.keep_unsharded_between_microbatches,
-                         compute_slowdown=compute_slowdown)
+                         compute_slowdown=compute_slowdown, reduce_every=reduce_every)
 
 
 def plan_layout(trace: ComputeTrace, plan: ShardedPlan, seq: LayerSeq) -> UnitLayout:
@@ -294,14 +294,16 @@ def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
                   blocking: bool, grad_accum: int = 1,
                   keep_unsharded: bool = False,
                   compute_slowdown: float = 1.0,
-                  mesh: MeshTimes | None = None) -> ShardedReplay:
+                  mesh: MeshTimes | None = None, reduce_every: bool = False) -> ShardedReplay:
     """The replay of a checked layout with its all-gather and reduce-scatter times given
     (``ag[k]``, ``rs[k]`` per unit, the root's last), for searches that replay many plans;
     ``grad_accum`` micro-batches per step, only the last reduce-scattering;
     ``keep_unsharded``: the parameters stay gathered from one micro-batch's backward to the
     next one's forward; ``compute_slowdown``: compute speed divisor while a collective is on
     the channel (module docstring); ``mesh``: HSDP's all-reduces and integer resharding
-    (:mod:`gradsched.replay.sharded_mesh`)."""
+    (:mod:`gradsched.replay.sharded_mesh`); ``reduce_every``: every micro-batch
+    reduce-scatters and none keeps its unsharded gradients (FSDP2's default sync,
+    :mod:`.sharded_accum`)."""
     run = _Run(blocking, compute_slowdown)
     runs = _runs(seq, layout)
     for micro in range(grad_accum):
@@ -310,7 +312,8 @@ def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
                               kept=keep_unsharded and micro > 0, mesh=mesh)
         forward_end = run.t
         rs_end = _backward(runs, layout, depth_b, ag, rs, run, root_ready,
-                           reduce=last, grads_held=micro > 0,
+                           reduce=last or reduce_every,
+                           grads_held=micro > 0 and not reduce_every,
                            reshard=last or not keep_unsharded, mesh=mesh)
         backward_end = run.t
     run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world, 1)

@@ -73,3 +73,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     overlap.register(rsub)
     paper.register(rsub)
     compare.register(rsub)
+    from gradsched.commands.report import fsdp_rival
+
+    fsdp_rival.register(rsub)

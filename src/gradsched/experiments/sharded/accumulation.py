@@ -1,0 +1,90 @@
+"""The accumulation-mode advisor: for one sharded plan and ``k`` micro-batches per optimizer
+step, FSDP2's ways to accumulate gradients side by side, each replayed
+(:mod:`gradsched.replay.sharded_accum`, :mod:`gradsched.replay.sharded`):
+
+* ``no-sync``: ``set_requires_gradient_sync(False)`` on the first ``k - 1`` micro-batches;
+* ``no-sync-keep``: the same and ``set_reshard_after_backward(False)``: the parameters also
+  stay gathered between micro-batches (the plan's ``keep_unsharded_between_microbatches``);
+  only for ``k > 1``;
+* ``sync-every``: FSDP2's default, a reduce-scatter per unit and micro-batch.
+
+HSDP's ``set_requires_all_reduce(False)`` (``no-all-reduce``) needs a replicate dimension,
+which the sharded replay does not have: it is named in :data:`NOT_PRICED`, not priced.
+
+Per mode: the step time, the collectives of a step by kind, the replay's peak of gathered
+parameters and unsharded gradients (activations and optimizer state are not in the trace;
+the shards, ``resident_bytes``, beside), the peak above ``sync-every``'s and the step time
+over the fastest mode's. :func:`advice` names the fastest mode whose peak fits a cap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gradsched.experiments.sharded.common import ShardedProblem
+from gradsched.plan_sharded import ShardedPlan
+from gradsched.replay.sharded import replay_sharded
+from gradsched.replay.sharded_accum import ModeReplay, replay_mode
+from gradsched.replay.sharded_layout import unit_layout
+
+CALLS = {
+    "no-sync": "set_requires_gradient_sync(False) on micro-batches 1..k-1",
+    "no-sync-keep": "set_requires_gradient_sync(False) and set_reshard_after_backward(False) "
+                    "on micro-batches 1..k-1",
+    "sync-every": "nothing (FSDP2's default)",
+}
+"""What a user calls for each mode (``FSDPModule`` methods, every unit)."""
+NOT_PRICED = ("no-all-reduce: set_requires_all_reduce(False) needs HSDP's replicate "
+              "dimension (the sharded replay has none yet)")
+
+
+def _keep(problem: ShardedProblem, plan: ShardedPlan) -> ModeReplay:
+    """``no-sync`` with the parameters kept unsharded between micro-batches."""
+    kept = replace(plan, keep_unsharded_between_microbatches=True)
+    result = replay_sharded(problem.trace, kept, problem.model, problem.world_size,
+                            semantics=problem.semantics, grad_accum=problem.grad_accum)
+    layout = unit_layout(kept, problem.seq, problem.trace.path)
+    scatters = len(layout.ranges) + (1 if layout.root_bytes > 0 else 0)
+    return ModeReplay("no-sync-keep", problem.grad_accum, result,
+                      result.n_collectives - scatters, scatters)
+
+
+def accumulation_rows(problem: ShardedProblem, plan: ShardedPlan) -> list[dict[str, Any]]:
+    """One row per priced mode (module docstring) for ``plan`` under ``problem``'s world
+    size, semantics and ``grad_accum``."""
+    k = problem.grad_accum
+    modes = [replay_mode(problem.trace, plan, problem.model, problem.world_size, mode,
+                         grad_accum=k, semantics=problem.semantics)
+             for mode in ("no-sync", "sync-every")]
+    if k > 1:
+        modes.insert(1, _keep(problem, plan))
+    base = next(m for m in modes if m.mode == "sync-every").replay.gathered_peak_bytes
+    fastest = min(m.replay.iteration_s for m in modes)
+    cap = problem.memory_cap_bytes
+    rows = []
+    for m in modes:
+        row = {"algorithm": plan.algorithm, "n_units": plan.n_units,
+               "world_size": problem.world_size, "semantics": problem.semantics,
+               **m.to_dict(), "fsdp2_calls": CALLS[m.mode],
+               "extra_peak_bytes": m.replay.gathered_peak_bytes - base,
+               "step_over_fastest": m.replay.iteration_s / fastest}
+        if cap is not None:
+            row["fits_cap"] = bool(m.replay.gathered_peak_bytes <= cap)
+        rows.append(row)
+    return rows
+
+
+def advice(rows: list[dict[str, Any]]) -> str:
+    """The fastest mode whose peak fits the cap (every mode when no cap), in words."""
+    if all(r["grad_accum"] == 1 for r in rows):
+        return "one micro-batch per step: the modes run the same step"
+    fitting = [r for r in rows if r.get("fits_cap", True)]
+    if not fitting:
+        smallest = min(rows, key=lambda r: r["gathered_peak_bytes"])
+        return (f"no mode fits the memory cap: the smallest peak is {smallest['mode']}'s "
+                f"({smallest['gathered_peak_bytes'] / 2**20:.4g} MiB)")
+    best = min(fitting, key=lambda r: (r["step_s"], r["gathered_peak_bytes"]))
+    return (f"fastest{' within the cap' if 'fits_cap' in best else ''}: {best['mode']} "
+            f"({best['step_s']:.4g} s per step, peak {best['gathered_peak_bytes'] / 2**20:.4g}"
+            f" MiB): {best['fsdp2_calls']}")
