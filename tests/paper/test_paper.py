@@ -51,9 +51,8 @@ def accum_macro_values() -> dict[str, str]:
 def at_scale_macro_names() -> set[str]:
     """The \\gsAtScale... and \\gsOverlap... macros (their generators' names, any data)."""
     from gradsched.report.at_scale import MACROS
-    from gradsched.report.overlap_slowdown import overlap_macros
-
     from gradsched.report.hsdp import macro_names as hsdp_macro_names
+    from gradsched.report.overlap_slowdown import overlap_macros
 
     return ({f"AtScale{name}" for name in MACROS} | set(overlap_macros(None))
             | hsdp_macro_names())
@@ -110,6 +109,7 @@ def test_main_tex_includes_every_figure_and_table() -> None:
         "compression-summary", "reexec", "collectives-at-scale", "overlap-slowdown",
         "stragglers", "stragglers-ep", "at-scale", "at-scale-variants", "at-scale-effects",
         "diagnose-collectives", "diagnose-planted", "sharded-dtypes", "hsdp",
+        "accumulation-modes", "fsdp-rival", "fsdp-rival-measured",
     }
 
 
