@@ -27,7 +27,7 @@ def test_compare_writes_a_row_per_planner_and_their_plans(tmp_path: Path) -> Non
     assert "iteration_s" in header and "gathered_peak_bytes" in header
     assert sorted(p.name for p in (tmp_path / "plans").iterdir()) == [
         "fsdp2-cap.json", "fsdp2-noreshard.json", "fsdp2-saturation.json", "fsdp2.json",
-        "sharded-optimum.json",
+        "sharded-optimum.json", "torchtitan-2024.json", "torchtitan.json",
         "zero3.json"]
 
 

@@ -700,7 +700,7 @@ def _study() -> dict[str, Entry]:
                                        "s.csv"),
         s + "unit-jitter --validate": more(ST_UJ, f"--validate {UJ}/vgg16-b64-cuda-fp32"
                                            ".pt.trace.json.gz", compare="s.csv"),
-        s + "unit-jitter --chunk-ms": more(ST_UJ, "--chunk-ms 2", compare="s.csv"),
+        s + "unit-jitter --chunk-s": more(ST_UJ, "--chunk-s 0.002", compare="s.csv"),
         s + "unit-jitter --output": Output(ST_UJ, ST_UJ.replace("-o s.csv", "-o o.csv"),
                                            "o.csv"),
         s + "ps-replay --help": HELP,

@@ -6,7 +6,7 @@ the smallest GPU count of each group (:mod:`gradsched.experiments.at_scale`).
         [--overlap-slowdown] [--stragglers] [--unit-jitter unit-jitter.csv] \\
         [--variant NAME] -o points.csv [--groups-out groups.csv] \\
         [--summary-output summary.json]
-    gradsched study unit-jitter --fit TRACE... [--validate TRACE...] [--chunk-ms 1] \\
+    gradsched study unit-jitter --fit TRACE... [--validate TRACE...] [--chunk-s 0.001] \\
         -o unit-jitter.csv
 
 Parses the options into one :class:`~gradsched.experiments.at_scale.settings.AtScaleSettings`,
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gradsched.commands._args import real
 from gradsched.commands._outputs import output_file
 from gradsched.errors import ConfigError
 
@@ -66,8 +67,8 @@ def register_unit_jitter(ssub: argparse._SubParsersAction) -> None:
     p.add_argument("--validate", type=Path, nargs="*", default=[], metavar="TRACE",
                    help="Kineto traces kept apart: measured the same way, the fit's error "
                         "against each")
-    p.add_argument("--chunk-ms", type=float, default=1.0,
-                   help="kernel time per chunk in milliseconds (default 1)")
+    p.add_argument("--chunk-s", type=real(0.0, 10.0, low_open=True), default=1e-3,
+                   help="kernel time per chunk in seconds (default 0.001)")
     p.add_argument("-o", "--output", type=output_file, required=True,
                    help="CSV: one row per trace")
     p.set_defaults(func=_unit_jitter)
@@ -77,9 +78,7 @@ def _unit_jitter(args: argparse.Namespace) -> int:
     from gradsched.experiments.at_scale.unit_jitter import study
     from gradsched.io import write_csv_atomic
 
-    if not args.chunk_ms > 0 or args.chunk_ms > 1e4:
-        raise ConfigError(f"--chunk-ms {args.chunk_ms!r}: expected a duration in (0, 10000]")
-    frame = study(args.fit, args.validate, args.chunk_ms * 1e-3)
+    frame = study(args.fit, args.validate, args.chunk_s)
     write_csv_atomic(args.output, frame)
     fit = frame["fit_cv"].iloc[0]
     errors = frame["error_pct"].dropna()

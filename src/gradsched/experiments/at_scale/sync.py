@@ -61,7 +61,6 @@ class SyncSlack:
     by identity (it holds arrays)."""
 
     sync_points: int
-    compute_intervals: int
     slack_share: float
     bind_cv: float
     bind_step_cv: float
@@ -128,6 +127,6 @@ def sync_slack(shares: np.ndarray, compute_s: np.ndarray, sync_points: int,
     e_p = expected_max_normal(int(world))
     slack = float(max(np.min(shares), 0.0))
     n = len(shares)
-    return SyncSlack(sync_points=int(sync_points), compute_intervals=n, slack_share=slack,
+    return SyncSlack(sync_points=int(sync_points), slack_share=slack,
                      bind_cv=slack / e_p, bind_step_cv=slack / e_p / math.sqrt(n),
                      shares=shares, compute_s=compute_s, e_p=e_p)
