@@ -19,17 +19,20 @@ SHARDED_DTYPES_CASES = {
     },
 }
 SHARDED_DTYPES_P = 512
+SHARDED_DTYPES_CASE_RE = "|".join(SHARDED_DTYPES_CASES)  # names only: no dots, no regex
 
 TABLES.append("sharded-dtypes")
 
 
 rule sharded_dtypes_trace:
-    """The case's compute trace: micro-batch 1, full recomputation (FLOPs model)."""
     output:
         csv=f"{RESULTS}/sharded-dtypes/{{case}}.trace.csv",
         meta=f"{RESULTS}/sharded-dtypes/{{case}}.trace.meta.json",
     log:
         f"{LOGS}/sharded-dtypes/{{case}}.trace.log",
+    """The case's compute trace: micro-batch 1, full recomputation (FLOPs model)."""
+    wildcard_constraints:
+        case=SHARDED_DTYPES_CASE_RE,
     params:
         c=lambda wc: SHARDED_DTYPES_CASES[wc.case],
     shell:
@@ -46,6 +49,8 @@ rule sharded_dtypes_case:
         f"{RESULTS}/sharded-dtypes/{{case}}.csv",
     log:
         f"{LOGS}/sharded-dtypes/{{case}}.log",
+    wildcard_constraints:
+        case=SHARDED_DTYPES_CASE_RE,
     params:
         p=SHARDED_DTYPES_P,
     shell:

@@ -158,8 +158,10 @@ def variants_table(summaries: list[Mapping[str, object]]) -> tuple[pd.DataFrame,
 
 
 EFFECT_COLUMNS = ("effect", "switch", "physical cause", "calibrated on", "value",
-                  "fit error [%]", "validated on", "validation error [%]",
-                  "no effect, validation [%]", "error metric")
+                  "fit [%]", "validated on", "validation [%]", "no effect [%]",
+                  "error metric")
+"""The effects table's columns: the errors on the fit data, on the data kept apart, and of
+assuming no effect on that data; each in the row's own metric (its last column)."""
 
 
 def effects_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -170,4 +172,5 @@ def effects_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
              fmt(r["validation_error_pct"], 1), fmt(r["no_effect_validation_error_pct"], 1),
              str(r["metric"])] for _, r in frame.iterrows()]
     return (pd.DataFrame(rows, columns=list(EFFECT_COLUMNS)),
-            "llp{4cm}p{3.4cm}lrp{3.4cm}rrp{3.6cm}")
+            # a sideways page at 7 pt: about 24 cm of columns and separations
+            "p{2cm}p{2.2cm}p{3cm}p{2.6cm}p{2.4cm}rp{2.6cm}rrp{2.8cm}")
