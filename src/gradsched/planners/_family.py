@@ -16,7 +16,9 @@ sequence (strictly increasing, the last equals the number of tensors).
 
 from __future__ import annotations
 
+import copy
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -216,7 +218,39 @@ def bounded_optimal_ends(seq: ReadySeq, model: CommModel, world_size: int
     program runs on runs of ``k = ceil(n / MAX_EXACT_TENSORS)`` consecutive tensors (a run is
     ready when its last tensor is, its bytes their sum), so buckets may end only every
     ``k``-th tensor: the best such grouping, whose finish time is exact for it. The third
-    value says so (empty when exact), for the plan's info."""
+    value says so (empty when exact), for the plan's info.
+
+    The answer depends on ``seq``, ``model`` and ``world_size`` alone, and several planners
+    ask it of one case (``contiguous_optimum``, ``oasr``, ``search``, ``ddp-list``: four
+    times in one ``advise``): it is kept on ``seq`` per model object and world size, and
+    asked again it is a copy of the first answer."""
+    memo = _optimum_memo(seq)
+    setting = (world_size, MAX_EXACT_TENSORS)
+    for held_model, held_setting, answer in memo:
+        if held_model is model and held_setting == setting:
+            ends, finish, bounded = answer
+            return ends.copy(), finish, copy.deepcopy(bounded)
+    answer = _bounded_optimal_ends(seq, model, world_size)
+    memo.append((model, setting, answer))  # holds the model: its id stays unique
+    ends, finish, bounded = answer
+    return ends.copy(), finish, copy.deepcopy(bounded)
+
+
+_OPTIMA: dict[int, list[tuple[CommModel, tuple[int, int], Any]]] = {}
+
+
+def _optimum_memo(seq: ReadySeq) -> list[tuple[CommModel, tuple[int, int], Any]]:
+    """The answers of :func:`bounded_optimal_ends` already found for ``seq``, dropped when
+    ``seq`` is (a trace keeps its ready sequence, :func:`ready_seq`)."""
+    key = id(seq)
+    if key not in _OPTIMA:
+        _OPTIMA[key] = []
+        weakref.finalize(seq, _OPTIMA.pop, key, None)
+    return _OPTIMA[key]
+
+
+def _bounded_optimal_ends(seq: ReadySeq, model: CommModel, world_size: int
+                          ) -> tuple[np.ndarray, float, dict[str, Any]]:
     if seq.n <= MAX_EXACT_TENSORS:
         ends, finish = optimal_ends(seq, model, world_size)
         return ends, finish, {}
