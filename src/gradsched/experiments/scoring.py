@@ -12,14 +12,14 @@ by.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
 from gradsched import planners
 from gradsched.costmodel.base import CommModel
-from gradsched.plan import Plan
-from gradsched.planners._family import plan_signature
+from gradsched.plan import Bucket, Plan
+from gradsched.planners._family import bucket_signature, plan_signature
 from gradsched.replay import ReplayOptions, ReplayResult, replay
 from gradsched.traces.bundle import ComputeTrace
 
@@ -33,36 +33,75 @@ def replay_iteration_s(trace: ComputeTrace, plan: Plan, model: CommModel, world_
     return float(replay(trace, plan, model, world_size, options, timeline=False).iteration_s)
 
 
-def replay_key(plan: Plan, tensor_bytes: Mapping[str, float]) -> tuple[Any, ...]:
-    """What a replay reads of ``plan``: its schedule (:func:`scoring_signature`) and its
-    optimizer's parameter collectives (a whole replay's result is kept under this key)."""
-    return (scoring_signature(plan, tensor_bytes), plan.optimizer, plan.param_sync)
-
-
 UNBOUNDED_CREDIT = math.inf
 """What :func:`scoring_signature` writes for a credit that never binds."""
 
 
+def item_bytes(buckets: Sequence[Bucket], tensor_bytes: Mapping[str, float]) -> float:
+    """Bytes of one iteration's collective items of ``buckets`` (``tensor_bytes``: the
+    trace's bytes per tensor): each bucket's bytes, twice where its reduce-scatter has an
+    all-gather twin (:func:`gradsched.replay.prep.plan_items`); infinite where a bucket names
+    a tensor the trace lacks (the replay refuses it)."""
+    return sum((2.0 if b.collective == "rs_ag" else 1.0)
+               * sum(tensor_bytes.get(name, math.inf) for name in b.tensors)
+               for b in buckets)
+
+
+def credit_key(credit: float | None, items: float) -> float | None:
+    """``credit`` (bytes) as a replay key: :data:`UNBOUNDED_CREDIT` where it exceeds the
+    ``items`` bytes in flight at most (by more than the rounding of a sum). The replay
+    starts an item only while fewer than ``credit_bytes`` are in flight
+    (:func:`gradsched.replay.list_schedule.joint_schedule`), and the bytes in flight never
+    exceed those of one iteration's items, so such a credit is never reached and every such
+    credit replays the same schedule: ByteScheduler's credit tuning and ``search``'s sweep
+    try several of them on a small model, and each is replayed once."""
+    if credit is not None and credit > items * (1.0 + 1e-9):
+        return UNBOUNDED_CREDIT
+    return credit
+
+
 def scoring_signature(plan: Plan, tensor_bytes: Mapping[str, float]) -> tuple[Any, ...]:
-    """:func:`~gradsched.planners._family.plan_signature`, with a ByteScheduler credit
-    that cannot bind written as :data:`UNBOUNDED_CREDIT` (``tensor_bytes``: the trace's
-    bytes per tensor). The replay starts an item only while fewer than ``credit_bytes``
-    are in flight (:func:`gradsched.replay.list_schedule.joint_schedule`), and the bytes
-    in flight never exceed those of the plan's items in one iteration (each bucket's
-    bytes, twice where its reduce-scatter has an all-gather twin); a credit above that
-    total (by more than the rounding of a sum) is never reached, so every such credit
-    replays the same schedule. ByteScheduler's credit tuning and ``search``'s sweep try
-    several of them on a small model; each is replayed once."""
+    """:func:`~gradsched.planners._family.plan_signature` with the credit written by
+    :func:`credit_key` (what :class:`ReplayCache` scores once)."""
     signature = plan_signature(plan)
-    credit = plan.credit_bytes
-    if credit is None:
+    if plan.credit_bytes is None:
         return signature
-    items = sum((2.0 if b.collective == "rs_ag" else 1.0)
-                * sum(tensor_bytes.get(name, math.inf) for name in b.tensors)
-                for b in plan.buckets)
-    if credit > items * (1.0 + 1e-9):
-        return (*signature[:3], UNBOUNDED_CREDIT, *signature[4:])
-    return signature
+    credit = credit_key(plan.credit_bytes, item_bytes(plan.buckets, tensor_bytes))
+    return (*signature[:3], credit, *signature[4:])
+
+
+class PlanKeys:
+    """The keys :class:`ReplayCache` files plans under: :func:`scoring_signature` with the
+    buckets' content replaced by a number, one per distinct content. A search scores many
+    plans that share one tuple of buckets (ByteScheduler's credits at one partition) or
+    meets the same content again; building and hashing the content of 45,000 buckets per
+    score was a tenth of ``advise`` at LLM scale, so each tuple of buckets is read once
+    (kept, so that its identity stays its own)."""
+
+    def __init__(self, tensor_bytes: Mapping[str, float]) -> None:
+        self.tensor_bytes = tensor_bytes
+        self._held: dict[int, tuple[tuple[Bucket, ...], int, float]] = {}
+        self._numbers: dict[tuple[Any, ...], int] = {}
+
+    def _buckets(self, buckets: Sequence[Bucket]) -> tuple[int, float]:
+        held = self._held.get(id(buckets))
+        if held is not None and held[0] is buckets:
+            return held[1], held[2]
+        number = self._numbers.setdefault(bucket_signature(buckets), len(self._numbers))
+        items = item_bytes(buckets, self.tensor_bytes)
+        if isinstance(buckets, tuple):  # immutable (a list could change under its id)
+            self._held[id(buckets)] = (buckets, number, items)
+        return number, items
+
+    def score(self, plan: Plan) -> tuple[Any, ...]:
+        """The plan's score key (equal keys: equal replays)."""
+        number, items = self._buckets(plan.buckets)
+        return (plan.update, plan.channels, plan.ag_issue,
+                credit_key(plan.credit_bytes, items), number)
+
+    def replay(self, plan: Plan) -> tuple[Any, ...]:
+        """The score key and the optimizer's parameter collectives (a whole replay's)."""
+        return (*self.score(plan), plan.optimizer, plan.param_sync)
 
 
 class ReplayCache:
@@ -81,13 +120,14 @@ class ReplayCache:
         self.tensor_bytes = dict(zip(frame["name"].tolist(),
                                      frame["bytes"].to_numpy(dtype=float).tolist(),
                                      strict=True))
+        self.keys = PlanKeys(self.tensor_bytes)
         self._seen: dict[tuple[Any, ...], float] = {}
         self._results: dict[tuple[Any, ...], ReplayResult] = {}
 
     def __call__(self, plan: Plan) -> float:
-        key = scoring_signature(plan, self.tensor_bytes)
+        key = self.keys.score(plan)
         if key not in self._seen:
-            whole = self._results.get(replay_key(plan, self.tensor_bytes))
+            whole = self._results.get(self.keys.replay(plan))
             self._seen[key] = float(whole.iteration_s) if whole is not None else \
                 replay_iteration_s(self.trace, plan, self.model, self.world_size,
                                    self.iterations, **self.interference)
@@ -96,8 +136,8 @@ class ReplayCache:
     def result(self, plan: Plan) -> ReplayResult:
         """The replay of ``plan`` without its timeline (:func:`gradsched.replay.replay`,
         ``timeline=False``), labelled with ``plan``'s algorithm; replayed once per
-        :func:`replay_key`."""
-        key = replay_key(plan, self.tensor_bytes)
+        :meth:`PlanKeys.replay` key."""
+        key = self.keys.replay(plan)
         if key not in self._results:
             self._results[key] = replay(self.trace, plan, self.model, self.world_size,
                                         self.options, timeline=False)

@@ -376,5 +376,11 @@ def need_scorer(planner: str, scorer: ScorerFactory | None) -> ScorerFactory:
 def plan_signature(plan: Plan) -> tuple[Any, ...]:
     """Hashable content of a plan's schedule (to skip replaying identical plans)."""
     return (plan.update, plan.channels, plan.ag_issue, plan.credit_bytes,
-            tuple((b.tensors, b.collective, b.chunks, b.priority, b.release_s)
-                  for b in plan.buckets))
+            bucket_signature(plan.buckets))
+
+
+def bucket_signature(buckets: Sequence[Bucket]) -> tuple[Any, ...]:
+    """Hashable content of a plan's buckets, as the replay reads them (the last part of
+    :func:`plan_signature`)."""
+    return tuple((b.tensors, b.collective, b.chunks, b.priority, b.release_s)
+                 for b in buckets)
