@@ -80,24 +80,28 @@ class PlanKeys:
 
     def __init__(self, tensor_bytes: Mapping[str, float]) -> None:
         self.tensor_bytes = tensor_bytes
-        self._held: dict[int, tuple[tuple[Bucket, ...], int, float]] = {}
+        self._held: dict[int, tuple[tuple[Bucket, ...], int]] = {}
         self._numbers: dict[tuple[Any, ...], int] = {}
+        self._items: dict[int, float] = {}  # a content's item bytes, where a credit asked
 
-    def _buckets(self, buckets: Sequence[Bucket]) -> tuple[int, float]:
+    def _number(self, buckets: Sequence[Bucket]) -> int:
         held = self._held.get(id(buckets))
         if held is not None and held[0] is buckets:
-            return held[1], held[2]
+            return held[1]
         number = self._numbers.setdefault(bucket_signature(buckets), len(self._numbers))
-        items = item_bytes(buckets, self.tensor_bytes)
         if isinstance(buckets, tuple):  # immutable (a list could change under its id)
-            self._held[id(buckets)] = (buckets, number, items)
-        return number, items
+            self._held[id(buckets)] = (buckets, number)
+        return number
 
     def score(self, plan: Plan) -> tuple[Any, ...]:
         """The plan's score key (equal keys: equal replays)."""
-        number, items = self._buckets(plan.buckets)
-        return (plan.update, plan.channels, plan.ag_issue,
-                credit_key(plan.credit_bytes, items), number)
+        number = self._number(plan.buckets)
+        credit = plan.credit_bytes
+        if credit is not None:
+            if number not in self._items:
+                self._items[number] = item_bytes(plan.buckets, self.tensor_bytes)
+            credit = credit_key(credit, self._items[number])
+        return (plan.update, plan.channels, plan.ag_issue, credit, number)
 
     def replay(self, plan: Plan) -> tuple[Any, ...]:
         """The score key and the optimizer's parameter collectives (a whole replay's)."""
