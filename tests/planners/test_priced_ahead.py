@@ -95,3 +95,44 @@ def test_the_contiguous_optimum_is_computed_once_per_model(
     monkeypatch.setattr(_family, "MAX_EXACT_TENSORS", 8)  # another bound
     coarse = _family.bounded_optimal_ends(seq, model, 16)
     assert len(runs) == 4 and coarse[2]["coarsened"]["tensors_per_run"] == 5
+
+
+class Curved(AlphaBetaModel):
+    """Start-up growing with the size (log), so the wire floor sits below the price by
+    varying amounts."""
+
+    def raw_times(self, collective: str, nbytes: np.ndarray, world_size: int) -> np.ndarray:
+        m = np.asarray(nbytes, dtype=float)
+        return self.alpha * (1.0 + 0.5 * np.log1p(m / 1e5)) + self.beta * m
+
+
+@pytest.mark.parametrize("wide", [2, 64])
+@pytest.mark.parametrize("model", [Curved(1e-4, 1e-8), AlphaBetaModel(1e-3, 1e-8)])
+def test_floored_rows_give_the_whole_rows_answer(wide: int, model: CommModel,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    seq = ready_seq(synthetic_compute_trace(400, seed=3))  # communication-bound: wide rows
+    assert _family.priced_floor(model, 8) is not None
+    whole = _family.optimal_ends(seq, model, 8, prune=False)
+    monkeypatch.setattr(_family, "priced_floor", lambda *_: None)
+    pruned = _family.optimal_ends(seq, model, 8, prune=True)
+    monkeypatch.undo()
+    monkeypatch.setattr(_family, "WIDE_ROW", wide)
+    floored = _family.optimal_ends(seq, model, 8, prune=True)
+    assert len(pruned[0]) > 10  # a grouping, not a trivial one
+    assert np.array_equal(floored[0], pruned[0]) and floored[1] == pruned[1]
+    assert floored[1] == whole[1]  # the optimum (ties may group differently)
+
+
+def test_a_groupings_buckets_are_made_once_per_sequence() -> None:
+    trace = synthetic_compute_trace(50, seed=8)
+    seq = ready_seq(trace)
+    ends = np.array([10, 20, 50])
+    first = _family.plan_from_ends("x", seq, ends, knobs={})
+    again = _family.plan_from_ends("y", seq, ends.copy(), knobs={"k": 1})
+    assert again.buckets is first.buckets and again.algorithm == "y"
+    other = _family.plan_from_ends("x", seq, ends, knobs={}, collective="rs_ag")
+    timed = _family.plan_from_ends("x", seq, ends, knobs={}, releases=[0.5, 1.0, 2.0])
+    assert other.buckets is not first.buckets and other.buckets[0].collective == "rs_ag"
+    assert [b.release_s for b in timed.buckets] == [0.5, 1.0, 2.0]
+    assert [b.tensors for b in first.buckets] == [seq.names[0:10], seq.names[10:20],
+                                                   seq.names[20:50]]
