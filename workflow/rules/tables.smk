@@ -181,10 +181,11 @@ def scaling_inputs():
     )
 
 
-# The replay result's figures and tables (one figure per compute family, the replay table,
-# one table per family without a real pairing) in one `gradsched batch` job: each is a
-# fraction of a second of work after about a second of imports (pandas, matplotlib). The
-# rules above still make any one of them alone (another configuration's families).
+# The replay result's figures and tables (one figure per compute family, the GPU
+# generations and gaps figures, the replay table, one table per family without a real
+# pairing) in one `gradsched batch` job: each is a fraction of a second of work after about
+# a second of imports (pandas, matplotlib). Their own rules still make any one of them
+# alone (another configuration's families).
 def replay_report_jobs(src):
     """[(log, gradsched arguments)] of every report drawn from the replay result ``src``."""
     jobs = [
@@ -195,6 +196,14 @@ def replay_report_jobs(src):
             f"--png {FIG}/replay-vs-world-size-{family}.png",
         )
         for family in case_families()
+    ]
+    jobs += [
+        (
+            f"{LOGS}/figures/{name}.log",
+            f"report figure {name} --input {src} {CALIBRATED_LINK_ARGS} "
+            f"-o {FIG}/{name}.pdf --png {FIG}/{name}.png",
+        )
+        for name in ("gpu-generations", "gaps")
     ]
     families = " ".join(f"--family {f}" for f in MAIN_REPLAY_FAMILIES)
     jobs.append(
@@ -220,8 +229,9 @@ def replay_report_jobs(src):
 
 
 rule replay_reports:
-    """Every figure and table of the replay result, in one job (figure_replay, table
-    replay and table_replay_family, each as its own rule would run it)."""
+    """Every figure and table of the replay result, in one job (figure_replay,
+    figure_gpu_generations, figure_gaps, table replay and table_replay_family, each as its
+    own rule would run it)."""
     input:
         f"{RESULTS}/replay/main/replay.csv",
     output:
@@ -235,6 +245,10 @@ rule replay_reports:
             )
             for family in case_families()
         ],
+        f"{FIG}/gpu-generations.pdf",
+        reported(f"{FIG}/gpu-generations.png", "gpu-generations", "Replay"),
+        f"{FIG}/gaps.pdf",
+        reported(f"{FIG}/gaps.png", "gaps", "Replay"),
         f"{TAB}/replay.tex",
         report(
             f"{TAB}/replay.md",
@@ -263,3 +277,5 @@ rule replay_reports:
 ruleorder: replay_reports > figure_replay
 ruleorder: replay_reports > table
 ruleorder: replay_reports > table_replay_family
+ruleorder: replay_reports > figure_gpu_generations
+ruleorder: replay_reports > figure_gaps
