@@ -67,7 +67,7 @@ def job_counts(output: str) -> dict[str, int]:
 @pytest.mark.parametrize("target, expected", [
     ("all", {"replay_cases_main_*", "collect_replay", "fit_files", "fit_models",
              "replay_calibrated", "fit_table", "crossws_series",
-             "figure_fit_curves", "figure_fit_mape", "replay_reports", "figure_timeline",
+             "fit_figures", "replay_reports", "figure_timeline",
              "table", "macros", "compare_numbers", "validate_traces",
              "traces_inventory", "collectives_fit", "collectives_report",
              "compression_report", "topology_check"}),
@@ -96,7 +96,7 @@ def test_dry_run_builds_the_full_dag(target: str, expected: set[str]) -> None:
         # the replay result's figures and tables: one job
         assert counts["replay_reports"] == 1
         assert not {"figure_replay", "figure_gaps", "figure_gpu_generations",
-                    "table_replay_family"} & set(counts)
+                    "table_replay_family", "figure_fit_curves", "figure_fit_mape"} & set(counts)
 
 
 @pytest.mark.parametrize("target, expected", [
