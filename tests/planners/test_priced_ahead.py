@@ -136,3 +136,15 @@ def test_a_groupings_buckets_are_made_once_per_sequence() -> None:
     assert [b.release_s for b in timed.buckets] == [0.5, 1.0, 2.0]
     assert [b.tensors for b in first.buckets] == [seq.names[0:10], seq.names[10:20],
                                                    seq.names[20:50]]
+
+
+def test_partitions_that_split_alike_share_their_buckets() -> None:
+    from gradsched.planners import bytescheduler
+
+    tasks = bytescheduler.make_tasks(synthetic_compute_trace(20, seed=4), "tensor")
+    biggest = int(tasks.numel.max())
+    whole = tasks.buckets(biggest)
+    assert tasks.buckets(biggest + 1000) is whole  # no task split either way
+    assert all(b.chunks == 1 for b in whole)
+    halves = tasks.buckets(max(biggest // 2, 1))
+    assert halves is not whole and max(b.chunks for b in halves) == 2
