@@ -16,8 +16,8 @@ from gradsched.traces.importers.kineto.events import _time_field
 def full_check(ev: dict[str, Any], key: str) -> float:
     """The check without the fast path."""
     value = ev.get(key)
-    if isinstance(value, str) or isinstance(value, bool) \
-            or not isinstance(value, int | float) or not np.isfinite(value):
+    if isinstance(value, str | bool) or not isinstance(value, int | float) \
+            or not np.isfinite(value):
         raise InputError("refused")
     return float(value)
 
