@@ -67,13 +67,13 @@ def job_counts(output: str) -> dict[str, int]:
 @pytest.mark.parametrize("target, expected", [
     ("all", {"replay_cases_main_*", "collect_replay", "fit_files", "fit_models",
              "replay_calibrated", "fit_table", "crossws_series",
-             "figure_fit_curves", "figure_fit_mape", "figure_replay", "figure_timeline",
-             "figure_gaps", "table", "macros", "compare_numbers", "validate_traces",
+             "fit_figures", "replay_reports", "figure_timeline",
+             "table", "macros", "compare_numbers", "validate_traces",
              "traces_inventory", "collectives_fit", "collectives_report",
              "compression_report", "topology_check"}),
     ("smoke", {"replay_cases_smoke_*", "collect_replay", "figure_smoke"}),
     ("compare", {"compare_numbers", "table"}),
-    ("paper", {"macros", "table", "figure_gaps", "reexec_committed", "collectives_report",
+    ("paper", {"macros", "table", "replay_reports", "reexec_committed", "collectives_report",
                "compression_report", "topology_check"}),
 ])
 def test_dry_run_builds_the_full_dag(target: str, expected: set[str]) -> None:
@@ -92,7 +92,11 @@ def test_dry_run_builds_the_full_dag(target: str, expected: set[str]) -> None:
         assert set(replays.values()) == {1}
         assert len(replays) == len({case["network"] for case in config["cases"]})
         assert counts["fit_files"] == counts["fit_models"] == counts["replay_calibrated"] == 1
-        assert counts["table"] == 7  # the six of the first stops and the topology check
+        assert counts["table"] == 6  # the first stops' and the topology check's
+        # the replay result's figures and tables: one job
+        assert counts["replay_reports"] == 1
+        assert not {"figure_replay", "figure_gaps", "figure_gpu_generations",
+                    "table_replay_family", "figure_fit_curves", "figure_fit_mape"} & set(counts)
 
 
 @pytest.mark.parametrize("target, expected", [

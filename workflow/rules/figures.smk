@@ -131,3 +131,42 @@ rule figure_smoke:
     shell:
         "{GS} report figure replay-vs-world-size --input {input} -o {output.pdf} "
         "--png {output.png} > {log} 2>&1"
+
+
+rule fit_figures:
+    """Figures (a) and (b) in one `gradsched batch` job (each as figure_fit_curves and
+    figure_fit_mape, which still make one alone, run it): the work of each is less than
+    the imports of a process."""
+    input:
+        comm=list(curve_traces().values()),
+        models=curve_models(),
+        fits=f"{RESULTS}/fit/fits.csv",
+    output:
+        curves_pdf=f"{FIG}/fit-curves.pdf",
+        curves_png=reported(f"{FIG}/fit-curves.png", "fit-curves", "Cost models"),
+        mape_pdf=f"{FIG}/fit-mape.pdf",
+        mape_png=reported(f"{FIG}/fit-mape.png", "fit-mape", "Cost models"),
+    log:
+        f"{LOGS}/figures/fit.batch.log",
+    params:
+        jobs=lambda wc, input, output: batch_lines(
+            [
+                (
+                    f"{LOGS}/figures/fit-curves.log",
+                    f"report figure fit-curves --comm {' '.join(input.comm)} "
+                    f"--models {' '.join(input.models)} --fits {input.fits} "
+                    f"-o {output.curves_pdf} --png {output.curves_png}",
+                ),
+                (
+                    f"{LOGS}/figures/fit-mape.log",
+                    f"report figure fit-mape --fits {input.fits} -o {output.mape_pdf} "
+                    f"--png {output.mape_png}",
+                ),
+            ]
+        ),
+    shell:
+        BATCH
+
+
+ruleorder: fit_figures > figure_fit_curves
+ruleorder: fit_figures > figure_fit_mape

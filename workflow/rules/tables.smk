@@ -179,3 +179,103 @@ def scaling_inputs():
             for key in ("compute", "comm")
         }
     )
+
+
+# The replay result's figures and tables (one figure per compute family, the GPU
+# generations and gaps figures, the replay table, one table per family without a real
+# pairing) in one `gradsched batch` job: each is a fraction of a second of work after about
+# a second of imports (pandas, matplotlib). Their own rules still make any one of them
+# alone (another configuration's families).
+def replay_report_jobs(src):
+    """[(log, gradsched arguments)] of every report drawn from the replay result ``src``."""
+    jobs = [
+        (
+            f"{LOGS}/figures/replay-vs-world-size-{family}.log",
+            f"report figure replay-vs-world-size --input {src} --family {family} "
+            f"{CALIBRATED_LINK_ARGS} -o {FIG}/replay-vs-world-size-{family}.pdf "
+            f"--png {FIG}/replay-vs-world-size-{family}.png",
+        )
+        for family in case_families()
+    ]
+    jobs += [
+        (
+            f"{LOGS}/figures/{name}.log",
+            f"report figure {name} --input {src} {CALIBRATED_LINK_ARGS} "
+            f"-o {FIG}/{name}.pdf --png {FIG}/{name}.png",
+        )
+        for name in ("gpu-generations", "gaps")
+    ]
+    families = " ".join(f"--family {f}" for f in MAIN_REPLAY_FAMILIES)
+    jobs.append(
+        (
+            f"{LOGS}/tables/replay.log",
+            f"report table replay --input {src} --tex {TAB}/replay.tex --md {TAB}/replay.md "
+            f"--title {shlex.quote(TABLE_TITLES['replay'])} {families} "
+            f"{CALIBRATED_LINK_ARGS}",
+        )
+    )
+    for table in REPLAY_FAMILY_TABLES:
+        family = table[len("replay-") :]
+        title = f"Replayed iteration time per algorithm ({family} cases)"
+        jobs.append(
+            (
+                f"{LOGS}/tables/{table}.log",
+                f"report table replay --input {src} --family {family} "
+                f"{CALIBRATED_LINK_ARGS} --tex {TAB}/{table}.tex --md {TAB}/{table}.md "
+                f"--title {shlex.quote(title)}",
+            )
+        )
+    return jobs
+
+
+rule replay_reports:
+    """Every figure and table of the replay result, in one job (figure_replay,
+    figure_gpu_generations, figure_gaps, table replay and table_replay_family, each as its
+    own rule would run it)."""
+    input:
+        f"{RESULTS}/replay/main/replay.csv",
+    output:
+        [f"{FIG}/replay-vs-world-size-{family}.pdf" for family in case_families()],
+        [
+            report(
+                f"{FIG}/replay-vs-world-size-{family}.png",
+                caption="../report/replay-vs-world-size.rst",
+                category="Replay",
+                labels={"family": family},
+            )
+            for family in case_families()
+        ],
+        f"{FIG}/gpu-generations.pdf",
+        reported(f"{FIG}/gpu-generations.png", "gpu-generations", "Replay"),
+        f"{FIG}/gaps.pdf",
+        reported(f"{FIG}/gaps.png", "gaps", "Replay"),
+        f"{TAB}/replay.tex",
+        report(
+            f"{TAB}/replay.md",
+            caption="../report/tables.rst",
+            category="Tables",
+            labels={"table": "replay"},
+        ),
+        [f"{TAB}/{table}.tex" for table in REPLAY_FAMILY_TABLES],
+        [
+            report(
+                f"{TAB}/{table}.md",
+                caption="../report/replay-family-tables.rst",
+                category="Tables",
+                labels={"table": table},
+            )
+            for table in REPLAY_FAMILY_TABLES
+        ],
+    log:
+        f"{LOGS}/replay/reports.batch.log",
+    params:
+        jobs=lambda wc, input: batch_lines(replay_report_jobs(input[0])),
+    shell:
+        BATCH
+
+
+ruleorder: replay_reports > figure_replay
+ruleorder: replay_reports > table
+ruleorder: replay_reports > table_replay_family
+ruleorder: replay_reports > figure_gpu_generations
+ruleorder: replay_reports > figure_gaps

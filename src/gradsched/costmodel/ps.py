@@ -154,6 +154,10 @@ class P2PLink:
 
 # ------------------------------------------------------------------------ the cluster
 
+_MAX_MEMO_SIZES = 1_000_000
+"""The most sizes :meth:`PSModel.raw_times` keeps priced per phase."""
+
+
 @dataclass(frozen=True)
 class ParameterServer:
     """``workers`` x ``servers`` (co-located or separate), ``partition_bytes`` and the
@@ -357,8 +361,20 @@ class PSModel(CommModel):
         check_collective(collective)
         self._check_world(world_size)
         m = np.asarray(nbytes, dtype=float)
-        phase = self.push_s if collective != "all_reduce" else self.push_pull_s
-        return np.array([phase(float(x)) for x in m.ravel()]).reshape(m.shape)
+        both = collective == "all_reduce"
+        phase = self.push_pull_s if both else self.push_s
+        # A size is priced on its own, in Python (placement, loads, the link): kept once
+        # priced, as ByteScheduler-PS's search replans the same partitions at every credit.
+        memo = self.__dict__.setdefault("_phase_memo", {}).setdefault(both, {})
+        if len(memo) > _MAX_MEMO_SIZES:
+            memo.clear()
+        out = []
+        for x in m.ravel().tolist():
+            t = memo.get(x)
+            if t is None:
+                t = memo[x] = phase(x)
+            out.append(t)
+        return np.array(out, dtype=float).reshape(m.shape)
 
     def world_size_basis(self, world_size: int) -> str:
         """The p2p link's basis at the 2 ranks each message is priced at (the cluster of

@@ -22,7 +22,7 @@ import pandas as pd
 
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError, InputError
-from gradsched.experiments.scoring import make_plan
+from gradsched.experiments.scoring import SharedReplayCaches, make_plan
 from gradsched.plan import Plan
 from gradsched.planners import ALGORITHMS_ALL, REPLAY_KNOBS, planner_names, replay_knobs
 from gradsched.replay.bounds import lower_bound
@@ -134,10 +134,13 @@ def scoring_knobs(algorithm: str, replay_settings: Mapping[str, Any],
 
 
 def plan_case(algorithm: str, trace: ComputeTrace, model: CommModel, world_size: int,
-              knobs: Mapping[str, Any] | None = None, grad_accum: int = 1) -> Plan:
+              knobs: Mapping[str, Any] | None = None, grad_accum: int = 1,
+              caches: SharedReplayCaches | None = None) -> Plan:
     """The algorithm's plan of one case (scored planners scored by the replay of a step of
-    ``grad_accum`` micro-batches), checked to cover every tensor of the trace."""
-    plan = make_plan(algorithm, trace, model, world_size, dict(knobs or {}), grad_accum)
+    ``grad_accum`` micro-batches, with the replays of ``caches`` where given), checked to
+    cover every tensor of the trace."""
+    plan = make_plan(algorithm, trace, model, world_size, dict(knobs or {}), grad_accum,
+                     caches)
     plan.check_covers(trace.names)
     return plan
 
@@ -150,10 +153,16 @@ def run_algorithm(
     knobs: Mapping[str, Any] | None = None,
     options: ReplayOptions | None = None,
     timeline: bool = False,
+    caches: SharedReplayCaches | None = None,
 ) -> tuple[Plan, ReplayResult]:
-    """Make the algorithm's plan (:func:`plan_case`) and replay it."""
+    """Make the algorithm's plan (:func:`plan_case`) and replay it; with ``caches`` (made
+    for ``options``' ``grad_accum``), a plan already replayed with ``options`` by a search
+    or an earlier call is not replayed again (without a timeline)."""
     grad_accum = options.grad_accum if options is not None else 1
-    plan = plan_case(algorithm, trace, model, world_size, knobs, grad_accum)
+    plan = plan_case(algorithm, trace, model, world_size, knobs, grad_accum, caches)
+    if caches is not None and not timeline:
+        cache = caches.for_options(trace, model, world_size, options or ReplayOptions())
+        return plan, cache.result(plan)
     return plan, replay(trace, plan, model, world_size, options, timeline=timeline)
 
 
@@ -185,13 +194,17 @@ def compare(
     timeline_dir, plans_dir = outputs.timeline_dir, outputs.plans_dir
     grad_accum = options.grad_accum if options is not None else 1
     bound = lower_bound(trace, model, world_size, grad_accum).lower_bound_s
+    # One cache of replays for the whole case: `best` runs every other planner again and
+    # scores their plans with the replay the rows use; a plan replayed once (by a search
+    # or for a row) is not replayed again with the same options.
+    caches = SharedReplayCaches(grad_accum)
     rows = []
     for algorithm in algorithms:
         own = knobs_for(algorithm, knobs)
         if options is not None:
             own = scoring_knobs(algorithm, {k: getattr(options, k) for k in REPLAY_KNOBS}, own)
         plan, result = run_algorithm(algorithm, trace, model, world_size, own, options,
-                                     timeline=timeline_dir is not None)
+                                     timeline=timeline_dir is not None, caches=caches)
         if timeline_dir is not None:
             write_timeline(result, timeline_dir)
         if plans_dir is not None:

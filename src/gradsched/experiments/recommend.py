@@ -73,6 +73,7 @@ from gradsched.costmodel.domain_notes import domain_notes
 from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.grid import run_algorithm, scoring_knobs
 from gradsched.experiments.replica_memory import ReplicaMemory, replica_memory
+from gradsched.experiments.scoring import SharedReplayCaches
 from gradsched.plan import Plan
 from gradsched.planners.ddp import bucket_limits_bytes
 from gradsched.planners.ddp_caps import DdpCaps, ddp_caps
@@ -295,15 +296,18 @@ class DDPPoint:
 
 
 def sweep_ddp(trace: ComputeTrace, model: CommModel, world_size: int,
-              caps_mb: Sequence[float], options: ReplayOptions) -> list[DDPPoint]:
-    """Torch's default, then every cap of ``caps_mb`` (sorted, deduplicated)."""
+              caps_mb: Sequence[float], options: ReplayOptions,
+              caches: SharedReplayCaches | None = None) -> list[DDPPoint]:
+    """Torch's default, then every cap of ``caps_mb`` (sorted, deduplicated); ``caches``:
+    replays shared with the other steps of :func:`advise`."""
     bad = [c for c in caps_mb if not (math.isfinite(c) and c > 0)]
     if bad:
         raise ConfigError(f"--caps: every bucket cap must be a number > 0 MiB, got {bad[0]}")
     points = []
     for cap in [None, *sorted(set(float(c) for c in caps_mb))]:
         plan, result = run_algorithm("ddp", trace, model, world_size,
-                                     {} if cap is None else {"bucket_cap_mb": cap}, options)
+                                     {} if cap is None else {"bucket_cap_mb": cap}, options,
+                                     caches=caches)
         first, _ = bucket_limits_bytes(cap, None)
         points.append(DDPPoint(cap, first / 2**20, plan.n_buckets, result.iteration_s,
                                result_shares(result)))
@@ -344,13 +348,15 @@ class ListPoint:
 
 
 def predict_list(trace: ComputeTrace, model: CommModel, world_size: int,
-                 options: ReplayOptions, replay_settings: Mapping[str, Any]
+                 options: ReplayOptions, replay_settings: Mapping[str, Any],
+                 caches: SharedReplayCaches | None = None,
                  ) -> tuple[ListPoint | None, str | None]:
     """The per-bucket caps and their predicted time, or (None, why) when the contiguous
     optimum cannot be written as DDP caps (:func:`~gradsched.planners.ddp_caps.ddp_caps`
     names the property)."""
     knobs = scoring_knobs(LIST_ALGORITHM, replay_settings, {})
-    plan, result = run_algorithm(LIST_ALGORITHM, trace, model, world_size, knobs, options)
+    plan, result = run_algorithm(LIST_ALGORITHM, trace, model, world_size, knobs, options,
+                                 caches=caches)
     try:
         caps = ddp_caps(plan, trace)
     except InputError as exc:
@@ -531,12 +537,16 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
     settings = {"issue": "executor", **inter}
     options = ReplayOptions(iterations=iterations, grad_accum=grad_accum, **settings)
     grid = list(caps_mb) + ([current_cap_mb] if current_cap_mb is not None else [])
-    sweep = sweep_ddp(trace, model, world_size, grid, options)
+    # One cache of replays for every step: the DDP caps, the per-bucket caps and the plan
+    # are all among `best`'s candidates, replayed with the same options.
+    caches = SharedReplayCaches(grad_accum)
+    sweep = sweep_ddp(trace, model, world_size, grid, options, caches)
     current = next(p for p in sweep if p.bucket_cap_mb == current_cap_mb)
     best_ddp = pick_ddp(sweep)
-    listed, why_not = predict_list(trace, model, world_size, options, settings)
+    listed, why_not = predict_list(trace, model, world_size, options, settings, caches)
     knobs = scoring_knobs(PLAN_ALGORITHM, settings, {"replay_iterations": iterations})
-    plan, result = run_algorithm(PLAN_ALGORITHM, trace, model, world_size, knobs, options)
+    plan, result = run_algorithm(PLAN_ALGORITHM, trace, model, world_size, knobs, options,
+                                 caches=caches)
     used = {"all_reduce", *plan_collectives(plan)}
     margin = model_margin(model, comm, used, margin_pct, world_size)
     choice = decide(current.iteration_s, best_ddp.iteration_s,

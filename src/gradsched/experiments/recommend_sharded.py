@@ -263,9 +263,8 @@ def paste_code(plan: ShardedPlan, names: tuple[str, ...], full: bool = False) ->
     same container (``model.layers.<i>``) with one resharding setting; else the first
     :data:`LISTED_UNITS` units of :func:`gradsched.plan_sharded.fully_shard_code` and a
     pointer to ``--plan-out`` (``full``: every line)."""
-    code = fully_shard_code(plan, names)
     if full:
-        return code
+        return fully_shard_code(plan, names)
     under = tensors_under(names)
     mods = [covering_modules(u.tensors, names, under) for u in plan.units]
     container = _uniform_container(mods)
@@ -286,8 +285,10 @@ def paste_code(plan: ShardedPlan, names: tuple[str, ...], full: bool = False) ->
             lines += ([f"    block.set_modules_to_backward_prefetch(blocks[max(i - {b}, 0):i]"
                        "[::-1])"] if b != 1 else [])
         if plan.keep_unsharded_between_microbatches:
-            lines += [line for line in code.splitlines() if line.startswith("#")]
+            lines += [line for line in fully_shard_code(plan, names).splitlines()
+                      if line.startswith("#")]
         return "\n".join(lines)
+    code = fully_shard_code(plan, names)  # the loop above needs none of it
     shown = [_as_range(line) for line in code.splitlines() if _unit_of(line) < LISTED_UNITS]
     if len(shown) == len(code.splitlines()):
         return code

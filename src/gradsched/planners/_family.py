@@ -16,7 +16,9 @@ sequence (strictly increasing, the last equals the number of tensors).
 
 from __future__ import annotations
 
+import copy
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -194,9 +196,15 @@ def optimal_ends(seq: ReadySeq, model: CommModel, world_size: int,
     prefix = np.concatenate([[0.0], np.cumsum(seq.nbytes)])
     f = np.full(n + 1, -np.inf)
     choice = np.zeros(n + 1, dtype=np.int64)
-    row = _row_pruned if prune else _row_full
+    floor = priced_floor(model, world_size) if prune else None
     for i in range(1, n + 1):
-        f[i], choice[i] = row(i, f, prefix, float(seq.ready_s[i - 1]), model, world_size)
+        ready = float(seq.ready_s[i - 1])
+        if not prune:
+            f[i], choice[i] = _row_full(i, f, prefix, ready, model, world_size)
+        elif floor is not None:
+            f[i], choice[i] = _row_floored(i, f, prefix, ready, model, world_size, floor)
+        else:
+            f[i], choice[i] = _row_pruned(i, f, prefix, ready, model, world_size)
     ends: list[int] = []
     i = n
     while i > 0:
@@ -216,7 +224,31 @@ def bounded_optimal_ends(seq: ReadySeq, model: CommModel, world_size: int
     program runs on runs of ``k = ceil(n / MAX_EXACT_TENSORS)`` consecutive tensors (a run is
     ready when its last tensor is, its bytes their sum), so buckets may end only every
     ``k``-th tensor: the best such grouping, whose finish time is exact for it. The third
-    value says so (empty when exact), for the plan's info."""
+    value says so (empty when exact), for the plan's info.
+
+    The answer depends on ``seq``, ``model`` and ``world_size`` alone, and several planners
+    ask it of one case (``contiguous_optimum``, ``oasr``, ``search``, ``ddp-list``: four
+    times in one ``advise``): it is kept on ``seq`` per model object and world size, and
+    asked again it is a copy of the first answer."""
+    memo = _optimum_memo(seq)
+    setting = (world_size, MAX_EXACT_TENSORS)
+    for held_model, held_setting, answer in memo:
+        if held_model is model and held_setting == setting:
+            ends, finish, bounded = answer
+            return ends.copy(), finish, copy.deepcopy(bounded)
+    answer = _bounded_optimal_ends(seq, model, world_size)
+    memo.append((model, setting, answer))  # holds the model: its id stays unique
+    ends, finish, bounded = answer
+    return ends.copy(), finish, copy.deepcopy(bounded)
+
+
+def _optimum_memo(seq: ReadySeq) -> list[tuple[CommModel, tuple[int, int], Any]]:
+    """The answers of :func:`bounded_optimal_ends` already found for ``seq``."""
+    return _seq_memo(seq).setdefault("optima", [])
+
+
+def _bounded_optimal_ends(seq: ReadySeq, model: CommModel, world_size: int
+                          ) -> tuple[np.ndarray, float, dict[str, Any]]:
     if seq.n <= MAX_EXACT_TENSORS:
         ends, finish = optimal_ends(seq, model, world_size)
         return ends, finish, {}
@@ -256,6 +288,47 @@ def _row_pruned(i: int, f: np.ndarray, prefix: np.ndarray, ready: float, model: 
     return float(cand[k]), j_star + k
 
 
+WIDE_ROW = 512
+"""Candidates from which a row of the program is first bounded (:func:`_row_floored`): a
+narrower row is priced whole, in one model call."""
+
+
+def priced_floor(model: CommModel, world_size: int) -> tuple[float, float] | None:
+    """``(startup, s_per_byte)`` of the wire floor below which :meth:`CommModel.times`
+    never prices an all-reduce (it returns ``max(raw, startup + s_per_byte * bytes)``,
+    :mod:`gradsched.costmodel.wire`), where it applies; else None."""
+    if world_size <= 1 or not model.wire_floor_applies \
+            or type(model).times is not CommModel.times:
+        return None
+    startup, per_byte = model.wire_floor("all_reduce", world_size)
+    return (startup, per_byte) if per_byte != 0.0 else None
+
+
+def _row_floored(i: int, f: np.ndarray, prefix: np.ndarray, ready: float, model: CommModel,
+                 world_size: int, floor: tuple[float, float]) -> tuple[float, int]:
+    """:func:`_row_pruned`'s answer, pricing only the candidates the wire floor cannot rule
+    out. Candidate j costs ``c_j = max(f_j, r_i) + T(m_j)`` with ``T(m) >= s + b m`` as
+    :meth:`CommModel.times` computes it, so (rounding being monotone) ``c_j >= l_j =
+    max(f_j, r_i) + (s + b m_j)`` in floating point too. The candidate of least ``l_j`` is
+    priced first; every j with ``l_j`` above its cost is strictly slower than the optimum,
+    so the optimum and its first index are among the rest, which are priced and compared
+    as the whole row would be. On 45,000 tensors at 1,024 ranks the floor leaves about a
+    fifth of the row's candidates."""
+    j_star = int(np.searchsorted(f[:i], ready, side="right")) - 1
+    if i - j_star < WIDE_ROW:
+        return _row_pruned(i, f, prefix, ready, model, world_size)
+    startup, per_byte = floor
+    sizes = prefix[i] - prefix[j_star:i]
+    base = np.maximum(f[j_star:i], ready)
+    bound = base + (startup + per_byte * sizes)
+    first = int(np.argmin(bound))
+    upper = base[first] + comm_times(model, "all_reduce", sizes[first:first + 1], world_size)[0]
+    keep = np.flatnonzero(bound <= upper)
+    cand = base[keep] + comm_times(model, "all_reduce", sizes[keep], world_size)
+    k = int(np.argmin(cand))
+    return float(cand[k]), j_star + int(keep[k])
+
+
 # -- plans ---------------------------------------------------------------------------------
 def plan_from_ends(
     algorithm: str,
@@ -270,14 +343,45 @@ def plan_from_ends(
 ) -> Plan:
     """Buckets = the contiguous groups of ``ends`` in ready order."""
     ends = check_ends(ends, seq.n)
-    starts = np.concatenate([[0], ends[:-1]]).tolist()
-    buckets = tuple(
-        Bucket(tensors=seq.names[s:e], collective=collective,
-               release_s=None if releases is None else float(releases[k]))
-        for k, (s, e) in enumerate(zip(starts, ends.tolist(), strict=True))
-    )
-    return Plan(algorithm=algorithm, buckets=buckets, knobs=dict(knobs), update=update,
-                info=dict(info or {}))
+    return Plan(algorithm=algorithm, buckets=_grouped(seq, ends, collective, releases),
+                knobs=dict(knobs), update=update, info=dict(info or {}))
+
+
+def _grouped(seq: ReadySeq, ends: np.ndarray, collective: Collective,
+             releases: Sequence[float] | None) -> tuple[Bucket, ...]:
+    """The buckets of a grouping, made once per (sequence, grouping, collective, releases):
+    the searches plan DDP's caps several times over (``search``, ``best``, ``advise``'s
+    sweep), and 45,000 buckets took longer to make than to look up. Buckets are frozen,
+    so plans may share them."""
+    release = None if releases is None else tuple(float(r) for r in releases)
+    key = (ends.tobytes(), collective, release)
+    memo = _seq_memo(seq).setdefault("groups", {})
+    if key not in memo:
+        if len(memo) > _MAX_GROUPINGS:
+            memo.clear()
+        starts = np.concatenate([[0], ends[:-1]]).tolist()
+        memo[key] = tuple(
+            Bucket(tensors=seq.names[s:e], collective=collective,
+                   release_s=None if release is None else release[k])
+            for k, (s, e) in enumerate(zip(starts, ends.tolist(), strict=True)))
+    return memo[key]
+
+
+_MAX_GROUPINGS = 64
+"""Groupings :func:`_grouped` keeps per sequence (a search makes a few dozen)."""
+
+
+_SEQ_MEMOS: dict[int, dict[Any, Any]] = {}
+
+
+def _seq_memo(seq: ReadySeq) -> dict[Any, Any]:
+    """Answers kept for ``seq`` (dropped with it; a trace keeps its ready sequence,
+    :func:`ready_seq`)."""
+    key = id(seq)
+    if key not in _SEQ_MEMOS:
+        _SEQ_MEMOS[key] = {}
+        weakref.finalize(seq, _SEQ_MEMOS.pop, key, None)
+    return _SEQ_MEMOS[key]
 
 
 def base_info(trace: ComputeTrace, world_size: int) -> dict[str, Any]:
@@ -342,5 +446,11 @@ def need_scorer(planner: str, scorer: ScorerFactory | None) -> ScorerFactory:
 def plan_signature(plan: Plan) -> tuple[Any, ...]:
     """Hashable content of a plan's schedule (to skip replaying identical plans)."""
     return (plan.update, plan.channels, plan.ag_issue, plan.credit_bytes,
-            tuple((b.tensors, b.collective, b.chunks, b.priority, b.release_s)
-                  for b in plan.buckets))
+            bucket_signature(plan.buckets))
+
+
+def bucket_signature(buckets: Sequence[Bucket]) -> tuple[Any, ...]:
+    """Hashable content of a plan's buckets, as the replay reads them (the last part of
+    :func:`plan_signature`)."""
+    return tuple((b.tensors, b.collective, b.chunks, b.priority, b.release_s)
+                 for b in buckets)

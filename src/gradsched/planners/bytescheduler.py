@@ -137,18 +137,20 @@ class Tasks:
     numel: np.ndarray
     priority: np.ndarray
     bytes_per_param: float  # the trace's mean, to turn the credit into bytes
-    _buckets: dict[int, tuple[Bucket, ...]] = field(default_factory=dict, compare=False,
-                                                    repr=False)
+    _buckets: dict[bytes, tuple[Bucket, ...]] = field(default_factory=dict, compare=False,
+                                                      repr=False)
 
     def buckets(self, partition: int) -> tuple[Bucket, ...]:
         """One bucket per task, in ``ceil(numel / partition)`` chunks, made once per
-        partition (a credit search replans the same partition with every credit)."""
-        if partition not in self._buckets:
-            chunks = n_parts(self.numel, partition).tolist()
-            self._buckets[partition] = tuple(
+        distinct chunk counts (a credit search replans the same partition with every
+        credit; partitions that split every task alike share their buckets)."""
+        chunks = n_parts(self.numel, partition)
+        key = chunks.astype(np.int64).tobytes()
+        if key not in self._buckets:
+            self._buckets[key] = tuple(
                 Bucket(tensors=m, chunks=c, priority=p) for m, c, p in
-                zip(self.members, chunks, self.priority.tolist(), strict=True))
-        return self._buckets[partition]
+                zip(self.members, chunks.tolist(), self.priority.tolist(), strict=True))
+        return self._buckets[key]
 
 
 def make_tasks(trace: ComputeTrace, granularity: str) -> Tasks:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import tarfile
 import zlib
@@ -169,6 +170,10 @@ def _time_field(ev: dict[str, Any], key: str, name: str, path: str, where: str) 
     """``ts`` or ``dur`` (us) of an event: a finite JSON number (the profiler writes
     numbers; a string is refused, not parsed)."""
     value = ev.get(key)
+    if type(value) is float and math.isfinite(value):  # the common cases, checked fast
+        return value
+    if type(value) is int and -(2**62) < value < 2**62:
+        return float(value)
     if isinstance(value, str):
         raise InputError(f"complete event {name!r}: '{key}' is the string {value!r}, not a "
                          "number (the profiler writes numbers)", path=path,
