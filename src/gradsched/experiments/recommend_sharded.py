@@ -270,8 +270,9 @@ def paste_code(plan: ShardedPlan, names: tuple[str, ...], full: bool = False) ->
     container = _uniform_container(mods)
     reshard = {u.reshard_after_forward for u in plan.units}
     if container is not None and len(reshard) == 1:
-        head = [line for line in code.splitlines()
-                if line.startswith(("mp = ", "# torchao"))]  # the mixed-precision policy
+        head = [] if plan.mixed_precision is None else [  # the mixed-precision policy
+            line for line in fully_shard_code(plan, names).splitlines()
+            if line.startswith(("mp = ", "# torchao"))]
         policy = ", mp_policy=mp" if head else ""
         lines = [*head, f"for block in model.get_submodule({container!r}):",
                  f"    fully_shard(block, reshard_after_forward={reshard.pop()}{policy})",
