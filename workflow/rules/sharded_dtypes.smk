@@ -25,12 +25,12 @@ TABLES.append("sharded-dtypes")
 
 
 rule sharded_dtypes_trace:
+    """The case's compute trace: micro-batch 1, full recomputation (FLOPs model)."""
     output:
         csv=f"{RESULTS}/sharded-dtypes/{{case}}.trace.csv",
         meta=f"{RESULTS}/sharded-dtypes/{{case}}.trace.meta.json",
     log:
         f"{LOGS}/sharded-dtypes/{{case}}.trace.log",
-    """The case's compute trace: micro-batch 1, full recomputation (FLOPs model)."""
     wildcard_constraints:
         case=SHARDED_DTYPES_CASE_RE,
     params:
