@@ -31,7 +31,7 @@ def split_by_position(items) -> dict[int, list[int]]:
 @pytest.mark.parametrize("make", [
     lambda t: ddp.plan(t, MODEL, 8, bucket_cap_mb=0.05),
     lambda t: bytescheduler.plan(t, MODEL, 8, search="none", partition_params=3000),
-    lambda t: dear.plan(t, MODEL, 8, search="none", threshold_mb=0.01),
+    lambda t: dear.plan(t, MODEL, 8, dear.Knobs(search="none", threshold_mb=0.01)),
 ])
 def test_grouped_like_the_split(make) -> None:
     trace = synthetic_compute_trace(40, seed=9)

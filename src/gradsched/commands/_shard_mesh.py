@@ -93,7 +93,7 @@ def pricers(args: argparse.Namespace) -> list[tuple[str, int, GroupPricer]]:
 def _mesh(args: argparse.Namespace) -> int:
     from gradsched.experiments.sharded.mesh import MeshCase, compare_meshes, recommended
     from gradsched.io import write_csv_atomic
-    from gradsched.report.hsdp import mesh_macros, mesh_table
+    from gradsched.report.hsdp import MESH_TABLE_ALIGN, mesh_macros, mesh_table
     from gradsched.report.latex import write_macros, write_table
     from gradsched.traces.bundle import ComputeTrace
 
@@ -124,7 +124,7 @@ def _mesh(args: argparse.Namespace) -> int:
     if args.tex is not None or args.md is not None:
         if args.tex is None or args.md is None:
             raise ConfigError("--tex and --md go together")
-        write_table(table, args.tex, args.md,
+        write_table(table, args.tex, args.md, align=MESH_TABLE_ALIGN,
                     title="hsdp: FSDP vs reshard-to-node vs HSDP, replayed (not measured)")
     if args.macros is not None:
         write_macros(args.macros, mesh_macros(frame))
