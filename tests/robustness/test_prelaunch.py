@@ -96,14 +96,14 @@ def test_torchrun_environment_is_checked_before_init(
 
 
 def test_unresolvable_master_is_refused_within_seconds(tmp_path: Path) -> None:
-    """End to end, in a fresh process: one line, exit 2, well before any timeout."""
+    """End to end, in a fresh process: one line naming $MASTER_ADDR, exit 2 (the gate's
+    refusal, not a rendezvous that timed out). The subprocess bound catches a hang; no
+    wall-clock assertion (the suite's load decides how long start-up takes)."""
     env = {**os.environ, **GOOD_ENV, "MASTER_ADDR": "no-such-host.invalid",
            "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "gradsched", *RUN, "-o",
                            str(tmp_path / "x.csv")], capture_output=True, text=True,
                           timeout=60, env=env)
-    assert time.monotonic() - started < 20
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert "$MASTER_ADDR" in done.stderr
