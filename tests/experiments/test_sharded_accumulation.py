@@ -87,3 +87,15 @@ def test_the_command_prints_the_modes_and_writes_the_table(tmp_path, capsys) -> 
     assert "no-sync-keep" in text and "not priced: no-all-reduce" in text
     frame = pd.read_csv(out)
     assert list(frame["mode"]) == ["no-sync", "no-sync-keep", "sync-every"]
+
+
+def test_modes_within_the_margin_are_not_told_apart():
+    """SYNTHETIC rows: a 1 % faster mode with twice the peak is not preferred over the
+    leanest one when the comm model's margin is 5 %; at 0.5 % it is."""
+    rows = [{"mode": m, "grad_accum": 4, "step_s": s, "gathered_peak_bytes": b,
+             "fsdp2_calls": m}
+            for m, s, b in (("no-sync", 1.00, 2 << 20), ("sync-every", 1.01, 1 << 20))]
+    assert advice(rows).startswith("fastest: no-sync ")
+    assert advice(rows, 0.5).startswith("fastest: no-sync ")
+    told = advice(rows, 5.0)
+    assert "not told apart" in told and "least memory among them: sync-every" in told

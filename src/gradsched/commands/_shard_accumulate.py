@@ -48,6 +48,7 @@ def _accumulate(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from gradsched.costmodel.base import load_comm_spec
+    from gradsched.experiments.recommend import model_margin
     from gradsched.experiments.sharded.accumulation import NOT_PRICED, accumulation_rows, advice
     from gradsched.experiments.sharded.common import ShardedProblem
     from gradsched.experiments.sharded.optimum import OPTIMUM, optimum
@@ -80,7 +81,10 @@ def _accumulate(args: argparse.Namespace) -> int:
           f"{args.world_size} ranks, {args.semantics}")
     print(frame[shown].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(f"not priced: {NOT_PRICED}")
-    print(advice(rows))
+    margin = model_margin(model, args.comm, ("all_gather", "reduce_scatter"),
+                          world_size=args.world_size)
+    print(f"margin: {margin.pct:.3g} % ({margin.source})")
+    print(advice(rows, margin.pct))
     if args.output is not None:
         write_csv_atomic(args.output, frame)
     return 0

@@ -75,8 +75,12 @@ def accumulation_rows(problem: ShardedProblem, plan: ShardedPlan) -> list[dict[s
     return rows
 
 
-def advice(rows: list[dict[str, Any]]) -> str:
-    """The fastest mode whose peak fits the cap (every mode when no cap), in words."""
+def advice(rows: list[dict[str, Any]], margin_pct: float | None = None) -> str:
+    """The fastest mode whose peak fits the cap (every mode when no cap), in words.
+
+    With ``margin_pct`` (the comm model's error, applied to the whole step, which overstates
+    it: compute is not uncertain here), modes whose step is within that margin of the fastest
+    are not told apart, and the one with the smallest peak among them is named."""
     if all(r["grad_accum"] == 1 for r in rows):
         return "one micro-batch per step: the modes run the same step"
     fitting = [r for r in rows if r.get("fits_cap", True)]
@@ -85,6 +89,16 @@ def advice(rows: list[dict[str, Any]]) -> str:
         return (f"no mode fits the memory cap: the smallest peak is {smallest['mode']}'s "
                 f"({smallest['gathered_peak_bytes'] / 2**20:.4g} MiB)")
     best = min(fitting, key=lambda r: (r["step_s"], r["gathered_peak_bytes"]))
+    if margin_pct is not None:
+        bound = best["step_s"] * (1.0 + margin_pct / 100.0)
+        close = [r for r in fitting if r["step_s"] <= bound]
+        if len(close) > 1:
+            least = min(close, key=lambda r: (r["gathered_peak_bytes"], r["step_s"]))
+            return (f"within the comm model's margin ({margin_pct:.3g} % of the step) of the "
+                    f"fastest: {', '.join(r['mode'] for r in close)}, not told apart; the "
+                    f"least memory among them: {least['mode']} ({least['step_s']:.4g} s per "
+                    f"step, peak {least['gathered_peak_bytes'] / 2**20:.4g} MiB): "
+                    f"{least['fsdp2_calls']}")
     return (f"fastest{' within the cap' if 'fits_cap' in best else ''}: {best['mode']} "
             f"({best['step_s']:.4g} s per step, peak {best['gathered_peak_bytes'] / 2**20:.4g}"
             f" MiB): {best['fsdp2_calls']}")
