@@ -170,3 +170,16 @@ def add_oversubscribe(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--oversubscribe", action="store_true",
                         help="start more threads (ranks x threads per rank) than "
                         "4 per usable CPU; the process and memory limits still apply")
+
+
+def add_sharded_case(parser: argparse.ArgumentParser) -> None:
+    """The case a sharded study replays: ``--compute``, ``--comm``, ``--world-size`` and
+    ``--semantics`` (as ``shard accumulate`` and ``shard rival`` take them)."""
+    parser.add_argument("--compute", required=True, help="compute trace CSV")
+    parser.add_argument("--comm", required=True, help="comm sweep CSV, fitted model JSON or "
+                        "inline alpha-beta, as for replay")
+    parser.add_argument("--world-size", type=world_size, required=True)
+    parser.add_argument("--semantics", choices=("streams", "blocking"), default="streams",
+                        help="streams: collectives on their own streams (GPU, NCCL); "
+                             "blocking: the host waits for each collective (FSDP2 on CPU "
+                             "with gloo)")

@@ -13,22 +13,15 @@ from __future__ import annotations
 
 import argparse
 
-from gradsched.commands._args import add_grad_accum, integer, size
+from gradsched.commands._args import add_grad_accum, add_sharded_case, size
 from gradsched.commands._outputs import output_file
-from gradsched.limits import MAX_RANKS
 
 
 def add_accumulate(ssub: argparse._SubParsersAction) -> None:
     """Register ``shard accumulate``."""
     p = ssub.add_parser("accumulate", help="FSDP2's gradient-accumulation modes side by "
                         "side: step time, collectives and peak memory of each")
-    p.add_argument("--compute", required=True, help="compute trace CSV")
-    p.add_argument("--comm", required=True,
-                   help="comm sweep CSV, fitted model JSON or inline alpha-beta, as for replay")
-    p.add_argument("--world-size", type=integer(1, MAX_RANKS), required=True)
-    p.add_argument("--semantics", choices=("streams", "blocking"), default="streams",
-                   help="streams: collectives on their own streams (GPU, NCCL); blocking: "
-                        "the host waits for each collective (FSDP2 on CPU with gloo)")
+    add_sharded_case(p)
     add_grad_accum(p, "the modes differ in what the first K-1 micro-batches communicate "
                    "and keep")
     which = p.add_mutually_exclusive_group()

@@ -14,22 +14,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gradsched.commands._args import integer
+from gradsched.commands._args import add_sharded_case
 from gradsched.commands._outputs import output_file, output_folder
-from gradsched.limits import MAX_RANKS
 
 
 def add_rival(ssub: argparse._SubParsersAction) -> None:
     """Register ``shard rival``."""
     p = ssub.add_parser("rival", help="the sharded optimum vs PyTorch's FSDP-unit MILP "
                         "(reconstructed) and FSDP2's defaults, replayed")
-    p.add_argument("--compute", required=True, help="compute trace CSV")
-    p.add_argument("--comm", required=True,
-                   help="comm sweep CSV, fitted model JSON or inline alpha-beta, as for replay")
-    p.add_argument("--world-size", type=integer(1, MAX_RANKS), required=True)
-    p.add_argument("--semantics", choices=("streams", "blocking"), default="streams",
-                   help="streams: collectives on their own streams (GPU, NCCL); blocking: "
-                        "the host waits for each collective (FSDP2 on CPU with gloo)")
+    add_sharded_case(p)
     p.add_argument("--plans-dir", type=output_folder, default=None,
                    help="write every plan JSON here (<cap>/<algorithm>.json)")
     p.add_argument("-o", "--output", type=output_file, default=None, help="table CSV")
