@@ -19,7 +19,7 @@ measured sweeps beside the alpha-beta-gamma formulas fitted to them, computed he
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,17 +112,22 @@ def _at_large(net: pd.DataFrame, sizes: list[int]) -> pd.DataFrame:
     return sel.groupby(["algorithm", "world_size"])["time"].median().unstack("world_size")
 
 
+def _large_tables(samples: pd.DataFrame) -> Iterator[tuple[str, list, pd.DataFrame]]:
+    """Per network (in report order) with large sizes common to LP and RHD: the network,
+    those sizes and :func:`_at_large`'s table of median times over them."""
+    for net in network_order(samples):
+        sub = samples[samples["network"] == net]
+        sizes = large_sizes(sub)
+        if sizes:
+            yield net, sizes, _at_large(sub, sizes)
+
+
 def at_large_frame(samples: pd.DataFrame) -> pd.DataFrame:
     """Per network with large sizes common to LP and RHD: the median time (``time_s``)
     over them per (algorithm, world size), with the smallest and largest of those sizes
     (``first_bytes``, ``last_bytes``); a network without common sizes has no row."""
     rows = []
-    for net in network_order(samples):
-        sub = samples[samples["network"] == net]
-        sizes = large_sizes(sub)
-        if not sizes:
-            continue
-        table = _at_large(sub, sizes)
+    for net, sizes, table in _large_tables(samples):
         for alg in table.index:
             for p in table.columns:
                 rows.append({"network": net, "algorithm": alg, "world_size": p,
@@ -137,12 +142,7 @@ def summary_rows(samples: pd.DataFrame, fits: dict[str, FormulaFit]) -> pd.DataF
     measured LP/RHD bandwidth ratio, LP's time relative to the smallest P, and the joint
     fit's LP/RHD ratio at the median large size (NaN without a fit)."""
     rows = []
-    for net in network_order(samples):
-        sub = samples[samples["network"] == net]
-        sizes = large_sizes(sub)
-        if not sizes:
-            continue
-        table = _at_large(sub, sizes)
+    for net, sizes, table in _large_tables(samples):
         ps = sorted(table.columns)
         fit = fits.get(net)
         size = float(np.median(sizes))

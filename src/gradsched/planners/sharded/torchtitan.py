@@ -51,13 +51,9 @@ def torchtitan(trace: ComputeTrace, model: CommModel, world_size: int, *,
     if blocks and blocks[-1][1] < seq.n - 1:  # after the last: norm and head, kept gathered
         ranges.append((blocks[-1][1] + 1, seq.n - 1))
         flags.append(False)
-    units = units_from_ranges(seq, ranges, flags)
-    return ShardedPlan(
-        algorithm="torchtitan", units=units,
-        forward_prefetch=check_depth("forward_prefetch", forward_prefetch, len(units)),
-        backward_prefetch=check_depth("backward_prefetch", backward_prefetch, len(units)),
-        knobs={"forward_prefetch": forward_prefetch, "backward_prefetch": backward_prefetch},
-        info={"world_size": world_size, "n_blocks": len(blocks), "source": SOURCE})
+    return _plan("torchtitan", units_from_ranges(seq, ranges, flags), (forward_prefetch,
+                 backward_prefetch), {"world_size": world_size, "n_blocks": len(blocks),
+                                      "source": SOURCE})
 
 
 def torchtitan_2024(trace: ComputeTrace, model: CommModel, world_size: int, *,
@@ -66,10 +62,16 @@ def torchtitan_2024(trace: ComputeTrace, model: CommModel, world_size: int, *,
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
     flags = [k < len(blocks) - 1 for k in range(len(blocks))]
-    units = units_from_ranges(seq, blocks, flags)
+    return _plan("torchtitan-2024", units_from_ranges(seq, blocks, flags),
+                 (forward_prefetch, backward_prefetch),
+                 {"world_size": world_size, "n_blocks": len(blocks), "source": SOURCE_2024})
+
+
+def _plan(name: str, units: list, depths: tuple[int, int], info: dict) -> ShardedPlan:
+    """The plan of ``units`` with its prefetch depths (forward, backward) checked."""
+    forward, backward = depths
     return ShardedPlan(
-        algorithm="torchtitan-2024", units=units,
-        forward_prefetch=check_depth("forward_prefetch", forward_prefetch, len(units)),
-        backward_prefetch=check_depth("backward_prefetch", backward_prefetch, len(units)),
-        knobs={"forward_prefetch": forward_prefetch, "backward_prefetch": backward_prefetch},
-        info={"world_size": world_size, "n_blocks": len(blocks), "source": SOURCE_2024})
+        algorithm=name, units=units,
+        forward_prefetch=check_depth("forward_prefetch", forward, len(units)),
+        backward_prefetch=check_depth("backward_prefetch", backward, len(units)),
+        knobs={"forward_prefetch": forward, "backward_prefetch": backward}, info=info)
