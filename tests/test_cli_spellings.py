@@ -38,14 +38,7 @@ UNITS = ("s", "mb", "mib", "pct")
 """Unit suffixes (house rule: the unit in the name): ``--timeout`` and ``--timeout-s`` are
 one concept."""
 
-DISTINCT: dict[frozenset[str], str] = {
-    frozenset({"--iters", "--iterations"}):
-        "two concepts: --iters counts iterations timed on real ranks (run, capture, shard "
-        "run/measure, reexec run, advise --validate; config key iters); --iterations counts "
-        "the iterations a replay simulates (replay, study, advise; config replay.iterations) "
-        "or, in reexec collect/analyze/accum, names the per-iteration table. advise has "
-        "both --iterations and --validate's --iters",
-}
+DISTINCT: dict[frozenset[str], str] = {}
 """Pairs of spellings that reduce to one concept yet name two (each with its reason), or
 a rename still pending (marked PENDING)."""
 
@@ -111,9 +104,9 @@ def test_a_doubled_spelling_is_caught() -> None:
     c.add_argument("--sequence-length")
     b.add_argument("--world-size")
     c.add_argument("--ranks")
-    c.add_argument("--iters")  # with the CLI's --iterations: two concepts, not caught
+    c.add_argument("--iters")
     b.add_argument("--iterations")
-    assert [line.split(":")[0] for line in doubled(parser)] == ["seq-len", "timeout",
+    assert [line.split(":")[0] for line in doubled(parser)] == ["iters", "seq-len", "timeout",
                                                                "world-size"]
 
 

@@ -122,7 +122,7 @@ for comm in sorted(glob.glob(config["networks"][network])):
     target = f"results/{compute}/{network}/" + comm.rsplit("/", 1)[1]
     args = ["replay", "--compute", trace, "--comm", comm,
             "--algorithms", ",".join(config["algorithms"]),
-            "--iterations", str(config["replay"]["iterations"]),
+            "--replay-iters", str(config["replay"]["iterations"]),
             "--channels", str(config["replay"]["channels"]), "-o", target]
     assert main(args) == 0
     out["replays"].append(target)

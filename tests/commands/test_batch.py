@@ -23,7 +23,7 @@ SWEEPS = [REPO / f"traces/comm/cpu/gloo-tbf1gbit-p{p}.csv" for p in (2, 3)]
 
 def _replay(comm: Path, out: Path) -> list[str]:
     return ["replay", "--compute", str(COMPUTE), "--comm", str(comm), "--algorithms",
-            "wfbp,mgwfbp", "--iterations", "3", "-o", str(out)]
+            "wfbp,mgwfbp", "--replay-iters", "3", "-o", str(out)]
 
 
 def test_a_batch_writes_what_one_process_per_command_writes(tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_replay_applies_the_default_to_gpu_traces_only(tmp_path, capsys) -> None:
     comm = ("--comm", "alpha-beta:alpha=1e-5,beta=1e-10", "--world-size", "8",
-            "--algorithms", "wfbp", "--iterations", "2")
+            "--algorithms", "wfbp", "--replay-iters", "2")
     code, _, err = run(capsys, "replay", "--compute", str(GPU_TRACE), *comm,
                        "-o", str(tmp_path / "auto.csv"))
     assert code == 0 and err.count("note: overlap slowdown 1.0") == 1 and "H200" in err

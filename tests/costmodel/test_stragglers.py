@@ -104,7 +104,7 @@ def test_zero_cv_replay_is_byte_identical(tmp_path) -> None:
 
     src = "traces/compute/h200/resnet50-b64-cuda-fp32.csv"
     base = ["replay", "--compute", src, "--comm", "alpha-beta:alpha=1e-5,beta=1e-10",
-            "--world-size", "8", "--algorithms", "ddp,wfbp", "--iterations", "2"]
+            "--world-size", "8", "--algorithms", "ddp,wfbp", "--replay-iters", "2"]
     assert cli.main([*base, "-o", str(tmp_path / "a.csv")]) == 0
     assert cli.main([*base, "-o", str(tmp_path / "b.csv"), "--stragglers", "0"]) == 0
     assert cli.main([*base, "-o", str(tmp_path / "c.csv"), "--stragglers", "0.05"]) == 0

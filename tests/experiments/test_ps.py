@@ -69,7 +69,7 @@ def test_cli_end_to_end_and_bad_world_size(tmp_path, capsys):
     trace = _trace(tmp_path / "t.csv")
     out = tmp_path / "ps.csv"
     assert main(["study", "ps-replay", "--case", "syn", str(trace), "net", "2", ALLREDUCE,
-                 P2P, "--layout", "P:separate", "--iterations", "3", "-o", str(out)]) == 0
+                 P2P, "--layout", "P:separate", "--replay-iters", "3", "-o", str(out)]) == 0
     assert main(["report", "ps-replay-table", "--input", str(out), "--tex",
                  str(tmp_path / "t.tex"), "--md", str(tmp_path / "t.md")]) == 0
     assert "PS S=2 separate" in (tmp_path / "t.md").read_text()

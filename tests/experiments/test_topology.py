@@ -126,7 +126,7 @@ def test_cli_end_to_end_and_bad_input(tmp_path: Path, capsys) -> None:
     out = tmp_path / "topo.csv"
     argv = ["study", "topology-replay", "--compute", "r18", str(R18),
             "--topology", "a", str(topo), "flat", "--topology", "b", str(topo), "hierarchical",
-            "--measured", "a", str(LOOP4), "--algorithms", "wfbp", "--iterations", "3",
+            "--measured", "a", str(LOOP4), "--algorithms", "wfbp", "--replay-iters", "3",
             "-o", str(out)]
     assert main(argv) == 0
     frame = pd.read_csv(out)

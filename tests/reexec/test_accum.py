@@ -129,7 +129,7 @@ def test_end_to_end_tiny_with_accumulation_and_zero1(tmp_path):
     assert meta["case"]["grad_accum"] == 3
     measured, its = tmp_path / "measured.csv", tmp_path / "its.csv"
     assert main(["reexec", "collect", *map(str, folders), "-o", str(measured),
-                 "--iterations", str(its)]) == 0
+                 "--iterations-csv", str(its)]) == 0
     table = pd.read_csv(measured)
     assert dict(zip(table["case"], table["grad_accum"], strict=True))[
         "tiny-mlp-b4-p2-loopback-k3"] == 3
@@ -138,7 +138,7 @@ def test_end_to_end_tiny_with_accumulation_and_zero1(tmp_path):
     assert set(table.loc[table["kind"] == "zero1", "algorithm"]) == {"zero1", "zero1-overlap"}
     outs = {name: tmp_path / name for name in ("rows.csv", "summary.csv", "t.tex", "t.md",
                                                "s.tex", "s.md", "macros.tex")}
-    assert main(["reexec", "accum", "--input", str(measured), "--iterations", str(its),
+    assert main(["reexec", "accum", "--input", str(measured), "--iterations-csv", str(its),
                  "--rows", str(outs["rows.csv"]), "--summary", str(outs["summary.csv"]),
                  "--tex", str(outs["t.tex"]), "--md", str(outs["t.md"]),
                  "--summary-tex", str(outs["s.tex"]), "--summary-md", str(outs["s.md"]),

@@ -50,7 +50,7 @@ def test_committed_measured_rebuilds_byte_for_byte(folder: str, networks: list[s
     cases = [str(data / "cases" / case) for case in order]
     assert main(["reexec", "collect", *cases, *_interference(networks, worlds),
                  "-o", str(tmp_path / "measured.csv"),
-                 "--iterations", str(tmp_path / "iterations.csv"),
+                 "--iterations-csv", str(tmp_path / "iterations.csv"),
                  "--provenance", str(tmp_path / "provenance.json")]) == 0
     for name in outputs:
         assert (tmp_path / name).read_bytes() == (data / name).read_bytes(), (

@@ -281,9 +281,9 @@ def test_end_to_end_tiny(tmp_path):
     assert prov["cases"]["tiny"]["settings"]["iters"] == 2
     assert {"foreign_cpu_cores_max", "n_flagged_runs"} <= set(table.columns)
     assert main(["reexec", "collect", str(folder), "-o", str(tmp_path / "m2.csv"),
-                 "--iterations", str(tmp_path / "its.csv")]) == 0
+                 "--iterations-csv", str(tmp_path / "its.csv")]) == 0
     assert main(["reexec", "analyze", "--input", str(measured), "--stats",
-                 str(tmp_path / "stats.csv"), "--iterations", str(tmp_path / "its.csv"),
+                 str(tmp_path / "stats.csv"), "--iterations-csv", str(tmp_path / "its.csv"),
                  "--errors", str(tmp_path / "errors.csv"),
                  "--summary-md", str(tmp_path / "summary.md"), "--figure", str(tmp_path / "f.pdf"),
                  "--png", str(tmp_path / "f.png"), "--md", str(tmp_path / "t.md")]) == 0

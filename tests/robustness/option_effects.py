@@ -182,14 +182,14 @@ def _report_inputs(d: Path) -> None:
     committed traces (and SYNTHETIC advice JSONs: tests/report/test_llm_scale.py's)."""
     from tests.report.test_llm_scale import DDP, FITS, NONE
 
-    algorithms = "--algorithms wfbp,ddp,mgwfbp,contiguous_optimum,search,best --iterations 2"
+    algorithms = "--algorithms wfbp,ddp,mgwfbp,contiguous_optimum,search,best --replay-iters 2"
     bc = "{R}/traces/compute/bcaffe/googlenet-tmp4ocomm.csv"
     bc_comm = "{R}/traces/comm/external/bcaffe-googlenet-tmp4ocomm.csv"
     for line in (
         f"replay --compute {C} --comm {M} {algorithms} -o {{d}}/res.csv --timeline {{d}}/tl",
         f"replay --compute {C} --comm {{d}}/m4.csv {algorithms} -o {{d}}/res4.csv",
         f"replay --compute {C} --comm {M} --algorithms wfbp,search --issue executor "
-        "--iterations 2 -o {d}/res-ex.csv",
+        "--replay-iters 2 -o {d}/res-ex.csv",
         f"replay --compute {bc} --comm {bc_comm} --algorithms wfbp,mgwfbp -o {{d}}/bc.csv",
         f"replay --compute {bc} --comm {bc_comm} --algorithms wfbp,mgwfbp --forward-ratio 0 "
         "-o {d}/bc0.csv",
@@ -341,14 +341,14 @@ def _gradsched(line: str, d: Path) -> None:
 
 # --------------------------------------------------------------------------- replay, plan
 
-REPLAY = f"replay --compute {C} --comm {M} --algorithms wfbp,ddp --iterations 2 -o r.csv"
+REPLAY = f"replay --compute {C} --comm {M} --algorithms wfbp,ddp --replay-iters 2 -o r.csv"
 REPLAY_TOPO = REPLAY.replace(f"--comm {M}", "--topology {d}/topo.yaml")
 REPLAY_HOST = (f"replay --compute {{R}}/traces/compute/h200-kineto/resnet50-b64-cuda-fp32.csv "
                f"--comm {AB} --world-size 8 --algorithms wfbp --host -o r.csv")
 REPLAY_AB = REPLAY.replace(M, AB) + " --world-size 2"
 GPU = "{R}/traces/compute/h200/gpt2-s1024-b8-cuda-bf16.csv"  # a GPU trace: auto applies
 REPLAY_GPU = (f"replay --compute {GPU} --comm alpha-beta:alpha=1e-5,beta=1e-10 --world-size 8 "
-              "--algorithms wfbp --iterations 2 -o r.csv")
+              "--algorithms wfbp --replay-iters 2 -o r.csv")
 PS = "servers=1,colocated=0,p2p=alpha-beta:alpha=1e-4,beta=1e-9"
 
 
@@ -375,8 +375,8 @@ def _replay() -> dict[str, Entry]:
         r + "--timeline": Output(REPLAY, f"{REPLAY} --timeline tl", "tl"),
         r + "--plans": Output(REPLAY, f"{REPLAY} --plans pl", "pl"),
         # the steady state is reached in 2 iterations: more change the timeline only
-        r + "--iterations": (more(f"{REPLAY} --timeline tl", "--iterations 3", compare="tl"),
-                             refused(REPLAY_HOST, "--iterations 3")),
+        r + "--replay-iters": (more(f"{REPLAY} --timeline tl", "--replay-iters 3", compare="tl"),
+                             refused(REPLAY_HOST, "--replay-iters 3")),
         r + "--channels": (more(REPLAY, "--channels 2", compare="r.csv"),
                            refused(REPLAY_HOST, "--channels 2")),
         r + "--pack-s-per-byte": more(REPLAY, "--pack-s-per-byte 1e-9", compare="r.csv"),
@@ -474,7 +474,7 @@ def _advise() -> dict[str, Entry]:
         a + "--current-bucket-cap-mb": more(ADV, "--current-bucket-cap-mb 1"),
         a + "--margin-pct": more(ADV, "--margin-pct 50"),
         a + "--interference": more(ADV, "--interference {d}/inter.json"),
-        a + "--iterations": (more(ADV, "--iterations 3"), refused(ADV_SH, "--iterations 3")),
+        a + "--replay-iters": (more(ADV, "--replay-iters 3"), refused(ADV_SH, "--replay-iters 3")),
         a + "--forward-ratio": refused(ADV, "--forward-ratio 1"),
         a + "--plan-out": Output(ADV, f"{ADV} --plan-out pl.json", "pl.json"),
         a + "--json": Output(ADV, f"{ADV} --json a.json", "a.json"),
@@ -654,13 +654,13 @@ def _shard_mesh() -> dict[str, Entry]:
 ST_SH = f"study sharded --case rn18 {C} tbf1gbit {M} 2 blocking -o s.csv"
 AB_SLOW = "alpha-beta:alpha=1e-4,beta=1e-8"
 ST_PS = (f"study ps-replay --case rn18 {C} tbf1gbit 2 {M} {{d}}/p2p.csv --layout 1:separate "
-         "--iterations 2 -o s.csv")
+         "--replay-iters 2 -o s.csv")
 EXT = "{R}/traces/comm/external"
 ST_TC = (f"study topology-check --intra {EXT}/nccl-abci-intra-anode-8.csv "
          f"--sweep {EXT}/nccl-abci-inter-anode-2.csv {EXT}/nccl-abci-inter-anode-4.csv "
          "-o s.csv")
 ST_TR = (f"study topology-replay --compute rn18 {C} --topology two {{d}}/topo.yaml flat "
-         "--algorithms wfbp --iterations 2 -o s.csv")
+         "--algorithms wfbp --replay-iters 2 -o s.csv")
 ST_SC = "study scaling-check --spec {d}/scaling.yaml -o s.csv"
 H200 = "{R}/traces/compute/h200-kineto"
 ST_ST = "study stragglers --h200 {R}/data/h200 --traces {R}/traces/compute/h200 --dlrm " \
@@ -708,9 +708,9 @@ def _study() -> dict[str, Entry]:
                                       "s.csv"),
         s + "ps-replay --layout": more(ST_PS, "--layout 2:colocated", compare="s.csv"),
         # a parameter server on a slow link: the first iterations are a transient
-        s + "ps-replay --iterations": more(
+        s + "ps-replay --replay-iters": more(
             f"study ps-replay --case rn18 {C} slow 2 {AB_SLOW} {AB_SLOW} --layout 1:separate "
-            "--iterations 2 -o s.csv", "--iterations 3", compare="s.csv"),
+            "--replay-iters 2 -o s.csv", "--replay-iters 3", compare="s.csv"),
         s + "ps-replay --output": Output(ST_PS, ST_PS.replace("-o s.csv", "-o o.csv"), "o.csv"),
         s + "topology-check --help": HELP,
         s + "topology-check --intra": Probe(ST_TC, ST_TC.replace(
@@ -733,9 +733,9 @@ def _study() -> dict[str, Entry]:
                                "cuda-fp32.csv").replace("wfbp", "ddp"),
                  "--overlap-slowdown off", compare="s.csv")),
         # Horovod's cycle on a slow cluster: the first iterations are a transient
-        s + "topology-replay --iterations": more(
+        s + "topology-replay --replay-iters": more(
             ST_TR.replace("topo.yaml", "topo-slow.yaml").replace("wfbp", "horovod"),
-            "--iterations 3", compare="s.csv"),
+            "--replay-iters 3", compare="s.csv"),
         s + "topology-replay --output": Output(ST_TR, ST_TR.replace("-o s.csv", "-o o.csv"),
                                                "o.csv"),
         s + "scaling-check --help": HELP,
@@ -1196,11 +1196,12 @@ def _report() -> dict[str, Entry]:
 # --------------------------------------------------------------------------- reexec, bench
 
 COLLECT_R = "reexec collect {d}/cases/resnet18-b4-p2-tbf1gbit -o m.csv"
-COLLECT_ELSEWHERE = COLLECT_R.replace("-o m.csv", "-o o.csv --iterations i.csv --provenance p.json")
+COLLECT_ELSEWHERE = COLLECT_R.replace("-o m.csv",
+                                      "-o o.csv --iterations-csv i.csv --provenance p.json")
 ANALYZE = "reexec analyze --input {d}/reexec-measured.csv"
-ANALYZE_IT = f"{ANALYZE} --iterations {{d}}/reexec-iterations.csv"
+ANALYZE_IT = f"{ANALYZE} --iterations-csv {{d}}/reexec-iterations.csv"
 ACCUM = ("reexec accum --input {d}/reexec-accum-measured.csv "
-         "--iterations {d}/reexec-accum-iterations.csv")
+         "--iterations-csv {d}/reexec-accum-iterations.csv")
 COLL = "{R}/traces/comm/collectives"
 BFIT = f"bench collectives-fit {COLL}/loopback-p2.csv {COLL}/loopback-p3.csv -o f.json"
 BTUNE = f"bench collectives-tune {COLL}/loopback-p2.csv -o t.json"
@@ -1221,18 +1222,18 @@ def _reexec_bench() -> dict[str, Entry]:
         r + "collect --interference": more(COLLECT_R, "--interference {d}/inter.json",
                                            compare="m.csv"),
         # one run writes every output, each at the path its option names
-        r + "collect --iterations": Output(COLLECT_R, COLLECT_ELSEWHERE, "i.csv"),
+        r + "collect --iterations-csv": Output(COLLECT_R, COLLECT_ELSEWHERE, "i.csv"),
         r + "collect --provenance": Output(COLLECT_R, COLLECT_ELSEWHERE, "p.json"),
         r + "collect --output": Output(COLLECT_R, COLLECT_ELSEWHERE, "o.csv"),
         r + "analyze --help": HELP,
         r + "analyze --input": Probe(ANALYZE, ANALYZE.replace("measured.csv", "measured2.csv"),
                                      "stdout"),
-        r + "analyze --iterations": more(ANALYZE, "--iterations {d}/reexec-iterations.csv",
+        r + "analyze --iterations-csv": more(ANALYZE, "--iterations-csv {d}/reexec-iterations.csv",
                                          compare="stdout"),
         r + "accum --help": HELP,
         r + "accum --input": Probe(ACCUM2, ACCUM2.replace("measured.csv", "measured2.csv"),
                                    "stdout"),
-        r + "accum --iterations": Probe(ACCUM, ACCUM.replace("iterations.csv",
+        r + "accum --iterations-csv": Probe(ACCUM, ACCUM.replace("iterations.csv",
                                                              "iterations3.csv"), "stdout"),
     }
     # one run writes every output, each at the path its option names

@@ -203,8 +203,8 @@ CASES: list[Case] = [
     Case("range-option", f"{REPLAY} --collective-cpu-s 1e300", "out of range"),
     Case("range-option", f"{REPLAY} --compute-slowdown 0.5", "out of range"),
     Case("range-option", f"{REPLAY} --pack-s-per-byte -1", "out of range"),
-    Case("range-option", f"{REPLAY} --iterations 100000000", "out of range"),
-    Case("range-option", f"{REPLAY} --iterations 1", "out of range"),
+    Case("range-option", f"{REPLAY} --replay-iters 100000000", "out of range"),
+    Case("range-option", f"{REPLAY} --replay-iters 1", "out of range"),
     Case("range-option", f"{REPLAY} --channels 0", "out of range"),
     Case("range-option", f"{REPLAY} --world-size 0", "out of range"),
     Case("range-option", f"{REPLAY} --world-size 99999999999999999999", "out of range"),
@@ -212,7 +212,7 @@ CASES: list[Case] = [
     Case("range-option", f"plan {COMPUTE} --algorithm ddp --world-size -3 -o {{d}}/p.json",
          "out of range", ("p.json",)),
     Case("range-option", f"replay --compute {{d}}/c.csv {AB} -o {{d}}/out.csv "
-         "--iterations abc", "not an integer"),
+         "--replay-iters abc", "not an integer"),
     Case("range-option", "replay --compute {d}/c.csv --comm alpha-beta:alpha=nan,beta=1e-9 "
          "--world-size 4 -o {d}/out.csv", "alpha must be a finite number"),
     Case("range-option", "fit {d}/m.csv --gamma nan", "not a finite number"),

@@ -102,11 +102,11 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 COMMANDS = {
     "replay --topology": "replay --compute c.csv --topology topo.yaml --algorithms wfbp "
-                         "--iterations 2 -o r.csv",
+                         "--replay-iters 2 -o r.csv",
     "plan --topology": "plan --compute c.csv --topology topo.yaml --algorithm ddp -o p.json",
-    "advise --topology": "advise --compute c.csv --topology topo.yaml --iterations 2",
+    "advise --topology": "advise --compute c.csv --topology topo.yaml --replay-iters 2",
     "study topology-replay": "study topology-replay --compute rn18 c.csv --topology two "
-                             "topo.yaml hierarchical --algorithms wfbp --iterations 2 -o s.csv",
+                             "topo.yaml hierarchical --algorithms wfbp --replay-iters 2 -o s.csv",
     "reexec run --list": "reexec run --config reexec.yaml --list",
     "study scaling-check": "study scaling-check --spec scaling.yaml -o sc.csv",
     "study topology-check": "study topology-check --intra intra8.csv --sweep inter2.csv "

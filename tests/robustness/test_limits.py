@@ -79,7 +79,7 @@ PROBES: dict[str, Probe] = {
                      f"inter: {ANALYTIC}\n"), "-o", f"{d}/o.csv"], "world size limit", {}),
     "int-cell": lambda d: (["traces", "validate", _compute_variant(
         d, "int", layer=str(2**62 + 1))], "2**62", {}),
-    "iterations": lambda d: (_replay(d, "--iterations", "10001"), "--iterations", {}),
+    "iterations": lambda d: (_replay(d, "--replay-iters", "10001"), "--replay-iters", {}),
     "slowdown": lambda d: (_replay(d, "--compute-slowdown", "1000001"), "out of range", {}),
     "collective-cpu": lambda d: (_replay(d, "--collective-cpu-s", "1000001"),
                                  "out of range", {}),

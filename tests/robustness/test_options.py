@@ -187,7 +187,7 @@ E2E = [
     ["compress", "profile", "--densities", "1/1_6", "-o", "x.csv"],
     ["reexec", "interference", "--comm-bytes", "８M", "-o", "x.json"],
     ["advise", "--compute", "x.csv", "--caps", "1,nan"],
-    ["study", "topology-replay", "--iterations", "1e1"],
+    ["study", "topology-replay", "--replay-iters", "1e1"],
     ["cluster", "--world-size", "２", "--", "true"],
 ]
 

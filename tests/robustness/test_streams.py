@@ -26,7 +26,7 @@ SRC = str(Path(gradsched.__file__).resolve().parents[1])
 
 REPLAY = ["replay", "--compute", str(REPO / "traces/compute/cpu/resnet18-b4-cpu-fp32.csv"),
           "--comm", str(REPO / "traces/comm/cpu/gloo-tbf1gbit-p2.csv"),
-          "--algorithms", "wfbp,ddp", "--iterations", "2", "-o", "r.csv"]
+          "--algorithms", "wfbp,ddp", "--replay-iters", "2", "-o", "r.csv"]
 OLD = "the previous results\n"
 
 

@@ -52,7 +52,7 @@ rule ps_replay:
         args=ps_replay_args(),
         iterations=config.get("replay", {}).get("iterations", 5),
     shell:
-        "{GS} study ps-replay {params.args} --iterations {params.iterations} "
+        "{GS} study ps-replay {params.args} --replay-iters {params.iterations} "
         "-o {output} > {log} 2>&1"
 
 

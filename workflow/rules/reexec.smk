@@ -151,7 +151,7 @@ rule reexec_collect:
         ),
     shell:
         "{GS} reexec collect {params.folders} {params.inter} -o {output.measured} "
-        "--iterations {output.iterations} --provenance {output.provenance} > {log} 2>&1"
+        "--iterations-csv {output.iterations} --provenance {output.provenance} > {log} 2>&1"
 
 
 rule reexec_analyze:
@@ -173,7 +173,7 @@ rule reexec_analyze:
     log:
         f"{LOGS}/reexec/analyze.log",
     shell:
-        "{GS} reexec analyze --input {input.measured} --iterations {input.iterations} "
+        "{GS} reexec analyze --input {input.measured} --iterations-csv {input.iterations} "
         "--stats {output.stats} --errors {output.errors} "
         "--summary-table {output.summary_tex} --summary-md {output.summary_md} "
         "--stock-ddp-tex {output.stock_ddp_tex} --stock-ddp-md {output.stock_ddp_md} "
@@ -204,7 +204,7 @@ rule reexec_committed:
     log:
         f"{LOGS}/reexec/committed.log",
     shell:
-        "{GS} reexec analyze --input {input.measured} --iterations {input.iterations} "
+        "{GS} reexec analyze --input {input.measured} --iterations-csv {input.iterations} "
         "--stats {output.stats} --errors {output.errors} "
         "--summary-table {output.summary_tex} --summary-md {output.summary_md} "
         "--stock-ddp-tex {output.stock_ddp_tex} --stock-ddp-md {output.stock_ddp_md} "
@@ -275,7 +275,7 @@ rule reexec_accum_collect:
         inter=lambda wc, input: reexec_stage.accum_collect_args(input.inter),
     shell:
         "{GS} reexec collect {params.folders} {params.inter} -o {output.measured} "
-        "--iterations {output.iterations} --provenance {output.provenance} > {log} 2>&1"
+        "--iterations-csv {output.iterations} --provenance {output.provenance} > {log} 2>&1"
 
 
 rule reexec_accum_analyze:
@@ -294,7 +294,7 @@ rule reexec_accum_analyze:
     log:
         f"{LOGS}/reexec-accum/analyze.log",
     shell:
-        "{GS} reexec accum --input {input.measured} --iterations {input.iterations} "
+        "{GS} reexec accum --input {input.measured} --iterations-csv {input.iterations} "
         "--rows {output.rows} --summary {output.summary} --tex {output.tex} "
         "--md {output.md} --summary-tex {output.summary_tex} "
         "--summary-md {output.summary_md} > {log} 2>&1"
@@ -316,7 +316,7 @@ rule reexec_accum_committed:
     log:
         f"{LOGS}/reexec-accum/committed.log",
     shell:
-        "{GS} reexec accum --input {input.measured} --iterations {input.iterations} "
+        "{GS} reexec accum --input {input.measured} --iterations-csv {input.iterations} "
         "--rows {output.rows} --summary {output.summary} --tex {output.tex} "
         "--md {output.md} --summary-tex {output.summary_tex} "
         "--summary-md {output.summary_md} --macros {output.macros} > {log} 2>&1"

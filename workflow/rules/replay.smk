@@ -9,7 +9,7 @@ def replay_arguments(set_name, compute, comm, output, world=None):
     return (
         f"replay --compute {shlex.quote(compute_path(compute))} --comm {shlex.quote(comm)} "
         f"{at}--algorithms {','.join(algorithms)} {knob_args(algorithms)} "
-        f"--iterations {replay.get('iterations', 5)} --channels {replay.get('channels', 1)} "
+        f"--replay-iters {replay.get('iterations', 5)} --channels {replay.get('channels', 1)} "
         f"-o {output}"
     )
 
@@ -116,7 +116,7 @@ rule replay_timeline:
                 f"{LOGS}/timeline/{folder}/{alg}.log",
                 f"replay --compute {input.compute} --comm {input.comm} --algorithms {alg} "
                 f"{knob_args([alg])} "
-                f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                f"--replay-iters {config.get('replay', {}).get('iterations', 5)} "
                 f"--timeline {RESULTS}/timeline/{folder} "
                 f"-o {RESULTS}/timeline/{folder}/{alg}.result.csv",
             )
@@ -147,7 +147,7 @@ rule replay_bcaffe_check:
                 f"{LOGS}/compare/bcaffe/{stem}.log",
                 f"replay --compute {shlex.quote(item['compute'])} "
                 f"--comm {shlex.quote(item['comm'])} --algorithms wfbp,mgwfbp "
-                f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                f"--replay-iters {config.get('replay', {}).get('iterations', 5)} "
                 f"-o {RESULTS}/compare/bcaffe/{stem}.csv",
             )
             for stem, item in bcaffe_checks().items()
@@ -173,7 +173,7 @@ rule replay_forward:
                 f"replay --compute {input.compute} --comm {input.comm} "
                 f"--algorithms {','.join(set_algorithms('main'))} "
                 f"{knob_args(set_algorithms('main'))} "
-                f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                f"--replay-iters {config.get('replay', {}).get('iterations', 5)} "
                 f"--forward-ratio {ratio} -o {RESULTS}/replay/forward/r{ratio}.csv",
             )
             for ratio in FORWARD_RATIOS
@@ -237,7 +237,7 @@ rule headline_models:
                     f"--comm {RESULTS}/replay/headline-models/{kind}.model.json "
                     f"--algorithms {','.join(set_algorithms('main'))} "
                     f"{knob_args(set_algorithms('main'))} "
-                    f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                    f"--replay-iters {config.get('replay', {}).get('iterations', 5)} "
                     f"-o {RESULTS}/replay/headline-models/{kind}.csv",
                 ),
             )
@@ -316,7 +316,7 @@ rule replay_calibrated:
                 f"replay --compute {shlex.quote(compute_path(c))} "
                 f"--comm traces/comm/cpu/gloo-{link}-p{w}.csv "
                 "--algorithms wfbp,mgwfbp,contiguous_optimum,search "
-                f"--iterations {config.get('replay', {}).get('iterations', 5)} "
+                f"--replay-iters {config.get('replay', {}).get('iterations', 5)} "
                 f"--interference paper/data/reexec/interference-{link}-p{w}.json "
                 f"--issue executor -o {RESULTS}/replay/calibrated/{c}/{link}-p{w}.csv",
             )

@@ -58,7 +58,7 @@ rule topology_replay:
         args=topology_replay_args(),
         iterations=config.get("replay", {}).get("iterations", 5),
     shell:
-        "{GS} study topology-replay {params.args} --iterations {params.iterations} "
+        "{GS} study topology-replay {params.args} --replay-iters {params.iterations} "
         "-o {output} > {log} 2>&1"
 
 

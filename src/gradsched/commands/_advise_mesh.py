@@ -75,7 +75,7 @@ def run_mesh_advice(args: argparse.Namespace, trace: object, model: object,
     for flag, given in (("--validate", args.validate), ("--memory-cap", args.memory_cap),
                         ("--caps", args.caps), ("--interference", args.interference),
                         ("--current-bucket-cap-mb", args.current_bucket_cap_mb),
-                        ("--iterations", args.iterations), ("--backend", args.backend)):
+                        ("--replay-iters", args.replay_iters), ("--backend", args.backend)):
         if given not in (None, False):
             raise ConfigError(f"{flag} is not read by --mesh (drop one of them)")
     device = str(trace.meta.get("device", ""))  # type: ignore[attr-defined]

@@ -77,7 +77,7 @@ COMM_HELP = ("comm sweep CSV (gradsched capture comm), fitted model JSON (gradsc
 
 
 DEFAULT_ITERATIONS = 5
-"""Replay iterations of DDP's candidates unless --iterations says otherwise."""
+"""Replay iterations of DDP's candidates unless --replay-iters says otherwise."""
 
 VALIDATION_DEFAULTS: dict[str, int | float] = {"rounds": 3, "iters": 10, "warmup": 2,
                                                "threads": 1, "timeout_s": 300.0}
@@ -120,7 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interference", type=Path, default=None, metavar="JSON",
                    help="calibrated interference (gradsched reexec interference) for the "
                         "replay and the plan's scoring")
-    p.add_argument("--iterations", type=integer(2, 10_000), default=None,
+    p.add_argument("--replay-iters", type=integer(2, 10_000), default=None,
                    help="replay iterations of DDP's candidates (>= 2; default "
                         f"{DEFAULT_ITERATIONS})")
     p.add_argument("--forward-ratio", type=real(0.0, 10.0), default=None, metavar="R",
@@ -243,7 +243,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_mesh_advice(args, trace, model, world)
     if args.sharded:
         return _run_sharded(args, trace, model, world)
-    args.iterations = args.iterations or DEFAULT_ITERATIONS
+    args.replay_iters = args.replay_iters or DEFAULT_ITERATIONS
     args.backend = args.backend or "gloo"
     if args.memory_cap is not None or args.semantics is not None or args.gpu_memory is not None:
         raise ConfigError("--memory-cap, --gpu-memory and --semantics need --sharded")
@@ -260,7 +260,7 @@ def _run(args: argparse.Namespace) -> int:
     rec = advise(trace, model, world, compute=str(args.compute),  # type: ignore[arg-type]
                  comm=str(args.topology) if topology else args.comm,
                  caps_mb=args.caps if args.caps is not None else list(DEFAULT_CAPS_MB),
-                 interference=interference, iterations=args.iterations,
+                 interference=interference, iterations=args.replay_iters,
                  margin_pct=args.margin_pct, forward_ratio=args.forward_ratio,
                  topology_collective=(args.topology_collective or "hierarchical")
                  if topology else None, current_cap_mb=args.current_bucket_cap_mb,
@@ -318,7 +318,7 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
         raise ConfigError("--sharded takes --comm, not --topology")
     for flag, given in (("--caps", args.caps), ("--interference", args.interference),
                         ("--current-bucket-cap-mb", args.current_bucket_cap_mb),
-                        ("--iterations", args.iterations), ("--backend", args.backend)):
+                        ("--replay-iters", args.replay_iters), ("--backend", args.backend)):
         if given is not None:  # DDP's settings: an FSDP2 layout has no buckets to cap
             raise ConfigError(f"{flag} is a DDP setting; --sharded advises FSDP2 units and "
                               "does not read it (drop one of them)")

@@ -102,7 +102,7 @@ def _add_collect(rsub: argparse._SubParsersAction) -> None:
                           "comm_slowdown), for every "
                           "case or, as NETWORK=JSON, for the cases on that network "
                           "(repeatable)")
-    col.add_argument("--iterations", type=output_file, default=None,
+    col.add_argument("--iterations-csv", type=output_file, default=None,
                      help="also write every timed iteration of every case here")
     col.add_argument("--provenance", type=output_file, default=None,
                      help="also write the settings and provenance JSON here")
@@ -143,21 +143,21 @@ def _add_analyze(rsub: argparse._SubParsersAction) -> None:
     """``reexec analyze``: errors, Kendall tau, tables and figure."""
     ana = rsub.add_parser("analyze", help="errors, Kendall tau, table and figure")
     ana.add_argument("--input", type=Path, required=True, help="measured.csv (from collect)")
-    ana.add_argument("--iterations", type=Path, default=None,
+    ana.add_argument("--iterations-csv", type=Path, default=None,
                      help="iterations.csv (from collect): adds 95 %% bootstrap intervals "
                           "(plan times, errors, Kendall tau, best vs DDP)")
     ana.add_argument("--stats", type=output_file, default=None, help="per-case statistics CSV")
     ana.add_argument("--errors", type=output_file, default=None, help="per-plan errors CSV")
     ana.add_argument("--summary-table", type=output_file, default=None,
-                     help="LaTeX table of the per-case summary (needs --iterations)")
+                     help="LaTeX table of the per-case summary (needs --iterations-csv)")
     ana.add_argument("--summary-md", type=output_file, default=None,
-                     help="Markdown table of the per-case summary (needs --iterations)")
+                     help="Markdown table of the per-case summary (needs --iterations-csv)")
     ana.add_argument("--stock-ddp-tex", type=output_file, default=None,
                      help="LaTeX table: stock PyTorch DDP with a planner's buckets "
                           "(ddp-list items) vs DDP default, the tuned cap and best; best "
-                          "split into implementation and schedule (needs --iterations)")
+                          "split into implementation and schedule (needs --iterations-csv)")
     ana.add_argument("--stock-ddp-md", type=output_file, default=None,
-                     help="the same table in Markdown (needs --iterations)")
+                     help="the same table in Markdown (needs --iterations-csv)")
     ana.add_argument("--table", type=output_file, default=None, help="LaTeX table")
     ana.add_argument("--md", type=output_file, default=None, help="Markdown table")
     ana.add_argument("--figure", type=output_file, default=None, help="figure (PDF)")
@@ -169,7 +169,7 @@ def _add_accum(rsub: argparse._SubParsersAction) -> None:
     acc = rsub.add_parser("accum", help="gradient accumulation and ZeRO-1: predicted vs "
                           "measured per family and k, with bootstrap intervals")
     acc.add_argument("--input", type=Path, required=True, help="measured.csv (from collect)")
-    acc.add_argument("--iterations", type=Path, required=True,
+    acc.add_argument("--iterations-csv", type=Path, required=True,
                      help="iterations.csv (from collect): the bootstrap's iterations")
     acc.add_argument("--rows", type=output_file, default=None,
                      help="CSV: one row per case and family")
@@ -190,7 +190,7 @@ def _accum(args: argparse.Namespace) -> int:
         if (getattr(args, tex) is None) != (getattr(args, md) is None):
             raise ConfigError(f"--{tex.replace('_', '-')} and --{md.replace('_', '-')} go "
                               "together (a table and its Markdown twin)")
-    rows, summary = analyze_accum(args.input, args.iterations)
+    rows, summary = analyze_accum(args.input, args.iterations_csv)
     names = ("rows", "summary", "tex", "md", "summary_tex", "summary_md", "macros")
     with Staging() as stage:  # every requested output, or none
         out = {name: stage.file(getattr(args, name)) if getattr(args, name) else None
@@ -248,7 +248,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _collect(args: argparse.Namespace) -> int:
     spec = parse_interference_args(args.interference)
-    table = collect(args.folders, spec, args.output, args.iterations,
+    table = collect(args.folders, spec, args.output, args.iterations_csv,
                     args.provenance)
     cols = ["case", "algorithm", "predicted_s", "predicted_interference_s", "measured_s",
             "measured_p10_s", "measured_p90_s"]
@@ -282,6 +282,6 @@ def _analyze(args: argparse.Namespace) -> int:
         outputs = AnalysisOutputs(**{
             f.name: stage.file(getattr(args, f.name)) if getattr(args, f.name) else None
             for f in dataclasses.fields(AnalysisOutputs)})
-        stats = write_analysis(analyze(args.input, args.iterations), outputs)
+        stats = write_analysis(analyze(args.input, args.iterations_csv), outputs)
     print(stats.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0

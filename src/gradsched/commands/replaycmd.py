@@ -56,7 +56,7 @@ from gradsched.traces.forward import with_forward
 
 CAPS_FORMAT = "gradsched.ddp_caps"
 DEFAULT_ITERATIONS = 5
-"""Iterations the replay simulates unless --iterations says otherwise."""
+"""Iterations the replay simulates unless --replay-iters says otherwise."""
 COMM_HELP = ("comm trace CSV, fitted model JSON, or alpha-beta:alpha=<seconds>,"
              "beta=<seconds per byte>")
 
@@ -122,7 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="write <algorithm>.trace.json (Perfetto) and .timeline.csv here")
     rep.add_argument("--plans", type=output_folder, default=None, metavar="DIR",
                      help="write each algorithm's plan JSON here")
-    rep.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=None,
+    rep.add_argument("--replay-iters", type=integer(2, MAX_REPLAY_ITERATIONS), default=None,
                      help=f"iterations simulated (>= 2; default {DEFAULT_ITERATIONS})")
     rep.add_argument("--channels", type=integer(1, MAX_CHANNELS), default=1,
                      help="concurrent communication channels sharing bandwidth")
@@ -316,7 +316,7 @@ def _check_host_options(args: argparse.Namespace, interference: dict[str, float]
     if not args.host:
         return
     not_modelled = [flag for flag, given in (
-        ("--iterations", args.iterations is not None), ("--channels", args.channels != 1),
+        ("--replay-iters", args.replay_iters is not None), ("--channels", args.channels != 1),
         ("--grad-accum", args.grad_accum != 1),
         ("--interference", args.interference is not None),
         *((f"--{k.replace('_', '-')}", v != NO_INTERFERENCE[k])
@@ -375,7 +375,7 @@ def _replay(args: argparse.Namespace) -> int:
     interference = with_overlap(args, trace.meta, args.command, dict(interference),
                                 given=given, host=args.host)
     _check_host_options(args, interference)
-    options = ReplayOptions(iterations=args.iterations or DEFAULT_ITERATIONS,
+    options = ReplayOptions(iterations=args.replay_iters or DEFAULT_ITERATIONS,
                             channels=args.channels,
                             pack_s_per_byte=args.pack_s_per_byte, issue=args.issue,
                             grad_accum=args.grad_accum, host=args.host,

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layout", action="append", required=True, metavar="S[:colocated]",
                    help="server layout: S servers (an integer, or P for as many as "
                         "workers), :colocated with the workers or :separate (repeatable)")
-    p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
+    p.add_argument("--replay-iters", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
                    help="replayed iterations (>= 2)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     p.set_defaults(func=_ps_replay)
@@ -75,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "size, replayed as the reference (repeatable)")
     p.add_argument("--algorithms", default="wfbp,ddp,mgwfbp",
                    help="comma-separated planners (default wfbp,ddp,mgwfbp)")
-    p.add_argument("--iterations", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
+    p.add_argument("--replay-iters", type=integer(2, MAX_REPLAY_ITERATIONS), default=5,
                    help="replayed iterations (>= 2)")
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     add_overlap_option(p)
@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(DDP replay of a GPU trace) and compare")
     p.add_argument("--spec", type=Path, required=True,
                    help="YAML of published results (config/published-scaling.yaml)")
-    # no --iterations: the check replays DDP, whose iterations repeat exactly from the
+    # no --replay-iters: the check replays DDP, whose iterations repeat exactly from the
     # first (every one starts after the last all-reduce), so their count changes nothing
     p.add_argument("-o", "--output", type=output_file, required=True, help="CSV to write")
     add_overlap_option(p)
@@ -145,7 +145,7 @@ def _ps_replay(args: argparse.Namespace) -> int:
     cases = []
     for name, csv, network, world, allreduce, p2p in args.case:
         cases.append(PSCase(name, Path(csv), network, _ranks(name, world), allreduce, p2p))
-    frame = ps_replay(cases, [parse_layout(v) for v in args.layout], args.iterations)
+    frame = ps_replay(cases, [parse_layout(v) for v in args.layout], args.replay_iters)
     return _write(args, frame)
 
 
@@ -185,7 +185,7 @@ def _topology_replay(args: argparse.Namespace) -> int:
                           Path(measured[name]) if name in measured else None)
              for name, file, collective in args.topology]
     frame = topology_replay(computes, cases, expand_algorithms(args.algorithms),
-                            args.iterations, overlap=args.overlap_slowdown)
+                            args.replay_iters, overlap=args.overlap_slowdown)
     return _write(args, frame)
 
 

@@ -268,7 +268,7 @@ def replay(
     if timeline and events > MAX_TIMELINE_EVENTS:
         raise ConfigError(f"a timeline of {options.iterations} iterations of plan "
                           f"'{plan.algorithm}' holds about {events} events; at most "
-                          f"{MAX_TIMELINE_EVENTS} are written (lower --iterations)")
+                          f"{MAX_TIMELINE_EVENTS} are written (lower --replay-iters)")
     arrays = trace_arrays(trace)
     items = plan_items(arrays, plan, model, world_size, options.pack_s_per_byte)
     check_plan_timing(plan)

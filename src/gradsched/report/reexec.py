@@ -429,7 +429,7 @@ _BOOT_KEYS = ("ReexecSepPairs", "ReexecAllPairs", "ReexecTauSepMedian", "ReexecO
 
 def reexec_boot_macros(stats: pd.DataFrame | None, level_pct: float | None = None,
                        replicates: int | None = None) -> dict[str, str]:
-    """Bootstrap statistics of the re-execution (``reexec analyze --iterations`` stats
+    """Bootstrap statistics of the re-execution (``reexec analyze --iterations-csv`` stats
     CSV, :mod:`gradsched.reexec.uncertainty`): separated pairs and tau on them, the
     spread-to-noise range, ``best`` against PyTorch DDP's default and the tuned cap
     (speed-ups; a case counts as "not slower than tuned" when the interval's upper end
@@ -523,11 +523,11 @@ def write_analysis(result: AnalysisFrames, outputs: AnalysisOutputs) -> pd.DataF
         write_csv_atomic(errors, result.errors())
     if summary_table is not None or summary_md is not None:
         if result.intervals is None:
-            raise InputError("the summary table needs the per-iteration data (--iterations)")
+            raise InputError("the summary table needs the per-iteration data (--iterations-csv)")
         write_reexec_summary(result.summary, tex=summary_table, md=summary_md)
     if stock_ddp_tex is not None or stock_ddp_md is not None:
         if result.intervals is None:
-            raise InputError("the stock-DDP table needs the per-iteration data (--iterations)")
+            raise InputError("the stock-DDP table needs the per-iteration data (--iterations-csv)")
         write_stock_ddp_table(result.stock_ddp, tex=stock_ddp_tex, md=stock_ddp_md)
     if table is not None or md is not None:
         write_reexec_table(result.errors(intervals=False), result.summary, tex=table, md=md)

@@ -48,7 +48,7 @@ def register(rsub: argparse._SubParsersAction) -> None:
                         "(paper/data/reexec/architectures/measured.json)")
     p.add_argument("--reexec-stats", type=Path,
                    help="re-execution statistics with bootstrap intervals (reexec analyze "
-                        "--iterations ... --stats)")
+                        "--iterations-csv ... --stats)")
     p.add_argument("--reexec-iterations", type=Path,
                    help="re-execution iterations.csv (paper/data/reexec/iterations.csv): "
                         "bootstrap intervals of best against DDP and the executor's DDP plan")
