@@ -133,7 +133,11 @@ def _accumulate(args: argparse.Namespace) -> int:
     print(f"{plan.algorithm}: {plan.n_units} units, {args.grad_accum} micro-batches per step, "
           f"{where}, {args.semantics}")
     print(frame[shown].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    if not hsdp:
+    if hsdp:
+        print("collectives per step by kind@group ranks:")
+        for r in rows:
+            print(f"  {r['mode']}: {r['collectives']}")
+    else:
         print(f"not priced: {NOT_PRICED}")
     kinds = ("all_gather", "reduce_scatter", *(("all_reduce",) if hsdp else ()))
     groups = (plan.mesh.shard, plan.mesh.replicate) if hsdp else (args.world_size,)

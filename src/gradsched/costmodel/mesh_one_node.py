@@ -4,9 +4,12 @@
 
 For a model measured on one machine (gloo over loopback or a shaped link between local
 ranks, :mod:`gradsched.runtime.mesh_run`'s 2 x 2 runs): a shard group and a replicate
-group are the same kind of group there, so each is the model at its size. Its domain is
-the model's: group sizes it was not measured at are its own extrapolation
-(:meth:`GroupPricer.domain`), and a multi-node cluster needs
+group are the same kind of group there, so each is the model at its size. Groups of a
+kind run at once (every rank is in one): that they do not slow each other down holds
+where every rank has its own link (the emulated clusters of ``traces/comm/cpu/README.md``,
+each rank's link shaped apart), not where they share one (loopback, or the CPU cores of
+one machine). Its domain is the model's: group sizes it was not measured at are its own
+extrapolation (:meth:`GroupPricer.domain`), and a multi-node cluster needs
 :class:`~gradsched.costmodel.mesh.TopologyPricer` or
 :class:`~gradsched.costmodel.mesh.NCCLPricer` instead.
 """
