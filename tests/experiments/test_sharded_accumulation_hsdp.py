@@ -104,3 +104,21 @@ def test_the_command_prints_the_three_modes_for_hsdp(tmp_path, capsys) -> None:
     assert set(frame["replicate"]) == {2}
     assert main(["shard", "accumulate", "--compute", TRACE, "--comm",
                  "alpha-beta:alpha=1e-4,beta=1e-9", "--world-size", "4", "--mesh", "3x2"]) == 2
+
+
+def test_the_mesh_option_refuses_what_it_cannot_use(tmp_path, capsys) -> None:
+    """A mesh not spelt RxS, or not the plan's own mesh: a one-line refusal (exit 2)."""
+    from gradsched.cli import main
+    from gradsched.planners.sharded.hsdp import hsdp
+
+    base = ["shard", "accumulate", "--compute", TRACE, "--comm",
+            "alpha-beta:alpha=1e-4,beta=1e-9", "--world-size", "4"]
+    with pytest.raises(SystemExit) as bad:
+        main([*base, "--mesh", "2by2"])
+    assert bad.value.code == 2 and "expected RxS" in capsys.readouterr().err
+    plan = tmp_path / "hsdp.json"
+    hsdp(ComputeTrace.load(TRACE), MODEL, 4, shard=2).save(plan)
+    assert main([*base, "--plan", str(plan), "--mesh", "1x4"]) == 2
+    assert "differs from the plan's mesh 2x2" in capsys.readouterr().err
+    assert main([*base, "--plan", str(plan), "--grad-accum", "2"]) == 0  # its own mesh
+    assert "no-all-reduce" in capsys.readouterr().out
