@@ -31,8 +31,12 @@ def test_the_tables_format_every_row() -> None:
                            "reduce_scatters": 1, "gathered_peak_bytes": 2**21,
                            "extra_peak_bytes": 2**20, "step_over_fastest": 1.0}])
     table, align = accumulation_table(accum)
-    assert table.iloc[0].tolist()[5:] == ["1.235", "3", "1", "2", "1", "1.000"]
+    assert table.iloc[0].tolist()[5:] == ["1.235", "3", "1", "--", "2", "1", "1.000"]
+    assert table.iloc[0].tolist()[2] == "1 x 2"
     assert len(align) == table.shape[1]
+    hsdp = accum.assign(world_size=4, replicate=2, shard=2, all_reduces=9)
+    assert accumulation_table(hsdp)[0].iloc[0].tolist()[2:9] == ["2 x 2", "4", "no-sync",
+                                                                "1.235", "3", "1", "9"]
     rival = pd.DataFrame([{"case": "c", "network": "n", "cap": "none", "algorithm": "fsdp-milp",
                            "n_units": 3, "forward_prefetch": 1, "backward_prefetch": 1,
                            "step_s": float("nan"), "gathered_peak_bytes": float("nan"),

@@ -1650,9 +1650,12 @@ def _shard_accumulate() -> dict[str, Entry]:
                        refused(SHA, "--plan {d}/zero3.json --algorithm fsdp2")),
         s + "--memory-cap": more(SHA, "--memory-cap 30M", compare="stdout"),
         s + "--output": Output(SHA, f"{SHA} -o a.csv", "a.csv"),
+        # HSDP: adds no-all-reduce and the all-reduces; refused when R x S != world size
+        s + "--mesh": (more(SHA4, "--mesh 2x2", compare="stdout"), refused(SHA, "--mesh 2x2")),
     }
 
 
+SHA4 = SHA.replace(M, AB).replace("--world-size 2", "--world-size 4")
 REGISTRY.update(_shard_accumulate())
 
 

@@ -27,12 +27,11 @@ def ranks() -> list[dict]:
                   LaunchSpec(2, op_timeout_s=60, deadline_s=240))
 
 
-def _predicted(mode: str, k: int):
+def stack_trace():
+    """The measured stack as a compute trace: its parameters' bytes, SYNTHETIC times."""
     import pandas as pd
 
-    from gradsched.costmodel import AlphaBetaModel
-    from gradsched.replay.sharded_accum import replay_mode
-    from gradsched.runtime.accum_modes import stack, stack_plan
+    from gradsched.runtime.accum_modes import stack
     from gradsched.traces import ComputeTrace
     from tests.replay.test_sharded import META
 
@@ -43,8 +42,15 @@ def _predicted(mode: str, k: int):
                           "bytes": [4 * p.numel() for _, p in params],
                           "forward_s": 1e-4, "backward_s": 2e-4, "update_s": 0.0,
                           "ready_order": list(range(len(params)))[::-1]})
-    trace = ComputeTrace.from_frame(frame, META)
-    return replay_mode(trace, stack_plan(LAYERS), AlphaBetaModel(1e-4, 1e-9), 2, mode,
+    return ComputeTrace.from_frame(frame, META)
+
+
+def _predicted(mode: str, k: int):
+    from gradsched.costmodel import AlphaBetaModel
+    from gradsched.replay.sharded_accum import replay_mode
+    from gradsched.runtime.accum_modes import stack_plan
+
+    return replay_mode(stack_trace(), stack_plan(LAYERS), AlphaBetaModel(1e-4, 1e-9), 2, mode,
                        grad_accum=k, semantics="blocking")
 
 

@@ -52,6 +52,24 @@ rule shard_accumulate_case:
         "-o {output} > {log} 2>&1"
 
 
+rule shard_accumulate_hsdp_case:
+    """HSDP's three accumulation modes on a 2 x 2 mesh (4 ranks, shard groups and replicate
+    groups of 2, each priced by the case's 2-rank sweep: every rank has its own shaped link),
+    at ACCUM_K micro-batches per step, FSDP2's default units."""
+    input:
+        lambda w: [rival_case(w.name, w.network)[1], rival_case(w.name, w.network)[3]],
+    output:
+        f"{RESULTS}/sharded/accumulate-hsdp/{{name}}--{{network}}.csv",
+    log:
+        f"{LOGS}/sharded/accumulate-hsdp-{{name}}--{{network}}.log",
+    params:
+        case=lambda w: rival_case(w.name, w.network),
+    shell:
+        "{GS} shard accumulate --compute {input[0]} --comm {input[1]} "
+        "--world-size 4 --mesh 2x2 --semantics {params.case[5]} --grad-accum {ACCUM_K} "
+        "-o {output} > {log} 2>&1"
+
+
 rule shard_rival_case:
     """The optimum, FSDP2's defaults and the FSDP-unit MILP, uncapped and under FSDP2's peak."""
     input:
@@ -70,6 +88,7 @@ rule shard_rival_case:
 rule shard_accumulate_collect:
     input:
         [f"{RESULTS}/sharded/accumulate/{c[0]}--{c[2]}.csv" for c in rival_cases()],
+        [f"{RESULTS}/sharded/accumulate-hsdp/{c[0]}--{c[2]}.csv" for c in rival_cases()],
     output:
         f"{RESULTS}/sharded/accumulate.csv",
     log:
@@ -103,7 +122,7 @@ rule table_accumulation_modes:
         f"{LOGS}/tables/accumulation-modes.log",
     shell:
         "{GS} report accumulation-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'FSDP2 accumulation modes, replayed' > {log} 2>&1"
+        "--md {output.md} --title 'FSDP2 and HSDP accumulation modes, replayed' > {log} 2>&1"
 
 
 rule table_fsdp_rival:

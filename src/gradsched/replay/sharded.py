@@ -301,9 +301,9 @@ def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
     ``keep_unsharded``: the parameters stay gathered from one micro-batch's backward to the
     next one's forward; ``compute_slowdown``: compute speed divisor while a collective is on
     the channel (module docstring); ``mesh``: HSDP's all-reduces and integer resharding
-    (:mod:`gradsched.replay.sharded_mesh`); ``reduce_every``: every micro-batch
-    reduce-scatters and none keeps its unsharded gradients (FSDP2's default sync,
-    :mod:`.sharded_accum`)."""
+    (:mod:`gradsched.replay.sharded_mesh`; with ``all_reduce_last``, only the last
+    micro-batch all-reduces); ``reduce_every``: every micro-batch reduce-scatters and none
+    keeps its unsharded gradients (FSDP2's default sync, :mod:`.sharded_accum`)."""
     run = _Run(blocking, compute_slowdown)
     runs = _runs(seq, layout)
     for micro in range(grad_accum):
@@ -314,7 +314,8 @@ def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
         rs_end = _backward(runs, layout, depth_b, ag, rs, run, root_ready,
                            reduce=last or reduce_every,
                            grads_held=micro > 0 and not reduce_every,
-                           reshard=last or not keep_unsharded, mesh=mesh)
+                           reshard=last or not keep_unsharded,
+                           mesh=mesh if last or mesh is None else mesh.before_last())
         backward_end = run.t
     run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world, 1)
     compute = float((seq.forward_s.sum() + seq.backward_s.sum()) * grad_accum

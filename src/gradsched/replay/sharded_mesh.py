@@ -41,7 +41,7 @@ from gradsched.replay.sharded import (
 from gradsched.replay.sharded_layout import UnitLayout, unit_layout
 from gradsched.replay.sharded_mesh_times import MeshTimes
 from gradsched.traces.bundle import ComputeTrace
-from gradsched.traces.layers import layer_seq
+from gradsched.traces.layers import LayerSeq, layer_seq
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,30 @@ def mesh_inputs(layout: UnitLayout, mesh: DeviceMeshShape, pricer: GroupPricer
                              post_forward_bytes=keep)
 
 
+@dataclass(frozen=True)
+class MeshInputs:
+    """A plan's replay inputs on its mesh: the layers, the layout with FSDP2's normalised
+    resharding, all-gather and reduce-scatter seconds per unit (the root last) and the
+    mesh's times (:func:`mesh_inputs`)."""
+
+    seq: LayerSeq
+    layout: UnitLayout
+    mesh: DeviceMeshShape
+    all_gather_s: np.ndarray
+    reduce_scatter_s: np.ndarray
+    times: MeshTimes
+
+
+def plan_mesh_inputs(trace: ComputeTrace, plan: ShardedPlan, pricer: GroupPricer
+                     ) -> MeshInputs:
+    """``plan``'s checked inputs on its mesh over ``pricer``'s cluster."""
+    mesh = plan_mesh(plan, pricer.world_size)
+    seq = layer_seq(trace)
+    layout = mesh_layout(plan, unit_layout(plan, seq, trace.path), mesh)
+    ag, rs, times = mesh_inputs(layout, mesh, pricer)
+    return MeshInputs(seq, layout, mesh, ag, rs, times)
+
+
 def replay_mesh(trace: ComputeTrace, plan: ShardedPlan, pricer: GroupPricer, *,
                 semantics: Semantics = "streams", grad_accum: int = 1,
                 compute_slowdown: float = 1.0) -> ShardedReplay:
@@ -106,14 +130,12 @@ def replay_mesh(trace: ComputeTrace, plan: ShardedPlan, pricer: GroupPricer, *,
         raise ConfigError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
     check_grad_accum(grad_accum)
     check_compute_slowdown(compute_slowdown)
-    mesh = plan_mesh(plan, pricer.world_size)
-    seq = layer_seq(trace)
-    layout = mesh_layout(plan, unit_layout(plan, seq, trace.path), mesh)
-    ag, rs, times = mesh_inputs(layout, mesh, pricer)
-    return replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch, ag, rs,
-                         mesh.shard, blocking=semantics == "blocking", grad_accum=grad_accum,
+    x = plan_mesh_inputs(trace, plan, pricer)
+    return replay_layout(x.seq, x.layout, plan.forward_prefetch, plan.backward_prefetch,
+                         x.all_gather_s, x.reduce_scatter_s, x.mesh.shard,
+                         blocking=semantics == "blocking", grad_accum=grad_accum,
                          keep_unsharded=plan.keep_unsharded_between_microbatches,
-                         compute_slowdown=compute_slowdown, mesh=times)
+                         compute_slowdown=compute_slowdown, mesh=x.times)
 
 
 def mesh_collectives(plan: ShardedPlan, world_size: int, has_root: bool) -> MeshCollectives:

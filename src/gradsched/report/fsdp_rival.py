@@ -14,17 +14,32 @@ from gradsched.report.formatting import fmt
 MIB = 2**20
 PLANS = {"fsdp2": "FSDP2 default", "sharded-optimum": "optimum", "fsdp-milp": "FSDP MILP"}
 
-ACCUM_HEADER = ["trace", "network", "P", "k", "mode", "step [s]", "all-gathers",
-                "reduce-scatters", "peak [MiB]", "above sync-every [MiB]", "vs fastest [x]"]
+ACCUM_HEADER = ["trace", "network", "mesh", "k", "mode", "step [s]", "all-gathers",
+                "reduce-scatters", "all-reduces", "peak [MiB]", "above sync-every [MiB]",
+                "vs fastest [x]"]
+
+
+def _mesh(r: dict) -> str:
+    """``R x S`` (replicas x shard group); a CSV from before the mesh column: ``1 x P``."""
+    replicate = r.get("replicate")
+    if replicate is None or pd.isna(replicate):
+        return f"1 x {r['world_size']}"
+    return f"{int(replicate)} x {int(r['shard'])}"
 
 
 def accumulation_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """One row per case and mode of concatenated ``shard accumulate`` CSVs."""
+    """One row per case, mesh and mode of concatenated ``shard accumulate`` CSVs (all-reduces
+    ``--`` without replicas)."""
     align = "llrrl" + "r" * (len(ACCUM_HEADER) - 5)
-    rows = [[r["case"], r["network"], str(r["world_size"]), str(r["grad_accum"]), r["mode"],
-             fmt(r["step_s"], 3), str(r["all_gathers"]), str(r["reduce_scatters"]),
-             fmt(r["gathered_peak_bytes"] / MIB, 0), fmt(r["extra_peak_bytes"] / MIB, 0),
-             fmt(r["step_over_fastest"], 3)] for r in frame.to_dict("records")]
+    rows = []
+    for r in frame.to_dict("records"):
+        reduces = r.get("all_reduces")
+        hsdp = _mesh(r).split(" x ")[0] != "1"
+        rows.append([r["case"], r["network"], _mesh(r), str(r["grad_accum"]), r["mode"],
+                     fmt(r["step_s"], 3), str(r["all_gathers"]), str(r["reduce_scatters"]),
+                     str(int(reduces)) if hsdp and reduces is not None else "--",
+                     fmt(r["gathered_peak_bytes"] / MIB, 0),
+                     fmt(r["extra_peak_bytes"] / MIB, 0), fmt(r["step_over_fastest"], 3)])
     return pd.DataFrame(rows, columns=ACCUM_HEADER), align
 
 

@@ -13,11 +13,19 @@ Modes (:mod:`gradsched.replay.sharded_accum`):
   (:func:`gradsched.runtime.runners.fsdp2_silence`): the unsharded gradients are kept
   between micro-batches, one reduce-scatter per unit and step;
 * ``sync-every``: nothing set: FSDP2 reduce-scatters after every micro-batch's backward
-  and accumulates the sharded gradients.
+  and accumulates the sharded gradients (on HSDP, all-reducing each among the replicas);
+* ``no-all-reduce``: HSDP only (``payload['mesh'] = [replicate, shard]``, the ranks formed
+  into ``init_device_mesh("cpu", (replicate, shard), mesh_dim_names=("replicate",
+  "shard"))`` as :mod:`gradsched.runtime.mesh_run` does):
+  ``set_requires_all_reduce(False)`` on the first ``k - 1`` micro-batches
+  (:func:`hsdp_silence`): a reduce-scatter within the shard group every micro-batch, the
+  all-reduce among the replicas in the last one only.
 
 Per (mode, ``k``): one untimed warm-up step (FSDP2 initialises lazily; SGD allocates its
-momentum), then one step with the ``torch.distributed`` collectives counted
-(:func:`gradsched.runtime.accum_check.counted_collectives`) and two memory readings:
+momentum), then one step with the ``torch.distributed`` collectives counted by kind
+(``collectives``) and by kind and the size of the group they were given (``by_group``,
+``"all_reduce@2"``; :func:`counted_by_group`, the functions of
+:data:`gradsched.runtime.accum_check.COUNTED`) and these memory readings:
 
 * ``fsdp_peak_bytes``: the most bytes of FSDP2's unsharded parameters and unsharded
   gradients alive at once, read from FSDP2's own tensors (:func:`fsdp_live_bytes`: the
@@ -27,7 +35,13 @@ momentum), then one step with the ``torch.distributed`` collectives counted
   (``register_post_accumulate_grad_hook``): the quantity the sharded replay's
   ``gathered_peak_bytes`` predicts. Transient copies inside FSDP2's collectives (the
   all-gather output before its copy-out, the reduce-scatter input) are not in it.
-* ``allocator_peak_bytes``: the profiler's running sum of CPU allocations
+* ``partial_peak_bytes``: the most bytes of HSDP's not-yet-all-reduced gradient shards
+  alive at once, read at the same instants: the storage of every parameter group's
+  ``_partial_reduce_output`` (``_fsdp_param_group.py`` L263, L734; kept between
+  micro-batches in ``no-all-reduce``), the quantity of the replay's
+  ``partial_grad_bytes``;
+* ``allocator_peak_bytes`` (only with ``payload['allocator']``, default true): the
+  profiler's running sum of CPU allocations
   (:func:`gradsched.runtime.cpu_memory.iteration_peak_bytes`), for reference only: on
   these runs it differs between ranks running the same program and misses frees (an
   address allocated twice with no free reported between), so no prediction is checked
@@ -37,21 +51,23 @@ momentum), then one step with the ``torch.distributed`` collectives counted
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from gradsched.plan_sharded import ShardedPlan, Unit
-from gradsched.runtime.accum_check import counted_collectives
+from gradsched.runtime.accum_check import COUNTED
 from gradsched.runtime.cpu_memory import iteration_peak_bytes
 from gradsched.runtime.fsdp2 import apply_plan
-from gradsched.runtime.runners import accumulate, fsdp2_silence, sgd
+from gradsched.runtime.runners import Silence, accumulate, fsdp2_silence, sgd
 
-MODES = ("no-sync", "sync-every")
-"""The modes this task runs (HSDP's reduce-scatter without all-reduce needs a 2-D mesh)."""
+MODES = ("no-sync", "sync-every", "no-all-reduce")
+"""The modes this task runs (``no-all-reduce`` on an HSDP mesh only)."""
 
 
 def stack(layers: int, width: int) -> nn.Module:
@@ -66,22 +82,83 @@ def stack_plan(layers: int) -> ShardedPlan:
                                          for i in range(layers)))
 
 
+def hsdp_silence(model: Any) -> Silence:
+    """HSDP's reduce-scatter-only accumulation: ``set_requires_all_reduce(False)`` inside,
+    true after (torch 2.14, ``_fully_shard.py`` L437-451, every unit: ``recurse=True``)."""
+    @contextlib.contextmanager
+    def silence() -> Iterator[None]:
+        model.set_requires_all_reduce(False)
+        try:
+            yield
+        finally:
+            model.set_requires_all_reduce(True)
+    return silence
+
+
+@contextlib.contextmanager
+def counted_by_group(world_size: int) -> Iterator[Counter[str]]:
+    """Counts ``"<kind>@<group ranks>"`` of the collectives of
+    :data:`gradsched.runtime.accum_check.COUNTED` called inside (``group=`` as FSDP2 passes
+    it; none: the world), the ``torch.distributed`` functions restored on exit."""
+    counts: Counter[str] = Counter()
+    wrapped = {}
+    for fn, kind in COUNTED:
+        original = getattr(dist, fn, None)
+        if original is None:
+            continue
+
+        def counted(*args: Any, _f: Any = original, _k: str = kind, **kw: Any) -> Any:
+            group = kw.get("group")
+            size = dist.get_world_size(group) if group is not None else world_size
+            counts[f"{_k}@{size}"] += 1
+            return _f(*args, **kw)
+        wrapped[fn] = original
+        setattr(dist, fn, counted)
+    try:
+        yield counts
+    finally:
+        for fn, original in wrapped.items():
+            setattr(dist, fn, original)
+
+
+def _mesh(payload: dict[str, Any]) -> Any:
+    """The payload's HSDP mesh (None: FSDP2's default 1-D mesh of every rank)."""
+    if payload.get("mesh") is None:
+        return None
+    from torch.distributed.device_mesh import init_device_mesh
+
+    replicate, shard = (int(v) for v in payload["mesh"])
+    return init_device_mesh("cpu", (replicate, shard), mesh_dim_names=("replicate", "shard"))
+
+
+def _silence(net: Any, mode: str) -> Silence:
+    if mode == "no-sync":
+        return fsdp2_silence(net)
+    if mode == "no-all-reduce":
+        return hsdp_silence(net)
+    return contextlib.nullcontext
+
+
 def accumulation_modes(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:
     """Per ``"<mode>-k<k>"`` of ``payload['runs']`` (``[[mode, k], ...]``): the collectives
-    of the measured step by kind and its allocation peak in bytes (module docstring)."""
+    of the measured step by kind and by kind and group size, FSDP2's held bytes and the
+    allocation peak (module docstring); ``payload['mesh']``: ``[replicate, shard]``."""
     layers, width, batch = (int(payload[key]) for key in ("layers", "width", "batch"))
+    mesh = _mesh(payload)
+    if mesh is None and any(mode == "no-all-reduce" for mode, _ in payload["runs"]):
+        raise ValueError("no-all-reduce needs an HSDP mesh (payload['mesh'])")
     out: dict[str, Any] = {}
     for mode, k in payload["runs"]:
         if mode not in MODES:
             raise ValueError(f"unknown accumulation mode {mode!r}")
         net = stack(layers, width)
-        apply_plan(net, stack_plan(layers))
+        apply_plan(net, stack_plan(layers), mesh=mesh)
         opt = sgd(net)
         g = torch.Generator().manual_seed(1000 * rank + int(k))
         batches = [(torch.randn(batch, width, generator=g), torch.randn(batch, width,
                                                                       generator=g))
                    for _ in range(int(k))]
-        silence = fsdp2_silence(net) if mode == "no-sync" else contextlib.nullcontext
+        silence = _silence(net, mode)
 
         def step(i: int, _net: Any = net, _opt: Any = opt, _b: Any = batches,
                  _k: int = int(k), _s: Any = silence) -> None:
@@ -90,17 +167,35 @@ def accumulation_modes(rank: int, world_size: int, payload: dict[str, Any]) -> d
             _opt.zero_grad(set_to_none=True)
 
         step(0)
-        live = fsdp_live_bytes(net)
-        samples: list[int] = []
-        handles = _sample_at_hooks(net, lambda _l=live, _s=samples: _s.append(_l()))
-        with counted_collectives() as counts:
+        live, partial = fsdp_live_bytes(net), partial_bytes(net)
+        samples: list[tuple[int, int]] = []
+        handles = _sample_at_hooks(
+            net, lambda _l=live, _p=partial, _s=samples: _s.append((_l(), _p())))
+        with counted_by_group(world_size) as counts:
             step(1)
         for handle in handles:
             handle.remove()
-        allocator = iteration_peak_bytes(lambda s=step: s(2))
-        out[f"{mode}-k{k}"] = {"collectives": dict(counts), "fsdp_peak_bytes": max(samples),
-                               "allocator_peak_bytes": allocator}
+        kinds = dict.fromkeys(sorted({kind for _, kind in COUNTED}), 0)
+        for key, n in counts.items():
+            kinds[key.split("@")[0]] += n
+        out[f"{mode}-k{k}"] = {
+            "collectives": kinds, "by_group": dict(sorted(counts.items())),
+            "fsdp_peak_bytes": max(held for held, _ in samples),
+            "partial_peak_bytes": max(shards for _, shards in samples),
+            "allocator_peak_bytes": (iteration_peak_bytes(lambda s=step: s(2))
+                                     if payload.get("allocator", True) else None)}
     return out
+
+
+def partial_bytes(net: nn.Module) -> Callable[[], int]:
+    """A reader of the bytes of HSDP's not-yet-all-reduced gradient shards (every parameter
+    group's ``_partial_reduce_output``) held now."""
+    groups = _groups(net)
+
+    def held() -> int:
+        return sum(group._partial_reduce_output.untyped_storage().nbytes()
+                   for group in groups if group._partial_reduce_output is not None)
+    return held
 
 
 def _groups(net: nn.Module) -> list[Any]:

@@ -8,13 +8,23 @@ step, FSDP2's ways to accumulate gradients side by side, each replayed
   only for ``k > 1``;
 * ``sync-every``: FSDP2's default, a reduce-scatter per unit and micro-batch.
 
-HSDP's ``set_requires_all_reduce(False)`` (``no-all-reduce``) needs a replicate dimension,
-which the sharded replay does not have: it is named in :data:`NOT_PRICED`, not priced.
+* ``no-all-reduce``: HSDP only (a plan whose mesh has replicas):
+  ``set_requires_all_reduce(False)`` on micro-batches 1..k-1: a reduce-scatter within the
+  shard group every micro-batch, one all-reduce among the replicas per step, the
+  reduce-scattered shards held between micro-batches (``partial_grad_bytes``).
 
-Per mode: the step time, the collectives of a step by kind, the replay's peak of gathered
-parameters and unsharded gradients (activations and optimizer state are not in the trace;
-the shards, ``resident_bytes``, beside), the peak above ``sync-every``'s and the step time
-over the fastest mode's. :func:`advice` names the fastest mode whose peak fits a cap.
+A plan with an HSDP mesh is replayed on a cluster (:class:`~gradsched.costmodel.mesh.
+GroupPricer`: shard-group collectives and replicate-group all-reduces priced apart,
+:func:`gradsched.replay.sharded_accum.replay_mode_mesh`); every mode, ``sync-every``
+included, then all-reduces too. Without replicas ``no-all-reduce`` has nothing to skip and
+is named in :data:`NOT_PRICED`.
+
+Per mode: the step time, the collectives of a step by kind (and by kind and group size,
+``collectives``), the replay's peak of gathered parameters and unsharded gradients
+(activations and optimizer state are not in the trace; the shards, ``resident_bytes``, and
+the not-yet-all-reduced shards, ``partial_grad_bytes``, beside), the peak above
+``sync-every``'s and the step time over the fastest mode's. :func:`advice` names the
+fastest mode whose peak fits a cap.
 """
 
 from __future__ import annotations
@@ -22,50 +32,63 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gradsched.costmodel.mesh import GroupPricer
+from gradsched.errors import ConfigError
 from gradsched.experiments.sharded.common import ShardedProblem
 from gradsched.plan_sharded import ShardedPlan
-from gradsched.replay.sharded import replay_sharded
-from gradsched.replay.sharded_accum import ModeReplay, replay_mode
-from gradsched.replay.sharded_layout import unit_layout
+from gradsched.replay.sharded_accum import ModeReplay, replay_mode, replay_mode_mesh
 
 CALLS = {
     "no-sync": "set_requires_gradient_sync(False) on micro-batches 1..k-1",
     "no-sync-keep": "set_requires_gradient_sync(False) and set_reshard_after_backward(False) "
                     "on micro-batches 1..k-1",
+    "no-all-reduce": "set_requires_all_reduce(False) on micro-batches 1..k-1",
     "sync-every": "nothing (FSDP2's default)",
 }
 """What a user calls for each mode (``FSDPModule`` methods, every unit)."""
 NOT_PRICED = ("no-all-reduce: set_requires_all_reduce(False) needs HSDP's replicate "
-              "dimension (the sharded replay has none yet)")
+              "dimension (plain FSDP2 has no all-reduce to skip; give the mesh, --mesh RxS)")
 
 
-def _keep(problem: ShardedProblem, plan: ShardedPlan) -> ModeReplay:
-    """``no-sync`` with the parameters kept unsharded between micro-batches."""
-    kept = replace(plan, keep_unsharded_between_microbatches=True)
-    result = replay_sharded(problem.trace, kept, problem.model, problem.world_size,
-                            semantics=problem.semantics, grad_accum=problem.grad_accum)
-    layout = unit_layout(kept, problem.seq, problem.trace.path)
-    scatters = len(layout.ranges) + (1 if layout.root_bytes > 0 else 0)
-    return ModeReplay("no-sync-keep", problem.grad_accum, result,
-                      result.n_collectives - scatters, scatters)
+def is_hsdp(plan: ShardedPlan) -> bool:
+    """Whether ``plan``'s mesh has replicas (HSDP)."""
+    return plan.mesh is not None and plan.mesh.is_hsdp
 
 
-def accumulation_rows(problem: ShardedProblem, plan: ShardedPlan) -> list[dict[str, Any]]:
+def _replay(problem: ShardedProblem, plan: ShardedPlan, mode: str,
+            pricer: GroupPricer | None) -> ModeReplay:
+    """``mode``'s step of ``plan``: on its mesh over ``pricer`` for HSDP, else plain."""
+    if is_hsdp(plan):
+        if pricer is None:
+            raise ConfigError(f"sharded plan '{plan.algorithm}' has an HSDP mesh: its "
+                              "accumulation modes need a cluster to price its groups on")
+        return replay_mode_mesh(problem.trace, plan, pricer, mode,
+                                grad_accum=problem.grad_accum, semantics=problem.semantics)
+    return replay_mode(problem.trace, plan, problem.model, problem.world_size, mode,
+                       grad_accum=problem.grad_accum, semantics=problem.semantics)
+
+
+def accumulation_rows(problem: ShardedProblem, plan: ShardedPlan,
+                      pricer: GroupPricer | None = None) -> list[dict[str, Any]]:
     """One row per priced mode (module docstring) for ``plan`` under ``problem``'s world
-    size, semantics and ``grad_accum``."""
+    size, semantics and ``grad_accum``; an HSDP plan's on ``pricer``'s cluster."""
     k = problem.grad_accum
-    modes = [replay_mode(problem.trace, plan, problem.model, problem.world_size, mode,
-                         grad_accum=k, semantics=problem.semantics)
-             for mode in ("no-sync", "sync-every")]
+    names = ["no-sync", *(["no-all-reduce"] if is_hsdp(plan) else []), "sync-every"]
+    modes = [_replay(problem, plan, mode, pricer) for mode in names]
     if k > 1:
-        modes.insert(1, _keep(problem, plan))
+        kept = replace(plan, keep_unsharded_between_microbatches=True)
+        modes.insert(1, replace(_replay(problem, kept, "no-sync", pricer), mode="no-sync-keep"))
     base = next(m for m in modes if m.mode == "sync-every").replay.gathered_peak_bytes
     fastest = min(m.replay.iteration_s for m in modes)
     cap = problem.memory_cap_bytes
+    mesh = plan.mesh
     rows = []
     for m in modes:
         row = {"algorithm": plan.algorithm, "n_units": plan.n_units,
-               "world_size": problem.world_size, "semantics": problem.semantics,
+               "world_size": problem.world_size,
+               "replicate": mesh.replicate if mesh is not None else 1,
+               "shard": mesh.shard if mesh is not None else problem.world_size,
+               "semantics": problem.semantics,
                **m.to_dict(), "fsdp2_calls": CALLS[m.mode],
                "extra_peak_bytes": m.replay.gathered_peak_bytes - base,
                "step_over_fastest": m.replay.iteration_s / fastest}
