@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from gradsched.costmodel.base import AlphaBetaModel, load_comm_spec
@@ -83,3 +84,22 @@ def test_overlap_slowdown_needed_follows_the_first_order_relation(tmp_path) -> N
     assert got["missing_s"] > 0 and got["comm_busy_growth_s"] > 0
     inv = 1 / got["slowdown_applied"] - got["missing_s"] / got["comm_busy_growth_s"]
     assert got["slowdown_needed"] == pytest.approx(1 / inv if inv > 0 else math.inf, rel=1e-3)
+
+
+def test_report_formats_the_decomposition_and_its_ranges(tmp_path) -> None:
+    from gradsched.report.at_scale import decompose_macros, decompose_table
+
+    rows = [row("g1", 8, 0.5), row("g1", 64, 0.53), row("g1", 128, 0.6)]
+    points = load_points(write(tmp_path / "p.csv", rows))
+    s = settings(overlap_slowdown=False)
+    model = GrowingComm(alpha=2e-5, beta=4e-11)
+    frame = pd.DataFrame(point_rows(points, calibrate_mfu(points[0], model, s), model, s))
+    table, align = decompose_table(frame)
+    assert len(table) == 2 and len(align) == table.shape[1]
+    macros = decompose_macros(frame)
+    assert macros["AtScaleDecompTopNodes"] == "16"
+    assert float(macros["AtScaleDecompFactorMax"]) == pytest.approx(
+        frame["comm_factor"].max(), abs=0.006)
+    none = int(macros["AtScaleDecompSlowdownNone"])
+    assert none == int((frame["slowdown_needed"] == math.inf).sum())
+    assert (table["needed"] == "none").sum() == none
