@@ -218,10 +218,12 @@ def decompose_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 def decompose_macros(frame: pd.DataFrame) -> dict[str, str]:
     """``AtScaleDecomp<Name>`` macros: over the decomposed points at the largest node count
-    and over all of them, the range of the collective-time factor, of the implied bus
-    bandwidth against the model's, and of the overlap slowdown needed (finite values; the
-    count of points no slowdown reaches), and the largest exposed communication needed."""
+    (and the implied bandwidth at the smallest) and over all of them, the range of the
+    collective-time factor, of the implied bus bandwidth against the model's, and of the
+    overlap slowdown needed (finite values; the count of points no slowdown reaches), and the
+    largest exposed communication needed."""
     top = frame[frame["nodes"] == frame["nodes"].max()]
+    low = frame[frame["nodes"] == frame["nodes"].min()]
     finite = frame[frame["slowdown_needed"].astype(float) < float("inf")]
     return {
         "AtScaleDecompPoints": str(len(frame)),
@@ -232,6 +234,9 @@ def decompose_macros(frame: pd.DataFrame) -> dict[str, str]:
         "AtScaleDecompTopModelBusbwMax": fmt(top["model_busbw_GBps"].max(), 0),
         "AtScaleDecompTopImpliedBusbwMin": fmt(top["implied_busbw_GBps"].min(), 0),
         "AtScaleDecompTopImpliedBusbwMax": fmt(top["implied_busbw_GBps"].max(), 0),
+        "AtScaleDecompLowNodes": str(int(frame["nodes"].min())),
+        "AtScaleDecompLowImpliedBusbwMin": fmt(low["implied_busbw_GBps"].min(), 0),
+        "AtScaleDecompLowImpliedBusbwMax": fmt(low["implied_busbw_GBps"].max(), 0),
         "AtScaleDecompSlowdownApplied": fmt(frame["slowdown_applied"].max(), 3),
         "AtScaleDecompSlowdownMin": fmt(finite["slowdown_needed"].min(), 2),
         "AtScaleDecompSlowdownMax": fmt(finite["slowdown_needed"].max(), 2),
