@@ -126,7 +126,8 @@ def _at_scale_inputs(d: Path) -> None:
     _subset(points, d / "points-mx.csv", ("dgxc-maxtext",))
     for name in ("tt", "mx"):
         _gradsched(f"study at-scale --points {{d}}/points-{name}.csv --comm h100={AS_AB} "
-                   f"-o {{d}}/as-{name}.csv --summary-output {{d}}/as-{name}.json", d)
+                   f"-o {{d}}/as-{name}.csv --summary-output {{d}}/as-{name}.json "
+                   f"--decompose-out {{d}}/dec-{name}.csv", d)
     # synthetic per-unit jitter and stragglers tables (columns as gradsched study unit-jitter
     # and study stragglers write them; the numbers are made up)
     for name, cv in (("unit-jitter", 0.3), ("unit-jitter2", 0.2)):
@@ -695,6 +696,10 @@ def _study() -> dict[str, Entry]:
                                                 "j.json"),
         s + "at-scale --unit-jitter": more(ST_AS, "--unit-jitter {d}/unit-jitter.csv",
                                            compare="s.csv"),
+        s + "at-scale --decompose-out": Output(ST_AS, f"{ST_AS} --decompose-out d.csv",
+                                               "d.csv"),
+        s + "at-scale --decompose-groups": more(f"{ST_AS} --decompose-out d.csv",
+                                                "--decompose-groups compile", compare="d.csv"),
         s + "unit-jitter --help": HELP,
         s + "unit-jitter --fit": Probe(ST_UJ, ST_UJ.replace("alexnet-b256", "vgg16-b64"),
                                        "s.csv"),
@@ -962,6 +967,8 @@ AS_EFFECTS = ("report at-scale-effects --overlap-model "
               "{d}/stragglers.csv --unit-jitter {d}/unit-jitter.csv --tex t.tex --md t.md")
 AS_REPORT = ("report at-scale --input {d}/as-tt.csv --summary {d}/as-tt.json --tex t.tex "
              "--md t.md --macros m.tex")
+AS_DEC = ("report at-scale-decompose --input {d}/dec-tt.csv --tex t.tex --md t.md "
+          "--macros m.tex")
 COMPARE = "report compare --skip nccl-busbw x no-log -o c.csv"
 PAPER = "{R}/paper/data"
 TABLE_VERBS = {  # verb: (its input, another input of the same kind)
@@ -1054,6 +1061,15 @@ def _report() -> dict[str, Entry]:
             "--tex t.tex", "--tex o.tex"), "o.tex"),
         r + "at-scale-effects --md": Output(AS_EFFECTS, AS_EFFECTS.replace(
             "--md t.md", "--md o.md"), "o.md"),
+        r + "at-scale-decompose --help": HELP,
+        r + "at-scale-decompose --input": Probe(AS_DEC, AS_DEC.replace("dec-tt", "dec-mx"),
+                                                "t.md"),
+        r + "at-scale-decompose --tex": Output(AS_DEC, AS_DEC.replace("--tex t.tex",
+                                                                      "--tex o.tex"), "o.tex"),
+        r + "at-scale-decompose --md": Output(AS_DEC, AS_DEC.replace("--md t.md", "--md o.md"),
+                                              "o.md"),
+        r + "at-scale-decompose --macros": Output(AS_DEC, AS_DEC.replace(
+            "--macros m.tex", "--macros o.tex"), "o.tex"),
         r + "llm-scale --help": HELP,
         r + "llm-scale --model": Probe(LLM, LLM.replace("--model a", "--model b")),
         r + "llm-scale --advice": Probe(LLM, LLM.replace("advice-ddp", "advice-ddp2")),

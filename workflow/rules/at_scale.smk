@@ -68,7 +68,12 @@ AT_SCALE_VARIANTS = {
     },
 }
 AT_SCALE_MAIN = "all-effects"
-TABLES += ["at-scale", "at-scale-variants", "at-scale-effects"]
+# The decomposition of the main variant's missing growth (what the published steps would
+# need: exposed communication, a collective-time factor and the bus bandwidth it implies, an
+# overlap slowdown; gradsched.experiments.at_scale.decompose): the groups whose growth the
+# effects explain least, llm-foundry's H100 128-512 GPU rows.
+AT_SCALE_DECOMPOSE = "llm-foundry-h10080-large"
+TABLES += ["at-scale", "at-scale-variants", "at-scale-effects", "at-scale-decompose"]
 
 
 def at_scale_comm_files(variant):
@@ -128,7 +133,8 @@ rule at_scale_unit_jitter:
 
 
 rule at_scale_study:
-    """Every published point, calibrated (smallest count) or predicted, for one variant."""
+    """Every published point, calibrated (smallest count) or predicted, for one variant
+    (the main one: at_scale_study_main)."""
     input:
         points=AT_SCALE_POINTS,
         comm=lambda wc: at_scale_comm_files(wc.variant),
@@ -144,7 +150,7 @@ rule at_scale_study:
     log:
         f"{LOGS}/at-scale/{{variant}}.log",
     wildcard_constraints:
-        variant="|".join(AT_SCALE_VARIANTS),
+        variant="|".join(v for v in AT_SCALE_VARIANTS if v != AT_SCALE_MAIN),
     params:
         comm=lambda wc: at_scale_comm_args(wc.variant),
         flags=lambda wc: AT_SCALE_VARIANTS[wc.variant]["flags"],
@@ -152,6 +158,34 @@ rule at_scale_study:
         "{GS} study at-scale --points {input.points} {params.comm} {params.flags} "
         "--variant {wildcards.variant} -o {output.points} --groups-out {output.groups} "
         "--summary-output {output.summary} > {log} 2>&1"
+
+
+rule at_scale_study_main:
+    """The main variant's points, and the decomposition of its missing growth."""
+    input:
+        points=AT_SCALE_POINTS,
+        comm=at_scale_comm_files(AT_SCALE_MAIN),
+        jitter=(
+            [AT_SCALE_UNIT_JITTER]
+            if UNIT in AT_SCALE_VARIANTS[AT_SCALE_MAIN]["flags"]
+            else []
+        ),
+    output:
+        points=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv",
+        groups=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/groups.csv",
+        summary=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/summary.json",
+        decompose=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/decompose.csv",
+    log:
+        f"{LOGS}/at-scale/{AT_SCALE_MAIN}.log",
+    params:
+        comm=at_scale_comm_args(AT_SCALE_MAIN),
+        flags=AT_SCALE_VARIANTS[AT_SCALE_MAIN]["flags"],
+        groups=AT_SCALE_DECOMPOSE,
+    shell:
+        "{GS} study at-scale --points {input.points} {params.comm} {params.flags} "
+        f"--variant {AT_SCALE_MAIN} -o {{output.points}} --groups-out {{output.groups}} "
+        "--summary-output {output.summary} --decompose-out {output.decompose} "
+        "--decompose-groups {params.groups} > {log} 2>&1"
 
 
 rule table_at_scale:
@@ -201,3 +235,18 @@ rule table_at_scale_effects:
         "{GS} report at-scale-effects --overlap-model {input.overlap} "
         "--stragglers {input.stragglers} --unit-jitter {input.jitter} "
         "--tex {output.tex} --md {output.md} > {log} 2>&1"
+
+
+rule table_at_scale_decompose:
+    """What the main variant's predicted points would need for their published steps."""
+    input:
+        f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/decompose.csv",
+    output:
+        tex=f"{TAB}/at-scale-decompose.tex",
+        md=f"{TAB}/at-scale-decompose.md",
+        macros=f"{GEN}/at-scale-decompose-macros.tex",
+    log:
+        f"{LOGS}/tables/at-scale-decompose.log",
+    shell:
+        "{GS} report at-scale-decompose --input {input} --tex {output.tex} "
+        "--md {output.md} --macros {output.macros} > {log} 2>&1"

@@ -5,7 +5,7 @@ the smallest GPU count of each group (:mod:`gradsched.experiments.at_scale`).
         --comm a100=abci-a100-ib.scaled.json --comm h100=p5-h100.json \\
         [--overlap-slowdown] [--stragglers] [--unit-jitter unit-jitter.csv] \\
         [--variant NAME] -o points.csv [--groups-out groups.csv] \\
-        [--summary-output summary.json]
+        [--summary-output summary.json] [--decompose-out D.csv [--decompose-groups RE]]
     gradsched study unit-jitter --fit TRACE... [--validate TRACE...] [--chunk-s 0.001] \\
         -o unit-jitter.csv
 
@@ -54,6 +54,13 @@ def register_at_scale(ssub: argparse._SubParsersAction) -> None:
                    help="CSV: one row per group")
     p.add_argument("--summary-output", type=output_file, default=None,
                    help="JSON: the aggregates over the predicted points")
+    p.add_argument("--decompose-out", type=output_file, default=None, metavar="CSV",
+                   help="CSV: for each predicted point, what would have to be true for the "
+                        "published step (exposed communication, collective-time factor and "
+                        "bus bandwidth, overlap slowdown; nothing applied)")
+    p.add_argument("--decompose-groups", default=None, metavar="REGEX",
+                   help="with --decompose-out: only the groups whose name matches (default: "
+                        "every group)")
     p.set_defaults(func=_at_scale)
 
 
@@ -104,6 +111,17 @@ def comm_choices(specs: list[str]):
     return tuple(out)
 
 
+def _regex(text: str) -> str:
+    import re
+
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise ConfigError(f"--decompose-groups {text!r}: not a regular expression ({exc})") \
+            from None
+    return text
+
+
 def _at_scale(args: argparse.Namespace) -> int:
     from gradsched.experiments.at_scale.points import load_points
     from gradsched.experiments.at_scale.settings import AtScaleSettings
@@ -111,17 +129,32 @@ def _at_scale(args: argparse.Namespace) -> int:
     from gradsched.experiments.at_scale.unit_jitter import load_unit_jitter
     from gradsched.io import write_csv_atomic, write_json_atomic
 
+    if args.decompose_groups is not None and args.decompose_out is None:
+        raise ConfigError("--decompose-groups needs --decompose-out")
+    pattern = _regex(args.decompose_groups or "")
     jitter = None if args.unit_jitter is None else load_unit_jitter(args.unit_jitter)
     settings = AtScaleSettings(comm=comm_choices(args.comm), name=args.variant,
                                overlap_slowdown=args.overlap_slowdown,
                                stragglers=args.stragglers, unit_jitter=jitter)
-    frame = run(load_points(args.points), settings)
+    points = load_points(args.points)
+    if args.decompose_out is not None:
+        from gradsched.experiments.at_scale.decompose import matching_groups
+
+        if not matching_groups(points, pattern):
+            raise ConfigError(f"--decompose-groups {pattern!r}: no group matches")
+    frame = run(points, settings)
     write_csv_atomic(args.output, frame)
     stats = summary(frame, settings.growth_floor, settings.unit_jitter)
     if args.groups_out is not None:
         write_csv_atomic(args.groups_out, groups_frame(frame))
     if args.summary_output is not None:
         write_json_atomic(args.summary_output, stats)
+    if args.decompose_out is not None:
+        from gradsched.experiments.at_scale.decompose import decompose
+
+        parts = decompose(points, settings, pattern)
+        write_csv_atomic(args.decompose_out, parts)
+        print(f"wrote {args.decompose_out} ({len(parts)} predicted points decomposed)")
     print(f"wrote {args.output} ({len(frame)} rows); {stats['predicted_points']} points "
           f"predicted in {stats['groups']} groups: |error| median "
           f"{stats['median_abs_error_pct']} %, worst {stats['worst_abs_error_pct']} % "

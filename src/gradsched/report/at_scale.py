@@ -174,3 +174,73 @@ def effects_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return (pd.DataFrame(rows, columns=list(EFFECT_COLUMNS)),
             # a sideways page at 7 pt: about 24 cm of columns and separations
             "p{2cm}p{2.2cm}p{3cm}p{2.6cm}p{2.4cm}rp{2.6cm}rrp{2.8cm}")
+
+
+DECOMPOSE_COLUMNS = ("model", "P (nodes)", "published [s]", "predicted [s]", "missing [s]",
+                     "missing [%]", "exposed comm: replay [s]", "needed [s]",
+                     "collective-time factor", "busbw: model [GB/s]", "implied [GB/s]",
+                     "overlap slowdown: applied", "needed")
+"""The decomposition table (``gradsched.experiments.at_scale.decompose``): one row per
+predicted point; the bus bandwidths are of the largest unit's all-gather."""
+DECOMPOSE_NEEDED = ("model", "gpus", "nodes", "published_step_s", "predicted_step_s",
+                    "missing_s", "missing_pct", "exposed_comm_s", "exposed_comm_needed_s",
+                    "comm_factor", "model_busbw_GBps", "implied_busbw_GBps",
+                    "slowdown_applied", "slowdown_needed")
+
+
+def load_decompose_frame(path: str | Path) -> pd.DataFrame:
+    """The decomposition CSV of ``gradsched study at-scale --decompose-out``, checked."""
+    frame = read_csv_frame(path)
+    missing = [c for c in DECOMPOSE_NEEDED if c not in frame.columns]
+    if missing:
+        raise InputError(f"not a decomposition table: missing {', '.join(missing)}", path=path)
+    if frame.empty:
+        raise InputError("no rows", path=path)
+    return frame
+
+
+def _inf(value: object, digits: int) -> str:
+    return "none" if str(value) == "inf" or value == float("inf") else fmt(value, digits)
+
+
+def decompose_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """One row per decomposed point (``none``: no value of the quantity reaches the
+    published step)."""
+    rows = [[str(r["model"]), f"{int(r['gpus'])} ({int(r['nodes'])})",
+             fmt(r["published_step_s"], 3), fmt(r["predicted_step_s"], 3),
+             fmt(r["missing_s"], 3), fmt(r["missing_pct"], 1), fmt(r["exposed_comm_s"], 3),
+             fmt(r["exposed_comm_needed_s"], 3), _inf(r["comm_factor"], 2),
+             fmt(r["model_busbw_GBps"], 0), fmt(r["implied_busbw_GBps"], 0),
+             fmt(r["slowdown_applied"], 3), _inf(r["slowdown_needed"], 2)]
+            for _, r in frame.iterrows()]
+    return pd.DataFrame(rows, columns=list(DECOMPOSE_COLUMNS)), "lrrrrrrrrrrrr"
+
+
+def decompose_macros(frame: pd.DataFrame) -> dict[str, str]:
+    """``AtScaleDecomp<Name>`` macros: over the decomposed points at the largest node count
+    (and the implied bandwidth at the smallest) and over all of them, the range of the
+    collective-time factor, of the implied bus bandwidth against the model's, and of the
+    overlap slowdown needed (finite values; the count of points no slowdown reaches), and the
+    largest exposed communication needed."""
+    top = frame[frame["nodes"] == frame["nodes"].max()]
+    low = frame[frame["nodes"] == frame["nodes"].min()]
+    finite = frame[frame["slowdown_needed"].astype(float) < float("inf")]
+    return {
+        "AtScaleDecompPoints": str(len(frame)),
+        "AtScaleDecompTopNodes": str(int(frame["nodes"].max())),
+        "AtScaleDecompFactorMin": fmt(frame["comm_factor"].min(), 2),
+        "AtScaleDecompFactorMax": fmt(frame["comm_factor"].max(), 2),
+        "AtScaleDecompTopModelBusbwMin": fmt(top["model_busbw_GBps"].min(), 0),
+        "AtScaleDecompTopModelBusbwMax": fmt(top["model_busbw_GBps"].max(), 0),
+        "AtScaleDecompTopImpliedBusbwMin": fmt(top["implied_busbw_GBps"].min(), 0),
+        "AtScaleDecompTopImpliedBusbwMax": fmt(top["implied_busbw_GBps"].max(), 0),
+        "AtScaleDecompLowNodes": str(int(frame["nodes"].min())),
+        "AtScaleDecompLowImpliedBusbwMin": fmt(low["implied_busbw_GBps"].min(), 0),
+        "AtScaleDecompLowImpliedBusbwMax": fmt(low["implied_busbw_GBps"].max(), 0),
+        "AtScaleDecompSlowdownApplied": fmt(frame["slowdown_applied"].max(), 3),
+        "AtScaleDecompSlowdownMin": fmt(finite["slowdown_needed"].min(), 2),
+        "AtScaleDecompSlowdownMax": fmt(finite["slowdown_needed"].max(), 2),
+        "AtScaleDecompSlowdownNone": str(len(frame) - len(finite)),
+        "AtScaleDecompExposedNeededMax": fmt(frame["exposed_comm_needed_s"].max(), 2),
+        "AtScaleDecompExposedMax": fmt(frame["exposed_comm_s"].max(), 2),
+    }

@@ -1,7 +1,8 @@
 """``gradsched report at-scale``: the at-scale table (LaTeX + Markdown) and its macros;
 ``gradsched report at-scale-variants``: one row per variant of the study, so each switch's
 effect is a difference of rows; ``gradsched report at-scale-effects``: one row per effect
-with its calibration and validation (:mod:`gradsched.report.at_scale`)."""
+with its calibration and validation; ``gradsched report at-scale-decompose``: what each
+predicted point would need for its published step (:mod:`gradsched.report.at_scale`)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,17 @@ def register(rsub: argparse._SubParsersAction) -> None:
     p.add_argument("--md", type=output_file, required=True)
     p.set_defaults(func=_effects)
 
+    p = rsub.add_parser("at-scale-decompose", help="what the at-scale study's predicted points "
+                                                   "would need for their published steps "
+                                                   "(table + macros)")
+    p.add_argument("--input", type=Path, required=True,
+                   help="decomposition CSV of gradsched study at-scale --decompose-out")
+    p.add_argument("--tex", type=output_file, required=True)
+    p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--macros", type=output_file, required=True,
+                   help="LaTeX macros of its ranges (\\gsAtScaleDecomp...)")
+    p.set_defaults(func=_decompose)
+
 
 def _at_scale(args: argparse.Namespace) -> int:
     from gradsched.report.at_scale import (
@@ -84,4 +96,16 @@ def _effects(args: argparse.Namespace) -> int:
     table, align = effects_table(frame)
     write_table(table, args.tex, args.md, align=align, title="at-scale-effects")
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    return 0
+
+
+def _decompose(args: argparse.Namespace) -> int:
+    from gradsched.report.at_scale import decompose_macros, decompose_table, load_decompose_frame
+    from gradsched.report.latex import write_macros, write_table
+
+    frame = load_decompose_frame(args.input)
+    table, align = decompose_table(frame)
+    write_table(table, args.tex, args.md, align=align, title="at-scale-decompose")
+    write_macros(args.macros, decompose_macros(frame))
+    print(f"wrote {args.tex}, {args.md} ({len(table)} rows) and {args.macros}")
     return 0

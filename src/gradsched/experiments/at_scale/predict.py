@@ -99,12 +99,15 @@ class StepReplay:
     shares: RangeShares
     basis: str
     sync: SyncSlack | None = None
+    largest_unit_bytes: float = 0.0
 
 
 def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
-                settings: AtScaleSettings) -> StepReplay:
+                settings: AtScaleSettings, comm_scale: float = 1.0) -> StepReplay:
     """One optimizer step of ``point`` replayed with FSDP2's default layout (module
-    docstring), the hooks applied."""
+    docstring), the hooks applied. ``comm_scale`` multiplies every collective's time (1:
+    the model's; the decomposition of :mod:`~.decompose` asks what factor the published
+    step would need)."""
     trace = straggler_transform(trace, point, settings)
     slowdown = check_compute_slowdown(compute_slowdown(trace, point, settings))
     plan = make_sharded_plan(PLANNERS[point.sharding], trace, model, point.gpus)
@@ -113,8 +116,8 @@ def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
     sizes = np.append(layout.unit_bytes, layout.root_bytes)
     reduce_scale = REDUCE_DTYPES[point.reduce_dtype] / REDUCE_DTYPES["bf16"]
     every = point.grad_sync == "every_micro_batch"
-    ag = comm_times(model, "all_gather", sizes, point.gpus)
-    rs = comm_times(model, "reduce_scatter", sizes * reduce_scale, point.gpus)
+    ag = comm_scale * comm_times(model, "all_gather", sizes, point.gpus)
+    rs = comm_scale * comm_times(model, "reduce_scatter", sizes * reduce_scale, point.gpus)
     replay = replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
                            ag, rs, point.gpus, blocking=False,
                            grad_accum=1 if every else point.grad_accum,
@@ -135,7 +138,8 @@ def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
             wait = point.grad_accum * sync.wait_s(settings.unit_jitter.cv)
             replay = replace(replay, iteration_s=replay.iteration_s + wait)
     return StepReplay(replay, sharded_range_shares(trace, plan, model, point.gpus),
-                      model.world_size_basis(point.gpus), sync)
+                      model.world_size_basis(point.gpus), sync,
+                      float(np.max(sizes)) if len(sizes) else 0.0)
 
 
 def repeat_micro_batches(one: ShardedReplay, k: int, update_s: float) -> ShardedReplay:
