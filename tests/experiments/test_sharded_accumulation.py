@@ -99,3 +99,16 @@ def test_modes_within_the_margin_are_not_told_apart():
     assert advice(rows, 0.5).startswith("fastest: no-sync ")
     told = advice(rows, 5.0)
     assert "not told apart" in told and "least memory among them: sync-every" in told
+
+
+def test_equal_peaks_within_the_margin_are_a_tie():
+    """SYNTHETIC rows: two modes within the margin with the same peak are a tie on memory,
+    not a winner; FSDP2's default is named among them (nothing to call), the other as tied,
+    whatever order the rows come in and whichever is faster by a hair."""
+    rows = [{"mode": m, "grad_accum": 4, "step_s": s, "gathered_peak_bytes": b,
+             "fsdp2_calls": m}
+            for m, s, b in (("no-sync", 1.00, 2 << 20), ("no-all-reduce", 1.001, 1 << 20),
+                            ("sync-every", 1.002, 1 << 20))]
+    for ordered in (rows, rows[::-1]):
+        told = advice(ordered, 5.0)
+        assert "least memory among them: sync-every (tied on memory with no-all-reduce)" in told

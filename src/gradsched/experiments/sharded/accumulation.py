@@ -38,6 +38,9 @@ from gradsched.experiments.sharded.common import ShardedProblem
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.replay.sharded_accum import ModeReplay, replay_mode, replay_mode_mesh
 
+DEFAULT_MODE = "sync-every"
+"""FSDP2's default mode: no call needed."""
+
 CALLS = {
     "no-sync": "set_requires_gradient_sync(False) on micro-batches 1..k-1",
     "no-sync-keep": "set_requires_gradient_sync(False) and set_reshard_after_backward(False) "
@@ -116,11 +119,16 @@ def advice(rows: list[dict[str, Any]], margin_pct: float | None = None) -> str:
         bound = best["step_s"] * (1.0 + margin_pct / 100.0)
         close = [r for r in fitting if r["step_s"] <= bound]
         if len(close) > 1:
-            least = min(close, key=lambda r: (r["gathered_peak_bytes"], r["step_s"]))
+            peak = min(r["gathered_peak_bytes"] for r in close)
+            leanest = [r for r in close if r["gathered_peak_bytes"] == peak]
+            # equal peaks are a tie: FSDP2's default (nothing to call) is named among them
+            least = min(leanest, key=lambda r: (r["mode"] != DEFAULT_MODE, r["step_s"]))
+            others = [r["mode"] for r in leanest if r is not least]
+            tied = f" (tied on memory with {', '.join(others)})" if others else ""
             return (f"within the comm model's margin ({margin_pct:.3g} % of the step) of the "
                     f"fastest: {', '.join(r['mode'] for r in close)}, not told apart; the "
-                    f"least memory among them: {least['mode']} ({least['step_s']:.4g} s per "
-                    f"step, peak {least['gathered_peak_bytes'] / 2**20:.4g} MiB): "
+                    f"least memory among them: {least['mode']}{tied} ({least['step_s']:.4g} s "
+                    f"per step, peak {least['gathered_peak_bytes'] / 2**20:.4g} MiB): "
                     f"{least['fsdp2_calls']}")
     return (f"fastest{' within the cap' if 'fits_cap' in best else ''}: {best['mode']} "
             f"({best['step_s']:.4g} s per step, peak {best['gathered_peak_bytes'] / 2**20:.4g}"
