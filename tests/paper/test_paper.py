@@ -175,12 +175,15 @@ def _stub_generated(paper: Path) -> None:
     latex.write_macros(paper / "generated" / "macros.tex", paper_macros.all_macros())
     latex.write_macros(paper / "generated" / "scaling-macros.tex", scaling_macro_names())
     latex.write_macros(paper / "generated" / "reexec-accum-macros.tex", accum_macro_values())
+    from gradsched.report.at_scale import DECOMPOSE_MACROS
     from gradsched.report.at_scale import MACROS as AT_SCALE_MACROS
     from gradsched.report.overlap_slowdown import overlap_macros
 
     latex.write_macros(paper / "generated" / "overlap-macros.tex", overlap_macros(None))
     latex.write_macros(paper / "generated" / "at-scale-macros.tex",
                        {f"AtScale{name}": latex.NA for name in AT_SCALE_MACROS})
+    latex.write_macros(paper / "generated" / "at-scale-decompose-macros.tex",
+                       {f"AtScaleDecomp{name}": latex.NA for name in DECOMPOSE_MACROS})
     from gradsched.report.hsdp import macro_names as hsdp_macro_names
 
     latex.write_macros(paper / "generated" / "hsdp-macros.tex",
