@@ -243,18 +243,18 @@ def _labels(models: object) -> str:
     return f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def _growth(frame: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
+def _growth(frame: pd.DataFrame, points: pd.DataFrame, source: str | Path | None) -> pd.DataFrame:
     """Per decomposed group: its published step at its smallest GPU count (the calibration)
     and at its largest, from the study's per-point CSV."""
     missing = [c for c in POINTS_NEEDED if c not in points.columns]
     if missing:
         raise InputError(f"at-scale points CSV: missing column(s): {', '.join(missing)}",
-                         field=missing[0])
+                         path=source, field=missing[0])
     members = points[points["group"].isin(set(frame["group"]))]
     if set(members["group"]) != set(frame["group"]):
         absent = sorted(set(frame["group"]) - set(members["group"]))
         raise InputError(f"at-scale points CSV lacks the decomposed group {absent[0]!r}",
-                         field="group")
+                         path=source, field="group")
     rows = []
     for name, group in members.groupby("group", sort=False):
         group = group.sort_values("gpus")
@@ -268,7 +268,8 @@ def _growth(frame: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("first_step_s")
 
 
-def decompose_macros(frame: pd.DataFrame, points: pd.DataFrame) -> dict[str, str]:
+def decompose_macros(frame: pd.DataFrame, points: pd.DataFrame,
+                     source: str | Path | None = None) -> dict[str, str]:
     """``AtScaleDecomp<Name>`` macros (:data:`DECOMPOSE_MACROS`): over the decomposed points
     at the largest node count (and the implied bandwidth at the smallest) and over all of
     them, the range of the collective-time factor, of the implied bus bandwidth against the
@@ -278,12 +279,12 @@ def decompose_macros(frame: pd.DataFrame, points: pd.DataFrame) -> dict[str, str
     their smallest to their largest GPU count (range in %, the increase of the group with the
     shortest and of the one with the longest first step, and that step); and the models and
     missing step of the :data:`WORST_POINTS` points at the largest node count with the
-    largest collective-time factors."""
+    largest collective-time factors. ``source``: the points' file, named in errors."""
     top = frame[frame["nodes"] == frame["nodes"].max()]
     low = frame[frame["nodes"] == frame["nodes"].min()]
     needed = frame["slowdown_needed"].astype(float)
     finite = frame[needed < float("inf")]
-    growth = _growth(frame, points)
+    growth = _growth(frame, points, source)
     shortest, longest = growth.iloc[0], growth.iloc[-1]
     worst = top.assign(factor=top["comm_factor"].astype(float)).nlargest(WORST_POINTS,
                                                                           "factor")

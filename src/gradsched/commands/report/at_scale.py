@@ -113,7 +113,8 @@ def _decompose(args: argparse.Namespace) -> int:
 
     frame = load_decompose_frame(args.input)
     table, align = decompose_table(frame)
+    macros = decompose_macros(frame, load_points_frame(args.points), args.points)
     write_table(table, args.tex, args.md, align=align, title="at-scale-decompose")
-    write_macros(args.macros, decompose_macros(frame, load_points_frame(args.points)))
+    write_macros(args.macros, macros)
     print(f"wrote {args.tex}, {args.md} ({len(table)} rows) and {args.macros}")
     return 0
