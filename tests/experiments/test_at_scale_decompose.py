@@ -96,7 +96,12 @@ def test_report_formats_the_decomposition_and_its_ranges(tmp_path) -> None:
     frame = pd.DataFrame(point_rows(points, calibrate_mfu(points[0], model, s), model, s))
     table, align = decompose_table(frame)
     assert len(table) == 2 and len(align) == table.shape[1]
-    macros = decompose_macros(frame)
+    published = pd.DataFrame({"group": [r["group"] for r in rows],
+                              "model": [r["model"] for r in rows],
+                              "gpus": [r["gpus"] for r in rows],
+                              "published_step_s": [r["step_s"] for r in rows]})
+    macros = decompose_macros(frame, published)
+    assert macros["AtScaleDecompGrowthMax"] == "20.0"  # 0.6 s at 128 GPUs over 0.5 s at 8
     assert macros["AtScaleDecompTopNodes"] == "16"
     assert float(macros["AtScaleDecompFactorMax"]) == pytest.approx(
         frame["comm_factor"].max(), abs=0.006)

@@ -50,12 +50,12 @@ def accum_macro_values() -> dict[str, str]:
 
 def at_scale_macro_names() -> set[str]:
     """The \\gsAtScale... and \\gsOverlap... macros (their generators' names, any data)."""
-    from gradsched.report.at_scale import MACROS
+    from gradsched.report.at_scale import DECOMPOSE_MACROS, MACROS
     from gradsched.report.hsdp import macro_names as hsdp_macro_names
     from gradsched.report.overlap_slowdown import overlap_macros
 
     return ({f"AtScale{name}" for name in MACROS} | set(overlap_macros(None))
-            | hsdp_macro_names())
+            | {f"AtScaleDecomp{name}" for name in DECOMPOSE_MACROS} | hsdp_macro_names())
 
 
 def scaling_macro_names() -> dict[str, str]:
@@ -108,6 +108,7 @@ def test_main_tex_includes_every_figure_and_table() -> None:
         "collectives-summary", "collectives-broadcast", "collectives-formula-errors",
         "compression-summary", "reexec", "collectives-at-scale", "overlap-slowdown",
         "stragglers", "stragglers-ep", "at-scale", "at-scale-variants", "at-scale-effects",
+        "at-scale-decompose",
         "diagnose-collectives", "diagnose-planted", "sharded-dtypes", "hsdp",
         "accumulation-modes", "fsdp-rival", "fsdp-rival-measured",
     }
@@ -174,12 +175,15 @@ def _stub_generated(paper: Path) -> None:
     latex.write_macros(paper / "generated" / "macros.tex", paper_macros.all_macros())
     latex.write_macros(paper / "generated" / "scaling-macros.tex", scaling_macro_names())
     latex.write_macros(paper / "generated" / "reexec-accum-macros.tex", accum_macro_values())
+    from gradsched.report.at_scale import DECOMPOSE_MACROS
     from gradsched.report.at_scale import MACROS as AT_SCALE_MACROS
     from gradsched.report.overlap_slowdown import overlap_macros
 
     latex.write_macros(paper / "generated" / "overlap-macros.tex", overlap_macros(None))
     latex.write_macros(paper / "generated" / "at-scale-macros.tex",
                        {f"AtScale{name}": latex.NA for name in AT_SCALE_MACROS})
+    latex.write_macros(paper / "generated" / "at-scale-decompose-macros.tex",
+                       {f"AtScaleDecomp{name}": latex.NA for name in DECOMPOSE_MACROS})
     from gradsched.report.hsdp import macro_names as hsdp_macro_names
 
     latex.write_macros(paper / "generated" / "hsdp-macros.tex",

@@ -8,6 +8,7 @@ to each run's own working folder.
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -141,6 +142,20 @@ def _at_scale_inputs(d: Path) -> None:
             f"error_pct\nfit,synthetic,gpu-bound,2 configs,{cv},,,\nvalidation,synthetic,"
             f"gpu-bound,8 ranks,{cv},{cv * 142:.2f},40,{cv * 142 / 0.4 - 100:.1f}\n",
             encoding="utf-8")
+    # the two studies' points in one file, and (synthetic) the same with every published
+    # step 10 % longer (for report at-scale-decompose --points)
+    for name, scale in (("as-all", 1.0), ("as-all2", 1.1)):
+        with (d / f"{name}.csv").open("w", encoding="utf-8", newline="") as dst:
+            writer = None
+            for study in ("tt", "mx"):
+                with (d / f"as-{study}.csv").open(encoding="utf-8", newline="") as src:
+                    reader = csv.DictReader(src)
+                    if writer is None:
+                        writer = csv.DictWriter(dst, fieldnames=reader.fieldnames or [])
+                        writer.writeheader()
+                    for line in reader:
+                        step = scale * float(line["published_step_s"])
+                        writer.writerow({**line, "published_step_s": step})
     model = json.loads((REPO / "src/gradsched/costmodel/overlap_slowdown.json").read_text(
         encoding="utf-8"))
     model["generations"]["A100"]["slowdown"] = 1.2
@@ -967,8 +982,8 @@ AS_EFFECTS = ("report at-scale-effects --overlap-model "
               "{d}/stragglers.csv --unit-jitter {d}/unit-jitter.csv --tex t.tex --md t.md")
 AS_REPORT = ("report at-scale --input {d}/as-tt.csv --summary {d}/as-tt.json --tex t.tex "
              "--md t.md --macros m.tex")
-AS_DEC = ("report at-scale-decompose --input {d}/dec-tt.csv --tex t.tex --md t.md "
-          "--macros m.tex")
+AS_DEC = ("report at-scale-decompose --input {d}/dec-tt.csv --points {d}/as-all.csv "
+          "--tex t.tex --md t.md --macros m.tex")
 COMPARE = "report compare --skip nccl-busbw x no-log -o c.csv"
 PAPER = "{R}/paper/data"
 TABLE_VERBS = {  # verb: (its input, another input of the same kind)
@@ -1068,6 +1083,8 @@ def _report() -> dict[str, Entry]:
                                                                       "--tex o.tex"), "o.tex"),
         r + "at-scale-decompose --md": Output(AS_DEC, AS_DEC.replace("--md t.md", "--md o.md"),
                                               "o.md"),
+        r + "at-scale-decompose --points": Probe(AS_DEC, AS_DEC.replace("as-all.csv",
+                                                                        "as-all2.csv"), "m.tex"),
         r + "at-scale-decompose --macros": Output(AS_DEC, AS_DEC.replace(
             "--macros m.tex", "--macros o.tex"), "o.tex"),
         r + "llm-scale --help": HELP,

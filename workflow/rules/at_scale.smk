@@ -240,7 +240,8 @@ rule table_at_scale_effects:
 rule table_at_scale_decompose:
     """What the main variant's predicted points would need for their published steps."""
     input:
-        f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/decompose.csv",
+        decompose=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/decompose.csv",
+        points=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv",
     output:
         tex=f"{TAB}/at-scale-decompose.tex",
         md=f"{TAB}/at-scale-decompose.md",
@@ -248,5 +249,6 @@ rule table_at_scale_decompose:
     log:
         f"{LOGS}/tables/at-scale-decompose.log",
     shell:
-        "{GS} report at-scale-decompose --input {input} --tex {output.tex} "
+        "{GS} report at-scale-decompose --input {input.decompose} "
+        "--points {input.points} --tex {output.tex} "
         "--md {output.md} --macros {output.macros} > {log} 2>&1"

@@ -195,6 +195,7 @@ PAPER_INPUTS = (
         f"{GEN}/scaling-macros.tex",
         f"{GEN}/overlap-macros.tex",
         f"{GEN}/at-scale-macros.tex",
+        f"{GEN}/at-scale-decompose-macros.tex",
         f"{GEN}/hsdp-macros.tex",
     ]
     + figure_files()

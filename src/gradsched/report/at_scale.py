@@ -216,31 +216,107 @@ def decompose_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame(rows, columns=list(DECOMPOSE_COLUMNS)), "lrrrrrrrrrrrr"
 
 
-def decompose_macros(frame: pd.DataFrame) -> dict[str, str]:
-    """``AtScaleDecomp<Name>`` macros: over the decomposed points at the largest node count
-    (and the implied bandwidth at the smallest) and over all of them, the range of the
-    collective-time factor, of the implied bus bandwidth against the model's, and of the
-    overlap slowdown needed (finite values; the count of points no slowdown reaches), and the
-    largest exposed communication needed."""
+DECOMPOSE_MACROS = (
+    "Points", "TopNodes", "FactorMin", "FactorMax", "TopModelBusbwMin", "TopModelBusbwMax",
+    "TopImpliedBusbwMin", "TopImpliedBusbwMax", "LowNodes", "LowImpliedBusbwMin",
+    "LowImpliedBusbwMax", "SlowdownApplied", "SlowdownMin", "SlowdownMax", "SlowdownNone",
+    "SlowdownNoneModels", "ExposedNeededMax", "ExposedMax", "GrowthMin", "GrowthMax",
+    "IncreaseSmallest", "SmallestModel", "IncreaseLargest", "StepLargest", "LargestModel",
+    "WorstModels", "WorstMissingMin", "WorstMissingMax")
+"""The ``AtScaleDecomp<Name>`` macros :func:`decompose_macros` writes (any data)."""
+WORST_POINTS = 2
+"""How many of the points at the largest node count, those with the largest
+collective-time factors, the prose names as fitting the effects worst."""
+POINTS_NEEDED = ("group", "model", "gpus", "published_step_s")
+
+
+def model_label(model: str) -> str:
+    """``MPT-1B`` for ``mpt-1b`` (the prose's spelling of the sources' model keys)."""
+    return str(model).upper()
+
+
+def _labels(models: object) -> str:
+    """``MPT-1B``, ``MPT-1B and MPT-3B``, ``MPT-1B, MPT-3B and MPT-7B``; ``none``."""
+    names = [model_label(m) for m in models]  # type: ignore[attr-defined]
+    if len(names) < 2:
+        return names[0] if names else "none"
+    return f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _growth(frame: pd.DataFrame, points: pd.DataFrame, source: str | Path | None) -> pd.DataFrame:
+    """Per decomposed group: its published step at its smallest GPU count (the calibration)
+    and at its largest, from the study's per-point CSV."""
+    missing = [c for c in POINTS_NEEDED if c not in points.columns]
+    if missing:
+        raise InputError(f"at-scale points CSV: missing column(s): {', '.join(missing)}",
+                         path=source, field=missing[0])
+    members = points[points["group"].isin(set(frame["group"]))]
+    if set(members["group"]) != set(frame["group"]):
+        absent = sorted(set(frame["group"]) - set(members["group"]))
+        raise InputError(f"at-scale points CSV lacks the decomposed group {absent[0]!r}",
+                         path=source, field="group")
+    rows = []
+    for name, group in members.groupby("group", sort=False):
+        group = group.sort_values("gpus")
+        first, last = group.iloc[0], group.iloc[-1]
+        rows.append({"group": name, "model": str(first["model"]),
+                     "first_step_s": float(first["published_step_s"]),
+                     "increase_s": float(last["published_step_s"])
+                     - float(first["published_step_s"])})
+    out = pd.DataFrame(rows)
+    out["growth_pct"] = 100 * out["increase_s"] / out["first_step_s"]
+    return out.sort_values("first_step_s")
+
+
+def decompose_macros(frame: pd.DataFrame, points: pd.DataFrame,
+                     source: str | Path | None = None) -> dict[str, str]:
+    """``AtScaleDecomp<Name>`` macros (:data:`DECOMPOSE_MACROS`): over the decomposed points
+    at the largest node count (and the implied bandwidth at the smallest) and over all of
+    them, the range of the collective-time factor, of the implied bus bandwidth against the
+    model's, and of the overlap slowdown needed (finite values; the count and the models of
+    the points no slowdown reaches), and the largest exposed communication needed; from the
+    study's per-point CSV (``points``), the decomposed groups' published step growth from
+    their smallest to their largest GPU count (range in %, the increase of the group with the
+    shortest and of the one with the longest first step, and that step); and the models and
+    missing step of the :data:`WORST_POINTS` points at the largest node count with the
+    largest collective-time factors. ``source``: the points' file, named in errors."""
     top = frame[frame["nodes"] == frame["nodes"].max()]
     low = frame[frame["nodes"] == frame["nodes"].min()]
-    finite = frame[frame["slowdown_needed"].astype(float) < float("inf")]
-    return {
-        "AtScaleDecompPoints": str(len(frame)),
-        "AtScaleDecompTopNodes": str(int(frame["nodes"].max())),
-        "AtScaleDecompFactorMin": fmt(frame["comm_factor"].min(), 2),
-        "AtScaleDecompFactorMax": fmt(frame["comm_factor"].max(), 2),
-        "AtScaleDecompTopModelBusbwMin": fmt(top["model_busbw_GBps"].min(), 0),
-        "AtScaleDecompTopModelBusbwMax": fmt(top["model_busbw_GBps"].max(), 0),
-        "AtScaleDecompTopImpliedBusbwMin": fmt(top["implied_busbw_GBps"].min(), 0),
-        "AtScaleDecompTopImpliedBusbwMax": fmt(top["implied_busbw_GBps"].max(), 0),
-        "AtScaleDecompLowNodes": str(int(frame["nodes"].min())),
-        "AtScaleDecompLowImpliedBusbwMin": fmt(low["implied_busbw_GBps"].min(), 0),
-        "AtScaleDecompLowImpliedBusbwMax": fmt(low["implied_busbw_GBps"].max(), 0),
-        "AtScaleDecompSlowdownApplied": fmt(frame["slowdown_applied"].max(), 3),
-        "AtScaleDecompSlowdownMin": fmt(finite["slowdown_needed"].min(), 2),
-        "AtScaleDecompSlowdownMax": fmt(finite["slowdown_needed"].max(), 2),
-        "AtScaleDecompSlowdownNone": str(len(frame) - len(finite)),
-        "AtScaleDecompExposedNeededMax": fmt(frame["exposed_comm_needed_s"].max(), 2),
-        "AtScaleDecompExposedMax": fmt(frame["exposed_comm_s"].max(), 2),
+    needed = frame["slowdown_needed"].astype(float)
+    finite = frame[needed < float("inf")]
+    growth = _growth(frame, points, source)
+    shortest, longest = growth.iloc[0], growth.iloc[-1]
+    worst = top.assign(factor=top["comm_factor"].astype(float)).nlargest(WORST_POINTS,
+                                                                          "factor")
+    worst = worst.sort_values("published_step_s")
+    macros = {
+        "Points": str(len(frame)),
+        "TopNodes": str(int(frame["nodes"].max())),
+        "FactorMin": fmt(frame["comm_factor"].min(), 2),
+        "FactorMax": fmt(frame["comm_factor"].max(), 2),
+        "TopModelBusbwMin": fmt(top["model_busbw_GBps"].min(), 0),
+        "TopModelBusbwMax": fmt(top["model_busbw_GBps"].max(), 0),
+        "TopImpliedBusbwMin": fmt(top["implied_busbw_GBps"].min(), 0),
+        "TopImpliedBusbwMax": fmt(top["implied_busbw_GBps"].max(), 0),
+        "LowNodes": str(int(frame["nodes"].min())),
+        "LowImpliedBusbwMin": fmt(low["implied_busbw_GBps"].min(), 0),
+        "LowImpliedBusbwMax": fmt(low["implied_busbw_GBps"].max(), 0),
+        "SlowdownApplied": fmt(frame["slowdown_applied"].max(), 3),
+        "SlowdownMin": fmt(finite["slowdown_needed"].min(), 2),
+        "SlowdownMax": fmt(finite["slowdown_needed"].max(), 2),
+        "SlowdownNone": str(len(frame) - len(finite)),
+        "SlowdownNoneModels": _labels(frame[needed == float("inf")]["model"].unique()),
+        "ExposedNeededMax": fmt(frame["exposed_comm_needed_s"].max(), 2),
+        "ExposedMax": fmt(frame["exposed_comm_s"].max(), 2),
+        "GrowthMin": fmt(growth["growth_pct"].min(), 1),
+        "GrowthMax": fmt(growth["growth_pct"].max(), 1),
+        "IncreaseSmallest": fmt(shortest["increase_s"], 2),
+        "SmallestModel": model_label(shortest["model"]),
+        "IncreaseLargest": fmt(longest["increase_s"], 2),
+        "StepLargest": fmt(longest["first_step_s"], 1),
+        "LargestModel": model_label(longest["model"]),
+        "WorstModels": _labels(worst["model"]),
+        "WorstMissingMin": fmt(worst["missing_s"].min(), 2),
+        "WorstMissingMax": fmt(worst["missing_s"].max(), 2),
     }
+    return {f"AtScaleDecomp{name}": macros[name] for name in DECOMPOSE_MACROS}

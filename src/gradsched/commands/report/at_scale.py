@@ -51,6 +51,9 @@ def register(rsub: argparse._SubParsersAction) -> None:
                                                    "(table + macros)")
     p.add_argument("--input", type=Path, required=True,
                    help="decomposition CSV of gradsched study at-scale --decompose-out")
+    p.add_argument("--points", type=Path, required=True,
+                   help="per-point CSV of the same gradsched study at-scale run (the "
+                        "decomposed groups' published growth, for the macros)")
     p.add_argument("--tex", type=output_file, required=True)
     p.add_argument("--md", type=output_file, required=True)
     p.add_argument("--macros", type=output_file, required=True,
@@ -100,12 +103,18 @@ def _effects(args: argparse.Namespace) -> int:
 
 
 def _decompose(args: argparse.Namespace) -> int:
-    from gradsched.report.at_scale import decompose_macros, decompose_table, load_decompose_frame
+    from gradsched.report.at_scale import (
+        decompose_macros,
+        decompose_table,
+        load_decompose_frame,
+        load_points_frame,
+    )
     from gradsched.report.latex import write_macros, write_table
 
     frame = load_decompose_frame(args.input)
     table, align = decompose_table(frame)
+    macros = decompose_macros(frame, load_points_frame(args.points), args.points)
     write_table(table, args.tex, args.md, align=align, title="at-scale-decompose")
-    write_macros(args.macros, decompose_macros(frame))
+    write_macros(args.macros, macros)
     print(f"wrote {args.tex}, {args.md} ({len(table)} rows) and {args.macros}")
     return 0
