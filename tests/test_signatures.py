@@ -18,11 +18,6 @@ ALLOWED: dict[str, str] = {
     "gradsched.experiments.recommend:advise":
         "advise's replay settings (caps sweep, credit tuning, stragglers, slowdown) still travel "
         "as keywords; to become one frozen advice settings object built in commands/advise.py",
-    "gradsched.planners.bytescheduler:plan":
-        "a planner's knobs, spread as keywords by the planner registry (plan(trace, model, P, "
-        "**knobs)); to define a frozen Knobs dataclass, which the registry now builds once and "
-        "passes whole (as dear, bytescheduler-ps and best do); held back: another helper "
-        "changes this file this round",
     "gradsched.capture.sweep_trace:build_meta":
         "the facts of a captured sweep's sidecar (placement, ranks' records, load, timings), "
         "one per keyword; to become one record of the run",
@@ -41,9 +36,6 @@ ALLOWED: dict[str, str] = {
         "flags); to take the step options object (held back with replay_layout)",
     "gradsched.costmodel.crossws:cross_world_size":
         "the cross-world-size check's fit settings; to become one settings object",
-    "gradsched.planners._bayesopt:minimize_1d":
-        "the Bayesian search's budget and bounds as keywords; to become one search-settings "
-        "object",
 }
 """Functions still over the limit, each with the reason it has not been folded yet; the list
 only shrinks (a function leaving it must be removed from it, see
