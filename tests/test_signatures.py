@@ -18,9 +18,6 @@ ALLOWED: dict[str, str] = {
     "gradsched.experiments.recommend:advise":
         "advise's replay settings (caps sweep, credit tuning, stragglers, slowdown) still travel "
         "as keywords; to become one frozen advice settings object built in commands/advise.py",
-    "gradsched.capture.sweep_trace:build_meta":
-        "the facts of a captured sweep's sidecar (placement, ranks' records, load, timings), "
-        "one per keyword; to become one record of the run",
     "gradsched.replay.sharded:replay_layout":
         "the sharded replay's step options (blocking, accumulation, keep-unsharded, slowdown) as "
         "keywords; to become one frozen step-options object (held back: its memory-peak code "
