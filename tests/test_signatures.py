@@ -18,16 +18,9 @@ ALLOWED: dict[str, str] = {
     "gradsched.experiments.recommend:advise":
         "advise's replay settings (caps sweep, credit tuning, stragglers, slowdown) still travel "
         "as keywords; to become one frozen advice settings object built in commands/advise.py",
-    "gradsched.replay.sharded:replay_layout":
-        "the sharded replay's step options (blocking, accumulation, keep-unsharded, slowdown) as "
-        "keywords; to become one frozen step-options object (held back: its memory-peak code "
-        "is being changed for activations, and experiments/at_scale calls it)",
     "gradsched.experiments.recommend_sharded:advise_sharded":
         "advise --sharded's settings; to take the experiments.sharded problem and the GPU "
         "memory (held back: its memory budget is being changed for activations)",
-    "gradsched.replay.sharded:_backward":
-        "the sharded replay's backward pass state (runs, layout, depths, times, run state, "
-        "flags); to take the step options object (held back with replay_layout)",
 }
 """Functions still over the limit, each with the reason it has not been folded yet; the list
 only shrinks (a function leaving it must be removed from it, see

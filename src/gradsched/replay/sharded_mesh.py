@@ -34,6 +34,7 @@ from gradsched.replay.sharded import (
     SEMANTICS,
     Semantics,
     ShardedReplay,
+    StepOptions,
     check_compute_slowdown,
     check_grad_accum,
     replay_layout,
@@ -110,10 +111,11 @@ def replay_mesh(trace: ComputeTrace, plan: ShardedPlan, pricer: GroupPricer, *,
     seq = layer_seq(trace)
     layout = mesh_layout(plan, unit_layout(plan, seq, trace.path), mesh)
     ag, rs, times = mesh_inputs(layout, mesh, pricer)
-    return replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch, ag, rs,
-                         mesh.shard, blocking=semantics == "blocking", grad_accum=grad_accum,
-                         keep_unsharded=plan.keep_unsharded_between_microbatches,
-                         compute_slowdown=compute_slowdown, mesh=times)
+    return replay_layout(seq, layout, (plan.forward_prefetch, plan.backward_prefetch), ag, rs,
+                         mesh.shard, StepOptions(
+                             blocking=semantics == "blocking", grad_accum=grad_accum,
+                             keep_unsharded=plan.keep_unsharded_between_microbatches,
+                             compute_slowdown=compute_slowdown), times)
 
 
 def mesh_collectives(plan: ShardedPlan, world_size: int, has_root: bool) -> MeshCollectives:
