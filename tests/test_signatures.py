@@ -15,9 +15,6 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_PARAMETERS = 8
 
 ALLOWED: dict[str, str] = {
-    "gradsched.experiments.recommend:advise":
-        "advise's replay settings (caps sweep, credit tuning, stragglers, slowdown) still travel "
-        "as keywords; to become one frozen advice settings object built in commands/advise.py",
     "gradsched.experiments.recommend_sharded:advise_sharded":
         "advise --sharded's settings; to take the experiments.sharded problem and the GPU "
         "memory (held back: its memory budget is being changed for activations)",

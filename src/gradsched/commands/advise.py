@@ -62,6 +62,7 @@ from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.recommend import (
     DEFAULT_CAPS_MB,
     DEFAULT_MARGIN_PCT,
+    AdviceSettings,
     advise,
     resolve_world_size,
 )
@@ -257,14 +258,14 @@ def _run(args: argparse.Namespace) -> int:
     topology = args.topology is not None
     interference = with_overlap(args, trace.meta, "advise", interference,  # type: ignore[attr-defined]
                                 given="--interference" if args.interference else None)
-    rec = advise(trace, model, world, compute=str(args.compute),  # type: ignore[arg-type]
-                 comm=str(args.topology) if topology else args.comm,
-                 caps_mb=args.caps if args.caps is not None else list(DEFAULT_CAPS_MB),
-                 interference=interference, iterations=args.iterations,
-                 margin_pct=args.margin_pct, forward_ratio=args.forward_ratio,
-                 topology_collective=(args.topology_collective or "hierarchical")
-                 if topology else None, current_cap_mb=args.current_bucket_cap_mb,
-                 grad_accum=args.grad_accum)
+    settings = AdviceSettings(
+        compute=str(args.compute), comm=str(args.topology) if topology else args.comm,
+        caps_mb=args.caps if args.caps is not None else DEFAULT_CAPS_MB,
+        interference=interference, iterations=args.iterations, margin_pct=args.margin_pct,
+        forward_ratio=args.forward_ratio,
+        topology_collective=(args.topology_collective or "hierarchical") if topology else None,
+        current_cap_mb=args.current_bucket_cap_mb, grad_accum=args.grad_accum)
+    rec = advise(trace, model, world, settings)  # type: ignore[arg-type]
     hint = None if args.validate else "to measure it here: add --validate"
     print(render(rec, plan_out=str(args.plan_out) if args.plan_out else None,
                  backend=args.backend, validate_hint=hint), end="")
