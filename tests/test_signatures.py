@@ -15,9 +15,6 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_PARAMETERS = 8
 
 ALLOWED: dict[str, str] = {
-    "gradsched.experiments.recommend_sharded:advise_sharded":
-        "advise --sharded's settings; to take the experiments.sharded problem and the GPU "
-        "memory (held back: its memory budget is being changed for activations)",
 }
 """Functions still over the limit, each with the reason it has not been folded yet; the list
 only shrinks (a function leaving it must be removed from it, see

@@ -314,6 +314,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: int) -> int:
     from gradsched.experiments.recommend_sharded import advise_sharded, render_sharded
+    from gradsched.experiments.sharded.common import ShardedProblem
 
     if args.topology is not None:
         raise ConfigError("--sharded takes --comm, not --topology")
@@ -325,13 +326,14 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
                               "does not read it (drop one of them)")
     device = str(trace.meta.get("device", ""))  # type: ignore[attr-defined]
     semantics = args.semantics or ("blocking" if device.startswith("cpu") else "streams")
-    adv = advise_sharded(trace, model, world, comm_spec=args.comm,  # type: ignore[arg-type]
-                         semantics=semantics, memory_cap_bytes=args.memory_cap,
-                         margin_pct=args.margin_pct, gpu_memory_bytes=args.gpu_memory,
-                         grad_accum=args.grad_accum, mixed_precision=dtypes_of(args, trace),
-                         compute_slowdown=sharded_overlap(
-                             args, trace.meta,  # type: ignore[attr-defined]
-                             "advise --sharded", semantics))
+    problem = ShardedProblem(
+        trace, model, world, semantics=semantics,  # type: ignore[arg-type]
+        memory_cap_bytes=args.memory_cap, grad_accum=args.grad_accum,
+        compute_slowdown=sharded_overlap(args, trace.meta,  # type: ignore[attr-defined]
+                                         "advise --sharded", semantics),
+        mixed_precision=dtypes_of(args, trace))
+    adv = advise_sharded(problem, args.comm, margin_pct=args.margin_pct,
+                         gpu_memory_bytes=args.gpu_memory)
     print(render_sharded(adv, full_listing=args.plan_out is not None), end="")
     out = {"sharded": adv.to_dict()}
     if args.validate:
