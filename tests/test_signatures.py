@@ -14,37 +14,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 MAX_PARAMETERS = 8
 
-ALLOWED: dict[str, str] = {
-    "gradsched.experiments.recommend:advise":
-        "advise's replay settings (caps sweep, credit tuning, stragglers, slowdown) still travel "
-        "as keywords; to become one frozen advice settings object built in commands/advise.py",
-    "gradsched.planners.bytescheduler:plan":
-        "a planner's knobs, spread as keywords by the planner registry (plan(trace, model, P, "
-        "**knobs)); to define a frozen Knobs dataclass, which the registry now builds once and "
-        "passes whole (as dear, bytescheduler-ps and best do); held back: another helper "
-        "changes this file this round",
-    "gradsched.capture.sweep_trace:build_meta":
-        "the facts of a captured sweep's sidecar (placement, ranks' records, load, timings), "
-        "one per keyword; to become one record of the run",
-    "gradsched.costmodel.crossws:_cross_rows":
-        "a private row builder of the cross-world-size check; to take its fit settings as one "
-        "object",
-    "gradsched.replay.sharded:replay_layout":
-        "the sharded replay's step options (blocking, accumulation, keep-unsharded, slowdown) as "
-        "keywords; to become one frozen step-options object (held back: its memory-peak code "
-        "is being changed for activations, and experiments/at_scale calls it)",
-    "gradsched.experiments.recommend_sharded:advise_sharded":
-        "advise --sharded's settings; to take the experiments.sharded problem and the GPU "
-        "memory (held back: its memory budget is being changed for activations)",
-    "gradsched.replay.sharded:_backward":
-        "the sharded replay's backward pass state (runs, layout, depths, times, run state, "
-        "flags); to take the step options object (held back with replay_layout)",
-    "gradsched.costmodel.crossws:cross_world_size":
-        "the cross-world-size check's fit settings; to become one settings object",
-    "gradsched.planners._bayesopt:minimize_1d":
-        "the Bayesian search's budget and bounds as keywords; to become one search-settings "
-        "object",
-}
+ALLOWED: dict[str, str] = {}
 """Functions still over the limit, each with the reason it has not been folded yet; the list
 only shrinks (a function leaving it must be removed from it, see
 :func:`test_the_allow_list_only_names_functions_over_the_limit`)."""

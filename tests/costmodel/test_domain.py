@@ -14,7 +14,7 @@ import pytest
 
 from gradsched.cli import main
 from gradsched.costmodel.base import load_comm_spec
-from gradsched.costmodel.crossws import cross_world_size
+from gradsched.costmodel.crossws import CrossSettings, cross_world_size
 from gradsched.costmodel.domain import (
     BASIS_EXTRAPOLATED,
     BASIS_MEASURED,
@@ -125,7 +125,7 @@ def test_a_fitted_model_keeps_its_domain_through_json(tmp_path: Path) -> None:
 
 def test_a_scaled_model_marks_unmeasured_world_sizes_extrapolated(tmp_path: Path) -> None:
     paths = [sweep_from_1mib(tmp_path, w) for w in (2, 4, 8)]
-    (fit,) = cross_world_size(paths, fit_on=[2, 4], method="scaled")
+    (fit,) = cross_world_size(paths, CrossSettings((2, 4), method="scaled"))
     model = fit.scaled
     assert model.world_size_basis(4) == BASIS_MEASURED
     assert model.world_size_basis(64) == BASIS_EXTRAPOLATED

@@ -184,15 +184,15 @@ def test_consistent_sweeps_are_not_flagged(repo: Path, capsys: pytest.CaptureFix
 @pytest.mark.parametrize("kind", ["piecewise", "alpha-beta", "interp"])
 def test_every_fitted_kind_and_its_composites_say_what_was_derived(
         tmp_path: Path, kind: str) -> None:
-    from gradsched.costmodel.crossws import cross_world_size
+    from gradsched.costmodel.crossws import CrossSettings, cross_world_size
     from gradsched.costmodel.fit import build_model, fit_file
 
     sweep = planted_sweep(tmp_path / "ar8.csv", 8)
     model = build_model(kind, fit_file(sweep, [kind], folds=2))
     assert model.world_size_basis(8) == BASIS_MEASURED
     assert "all_gather from all_reduce" in derived_note(model, 8)
-    (fit,) = cross_world_size([planted_sweep(tmp_path / "ar4.csv", 4), sweep], [4, 8],
-                              method="scaled")
+    (fit,) = cross_world_size([planted_sweep(tmp_path / "ar4.csv", 4), sweep],
+                              CrossSettings((4, 8), method="scaled"))
     assert "reduce_scatter from all_reduce" in derived_note(fit.scaled, 64)
     assert fit.scaled.world_size_basis(64) == BASIS_EXTRAPOLATED
     compressed = CompressedCommModel(model, make_compressor("topk", 0.01))

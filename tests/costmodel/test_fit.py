@@ -16,7 +16,12 @@ import pytest
 
 from gradsched.cli import main
 from gradsched.costmodel import load_comm_spec
-from gradsched.costmodel.crossws import CROSS_TABLE_COLUMNS, cross_world_size, series_name
+from gradsched.costmodel.crossws import (
+    CROSS_TABLE_COLUMNS,
+    CrossSettings,
+    cross_world_size,
+    series_name,
+)
 from gradsched.costmodel.fit import (
     FIT_TABLE_COLUMNS,
     cross_validate,
@@ -118,15 +123,16 @@ def test_cross_world_size_recovers_synthetic_ring_exactly(tmp_path: Path) -> Non
              for n in (2, 4, 8, 16)]
     for source in ("alpha-beta", "piecewise"):
         for method in ("analytic", "scaled"):
-            (res,) = cross_world_size(paths, [16], algorithm="ring", source=source,
-                                      method=method)
+            (res,) = cross_world_size(paths, CrossSettings(
+                (16,), algorithm="ring", source=source, method=method))
             assert res.model.alpha == pytest.approx(alpha, rel=1e-6)
             assert res.model.beta == pytest.approx(beta, rel=1e-6)
             assert [r["predict_world_size"] for r in res.rows
                     if r["role"] == "predicted"] == [32, 64, 128]
             assert max(r["mape_pct"] for r in res.rows) < 1e-4
     # a wrong algorithm does not recover ring data at other world sizes
-    (rd,) = cross_world_size(paths, [16], algorithm="rd", source="alpha-beta")
+    (rd,) = cross_world_size(paths, CrossSettings((16,), algorithm="rd",
+                                                  source="alpha-beta"))
     assert min(r["mape_pct"] for r in rd.rows if r["role"] == "predicted") > 1.0
     table = tmp_path / "cross.csv"
     argv = ["fit", "--cross-world-size", *map(str, paths), "--fit-on", "16,32", "--table",
@@ -231,8 +237,8 @@ def test_real_short_and_noisy_files_do_not_crash(real_trace, capsys) -> None:
 # 16.0 / 11.1 %; ring (whose latency grows with 2(P-1)) 68 / 156 %.
 def test_real_abci_a100_cross_world_size(real_trace) -> None:
     paths = [real_trace(f"abci-inter-anode-{n}") for n in (2, 4, 8, 16)]
-    (dbt,) = cross_world_size(paths, [16, 32], algorithm="dbt")
-    (ring,) = cross_world_size(paths, [16, 32], algorithm="ring")
+    (dbt,) = cross_world_size(paths, CrossSettings((16, 32), algorithm="dbt"))
+    (ring,) = cross_world_size(paths, CrossSettings((16, 32), algorithm="ring"))
     assert [r["predict_world_size"] for r in dbt.rows if r["role"] == "predicted"] == [64, 128]
     assert max(r["mape_pct"] for r in dbt.rows) < 30
     assert min(r["mape_pct"] for r in ring.rows if r["role"] == "predicted") > max(

@@ -18,6 +18,7 @@ from gradsched.experiments.recommend_sharded import (
     paste_code,
     render_sharded,
 )
+from gradsched.experiments.sharded.common import ShardedProblem
 from gradsched.experiments.sharded.memory import device_memory, memory_budget
 from gradsched.gpus import ASSUMED_GPU, GPU_MEMORY_BYTES, GPUS
 from gradsched.plan_sharded import fully_shard_code
@@ -42,7 +43,7 @@ def _resident(trace: ComputeTrace, ranks: int) -> float:
 
 
 def test_every_recommended_layout_fits_the_gpu_with_activations(llama8b: ComputeTrace) -> None:
-    adv = advise_sharded(llama8b, MODEL, 8, comm_spec="alpha-beta", semantics="streams")
+    adv = advise_sharded(ShardedProblem(llama8b, MODEL, 8, semantics="streams"), "alpha-beta")
     chosen = adv.best_replay if adv.recommend_best else adv.default_replay
     activations = llama8b.meta["activation_bytes"]
     assert activations > 50 * GIB
@@ -54,7 +55,7 @@ def test_every_recommended_layout_fits_the_gpu_with_activations(llama8b: Compute
 def test_without_a_known_gpu_the_assumed_one_caps_the_layouts(llama8b: ComputeTrace) -> None:
     trace = ComputeTrace.from_frame(llama8b.frame, dict(llama8b.meta, device="accelerator"))
     assert device_memory("accelerator") is None
-    adv = advise_sharded(trace, MODEL, 8, comm_spec="alpha-beta", semantics="streams")
+    adv = advise_sharded(ShardedProblem(trace, MODEL, 8, semantics="streams"), "alpha-beta")
     assert adv.memory_cap_bytes == pytest.approx(
         GPUS[ASSUMED_GPU].memory_bytes - _resident(trace, 8) - trace.meta["activation_bytes"])
     assert any("ASSUMED" in n and ASSUMED_GPU in n for n in adv.notes)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.costmodel.base import AlphaBetaModel
-from gradsched.experiments.recommend import DOES_NOT_FIT, advise
+from gradsched.experiments.recommend import DOES_NOT_FIT, AdviceSettings, advise
 from gradsched.experiments.recommend_text import render
 from gradsched.experiments.replica_memory import GIB, replica_memory
 from gradsched.traces.bundle import ComputeTrace
@@ -42,7 +42,7 @@ def test_replica_bytes_follow_zero_s_accounting():
 
 def test_advise_refuses_ddp_when_a_replica_cannot_fit():
     big = trace(20 * GIB, "a100 (modelled: 40% of 312 TFLOP/s bf16 dense)")  # 160 GiB > 80
-    rec = advise(big, MODEL, 4, compute="big.csv", comm="synthetic", iterations=2)
+    rec = advise(big, MODEL, 4, AdviceSettings("big.csv", "synthetic", iterations=2))
     assert rec.fits is False
     out = rec.to_dict()
     assert out["recommendation"] == DOES_NOT_FIT
@@ -56,8 +56,8 @@ def test_advise_refuses_ddp_when_a_replica_cannot_fit():
 
 def test_advise_that_fits_is_unchanged():
     small = trace(GIB, "a100")
-    rec = advise(small, MODEL, 4, compute="small.csv", comm="synthetic", iterations=2)
+    rec = advise(small, MODEL, 4, AdviceSettings("small.csv", "synthetic", iterations=2))
     assert rec.fits is True and rec.to_dict()["recommendation"] != DOES_NOT_FIT
-    unknown = advise(trace(GIB, "cpu"), MODEL, 4, compute="c.csv", comm="synthetic",
-                     iterations=2)
+    unknown = advise(trace(GIB, "cpu"), MODEL, 4,
+                     AdviceSettings("c.csv", "synthetic", iterations=2))
     assert unknown.fits is None and unknown.to_dict()["memory"] is None

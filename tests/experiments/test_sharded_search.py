@@ -105,12 +105,12 @@ def test_memory_budget_of_a_gpu() -> None:
 
 def test_advice_never_gathers_more_than_the_gpu_leaves() -> None:
     trace = many_blocks(20, seed=2)
-    free = advise_sharded(trace, MODEL, 64, comm_spec="alpha-beta", semantics="streams")
+    free = advise_sharded(ShardedProblem(trace, MODEL, 64, semantics="streams"), "alpha-beta")
     total = float(trace.frame["bytes"].sum())
     resident = 2 * total / 64 + 12.0 * float(trace.frame["numel"].sum()) / 64
     gpu = resident + 0.6 * free.best_replay.gathered_peak_bytes
-    capped = advise_sharded(trace, MODEL, 64, comm_spec="alpha-beta", semantics="streams",
-                            gpu_memory_bytes=gpu)
+    capped = advise_sharded(ShardedProblem(trace, MODEL, 64, semantics="streams"),
+                            "alpha-beta", gpu_memory_bytes=gpu)
     assert capped.chosen is capped.best or capped.default_fits
     chosen = capped.best_replay if capped.recommend_best else capped.default_replay
     assert chosen.gathered_peak_bytes <= gpu - resident + 1e-6
@@ -121,7 +121,7 @@ def test_when_no_layout_fits_the_advice_says_so_and_answers() -> None:
     trace = many_blocks(20, seed=3)
     resident = (2 * float(trace.frame["bytes"].sum()) / 64
                 + 12.0 * float(trace.frame["numel"].sum()) / 64)
-    adv = advise_sharded(trace, MODEL, 64, comm_spec="alpha-beta", semantics="streams",
+    adv = advise_sharded(ShardedProblem(trace, MODEL, 64, semantics="streams"), "alpha-beta",
                          gpu_memory_bytes=resident + 1000.0)
     assert adv.smallest_peak_bytes is not None and not adv.recommend_best
     text = render_sharded(adv)

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import norm
 
 from gradsched.planners import _bayesopt
-from gradsched.planners._bayesopt import minimize_1d, normal_cdf, normal_pdf
+from gradsched.planners._bayesopt import Search, minimize_1d, normal_cdf, normal_pdf
 
 
 def test_normal_matches_scipy() -> None:
@@ -29,9 +29,9 @@ def test_same_points_as_with_scipy(seed: int, monkeypatch: pytest.MonkeyPatch) -
         v = np.log(x)
         return float((v - centre) ** 2 / width + bumps @ np.sin(np.arange(1, 4) * 5 * v))
 
-    kwargs = dict(iterations=14, initial=(1.0,), seed=seed)
-    ours = minimize_1d(objective, 1e-3, 1e3, **kwargs)
+    search = Search(1e-3, 1e3, iterations=14, initial=(1.0,), seed=seed)
+    ours = minimize_1d(objective, search)
     monkeypatch.setattr(_bayesopt, "normal_cdf", norm.cdf)
     monkeypatch.setattr(_bayesopt, "normal_pdf", norm.pdf)
-    theirs = minimize_1d(objective, 1e-3, 1e3, **kwargs)
+    theirs = minimize_1d(objective, search)
     assert ours.xs == theirs.xs and ours.ys == theirs.ys

@@ -16,7 +16,7 @@ from gradsched import planners
 from gradsched.costmodel import AlphaBetaModel
 from gradsched.experiments.scoring import ReplayCache
 from gradsched.plan import Plan
-from gradsched.planners._bayesopt import BOResult, minimize_1d
+from gradsched.planners._bayesopt import BOResult, Search, minimize_1d
 from gradsched.planners._family import plan_signature
 from gradsched.ties import same_time
 from tests.planners.test_planners import tiny_trace
@@ -100,9 +100,10 @@ def test_a_flat_objective_is_searched_the_same_whatever_its_noise() -> None:
             return _ulps(T, 1 if digest[0] % 2 else -1)
         return f
 
-    flat = minimize_1d(objective(None), 1.0, 100.0, iterations=8, n_random=2, seed=0)
+    flat = minimize_1d(objective(None), Search(1.0, 100.0, iterations=8, n_random=2, seed=0))
     for pattern in range(3):
-        moved = minimize_1d(objective(pattern), 1.0, 100.0, iterations=8, n_random=2, seed=0)
+        moved = minimize_1d(objective(pattern),
+                            Search(1.0, 100.0, iterations=8, n_random=2, seed=0))
         assert moved.xs == flat.xs
         assert moved.best_x == flat.best_x == flat.xs[0]
         assert all(same_time(y, T) for y in moved.ys)

@@ -30,7 +30,8 @@ def split_by_position(items) -> dict[int, list[int]]:
 
 @pytest.mark.parametrize("make", [
     lambda t: ddp.plan(t, MODEL, 8, bucket_cap_mb=0.05),
-    lambda t: bytescheduler.plan(t, MODEL, 8, search="none", partition_params=3000),
+    lambda t: bytescheduler.plan(
+        t, MODEL, 8, bytescheduler.Knobs(search="none", partition_params=3000)),
     lambda t: dear.plan(t, MODEL, 8, dear.Knobs(search="none", threshold_mb=0.01)),
 ])
 def test_grouped_like_the_split(make) -> None:

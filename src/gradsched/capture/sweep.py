@@ -64,7 +64,7 @@ from typing import Any
 
 from gradsched.capture.sweep_rank import sweep_task
 from gradsched.capture.sweep_settings import SweepConfig, SweepError, timeouts
-from gradsched.capture.sweep_trace import notes_to_warnings, to_trace
+from gradsched.capture.sweep_trace import SweepRun, notes_to_warnings, to_trace
 from gradsched.distributed.cluster import EmulatedCluster
 from gradsched.distributed.launch import LaunchSpec, launch
 from gradsched.provenance import load_average
@@ -116,10 +116,11 @@ def run_sweep(config: SweepConfig, *, spec_overrides: dict[str, Any] | None = No
         placement = "loopback"
         interconnect = "loopback (127.0.0.1), all ranks on one machine"
         nodes, machines = 1, 1
-    return to_trace(per_rank, config, placement=placement, interconnect=interconnect,
-                    nodes=nodes, notes=notes, warnings=list(notes_to_warnings(notes)),
-                    started=started, wall_s=time.monotonic() - t0, load_before=load_before,
-                    physical_machines=machines)
+    return to_trace(per_rank, config, SweepRun(
+        placement=placement, interconnect=interconnect, nodes=nodes,
+        physical_machines=machines, notes=tuple(notes),
+        warnings=tuple(notes_to_warnings(notes)), started=started,
+        wall_s=time.monotonic() - t0, load_before=tuple(load_before)))
 
 
 def run_torchrun(config: SweepConfig, out: Path | None) -> Any:
@@ -166,11 +167,11 @@ def run_torchrun(config: SweepConfig, out: Path | None) -> Any:
     if rank != 0:
         return None
     nodes = len({g["host"] for g in gathered})
-    trace = to_trace(gathered, config, placement=f"torchrun, {nodes} host(s)",
-                     interconnect="as set up for torchrun (not inspected)", nodes=nodes,
-                     notes=notes, warnings=notes_to_warnings(notes), started=started,
-                     wall_s=time.monotonic() - t0, load_before=load_before,
-                     physical_machines=nodes)
+    trace = to_trace(gathered, config, SweepRun(
+        placement=f"torchrun, {nodes} host(s)",
+        interconnect="as set up for torchrun (not inspected)", nodes=nodes,
+        physical_machines=nodes, notes=tuple(notes), warnings=tuple(notes_to_warnings(notes)),
+        started=started, wall_s=time.monotonic() - t0, load_before=tuple(load_before)))
     if out is not None:
         trace.save(out)
     return trace

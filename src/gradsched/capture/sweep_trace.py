@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
@@ -80,11 +80,29 @@ P2P_METHOD = (
     "fastest/slowest; busbw = algbw = bytes / time_s; in_place 0, world_size 2.")
 
 
-def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes: int,
-               per_rank: list[dict[str, Any]], notes: list[str], warnings: list[str],
-               started: dt.datetime, wall_s: float, load_before: list[float],
-               physical_machines: int | None) -> dict[str, Any]:
-    """The sidecar of a captured sweep."""
+@dataclass(frozen=True)
+class SweepRun:
+    """What the driver knows of one sweep it ran, for the sidecar: where the ranks ran
+    (``placement``, ``interconnect``, ``nodes``, ``physical_machines``), the plan's
+    ``notes`` and the ``warnings`` raised before the rows were read, when it started, how
+    long it took (``wall_s``) and the load average before it (:mod:`gradsched.capture.sweep`
+    builds it once per run)."""
+
+    placement: str
+    interconnect: str
+    nodes: int
+    physical_machines: int | None
+    notes: tuple[str, ...]
+    warnings: tuple[str, ...]
+    started: dt.datetime
+    wall_s: float
+    load_before: tuple[float, ...]
+
+
+def build_meta(config: SweepConfig, run: SweepRun, per_rank: list[dict[str, Any]],
+               warnings: list[str]) -> dict[str, Any]:
+    """The sidecar of a captured sweep ``run``; ``warnings``: the run's and the rows'."""
+    placement, nodes, started = run.placement, run.nodes, run.started
     iterations: dict[str, dict[str, int]] = {}
     warm: dict[str, dict[str, int]] = {}
     for item in per_rank[0]["results"]:
@@ -102,7 +120,7 @@ def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes:
         "adapt to the size (see 'iterations'): up to 'iters', at least 'min_iters', about "
         "'time_budget_s' of timed operations per size. The first warm-up operation's "
         "result was checked on every rank.",
-        *notes,
+        *run.notes,
     ]
     if P2P in config.collectives:
         text.append(P2P_METHOD)
@@ -113,7 +131,7 @@ def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes:
         "source": f"measured with gradsched {gradsched.__version__} capture comm on "
                   f"{started.date().isoformat()} ({placement})",
         "hardware": f"{hardware_summary()}; {placement}",
-        "interconnect": interconnect,
+        "interconnect": run.interconnect,
         **line_rate_meta(config.cluster_rate),
         "software": comm_software_versions(config.backend),
         "statistic": "median",
@@ -123,10 +141,10 @@ def build_meta(config: SweepConfig, *, placement: str, interconnect: str, nodes:
         "date": started.isoformat(timespec="seconds"),
         "world_size": config.world_size,
         "nodes": nodes,
-        "physical_machines": physical_machines,
+        "physical_machines": run.physical_machines,
         "threads_per_rank": int(per_rank[0].get("threads", config.threads_per_rank)),
-        "load_average": {"before": load_before, "after": load_average([])},
-        "wall_s": round(wall_s, 3),
+        "load_average": {"before": list(run.load_before), "after": load_average([])},
+        "wall_s": round(run.wall_s, 3),
         "settings": settings,
         "iterations": iterations,
         "warmup_iterations": warm,
@@ -161,15 +179,14 @@ def check_results(per_rank: Sequence[Any], config: SweepConfig) -> None:
                 seconds(t, where, f"{field}.times_s[{j}]")
 
 
-def to_trace(per_rank: list[dict[str, Any]], config: SweepConfig, **meta_kwargs: Any) -> Any:
+def to_trace(per_rank: list[dict[str, Any]], config: SweepConfig, run: SweepRun) -> Any:
     """Every rank's result checked (:func:`check_results`), then rows + sidecar -> a
     validated :class:`~gradsched.traces.CommTrace`."""
     check_results(per_rank, config)
-    nodes = int(meta_kwargs["nodes"])
     frame = summarise(per_rank, backend=config.backend, world_size=config.world_size,
-                      nodes=nodes, in_place=config.in_place)
-    warnings = [*meta_kwargs.pop("warnings", []), *size_drop_warnings(frame)]
-    meta = build_meta(config, per_rank=per_rank, warnings=warnings, **meta_kwargs)
+                      nodes=int(run.nodes), in_place=config.in_place)
+    warnings = [*run.warnings, *size_drop_warnings(frame)]
+    meta = build_meta(config, run, per_rank, warnings)
     return CommTrace.from_frame(frame, meta)
 
 
@@ -178,5 +195,5 @@ def notes_to_warnings(notes: Sequence[str]) -> list[str]:
     return [n for n in notes if "rounded up" in n]
 
 
-__all__ = ["P2P_METHOD", "build_meta", "check_results", "notes_to_warnings",
+__all__ = ["P2P_METHOD", "SweepRun", "build_meta", "check_results", "notes_to_warnings",
            "size_drop_warnings", "summarise", "to_trace"]

@@ -62,6 +62,7 @@ from gradsched.errors import ConfigError, InputError
 from gradsched.experiments.recommend import (
     DEFAULT_CAPS_MB,
     DEFAULT_MARGIN_PCT,
+    AdviceSettings,
     advise,
     resolve_world_size,
 )
@@ -257,14 +258,14 @@ def _run(args: argparse.Namespace) -> int:
     topology = args.topology is not None
     interference = with_overlap(args, trace.meta, "advise", interference,  # type: ignore[attr-defined]
                                 given="--interference" if args.interference else None)
-    rec = advise(trace, model, world, compute=str(args.compute),  # type: ignore[arg-type]
-                 comm=str(args.topology) if topology else args.comm,
-                 caps_mb=args.caps if args.caps is not None else list(DEFAULT_CAPS_MB),
-                 interference=interference, iterations=args.replay_iters,
-                 margin_pct=args.margin_pct, forward_ratio=args.forward_ratio,
-                 topology_collective=(args.topology_collective or "hierarchical")
-                 if topology else None, current_cap_mb=args.current_bucket_cap_mb,
-                 grad_accum=args.grad_accum)
+    settings = AdviceSettings(
+        compute=str(args.compute), comm=str(args.topology) if topology else args.comm,
+        caps_mb=args.caps if args.caps is not None else DEFAULT_CAPS_MB,
+        interference=interference, iterations=args.replay_iters, margin_pct=args.margin_pct,
+        forward_ratio=args.forward_ratio,
+        topology_collective=(args.topology_collective or "hierarchical") if topology else None,
+        current_cap_mb=args.current_bucket_cap_mb, grad_accum=args.grad_accum)
+    rec = advise(trace, model, world, settings)  # type: ignore[arg-type]
     hint = None if args.validate else "to measure it here: add --validate"
     print(render(rec, plan_out=str(args.plan_out) if args.plan_out else None,
                  backend=args.backend, validate_hint=hint), end="")
@@ -313,6 +314,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: int) -> int:
     from gradsched.experiments.recommend_sharded import advise_sharded, render_sharded
+    from gradsched.experiments.sharded.common import ShardedProblem
 
     if args.topology is not None:
         raise ConfigError("--sharded takes --comm, not --topology")
@@ -324,13 +326,14 @@ def _run_sharded(args: argparse.Namespace, trace: object, model: object, world: 
                               "does not read it (drop one of them)")
     device = str(trace.meta.get("device", ""))  # type: ignore[attr-defined]
     semantics = args.semantics or ("blocking" if device.startswith("cpu") else "streams")
-    adv = advise_sharded(trace, model, world, comm_spec=args.comm,  # type: ignore[arg-type]
-                         semantics=semantics, memory_cap_bytes=args.memory_cap,
-                         margin_pct=args.margin_pct, gpu_memory_bytes=args.gpu_memory,
-                         grad_accum=args.grad_accum, mixed_precision=dtypes_of(args, trace),
-                         compute_slowdown=sharded_overlap(
-                             args, trace.meta,  # type: ignore[attr-defined]
-                             "advise --sharded", semantics))
+    problem = ShardedProblem(
+        trace, model, world, semantics=semantics,  # type: ignore[arg-type]
+        memory_cap_bytes=args.memory_cap, grad_accum=args.grad_accum,
+        compute_slowdown=sharded_overlap(args, trace.meta,  # type: ignore[attr-defined]
+                                         "advise --sharded", semantics),
+        mixed_precision=dtypes_of(args, trace))
+    adv = advise_sharded(problem, args.comm, margin_pct=args.margin_pct,
+                         gpu_memory_bytes=args.gpu_memory)
     print(render_sharded(adv, full_listing=args.plan_out is not None), end="")
     out = {"sharded": adv.to_dict()}
     if args.validate:

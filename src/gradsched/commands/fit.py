@@ -222,26 +222,25 @@ def _run_cross(args: argparse.Namespace) -> int:
 
 
 def _cross(args: argparse.Namespace, stage: Staging) -> int:
-    from gradsched.costmodel.crossws import cross_table, cross_world_size
+    from gradsched.costmodel.crossws import CrossSettings, cross_table, cross_world_size
     from gradsched.costmodel.nccl.crossfit import NCCLSettings
     from gradsched.io import write_csv_atomic
 
     table = stage.file(args.table) if args.table is not None else None
     output = stage.file(args.output) if args.output is not None else None
     if args.method == "nccl":
-        results = cross_world_size(args.traces, args.fit_on, in_place=args.in_place,
-                                   method="nccl",
-                                   nccl=NCCLSettings(args.fabric, args.hardware))
+        results = cross_world_size(args.traces, CrossSettings(
+            args.fit_on, in_place=args.in_place, method="nccl",
+            nccl=NCCLSettings(args.fabric, args.hardware)))
     else:
         methods = ["analytic", "scaled"] if args.method == "both" else [args.method]
         results = [
             res
             for algorithm in args.algorithm
             for method in methods
-            for res in cross_world_size(args.traces, args.fit_on, algorithm=algorithm,
-                                        source=args.source, gamma=args.gamma,
-                                        scale_by=args.scale_by, in_place=args.in_place,
-                                        method=method)
+            for res in cross_world_size(args.traces, CrossSettings(
+                args.fit_on, algorithm=algorithm, source=args.source, gamma=args.gamma,
+                scale_by=args.scale_by, in_place=args.in_place, method=method))
         ]
     for res in results:
         _print_cross(args, res)

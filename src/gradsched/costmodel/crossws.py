@@ -84,18 +84,38 @@ class CrossFit:
         return self.scaled or self.model
 
 
-def _check_cross_options(method: str, algorithm: str, source: str, scale_by: str,
-                         fit_on: list[int]) -> None:
-    if method not in ("analytic", "scaled"):
-        raise ConfigError(f"--method {method!r}: use nccl, analytic or scaled")
-    if algorithm not in ALGORITHMS:
-        raise ConfigError(f"--algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
-    if source not in ("piecewise", "alpha-beta"):
-        raise ConfigError(f"--from {source!r}: use piecewise or alpha-beta")
-    if scale_by not in ("world_size", "nodes"):
-        raise ConfigError(f"--scale-by {scale_by!r}: use world_size or nodes")
-    if not fit_on:
-        raise ConfigError("--fit-on needs at least one world size")
+@dataclass(frozen=True)
+class CrossSettings:
+    """The settings of one cross-world-size check (:func:`cross_world_size` says what each
+    does), checked once when built: the world sizes ``fit_on`` to fit at, the ``method``
+    (analytic, scaled or nccl), the ``algorithm`` whose formula carries the fit, the
+    per-series fit ``source`` (piecewise or alpha-beta), the formula's ``gamma``, what P
+    counts (``scale_by``: world_size or nodes), whether the in-place series are read, and
+    ``nccl``'s settings (method nccl only)."""
+
+    fit_on: tuple[int, ...]
+    algorithm: str = "ring"
+    source: str = "piecewise"
+    gamma: float = 0.0
+    scale_by: str = "world_size"
+    in_place: bool = False
+    method: str = "analytic"
+    nccl: NCCLSettings | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fit_on", tuple(self.fit_on))
+        if self.method != "nccl":
+            if self.method not in ("analytic", "scaled"):
+                raise ConfigError(f"--method {self.method!r}: use nccl, analytic or scaled")
+            if self.algorithm not in ALGORITHMS:
+                raise ConfigError(f"--algorithm {self.algorithm!r}: choose one of "
+                                  f"{', '.join(ALGORITHMS)}")
+            if self.source not in ("piecewise", "alpha-beta"):
+                raise ConfigError(f"--from {self.source!r}: use piecewise or alpha-beta")
+            if self.scale_by not in ("world_size", "nodes"):
+                raise ConfigError(f"--scale-by {self.scale_by!r}: use world_size or nodes")
+        if not self.fit_on:
+            raise ConfigError("--fit-on needs at least one world size")
 
 
 _Series = tuple[dict[str, Any], np.ndarray, np.ndarray]  # (info, sizes, times)
@@ -117,10 +137,10 @@ def _series_by_world_size(paths: list[str | Path], in_place: bool
     return groups
 
 
-def _fit_link(collective: str, backend: str, by_ws: dict[int, _Series], fit_on: list[int],
-              algorithm: str, source: str, gamma: float, scale_by: str
-              ) -> tuple[float, float, dict[int, Curve]]:
+def _fit_link(collective: str, backend: str, by_ws: dict[int, _Series],
+              settings: CrossSettings) -> tuple[float, float, dict[int, Curve]]:
     """(alpha, beta) from the fit world sizes' curves, and those curves by P."""
+    fit_on, source, scale_by = settings.fit_on, settings.source, settings.scale_by
     missing = [w for w in fit_on if w not in by_ws]
     if missing:
         raise ConfigError(
@@ -138,15 +158,18 @@ def _fit_link(collective: str, backend: str, by_ws: dict[int, _Series], fit_on: 
             raise ConfigError(f"cannot derive per-hop parameters at {scale_by}={p} "
                               f"(world size {ws}); use --scale-by world_size")
         samples.append((p, m, curve.times(m)))
-    alpha, beta = fit_link_parameters(collective, algorithm, samples, gamma)
+    alpha, beta = fit_link_parameters(collective, settings.algorithm, samples, settings.gamma)
     return alpha, beta, base_curves
 
 
-def _cross_rows(name: str, collective: str, by_ws: dict[int, _Series], fit_on: list[int],
-                algorithm: str, alpha: float, beta: float, gamma: float, scale_by: str,
-                method: str, base_curves: dict[int, Curve]) -> list[dict[str, Any]]:
+def _cross_rows(name: str, collective: str, by_ws: dict[int, _Series], settings: CrossSettings,
+                link: tuple[float, float], base_curves: dict[int, Curve]
+                ) -> list[dict[str, Any]]:
     """One row per world size: the fit's residual where it was fitted on (``role`` fitted),
-    the prediction's errors elsewhere."""
+    the prediction's errors elsewhere; ``link``: the fitted (alpha, beta)."""
+    fit_on, algorithm, gamma = settings.fit_on, settings.algorithm, settings.gamma
+    scale_by, method = settings.scale_by, settings.method
+    alpha, beta = link
     rows = []
     for ws, (info, m, t) in sorted(by_ws.items()):
         p = int(info[scale_by])
@@ -198,18 +221,9 @@ def _scaled_predictor(collective: str, source: str, base_curves: dict[int, Curve
     return ScaledModel(base, model)
 
 
-def cross_world_size(
-    paths: list[str | Path],
-    fit_on: list[int],
-    algorithm: str = "ring",
-    source: str = "piecewise",
-    gamma: float = 0.0,
-    scale_by: str = "world_size",
-    in_place: bool = False,
-    method: str = "analytic",
-    nccl: NCCLSettings | None = None,
-) -> list[CrossFit]:
-    """Derive per-hop alpha / link beta at ``fit_on`` world sizes, predict the others.
+def cross_world_size(paths: list[str | Path], settings: CrossSettings) -> list[CrossFit]:
+    """Derive per-hop alpha / link beta at ``settings.fit_on`` world sizes, predict the
+    others (the names below are ``settings``' fields).
 
     For each (collective, backend) present in the files: each fit world size's series is
     fitted with ``source`` (piecewise or alpha-beta); the fitted curve evaluated at the
@@ -229,26 +243,26 @@ def cross_world_size(
     residual on a fitted sweep) or predicted; the model's metadata carries
     :func:`extrapolation_meta` under ``"extrapolation"``.
     """
-    if method == "nccl":
-        return cross_nccl(paths, fit_on, nccl or NCCLSettings(), in_place)
-    _check_cross_options(method, algorithm, source, scale_by, fit_on)
+    fit_on, algorithm, source, in_place = (list(settings.fit_on), settings.algorithm,
+                                           settings.source, settings.in_place)
+    if settings.method == "nccl":
+        return cross_nccl(paths, fit_on, settings.nccl or NCCLSettings(), in_place)
+    gamma, scale_by = settings.gamma, settings.scale_by
     stems = [Path(p).stem for p in paths]
     name = series_name(stems)
     out = []
     for (collective, backend), by_ws in sorted(_series_by_world_size(paths, in_place).items()):
-        alpha, beta, base_curves = _fit_link(collective, backend, by_ws, fit_on, algorithm,
-                                             source, gamma, scale_by)
+        alpha, beta, base_curves = _fit_link(collective, backend, by_ws, settings)
         domain = [series_record(by_ws[w][0], by_ws[w][1]) for w in fit_on]
         model = AnalyticModel(alpha, beta, gamma, algorithm,
                               meta={"fitted_from": sorted(stems), "fit_world_sizes": fit_on,
                                     "scale_by": scale_by, "source_fit": source,
                                     "domain": domain})
-        rows = _cross_rows(name, collective, by_ws, fit_on, algorithm, alpha, beta, gamma,
-                           scale_by, method, base_curves)
+        rows = _cross_rows(name, collective, by_ws, settings, (alpha, beta), base_curves)
         extrapolation = extrapolation_meta(rows, fit_on)
         model.meta["extrapolation"] = extrapolation
         scaled = None
-        if method == "scaled" and scale_by == "world_size":
+        if settings.method == "scaled" and scale_by == "world_size":
             scaled = _scaled_predictor(collective, source, base_curves, model, domain,
                                        extrapolation)
         out.append(CrossFit(name, collective, backend, algorithm, list(fit_on), model, rows,

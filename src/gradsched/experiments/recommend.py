@@ -521,34 +521,68 @@ RECOMMENDATION_NAMES = {"keep": "keep-current", "uniform": "ddp-bucket-cap-mb",
 """The JSON's ``recommendation`` for each of :data:`CHOICES`."""
 
 
-def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: str,
-           comm: str, caps_mb: Sequence[float] = DEFAULT_CAPS_MB,
-           interference: Mapping[str, float] | None = None, iterations: int = 5,
-           margin_pct: float | None = None, forward_ratio: float | None = None,
-           topology_collective: str | None = None,
-           current_cap_mb: float | None = None, grad_accum: int = 1) -> Recommendation:
-    """The current DDP setting (torch's default, or ``current_cap_mb``) vs the best
+@dataclass(frozen=True)
+class AdviceSettings:
+    """The settings of one ``gradsched advise`` (DDP), built and checked once where the
+    command parses its arguments (``commands/advise.py``): ``compute`` and ``comm`` name the
+    trace and the comm model as the advice prints them; ``caps_mb`` the uniform caps swept
+    (MiB, :data:`DEFAULT_CAPS_MB`); ``interference`` the replay's calibrated interference
+    (``--interference``); ``iterations`` per replay; ``margin_pct`` overrides the model's
+    margin; ``forward_ratio`` as the trace was loaded with; ``topology_collective``: ``comm``
+    is a topology file and the model its ``flat``/``hierarchical`` collective model;
+    ``current_cap_mb`` the user's current ``bucket_cap_mb`` (None: torch's default);
+    ``grad_accum`` micro-batches per optimizer step. ``replay``: the replay options every
+    candidate is replayed with (the executor's issue order and the interference)."""
+
+    compute: str
+    comm: str
+    caps_mb: Sequence[float] = DEFAULT_CAPS_MB
+    interference: Mapping[str, float] = field(default_factory=dict)
+    iterations: int = 5
+    margin_pct: float | None = None
+    forward_ratio: float | None = None
+    topology_collective: str | None = None
+    current_cap_mb: float | None = None
+    grad_accum: int = 1
+    replay: ReplayOptions = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "caps_mb", tuple(self.caps_mb))
+        object.__setattr__(self, "interference", dict(self.interference or {}))
+        object.__setattr__(self, "replay", ReplayOptions(
+            iterations=self.iterations, grad_accum=self.grad_accum, **self.replay_settings))
+
+    @property
+    def replay_settings(self) -> dict[str, Any]:
+        """The replay's issue order (the executor's) and interference."""
+        return {"issue": "executor", **self.interference}
+
+
+def advise(trace: ComputeTrace, model: CommModel, world_size: int,
+           settings: AdviceSettings) -> Recommendation:
+    """The current DDP setting (torch's default, or ``settings.current_cap_mb``) vs the best
     uniform cap vs the per-bucket list vs the gradsched plan on one (trace, comm model,
-    world size); ``topology_collective`` says that ``comm`` is a topology file and
-    ``model`` its ``flat``/``hierarchical`` collective model. Every candidate is replayed
-    (and ``best`` scores its own) per optimizer step of ``grad_accum`` micro-batches
-    (:mod:`gradsched.replay.engine`), so the gains are shares of a step."""
-    inter = dict(interference or {})
-    settings = {"issue": "executor", **inter}
-    options = ReplayOptions(iterations=iterations, grad_accum=grad_accum, **settings)
-    grid = list(caps_mb) + ([current_cap_mb] if current_cap_mb is not None else [])
+    world size); ``settings.topology_collective`` says that ``settings.comm`` is a topology
+    file and ``model`` its ``flat``/``hierarchical`` collective model. Every candidate is
+    replayed (and ``best`` scores its own) per optimizer step of ``settings.grad_accum``
+    micro-batches (:mod:`gradsched.replay.engine`), so the gains are shares of a step."""
+    compute, comm, iterations = settings.compute, settings.comm, settings.iterations
+    current_cap_mb, grad_accum = settings.current_cap_mb, settings.grad_accum
+    inter, options = settings.interference, settings.replay
+    grid = list(settings.caps_mb) + ([current_cap_mb] if current_cap_mb is not None else [])
     # One cache of replays for every step: the DDP caps, the per-bucket caps and the plan
     # are all among `best`'s candidates, replayed with the same options.
     caches = SharedReplayCaches(grad_accum)
     sweep = sweep_ddp(trace, model, world_size, grid, options, caches)
     current = next(p for p in sweep if p.bucket_cap_mb == current_cap_mb)
     best_ddp = pick_ddp(sweep)
-    listed, why_not = predict_list(trace, model, world_size, options, settings, caches)
-    knobs = scoring_knobs(PLAN_ALGORITHM, settings, {"replay_iterations": iterations})
+    replay_settings = settings.replay_settings
+    listed, why_not = predict_list(trace, model, world_size, options, replay_settings, caches)
+    knobs = scoring_knobs(PLAN_ALGORITHM, replay_settings, {"replay_iterations": iterations})
     plan, result = run_algorithm(PLAN_ALGORITHM, trace, model, world_size, knobs, options,
                                  caches=caches)
     used = {"all_reduce", *plan_collectives(plan)}
-    margin = model_margin(model, comm, used, margin_pct, world_size)
+    margin = model_margin(model, comm, used, settings.margin_pct, world_size)
     choice = decide(current.iteration_s, best_ddp.iteration_s,
                     None if listed is None else listed.iteration_s, result.iteration_s,
                     margin.pct)
@@ -581,8 +615,9 @@ def advise(trace: ComputeTrace, model: CommModel, world_size: int, *, compute: s
         seq_len=trace.meta.get("seq_len"), ddp_sweep=sweep, ddp_current=current,
         ddp_best=best_ddp, ddp_list=listed, plan=plan, plan_s=result.iteration_s,
         plan_collectives_per_iter=result.n_collectives, margin=margin, choice=choice,
-        options={"iterations": iterations, **settings}
+        options={"iterations": iterations, **replay_settings}
         | ({} if grad_accum == 1 else {"grad_accum": grad_accum}),
-        forward_ratio=forward_ratio, notes=notes, topology_collective=topology_collective,
+        forward_ratio=settings.forward_ratio, notes=notes,
+        topology_collective=settings.topology_collective,
         memory=memory, device=trace.meta.get("device"),
         synthetic_compute=bool(trace.meta.get("synthetic", False)))

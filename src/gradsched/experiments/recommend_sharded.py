@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from gradsched.collective_dtypes import CollectiveDtypes
 from gradsched.costmodel.base import CommModel
 from gradsched.costmodel.domain_notes import domain_notes
 from gradsched.experiments.recommend import Margin, model_margin
@@ -45,7 +44,6 @@ from gradsched.plan_sharded import ShardedPlan, covering_modules, fully_shard_co
 from gradsched.planners.sharded import fsdp2
 from gradsched.planners.sharded.torchtitan import torchtitan
 from gradsched.replay.sharded import (
-    Semantics,
     ShardedReplay,
     replay_sharded,
     sharded_range_shares,
@@ -127,22 +125,24 @@ class ShardedAdvice:
                 "optimum": {"plan": self.best.to_dict(), "replay": self.best_replay.to_dict()}}
 
 
-def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
-                   comm_spec: str, semantics: Semantics,
-                   memory_cap_bytes: float | None = None,
-                   margin_pct: float | None = None,
-                   gpu_memory_bytes: float | None = None,
-                   grad_accum: int = 1, compute_slowdown: float = 1.0,
-                   mixed_precision: CollectiveDtypes | None = None) -> ShardedAdvice:
-    """FSDP2's default and the optimum, replayed for one optimizer step of ``grad_accum``
-    micro-batches (:mod:`gradsched.replay.sharded`), and the margin (module docstring). The
+def advise_sharded(problem: ShardedProblem, comm_spec: str, margin_pct: float | None = None,
+                   gpu_memory_bytes: float | None = None) -> ShardedAdvice:
+    """FSDP2's default and the optimum of ``problem`` (its trace, comm model, world size,
+    semantics, memory cap, micro-batches, slowdown and collective dtypes, built and checked
+    once where the command parses its arguments), replayed for one optimizer step of
+    ``problem.grad_accum`` micro-batches (:mod:`gradsched.replay.sharded`), and the margin
+    (module docstring; ``margin_pct`` overrides the model's, ``comm_spec`` names it). The
     optimum never gathers more than the GPU's memory leaves
     (:func:`gradsched.experiments.sharded.memory.memory_budget`: ``gpu_memory_bytes``, or
-    the trace's device) nor more than ``memory_cap_bytes``. Both are replayed, and the optimum
-    searched, with compute at ``1/compute_slowdown`` while a collective runs. Every layout
-    carries ``mixed_precision`` (the collectives' dtypes) and is replayed with it; torchtitan's
-    layout (:mod:`gradsched.planners.sharded.torchtitan`) is replayed beside FSDP2's
-    default."""
+    the trace's device) nor more than ``problem.memory_cap_bytes``. Both are replayed, and
+    the optimum searched, with compute at ``1/problem.compute_slowdown`` while a collective
+    runs. Every layout carries ``problem.mixed_precision`` (the collectives' dtypes) and is
+    replayed with it; torchtitan's layout (:mod:`gradsched.planners.sharded.torchtitan`) is
+    replayed beside FSDP2's default."""
+    trace, model, world_size = problem.trace, problem.model, problem.world_size
+    semantics, grad_accum = problem.semantics, problem.grad_accum
+    compute_slowdown, mixed_precision = problem.compute_slowdown, problem.mixed_precision
+    memory_cap_bytes = problem.memory_cap_bytes
     budget = memory_budget(trace, world_size, gpu_memory_bytes)
     if budget is None and semantics != "blocking":  # a GPU run: never without a memory check
         budget = memory_budget(trace, world_size, GPU_MEMORY_BYTES[ASSUMED_GPU],
@@ -161,10 +161,8 @@ def advise_sharded(trace: ComputeTrace, model: CommModel, world_size: int, *,
         compute_slowdown=compute_slowdown)),)
     smallest = None
     try:
-        best = optimum(ShardedProblem(trace, model, world_size, semantics=semantics,
-                                      memory_cap_bytes=cap, grad_accum=grad_accum,
-                                      compute_slowdown=compute_slowdown,
-                                      mixed_precision=mixed_precision))
+        best = optimum(problem if cap == memory_cap_bytes
+                       else replace(problem, memory_cap_bytes=cap))
     except NoLayoutFits as exc:  # said in the advice, with FSDP2's default for reference
         best, smallest = Scored(default, default_replay), exc.smallest_peak_bytes
     margin = model_margin(model, comm_spec, ("all_gather", "reduce_scatter"), margin_pct,

@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from gradsched.costmodel.base import CommModel, load_comm_spec
-from gradsched.costmodel.crossws import cross_world_size
+from gradsched.costmodel.crossws import CrossSettings, cross_world_size
 from gradsched.costmodel.overlap_slowdown import resolve
 from gradsched.errors import ConfigFileError, InputError
 from gradsched.experiments.grid import compare
@@ -138,8 +138,8 @@ def comm_model(case: ScalingCase) -> tuple[CommModel, str]:
                              f"{case.world_size}: give comm_fit_on to extrapolate",
                              path=case.comm, field="world_size")
         return model, f"measured at {case.world_size} ranks"
-    fits = cross_world_size([case.comm], list(case.comm_fit_on), algorithm="ring",
-                            method="scaled")
+    fits = cross_world_size([case.comm], CrossSettings(tuple(case.comm_fit_on),
+                                                       algorithm="ring", method="scaled"))
     if len(fits) != 1 or fits[0].scaled is None:
         raise InputError(f"expected one all-reduce series to scale, found {len(fits)}",
                          path=case.comm)

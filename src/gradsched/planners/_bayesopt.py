@@ -12,7 +12,7 @@ deterministic for a seed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,28 +97,40 @@ def expected_improvement(u: np.ndarray, y: np.ndarray, cand: np.ndarray) -> np.n
     return gap * normal_cdf(t) + sigma * normal_pdf(t)
 
 
-def minimize_1d(
-    objective: Callable[[float], float],
-    lo: float,
-    hi: float,
-    *,
-    iterations: int,
-    log_scale: bool = True,
-    initial: Sequence[float] = (),
-    n_random: int = 2,
-    seed: int = 0,
-    grid: int = 257,
-) -> BOResult:
-    """Minimise ``objective`` over [lo, hi] with ``iterations`` evaluations in total.
+@dataclass(frozen=True)
+class Search:
+    """One search's settings, checked once when built: the interval [``lo``, ``hi``],
+    ``iterations`` evaluations in total, on a log scale or not; ``initial`` points are
+    evaluated first, then ``n_random`` seeded (``seed``) random points, then the
+    expected-improvement maximiser over ``grid`` candidates."""
 
-    ``initial`` points are evaluated first, then ``n_random`` seeded random points, then
-    the expected-improvement maximiser over ``grid`` candidates (never a point already
-    evaluated).
+    lo: float
+    hi: float
+    iterations: int
+    log_scale: bool = True
+    initial: tuple[float, ...] = ()
+    n_random: int = 2
+    seed: int = 0
+    grid: int = 257
+
+    def __post_init__(self) -> None:
+        if not (0 < self.lo < self.hi) and self.log_scale:
+            raise ConfigError(f"log-scale search needs 0 < lo < hi, got [{self.lo}, {self.hi}]")
+        if self.iterations < 1:
+            raise ConfigError(f"the search needs at least 1 evaluation, got {self.iterations}")
+        object.__setattr__(self, "initial", tuple(self.initial))
+
+
+def minimize_1d(objective: Callable[[float], float], search: Search) -> BOResult:
+    """Minimise ``objective`` over [``search.lo``, ``search.hi``] with ``search.iterations``
+    evaluations in total.
+
+    ``search.initial`` points are evaluated first, then ``search.n_random`` seeded random
+    points, then the expected-improvement maximiser over ``search.grid`` candidates (never a
+    point already evaluated).
     """
-    if not (0 < lo < hi) and log_scale:
-        raise ConfigError(f"log-scale search needs 0 < lo < hi, got [{lo}, {hi}]")
-    if iterations < 1:
-        raise ConfigError(f"the search needs at least 1 evaluation, got {iterations}")
+    lo, hi, iterations, log_scale = search.lo, search.hi, search.iterations, search.log_scale
+    initial, n_random, seed, grid = search.initial, search.n_random, search.seed, search.grid
     to_u, from_u = _transforms(lo, hi, log_scale)
     rng = np.random.default_rng(seed)
     cand = np.linspace(0.0, 1.0, grid)

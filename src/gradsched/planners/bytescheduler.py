@@ -76,7 +76,7 @@ from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
 from gradsched.limits import MAX_COLLECTIVES_PER_ITERATION
 from gradsched.plan import Bucket, Plan
-from gradsched.planners._bayesopt import minimize_1d
+from gradsched.planners._bayesopt import Search, minimize_1d
 from gradsched.planners._family import (
     Knob,
     ScorerFactory,
@@ -225,61 +225,74 @@ def bs_plan(tasks: Tasks, *, partition: int, credit: int | None, knobs: dict[str
                 info=info, credit_bytes=credit * tasks.bytes_per_param)
 
 
-def check_knobs(partition_params: int, credit_params: int, search: str, tune_iters: int,
-                granularity: str, p3: bool) -> None:
-    """Reject bad knob values with a :class:`ConfigError` naming the knob."""
-    for name, value in (("partition_params", partition_params),
-                        ("credit_params", credit_params), ("tune_iters", tune_iters)):
-        if value < 1:
-            raise ConfigError(f"knob {name} must be an integer >= 1, got {value}")
-    check_choice("search", search, SEARCHES)
-    check_choice("granularity", granularity, GRANULARITIES)
-    if p3 and search != "none":
-        raise ConfigError("knob p3=true fixes the slice size and has no credit; use "
-                          "search=none with it")
+@dataclass(frozen=True)
+class Knobs:
+    """ByteScheduler's knobs (:data:`KNOBS` documents each), checked once when built: the
+    registry builds them from the knobs it parses and passes them whole."""
+
+    partition_params: int = PARTITION_PARAMS
+    credit_params: int = CREDIT_PARAMS
+    search: str = "credit"
+    tune_iters: int = TUNER_EVALUATIONS
+    granularity: str = "tensor"
+    p3: bool = False
+    replay_iterations: int = 5
+
+    def __post_init__(self) -> None:
+        """Reject bad knob values with a :class:`ConfigError` naming the knob."""
+        for name in ("partition_params", "credit_params", "tune_iters"):
+            value = getattr(self, name)
+            if value < 1:
+                raise ConfigError(f"knob {name} must be an integer >= 1, got {value}")
+        check_choice("search", self.search, SEARCHES)
+        check_choice("granularity", self.granularity, GRANULARITIES)
+        if self.p3 and self.search != "none":
+            raise ConfigError("knob p3=true fixes the slice size and has no credit; use "
+                              "search=none with it")
 
 
-def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
-         partition_params: int = PARTITION_PARAMS, credit_params: int = CREDIT_PARAMS,
-         search: str = "credit", tune_iters: int = TUNER_EVALUATIONS,
-         granularity: str = "tensor", p3: bool = False, replay_iterations: int = 5,
-         scorer: ScorerFactory | None = None,
+def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | None = None,
+         scorer: ScorerFactory | None = None, *,
          budget: int = MAX_COLLECTIVES_PER_ITERATION, tasks: Tasks | None = None) -> Plan:
     """ByteScheduler's (or P3's) plan, the credit tuned (candidates scored by ``scorer``)
-    unless ``search`` says otherwise. ``budget``: the most collectives per iteration of an
-    untuned plan (a search that scores it passes :data:`SCORED_COLLECTIVES`); a tuned plan
-    and its candidates are held to :data:`SCORED_COLLECTIVES`. ``tasks``: this trace's
-    :func:`make_tasks` at ``granularity``, for a caller that plans many partitions."""
-    check_knobs(partition_params, credit_params, search, tune_iters, granularity, p3)
+    unless ``knobs.search`` says otherwise. ``budget``: the most collectives per iteration
+    of an untuned plan (a search that scores it passes :data:`SCORED_COLLECTIVES`); a tuned
+    plan and its candidates are held to :data:`SCORED_COLLECTIVES`. ``tasks``: this trace's
+    :func:`make_tasks` at ``knobs.granularity``, for a caller that plans many partitions."""
+    k = knobs or Knobs()
+    partition_params, credit_params, search = k.partition_params, k.credit_params, k.search
+    tune_iters, granularity, p3 = k.tune_iters, k.granularity, k.p3
+    replay_iterations = k.replay_iterations
     tasks = tasks if tasks is not None else make_tasks(trace, granularity)
     info = base_info(trace, world_size)
     if p3:
-        knobs = {"p3": True, "granularity": granularity, "slice_params": P3_SLICE_PARAMS}
-        return bs_plan(tasks, partition=P3_SLICE_PARAMS, credit=None, knobs=knobs, info=info,
+        recorded = {"p3": True, "granularity": granularity, "slice_params": P3_SLICE_PARAMS}
+        return bs_plan(tasks, partition=P3_SLICE_PARAMS, credit=None, knobs=recorded, info=info,
                        budget=budget)
-    knobs = {"partition_params": partition_params, "credit_params": credit_params,
-             "search": search, "granularity": granularity, "p3": False}
+    recorded = {"partition_params": partition_params, "credit_params": credit_params,
+                "search": search, "granularity": granularity, "p3": False}
     if search == "none":
-        return bs_plan(tasks, partition=partition_params, credit=credit_params, knobs=knobs,
+        return bs_plan(tasks, partition=partition_params, credit=credit_params, knobs=recorded,
                        info=info, budget=budget)
-    knobs |= {"tune_iters": tune_iters, "replay_iterations": replay_iterations}
+    recorded |= {"tune_iters": tune_iters, "replay_iterations": replay_iterations}
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
     if search == "credit":
         def objective(x: float) -> float:
             return score(bs_plan(tasks, partition=partition_params, credit=int(x),
-                                 knobs=knobs, info=info, budget=SCORED_COLLECTIVES))
+                                 knobs=recorded, info=info, budget=SCORED_COLLECTIVES))
 
-        result = minimize_1d(objective, *CREDIT_SPACE_PARAMS, iterations=tune_iters,
-                             log_scale=False, n_random=min(TUNER_RANDOM, tune_iters),
-                             seed=SEED)
+        result = minimize_1d(objective, Search(
+            *CREDIT_SPACE_PARAMS, iterations=tune_iters, log_scale=False,
+            n_random=min(TUNER_RANDOM, tune_iters), seed=SEED))
         best = {"partition": partition_params, "credit": int(result.best_x)}
     else:
         def objective(x: float) -> float:
             return score(bs_plan(tasks, partition=round(x), credit=credit_params,
-                                 knobs=knobs, info=info, budget=SCORED_COLLECTIVES))
+                                 knobs=recorded, info=info, budget=SCORED_COLLECTIVES))
 
-        result = minimize_1d(objective, *PARTITION_SPACE_PARAMS, iterations=tune_iters,
-                             initial=[partition_params], seed=SEED)
+        result = minimize_1d(objective, Search(
+            *PARTITION_SPACE_PARAMS, iterations=tune_iters, initial=(partition_params,),
+            seed=SEED))
         best = {"partition": round(result.best_x), "credit": credit_params}
     key = f"{search}_params"
     info = info | {
@@ -287,5 +300,5 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, *,
         "evaluated": [{key: int(x) if search == "credit" else round(x), "iteration_s": y}
                       for x, y in zip(result.xs, result.ys, strict=True)],
     }
-    return bs_plan(tasks, partition=best["partition"], credit=best["credit"], knobs=knobs,
+    return bs_plan(tasks, partition=best["partition"], credit=best["credit"], knobs=recorded,
                    info=info, budget=SCORED_COLLECTIVES)

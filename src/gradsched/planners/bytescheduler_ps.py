@@ -46,7 +46,7 @@ from gradsched.costmodel.base import CommModel
 from gradsched.costmodel.ps import require_ps_model
 from gradsched.errors import ConfigError
 from gradsched.plan import Plan
-from gradsched.planners._bayesopt import minimize_1d
+from gradsched.planners._bayesopt import Search, minimize_1d
 from gradsched.planners._family import (
     Knob,
     ScorerFactory,
@@ -129,8 +129,8 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | 
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
     result = minimize_1d(
         lambda x: score(ps_plan(tasks, partition_params, int(x), recorded, info)),
-        *CREDIT_SPACE_PARAMS, iterations=tune_iters, log_scale=False,
-        n_random=min(TUNER_RANDOM, tune_iters), seed=SEED)
+        Search(*CREDIT_SPACE_PARAMS, iterations=tune_iters, log_scale=False,
+               n_random=min(TUNER_RANDOM, tune_iters), seed=SEED))
     info = info | {
         "best_iteration_s": result.best_y,
         "evaluated": [{"credit_params": int(x), "iteration_s": y}

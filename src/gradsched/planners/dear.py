@@ -55,7 +55,7 @@ import numpy as np
 from gradsched.costmodel.base import CommModel
 from gradsched.errors import ConfigError
 from gradsched.plan import Bucket, Plan
-from gradsched.planners._bayesopt import minimize_1d
+from gradsched.planners._bayesopt import Search, minimize_1d
 from gradsched.planners._family import (
     MB,
     Knob,
@@ -152,8 +152,8 @@ def plan(trace: ComputeTrace, model: CommModel, world_size: int, knobs: Knobs | 
         return dear_plan(seq, threshold_mb, recorded, info | {"threshold_mb": threshold_mb})
     score = need_scorer(NAME, scorer)(trace, model, world_size, replay_iterations)
     result = minimize_1d(lambda mb: score(dear_plan(seq, mb, recorded, info)),
-                         *SEARCH_RANGE_MB, iterations=bo_iters, log_scale=False,
-                         initial=[threshold_mb], n_random=0, seed=SEED)
+                         Search(*SEARCH_RANGE_MB, iterations=bo_iters, log_scale=False,
+                                initial=(threshold_mb,), n_random=0, seed=SEED))
     best = result.best_x
     info = info | {
         "threshold_mb": best,

@@ -78,15 +78,16 @@ def family_candidates(trace: ComputeTrace, model: CommModel, world_size: int, *,
     for credit in BS_CREDITS:
         for parts in BS_PARTITIONS:
             yield (f"bytescheduler(partition_params={parts},credit_params={credit})",
-                   bytescheduler.plan(trace, model, world_size, partition_params=parts,
-                                      credit_params=credit, search="none",
-                                      budget=bytescheduler.SCORED_COLLECTIVES, tasks=tasks))
+                   bytescheduler.plan(trace, model, world_size, bytescheduler.Knobs(
+                       partition_params=parts, credit_params=credit, search="none"),
+                       budget=bytescheduler.SCORED_COLLECTIVES, tasks=tasks))
     yield "bytescheduler(p3=true)", bytescheduler.plan(
-        trace, model, world_size, p3=True, search="none",
+        trace, model, world_size, bytescheduler.Knobs(p3=True, search="none"),
         budget=bytescheduler.SCORED_COLLECTIVES, tasks=tasks)
     for search in ("credit", "partition"):
         yield f"bytescheduler(search={search})", bytescheduler.plan(
-            trace, model, world_size, search=search, replay_iterations=replay_iterations,
+            trace, model, world_size, bytescheduler.Knobs(
+                search=search, replay_iterations=replay_iterations),
             scorer=scorer, tasks=tasks)
     yield "dear(search=bo)", dear.plan(trace, model, world_size, dear.Knobs(
         search="bo", bo_iters=bo_iters, replay_iterations=replay_iterations), scorer=scorer)

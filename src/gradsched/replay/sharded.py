@@ -98,7 +98,7 @@ bytes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -254,6 +254,73 @@ def check_compute_slowdown(compute_slowdown: float) -> float:
     return float(compute_slowdown)
 
 
+@dataclass(frozen=True)
+class StepOptions:
+    """How one optimizer step is replayed (module docstring), checked once when built:
+    ``blocking`` semantics (the host waits for every collective) or streams; ``grad_accum``
+    micro-batches per step, only the last reduce-scattering; ``keep_unsharded``: the
+    parameters stay gathered from one micro-batch's backward to the next one's forward;
+    ``compute_slowdown``: compute speed divisor while a collective is on the channel;
+    ``reduce_every``: every micro-batch reduce-scatters and none keeps its unsharded
+    gradients (FSDP2's default sync, :mod:`.sharded_accum`)."""
+
+    blocking: bool = False
+    grad_accum: int = 1
+    keep_unsharded: bool = False
+    compute_slowdown: float = 1.0
+    reduce_every: bool = False
+
+    def __post_init__(self) -> None:
+        check_grad_accum(self.grad_accum)
+        check_compute_slowdown(self.compute_slowdown)
+
+
+@dataclass(frozen=True)
+class _Micro:
+    """One micro-batch of a step: what its forward and backward do (module docstring,
+    gradient accumulation)."""
+
+    options: StepOptions
+    index: int
+
+    @property
+    def last(self) -> bool:
+        return self.index == self.options.grad_accum - 1
+
+    @property
+    def kept(self) -> bool:
+        """Every unit and the root still gathered from the previous backward."""
+        return self.options.keep_unsharded and self.index > 0
+
+    @property
+    def reduce(self) -> bool:
+        """It reduce-scatters (gradient sync on)."""
+        return self.last or self.options.reduce_every
+
+    @property
+    def grads_held(self) -> bool:
+        """An earlier micro-batch allocated the unsharded gradients already."""
+        return self.index > 0 and not self.options.reduce_every
+
+    @property
+    def reshard(self) -> bool:
+        """The gathered parameters are freed after backward (``reshard_after_backward``)."""
+        return self.last or not self.options.keep_unsharded
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What every pass of a step reads: the runs of layers (:func:`_runs`), the layout,
+    the all-gather and reduce-scatter times per unit (the root's last) and HSDP's mesh
+    times (:mod:`gradsched.replay.sharded_mesh`; None without)."""
+
+    runs: list[tuple[int, float, float]]
+    layout: UnitLayout
+    ag: np.ndarray
+    rs: np.ndarray
+    mesh: MeshTimes | None
+
+
 def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, world_size: int,
                    *, semantics: Semantics = "streams", grad_accum: int = 1,
                    compute_slowdown: float = 1.0, reduce_every: bool = False) -> ShardedReplay:
@@ -262,8 +329,9 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
     the channel (see the module docstring)."""
     if semantics not in SEMANTICS:
         raise ConfigError(f"semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
-    check_grad_accum(grad_accum)
-    check_compute_slowdown(compute_slowdown)
+    options = StepOptions(blocking=semantics == "blocking", grad_accum=grad_accum,
+                          keep_unsharded=plan.keep_unsharded_between_microbatches,
+                          compute_slowdown=compute_slowdown, reduce_every=reduce_every)
     if (plan.mesh is not None and plan.mesh.is_hsdp) or any(
             not isinstance(u.reshard_after_forward, bool) for u in plan.units):
         raise ConfigError(f"sharded plan '{plan.algorithm}' has an HSDP mesh or an integer "
@@ -272,12 +340,10 @@ def replay_sharded(trace: ComputeTrace, plan: ShardedPlan, model: CommModel, wor
     seq = layer_seq(trace)
     layout = plan_layout(trace, plan, seq)
     gather, reduce = layout.sizes()
-    return replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
+    return replay_layout(seq, layout, (plan.forward_prefetch, plan.backward_prefetch),
                          comm_times(model, "all_gather", gather, world_size),
                          comm_times(model, "reduce_scatter", reduce, world_size), world_size,
-                         blocking=semantics == "blocking", grad_accum=grad_accum,
-                         keep_unsharded=plan.keep_unsharded_between_microbatches,
-                         compute_slowdown=compute_slowdown, reduce_every=reduce_every)
+                         options)
 
 
 def plan_layout(trace: ComputeTrace, plan: ShardedPlan, seq: LayerSeq) -> UnitLayout:
@@ -289,33 +355,26 @@ def plan_layout(trace: ComputeTrace, plan: ShardedPlan, seq: LayerSeq) -> UnitLa
     return dtyped_layout(layout, layer_bytes(trace, seq, plan.mixed_precision))
 
 
-def replay_layout(seq: LayerSeq, layout: UnitLayout, depth_f: int, depth_b: int,
-                  ag: np.ndarray, rs: np.ndarray, world: int, *,
-                  blocking: bool, grad_accum: int = 1,
-                  keep_unsharded: bool = False,
-                  compute_slowdown: float = 1.0,
-                  mesh: MeshTimes | None = None, reduce_every: bool = False) -> ShardedReplay:
+def replay_layout(seq: LayerSeq, layout: UnitLayout, prefetch: tuple[int, int],
+                  ag: np.ndarray, rs: np.ndarray, world: int, options: StepOptions,
+                  mesh: MeshTimes | None = None) -> ShardedReplay:
     """The replay of a checked layout with its all-gather and reduce-scatter times given
     (``ag[k]``, ``rs[k]`` per unit, the root's last), for searches that replay many plans;
-    ``grad_accum`` micro-batches per step, only the last reduce-scattering;
-    ``keep_unsharded``: the parameters stay gathered from one micro-batch's backward to the
-    next one's forward; ``compute_slowdown``: compute speed divisor while a collective is on
-    the channel (module docstring); ``mesh``: HSDP's all-reduces and integer resharding
-    (:mod:`gradsched.replay.sharded_mesh`; with ``all_reduce_last``, only the last
-    micro-batch all-reduces); ``reduce_every``: every micro-batch reduce-scatters and none
-    keeps its unsharded gradients (FSDP2's default sync, :mod:`.sharded_accum`)."""
-    run = _Run(blocking, compute_slowdown)
-    runs = _runs(seq, layout)
-    for micro in range(grad_accum):
-        last = micro == grad_accum - 1
-        root_ready = _forward(runs, layout, depth_f, ag, run,
-                              kept=keep_unsharded and micro > 0, mesh=mesh)
+    ``prefetch``: the (forward, backward) prefetch depths; ``options``: the step's
+    micro-batches, semantics and slowdown (:class:`StepOptions`); ``mesh``: HSDP's
+    all-reduces and integer resharding (:mod:`gradsched.replay.sharded_mesh`; with
+    ``all_reduce_last``, only the last micro-batch all-reduces)."""
+    grad_accum = options.grad_accum
+    run = _Run(options.blocking, options.compute_slowdown)
+    step = _Step(_runs(seq, layout), layout, ag, rs, mesh)
+    early = step if mesh is None else replace(step, mesh=mesh.before_last())
+    depth_f, depth_b = prefetch
+    for index in range(grad_accum):
+        micro = _Micro(options, index)
+        this = step if index == grad_accum - 1 else early
+        root_ready = _forward(this, depth_f, run, micro)
         forward_end = run.t
-        rs_end = _backward(runs, layout, depth_b, ag, rs, run, root_ready,
-                           reduce=last or reduce_every,
-                           grads_held=micro > 0 and not reduce_every,
-                           reshard=last or not keep_unsharded,
-                           mesh=mesh if last or mesh is None else mesh.before_last())
+        rs_end = _backward(this, depth_b, run, root_ready, micro)
         backward_end = run.t
     run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world, 1)
     compute = float((seq.forward_s.sum() + seq.backward_s.sum()) * grad_accum
@@ -345,12 +404,11 @@ def _runs(seq: LayerSeq, layout: UnitLayout) -> list[tuple[int, float, float]]:
     return runs
 
 
-def _forward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
-             ag: np.ndarray, run: _Run, *, kept: bool = False,
-             mesh: MeshTimes | None = None) -> float:
+def _forward(step: _Step, depth: int, run: _Run, micro: _Micro) -> float:
     """Forward pass; returns when the root's all-gather ended (``-inf`` without a root or
-    when ``kept``: every unit and the root still gathered from the previous backward, so
-    nothing is all-gathered)."""
+    when ``micro.kept``: every unit and the root still gathered from the previous backward,
+    so nothing is all-gathered)."""
+    runs, layout, ag, mesh, kept = step.runs, step.layout, step.ag, step.mesh, micro.kept
     n_units = len(layout.ranges)
     # end of each unit's forward all-gather (NaN: not issued yet)
     gathered = np.full(n_units, -math.inf if kept else np.nan)
@@ -374,14 +432,14 @@ def _forward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: in
     return root_ready
 
 
-def _backward(runs: list[tuple[int, float, float]], layout: UnitLayout, depth: int,
-              ag: np.ndarray, rs: np.ndarray, run: _Run, root_ready: float, *,
-              reduce: bool = True, grads_held: bool = False, reshard: bool = True,
-              mesh: MeshTimes | None = None) -> float:
-    """Backward pass; returns when the last reduce-scatter ends. ``reduce`` false: a
+def _backward(step: _Step, depth: int, run: _Run, root_ready: float, micro: _Micro) -> float:
+    """Backward pass; returns when the last reduce-scatter ends. ``micro.reduce`` false: a
     micro-batch with gradient sync off (no reduce-scatter, the unsharded gradients kept);
-    ``grads_held``: an earlier micro-batch allocated them already; ``reshard`` false: the
-    gathered parameters are kept after backward (``reshard_after_backward`` off)."""
+    ``micro.grads_held``: an earlier micro-batch allocated them already; ``micro.reshard``
+    false: the gathered parameters are kept after backward (``reshard_after_backward``
+    off)."""
+    runs, layout, ag, rs, mesh = step.runs, step.layout, step.ag, step.rs, step.mesh
+    reduce, grads_held, reshard = micro.reduce, micro.grads_held, micro.reshard
     n_units = len(layout.ranges)
     gathered = np.full(n_units, -math.inf)  # backward all-gather ends (-inf: not needed)
     issued = [not r for r in layout.reshard]

@@ -70,6 +70,7 @@ from gradsched.replay.sharded import (
     SEMANTICS,
     Semantics,
     ShardedReplay,
+    StepOptions,
     check_grad_accum,
     replay_layout,
     replay_sharded,
@@ -198,11 +199,11 @@ def replay_mode_mesh(trace: ComputeTrace, plan: ShardedPlan, pricer: GroupPricer
     x = plan_mesh_inputs(trace, plan, pricer)
     check_mode(mode, x.mesh.replicate)
     times = replace(x.times, all_reduce_last=True) if mode == "no-all-reduce" else x.times
-    result = replay_layout(x.seq, x.layout, plan.forward_prefetch, plan.backward_prefetch,
-                           x.all_gather_s, x.reduce_scatter_s, x.mesh.shard,
-                           blocking=semantics == "blocking", grad_accum=grad_accum,
-                           keep_unsharded=plan.keep_unsharded_between_microbatches,
-                           mesh=times, reduce_every=mode != "no-sync")
+    options = StepOptions(blocking=semantics == "blocking", grad_accum=grad_accum,
+                          keep_unsharded=plan.keep_unsharded_between_microbatches,
+                          reduce_every=mode != "no-sync")
+    result = replay_layout(x.seq, x.layout, (plan.forward_prefetch, plan.backward_prefetch),
+                           x.all_gather_s, x.reduce_scatter_s, x.mesh.shard, options, times)
     counts = step_collectives(plan, x.mesh, x.layout.root_bytes > 0, mode, grad_accum)
     partial = 0.0
     if mode == "no-all-reduce" and grad_accum > 1:

@@ -34,6 +34,7 @@ from gradsched.replay.sharded import (
     SEMANTICS,
     Semantics,
     ShardedReplay,
+    StepOptions,
     check_compute_slowdown,
     check_grad_accum,
     replay_layout,
@@ -131,11 +132,11 @@ def replay_mesh(trace: ComputeTrace, plan: ShardedPlan, pricer: GroupPricer, *,
     check_grad_accum(grad_accum)
     check_compute_slowdown(compute_slowdown)
     x = plan_mesh_inputs(trace, plan, pricer)
-    return replay_layout(x.seq, x.layout, plan.forward_prefetch, plan.backward_prefetch,
-                         x.all_gather_s, x.reduce_scatter_s, x.mesh.shard,
-                         blocking=semantics == "blocking", grad_accum=grad_accum,
-                         keep_unsharded=plan.keep_unsharded_between_microbatches,
-                         compute_slowdown=compute_slowdown, mesh=x.times)
+    return replay_layout(x.seq, x.layout, (plan.forward_prefetch, plan.backward_prefetch),
+                         x.all_gather_s, x.reduce_scatter_s, x.mesh.shard, StepOptions(
+                             blocking=semantics == "blocking", grad_accum=grad_accum,
+                             keep_unsharded=plan.keep_unsharded_between_microbatches,
+                             compute_slowdown=compute_slowdown), x.times)
 
 
 def mesh_collectives(plan: ShardedPlan, world_size: int, has_root: bool) -> MeshCollectives:

@@ -19,7 +19,8 @@ belongs to the root (``conv1``, ``fc``, embeddings, heads).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,9 @@ class LayerSeq:
     backward_s: np.ndarray
     update_s: np.ndarray
     block: tuple[str | None, ...]
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False,
+                                   compare=False)
+    """What is derived from the layers once (:func:`block_ranges`)."""
 
     @property
     def n(self) -> int:
@@ -57,10 +61,17 @@ def block_of(name: str) -> str | None:
 
 
 def layer_seq(trace: ComputeTrace) -> LayerSeq:
-    """The layers of ``trace`` (cached on the trace)."""
+    """The layers of ``trace``, computed once per trace (cached on it): every planner,
+    replay and bound of a sharded problem reads the same object."""
     cached = trace._cache.get("sharded_layers")
     if cached is not None:
         return cached
+    out = _layer_seq(trace)
+    trace._cache["sharded_layers"] = out
+    return out
+
+
+def _layer_seq(trace: ComputeTrace) -> LayerSeq:
     frame = trace.frame
     layers = frame["layer"].to_numpy()
     keys, layer_of = np.unique(layers, return_inverse=True)
@@ -83,12 +94,19 @@ def layer_seq(trace: ComputeTrace) -> LayerSeq:
     out = LayerSeq(tensors=tensors, nbytes=per_layer("bytes"), forward_s=per_layer("forward_s"),
                    backward_s=per_layer("backward_s"), update_s=per_layer("update_s"),
                    block=tuple(blocks))
-    trace._cache["sharded_layers"] = out
     return out
 
 
 def block_ranges(seq: LayerSeq) -> list[tuple[int, int]]:
-    """(first, last) layer of each block in forward order; a block must be contiguous."""
+    """(first, last) layer of each block in forward order; a block must be contiguous.
+    Computed once per ``seq`` (a fresh list each call)."""
+    cached = seq._cache.get("block_ranges")
+    if cached is None:
+        cached = seq._cache["block_ranges"] = tuple(_block_ranges(seq))
+    return list(cached)
+
+
+def _block_ranges(seq: LayerSeq) -> list[tuple[int, int]]:
     ranges: list[tuple[int, int]] = []
     seen: set[str] = set()
     current: str | None = None

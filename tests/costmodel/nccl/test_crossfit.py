@@ -11,7 +11,7 @@ import pytest
 
 from gradsched.cli import main
 from gradsched.costmodel import load_comm_spec
-from gradsched.costmodel.crossws import cross_world_size
+from gradsched.costmodel.crossws import CrossSettings, cross_world_size
 from gradsched.costmodel.domain import BASIS_EXTRAPOLATED, BASIS_MEASURED
 from gradsched.costmodel.nccl.crossfit import NCCLSettings
 
@@ -24,7 +24,7 @@ EXTRAPOLATION_KEYS = {"fit_world_sizes", "validated_world_sizes", "median_ape_pc
 
 
 def _predicted(paths: list[Path], fit_on: int, **kw) -> list[float]:
-    (res,) = cross_world_size(paths, [fit_on], **kw)
+    (res,) = cross_world_size(paths, CrossSettings((fit_on,), **kw))
     return [r["mape_pct"] for r in res.rows if r["role"] == "predicted"]
 
 
@@ -59,9 +59,9 @@ def test_issue_target_median_10_worst_30_on_every_series() -> None:
 def test_the_fabric_slowdown_leaves_the_fitted_scale_alone() -> None:
     # the slowdown is 1 at the fitted node count: the fit and its residual do not depend on
     # it, only the predicted node counts do (validation data, never fitted)
-    with_fabric = cross_world_size(A100, [16], method="nccl")[0].rows
-    without = cross_world_size(A100, [16], method="nccl",
-                               nccl=NCCLSettings(fabric="none"))[0].rows
+    with_fabric = cross_world_size(A100, CrossSettings((16,), method="nccl"))[0].rows
+    without = cross_world_size(A100, CrossSettings(
+        (16,), method="nccl", nccl=NCCLSettings(fabric="none")))[0].rows
     fitted = [(a["mape_pct"], b["mape_pct"]) for a, b in zip(with_fabric, without, strict=True)
               if a["role"] == "fitted"]
     assert fitted and all(a == b for a, b in fitted)

@@ -56,6 +56,7 @@ from gradsched.experiments.at_scale.sync import SyncSlack, sync_slack, unit_comp
 from gradsched.planners.sharded import make_sharded_plan
 from gradsched.replay.sharded import (
     ShardedReplay,
+    StepOptions,
     check_compute_slowdown,
     replay_layout,
     sharded_range_shares,
@@ -118,11 +119,11 @@ def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
     every = point.grad_sync == "every_micro_batch"
     ag = comm_scale * comm_times(model, "all_gather", sizes, point.gpus)
     rs = comm_scale * comm_times(model, "reduce_scatter", sizes * reduce_scale, point.gpus)
-    replay = replay_layout(seq, layout, plan.forward_prefetch, plan.backward_prefetch,
-                           ag, rs, point.gpus, blocking=False,
-                           grad_accum=1 if every else point.grad_accum,
-                           keep_unsharded=plan.keep_unsharded_between_microbatches,
-                           compute_slowdown=slowdown)
+    replay = replay_layout(seq, layout, (plan.forward_prefetch, plan.backward_prefetch),
+                           ag, rs, point.gpus, StepOptions(
+                               blocking=False, grad_accum=1 if every else point.grad_accum,
+                               keep_unsharded=plan.keep_unsharded_between_microbatches,
+                               compute_slowdown=slowdown))
     if every and point.grad_accum > 1:
         replay = repeat_micro_batches(replay, point.grad_accum,
                                       float(seq.update_s.sum()) / point.gpus)

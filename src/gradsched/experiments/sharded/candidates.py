@@ -17,7 +17,7 @@ import numpy as np
 from gradsched.costmodel.base import comm_times
 from gradsched.experiments.sharded.common import ShardedProblem, range_times
 from gradsched.planners.sharded import merge_blocks
-from gradsched.replay.sharded import ShardedReplay, replay_layout
+from gradsched.replay.sharded import ShardedReplay, StepOptions, replay_layout
 from gradsched.replay.sharded_layout import layout_from_ranges
 from gradsched.traces.layers import LayerSeq
 
@@ -74,10 +74,11 @@ class LayoutScorer:
         rs_u = np.asarray([rs[a, b] for a, b in pairs] + [self._root[1]])
         layout = layout_from_ranges(self.seq, ranges, (reshard,) * len(ranges))
         p = self.problem
-        result = replay_layout(self.seq, layout, forward, backward, ag_u, rs_u,
-                               p.world_size, blocking=p.blocking,
-                               grad_accum=p.grad_accum, keep_unsharded=p.keep_unsharded,
-                               compute_slowdown=p.compute_slowdown)
+        result = replay_layout(self.seq, layout, (forward, backward), ag_u, rs_u,
+                               p.world_size, StepOptions(
+                                   blocking=p.blocking, grad_accum=p.grad_accum,
+                                   keep_unsharded=p.keep_unsharded,
+                                   compute_slowdown=p.compute_slowdown))
         self.evaluated += 1
         self.smallest_peak = min(self.smallest_peak, result.gathered_peak_bytes)
         if p.memory_cap_bytes is not None \
