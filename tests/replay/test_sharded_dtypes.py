@@ -80,8 +80,8 @@ def test_the_bound_holds_under_every_policy() -> None:
 
 
 def test_the_optimum_under_a_policy_is_the_best_replayed_with_it() -> None:
-    """The optimum searches the view and is replayed exactly with the policy; no planner's
-    layout, replayed with the same policy, beats it."""
+    """The optimum prices each collective in its own dtype and is replayed exactly with the
+    policy; no planner's layout, replayed with the same policy, beats it."""
     trace = fp32_trace(update_s=1.0)
     problem = ShardedProblem(trace, MODEL, 2, semantics="blocking", mixed_precision=BF16_FP32)
     best = optimum(problem)
@@ -150,9 +150,9 @@ def test_torchtitans_layouts() -> None:
 
 
 def test_the_optimum_under_a_policy_and_a_cap_fits_the_cap_exactly() -> None:
-    """Gradients in fp32 are wider than bf16 parameters, so the search's narrow view
-    understates peaks; the optimum it returns still fits the cap in the exact replay, or
-    no layout is said to fit."""
+    """Gradients in fp32 are wider than bf16 parameters; the optimum counts each in its own
+    bytes, so what it returns fits the cap in the exact replay, or no layout is said to fit
+    (that it is then right: tests/experiments/test_sharded_dtypes_exact.py)."""
     from gradsched.experiments.sharded.common import NoLayoutFits
 
     trace = block_trace([[100], [300], [200], [150]], stem=50, head=70)
