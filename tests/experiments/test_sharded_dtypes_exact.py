@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -162,3 +163,27 @@ def test_the_streams_programs_under_a_policy_are_exact() -> None:
                 problems.append(f"seed {seed} {policy.label}: programs {why}")
     assert problems == []
     assert covered >= 60
+
+
+def test_a_policy_of_the_traces_own_dtype_changes_nothing() -> None:
+    """A policy whose parameter and reduce dtypes are the trace's own moves the trace's
+    bytes: the optimum's plan and replay are those without a policy, to the bit, under
+    every cap (the three sizes are then one)."""
+    for seed in range(8):
+        trace, model, _, max_prefetch = synthetic_case(seed)
+        own = "fp32" if trace.meta["dtype"] == "fp32" else "bf16"
+        for semantics, cap in itertools.product(("streams", "blocking"), (None, 0.0)):
+            found = []
+            for policy in (None, CollectiveDtypes(own, own)):
+                problem = ShardedProblem(trace, model, 4, semantics=semantics,
+                                         max_prefetch=max_prefetch, mixed_precision=policy)
+                if cap is not None:  # the median peak of the unconstrained optimum's space
+                    peaks = sorted(peak for _, peak, _ in every_layout(problem))
+                    problem = replace(problem, memory_cap_bytes=peaks[len(peaks) // 2])
+                try:
+                    scored = optimum(problem)
+                except NoLayoutFits as exc:
+                    found.append(exc.smallest_peak_bytes)
+                    continue
+                found.append((replace(scored.plan, mixed_precision=None), scored.replay))
+            assert found[0] == found[1], (seed, semantics, cap)
