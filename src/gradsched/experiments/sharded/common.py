@@ -123,8 +123,9 @@ def range_times(blocks: list[tuple[int, int]], sizes: LayerBytes, model: CommMod
     collective)."""
     n = len(blocks)
     out = []
+    gather = range_bytes(sizes.gather, blocks)[np.triu_indices(n)]
     for collective, values in (("all_gather", sizes.gather), ("reduce_scatter", sizes.reduce)):
-        flat = range_bytes(values, blocks)[np.triu_indices(n)]
+        flat = gather if values is sizes.gather else range_bytes(values, blocks)[np.triu_indices(n)]
         table = np.zeros((n, n))
         table[np.triu_indices(n)] = comm_times(model, collective, flat, world)
         out.append(table)
