@@ -66,7 +66,7 @@ def disagreements(trace: ComputeTrace, model: CommModel, max_prefetch: int,
     fast as the fastest of every grouping and fits the cap. Empty when they agree."""
     seq = layer_seq(trace)
     blocks = block_ranges(seq)
-    level = block_level(seq, blocks)
+    level = block_level(seq, blocks, ShardedProblem(trace, model, world).sizes)
     t = sp.tables(*level, model, world) if sp.window_applies(seq, blocks) else None
     problems = []
     for setting in settings(max_prefetch):

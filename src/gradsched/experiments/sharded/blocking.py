@@ -9,19 +9,26 @@ reduce-scatter. The grouping minimising the sum is ``f(i) = min_j f(j) + c(j, i 
 Prefetch depths are the smallest FSDP2 runs (forward 0, backward 1): no cost in time, the
 smallest memory peak.
 
-**Memory** (the replay's model, module docstring of :mod:`gradsched.replay.sharded`;
-``R`` the root's bytes, ``U_k`` unit ``k``'s, ``S`` all units', depths 0/1), reached in
-the backward pass:
+**Memory** (the replay's model, module docstring of :mod:`gradsched.replay.sharded`),
+reached in the backward pass. Under a mixed-precision policy a unit's gathered parameters
+and its unsharded gradients have different sizes (:mod:`gradsched.experiments.sharded.dtypes`):
+``G_k`` unit ``k``'s gathered bytes (its all-gather's), ``D_k`` its gradients', ``G_R``,
+``D_R`` the root's, ``G_{<=k}`` units ``0..k``'s gathered bytes; without a policy
+``G = D = U``, the trace's bytes. Depths 0/1:
 
 * resharded after forward: at unit ``k``'s pre-backward the root's parameters and
   gradients, unit ``k``'s parameters and gradients and unit ``k-1``'s prefetched
-  parameters are live: ``peak = 2R + max_k (2 U_k + U_{k-1})`` (``U_{-1} = 0``; the
-  forward's ``R + U_k`` is smaller). A constraint on adjacent units: the program's state
-  is the last unit (``a``, ``b``), ``O(n^3)``.
+  parameters are live (the later units' gradients were reduce-scattered, and waited for):
+  ``peak = G_R + D_R + max_k (G_k + D_k + G_{k-1})`` (``G_{-1} = 0``; the forward's
+  ``G_R + G_k`` is smaller). A constraint on adjacent units: the program's state is the
+  last unit (``a``, ``b``), ``O(n^3)``.
 * kept after forward: every unit's parameters stay gathered until its own backward ends,
-  so at unit ``k``'s pre-backward ``2R + S - (bytes of the units after k) + U_k``
-  (``peak`` the largest over ``k``; the forward's ``R + S`` is smaller). A constraint on
-  each unit alone, given where it ends.
+  so at unit ``k``'s pre-backward ``G_R + D_R + G_{<=k} + D_k`` (``peak`` the largest over
+  ``k``; the forward's ``G_R + G_{<=m-1}`` is smaller). A constraint on each unit alone,
+  given where it ends.
+
+Times: every all-gather priced on its gather bytes, every reduce-scatter on its reduce
+bytes (:func:`gradsched.experiments.sharded.common.range_times`).
 
 Ties: fewer units, then the smaller peak. The chosen plan is replayed and its replayed peak
 checked against the cap, so a disagreement between these formulas and the replay is an
@@ -43,10 +50,26 @@ from gradsched.experiments.sharded.common import (
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import merge_blocks, units_from_ranges
 from gradsched.replay.sharded import ShardedReplay, replay_sharded
+from gradsched.replay.sharded_dtypes import LayerBytes
 from gradsched.ties import better
 
 Value = tuple[float, int, float]  # (seconds, units, peak bytes) of a prefix
 INF: Value = (math.inf, 0, math.inf)
+
+
+class Sizes:
+    """Per run of blocks ``a..b``: gathered bytes ``gather[a, b]`` and gradient bytes
+    ``grad[a, b]`` (one array without a policy); the root's ``root`` (gathered plus
+    gradients)."""
+
+    def __init__(self, per_layer: LayerBytes, blocks: list[tuple[int, int]]) -> None:
+        self.gather = range_bytes(per_layer.gather, blocks)
+        self.grad = self.gather if per_layer.grad is per_layer.gather else \
+            range_bytes(per_layer.grad, blocks)
+        root_gather = float(per_layer.gather.sum()) - float(self.gather[0, -1])
+        root_grad = root_gather if per_layer.grad is per_layer.gather else \
+            float(per_layer.grad.sum()) - float(self.grad[0, -1])
+        self.root = root_gather + root_grad
 
 
 def blocking_optimum(problem: ShardedProblem, algorithm: str
@@ -57,27 +80,27 @@ def blocking_optimum(problem: ShardedProblem, algorithm: str
     the cap."""
     seq, blocks, world_size = problem.seq, problem.blocks, problem.world_size
     memory_cap_bytes, max_prefetch = problem.memory_cap_bytes, problem.max_prefetch
-    ag, rs = range_times(seq, blocks, problem.model, world_size)
-    size = range_bytes(seq, blocks)
-    root = float(seq.nbytes.sum()) - float(size[0, -1])
+    ag, rs = range_times(blocks, problem.sizes, problem.model, world_size)
+    size = Sizes(problem.sizes, blocks)
     cap = math.inf if memory_cap_bytes is None else float(memory_cap_bytes)
     best: tuple[Value, list[tuple[int, int]], bool] | None = None
     for reshard in (True, False):
         cost = ag * (2 if reshard else 1) + rs
         program = _resharded if reshard else _kept
-        value, ends = program(cost, size, root, cap)
+        value, ends = program(cost, size, cap)
         if ends and (best is None or better(value, best[0])):
             best = (value, merge_blocks(blocks, np.asarray(ends, dtype=np.int64)), reshard)
     if best is None:
-        smallest = min(_resharded(ag, size, root, math.inf, peak_only=True)[0][0],
-                       _kept(ag, size, root, math.inf, peak_only=True)[0][0])
+        smallest = min(_resharded(ag, size, math.inf, peak_only=True)[0][0],
+                       _kept(ag, size, math.inf, peak_only=True)[0][0])
         raise no_fit(cap, smallest)
     (_, _, peak), ranges, reshard = best
     plan = ShardedPlan(algorithm=algorithm, units=units_from_ranges(seq, ranges, reshard),
                        forward_prefetch=0, backward_prefetch=1,
                        knobs={"memory_cap_bytes": memory_cap_bytes,
                               "max_prefetch": max_prefetch, "semantics": "blocking"},
-                       info={"method": "dynamic program (blocking semantics)"})
+                       info={"method": "dynamic program (blocking semantics)"},
+                       mixed_precision=problem.mixed_precision)
     replayed = replay_sharded(problem.trace, plan, problem.model, world_size,
                               semantics="blocking")
     if not np.isclose(replayed.gathered_peak_bytes, peak) or replayed.gathered_peak_bytes > cap:
@@ -86,16 +109,16 @@ def blocking_optimum(problem: ShardedProblem, algorithm: str
     return plan, replayed
 
 
-def _resharded(cost: np.ndarray, size: np.ndarray, root: float, cap: float, *,
+def _resharded(cost: np.ndarray, size: Sizes, cap: float, *,
                peak_only: bool = False) -> tuple[Value, list[int]]:
     """Units resharded after forward: state (a, b) = the last unit is blocks a..b.
     ``peak_only``: minimise the peak alone (for the error message), as (peak, 0, peak)."""
-    n = size.shape[0]
+    n = size.gather.shape[0]
     value: dict[tuple[int, int], Value] = {}
     back: dict[tuple[int, int], tuple[int, int] | None] = {}
     for b in range(n):
         for a in range(b + 1):
-            here = 2.0 * size[a, b]
+            here = size.gather[a, b] + size.grad[a, b]
             if a == 0:
                 cands = [(None, 0.0, 0.0, 0)]
             else:
@@ -103,7 +126,7 @@ def _resharded(cost: np.ndarray, size: np.ndarray, root: float, cap: float, *,
                          for h in range(a) if value[h, a - 1] != INF]
             best, link = INF, None
             for prev, sec, peak, units in cands:
-                term = 2.0 * root + here + (size[prev] if prev is not None else 0.0)
+                term = size.root + here + (size.gather[prev] if prev is not None else 0.0)
                 if term > cap:
                     continue
                 total = max(peak, term)
@@ -125,19 +148,19 @@ def _resharded(cost: np.ndarray, size: np.ndarray, root: float, cap: float, *,
     return last[0], ends[::-1]
 
 
-def _kept(cost: np.ndarray, size: np.ndarray, root: float, cap: float, *,
+def _kept(cost: np.ndarray, size: Sizes, cap: float, *,
           peak_only: bool = False) -> tuple[Value, list[int]]:
     """Units kept gathered after forward: state i = the first i blocks grouped."""
-    n = size.shape[0]
-    total_units = float(size[0, -1])
+    n = size.gather.shape[0]
+    total_units = float(size.gather[0, -1])
     value: list[Value] = [(0.0, 0, 0.0)] + [INF] * n
     back = [0] * (n + 1)
     for i in range(1, n + 1):
-        after = total_units - float(size[0, i - 1])  # bytes of the blocks after this unit
+        after = total_units - float(size.gather[0, i - 1])  # the blocks after this unit
         for j in range(i):
             if value[j] == INF:
                 continue
-            term = 2.0 * root + total_units - after + float(size[j, i - 1])
+            term = size.root + total_units - after + float(size.grad[j, i - 1])
             if term > cap:
                 continue
             total = max(value[j][2], term)

@@ -2,9 +2,11 @@
 (exclusive end indices) with one setting (resharding, forward and backward prefetch depth)
 replayed by :func:`gradsched.replay.sharded.replay_layout` (``keep_unsharded``: the
 parameters kept gathered between micro-batches) with collective times computed
-once per run of blocks, its key ``(seconds, units, peak)`` for
-:func:`gradsched.ties.better`, and the smallest peak seen (for the error when nothing fits
-the memory cap)."""
+once per run of blocks (all-gathers of their gather bytes, reduce-scatters of their reduce
+bytes) and the units' three sizes under the problem's mixed-precision policy
+(:mod:`gradsched.experiments.sharded.dtypes`), so the score is the exact replay's; its key
+``(seconds, units, peak)`` for :func:`gradsched.ties.better`, and the smallest peak seen
+(for the error when nothing fits the memory cap)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradsched.costmodel.base import comm_times
-from gradsched.experiments.sharded.common import ShardedProblem, range_times
+from gradsched.experiments.sharded.common import ShardedProblem, range_times, root_bytes
 from gradsched.planners.sharded import merge_blocks
 from gradsched.replay.sharded import ShardedReplay, StepOptions, replay_layout
+from gradsched.replay.sharded_dtypes import LayerBytes, dtyped_layout
 from gradsched.replay.sharded_layout import layout_from_ranges
 from gradsched.traces.layers import LayerSeq
 
@@ -48,6 +51,8 @@ class LayoutScorer:
     seq: LayerSeq
     """The problem's layers, or their block-level form (:func:`block_level`)."""
     blocks: list[tuple[int, int]]
+    sizes: LayerBytes
+    """Per layer of ``seq``: all-gather, reduce-scatter and gradient bytes."""
     smallest_peak: float = np.inf
     evaluated: int = 0
     _times: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
@@ -55,13 +60,12 @@ class LayoutScorer:
 
     def __post_init__(self) -> None:
         model, world_size = self.problem.model, self.problem.world_size
-        self._times = range_times(self.seq, self.blocks, model, world_size)
-        root = float(self.seq.nbytes.sum()) - sum(float(self.seq.nbytes[a:b + 1].sum())
-                                                  for a, b in self.blocks)
+        self._times = range_times(self.blocks, self.sizes, model, world_size)
         # the root's all-gather and reduce-scatter (unused by the replay when it has no bytes)
-        self._root = [float(comm_times(model, c, np.asarray([max(root, 1.0)]),
-                                       world_size)[0])
-                      for c in ("all_gather", "reduce_scatter")]
+        self._root = [float(comm_times(model, c, np.asarray([max(root_bytes(v, self.blocks),
+                                                                 1.0)]), world_size)[0])
+                      for c, v in (("all_gather", self.sizes.gather),
+                                   ("reduce_scatter", self.sizes.reduce))]
 
     def score(self, ends: np.ndarray, setting: Setting) -> tuple[Key, ShardedReplay] | None:
         """The key and replay of grouping ``ends`` under ``setting``; None over the cap."""
@@ -74,6 +78,8 @@ class LayoutScorer:
         rs_u = np.asarray([rs[a, b] for a, b in pairs] + [self._root[1]])
         layout = layout_from_ranges(self.seq, ranges, (reshard,) * len(ranges))
         p = self.problem
+        if p.mixed_precision is not None:
+            layout = dtyped_layout(layout, self.sizes)
         result = replay_layout(self.seq, layout, (forward, backward), ag_u, rs_u,
                                p.world_size, StepOptions(
                                    blocking=p.blocking, grad_accum=p.grad_accum,
@@ -94,12 +100,13 @@ def every_grouping(n_blocks: int) -> Iterator[np.ndarray]:
         yield np.asarray([*inner, n_blocks], dtype=np.int64)
 
 
-def block_level(seq: LayerSeq, blocks: list[tuple[int, int]]
-                ) -> tuple[LayerSeq, list[tuple[int, int]]]:
-    """``seq`` with each block's layers summed into one (the root's layers kept), and the
-    blocks' ranges in it. A unit is a run of whole blocks, so the replay of a grouping is the
-    same on either, up to the order of the sums; the search scores candidates on this one,
-    which is as long as the blocks, not the layers."""
+def block_level(seq: LayerSeq, blocks: list[tuple[int, int]], sizes: LayerBytes
+                ) -> tuple[LayerSeq, list[tuple[int, int]], LayerBytes]:
+    """``seq`` with each block's layers summed into one (the root's layers kept), the
+    blocks' ranges in it and the per-layer ``sizes`` summed likewise. A unit is a run of
+    whole blocks, so the replay of a grouping is the same on either, up to the order of the
+    sums; the search scores candidates on this one, which is as long as the blocks, not the
+    layers."""
     first_of = {a: b for a, b in blocks}
     groups: list[tuple[int, int]] = []
     j = 0
@@ -118,4 +125,8 @@ def block_level(seq: LayerSeq, blocks: list[tuple[int, int]]
         backward_s=summed(seq.backward_s), update_s=summed(seq.update_s),
         block=tuple(seq.block[a] for a, _ in groups))
     position = {a: i for i, (a, _) in enumerate(groups)}
-    return reduced, [(position[a], position[a]) for a, _ in blocks]
+    gather = summed(sizes.gather)
+    plain = sizes.reduce is sizes.gather and sizes.grad is sizes.gather
+    summed_sizes = LayerBytes(gather=gather, reduce=gather if plain else summed(sizes.reduce),
+                              grad=gather if plain else summed(sizes.grad))
+    return reduced, [(position[a], position[a]) for a, _ in blocks], summed_sizes

@@ -6,12 +6,19 @@ run of consecutive blocks.
 the settings of the search (collective semantics, the cap on gathered parameters and
 unsharded gradients, the largest prefetch depth, the micro-batches per optimizer step,
 whether parameters stay unsharded between micro-batches, the compute slowdown under
-overlap). The trace's layers and blocks (:func:`gradsched.traces.layers.layer_seq`,
-:func:`~gradsched.traces.layers.block_ranges`) are derived once, when the problem is made
-(``__post_init__``), and the settings checked there
+overlap, the collectives' dtypes). The trace's layers and blocks
+(:func:`gradsched.traces.layers.layer_seq`, :func:`~gradsched.traces.layers.block_ranges`)
+and each layer's bytes under the policy (``sizes``,
+:func:`gradsched.experiments.sharded.dtypes.problem_sizes`) are derived once, when the
+problem is made (``__post_init__``), and the settings checked there
 (:func:`gradsched.replay.sharded.check_grad_accum`,
 :func:`~gradsched.replay.sharded.check_compute_slowdown`); every solver takes the problem
 whole.
+
+**Three sizes per run of blocks** (:func:`range_times`, :func:`range_bytes`): the all-gather
+moves and gathers ``sizes.gather``, the reduce-scatter moves ``sizes.reduce``, the unsharded
+gradients hold ``sizes.grad`` (:mod:`gradsched.replay.sharded_dtypes`); without a policy
+the three are the trace's bytes, the same array.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import numpy as np
 from gradsched.collective_dtypes import CollectiveDtypes
 from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.errors import ConfigError
+from gradsched.experiments.sharded.dtypes import problem_sizes
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.replay.sharded import (
     SEMANTICS,
@@ -33,6 +41,7 @@ from gradsched.replay.sharded import (
     replay_sharded,
 )
 from gradsched.replay.sharded_bounds import sharded_lower_bound_s
+from gradsched.replay.sharded_dtypes import LayerBytes
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.layers import LayerSeq, block_ranges, layer_seq
 
@@ -56,6 +65,8 @@ class ShardedProblem:
     replayed with it."""
     seq: LayerSeq = field(init=False, repr=False, compare=False)
     blocks: list[tuple[int, int]] = field(init=False, repr=False, compare=False)
+    sizes: LayerBytes = field(init=False, repr=False, compare=False)
+    """Per layer of ``seq``: all-gather, reduce-scatter and unsharded-gradient bytes."""
 
     def __post_init__(self) -> None:
         if self.semantics not in SEMANTICS:
@@ -66,6 +77,7 @@ class ShardedProblem:
         seq = layer_seq(self.trace)
         object.__setattr__(self, "seq", seq)
         object.__setattr__(self, "blocks", block_ranges(seq))
+        object.__setattr__(self, "sizes", problem_sizes(self.trace, seq, self.mixed_precision))
 
     @property
     def blocking(self) -> bool:
@@ -104,27 +116,34 @@ def no_fit(memory_cap_bytes: float | None, smallest_peak: float) -> NoLayoutFits
                         "parallelism would be needed)", smallest_peak)
 
 
-def range_times(seq: LayerSeq, blocks: list[tuple[int, int]], model: CommModel,
+def range_times(blocks: list[tuple[int, int]], sizes: LayerBytes, model: CommModel,
                 world: int) -> tuple[np.ndarray, np.ndarray]:
-    """All-gather and reduce-scatter seconds of every run of blocks ``a..b`` (one
-    vectorised model call per collective)."""
-    sizes = range_bytes(seq, blocks)
+    """All-gather seconds (of ``sizes.gather``) and reduce-scatter seconds (of
+    ``sizes.reduce``) of every run of blocks ``a..b`` (one vectorised model call per
+    collective)."""
     n = len(blocks)
-    flat = sizes[np.triu_indices(n)]
     out = []
-    for collective in ("all_gather", "reduce_scatter"):
+    gather = range_bytes(sizes.gather, blocks)[np.triu_indices(n)]
+    for collective, values in (("all_gather", sizes.gather), ("reduce_scatter", sizes.reduce)):
+        flat = gather if values is sizes.gather else range_bytes(values, blocks)[np.triu_indices(n)]
         table = np.zeros((n, n))
         table[np.triu_indices(n)] = comm_times(model, collective, flat, world)
         out.append(table)
     return out[0], out[1]
 
 
-def range_bytes(seq: LayerSeq, blocks: list[tuple[int, int]]) -> np.ndarray:
-    """Bytes of every run of blocks ``a..b`` (upper triangle)."""
+def range_bytes(values: np.ndarray, blocks: list[tuple[int, int]]) -> np.ndarray:
+    """Sum of the per-layer ``values`` (bytes) over every run of blocks ``a..b`` (upper
+    triangle)."""
     n = len(blocks)
-    prefix = np.concatenate([[0.0], np.cumsum(seq.nbytes)])
+    prefix = np.concatenate([[0.0], np.cumsum(values)])
     sizes = np.zeros((n, n))
     for a in range(n):
         for b in range(a, n):
             sizes[a, b] = prefix[blocks[b][1] + 1] - prefix[blocks[a][0]]
     return sizes
+
+
+def root_bytes(values: np.ndarray, blocks: list[tuple[int, int]]) -> float:
+    """The root's share of the per-layer ``values``: the total less the blocks'."""
+    return float(values.sum()) - sum(float(values[a:b + 1].sum()) for a, b in blocks)

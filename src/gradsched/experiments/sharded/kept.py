@@ -19,11 +19,16 @@ the end is ``F + max(B0, r_0 + H)`` after maps that are monotone and 1-Lipschitz
 so ``F1 <= F2`` and ``F1 + H1 <= F2 + H2`` dominates. Exact; the label sets are small in
 practice but not bounded by a polynomial in general.
 
-**Memory.** Every unit stays gathered until its backward, so the peak lies between
-``2R + S + U_{m-1}`` (the last unit's pre-backward: all parameters, the root's gradients,
-the last unit's) and ``2R + S + max U`` (``S`` all units' bytes). The program is exact when
-the cap is below the first for every grouping (nothing fits) or above the second for every
-grouping (nothing binds); :func:`kept_cap_decided` says whether.
+**Memory** (``G``, ``D``: gathered and unsharded-gradient bytes, as in
+:mod:`gradsched.experiments.sharded.program`). Every unit stays gathered until its
+backward, so at unit ``k``'s pre-backward the root's parameters and gradients, units
+``0..k``'s parameters, unit ``k``'s gradients and those of later units still being
+reduce-scattered are live: the peak lies between ``G_R + D_R + G_S + D_{m-1}`` (the last
+unit's pre-backward: every unit gathered; ``G_S`` all units' gathered bytes) and
+``G_R + D_R + G_S + D_S`` (every gradient too, which the grouping of one unit reaches).
+The program is exact when the cap is below the first for every grouping (at least the
+last block's gradients: nothing fits) or above the second (nothing binds);
+:func:`kept_cap_decided` says whether.
 """
 
 from __future__ import annotations
@@ -39,10 +44,8 @@ def kept_cap_decided(t: Tables, cap: float) -> bool:
     """Whether ``cap`` fits every grouping or none, for units kept gathered."""
     n_pad = t.ag.shape[0]
     last = n_pad - 1 - PAD
-    units = float(t.size[PAD, last])
-    smallest_last = float(t.size[last - 1, last])
-    base = 2.0 * t.root_bytes + units
-    return cap >= base + units or cap < base + smallest_last
+    base = t.root_bytes + t.root_grad + float(t.size[PAD, last])
+    return cap >= base + float(t.grad[PAD, last]) or cap < base + float(t.grad[last - 1, last])
 
 
 def kept_program(t: Tables, forward_depth: int, cap: float, units_weight: float
@@ -52,8 +55,8 @@ def kept_program(t: Tables, forward_depth: int, cap: float, units_weight: float
     :func:`kept_cap_decided`."""
     n_pad = t.ag.shape[0]
     last = n_pad - 1 - PAD
-    total = float(t.size[PAD, last])
-    if cap < 2.0 * t.root_bytes + total + float(t.size[last - 1, last]):
+    if cap < t.root_bytes + t.root_grad + float(t.size[PAD, last]) \
+            + float(t.grad[last - 1, last]):
         return None
     labels: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     for b in range(last, PAD, -1):

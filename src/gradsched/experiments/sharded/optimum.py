@@ -28,8 +28,11 @@ exhaustion, or beyond :data:`MAX_GROUPINGS` to the search, and the plan says so.
 plan carry ``grad_accum`` only when ``k != 1``.
 
 **Mixed precision** (the problem's ``mixed_precision``): every plan carries the policy and
-is replayed with it; the optimum searches the problem's view and is replayed exactly
-(:mod:`gradsched.experiments.sharded.dtypes`).
+is replayed with it; every method above prices each all-gather on its gather bytes and each
+reduce-scatter on its reduce bytes, and checks the cap with the gathered parameters and the
+unsharded gradients in their own bytes (:mod:`gradsched.experiments.sharded.dtypes`), so
+what is exact without a policy is exact with one, and "no layout fits" is a proof there
+too.
 
 **Blocking semantics** (FSDP2 on gloo), with or without a memory cap: the host waits for
 every collective, so the iteration is the compute plus the sum of every collective's time,
@@ -57,7 +60,6 @@ from gradsched.experiments.sharded.candidates import (
     settings,
 )
 from gradsched.experiments.sharded.common import ShardedProblem, no_fit
-from gradsched.experiments.sharded.dtypes import dtyped_optimum
 from gradsched.experiments.sharded.streams import streams_optimum
 from gradsched.plan_sharded import ShardedPlan
 from gradsched.planners.sharded import (
@@ -92,8 +94,6 @@ def optimum(problem: ShardedProblem) -> Scored:
     (:mod:`gradsched.replay.sharded`); no effect in blocking semantics, where nothing
     overlaps, so the blocking program stays exact. The problem's settings were checked when
     it was made."""
-    if problem.mixed_precision is not None:  # search the view, replay the problem
-        return Scored(*dtyped_optimum(problem, lambda view: optimum(view).plan))
     if not problem.blocks:
         raise InputError("no blocks to group: every tensor belongs to the root (names without "
                          "a numeric path component)", path=problem.trace.path, field="name")
@@ -117,7 +117,7 @@ def exhaustive_optimum(problem: ShardedProblem) -> Scored:
                           f"enumerates at most {MAX_GROUPINGS}")
     if max_prefetch < 0:
         raise ConfigError(f"max_prefetch must be >= 0, got {max_prefetch}")
-    scorer = LayoutScorer(p, seq, blocks)
+    scorer = LayoutScorer(p, seq, blocks, p.sizes)
     best: tuple[Key, tuple[np.ndarray, Setting]] | None = None
     for ends in every_grouping(len(blocks)):
         for setting in settings(max_prefetch):
@@ -133,7 +133,8 @@ def exhaustive_optimum(problem: ShardedProblem) -> Scored:
                        knobs={"memory_cap_bytes": p.memory_cap_bytes,
                               "max_prefetch": max_prefetch,
                               "semantics": p.semantics} | accum_knob(p.grad_accum),
-                       keep_unsharded_between_microbatches=p.keep_unsharded)
+                       keep_unsharded_between_microbatches=p.keep_unsharded,
+                       mixed_precision=p.mixed_precision)
     return Scored(plan, p.replay(plan))
 
 

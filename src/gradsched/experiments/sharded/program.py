@@ -6,8 +6,12 @@ It follows the replay of :func:`gradsched.replay.sharded.replay_layout` (FSDP2's
 previous unit's, ``post_backward`` the reduce-scatter; one channel in issue order; the host
 issues when the compute reaches the hook). Units ``0..m-1`` in forward order; ``f``, ``b``
 their forward and backward compute, ``g``, ``r`` their all-gather and reduce-scatter,
-``U`` their bytes; the root's layers lie before the first block (``F0``, ``B0``) and after
-the last (``F1``, ``B1``), its all-gather ``gR`` and reduce-scatter ``rR``.
+``G``, ``D`` their gathered bytes (the all-gather's) and unsharded-gradient bytes (under
+a mixed-precision policy they differ, :mod:`gradsched.experiments.sharded.dtypes`; without
+one both are the trace's bytes); the root's layers lie before the first block (``F0``,
+``B0``) and after the last (``F1``, ``B1``), its all-gather ``gR`` and reduce-scatter
+``rR``, its bytes ``G_R``, ``D_R``. All-gathers are priced on their gather bytes,
+reduce-scatters on their reduce bytes.
 
 **Forward.** Unit ``k``'s compute starts at ``s_k``. Depth 1: the prefetch of ``k+1`` is
 issued at ``k``'s pre-forward and starts when ``k``'s all-gather ends, which is ``s_k``,
@@ -22,14 +26,18 @@ and ``r_{k+1}`` starts at ``s_k`` (unit ``k``'s own all-gather, before it, had t
 ``s_0 + max(b_0 + B0, max(b_0, r_1) + r_0) + rR``, then the update. A sum of terms over
 windows of three consecutive units.
 
-**Memory.** The level is highest right after unit ``k``'s pre-backward allocations:
-``2R + U_{k-1} + 2 U_k + U_{k+1} [r_{k+1} > 0] + U_{k+2} [r_{k+2} > b_{k+1}]`` (the gradients
-of ``k+2`` outlive ``k+1``'s backward when its reduce-scatter is longer; ``R`` the root's
-bytes); the forward's ``R + U_k + U_{k+1}`` is lower. A window of four units.
+**Memory.** The level is highest right after unit ``k``'s pre-backward allocations (the
+level only falls between allocations, and which allocations and frees come before an
+instant depends on the times alone, not on the bytes):
+``G_R + D_R + G_{k-1} + G_k + D_k + D_{k+1} [r_{k+1} > 0] + D_{k+2} [r_{k+2} > b_{k+1}]``
+(gathered: the root, unit ``k`` and ``k-1`` prefetched; gradients: the root's, unit
+``k``'s, and those of ``k+1`` and ``k+2`` while their reduce-scatters run: those of ``k+2``
+outlive ``k+1``'s backward when its reduce-scatter is longer); the forward's
+``G_R + G_k + G_{k+1}`` is lower. A window of four units.
 
 **Program.** State: the last three units (four block boundaries ``x < a < b < c``); adding
 ``[c, d)`` charges unit ``[b, c)``'s backward term and the forward pair ending at
-``[c, d)``, and checks unit ``[a, b)``'s memory window. The check bounds ``U`` of
+``[c, d)``, and checks unit ``[a, b)``'s memory window. The check bounds ``G`` of
 ``[x, a)``, which shrinks as ``x`` grows, so the best predecessor is a suffix minimum over
 ``x``: ``O(n^4)`` work, vectorised. Time ties within :data:`gradsched.ties.RTOL` lean to
 fewer units (a penalty far below the tolerance per unit); the caller replays the grouping.
@@ -51,6 +59,7 @@ import numpy as np
 
 from gradsched.costmodel.base import CommModel, comm_times
 from gradsched.experiments.sharded.common import range_times
+from gradsched.replay.sharded_dtypes import LayerBytes
 from gradsched.traces.layers import LayerSeq
 
 PAD = 2
@@ -60,15 +69,18 @@ PAD = 2
 @dataclass(frozen=True)
 class Tables:
     """Per run of blocks ``[x, y)`` in padded boundaries (virtual runs are zero): all-gather,
-    reduce-scatter, forward, backward seconds and bytes; and the root's constants."""
+    reduce-scatter, forward, backward seconds, gathered bytes (``size``) and gradient bytes
+    (``grad``); and the root's constants (``root_bytes`` gathered, ``root_grad``)."""
 
     ag: np.ndarray
     rs: np.ndarray
     fwd: np.ndarray
     bwd: np.ndarray
     size: np.ndarray
+    grad: np.ndarray
     prefix_bytes: np.ndarray
     root_bytes: float
+    root_grad: float
     root_ag: float
     root_rs: float
     pre: tuple[float, float]
@@ -81,32 +93,39 @@ def window_applies(seq: LayerSeq, blocks: list[tuple[int, int]]) -> bool:
     return all(b0 + 1 == a1 for (_, b0), (a1, _) in itertools.pairwise(blocks))
 
 
-def tables(seq: LayerSeq, blocks: list[tuple[int, int]], model: CommModel,
+def tables(seq: LayerSeq, blocks: list[tuple[int, int]], sizes: LayerBytes, model: CommModel,
            world: int) -> Tables:
-    """The tables of the program (module docstring)."""
+    """The tables of the program (module docstring); ``sizes``: per layer of ``seq``, the
+    all-gather, reduce-scatter and gradient bytes."""
     n = len(blocks)
     size_n = n + 2 * PAD + 1
-    ag_b, rs_b = range_times(seq, blocks, model, world)
+    ag_b, rs_b = range_times(blocks, sizes, model, world)
     first, last = blocks[0][0], blocks[-1][1]
     out = {}
-    for name, values in (("fwd", seq.forward_s), ("bwd", seq.backward_s), ("size", seq.nbytes)):
+    for name, values in (("fwd", seq.forward_s), ("bwd", seq.backward_s),
+                         ("size", sizes.gather), ("grad", sizes.grad), ("reduce", sizes.reduce)):
         prefix = np.concatenate([[0.0], np.cumsum(values)])
         at = np.asarray([prefix[a] for a, _ in blocks] + [prefix[last + 1]])
         out[name] = at
-    table = {k: np.zeros((size_n, size_n)) for k in ("ag", "rs", "fwd", "bwd", "size")}
+    table = {k: np.zeros((size_n, size_n)) for k in ("ag", "rs", "fwd", "bwd", "size", "grad")}
     for x in range(n):
         for y in range(x + 1, n + 1):
             i, j = x + PAD, y + PAD
             table["ag"][i, j], table["rs"][i, j] = ag_b[x, y - 1], rs_b[x, y - 1]
-            for name in ("fwd", "bwd", "size"):
+            for name in ("fwd", "bwd", "size", "grad"):
                 table[name][i, j] = out[name][y] - out[name][x]
     bounds = np.concatenate([np.zeros(PAD), out["size"] - out["size"][0],
                              np.full(PAD, out["size"][-1] - out["size"][0])])
-    root = float(seq.nbytes.sum()) - float(bounds[-1])
-    root_t = [float(comm_times(model, c, np.asarray([max(root, 1.0)]), world)[0])
-              if root > 0 else 0.0 for c in ("all_gather", "reduce_scatter")]
-    return Tables(**table, prefix_bytes=bounds, root_bytes=root, root_ag=root_t[0],
-                  root_rs=root_t[1],
+    root = float(sizes.gather.sum()) - float(bounds[-1])
+    root_grad, root_reduce = (
+        root if values is sizes.gather else
+        float(values.sum()) - float(out[name][-1] - out[name][0])
+        for name, values in (("grad", sizes.grad), ("reduce", sizes.reduce)))
+    root_t = [float(comm_times(model, c, np.asarray([max(nbytes, 1.0)]), world)[0])
+              if root > 0 else 0.0
+              for c, nbytes in (("all_gather", root), ("reduce_scatter", root_reduce))]
+    return Tables(**table, prefix_bytes=bounds, root_bytes=root, root_grad=root_grad,
+                  root_ag=root_t[0], root_rs=root_t[1],
                   pre=(float(seq.forward_s[:first].sum()), float(seq.backward_s[:first].sum())),
                   post=(float(seq.forward_s[last + 1:].sum()),
                         float(seq.backward_s[last + 1:].sum())),
@@ -127,7 +146,7 @@ def program(t: Tables, forward_depth: int, cap: float, units_weight: float
     memory windows fit ``cap``, and the grouping's exclusive block ends; None if none fits."""
     n_pad = t.ag.shape[0]
     last = n_pad - 1 - PAD  # padded boundary after the last block
-    limit = cap - 2.0 * t.root_bytes
+    limit = cap - (t.root_bytes + t.root_grad)
     # c -> value[a, b, d - c - 1] and best x of the states (a, b, c, d)
     into: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     first = np.full((PAD, PAD, n_pad - PAD - 1), math.inf)  # (0, 1, 2, d): first unit [2, d)
@@ -157,9 +176,9 @@ def _step(t: Tables, value: np.ndarray, c: int, last: int, forward_depth: int, l
     a = np.arange(c)[:, None, None]
     b = np.arange(c)[None, :, None]
     d = nxt[None, None, :]
-    mid = (t.size[b, c] * (t.rs[b, c] > 0)
-           + t.size[c, d] * (t.rs[c, d] > t.bwd[b, c]))  # unit [a, b)'s window, beyond [a, b)
-    threshold = limit - 2.0 * t.size[a, b] - mid  # the bytes [x, a) may have
+    mid = (t.grad[b, c] * (t.rs[b, c] > 0)
+           + t.grad[c, d] * (t.rs[c, d] > t.bwd[b, c]))  # unit [a, b)'s window, beyond [a, b)
+    threshold = limit - (t.size[a, b] + t.grad[a, b]) - mid  # the bytes [x, a) may gather
     low = np.searchsorted(t.prefix_bytes, t.prefix_bytes[a] - threshold, side="left")
     low = np.minimum(np.maximum(low, 0), c)  # c: no admissible x (suffix_min's inf row)
     aa, bb = np.broadcast_arrays(a, b, low)[:2]

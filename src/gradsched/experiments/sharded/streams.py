@@ -17,7 +17,9 @@ blocking program of :mod:`gradsched.experiments.sharded.blocking` is exact): eve
 is then enumerated or searched.
 
 Every grouping a program returns is replayed and the candidates compared on the replays
-(:func:`gradsched.ties.better`). The plan's ``info`` names the
+(:func:`gradsched.ties.better`). Under a mixed-precision policy the programs and the
+replays carry each run's gather, reduce and gradient bytes apart
+(:mod:`gradsched.experiments.sharded.dtypes`), so exact stays exact. The plan's ``info`` names the
 method of each setting, whether the whole answer is exact, the lower bound and the gap.
 """
 
@@ -84,7 +86,7 @@ def streams_optimum(problem: ShardedProblem, *, algorithm: str, enumerate_up_to:
     ``grad_accum > 1``."""
     p = problem
     seq, blocks = p.seq, p.blocks
-    level = block_level(seq, blocks)
+    level = block_level(seq, blocks, p.sizes)
     scorer = LayoutScorer(p, *level)
     cap = math.inf if p.memory_cap_bytes is None else float(p.memory_cap_bytes)
     programs_apply = (p.semantics == "streams" and p.grad_accum == 1
@@ -128,7 +130,8 @@ def _plan(problem: ShardedProblem, best: Best, methods: dict[Setting, str],
                        knobs={"memory_cap_bytes": p.memory_cap_bytes,
                               "max_prefetch": p.max_prefetch,
                               "semantics": p.semantics} | accum_knob(p.grad_accum),
-                       keep_unsharded_between_microbatches=p.keep_unsharded)
+                       keep_unsharded_between_microbatches=p.keep_unsharded,
+                       mixed_precision=p.mixed_precision)
     replayed = p.replay(plan)
     bound = p.lower_bound_s()
     labels = {f"reshard={s[0]} forward={s[1]} backward={s[2]}": how for s, how in methods.items()}
