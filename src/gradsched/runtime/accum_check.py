@@ -78,10 +78,11 @@ def _batch(rank: int, micro: int) -> Batch:
 
 
 @contextmanager
-def counted_collectives() -> Iterator[dict[str, int]]:
-    """Counts of the collectives of :data:`COUNTED` called inside (the functions of
-    ``torch.distributed`` wrapped, restored on exit)."""
-    counts = dict.fromkeys(sorted({c for _, c in COUNTED}), 0)
+def collectives_counted(counts: dict[str, int], label: Callable[[str, dict[str, Any]], str]
+                        ) -> Iterator[dict[str, int]]:
+    """``counts`` with one added under ``label(kind, keywords)`` for every collective of
+    :data:`COUNTED` called inside (the functions of ``torch.distributed`` wrapped, restored
+    on exit)."""
     wrapped = {}
     for fn, kind in COUNTED:
         original = getattr(dist, fn, None)
@@ -89,7 +90,8 @@ def counted_collectives() -> Iterator[dict[str, int]]:
             continue
 
         def counted(*args: Any, _f: Any = original, _k: str = kind, **kw: Any) -> Any:
-            counts[_k] += 1
+            key = label(_k, kw)
+            counts[key] = counts.get(key, 0) + 1
             return _f(*args, **kw)
         wrapped[fn] = original
         setattr(dist, fn, counted)
@@ -98,6 +100,14 @@ def counted_collectives() -> Iterator[dict[str, int]]:
     finally:
         for fn, original in wrapped.items():
             setattr(dist, fn, original)
+
+
+@contextmanager
+def counted_collectives() -> Iterator[dict[str, int]]:
+    """Counts of the collectives of :data:`COUNTED` called inside, by kind."""
+    with collectives_counted(dict.fromkeys(sorted({c for _, c in COUNTED}), 0),
+                             lambda kind, _keywords: kind) as counts:
+        yield counts
 
 
 def accumulation_check(rank: int, world_size: int, payload: dict[str, Any]) -> dict[str, Any]:

@@ -61,7 +61,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gradsched.plan_sharded import ShardedPlan, Unit
-from gradsched.runtime.accum_check import COUNTED
+from gradsched.runtime.accum_check import COUNTED, collectives_counted
 from gradsched.runtime.cpu_memory import iteration_peak_bytes
 from gradsched.runtime.fsdp2 import apply_plan
 from gradsched.runtime.runners import Silence, accumulate, fsdp2_silence, sgd
@@ -95,30 +95,15 @@ def hsdp_silence(model: Any) -> Silence:
     return silence
 
 
-@contextlib.contextmanager
-def counted_by_group(world_size: int) -> Iterator[Counter[str]]:
+def counted_by_group(world_size: int) -> contextlib.AbstractContextManager[Counter[str]]:
     """Counts ``"<kind>@<group ranks>"`` of the collectives of
     :data:`gradsched.runtime.accum_check.COUNTED` called inside (``group=`` as FSDP2 passes
     it; none: the world), the ``torch.distributed`` functions restored on exit."""
-    counts: Counter[str] = Counter()
-    wrapped = {}
-    for fn, kind in COUNTED:
-        original = getattr(dist, fn, None)
-        if original is None:
-            continue
 
-        def counted(*args: Any, _f: Any = original, _k: str = kind, **kw: Any) -> Any:
-            group = kw.get("group")
-            size = dist.get_world_size(group) if group is not None else world_size
-            counts[f"{_k}@{size}"] += 1
-            return _f(*args, **kw)
-        wrapped[fn] = original
-        setattr(dist, fn, counted)
-    try:
-        yield counts
-    finally:
-        for fn, original in wrapped.items():
-            setattr(dist, fn, original)
+    def label(kind: str, keywords: dict[str, Any]) -> str:
+        group = keywords.get("group")
+        return f"{kind}@{dist.get_world_size(group) if group is not None else world_size}"
+    return collectives_counted(Counter(), label)  # type: ignore[return-value]
 
 
 def _mesh(payload: dict[str, Any]) -> Any:
