@@ -101,13 +101,10 @@ def _table(log: Path) -> None:
     rows = sorted(by_rule.items(), key=lambda kv: -(kv[1][1] + kv[1][2]))
     print(f"| {'rule':<40} | jobs | user_s | sys_s |  cpu_s | wall_s |")
     print(f"|{'-' * 42}|-----:|-------:|------:|-------:|-------:|")
-    tot = [0, 0.0, 0.0, 0.0]
-    for rule, (n, user, sys_s, wall) in rows:
-        print(f"| {rule:<40} | {n:4d} | {user:6.1f} | {sys_s:5.1f} | {user + sys_s:6.1f} | {wall:6.1f} |")
-        tot = [tot[0] + n, tot[1] + user, tot[2] + sys_s, tot[3] + wall]
-    n, user, sys_s, wall = tot
-    print(f"| {'total':<40} | {n:4d} | {user:6.1f} | {sys_s:5.1f} | {user + sys_s:6.1f} | {wall:6.1f} |")
-
+    totals = [sum(agg[k] for _, agg in rows) for k in range(4)]
+    for rule, (n, user, sys_s, wall) in [*rows, ("total", totals)]:
+        print(f"| {rule:<40} | {n:4d} | {user:6.1f} | {sys_s:5.1f} | "
+              f"{user + sys_s:6.1f} | {wall:6.1f} |")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
