@@ -52,6 +52,17 @@ include: "workflow/rules/at_scale.smk"
 include: "workflow/rules/hsdp.smk"
 
 
+# Every job imports gradsched: its modules are compiled once, here, not in every job. A
+# module without an up-to-date .pyc is compiled by each process that imports it, and none
+# writes one where PYTHONDONTWRITEBYTECODE is set (0.1-0.2 CPU-s a job; compileall writes
+# them regardless). Not on dry runs (Snakemake runs no onstart there).
+onstart:
+    shell(
+        f"{GS.removesuffix(' -m gradsched')} -c 'import compileall, gradsched; "
+        "compileall.compile_dir(gradsched.__path__[0], quiet=2)'"
+    )
+
+
 rule all:
     """Everything that needs no GPU and no root (the default target)."""
     default_target: True
