@@ -30,38 +30,46 @@ NCCL_OUTPUTS = [
 
 
 rule nccl_crossws:
-    """One method fitted on the smallest scale of one series; MAPE per world size."""
+    """Each method fitted on each series' smallest scale (MAPE per world size), then one
+    CSV per method: one job."""
     input:
-        lambda wc: NCCL_SERIES[wc.series]["traces"],
+        sorted({t for series in NCCL_SERIES.values() for t in series["traces"]}),
     output:
-        f"{RESULTS}/nccl/crossws/{{series}}.{{method}}.csv",
+        [
+            f"{RESULTS}/nccl/crossws/{series}.{method}.csv"
+            for method in NCCL_METHODS
+            for series in NCCL_SERIES
+        ],
+        [f"{RESULTS}/nccl/{method}.csv" for method in NCCL_METHODS],
     log:
-        f"{LOGS}/nccl/crossws/{{series}}.{{method}}.log",
-    wildcard_constraints:
-        series="|".join(NCCL_SERIES),
-        method="|".join(NCCL_METHODS),
+        f"{LOGS}/nccl/crossws.batch.log",
     params:
-        fit_on=lambda wc: NCCL_SERIES[wc.series]["fit_on"],
-        method=lambda wc: NCCL_METHODS[wc.method],
-    shell:
-        "{GS} fit --cross-world-size {input} --fit-on {params.fit_on} {params.method} "
-        "--table {output} > {log} 2>&1"
-
-
-rule nccl_method:
-    """One method's tables of every series in one CSV."""
-    input:
-        expand(
-            f"{RESULTS}/nccl/crossws/{{series}}.{{{{method}}}}.csv", series=NCCL_SERIES
+        jobs=batch_lines(
+            [
+                (
+                    f"{LOGS}/nccl/crossws/{series}.{method}.log",
+                    f"fit --cross-world-size {' '.join(spec['traces'])} "
+                    f"--fit-on {spec['fit_on']} {flags} "
+                    f"--table {RESULTS}/nccl/crossws/{series}.{method}.csv",
+                )
+                for method, flags in NCCL_METHODS.items()
+                for series, spec in NCCL_SERIES.items()
+            ]
+            + [
+                (
+                    f"{LOGS}/nccl/{method}.log",
+                    "report concat "
+                    + " ".join(
+                        f"{RESULTS}/nccl/crossws/{series}.{method}.csv"
+                        for series in NCCL_SERIES
+                    )
+                    + f" -o {RESULTS}/nccl/{method}.csv",
+                )
+                for method in NCCL_METHODS
+            ]
         ),
-    output:
-        f"{RESULTS}/nccl/{{method}}.csv",
-    log:
-        f"{LOGS}/nccl/{{method}}.log",
-    wildcard_constraints:
-        method="|".join(NCCL_METHODS),
     shell:
-        "{GS} report concat {input} -o {output} > {log} 2>&1"
+        BATCH
 
 
 rule nccl_validation:
