@@ -50,6 +50,8 @@ include: "workflow/rules/advise.smk"
 include: "workflow/rules/at_scale.smk"
 # Which device mesh: FSDP vs reshard-to-node vs HSDP at 64-512 H100s (in `all` via TABLES).
 include: "workflow/rules/hsdp.smk"
+# The report steps the stages registered (report_step), in one job: after every include.
+include: "workflow/rules/report_batch.smk"
 
 
 # Every job imports gradsched: its modules are compiled once, here, not in every job. A

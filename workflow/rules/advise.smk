@@ -116,18 +116,17 @@ rule llm_advise_sharded:
         "> {output.text}.tmp 2> {log} && mv {output.text}.tmp {output.text}"
 
 
-rule table_llm_scale:
-    """One row per LLM shape: DDP and FSDP2 advice at 1,024 ranks (LaTeX + Markdown)."""
-    input:
-        ddp=expand(rules.llm_advise.output.json, llm=LLM_MODELS),
-        sharded=expand(rules.llm_advise_sharded.output.json, llm=LLM_MODELS),
-    output:
-        tex=f"{TAB}/llm-scale.tex",
-        md=reported(f"{TAB}/llm-scale.md", "llm-scale", "LLM scale"),
-    log:
-        f"{LOGS}/tables/llm-scale.log",
-    params:
-        models=" ".join(LLM_MODELS),
-    shell:
-        "{GS} report llm-scale --model {params.models} --advice {input.ddp} "
-        "--sharded {input.sharded} --tex {output.tex} --md {output.md} > {log} 2>&1"
+# One row per LLM shape: DDP and FSDP2 advice at 1,024 ranks (LaTeX + Markdown).
+report_step(
+    f"{LOGS}/tables/llm-scale.log",
+    f"report llm-scale --model {' '.join(LLM_MODELS)} "
+    f"--advice {' '.join(expand(rules.llm_advise.output.json, llm=LLM_MODELS))} "
+    f"--sharded {' '.join(expand(rules.llm_advise_sharded.output.json, llm=LLM_MODELS))} "
+    "--tex {output.tex} --md {output.md}",
+    [
+        *expand(rules.llm_advise.output.json, llm=LLM_MODELS),
+        *expand(rules.llm_advise_sharded.output.json, llm=LLM_MODELS),
+    ],
+    tex=f"{TAB}/llm-scale.tex",
+    md=reported(f"{TAB}/llm-scale.md", "llm-scale", "LLM scale"),
+)

@@ -78,19 +78,16 @@ rule shard_accumulate_collect:
         "{GS} report concat {input} -o {output} > {log} 2>&1"
 
 
-rule shard_rival_collect:
-    input:
-        [
-            f"{RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv"
-            for c in [*rival_cases(), MEASURED_RIVAL_CASE]
-            if c[0].startswith("resnet18")
-        ],
-    output:
-        f"{RESULTS}/sharded/rival.csv",
-    log:
-        f"{LOGS}/sharded/rival-collect.log",
-    shell:
-        "{GS} report concat {input} -o {output} > {log} 2>&1"
+report_step(
+    f"{LOGS}/sharded/rival-collect.log",
+    "report concat {input} -o {output.csv}",
+    [
+        f"{RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv"
+        for c in [*rival_cases(), MEASURED_RIVAL_CASE]
+        if c[0].startswith("resnet18")
+    ],
+    csv=f"{RESULTS}/sharded/rival.csv",
+)
 
 
 rule table_accumulation_modes:
@@ -106,17 +103,14 @@ rule table_accumulation_modes:
         "--md {output.md} --title 'FSDP2 accumulation modes, replayed' > {log} 2>&1"
 
 
-rule table_fsdp_rival:
-    input:
-        f"{RESULTS}/sharded/rival.csv",
-    output:
-        tex=f"{TAB}/fsdp-rival.tex",
-        md=f"{TAB}/fsdp-rival.md",
-    log:
-        f"{LOGS}/tables/fsdp-rival.log",
-    shell:
-        "{GS} report fsdp-rival-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'The sharded optimum vs the FSDP-unit MILP' > {log} 2>&1"
+report_step(
+    f"{LOGS}/tables/fsdp-rival.log",
+    "report fsdp-rival-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'The sharded optimum vs the FSDP-unit MILP'",
+    [f"{RESULTS}/sharded/rival.csv"],
+    tex=f"{TAB}/fsdp-rival.tex",
+    md=f"{TAB}/fsdp-rival.md",
+)
 
 
 # The committed run of the rival plans (paper/data/sharded-rival/<case>/: gradsched shard run
@@ -127,14 +121,12 @@ if RIVAL_MEASURED:
     TABLES.append("fsdp-rival-measured")
 
 
-rule table_fsdp_rival_measured:
-    input:
+if RIVAL_MEASURED:
+    report_step(
+        f"{LOGS}/tables/fsdp-rival-measured.log",
+        "report fsdp-rival-measured-table --input {input} --tex {output.tex} "
+        "--md {output.md} --title 'The rival plans run with stock FSDP2'",
         RIVAL_MEASURED[:1],
-    output:
         tex=f"{TAB}/fsdp-rival-measured.tex",
         md=f"{TAB}/fsdp-rival-measured.md",
-    log:
-        f"{LOGS}/tables/fsdp-rival-measured.log",
-    shell:
-        "{GS} report fsdp-rival-measured-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'The rival plans run with stock FSDP2' > {log} 2>&1"
+    )

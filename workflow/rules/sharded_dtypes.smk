@@ -58,28 +58,19 @@ rule sharded_dtypes_case:
         "{params.p} --label {wildcards.case} -o {output} > {log} 2>&1"
 
 
-rule sharded_dtypes_collect:
-    input:
-        expand(
-            f"{RESULTS}/sharded-dtypes/{{case}}.csv", case=list(SHARDED_DTYPES_CASES)
-        ),
-    output:
-        f"{RESULTS}/sharded-dtypes/sharded-dtypes.csv",
-    log:
-        f"{LOGS}/sharded-dtypes/collect.log",
-    shell:
-        "{GS} report concat {input} -o {output} > {log} 2>&1"
+report_step(
+    f"{LOGS}/sharded-dtypes/collect.log",
+    "report concat {input} -o {output.csv}",
+    [f"{RESULTS}/sharded-dtypes/{case}.csv" for case in SHARDED_DTYPES_CASES],
+    csv=f"{RESULTS}/sharded-dtypes/sharded-dtypes.csv",
+)
 
 
-rule table_sharded_dtypes:
-    input:
-        f"{RESULTS}/sharded-dtypes/sharded-dtypes.csv",
-    output:
-        tex=f"{TAB}/sharded-dtypes.tex",
-        md=f"{TAB}/sharded-dtypes.md",
-    log:
-        f"{LOGS}/tables/sharded-dtypes.log",
-    shell:
-        "{GS} report sharded-dtypes-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'Collective dtypes and published FSDP2 layouts, "
-        "replayed' > {log} 2>&1"
+report_step(
+    f"{LOGS}/tables/sharded-dtypes.log",
+    "report sharded-dtypes-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Collective dtypes and published FSDP2 layouts, replayed'",
+    [f"{RESULTS}/sharded-dtypes/sharded-dtypes.csv"],
+    tex=f"{TAB}/sharded-dtypes.tex",
+    md=f"{TAB}/sharded-dtypes.md",
+)

@@ -103,18 +103,15 @@ rule scaling_check:
         "{GS} study scaling-check --spec {input.spec} -o {output} > {log} 2>&1"
 
 
-rule table_gpu_scaling:
-    """Predicted vs published images/s on 1 and 8 GPUs and the scaling, with errors."""
-    input:
-        f"{RESULTS}/published/gpu-scaling.csv",
-    output:
-        tex=f"{TAB}/gpu-scaling.tex",
-        md=reported(f"{TAB}/gpu-scaling.md", "gpu-scaling", "Tables"),
-    log:
-        f"{LOGS}/tables/gpu-scaling.log",
-    shell:
-        "{GS} report scaling-table --input {input} --tex {output.tex} --md {output.md} "
-        "--title 'Predicted vs published DGX ResNet-50 throughput' > {log} 2>&1"
+# Predicted vs published images/s on 1 and 8 GPUs and the scaling, with errors.
+report_step(
+    f"{LOGS}/tables/gpu-scaling.log",
+    "report scaling-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Predicted vs published DGX ResNet-50 throughput'",
+    [f"{RESULTS}/published/gpu-scaling.csv"],
+    tex=f"{TAB}/gpu-scaling.tex",
+    md=reported(f"{TAB}/gpu-scaling.md", "gpu-scaling", "Tables"),
+)
 
 
 rule host_check:
@@ -132,18 +129,15 @@ rule host_check:
         "> {log} 2>&1"
 
 
-rule table_host_check:
-    """Measured vs both replays per H200 configuration, with median and worst |error|."""
-    input:
-        f"{RESULTS}/h200/host-check.csv",
-    output:
-        tex=f"{TAB}/host-check.tex",
-        md=reported(f"{TAB}/host-check.md", "host-check", "Tables"),
-    log:
-        f"{LOGS}/tables/host-check.log",
-    shell:
-        "{GS} report host-check-table --input {input} --tex {output.tex} --md {output.md} "
-        "--title 'Host-aware vs single-stream replay, H200 hook-free iterations' > {log} 2>&1"
+# Measured vs both replays per H200 configuration, with median and worst |error|.
+report_step(
+    f"{LOGS}/tables/host-check.log",
+    "report host-check-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Host-aware vs single-stream replay, H200 hook-free iterations'",
+    [f"{RESULTS}/h200/host-check.csv"],
+    tex=f"{TAB}/host-check.tex",
+    md=reported(f"{TAB}/host-check.md", "host-check", "Tables"),
+)
 
 
 rule traces_inventory:
@@ -158,16 +152,13 @@ rule traces_inventory:
         "{GS} traces inventory {input} -o {output} > {log} 2>&1"
 
 
-rule scaling_macros:
-    """The scaling check's numbers as \\gsScaling... macros for paper/sections/gpu.tex."""
-    input:
-        f"{RESULTS}/published/gpu-scaling.csv",
-    output:
-        f"{GEN}/scaling-macros.tex",
-    log:
-        f"{LOGS}/paper/scaling-macros.log",
-    shell:
-        "{GS} report scaling-macros --input {input} -o {output} > {log} 2>&1"
+# The scaling check's numbers as \\gsScaling... macros for paper/sections/gpu.tex.
+report_step(
+    f"{LOGS}/paper/scaling-macros.log",
+    "report scaling-macros --input {input} -o {output.tex}",
+    [f"{RESULTS}/published/gpu-scaling.csv"],
+    tex=f"{GEN}/scaling-macros.tex",
+)
 
 
 def scaling_inputs():

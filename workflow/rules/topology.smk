@@ -62,16 +62,12 @@ rule topology_replay:
         "-o {output} > {log} 2>&1"
 
 
-rule table_topology_replay:
-    """Flat vs hierarchical iteration time per model, cluster shape and planner."""
-    input:
-        f"{RESULTS}/topology/replay.csv",
-    output:
-        tex=f"{TAB}/topology-replay.tex",
-        md=reported(f"{TAB}/topology-replay.md", "topology-replay", "Architectures"),
-    log:
-        f"{LOGS}/tables/topology-replay.log",
-    shell:
-        "{GS} report topology-replay-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'Flat vs hierarchical all-reduce on A100 nodes' "
-        "> {log} 2>&1"
+# Flat vs hierarchical iteration time per model, cluster shape and planner.
+report_step(
+    f"{LOGS}/tables/topology-replay.log",
+    "report topology-replay-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Flat vs hierarchical all-reduce on A100 nodes'",
+    [f"{RESULTS}/topology/replay.csv"],
+    tex=f"{TAB}/topology-replay.tex",
+    md=reported(f"{TAB}/topology-replay.md", "topology-replay", "Architectures"),
+)
