@@ -64,22 +64,32 @@ TABLES.append("llm-scale")
 
 
 rule llm_trace:
-    """A compute trace of a published LLM shape from the FLOPs model (labelled synthetic)."""
+    """A compute trace of each published LLM shape from the FLOPs model (labelled
+    synthetic), in one job."""
     output:
-        csv=f"{RESULTS}/llm/{{llm}}.csv",
-        meta=f"{RESULTS}/llm/{{llm}}.meta.json",
+        [
+            f"{RESULTS}/llm/{llm}.{ext}"
+            for llm in LLM_MODELS
+            for ext in ("csv", "meta.json")
+        ],
     log:
-        f"{LOGS}/llm/{{llm}}-trace.log",
-    wildcard_constraints:
-        llm="|".join(LLM_MODELS),
+        f"{LOGS}/llm/trace.batch.log",
+    params:
+        jobs=batch_lines(
+            (
+                f"{LOGS}/llm/{llm}-trace.log",
+                f"traces flops --model {llm} -o {RESULTS}/llm/{llm}.csv",
+            )
+            for llm in LLM_MODELS
+        ),
     shell:
-        "{GS} traces flops --model {wildcards.llm} -o {output.csv} > {log} 2>&1"
+        BATCH
 
 
 rule llm_advise:
     """advise (DDP's caps, the per-bucket caps, the gradsched plan) on an LLM shape."""
     input:
-        compute=rules.llm_trace.output.csv,
+        compute=f"{RESULTS}/llm/{{llm}}.csv",
         comm=LLM_COMM,
     output:
         text=f"{RESULTS}/llm/{{llm}}-advise.txt",
@@ -99,7 +109,7 @@ rule llm_advise:
 rule llm_advise_sharded:
     """advise --sharded (FSDP2 layouts under the trace GPU's memory) on an LLM shape."""
     input:
-        compute=rules.llm_trace.output.csv,
+        compute=f"{RESULTS}/llm/{{llm}}.csv",
         comm=LLM_COMM,
     output:
         text=f"{RESULTS}/llm/{{llm}}-sharded.txt",
