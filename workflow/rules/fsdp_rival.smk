@@ -52,19 +52,32 @@ rule shard_accumulate_case:
         "-o {output} > {log} 2>&1"
 
 
+RIVAL_RUN = [
+    c for c in [*rival_cases(), MEASURED_RIVAL_CASE] if c[0].startswith("resnet18")
+]
+"""The cases the rival is solved on (the collect keeps the ResNet-18 ones, see above)."""
+
+
 rule shard_rival_case:
-    """The optimum, FSDP2's defaults and the FSDP-unit MILP, uncapped and under FSDP2's peak."""
+    """The optimum, FSDP2's defaults and the FSDP-unit MILP, uncapped and under FSDP2's
+    peak, on each case: one job (CBC's solves dominate; one interpreter)."""
     input:
-        lambda w: [rival_case(w.name, w.network)[1], rival_case(w.name, w.network)[3]],
+        sorted({p for c in RIVAL_RUN for p in (c[1], c[3])}),
     output:
-        f"{RESULTS}/sharded/rival/{{name}}--{{network}}.csv",
+        [f"{RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv" for c in RIVAL_RUN],
     log:
-        f"{LOGS}/sharded/rival-{{name}}--{{network}}.log",
+        f"{LOGS}/sharded/rival.batch.log",
     params:
-        case=lambda w: rival_case(w.name, w.network),
+        jobs=batch_lines(
+            (
+                f"{LOGS}/sharded/rival-{c[0]}--{c[2]}.log",
+                f"shard rival --compute {c[1]} --comm {c[3]} --world-size {c[4]} "
+                f"--semantics {c[5]} -o {RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv",
+            )
+            for c in RIVAL_RUN
+        ),
     shell:
-        "{GS} shard rival --compute {input[0]} --comm {input[1]} "
-        "--world-size {params.case[4]} --semantics {params.case[5]} -o {output} > {log} 2>&1"
+        BATCH
 
 
 rule shard_accumulate_collect:
@@ -81,11 +94,7 @@ rule shard_accumulate_collect:
 report_step(
     f"{LOGS}/sharded/rival-collect.log",
     "report concat {input} -o {output.csv}",
-    [
-        f"{RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv"
-        for c in [*rival_cases(), MEASURED_RIVAL_CASE]
-        if c[0].startswith("resnet18")
-    ],
+    [f"{RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv" for c in RIVAL_RUN],
     csv=f"{RESULTS}/sharded/rival.csv",
 )
 
