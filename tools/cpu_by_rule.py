@@ -16,7 +16,8 @@ changes files' times); the re-run jobs rewrite their outputs in place, so check 
 (``tools/verify_outputs.py``).
 
 ``table`` sums ``jobs.tsv`` by rule (the latest ``run`` of a rule wins: earlier lines of a
-rule that was run again are dropped), largest first, with the total. CPU-seconds depend
+rule that was run again are dropped), largest first, with the total; ``--target all`` keeps
+only the rules that target's DAG has now (after rules were merged, say). CPU-seconds depend
 little on the machine's load (unlike wall time) but not at all: caches and frequency scaling
 on a busy machine cost some; note ``uptime`` beside a measurement.
 """
@@ -90,9 +91,21 @@ def _read_jobs(log: Path, only: set[str] | None = None) -> list[tuple[str, float
     return [r for r in rows if only is None or r[0] in only]
 
 
-def _table(log: Path) -> None:
+def dag_rules(target: str) -> set[str]:
+    """The rules of ``target``'s whole DAG (a dry run with --forceall: its job stats)."""
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    out = subprocess.run([snakemake, "-n", "--forceall", target], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    stats = out[out.index("Job stats:"):].splitlines()[3:]
+    return {line.split()[0] for line in stats if line.split() and line.split()[0] != "total"}
+
+
+def _table(log: Path, target: str | None) -> None:
+    keep = dag_rules(target) if target else None
     by_rule: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
     for rule, user, sys_s, wall in _read_jobs(log):
+        if keep is not None and rule not in keep:
+            continue  # a rule the workflow no longer has (measured before a change)
         agg = by_rule[rule]
         agg[0] += 1
         agg[1] += user
@@ -115,10 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--snakemake-arg", action="append", default=[], dest="extra")
     table = sub.add_parser("table", help="CPU-seconds by rule from build/cpu/jobs.tsv")
     table.add_argument("--log", type=Path, default=CPU_DIR / "jobs.tsv")
+    table.add_argument("--target", help="only the rules of this target's DAG (a dry run)")
     args = parser.parse_args(argv)
     if args.verb == "run":
         return _run(args.rules, args.target, args.extra)
-    _table(args.log)
+    _table(args.log, args.target)
     return 0
 
 
