@@ -90,17 +90,25 @@ rule table_replay_family:
         "> {log} 2>&1"
 
 
-rule scaling_check:
-    """The replay (DDP, GPU compute trace, single-node sweep) vs published DGX throughput."""
-    input:
-        spec=SCALING_SPEC,
-        data=lambda wc: scaling_inputs(),
-    output:
-        f"{RESULTS}/published/gpu-scaling.csv",
-    log:
-        f"{LOGS}/published/gpu-scaling.log",
-    shell:
-        "{GS} study scaling-check --spec {input.spec} -o {output} > {log} 2>&1"
+def scaling_inputs():
+    """The compute and comm files the scaling spec names (so the check reruns on a change)."""
+    return sorted(
+        {
+            str(case[key])
+            for case in SCALING.get("cases") or []
+            for key in ("compute", "comm")
+        }
+    )
+
+
+# The replay (DDP, GPU compute trace, single-node sweep) vs published DGX throughput (in
+# the report batch, before its table and macros).
+report_step(
+    f"{LOGS}/published/gpu-scaling.log",
+    f"study scaling-check --spec {SCALING_SPEC} -o {{output.csv}}",
+    [SCALING_SPEC, *scaling_inputs()],
+    csv=f"{RESULTS}/published/gpu-scaling.csv",
+)
 
 
 # Predicted vs published images/s on 1 and 8 GPUs and the scaling, with errors.
@@ -114,19 +122,15 @@ report_step(
 )
 
 
-rule host_check:
-    """The host-aware and the single-stream replay of the H200 host traces vs the hook-free
-    CUDA-event iterations (forward + backward) of the same process."""
-    input:
-        traces=HOST_TRACES,
-        summary=HOST_SUMMARY,
-    output:
-        f"{RESULTS}/h200/host-check.csv",
-    log:
-        f"{LOGS}/h200/host-check.log",
-    shell:
-        "{GS} study host-check {input.traces} --summary {input.summary} -o {output} "
-        "> {log} 2>&1"
+# The host-aware and the single-stream replay of the H200 host traces vs the hook-free
+# CUDA-event iterations (forward + backward) of the same process (in the report batch,
+# before its table).
+report_step(
+    f"{LOGS}/h200/host-check.log",
+    f"study host-check {' '.join(HOST_TRACES)} --summary {HOST_SUMMARY} -o {{output.csv}}",
+    [*HOST_TRACES, HOST_SUMMARY],
+    csv=f"{RESULTS}/h200/host-check.csv",
+)
 
 
 # Measured vs both replays per H200 configuration, with median and worst |error|.
@@ -159,17 +163,6 @@ report_step(
     [f"{RESULTS}/published/gpu-scaling.csv"],
     tex=f"{GEN}/scaling-macros.tex",
 )
-
-
-def scaling_inputs():
-    """The compute and comm files the scaling spec names (so the check reruns on a change)."""
-    return sorted(
-        {
-            str(case[key])
-            for case in SCALING.get("cases") or []
-            for key in ("compute", "comm")
-        }
-    )
 
 
 # The replay result's figures and tables (one figure per compute family, the GPU

@@ -46,20 +46,15 @@ if topology_replay_spec()[0]:
     TABLES.append("topology-replay")
 
 
-rule topology_replay:
-    """GPU compute traces on 2 and 4 A100 nodes, flat vs hierarchical."""
-    input:
-        topology_replay_inputs(),
-    output:
-        f"{RESULTS}/topology/replay.csv",
-    log:
-        f"{LOGS}/topology/replay.log",
-    params:
-        args=topology_replay_args(),
-        iterations=config.get("replay", {}).get("iterations", 5),
-    shell:
-        "{GS} study topology-replay {params.args} --iterations {params.iterations} "
-        "-o {output} > {log} 2>&1"
+# GPU compute traces on 2 and 4 A100 nodes, flat vs hierarchical (in the report batch,
+# before its table).
+report_step(
+    f"{LOGS}/topology/replay.log",
+    f"study topology-replay {topology_replay_args()} "
+    f"--iterations {config.get('replay', {}).get('iterations', 5)} -o {{output.csv}}",
+    topology_replay_inputs(),
+    csv=f"{RESULTS}/topology/replay.csv",
+)
 
 
 # Flat vs hierarchical iteration time per model, cluster shape and planner.
