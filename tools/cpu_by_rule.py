@@ -36,10 +36,10 @@ CPU_DIR = ROOT / "build" / "cpu"
 SHELL = ROOT / "tools" / "timed_shell.sh"
 
 
-def _run(rules: list[str], target: str, extra: list[str]) -> int:
+def _run(rules: list[str], target: str, extra: list[str], log: Path) -> int:
     bin_dir = CPU_DIR / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    log = CPU_DIR / "jobs.tsv"
+    log.parent.mkdir(parents=True, exist_ok=True)
     # A rule run again replaces its earlier lines (see `table`): mark where this run starts.
     with log.open("a") as f:
         for rule in rules:
@@ -64,7 +64,7 @@ def _run(rules: list[str], target: str, extra: list[str]) -> int:
     jobs = _read_jobs(log, set(rules))
     job_cpu = sum(u + s for u, s in ((r[1], r[2]) for r in jobs))
     total = usage.ru_utime + usage.ru_stime
-    with (CPU_DIR / "snakemake.tsv").open("a") as f:
+    with (log.parent / "snakemake.tsv").open("a") as f:
         f.write(f"{' '.join(rules)}\t{len(jobs)}\t{total:.2f}\t{total - job_cpu:.2f}\n")
     print(
         f"{len(jobs)} jobs: {job_cpu:.1f} CPU-s in jobs, "
@@ -96,8 +96,12 @@ def dag_rules(target: str) -> set[str]:
     snakemake = str(Path(sys.executable).parent / "snakemake")
     out = subprocess.run([snakemake, "-n", "--forceall", target], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    stats = out[out.index("Job stats:"):].splitlines()[3:]
-    return {line.split()[0] for line in stats if line.split() and line.split()[0] != "total"}
+    rules = set()
+    for line in out[out.index("Job stats:"):].splitlines()[3:]:
+        if not line.split() or line.split()[0] == "total":
+            break
+        rules.add(line.split()[0])
+    return rules
 
 
 def _table(log: Path, target: str | None) -> None:
@@ -126,12 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("rules", nargs="+")
     run.add_argument("--target", default="all")
     run.add_argument("--snakemake-arg", action="append", default=[], dest="extra")
+    run.add_argument("--log", type=Path, default=CPU_DIR / "jobs.tsv",
+                     help="where the jobs' lines go (snakemake.tsv beside it)")
     table = sub.add_parser("table", help="CPU-seconds by rule from build/cpu/jobs.tsv")
     table.add_argument("--log", type=Path, default=CPU_DIR / "jobs.tsv")
     table.add_argument("--target", help="only the rules of this target's DAG (a dry run)")
     args = parser.parse_args(argv)
     if args.verb == "run":
-        return _run(args.rules, args.target, args.extra)
+        return _run(args.rules, args.target, args.extra, args.log.resolve())
     _table(args.log, args.target)
     return 0
 
