@@ -50,6 +50,19 @@ include: "workflow/rules/advise.smk"
 include: "workflow/rules/at_scale.smk"
 # Which device mesh: FSDP vs reshard-to-node vs HSDP at 64-512 H100s (in `all` via TABLES).
 include: "workflow/rules/hsdp.smk"
+# The report steps the stages registered (report_step), in one job: after every include.
+include: "workflow/rules/report_batch.smk"
+
+
+# Every job imports gradsched: its modules are compiled once, here, not in every job. A
+# module without an up-to-date .pyc is compiled by each process that imports it, and none
+# writes one where PYTHONDONTWRITEBYTECODE is set (0.1-0.2 CPU-s a job; compileall writes
+# them regardless). Not on dry runs (Snakemake runs no onstart there).
+onstart:
+    shell(
+        f"{GS.removesuffix(' -m gradsched')} -c 'import compileall, gradsched; "
+        "compileall.compile_dir(gradsched.__path__[0], quiet=2)'"
+    )
 
 
 rule all:

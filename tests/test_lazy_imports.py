@@ -67,3 +67,16 @@ def test_the_table_writer_loads_no_plotting_stack() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert "LOADED []" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+
+
+def test_the_fit_tables_load_no_plotting_stack() -> None:
+    """The fit and cross-world-size tables read ``report.fits``, which imports matplotlib and
+    seaborn inside its two figure functions only (``report table fits`` paid about 1 CPU-s
+    for them)."""
+    code = ("import sys\nimport gradsched.report.tables as t\n"
+            "t.table_builder('fits'); t.table_builder('crossws')\n"
+            "print('LOADED', sorted(m for m in sys.modules if m.startswith(('matplotlib', "
+            "'seaborn', 'scipy.stats'))))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert "LOADED []" in proc.stdout, proc.stdout + proc.stderr[-2000:]

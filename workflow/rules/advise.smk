@@ -64,22 +64,32 @@ TABLES.append("llm-scale")
 
 
 rule llm_trace:
-    """A compute trace of a published LLM shape from the FLOPs model (labelled synthetic)."""
+    """A compute trace of each published LLM shape from the FLOPs model (labelled
+    synthetic), in one job."""
     output:
-        csv=f"{RESULTS}/llm/{{llm}}.csv",
-        meta=f"{RESULTS}/llm/{{llm}}.meta.json",
+        [
+            f"{RESULTS}/llm/{llm}.{ext}"
+            for llm in LLM_MODELS
+            for ext in ("csv", "meta.json")
+        ],
     log:
-        f"{LOGS}/llm/{{llm}}-trace.log",
-    wildcard_constraints:
-        llm="|".join(LLM_MODELS),
+        f"{LOGS}/llm/trace.batch.log",
+    params:
+        jobs=batch_lines(
+            (
+                f"{LOGS}/llm/{llm}-trace.log",
+                f"traces flops --model {llm} -o {RESULTS}/llm/{llm}.csv",
+            )
+            for llm in LLM_MODELS
+        ),
     shell:
-        "{GS} traces flops --model {wildcards.llm} -o {output.csv} > {log} 2>&1"
+        BATCH
 
 
 rule llm_advise:
     """advise (DDP's caps, the per-bucket caps, the gradsched plan) on an LLM shape."""
     input:
-        compute=rules.llm_trace.output.csv,
+        compute=f"{RESULTS}/llm/{{llm}}.csv",
         comm=LLM_COMM,
     output:
         text=f"{RESULTS}/llm/{{llm}}-advise.txt",
@@ -99,7 +109,7 @@ rule llm_advise:
 rule llm_advise_sharded:
     """advise --sharded (FSDP2 layouts under the trace GPU's memory) on an LLM shape."""
     input:
-        compute=rules.llm_trace.output.csv,
+        compute=f"{RESULTS}/llm/{{llm}}.csv",
         comm=LLM_COMM,
     output:
         text=f"{RESULTS}/llm/{{llm}}-sharded.txt",
@@ -116,18 +126,17 @@ rule llm_advise_sharded:
         "> {output.text}.tmp 2> {log} && mv {output.text}.tmp {output.text}"
 
 
-rule table_llm_scale:
-    """One row per LLM shape: DDP and FSDP2 advice at 1,024 ranks (LaTeX + Markdown)."""
-    input:
-        ddp=expand(rules.llm_advise.output.json, llm=LLM_MODELS),
-        sharded=expand(rules.llm_advise_sharded.output.json, llm=LLM_MODELS),
-    output:
-        tex=f"{TAB}/llm-scale.tex",
-        md=reported(f"{TAB}/llm-scale.md", "llm-scale", "LLM scale"),
-    log:
-        f"{LOGS}/tables/llm-scale.log",
-    params:
-        models=" ".join(LLM_MODELS),
-    shell:
-        "{GS} report llm-scale --model {params.models} --advice {input.ddp} "
-        "--sharded {input.sharded} --tex {output.tex} --md {output.md} > {log} 2>&1"
+# One row per LLM shape: DDP and FSDP2 advice at 1,024 ranks (LaTeX + Markdown).
+report_step(
+    f"{LOGS}/tables/llm-scale.log",
+    f"report llm-scale --model {' '.join(LLM_MODELS)} "
+    f"--advice {' '.join(expand(rules.llm_advise.output.json, llm=LLM_MODELS))} "
+    f"--sharded {' '.join(expand(rules.llm_advise_sharded.output.json, llm=LLM_MODELS))} "
+    "--tex {output.tex} --md {output.md}",
+    [
+        *expand(rules.llm_advise.output.json, llm=LLM_MODELS),
+        *expand(rules.llm_advise_sharded.output.json, llm=LLM_MODELS),
+    ],
+    tex=f"{TAB}/llm-scale.tex",
+    md=reported(f"{TAB}/llm-scale.md", "llm-scale", "LLM scale"),
+)

@@ -68,14 +68,13 @@ def coll_traces():
     return out
 
 
+COLL_TUNED_NETS = ("loopback", "cluster-1gbit", "cluster-200mbit")
+"""The networks with a tuned cost model (collectives_tuned)."""
 COLLECTIVES_OUTPUTS = (
     [
         f"{RESULTS}/collectives/fit.json",
         f"{RESULTS}/collectives/errors.csv",
-        *[
-            f"{RESULTS}/collectives/tuned-{net}.json"
-            for net in ("loopback", "cluster-1gbit", "cluster-200mbit")
-        ],
+        *[f"{RESULTS}/collectives/tuned-{net}.json" for net in COLL_TUNED_NETS],
     ]
     + [
         f"{FIG}/collectives-{name}.{ext}"
@@ -142,22 +141,36 @@ rule collectives_fit:
         "--errors {output.errors} > {log} 2>&1"
 
 
+def tuned_traces(net):
+    """The committed sweeps of one network (all-reduce and broadcast, every world size)."""
+    return [
+        t
+        for t in coll_traces()
+        if Path(t).name.startswith(f"{net}-p")
+        or Path(t).name.startswith(f"{net}-broadcast-p")
+    ]
+
+
 rule collectives_tuned:
-    """The tuned cost model (fastest algorithm per size) of one network."""
+    """The tuned cost model (fastest algorithm per size) of each network, in one job."""
     input:
-        traces=lambda wc: [
-            t
-            for t in coll_traces()
-            if Path(t).name.startswith(f"{wc.collnet}-p")
-            or Path(t).name.startswith(f"{wc.collnet}-broadcast-p")
-        ],
+        traces=sorted({t for net in COLL_TUNED_NETS for t in tuned_traces(net)}),
         fit=f"{RESULTS}/collectives/fit.json",
     output:
-        f"{RESULTS}/collectives/tuned-{{collnet}}.json",
+        [f"{RESULTS}/collectives/tuned-{net}.json" for net in COLL_TUNED_NETS],
     log:
-        f"{LOGS}/collectives/tuned-{{collnet}}.log",
+        f"{LOGS}/collectives/tuned.batch.log",
+    params:
+        jobs=lambda wc, input: batch_lines(
+            (
+                f"{LOGS}/collectives/tuned-{net}.log",
+                f"bench collectives-tune {' '.join(tuned_traces(net))} "
+                f"--fit {input.fit} -o {RESULTS}/collectives/tuned-{net}.json",
+            )
+            for net in COLL_TUNED_NETS
+        ),
     shell:
-        "{GS} bench collectives-tune {input.traces} --fit {input.fit} -o {output} > {log} 2>&1"
+        BATCH
 
 
 rule collectives_report:

@@ -36,6 +36,22 @@ def batch_lines(jobs):
     return "\n".join(f"{shlex.quote(log)} {args}" for log, args in jobs)
 
 
+# The small report steps (a table, a macro file, a concat of committed or computed CSVs) cost
+# more in interpreter start-up, imports and Snakemake's bookkeeping than in work (0.6 CPU-s a
+# job, 0.3 of Snakemake's): each stage registers them here, and one job, `report_batch`
+# (workflow/rules/report_batch.smk, included last), runs them all in registration order.
+REPORT_STEPS = []
+
+
+def report_step(log, command, inputs, **outputs):
+    """Register one `gradsched` step of `report_batch`: ``command`` with ``{input}`` (the
+    inputs, space-separated) and ``{output.NAME}`` filled in; a step that reads another's
+    output is registered after it."""
+    fields = type("Outputs", (), {k: str(v) for k, v in outputs.items()})
+    args = command.format(input=" ".join(inputs), output=fields)
+    REPORT_STEPS.append((log, args, list(inputs), list(outputs.values())))
+
+
 def rule_name(*parts):
     """A rule name made of ``parts`` (networks and sets hold '-' and '.')."""
     return "_".join(re.sub(r"\W", "_", part) for part in parts)

@@ -6,15 +6,24 @@
 
 
 rule extrapolation_model:
-    """The network's sweeps fitted at `fit_on` and scaled by the ring formula (JSON model)."""
+    """Each network's sweeps fitted at `fit_on` and scaled by the ring formula (JSON
+    models), in one job."""
     input:
-        lambda wc: list(network_traces(wc.network).values()),
+        sorted({t for n in extrapolations() for t in network_traces(n).values()}),
     output:
-        f"{RESULTS}/extrapolate/{{network}}.scaled.json",
+        [f"{RESULTS}/extrapolate/{n}.scaled.json" for n in extrapolations()],
     log:
-        f"{LOGS}/extrapolate/{{network}}.log",
+        f"{LOGS}/extrapolate/batch.log",
     params:
-        fit_on=lambda wc: ",".join(map(str, extrapolations()[wc.network]["fit_on"])),
+        jobs=batch_lines(
+            (
+                f"{LOGS}/extrapolate/{n}.log",
+                f"fit --cross-world-size "
+                f"{' '.join(map(shlex.quote, network_traces(n).values()))} "
+                f"--fit-on {','.join(map(str, item['fit_on']))} --method scaled "
+                f"--algorithm ring -o {RESULTS}/extrapolate/{n}.scaled.json",
+            )
+            for n, item in extrapolations().items()
+        ),
     shell:
-        "{GS} fit --cross-world-size {input} --fit-on {params.fit_on} --method scaled "
-        "--algorithm ring -o {output} > {log} 2>&1"
+        BATCH

@@ -58,29 +58,39 @@ rule fit_table:
 
 
 rule crossws_series:
-    """Fit the ring formula (analytic) at some world sizes of a network series; predict the
-    others (the two-level NCCL model is validated in nccl.smk)."""
+    """Each network series fitted with the ring formula (analytic) at some world sizes, the
+    others predicted (the two-level NCCL model is validated in nccl.smk), then all the
+    tables in one CSV: one job."""
     input:
-        lambda wc: list(network_traces(wc.network).values()),
+        sorted({t for n in crossws_series() for t in network_traces(n).values()}),
     output:
-        f"{RESULTS}/fit/crossws/{{network}}.csv",
-    log:
-        f"{LOGS}/fit/crossws/{{network}}.log",
-    params:
-        fit_on=lambda wc: ",".join(map(str, crossws_series()[wc.network]["fit_on"])),
-        algorithm=lambda wc: crossws_series()[wc.network].get("algorithm", "ring"),
-    shell:
-        "{GS} fit --cross-world-size {input} --fit-on {params.fit_on} "
-        "--method analytic --algorithm {params.algorithm} --table {output} > {log} 2>&1"
-
-
-rule crossws_table:
-    """All cross-world-size tables in one CSV."""
-    input:
-        expand(f"{RESULTS}/fit/crossws/{{network}}.csv", network=crossws_series()),
-    output:
+        [f"{RESULTS}/fit/crossws/{n}.csv" for n in crossws_series()],
         f"{RESULTS}/fit/crossws.csv",
     log:
-        f"{LOGS}/fit/crossws.log",
+        f"{LOGS}/fit/crossws.batch.log",
+    params:
+        jobs=batch_lines(
+            [
+                (
+                    f"{LOGS}/fit/crossws/{n}.log",
+                    f"fit --cross-world-size "
+                    f"{' '.join(map(shlex.quote, network_traces(n).values()))} "
+                    f"--fit-on {','.join(map(str, spec['fit_on']))} --method analytic "
+                    f"--algorithm {spec.get('algorithm', 'ring')} "
+                    f"--table {RESULTS}/fit/crossws/{n}.csv",
+                )
+                for n, spec in crossws_series().items()
+            ]
+            + [
+                (
+                    f"{LOGS}/fit/crossws.log",
+                    "report concat "
+                    + " ".join(
+                        f"{RESULTS}/fit/crossws/{n}.csv" for n in crossws_series()
+                    )
+                    + f" -o {RESULTS}/fit/crossws.csv",
+                )
+            ]
+        ),
     shell:
-        "{GS} report concat {input} -o {output} > {log} 2>&1"
+        BATCH

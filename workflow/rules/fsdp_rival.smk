@@ -36,106 +36,102 @@ if rival_cases():
     TABLES += ["accumulation-modes", "fsdp-rival"]
 
 
-rule shard_accumulate_case:
-    """FSDP2's accumulation modes at ACCUM_K micro-batches per step, FSDP2's default units."""
-    input:
-        lambda w: [rival_case(w.name, w.network)[1], rival_case(w.name, w.network)[3]],
-    output:
-        f"{RESULTS}/sharded/accumulate/{{name}}--{{network}}.csv",
-    log:
-        f"{LOGS}/sharded/accumulate-{{name}}--{{network}}.log",
-    params:
-        case=lambda w: rival_case(w.name, w.network),
-    shell:
-        "{GS} shard accumulate --compute {input[0]} --comm {input[1]} "
-        "--world-size {params.case[4]} --semantics {params.case[5]} --grad-accum {ACCUM_K} "
-        "-o {output} > {log} 2>&1"
+ACCUM_RUN = [(c, hsdp) for hsdp in (False, True) for c in rival_cases()]
+"""(case, HSDP?) of the accumulation replays: FSDP2's modes on each case's P ranks, then
+HSDP's three on a 2 x 2 mesh (4 ranks, shard groups and replicate groups of 2, each priced by
+the case's 2-rank sweep: every rank has its own shaped link)."""
 
 
-rule shard_accumulate_hsdp_case:
-    """HSDP's three accumulation modes on a 2 x 2 mesh (4 ranks, shard groups and replicate
-    groups of 2, each priced by the case's 2-rank sweep: every rank has its own shaped link),
-    at ACCUM_K micro-batches per step, FSDP2's default units."""
+def accumulate_csv(case, hsdp):
+    kind = "accumulate-hsdp" if hsdp else "accumulate"
+    return f"{RESULTS}/sharded/{kind}/{case[0]}--{case[2]}.csv"
+
+
+rule shard_accumulate_cases:
+    """The accumulation modes of ACCUM_RUN at ACCUM_K micro-batches per step, FSDP2's
+    default units: one job."""
     input:
-        lambda w: [rival_case(w.name, w.network)[1], rival_case(w.name, w.network)[3]],
+        sorted({p for c in rival_cases() for p in (c[1], c[3])}),
     output:
-        f"{RESULTS}/sharded/accumulate-hsdp/{{name}}--{{network}}.csv",
+        [accumulate_csv(c, h) for c, h in ACCUM_RUN],
     log:
-        f"{LOGS}/sharded/accumulate-hsdp-{{name}}--{{network}}.log",
+        f"{LOGS}/sharded/accumulate.batch.log",
     params:
-        case=lambda w: rival_case(w.name, w.network),
+        jobs=batch_lines(
+            (
+                f"{LOGS}/sharded/accumulate{'-hsdp' if h else ''}-{c[0]}--{c[2]}.log",
+                f"shard accumulate --compute {c[1]} --comm {c[3]} "
+                + ("--world-size 4 --mesh 2x2 " if h else f"--world-size {c[4]} ")
+                + f"--semantics {c[5]} --grad-accum {ACCUM_K} -o {accumulate_csv(c, h)}",
+            )
+            for c, h in ACCUM_RUN
+        ),
     shell:
-        "{GS} shard accumulate --compute {input[0]} --comm {input[1]} "
-        "--world-size 4 --mesh 2x2 --semantics {params.case[5]} --grad-accum {ACCUM_K} "
-        "-o {output} > {log} 2>&1"
+        BATCH
+
+
+RIVAL_RUN = [
+    c for c in [*rival_cases(), MEASURED_RIVAL_CASE] if c[0].startswith("resnet18")
+]
+"""The cases the rival is solved on (the collect keeps the ResNet-18 ones, see above)."""
 
 
 rule shard_rival_case:
-    """The optimum, FSDP2's defaults and the FSDP-unit MILP, uncapped and under FSDP2's peak."""
+    """The optimum, FSDP2's defaults and the FSDP-unit MILP, uncapped and under FSDP2's
+    peak, on each case: one job (CBC's solves dominate; one interpreter)."""
     input:
-        lambda w: [rival_case(w.name, w.network)[1], rival_case(w.name, w.network)[3]],
+        sorted({p for c in RIVAL_RUN for p in (c[1], c[3])}),
     output:
-        f"{RESULTS}/sharded/rival/{{name}}--{{network}}.csv",
+        [f"{RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv" for c in RIVAL_RUN],
     log:
-        f"{LOGS}/sharded/rival-{{name}}--{{network}}.log",
+        f"{LOGS}/sharded/rival.batch.log",
     params:
-        case=lambda w: rival_case(w.name, w.network),
+        jobs=batch_lines(
+            (
+                f"{LOGS}/sharded/rival-{c[0]}--{c[2]}.log",
+                f"shard rival --compute {c[1]} --comm {c[3]} --world-size {c[4]} "
+                f"--semantics {c[5]} -o {RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv",
+            )
+            for c in RIVAL_RUN
+        ),
     shell:
-        "{GS} shard rival --compute {input[0]} --comm {input[1]} "
-        "--world-size {params.case[4]} --semantics {params.case[5]} -o {output} > {log} 2>&1"
+        BATCH
 
 
-rule shard_accumulate_collect:
-    input:
-        [f"{RESULTS}/sharded/accumulate/{c[0]}--{c[2]}.csv" for c in rival_cases()],
-        [f"{RESULTS}/sharded/accumulate-hsdp/{c[0]}--{c[2]}.csv" for c in rival_cases()],
-    output:
-        f"{RESULTS}/sharded/accumulate.csv",
-    log:
-        f"{LOGS}/sharded/accumulate-collect.log",
-    shell:
-        "{GS} report concat {input} -o {output} > {log} 2>&1"
+report_step(
+    f"{LOGS}/sharded/accumulate-collect.log",
+    "report concat {input} -o {output.csv}",
+    [accumulate_csv(c, h) for c, h in ACCUM_RUN],
+    csv=f"{RESULTS}/sharded/accumulate.csv",
+)
 
 
-rule shard_rival_collect:
-    input:
-        [
-            f"{RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv"
-            for c in [*rival_cases(), MEASURED_RIVAL_CASE]
-            if c[0].startswith("resnet18")
-        ],
-    output:
-        f"{RESULTS}/sharded/rival.csv",
-    log:
-        f"{LOGS}/sharded/rival-collect.log",
-    shell:
-        "{GS} report concat {input} -o {output} > {log} 2>&1"
+report_step(
+    f"{LOGS}/sharded/rival-collect.log",
+    "report concat {input} -o {output.csv}",
+    [f"{RESULTS}/sharded/rival/{c[0]}--{c[2]}.csv" for c in RIVAL_RUN],
+    csv=f"{RESULTS}/sharded/rival.csv",
+)
 
 
-rule table_accumulation_modes:
-    input:
-        f"{RESULTS}/sharded/accumulate.csv",
-    output:
-        tex=f"{TAB}/accumulation-modes.tex",
-        md=f"{TAB}/accumulation-modes.md",
-    log:
-        f"{LOGS}/tables/accumulation-modes.log",
-    shell:
-        "{GS} report accumulation-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'FSDP2 and HSDP accumulation modes, replayed' > {log} 2>&1"
+report_step(
+    f"{LOGS}/tables/accumulation-modes.log",
+    "report accumulation-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'FSDP2 and HSDP accumulation modes, replayed'",
+    [f"{RESULTS}/sharded/accumulate.csv"],
+    tex=f"{TAB}/accumulation-modes.tex",
+    md=f"{TAB}/accumulation-modes.md",
+)
 
 
-rule table_fsdp_rival:
-    input:
-        f"{RESULTS}/sharded/rival.csv",
-    output:
-        tex=f"{TAB}/fsdp-rival.tex",
-        md=f"{TAB}/fsdp-rival.md",
-    log:
-        f"{LOGS}/tables/fsdp-rival.log",
-    shell:
-        "{GS} report fsdp-rival-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'The sharded optimum vs the FSDP-unit MILP' > {log} 2>&1"
+report_step(
+    f"{LOGS}/tables/fsdp-rival.log",
+    "report fsdp-rival-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'The sharded optimum vs the FSDP-unit MILP'",
+    [f"{RESULTS}/sharded/rival.csv"],
+    tex=f"{TAB}/fsdp-rival.tex",
+    md=f"{TAB}/fsdp-rival.md",
+)
 
 
 # The committed run of the rival plans (paper/data/sharded-rival/<case>/: gradsched shard run
@@ -146,14 +142,12 @@ if RIVAL_MEASURED:
     TABLES.append("fsdp-rival-measured")
 
 
-rule table_fsdp_rival_measured:
-    input:
+if RIVAL_MEASURED:
+    report_step(
+        f"{LOGS}/tables/fsdp-rival-measured.log",
+        "report fsdp-rival-measured-table --input {input} --tex {output.tex} "
+        "--md {output.md} --title 'The rival plans run with stock FSDP2'",
         RIVAL_MEASURED[:1],
-    output:
         tex=f"{TAB}/fsdp-rival-measured.tex",
         md=f"{TAB}/fsdp-rival-measured.md",
-    log:
-        f"{LOGS}/tables/fsdp-rival-measured.log",
-    shell:
-        "{GS} report fsdp-rival-measured-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'The rival plans run with stock FSDP2' > {log} 2>&1"
+    )

@@ -29,39 +29,68 @@ NCCL_OUTPUTS = [
 ]
 
 
+# The models the at-scale predictions use: the NCCL model fitted on the ABCI A100 series'
+# smallest scale (2 nodes; its measured extrapolation error to 4-16 nodes recorded in the JSON),
+# as measured (A100) and moved to an HGX H100 node with eight 400 Gbit/s NICs (H100, H200:
+# nothing measured there, every world size an extrapolation).
+NCCL_MODELS = {
+    "abci-a100": "",
+    "h100-8x400g": "--hardware h100-8x400g",
+}
+
+
 rule nccl_crossws:
-    """One method fitted on the smallest scale of one series; MAPE per world size."""
+    """Each method fitted on each series' smallest scale (MAPE per world size), one CSV per
+    method, and the NCCL model of each machine (JSON): one job."""
     input:
-        lambda wc: NCCL_SERIES[wc.series]["traces"],
+        sorted({t for series in NCCL_SERIES.values() for t in series["traces"]}),
     output:
-        f"{RESULTS}/nccl/crossws/{{series}}.{{method}}.csv",
+        [
+            f"{RESULTS}/nccl/crossws/{series}.{method}.csv"
+            for method in NCCL_METHODS
+            for series in NCCL_SERIES
+        ],
+        [f"{RESULTS}/nccl/{method}.csv" for method in NCCL_METHODS],
+        [f"{RESULTS}/nccl/models/{machine}.json" for machine in NCCL_MODELS],
     log:
-        f"{LOGS}/nccl/crossws/{{series}}.{{method}}.log",
-    wildcard_constraints:
-        series="|".join(NCCL_SERIES),
-        method="|".join(NCCL_METHODS),
+        f"{LOGS}/nccl/crossws.batch.log",
     params:
-        fit_on=lambda wc: NCCL_SERIES[wc.series]["fit_on"],
-        method=lambda wc: NCCL_METHODS[wc.method],
-    shell:
-        "{GS} fit --cross-world-size {input} --fit-on {params.fit_on} {params.method} "
-        "--table {output} > {log} 2>&1"
-
-
-rule nccl_method:
-    """One method's tables of every series in one CSV."""
-    input:
-        expand(
-            f"{RESULTS}/nccl/crossws/{{series}}.{{{{method}}}}.csv", series=NCCL_SERIES
+        jobs=batch_lines(
+            [
+                (
+                    f"{LOGS}/nccl/crossws/{series}.{method}.log",
+                    f"fit --cross-world-size {' '.join(spec['traces'])} "
+                    f"--fit-on {spec['fit_on']} {flags} "
+                    f"--table {RESULTS}/nccl/crossws/{series}.{method}.csv",
+                )
+                for method, flags in NCCL_METHODS.items()
+                for series, spec in NCCL_SERIES.items()
+            ]
+            + [
+                (
+                    f"{LOGS}/nccl/{method}.log",
+                    "report concat "
+                    + " ".join(
+                        f"{RESULTS}/nccl/crossws/{series}.{method}.csv"
+                        for series in NCCL_SERIES
+                    )
+                    + f" -o {RESULTS}/nccl/{method}.csv",
+                )
+                for method in NCCL_METHODS
+            ]
+            + [
+                (
+                    f"{LOGS}/nccl/models/{machine}.log",
+                    "fit --cross-world-size "
+                    f"{' '.join(NCCL_SERIES['abci-a100']['traces'])} "
+                    f"--fit-on {NCCL_SERIES['abci-a100']['fit_on']} {flags} "
+                    f"-o {RESULTS}/nccl/models/{machine}.json",
+                )
+                for machine, flags in NCCL_MODELS.items()
+            ]
         ),
-    output:
-        f"{RESULTS}/nccl/{{method}}.csv",
-    log:
-        f"{LOGS}/nccl/{{method}}.log",
-    wildcard_constraints:
-        method="|".join(NCCL_METHODS),
     shell:
-        "{GS} report concat {input} -o {output} > {log} 2>&1"
+        BATCH
 
 
 rule nccl_validation:
@@ -81,31 +110,3 @@ rule nccl_validation:
         "{GS} report collectives-at-scale-table {params.cases} --tex {output.tex} "
         "--md {output.md} --title 'Collectives at scale: MAPE per world size' > {log} 2>&1 "
         "&& cp {output.tex} {output.paper}"
-
-
-# The models the at-scale predictions use: the NCCL model fitted on the ABCI A100 series'
-# smallest scale (2 nodes; its measured extrapolation error to 4-16 nodes recorded in the JSON),
-# as measured (A100) and moved to an HGX H100 node with eight 400 Gbit/s NICs (H100, H200:
-# nothing measured there, every world size an extrapolation).
-NCCL_MODELS = {
-    "abci-a100": "",
-    "h100-8x400g": "--hardware h100-8x400g",
-}
-
-
-rule nccl_model:
-    """The NCCL model of one machine, calibrated on the ABCI A100 2-node sweep (JSON)."""
-    input:
-        NCCL_SERIES["abci-a100"]["traces"],
-    output:
-        f"{RESULTS}/nccl/models/{{machine}}.json",
-    log:
-        f"{LOGS}/nccl/models/{{machine}}.log",
-    wildcard_constraints:
-        machine="|".join(NCCL_MODELS),
-    params:
-        fit_on=NCCL_SERIES["abci-a100"]["fit_on"],
-        hardware=lambda wc: NCCL_MODELS[wc.machine],
-    shell:
-        "{GS} fit --cross-world-size {input} --fit-on {params.fit_on} {params.hardware} "
-        "-o {output} > {log} 2>&1"

@@ -42,26 +42,20 @@ rule overlap_slowdown:
         "--groups-out {output.groups} -o {output.summary} > {log} 2>&1"
 
 
-rule table_overlap_slowdown:
-    input:
-        f"{RESULTS}/overlap/overlap-slowdown.csv",
-    output:
-        tex=f"{TAB}/overlap-slowdown.tex",
-        md=f"{TAB}/overlap-slowdown.md",
-    log:
-        f"{LOGS}/tables/overlap-slowdown.log",
-    shell:
-        "{GS} report overlap-slowdown-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'Compute slowdown beside NCCL kernels' > {log} 2>&1"
+report_step(
+    f"{LOGS}/tables/overlap-slowdown.log",
+    "report overlap-slowdown-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Compute slowdown beside NCCL kernels'",
+    [f"{RESULTS}/overlap/overlap-slowdown.csv"],
+    tex=f"{TAB}/overlap-slowdown.tex",
+    md=f"{TAB}/overlap-slowdown.md",
+)
 
 
-rule overlap_slowdown_macros:
-    """The overlap slowdown's numbers for the prose (paper/sections/overlap-slowdown.tex)."""
-    input:
-        f"{RESULTS}/overlap/overlap-slowdown.csv",
-    output:
-        f"{GEN}/overlap-macros.tex",
-    log:
-        f"{LOGS}/paper/overlap-macros.log",
-    shell:
-        "{GS} report overlap-slowdown-macros --input {input} -o {output} > {log} 2>&1"
+# The overlap slowdown's numbers for the prose (paper/sections/overlap-slowdown.tex).
+report_step(
+    f"{LOGS}/paper/overlap-macros.log",
+    "report overlap-slowdown-macros --input {input} -o {output.tex}",
+    [f"{RESULTS}/overlap/overlap-slowdown.csv"],
+    tex=f"{GEN}/overlap-macros.tex",
+)

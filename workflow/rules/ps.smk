@@ -56,30 +56,23 @@ rule ps_replay:
         "-o {output} > {log} 2>&1"
 
 
-rule table_ps_replay:
-    """Iteration time per planner on all-reduce and on each server layout."""
-    input:
-        f"{RESULTS}/ps/replay.csv",
-    output:
-        tex=f"{TAB}/ps-replay.tex",
-        md=reported(f"{TAB}/ps-replay.md", "ps-replay", "Architectures"),
-    log:
-        f"{LOGS}/tables/ps-replay.log",
-    shell:
-        "{GS} report ps-replay-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'All-reduce vs parameter servers (replay)' "
-        "> {log} 2>&1"
+# Iteration time per planner on all-reduce and on each server layout.
+report_step(
+    f"{LOGS}/tables/ps-replay.log",
+    "report ps-replay-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'All-reduce vs parameter servers (replay)'",
+    [f"{RESULTS}/ps/replay.csv"],
+    tex=f"{TAB}/ps-replay.tex",
+    md=reported(f"{TAB}/ps-replay.md", "ps-replay", "Architectures"),
+)
 
 
-rule table_architectures:
-    """Hierarchical all-reduce and a parameter server run for real (committed data)."""
-    input:
-        ARCH_DATA,
-    output:
-        tex=f"{TAB}/architectures.tex",
-        md=reported(f"{TAB}/architectures.md", "architectures", "Architectures"),
-    log:
-        f"{LOGS}/tables/architectures.log",
-    shell:
-        "{GS} report architectures --input {input} --tex {output.tex} --md {output.md} "
-        "--title 'Hierarchical and parameter-server runs (emulated cluster)' > {log} 2>&1"
+# Hierarchical all-reduce and a parameter server run for real (committed data).
+report_step(
+    f"{LOGS}/tables/architectures.log",
+    "report architectures --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Hierarchical and parameter-server runs (emulated cluster)'",
+    [ARCH_DATA],
+    tex=f"{TAB}/architectures.tex",
+    md=reported(f"{TAB}/architectures.md", "architectures", "Architectures"),
+)

@@ -182,23 +182,17 @@ rule replay_forward:
         BATCH
 
 
-rule table_forward:
-    """Planner ranking vs the assumed forward time (0, the MG-WFBP simulator's 0.5, 1)."""
-    input:
-        expand(f"{RESULTS}/replay/forward/r{{ratio}}.csv", ratio=FORWARD_RATIOS),
-    output:
-        tex=f"{TAB}/forward.tex",
-        md=reported(f"{TAB}/forward.md", "forward", "Tables"),
-    log:
-        f"{LOGS}/tables/forward.log",
-    params:
-        runs=lambda wc, input: " ".join(
-            f"--run {r} {p}" for r, p in zip(FORWARD_RATIOS, input)
-        ),
-    shell:
-        "{GS} report forward {params.runs} --tex {output.tex} --md {output.md} "
-        "--title 'Iteration time and rank vs assumed forward time (GoogleNet, K80, 8 nodes)' "
-        "> {log} 2>&1"
+# Planner ranking vs the assumed forward time (0, the MG-WFBP simulator's 0.5, 1).
+report_step(
+    f"{LOGS}/tables/forward.log",
+    "report forward "
+    + " ".join(f"--run {r} {RESULTS}/replay/forward/r{r}.csv" for r in FORWARD_RATIOS)
+    + " --tex {output.tex} --md {output.md} --title 'Iteration time and rank vs assumed "
+    "forward time (GoogleNet, K80, 8 nodes)'",
+    [f"{RESULTS}/replay/forward/r{r}.csv" for r in FORWARD_RATIOS],
+    tex=f"{TAB}/forward.tex",
+    md=reported(f"{TAB}/forward.md", "forward", "Tables"),
+)
 
 
 # The headline (the real K80 case, FORWARD_CASE) under each fitted comm model kind: the
@@ -246,25 +240,20 @@ rule headline_models:
         BATCH
 
 
-rule table_headline_models:
-    """Planner ranking of the real K80 case under each fitted comm model kind."""
-    input:
-        expand(
-            f"{RESULTS}/replay/headline-models/{{kind}}.csv", kind=HEADLINE_MODEL_KINDS
-        ),
-    output:
-        tex=f"{TAB}/headline-models.tex",
-        md=reported(f"{TAB}/headline-models.md", "headline-models", "Tables"),
-    log:
-        f"{LOGS}/tables/headline-models.log",
-    params:
-        runs=lambda wc, input: " ".join(
-            f"--run {k} {p}" for k, p in zip(HEADLINE_MODEL_KINDS, input)
-        ),
-    shell:
-        "{GS} report headline-models {params.runs} --tex {output.tex} --md {output.md} "
-        "--title 'Iteration time and rank per comm model kind (GoogleNet, K80, 8 nodes)' "
-        "> {log} 2>&1"
+# Planner ranking of the real K80 case under each fitted comm model kind.
+report_step(
+    f"{LOGS}/tables/headline-models.log",
+    "report headline-models "
+    + " ".join(
+        f"--run {k} {RESULTS}/replay/headline-models/{k}.csv"
+        for k in HEADLINE_MODEL_KINDS
+    )
+    + " --tex {output.tex} --md {output.md} --title 'Iteration time and rank per comm "
+    "model kind (GoogleNet, K80, 8 nodes)'",
+    [f"{RESULTS}/replay/headline-models/{k}.csv" for k in HEADLINE_MODEL_KINDS],
+    tex=f"{TAB}/headline-models.tex",
+    md=reported(f"{TAB}/headline-models.md", "headline-models", "Tables"),
+)
 
 
 # MG-WFBP against `search` with the per-collective CPU cost the re-execution calibrated

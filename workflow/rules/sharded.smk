@@ -46,17 +46,14 @@ rule sharded_replay:
         "{GS} study sharded {params.args} -o {output} > {log} 2>&1"
 
 
-rule table_sharded:
-    input:
-        f"{RESULTS}/sharded/sharded.csv",
-    output:
-        tex=f"{TAB}/sharded.tex",
-        md=f"{TAB}/sharded.md",
-    log:
-        f"{LOGS}/tables/sharded.log",
-    shell:
-        "{GS} report sharded-table --input {input} --tex {output.tex} --md {output.md} "
-        "--title 'Sharded data parallelism, replayed' > {log} 2>&1"
+report_step(
+    f"{LOGS}/tables/sharded.log",
+    "report sharded-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Sharded data parallelism, replayed'",
+    [f"{RESULTS}/sharded/sharded.csv"],
+    tex=f"{TAB}/sharded.tex",
+    md=f"{TAB}/sharded.md",
+)
 
 
 # The committed sharded re-execution (gradsched shard measure, one folder per case under
@@ -71,26 +68,22 @@ if SHARDED_MEASURED:
     TABLES.append("sharded-measured")
 
 
-rule sharded_measured_collect:
-    """The committed measured.csv of every sharded case, in one CSV."""
-    input:
-        SHARDED_MEASURED,
-    output:
-        f"{RESULTS}/sharded/measured.csv",
-    log:
+# The committed measured.csv of every sharded case, in one CSV.
+if SHARDED_MEASURED:
+    report_step(
         f"{LOGS}/sharded/measured-collect.log",
-    shell:
-        "{GS} report concat {input} -o {output} > {log} 2>&1"
+        "report concat {input} -o {output.csv}",
+        SHARDED_MEASURED,
+        csv=f"{RESULTS}/sharded/measured.csv",
+    )
 
 
-rule table_sharded_measured:
-    input:
-        f"{RESULTS}/sharded/measured.csv",
-    output:
+if SHARDED_MEASURED:
+    report_step(
+        f"{LOGS}/tables/sharded-measured.log",
+        "report sharded-measured-table --input {input} --tex {output.tex} "
+        "--md {output.md} --title 'Sharded plans run with stock FSDP2'",
+        [f"{RESULTS}/sharded/measured.csv"],
         tex=f"{TAB}/sharded-measured.tex",
         md=f"{TAB}/sharded-measured.md",
-    log:
-        f"{LOGS}/tables/sharded-measured.log",
-    shell:
-        "{GS} report sharded-measured-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'Sharded plans run with stock FSDP2' > {log} 2>&1"
+    )

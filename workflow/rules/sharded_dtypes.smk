@@ -24,62 +24,57 @@ SHARDED_DTYPES_CASE_RE = "|".join(SHARDED_DTYPES_CASES)  # names only: no dots, 
 TABLES.append("sharded-dtypes")
 
 
-rule sharded_dtypes_trace:
-    """The case's compute trace: micro-batch 1, full recomputation (FLOPs model)."""
-    output:
-        csv=f"{RESULTS}/sharded-dtypes/{{case}}.trace.csv",
-        meta=f"{RESULTS}/sharded-dtypes/{{case}}.trace.meta.json",
-    log:
-        f"{LOGS}/sharded-dtypes/{{case}}.trace.log",
-    wildcard_constraints:
-        case=SHARDED_DTYPES_CASE_RE,
-    params:
-        c=lambda wc: SHARDED_DTYPES_CASES[wc.case],
-    shell:
-        "{GS} traces flops --model {params.c[model]} --gpu {params.c[gpu]} "
-        "--seq-len {params.c[seq_len]} --checkpointing full -o {output.csv} > {log} 2>&1"
-
-
 rule sharded_dtypes_case:
-    """Every policy with every layout, replayed on one case."""
+    """Each case's compute trace (micro-batch 1, full recomputation; FLOPs model), then every
+    policy with every layout replayed on it: one job."""
     input:
-        trace=f"{RESULTS}/sharded-dtypes/{{case}}.trace.csv",
-        comm=lambda wc: SHARDED_DTYPES_CASES[wc.case]["comm"],
+        sorted({c["comm"] for c in SHARDED_DTYPES_CASES.values()}),
     output:
-        f"{RESULTS}/sharded-dtypes/{{case}}.csv",
+        [
+            f"{RESULTS}/sharded-dtypes/{case}{ext}"
+            for case in SHARDED_DTYPES_CASES
+            for ext in (".trace.csv", ".trace.meta.json", ".csv")
+        ],
     log:
-        f"{LOGS}/sharded-dtypes/{{case}}.log",
-    wildcard_constraints:
-        case=SHARDED_DTYPES_CASE_RE,
+        f"{LOGS}/sharded-dtypes/batch.log",
     params:
-        p=SHARDED_DTYPES_P,
-    shell:
-        "{GS} shard dtypes --compute {input.trace} --comm {input.comm} --world-size "
-        "{params.p} --label {wildcards.case} -o {output} > {log} 2>&1"
-
-
-rule sharded_dtypes_collect:
-    input:
-        expand(
-            f"{RESULTS}/sharded-dtypes/{{case}}.csv", case=list(SHARDED_DTYPES_CASES)
+        jobs=batch_lines(
+            [
+                (
+                    f"{LOGS}/sharded-dtypes/{case}.trace.log",
+                    f"traces flops --model {c['model']} --gpu {c['gpu']} "
+                    f"--seq-len {c['seq_len']} --checkpointing full "
+                    f"-o {RESULTS}/sharded-dtypes/{case}.trace.csv",
+                )
+                for case, c in SHARDED_DTYPES_CASES.items()
+            ]
+            + [
+                (
+                    f"{LOGS}/sharded-dtypes/{case}.log",
+                    f"shard dtypes --compute {RESULTS}/sharded-dtypes/{case}.trace.csv "
+                    f"--comm {c['comm']} --world-size {SHARDED_DTYPES_P} --label {case} "
+                    f"-o {RESULTS}/sharded-dtypes/{case}.csv",
+                )
+                for case, c in SHARDED_DTYPES_CASES.items()
+            ]
         ),
-    output:
-        f"{RESULTS}/sharded-dtypes/sharded-dtypes.csv",
-    log:
-        f"{LOGS}/sharded-dtypes/collect.log",
     shell:
-        "{GS} report concat {input} -o {output} > {log} 2>&1"
+        BATCH
 
 
-rule table_sharded_dtypes:
-    input:
-        f"{RESULTS}/sharded-dtypes/sharded-dtypes.csv",
-    output:
-        tex=f"{TAB}/sharded-dtypes.tex",
-        md=f"{TAB}/sharded-dtypes.md",
-    log:
-        f"{LOGS}/tables/sharded-dtypes.log",
-    shell:
-        "{GS} report sharded-dtypes-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'Collective dtypes and published FSDP2 layouts, "
-        "replayed' > {log} 2>&1"
+report_step(
+    f"{LOGS}/sharded-dtypes/collect.log",
+    "report concat {input} -o {output.csv}",
+    [f"{RESULTS}/sharded-dtypes/{case}.csv" for case in SHARDED_DTYPES_CASES],
+    csv=f"{RESULTS}/sharded-dtypes/sharded-dtypes.csv",
+)
+
+
+report_step(
+    f"{LOGS}/tables/sharded-dtypes.log",
+    "report sharded-dtypes-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Collective dtypes and published FSDP2 layouts, replayed'",
+    [f"{RESULTS}/sharded-dtypes/sharded-dtypes.csv"],
+    tex=f"{TAB}/sharded-dtypes.tex",
+    md=f"{TAB}/sharded-dtypes.md",
+)

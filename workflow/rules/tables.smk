@@ -90,60 +90,58 @@ rule table_replay_family:
         "> {log} 2>&1"
 
 
-rule scaling_check:
-    """The replay (DDP, GPU compute trace, single-node sweep) vs published DGX throughput."""
-    input:
-        spec=SCALING_SPEC,
-        data=lambda wc: scaling_inputs(),
-    output:
-        f"{RESULTS}/published/gpu-scaling.csv",
-    log:
-        f"{LOGS}/published/gpu-scaling.log",
-    shell:
-        "{GS} study scaling-check --spec {input.spec} -o {output} > {log} 2>&1"
+def scaling_inputs():
+    """The compute and comm files the scaling spec names (so the check reruns on a change)."""
+    return sorted(
+        {
+            str(case[key])
+            for case in SCALING.get("cases") or []
+            for key in ("compute", "comm")
+        }
+    )
 
 
-rule table_gpu_scaling:
-    """Predicted vs published images/s on 1 and 8 GPUs and the scaling, with errors."""
-    input:
-        f"{RESULTS}/published/gpu-scaling.csv",
-    output:
-        tex=f"{TAB}/gpu-scaling.tex",
-        md=reported(f"{TAB}/gpu-scaling.md", "gpu-scaling", "Tables"),
-    log:
-        f"{LOGS}/tables/gpu-scaling.log",
-    shell:
-        "{GS} report scaling-table --input {input} --tex {output.tex} --md {output.md} "
-        "--title 'Predicted vs published DGX ResNet-50 throughput' > {log} 2>&1"
+# The replay (DDP, GPU compute trace, single-node sweep) vs published DGX throughput (in
+# the report batch, before its table and macros).
+report_step(
+    f"{LOGS}/published/gpu-scaling.log",
+    f"study scaling-check --spec {SCALING_SPEC} -o {{output.csv}}",
+    [SCALING_SPEC, *scaling_inputs()],
+    csv=f"{RESULTS}/published/gpu-scaling.csv",
+)
 
 
-rule host_check:
-    """The host-aware and the single-stream replay of the H200 host traces vs the hook-free
-    CUDA-event iterations (forward + backward) of the same process."""
-    input:
-        traces=HOST_TRACES,
-        summary=HOST_SUMMARY,
-    output:
-        f"{RESULTS}/h200/host-check.csv",
-    log:
-        f"{LOGS}/h200/host-check.log",
-    shell:
-        "{GS} study host-check {input.traces} --summary {input.summary} -o {output} "
-        "> {log} 2>&1"
+# Predicted vs published images/s on 1 and 8 GPUs and the scaling, with errors.
+report_step(
+    f"{LOGS}/tables/gpu-scaling.log",
+    "report scaling-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Predicted vs published DGX ResNet-50 throughput'",
+    [f"{RESULTS}/published/gpu-scaling.csv"],
+    tex=f"{TAB}/gpu-scaling.tex",
+    md=reported(f"{TAB}/gpu-scaling.md", "gpu-scaling", "Tables"),
+)
 
 
-rule table_host_check:
-    """Measured vs both replays per H200 configuration, with median and worst |error|."""
-    input:
-        f"{RESULTS}/h200/host-check.csv",
-    output:
-        tex=f"{TAB}/host-check.tex",
-        md=reported(f"{TAB}/host-check.md", "host-check", "Tables"),
-    log:
-        f"{LOGS}/tables/host-check.log",
-    shell:
-        "{GS} report host-check-table --input {input} --tex {output.tex} --md {output.md} "
-        "--title 'Host-aware vs single-stream replay, H200 hook-free iterations' > {log} 2>&1"
+# The host-aware and the single-stream replay of the H200 host traces vs the hook-free
+# CUDA-event iterations (forward + backward) of the same process (in the report batch,
+# before its table).
+report_step(
+    f"{LOGS}/h200/host-check.log",
+    f"study host-check {' '.join(HOST_TRACES)} --summary {HOST_SUMMARY} -o {{output.csv}}",
+    [*HOST_TRACES, HOST_SUMMARY],
+    csv=f"{RESULTS}/h200/host-check.csv",
+)
+
+
+# Measured vs both replays per H200 configuration, with median and worst |error|.
+report_step(
+    f"{LOGS}/tables/host-check.log",
+    "report host-check-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Host-aware vs single-stream replay, H200 hook-free iterations'",
+    [f"{RESULTS}/h200/host-check.csv"],
+    tex=f"{TAB}/host-check.tex",
+    md=reported(f"{TAB}/host-check.md", "host-check", "Tables"),
+)
 
 
 rule traces_inventory:
@@ -158,27 +156,13 @@ rule traces_inventory:
         "{GS} traces inventory {input} -o {output} > {log} 2>&1"
 
 
-rule scaling_macros:
-    """The scaling check's numbers as \\gsScaling... macros for paper/sections/gpu.tex."""
-    input:
-        f"{RESULTS}/published/gpu-scaling.csv",
-    output:
-        f"{GEN}/scaling-macros.tex",
-    log:
-        f"{LOGS}/paper/scaling-macros.log",
-    shell:
-        "{GS} report scaling-macros --input {input} -o {output} > {log} 2>&1"
-
-
-def scaling_inputs():
-    """The compute and comm files the scaling spec names (so the check reruns on a change)."""
-    return sorted(
-        {
-            str(case[key])
-            for case in SCALING.get("cases") or []
-            for key in ("compute", "comm")
-        }
-    )
+# The scaling check's numbers as \\gsScaling... macros for paper/sections/gpu.tex.
+report_step(
+    f"{LOGS}/paper/scaling-macros.log",
+    "report scaling-macros --input {input} -o {output.tex}",
+    [f"{RESULTS}/published/gpu-scaling.csv"],
+    tex=f"{GEN}/scaling-macros.tex",
+)
 
 
 # The replay result's figures and tables (one figure per compute family, the GPU

@@ -46,32 +46,23 @@ if topology_replay_spec()[0]:
     TABLES.append("topology-replay")
 
 
-rule topology_replay:
-    """GPU compute traces on 2 and 4 A100 nodes, flat vs hierarchical."""
-    input:
-        topology_replay_inputs(),
-    output:
-        f"{RESULTS}/topology/replay.csv",
-    log:
-        f"{LOGS}/topology/replay.log",
-    params:
-        args=topology_replay_args(),
-        iterations=config.get("replay", {}).get("iterations", 5),
-    shell:
-        "{GS} study topology-replay {params.args} --replay-iters {params.iterations} "
-        "-o {output} > {log} 2>&1"
+# GPU compute traces on 2 and 4 A100 nodes, flat vs hierarchical (in the report batch,
+# before its table).
+report_step(
+    f"{LOGS}/topology/replay.log",
+    f"study topology-replay {topology_replay_args()} "
+    f"--replay-iters {config.get('replay', {}).get('iterations', 5)} -o {{output.csv}}",
+    topology_replay_inputs(),
+    csv=f"{RESULTS}/topology/replay.csv",
+)
 
 
-rule table_topology_replay:
-    """Flat vs hierarchical iteration time per model, cluster shape and planner."""
-    input:
-        f"{RESULTS}/topology/replay.csv",
-    output:
-        tex=f"{TAB}/topology-replay.tex",
-        md=reported(f"{TAB}/topology-replay.md", "topology-replay", "Architectures"),
-    log:
-        f"{LOGS}/tables/topology-replay.log",
-    shell:
-        "{GS} report topology-replay-table --input {input} --tex {output.tex} "
-        "--md {output.md} --title 'Flat vs hierarchical all-reduce on A100 nodes' "
-        "> {log} 2>&1"
+# Flat vs hierarchical iteration time per model, cluster shape and planner.
+report_step(
+    f"{LOGS}/tables/topology-replay.log",
+    "report topology-replay-table --input {input} --tex {output.tex} --md {output.md} "
+    "--title 'Flat vs hierarchical all-reduce on A100 nodes'",
+    [f"{RESULTS}/topology/replay.csv"],
+    tex=f"{TAB}/topology-replay.tex",
+    md=reported(f"{TAB}/topology-replay.md", "topology-replay", "Architectures"),
+)

@@ -16,28 +16,12 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.intermediates import read_csv_frame, read_intermediate
 from gradsched.report.algorithms import MODEL_LABELS
-from gradsched.report.figure_style import (
-    FONT_PT,
-    panel_grid,
-    placeholder,
-    plain_log_ticks,
-    save,
-    series_style,
-    setup_style,
-    width_in,
-)
 from gradsched.report.formatting import fmt
 from gradsched.report.latex import NA, camel, latex_escape, number
 
@@ -199,6 +183,16 @@ def fit_curves(comm_csvs: Sequence[str | Path], model_jsons: Sequence[str | Path
     Model files are named ``<trace stem>.<model kind>.json``; the legend gives each model's
     held-out MAPE from ``fits_csv`` (the k-fold error by message size).
     """
+    # the plotting stack here, not at import: the fit tables and macros need none of it
+    from gradsched.report.figure_style import (
+        FONT_PT,
+        panel_grid,
+        placeholder,
+        plain_log_ticks,
+        save,
+        series_style,
+        setup_style,
+    )
     comm_csvs = [Path(p) for p in comm_csvs]
     if not comm_csvs:
         placeholder(out_pdf, out_png, "Measured vs fitted collective time",
@@ -252,6 +246,17 @@ def _heldout(fits: pd.DataFrame, trace: str, kind: str) -> str:
 
 def fit_mape(fits_csv: str | Path, out_pdf: str | Path, out_png: str | Path) -> None:
     """(b) Held-out MAPE per comm trace (rows) and model (colour), log scale."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from gradsched.report.figure_style import (
+        placeholder,
+        plain_log_ticks,
+        save,
+        series_style,
+        setup_style,
+        width_in,
+    )
     fits = read_intermediate(fits_csv)
     fits = fits.dropna(subset=["heldout_mape_pct"])
     if fits.empty:
