@@ -280,7 +280,7 @@ REPORT_COSTMODEL_LEFT: dict[str, str] = {
     "gradsched.report.quote_rule": "the same constant, in the quote rule's text",
     "gradsched.report.topology": "the names of the topology collectives "
                                  "(costmodel.topology.TOPOLOGY_COLLECTIVES)",
-    "gradsched.report.fits": "loads the fitted comm models it draws (costmodel.base."
+    "gradsched.report.fits_figures": "loads the fitted comm models it draws (costmodel.base."
                              "load_comm_spec); to take their curves as frames",
 }
 """Report modules that still import from ``costmodel``, each with what it reads; the rule

@@ -70,9 +70,9 @@ def test_the_table_writer_loads_no_plotting_stack() -> None:
 
 
 def test_the_fit_tables_load_no_plotting_stack() -> None:
-    """The fit and cross-world-size tables read ``report.fits``, which imports matplotlib and
-    seaborn inside its two figure functions only (``report table fits`` paid about 1 CPU-s
-    for them)."""
+    """The fit and cross-world-size tables read ``report.fits``; its two figures, which load
+    matplotlib and seaborn, are ``report.fits_figures`` (``report table fits`` paid about
+    1 CPU-s for them)."""
     code = ("import sys\nimport gradsched.report.tables as t\n"
             "t.table_builder('fits'); t.table_builder('crossws')\n"
             "print('LOADED', sorted(m for m in sys.modules if m.startswith(('matplotlib', "

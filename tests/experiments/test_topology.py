@@ -179,7 +179,7 @@ def test_workflow_rule_replays_the_configured_topologies() -> None:
     if not snakemake.exists():
         pytest.skip("snakemake is not in the venv")
     proc = subprocess.run([str(snakemake), "-n", "-p", "--forceall", "--nolock", "--cores",
-                           "1", "table_topology_replay"], cwd=REPO, capture_output=True,
+                           "1", "paper/tables/topology-replay.tex"], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     config = yaml.safe_load((REPO / "config/config.yaml").read_text())

@@ -85,7 +85,7 @@ def _extrapolated(d: Path, big: Path) -> object:
 
 
 def _fit_curves(d: Path, big: Path) -> object:
-    from gradsched.report.fits import fit_curves
+    from gradsched.report.fits_figures import fit_curves
 
     return fit_curves([big], [], None, d / "f.pdf", d / "f.png")
 
@@ -146,7 +146,7 @@ READERS: dict[str, Callable[[Path, Path], object]] = {
     "report.compression:accuracy_vs_step": _compression,
     "report.collect:comm_nodes": _comm_nodes,
     "report.collect:extrapolated_nodes": _extrapolated,
-    "report.fits:fit_curves": _fit_curves,
+    "report.fits_figures:fit_curves": _fit_curves,
     "report.scaling:write_scaling_table": _scaling_table,
     "report.scaling:write_scaling_macros": _scaling_macros,
     "report.timeline:timeline": _timeline,

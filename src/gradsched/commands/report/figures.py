@@ -76,14 +76,14 @@ def _done(args: argparse.Namespace) -> int:
 
 
 def _fig_fit_curves(args: argparse.Namespace) -> int:
-    from gradsched.report.fits import fit_curves
+    from gradsched.report.fits_figures import fit_curves
 
     fit_curves(args.comm, args.models, args.fits, args.output, _png_for(args))
     return _done(args)
 
 
 def _fig_fit_mape(args: argparse.Namespace) -> int:
-    from gradsched.report.fits import fit_mape
+    from gradsched.report.fits_figures import fit_mape
 
     fit_mape(args.fits, args.output, _png_for(args))
     return _done(args)
