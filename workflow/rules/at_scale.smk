@@ -132,60 +132,46 @@ rule at_scale_unit_jitter:
         "-o {output} > {log} 2>&1"
 
 
+def at_scale_study_line(variant):
+    """The `gradsched batch` line of one variant's study (the main variant's adds the
+    decomposition of its missing growth)."""
+    out = f"{RESULTS}/at-scale/{variant}"
+    flags = AT_SCALE_VARIANTS[variant]["flags"]
+    args = (
+        f"study at-scale --points {AT_SCALE_POINTS} {at_scale_comm_args(variant)} "
+        f"{flags} --variant {variant} -o {out}/points.csv --groups-out {out}/groups.csv "
+        f"--summary-output {out}/summary.json"
+    )
+    if variant == AT_SCALE_MAIN:
+        args += f" --decompose-out {out}/decompose.csv --decompose-groups {AT_SCALE_DECOMPOSE}"
+    return (f"{LOGS}/at-scale/{variant}.log", args)
+
+
 rule at_scale_study:
-    """Every published point, calibrated (smallest count) or predicted, for one variant
-    (the main one: at_scale_study_main)."""
+    """Every published point, calibrated (smallest count) or predicted, for every variant,
+    and the main variant's decomposition, in one `gradsched batch` job (one import of the
+    package for the seven studies)."""
     input:
         points=AT_SCALE_POINTS,
-        comm=lambda wc: at_scale_comm_files(wc.variant),
-        jitter=lambda wc: (
-            [AT_SCALE_UNIT_JITTER]
-            if UNIT in AT_SCALE_VARIANTS[wc.variant]["flags"]
-            else []
-        ),
-    output:
-        points=f"{RESULTS}/at-scale/{{variant}}/points.csv",
-        groups=f"{RESULTS}/at-scale/{{variant}}/groups.csv",
-        summary=f"{RESULTS}/at-scale/{{variant}}/summary.json",
-    log:
-        f"{LOGS}/at-scale/{{variant}}.log",
-    wildcard_constraints:
-        variant="|".join(v for v in AT_SCALE_VARIANTS if v != AT_SCALE_MAIN),
-    params:
-        comm=lambda wc: at_scale_comm_args(wc.variant),
-        flags=lambda wc: AT_SCALE_VARIANTS[wc.variant]["flags"],
-    shell:
-        "{GS} study at-scale --points {input.points} {params.comm} {params.flags} "
-        "--variant {wildcards.variant} -o {output.points} --groups-out {output.groups} "
-        "--summary-output {output.summary} > {log} 2>&1"
-
-
-rule at_scale_study_main:
-    """The main variant's points, and the decomposition of its missing growth."""
-    input:
-        points=AT_SCALE_POINTS,
-        comm=at_scale_comm_files(AT_SCALE_MAIN),
+        comm=sorted({f for v in AT_SCALE_VARIANTS for f in at_scale_comm_files(v)}),
         jitter=(
             [AT_SCALE_UNIT_JITTER]
-            if UNIT in AT_SCALE_VARIANTS[AT_SCALE_MAIN]["flags"]
+            if any(UNIT in v["flags"] for v in AT_SCALE_VARIANTS.values())
             else []
         ),
     output:
-        points=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv",
-        groups=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/groups.csv",
-        summary=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/summary.json",
+        [
+            f"{RESULTS}/at-scale/{v}/{name}"
+            for v in AT_SCALE_VARIANTS
+            for name in ("points.csv", "groups.csv", "summary.json")
+        ],
         decompose=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/decompose.csv",
     log:
-        f"{LOGS}/at-scale/{AT_SCALE_MAIN}.log",
+        f"{LOGS}/at-scale/study.batch.log",
     params:
-        comm=at_scale_comm_args(AT_SCALE_MAIN),
-        flags=AT_SCALE_VARIANTS[AT_SCALE_MAIN]["flags"],
-        groups=AT_SCALE_DECOMPOSE,
+        jobs=batch_lines(at_scale_study_line(v) for v in AT_SCALE_VARIANTS),
     shell:
-        "{GS} study at-scale --points {input.points} {params.comm} {params.flags} "
-        f"--variant {AT_SCALE_MAIN} -o {{output.points}} --groups-out {{output.groups}} "
-        "--summary-output {output.summary} --decompose-out {output.decompose} "
-        "--decompose-groups {params.groups} > {log} 2>&1"
+        BATCH
 
 
 rule table_at_scale:
