@@ -43,3 +43,19 @@ def test_a_second_study_in_one_process_gives_the_same_frame(tmp_path) -> None:
     assert predict.base_trace.cache_info().hits > 0  # calibration and rows share a trace
     second = run(points, settings())
     pd.testing.assert_frame_equal(first, second)
+
+
+def test_a_scaled_trace_reuses_the_layers_of_its_base_exactly(tmp_path) -> None:
+    from gradsched.traces.layers import _layer_seq
+
+    point = load_points(write(tmp_path / "p.csv", GOOD))[0]
+    base = predict.base_trace(point)
+    scaled = predict.at_mfu(base, 0.37)
+    assert "sharded_layers" in scaled._cache  # seeded from the base, not recomputed
+    got, fresh = scaled._cache["sharded_layers"], _layer_seq(scaled)
+    assert got.tensors == fresh.tensors and got.block == fresh.block
+    for name in ("nbytes", "forward_s", "backward_s", "update_s"):
+        assert np.array_equal(getattr(got, name), getattr(fresh, name))  # bit for bit
+    other = base.frame.assign(layer=base.frame["layer"][::-1].to_numpy())
+    renamed = predict._same_layers(predict.ComputeTrace(frame=other, meta=base.meta), base)
+    assert "sharded_layers" not in renamed._cache  # other layers: left to layer_seq

@@ -66,7 +66,7 @@ from gradsched.replay.sharded import (
 from gradsched.replay.sharded_layout import unit_layout
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.flops import FlopsSetting, flops_trace
-from gradsched.traces.layers import layer_seq
+from gradsched.traces.layers import LayerSeq, layer_seq
 
 PLANNERS = {"full_shard": "fsdp2", "shard_grad_op": "fsdp2-noreshard"}
 """The FSDP2 layout of each sharding strategy (:data:`~.points.SHARDINGS`)."""
@@ -94,7 +94,34 @@ def at_mfu(base: ComputeTrace, mfu: float) -> ComputeTrace:
     """``base`` (at 100 %) priced at utilisation ``mfu``."""
     frame = base.frame.assign(forward_s=base.frame["forward_s"] / mfu,
                               backward_s=base.frame["backward_s"] / mfu)
-    return ComputeTrace(frame=frame, meta={**base.meta, "mfu": mfu}, path=base.path)
+    return _same_layers(ComputeTrace(frame=frame, meta={**base.meta, "mfu": mfu},
+                                     path=base.path), base)
+
+
+def _same_layers(trace: ComputeTrace, like: ComputeTrace) -> ComputeTrace:
+    """``trace`` with its :func:`~gradsched.traces.layers.layer_seq` cached from that of
+    ``like``, a trace of the same tensors and layers (its times scaled): each layer's
+    tensors and block are taken from ``like`` (the part that costs a pass over every
+    tensor's name), the per-layer sums computed from ``trace`` as ``layer_seq`` computes
+    them (``traces/layers.py``, ``_layer_seq``). Left alone if the tensors or layers
+    differ."""
+    if trace is like or "sharded_layers" in trace._cache:
+        return trace
+    frame, other = trace.frame, like.frame
+    layers = frame["layer"].to_numpy()
+    if not (np.array_equal(layers, other["layer"].to_numpy())
+            and frame["name"].tolist() == other["name"].tolist()):
+        return trace
+    seq = layer_seq(like)
+    keys, layer_of = np.unique(layers, return_inverse=True)
+
+    def per_layer(column: str) -> np.ndarray:
+        return np.bincount(layer_of, frame[column].to_numpy(dtype=float), keys.size)
+
+    trace._cache["sharded_layers"] = LayerSeq(
+        tensors=seq.tensors, nbytes=per_layer("bytes"), forward_s=per_layer("forward_s"),
+        backward_s=per_layer("backward_s"), update_s=per_layer("update_s"), block=seq.block)
+    return trace
 
 
 _MODELS: dict[tuple[str, bytes], CommModel] = {}
@@ -142,7 +169,7 @@ def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
     docstring), the hooks applied. ``comm_scale`` multiplies every collective's time (1:
     the model's; the decomposition of :mod:`~.decompose` asks what factor the published
     step would need)."""
-    trace = straggler_transform(trace, point, settings)
+    trace = _same_layers(straggler_transform(trace, point, settings), trace)
     slowdown = check_compute_slowdown(compute_slowdown(trace, point, settings))
     plan = make_sharded_plan(PLANNERS[point.sharding], trace, model, point.gpus)
     seq = layer_seq(trace)
