@@ -109,11 +109,16 @@ def _same_layers(trace: ComputeTrace, like: ComputeTrace) -> ComputeTrace:
         return trace
     frame, other = trace.frame, like.frame
     layers = frame["layer"].to_numpy()
-    if not (np.array_equal(layers, other["layer"].to_numpy())
-            and frame["name"].tolist() == other["name"].tolist()):
+    names = frame["name"].to_numpy()
+    if "at_scale_layers" not in like._cache:  # the base's layers, once
+        layers0 = other["layer"].to_numpy()
+        like._cache["at_scale_layers"] = (layers0, other["name"].to_numpy(),
+                                          *np.unique(layers0, return_inverse=True))
+    layers0, names0, keys, layer_of = like._cache["at_scale_layers"]
+    if not ((layers is layers0 or np.array_equal(layers, layers0))
+            and (names is names0 or np.array_equal(names, names0))):
         return trace
     seq = layer_seq(like)
-    keys, layer_of = np.unique(layers, return_inverse=True)
 
     def per_layer(column: str) -> np.ndarray:
         return np.bincount(layer_of, frame[column].to_numpy(dtype=float), keys.size)
