@@ -89,166 +89,137 @@ def at_scale_comm_args(variant):
     return " ".join(f"--comm {gpu}={spec}" for gpu, spec in comm.items())
 
 
-rule at_scale_h100_model:
-    """The AWS p5 H100 sweep (16 ranks) scaled to other world sizes by the ring formula."""
-    input:
-        AT_SCALE_H100_SWEEP,
-    output:
-        AT_SCALE_H100,
-    log:
-        f"{LOGS}/at-scale/p5-h100.log",
-    shell:
-        "{GS} fit --cross-world-size {input} --fit-on 16 --method scaled --algorithm ring "
-        "-o {output} > {log} 2>&1"
+def at_scale_study_line(variant):
+    """The `gradsched batch` line of one variant's study (the main variant's adds the
+    decomposition of its missing growth)."""
+    out = f"{RESULTS}/at-scale/{variant}"
+    flags = AT_SCALE_VARIANTS[variant]["flags"]
+    args = (
+        f"study at-scale --points {AT_SCALE_POINTS} {at_scale_comm_args(variant)} "
+        f"{flags} --variant {variant} -o {out}/points.csv --groups-out {out}/groups.csv "
+        f"--summary-output {out}/summary.json"
+    )
+    if variant == AT_SCALE_MAIN:
+        args += f" --decompose-out {out}/decompose.csv --decompose-groups {AT_SCALE_DECOMPOSE}"
+    return (f"{LOGS}/at-scale/{variant}.log", args)
 
 
-rule at_scale_a100_model:
-    """The NCCL model fitted on the ABCI A100 2-node sweep, moved to the A100 points' stated
-    interconnect (eight 200 Gbit/s NICs per node)."""
-    input:
-        AT_SCALE_ABCI_A100,
-    output:
-        AT_SCALE_NCCL_A100,
-    log:
-        f"{LOGS}/at-scale/a100-8x200g.log",
-    params:
-        hardware=AT_SCALE_A100_HARDWARE,
-    shell:
-        "{GS} fit --cross-world-size {input} --fit-on 16 --hardware {params.hardware} "
-        "-o {output} > {log} 2>&1"
+# The comm models the job fits and the jitter it measures, before the studies that read them.
+AT_SCALE_FITTED = [AT_SCALE_H100, AT_SCALE_NCCL_A100, AT_SCALE_UNIT_JITTER]
 
 
-rule at_scale_unit_jitter:
-    """Independent per-unit kernel-time jitter: fit (H200) and validation (public) traces."""
-    input:
-        fit=AT_SCALE_UNIT_JITTER_FIT,
-        validate=AT_SCALE_UNIT_JITTER_VALIDATE,
-    output:
-        AT_SCALE_UNIT_JITTER,
-    log:
-        f"{LOGS}/at-scale/unit-jitter.log",
-    shell:
-        "{GS} study unit-jitter --fit {input.fit} --validate {input.validate} "
-        "-o {output} > {log} 2>&1"
+def at_scale_model_lines():
+    """The `gradsched batch` lines of the fitted models and the unit jitter: the AWS p5 H100
+    sweep (16 ranks) scaled to other world sizes by the ring formula; the NCCL model
+    fitted on the ABCI A100 2-node sweep, moved to the A100 points' stated interconnect
+    (eight 200 Gbit/s NICs per node); the independent per-unit kernel-time jitter of the
+    fit (H200) and validation (public) traces."""
+    return [
+        (
+            f"{LOGS}/at-scale/p5-h100.log",
+            f"fit --cross-world-size {AT_SCALE_H100_SWEEP} --fit-on 16 --method scaled "
+            f"--algorithm ring -o {AT_SCALE_H100}",
+        ),
+        (
+            f"{LOGS}/at-scale/a100-8x200g.log",
+            f"fit --cross-world-size {' '.join(AT_SCALE_ABCI_A100)} --fit-on 16 "
+            f"--hardware {AT_SCALE_A100_HARDWARE} -o {AT_SCALE_NCCL_A100}",
+        ),
+        (
+            f"{LOGS}/at-scale/unit-jitter.log",
+            f"study unit-jitter --fit {' '.join(AT_SCALE_UNIT_JITTER_FIT)} "
+            f"--validate {' '.join(AT_SCALE_UNIT_JITTER_VALIDATE)} "
+            f"-o {AT_SCALE_UNIT_JITTER}",
+        ),
+    ]
 
 
 rule at_scale_study:
-    """Every published point, calibrated (smallest count) or predicted, for one variant
-    (the main one: at_scale_study_main)."""
+    """The fitted models and the unit jitter, then every published point, calibrated
+    (smallest count) or predicted, for every variant, and the main variant's
+    decomposition, in one `gradsched batch` job (one import of the package; the studies
+    share base traces and comm models)."""
     input:
         points=AT_SCALE_POINTS,
-        comm=lambda wc: at_scale_comm_files(wc.variant),
-        jitter=lambda wc: (
-            [AT_SCALE_UNIT_JITTER]
-            if UNIT in AT_SCALE_VARIANTS[wc.variant]["flags"]
-            else []
+        sweeps=[AT_SCALE_H100_SWEEP] + AT_SCALE_ABCI_A100,
+        traces=AT_SCALE_UNIT_JITTER_FIT + AT_SCALE_UNIT_JITTER_VALIDATE,
+        comm=sorted(
+            {f for v in AT_SCALE_VARIANTS for f in at_scale_comm_files(v)}
+            - set(AT_SCALE_FITTED)
         ),
     output:
-        points=f"{RESULTS}/at-scale/{{variant}}/points.csv",
-        groups=f"{RESULTS}/at-scale/{{variant}}/groups.csv",
-        summary=f"{RESULTS}/at-scale/{{variant}}/summary.json",
-    log:
-        f"{LOGS}/at-scale/{{variant}}.log",
-    wildcard_constraints:
-        variant="|".join(v for v in AT_SCALE_VARIANTS if v != AT_SCALE_MAIN),
-    params:
-        comm=lambda wc: at_scale_comm_args(wc.variant),
-        flags=lambda wc: AT_SCALE_VARIANTS[wc.variant]["flags"],
-    shell:
-        "{GS} study at-scale --points {input.points} {params.comm} {params.flags} "
-        "--variant {wildcards.variant} -o {output.points} --groups-out {output.groups} "
-        "--summary-output {output.summary} > {log} 2>&1"
-
-
-rule at_scale_study_main:
-    """The main variant's points, and the decomposition of its missing growth."""
-    input:
-        points=AT_SCALE_POINTS,
-        comm=at_scale_comm_files(AT_SCALE_MAIN),
-        jitter=(
-            [AT_SCALE_UNIT_JITTER]
-            if UNIT in AT_SCALE_VARIANTS[AT_SCALE_MAIN]["flags"]
-            else []
-        ),
-    output:
-        points=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv",
-        groups=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/groups.csv",
-        summary=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/summary.json",
+        AT_SCALE_FITTED,
+        [
+            f"{RESULTS}/at-scale/{v}/{name}"
+            for v in AT_SCALE_VARIANTS
+            for name in ("points.csv", "groups.csv", "summary.json")
+        ],
         decompose=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/decompose.csv",
     log:
-        f"{LOGS}/at-scale/{AT_SCALE_MAIN}.log",
+        f"{LOGS}/at-scale/study.batch.log",
     params:
-        comm=at_scale_comm_args(AT_SCALE_MAIN),
-        flags=AT_SCALE_VARIANTS[AT_SCALE_MAIN]["flags"],
-        groups=AT_SCALE_DECOMPOSE,
-    shell:
-        "{GS} study at-scale --points {input.points} {params.comm} {params.flags} "
-        f"--variant {AT_SCALE_MAIN} -o {{output.points}} --groups-out {{output.groups}} "
-        "--summary-output {output.summary} --decompose-out {output.decompose} "
-        "--decompose-groups {params.groups} > {log} 2>&1"
-
-
-rule table_at_scale:
-    """Per-group error, perfect scaling and growth explained (LaTeX + Markdown + macros)."""
-    input:
-        points=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv",
-        summary=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/summary.json",
-    output:
-        tex=f"{TAB}/at-scale.tex",
-        md=f"{TAB}/at-scale.md",
-        macros=f"{GEN}/at-scale-macros.tex",
-    log:
-        f"{LOGS}/tables/at-scale.log",
-    shell:
-        "{GS} report at-scale --input {input.points} --summary {input.summary} "
-        "--tex {output.tex} --md {output.md} --macros {output.macros} > {log} 2>&1"
-
-
-rule table_at_scale_variants:
-    """One row per variant: its comm models and switches, and what they give."""
-    input:
-        expand(
-            f"{RESULTS}/at-scale/{{variant}}/summary.json", variant=AT_SCALE_VARIANTS
+        jobs=batch_lines(
+            at_scale_model_lines()
+            + [at_scale_study_line(v) for v in AT_SCALE_VARIANTS]
         ),
-    output:
-        tex=f"{TAB}/at-scale-variants.tex",
-        md=f"{TAB}/at-scale-variants.md",
-    log:
-        f"{LOGS}/tables/at-scale-variants.log",
     shell:
-        "{GS} report at-scale-variants --summary {input} --tex {output.tex} "
-        "--md {output.md} > {log} 2>&1"
+        BATCH
 
 
-rule table_at_scale_effects:
-    """One row per effect of scale: cause, calibration data, value, fit and validation."""
-    input:
-        overlap="src/gradsched/costmodel/overlap_slowdown.json",
-        stragglers=f"{RESULTS}/stragglers/stragglers.csv",
-        jitter=AT_SCALE_UNIT_JITTER,
-    output:
-        tex=f"{TAB}/at-scale-effects.tex",
-        md=f"{TAB}/at-scale-effects.md",
-    log:
-        f"{LOGS}/tables/at-scale-effects.log",
-    shell:
-        "{GS} report at-scale-effects --overlap-model {input.overlap} "
-        "--stragglers {input.stragglers} --unit-jitter {input.jitter} "
-        "--tex {output.tex} --md {output.md} > {log} 2>&1"
+# The tables and macros: steps of `report_batch` (common.smk). Per-group error, perfect
+# scaling and growth explained (LaTeX + Markdown + macros).
+report_step(
+    f"{LOGS}/tables/at-scale.log",
+    f"report at-scale --input {RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv "
+    f"--summary {RESULTS}/at-scale/{AT_SCALE_MAIN}/summary.json "
+    "--tex {output.tex} --md {output.md} --macros {output.macros}",
+    [
+        f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv",
+        f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/summary.json",
+    ],
+    tex=f"{TAB}/at-scale.tex",
+    md=f"{TAB}/at-scale.md",
+    macros=f"{GEN}/at-scale-macros.tex",
+)
 
 
-rule table_at_scale_decompose:
-    """What the main variant's predicted points would need for their published steps."""
-    input:
-        decompose=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/decompose.csv",
-        points=f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv",
-    output:
-        tex=f"{TAB}/at-scale-decompose.tex",
-        md=f"{TAB}/at-scale-decompose.md",
-        macros=f"{GEN}/at-scale-decompose-macros.tex",
-    log:
-        f"{LOGS}/tables/at-scale-decompose.log",
-    shell:
-        "{GS} report at-scale-decompose --input {input.decompose} "
-        "--points {input.points} --tex {output.tex} "
-        "--md {output.md} --macros {output.macros} > {log} 2>&1"
+# One row per variant: its comm models and switches, and what they give.
+report_step(
+    f"{LOGS}/tables/at-scale-variants.log",
+    "report at-scale-variants --summary {input} --tex {output.tex} --md {output.md}",
+    [f"{RESULTS}/at-scale/{v}/summary.json" for v in AT_SCALE_VARIANTS],
+    tex=f"{TAB}/at-scale-variants.tex",
+    md=f"{TAB}/at-scale-variants.md",
+)
+
+
+# One row per effect of scale: cause, calibration data, value, fit and validation.
+report_step(
+    f"{LOGS}/tables/at-scale-effects.log",
+    "report at-scale-effects --overlap-model src/gradsched/costmodel/overlap_slowdown.json "
+    f"--stragglers {RESULTS}/stragglers/stragglers.csv "
+    f"--unit-jitter {AT_SCALE_UNIT_JITTER} --tex {{output.tex}} --md {{output.md}}",
+    [
+        "src/gradsched/costmodel/overlap_slowdown.json",
+        f"{RESULTS}/stragglers/stragglers.csv",
+        AT_SCALE_UNIT_JITTER,
+    ],
+    tex=f"{TAB}/at-scale-effects.tex",
+    md=f"{TAB}/at-scale-effects.md",
+)
+
+
+# What the main variant's predicted points would need for their published steps.
+report_step(
+    f"{LOGS}/tables/at-scale-decompose.log",
+    f"report at-scale-decompose --input {RESULTS}/at-scale/{AT_SCALE_MAIN}/decompose.csv "
+    f"--points {RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv "
+    "--tex {output.tex} --md {output.md} --macros {output.macros}",
+    [
+        f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/decompose.csv",
+        f"{RESULTS}/at-scale/{AT_SCALE_MAIN}/points.csv",
+    ],
+    tex=f"{TAB}/at-scale-decompose.tex",
+    md=f"{TAB}/at-scale-decompose.md",
+    macros=f"{GEN}/at-scale-decompose-macros.tex",
+)

@@ -34,10 +34,16 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from gradsched.costmodel.base import CommModel, load_comm_spec
+from gradsched.costmodel.base import CommModel
 from gradsched.experiments.at_scale.hooks import compute_slowdown
 from gradsched.experiments.at_scale.points import Point, grouped
-from gradsched.experiments.at_scale.predict import at_mfu, base_trace, calibrate_mfu, replay_step
+from gradsched.experiments.at_scale.predict import (
+    at_mfu,
+    base_trace,
+    calibrate_mfu,
+    comm_model,
+    replay_step,
+)
 from gradsched.experiments.at_scale.settings import AtScaleSettings
 
 FACTOR_RTOL = 1e-4
@@ -133,7 +139,7 @@ def decompose(points: Sequence[Point], settings: AtScaleSettings,
     for members in matching_groups(points, pattern).values():
         gpu = members[0].gpu
         if gpu not in models:
-            models[gpu] = load_comm_spec(settings.choice(gpu).spec)
+            models[gpu] = comm_model(settings.choice(gpu).spec)
         mfu = calibrate_mfu(members[0], models[gpu], settings)
         rows += point_rows(members, mfu, models[gpu], settings)
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -43,10 +43,12 @@ bisection bracket, to a relative step error of :data:`CALIBRATION_RTOL`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
-from gradsched.costmodel.base import CommModel, comm_times
+from gradsched.costmodel.base import CommModel, comm_times, load_comm_spec
 from gradsched.costmodel.domain import RangeShares
 from gradsched.errors import InputError
 from gradsched.experiments.at_scale.hooks import compute_slowdown, straggler_transform
@@ -64,7 +66,7 @@ from gradsched.replay.sharded import (
 from gradsched.replay.sharded_layout import unit_layout
 from gradsched.traces.bundle import ComputeTrace
 from gradsched.traces.flops import FlopsSetting, flops_trace
-from gradsched.traces.layers import layer_seq
+from gradsched.traces.layers import LayerSeq, layer_seq
 
 PLANNERS = {"full_shard": "fsdp2", "shard_grad_op": "fsdp2-noreshard"}
 """The FSDP2 layout of each sharding strategy (:data:`~.points.SHARDINGS`)."""
@@ -73,9 +75,12 @@ MFU_LOW = 1e-3
 MAX_STEPS = 200
 
 
+@lru_cache(maxsize=1024)
 def base_trace(point: Point) -> ComputeTrace:
     """The point's compute trace at 100 % utilisation, recomputation included (module
-    docstring)."""
+    docstring). A function of ``point`` alone, kept for the process: the calibration, the
+    rows and every variant of a ``gradsched batch`` job share it (callers derive new traces
+    from it, :func:`at_mfu`, and never change it)."""
     setting = FlopsSetting(micro_batch=point.micro_batch, seq_len=point.seq_len,
                            gpu=point.gpu, mfu=1.0, dtype="bf16")
     trace = flops_trace(point.shape, setting)
@@ -89,7 +94,67 @@ def at_mfu(base: ComputeTrace, mfu: float) -> ComputeTrace:
     """``base`` (at 100 %) priced at utilisation ``mfu``."""
     frame = base.frame.assign(forward_s=base.frame["forward_s"] / mfu,
                               backward_s=base.frame["backward_s"] / mfu)
-    return ComputeTrace(frame=frame, meta={**base.meta, "mfu": mfu}, path=base.path)
+    return _same_layers(ComputeTrace(frame=frame, meta={**base.meta, "mfu": mfu},
+                                     path=base.path), base)
+
+
+def _same_layers(trace: ComputeTrace, like: ComputeTrace) -> ComputeTrace:
+    """``trace`` with its :func:`~gradsched.traces.layers.layer_seq` cached from that of
+    ``like``, a trace of the same tensors and layers (its times scaled): each layer's
+    tensors and block are taken from ``like`` (the part that costs a pass over every
+    tensor's name), the per-layer sums computed from ``trace`` as ``layer_seq`` computes
+    them (``traces/layers.py``, ``_layer_seq``). Left alone if the tensors or layers
+    differ."""
+    if trace is like or "sharded_layers" in trace._cache:
+        return trace
+    frame, other = trace.frame, like.frame
+    layers = frame["layer"].to_numpy()
+    names = frame["name"].to_numpy()
+    if "at_scale_layers" not in like._cache:  # the base's layers, once
+        layers0 = other["layer"].to_numpy()
+        like._cache["at_scale_layers"] = (layers0, other["name"].to_numpy(),
+                                          *np.unique(layers0, return_inverse=True))
+    layers0, names0, keys, layer_of = like._cache["at_scale_layers"]
+    if not ((layers is layers0 or np.array_equal(layers, layers0))
+            and (names is names0 or np.array_equal(names, names0))):
+        return trace
+    seq = layer_seq(like)
+
+    def per_layer(column: str) -> np.ndarray:
+        return np.bincount(layer_of, frame[column].to_numpy(dtype=float), keys.size)
+
+    trace._cache["sharded_layers"] = LayerSeq(
+        tensors=seq.tensors, nbytes=per_layer("bytes"), forward_s=per_layer("forward_s"),
+        backward_s=per_layer("backward_s"), update_s=per_layer("update_s"), block=seq.block)
+    return trace
+
+
+_MODELS: dict[tuple[str, bytes], CommModel] = {}
+
+
+def comm_model(spec: str) -> CommModel:
+    """:func:`~gradsched.costmodel.base.load_comm_spec` of ``spec``, one model per spec and
+    file content for the process: the variants of a ``gradsched batch`` job that price with
+    the same file share its model and what it has memoised (its wire floor)."""
+    path = Path(spec)
+    content = path.read_bytes() if not spec.startswith("alpha-beta:") and path.is_file() \
+        else b""
+    key = (spec, content)
+    if key not in _MODELS:
+        _MODELS[key] = load_comm_spec(spec)
+    return _MODELS[key]
+
+
+def _times(model: CommModel, collective: str, nbytes: np.ndarray, gpus: int) -> np.ndarray:
+    """:func:`~gradsched.costmodel.base.comm_times`, memoised on the model per collective,
+    sizes and world size (a calibration replays the same unit sizes at every utilisation it
+    tries); a copy, so callers may scale it."""
+    nbytes = np.asarray(nbytes, dtype=float)
+    memo = model.__dict__.setdefault("_at_scale_times", {})
+    key = (collective, nbytes.tobytes(), int(gpus))
+    if key not in memo:
+        memo[key] = comm_times(model, collective, nbytes, gpus)
+    return memo[key].copy()
 
 
 @dataclass(frozen=True)
@@ -109,7 +174,7 @@ def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
     docstring), the hooks applied. ``comm_scale`` multiplies every collective's time (1:
     the model's; the decomposition of :mod:`~.decompose` asks what factor the published
     step would need)."""
-    trace = straggler_transform(trace, point, settings)
+    trace = _same_layers(straggler_transform(trace, point, settings), trace)
     slowdown = check_compute_slowdown(compute_slowdown(trace, point, settings))
     plan = make_sharded_plan(PLANNERS[point.sharding], trace, model, point.gpus)
     seq = layer_seq(trace)
@@ -117,8 +182,8 @@ def replay_step(trace: ComputeTrace, point: Point, model: CommModel,
     sizes = np.append(layout.unit_bytes, layout.root_bytes)
     reduce_scale = REDUCE_DTYPES[point.reduce_dtype] / REDUCE_DTYPES["bf16"]
     every = point.grad_sync == "every_micro_batch"
-    ag = comm_scale * comm_times(model, "all_gather", sizes, point.gpus)
-    rs = comm_scale * comm_times(model, "reduce_scatter", sizes * reduce_scale, point.gpus)
+    ag = comm_scale * _times(model, "all_gather", sizes, point.gpus)
+    rs = comm_scale * _times(model, "reduce_scatter", sizes * reduce_scale, point.gpus)
     replay = replay_layout(seq, layout, (plan.forward_prefetch, plan.backward_prefetch),
                            ag, rs, point.gpus, StepOptions(
                                blocking=False, grad_accum=1 if every else point.grad_accum,

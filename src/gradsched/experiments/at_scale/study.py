@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from gradsched.costmodel.base import CommModel, load_comm_spec
+from gradsched.costmodel.base import CommModel
 from gradsched.costmodel.stragglers import MEASURED
 from gradsched.experiments.at_scale.growth import explained, growth, median, pooled
 from gradsched.experiments.at_scale.points import Point, grouped
@@ -24,6 +24,7 @@ from gradsched.experiments.at_scale.predict import (
     StepReplay,
     base_trace,
     calibrate_mfu,
+    comm_model,
     predicted_step_s,
 )
 from gradsched.experiments.at_scale.settings import AtScaleSettings
@@ -101,7 +102,7 @@ def run(points: Sequence[Point], settings: AtScaleSettings) -> pd.DataFrame:
     for members in grouped(points).values():
         gpu = members[0].gpu
         if gpu not in models:
-            models[gpu] = load_comm_spec(settings.choice(gpu).spec)
+            models[gpu] = comm_model(settings.choice(gpu).spec)
         rows += group_rows(members, models[gpu], settings)
     return pd.DataFrame(rows, columns=list(POINT_COLUMNS))
 
