@@ -50,15 +50,10 @@ class StepKernels:
     device: str
 
 
-def _used(cat: str) -> bool:
-    """The event categories :func:`step_kernels` reads (the others are not parsed)."""
-    return cat in ("user_annotation", "cuda_runtime") or cat.lower() == "kernel"
-
-
 def step_kernels(path: str | Path) -> StepKernels:
     """The compute kernels of every profiled step of ``path`` (module docstring); an
     InputError if there are fewer than three steps or the steps run different kernels."""
-    data = read_trace_json(path, keep=_used)
+    data = read_trace_json(path)
     try:
         events = data["traceEvents"]
     except (KeyError, TypeError):

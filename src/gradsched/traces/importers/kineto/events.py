@@ -13,7 +13,6 @@ import math
 import re
 import tarfile
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from gradsched.admission import ResourceError, check_input_size, gunzip_bounded,
 from gradsched.errors import InputError
 from gradsched.io import parse_json, read_bytes
 from gradsched.limits import MAX_SECONDS
-from gradsched.traces.importers.kineto.prefilter import loads_kept
 
 MAX_DURATION_US = MAX_SECONDS * 1e6
 """Longest event accepted (:data:`~gradsched.limits.MAX_SECONDS`, in microseconds)."""
@@ -53,15 +51,13 @@ def check_step_names(events: list[Event], path: str,
                              "digits)", path=path, field=f"traceEvents[{ev.index}].name")
 
 
-def read_trace_json(path: str | Path, keep: Callable[[str], bool] | None = None) -> Any:
-    """Load a (possibly gzipped) Chrome trace JSON file, with clear errors; with ``keep``,
-    only the events whose category ``keep`` accepts are sure to be there (the others may be
-    dropped unparsed: :mod:`~gradsched.traces.importers.kineto.prefilter`)."""
+def read_trace_json(path: str | Path) -> Any:
+    """Load a (possibly gzipped) Chrome trace JSON file, with clear errors."""
     path = Path(path)
     if not path.is_file():
         raise InputError("file not found", path=path)
     check_input_size(path)  # before reading it
-    return decode_trace_bytes(read_bytes(path), path, keep)
+    return decode_trace_bytes(read_bytes(path), path)
 
 
 def _gunzip(raw: bytes, label: str | Path) -> bytes:
@@ -83,10 +79,8 @@ def _gunzip(raw: bytes, label: str | Path) -> bytes:
                          path=label) from None
 
 
-def decode_trace_bytes(raw: bytes, label: str | Path,
-                       keep: Callable[[str], bool] | None = None) -> Any:
-    """Parse the bytes of a (possibly gzipped) Chrome trace; ``label`` names it in errors;
-    ``keep`` as :func:`read_trace_json` takes it."""
+def decode_trace_bytes(raw: bytes, label: str | Path) -> Any:
+    """Parse the bytes of a (possibly gzipped) Chrome trace; ``label`` names it in errors."""
     if raw[:2] == b"\x1f\x8b":
         raw = _gunzip(raw, label)
     try:
@@ -96,10 +90,6 @@ def decode_trace_bytes(raw: bytes, label: str | Path,
                          path=label) from None
     if not text.strip():
         raise InputError("empty file: not a Chrome trace", path=label)
-    if keep is not None:
-        doc = loads_kept(text, keep)
-        if doc is not None:
-            return doc
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
