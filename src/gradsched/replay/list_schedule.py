@@ -74,18 +74,18 @@ def priority_one_channel(items: PlanItems, backward_s: float) -> tuple[np.ndarra
     return start, end
 
 
-def items_by_release_position(items: PlanItems) -> dict[int, list[int]]:
-    """Backward position -> the items (all but all-gathers) whose bucket's last gradient
-    is produced there, in item order (one stable sort)."""
+def release_sequence(items: PlanItems) -> tuple[list[int], list[int]]:
+    """The items released by backward (all but all-gathers) as two lists, by the backward
+    position of their bucket's last gradient (ascending; one stable sort) and in item order
+    within one: the positions and the items. The event loop walks them with a cursor as
+    backward passes the positions in turn (no dictionary of groups built per replay: on
+    DeepSeek-V3's 45,000 per-tensor buckets that was most of a replay's set-up)."""
     released = np.flatnonzero(items.kind != AG)
     if released.size == 0:
-        return {}
+        return [], []
     position = items.bucket_last_pos[items.bucket[released]]
     order = np.argsort(position, kind="stable")
-    out: dict[int, list[int]] = {}
-    for pos, item in zip(position[order].tolist(), released[order].tolist(), strict=True):
-        out.setdefault(pos, []).append(item)  # plain ints: a split per position was slow
-    return out
+    return position[order].tolist(), released[order].tolist()
 
 
 def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
@@ -161,11 +161,12 @@ class _JointSchedule:
     and the two phase clocks with their heaps of end readings. Its methods are the loop's
     steps; each reads the attributes it uses into locals first (faster in CPython)."""
 
-    __slots__ = ("ag_of", "backward_end", "bucket_of", "bw_clock", "by_pos", "channels",
+    __slots__ = ("ag_of", "backward_end", "bucket_of", "bw_clock", "channels",
                  "comm_slowdown", "credit", "done", "duration", "end", "expected",
                  "in_bandwidth", "in_flight", "in_latency", "inter", "kind", "lat_clock",
                  "latency", "left", "n_active", "n_seg", "nbytes", "next_seq", "now",
-                 "order_key", "pending", "pos", "prio", "ready", "release", "segments",
+                 "order_key", "pending", "pos", "prio", "ready", "rel_item", "rel_next",
+                 "rel_pos", "release", "segments",
                  "slowed_rate", "start", "started", "unpack", "waiting_gathers")
 
     def __init__(self, items: PlanItems, arrays: TraceArrays, channels: int,
@@ -185,7 +186,8 @@ class _JointSchedule:
         self.order_key = sequence.tolist() if sequence is not None else None
         self.segments = arrays.backward_seq_s.tolist()
         self.n_seg = len(self.segments)
-        self.by_pos = items_by_release_position(items)
+        self.rel_pos, self.rel_item = release_sequence(items)
+        self.rel_next = 0  # the first entry of rel_pos/rel_item not yet released
         self.channels, self.inter = channels, inter
         self.slowed_rate = 1.0 / inter.compute_slowdown  # backward's, while one transfers
         self.comm_slowdown = inter.comm_slowdown  # read at every event: one attribute
@@ -219,12 +221,16 @@ class _JointSchedule:
         pos, n_seg, left, now = self.pos, self.n_seg, self.left, self.now
         if pos >= n_seg or left > _EPS:
             return
-        by_pos, bucket_of, pending = self.by_pos, self.bucket_of, self.pending
+        rel_pos, rel_item, k = self.rel_pos, self.rel_item, self.rel_next
+        n_rel = len(rel_pos)
+        bucket_of, pending = self.bucket_of, self.pending
         unpack, release, segments = self.unpack, self.release, self.segments
         while pos < n_seg and left <= _EPS:
-            for i in by_pos.get(pos, ()):
+            while k < n_rel and rel_pos[k] == pos:  # positions ascend; none is skipped
+                i = rel_item[k]
                 b = bucket_of[i]
                 _heappush(pending, (max(now + unpack[b], release[b]), i))
+                k += 1
             pos += 1
             left = segments[pos] if pos < n_seg else 0.0
             if pos == n_seg:
@@ -232,7 +238,7 @@ class _JointSchedule:
                 for j in self.waiting_gathers:
                     _heappush(pending, (now, j))
                 self.waiting_gathers.clear()
-        self.pos, self.left = pos, left
+        self.pos, self.left, self.rel_next = pos, left, k
 
     def admit_eligible(self) -> None:
         """Eligible items join the ready queue: by issue position with a sequence, else
