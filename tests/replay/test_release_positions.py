@@ -1,6 +1,6 @@
-"""The items released at each backward position, grouped without a numpy split per position:
-the same dictionary as the split (keys ascending, items in item order). Plans are planted on
-a SYNTHETIC trace."""
+"""The items released at each backward position, listed by one stable sort (positions
+ascending, items in item order within one): the same groups as a numpy split per
+position. Plans are planted on a SYNTHETIC trace."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from gradsched.costmodel import AlphaBetaModel
 from gradsched.planners import bytescheduler, ddp, dear
-from gradsched.replay.list_schedule import items_by_release_position
+from gradsched.replay.list_schedule import release_sequence
 from gradsched.replay.prep import AG, plan_items, trace_arrays
 from tests.conftest import synthetic_compute_trace
 
@@ -37,7 +37,10 @@ def split_by_position(items) -> dict[int, list[int]]:
 def test_grouped_like_the_split(make) -> None:
     trace = synthetic_compute_trace(40, seed=9)
     items = plan_items(trace_arrays(trace), make(trace), MODEL, 8, 0.0)
-    grouped = items_by_release_position(items)
+    positions, released = release_sequence(items)
+    grouped: dict[int, list[int]] = {}
+    for pos, item in zip(positions, released, strict=True):
+        grouped.setdefault(pos, []).append(item)
     assert grouped == split_by_position(items)
-    assert list(grouped) == sorted(grouped) and len(grouped) > 3
-    assert all(type(k) is int and all(type(i) is int for i in v) for k, v in grouped.items())
+    assert positions == sorted(positions) and len(grouped) > 3
+    assert all(type(k) is int for k in positions) and all(type(i) is int for i in released)

@@ -111,7 +111,11 @@ def fill_groups(sizes: np.ndarray, limits: Sequence[float], *, overflow: bool) -
     ends: list[int] = []
     total = 0.0
     count = 0
-    for i, size in enumerate(sizes):
+    # Python numbers, not a numpy scalar per tensor: float64 and int64 sums and comparisons
+    # give the same values either way; another dtype keeps its own arithmetic
+    values = sizes.tolist() if getattr(sizes, "dtype", None) in (np.float64, np.int64) \
+        else sizes
+    for i, size in enumerate(values):
         cap = limits[min(len(ends), len(limits) - 1)]
         if not overflow and count and total + size > cap:
             ends.append(i)

@@ -139,17 +139,27 @@ class Tasks:
     bytes_per_param: float  # the trace's mean, to turn the credit into bytes
     _buckets: dict[bytes, tuple[Bucket, ...]] = field(default_factory=dict, compare=False,
                                                       repr=False)
+    _made: dict[tuple[int, int], Bucket] = field(default_factory=dict, compare=False,
+                                                 repr=False)
 
     def buckets(self, partition: int) -> tuple[Bucket, ...]:
         """One bucket per task, in ``ceil(numel / partition)`` chunks, made once per
         distinct chunk counts (a credit search replans the same partition with every
-        credit; partitions that split every task alike share their buckets)."""
+        credit; partitions that split every task alike share their buckets), and each
+        (task, chunks) bucket once: partitions that split a task alike share its bucket
+        (the small tensors of an LLM stay whole at every partition a search tries)."""
         chunks = n_parts(self.numel, partition)
         key = chunks.astype(np.int64).tobytes()
         if key not in self._buckets:
-            self._buckets[key] = tuple(
-                Bucket(tensors=m, chunks=c, priority=p) for m, c, p in
-                zip(self.members, chunks.tolist(), self.priority.tolist(), strict=True))
+            made, members, priority = self._made, self.members, self.priority.tolist()
+            out = []
+            for t, c in enumerate(chunks.tolist()):
+                bucket = made.get((t, c))
+                if bucket is None:
+                    bucket = made[(t, c)] = Bucket(tensors=members[t], chunks=c,
+                                                   priority=priority[t])
+                out.append(bucket)
+            self._buckets[key] = tuple(out)
         return self._buckets[key]
 
 

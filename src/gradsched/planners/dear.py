@@ -112,8 +112,15 @@ def dear_plan(seq: ReadySeq, threshold_mb: float, knobs: dict[str, Any],
     """The DeAR plan for one threshold (buckets in ready order; ``knobs["ag_issue"]``
     becomes ``Plan.ag_issue``)."""
     groups = [g for g in layer_groups(seq, threshold_mb * MB) if g.size]
-    groups.sort(key=lambda g: (float(seq.ready_s[g].max()), int(g.max())))
-    buckets = tuple(Bucket(tensors=tuple(seq.names[i] for i in g), collective="rs_ag")
+    if groups:  # by (last ready time, last tensor): each group's maxima by one reduceat
+        starts = np.cumsum([0] + [g.size for g in groups[:-1]])
+        members = np.concatenate(groups)
+        last_ready = np.maximum.reduceat(seq.ready_s[members], starts).tolist()
+        last_tensor = np.maximum.reduceat(members, starts).tolist()
+        order = sorted(range(len(groups)), key=lambda k: (last_ready[k], last_tensor[k]))
+        groups = [groups[k] for k in order]
+    names = seq.names
+    buckets = tuple(Bucket(tensors=tuple([names[i] for i in g.tolist()]), collective="rs_ag")
                     for g in groups)
     return Plan(algorithm=NAME, buckets=buckets, knobs=dict(knobs), update="per_layer",
                 info=dict(info), ag_issue=knobs["ag_issue"])

@@ -359,27 +359,27 @@ def executor_sequence(plan: Plan, items: PlanItems) -> np.ndarray:
     """Position of every item in the executor's fixed issue sequence: the all-reduce /
     reduce-scatter chunks in :func:`gradsched.plan.launch_order` (computed from bucket
     bytes, as the executor does from element counts of one dtype), then the all-gathers
-    by (key, bucket, chunk), the executor's gather order."""
+    by (key, bucket, chunk), the executor's gather order. (Plain ints and one assignment
+    per group: a numpy scalar per item was a tenth of a replay on 45,000 buckets.)"""
     first = np.flatnonzero(items.kind != AG)
     n_b = len(plan.buckets)
     bucket_bytes = np.zeros(n_b)
     np.add.at(bucket_bytes, items.bucket[first], items.nbytes[first])
-    chunk_of = np.zeros(len(items.bucket), dtype=np.int64)
+    bucket = items.bucket.tolist()
     slot: dict[tuple[int, int], int] = {}
-    seen = np.zeros(n_b, dtype=np.int64)
-    for i in first:
-        b = int(items.bucket[i])
-        chunk_of[i] = seen[b]
+    seen = [0] * n_b
+    for i in first.tolist():
+        b = bucket[i]
+        slot[(b, seen[b])] = i  # (bucket, chunk) -> item
         seen[b] += 1
-        slot[(b, int(chunk_of[i]))] = int(i)
-    pos = np.zeros(len(items.bucket), dtype=np.int64)
-    for q, key in enumerate(launch_order(plan, [round(float(x)) for x in bucket_bytes])):
-        pos[slot[key]] = q
-    gathers = np.flatnonzero(items.kind == AG)
-    order = sorted(gathers, key=lambda i: (float(items.key_priority[i]),
-                                           int(items.bucket[i]), int(i)))
-    for q, i in enumerate(order):
-        pos[i] = len(first) + q
+    pos = np.zeros(len(bucket), dtype=np.int64)
+    launched = [slot[key] for key in launch_order(plan, [round(x)
+                                                         for x in bucket_bytes.tolist()])]
+    pos[np.asarray(launched, dtype=np.int64)] = np.arange(len(launched), dtype=np.int64)
+    priority = items.key_priority.tolist()
+    order = sorted(np.flatnonzero(items.kind == AG).tolist(),
+                   key=lambda i: (priority[i], bucket[i], i))
+    pos[np.asarray(order, dtype=np.int64)] = len(first) + np.arange(len(order), dtype=np.int64)
     return pos
 
 

@@ -74,18 +74,18 @@ def priority_one_channel(items: PlanItems, backward_s: float) -> tuple[np.ndarra
     return start, end
 
 
-def items_by_release_position(items: PlanItems) -> dict[int, list[int]]:
-    """Backward position -> the items (all but all-gathers) whose bucket's last gradient
-    is produced there, in item order (one stable sort)."""
+def release_sequence(items: PlanItems) -> tuple[list[int], list[int]]:
+    """The items released by backward (all but all-gathers) as two lists, by the backward
+    position of their bucket's last gradient (ascending; one stable sort) and in item order
+    within one: the positions and the items. The event loop walks them with a cursor as
+    backward passes the positions in turn (no dictionary of groups built per replay: on
+    DeepSeek-V3's 45,000 per-tensor buckets that was most of a replay's set-up)."""
     released = np.flatnonzero(items.kind != AG)
     if released.size == 0:
-        return {}
+        return [], []
     position = items.bucket_last_pos[items.bucket[released]]
     order = np.argsort(position, kind="stable")
-    out: dict[int, list[int]] = {}
-    for pos, item in zip(position[order].tolist(), released[order].tolist(), strict=True):
-        out.setdefault(pos, []).append(item)  # plain ints: a split per position was slow
-    return out
+    return position[order].tolist(), released[order].tolist()
 
 
 def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
@@ -125,6 +125,8 @@ def joint_schedule(items: PlanItems, arrays: TraceArrays, channels: int,
     release, admit, start, finished, advance, complete = (  # bound once: the hot path
         state.release_gradients, state.admit_eligible, state.start_ready, state.finished,
         state.advance, state.complete)
+    if state.item_at is not None:  # a sequence of distinct positions: the heap holds them
+        admit, start = state.admit_in_sequence, state.start_in_sequence
     # Most events only end a phase: a step is called only where its own first test lets it
     # act (the same tests, so the same schedule; the queues are the state's lists, read in
     # place). On GPT-3's advise at 1,024 ranks (1.31 million events), release and admit had
@@ -161,11 +163,13 @@ class _JointSchedule:
     and the two phase clocks with their heaps of end readings. Its methods are the loop's
     steps; each reads the attributes it uses into locals first (faster in CPython)."""
 
-    __slots__ = ("ag_of", "backward_end", "bucket_of", "bw_clock", "by_pos", "channels",
+    __slots__ = ("ag_of", "backward_end", "bucket_of", "bw_clock", "channels",
                  "comm_slowdown", "credit", "done", "duration", "end", "expected",
-                 "in_bandwidth", "in_flight", "in_latency", "inter", "kind", "lat_clock",
+                 "in_bandwidth", "in_flight", "in_latency", "inter", "item_at", "kind",
+                 "lat_clock",
                  "latency", "left", "n_active", "n_seg", "nbytes", "next_seq", "now",
-                 "order_key", "pending", "pos", "prio", "ready", "release", "segments",
+                 "order_key", "pending", "pos", "prio", "ready", "rel_item", "rel_next",
+                 "rel_pos", "release", "segments",
                  "slowed_rate", "start", "started", "unpack", "waiting_gathers")
 
     def __init__(self, items: PlanItems, arrays: TraceArrays, channels: int,
@@ -183,9 +187,21 @@ class _JointSchedule:
         self.unpack = items.bucket_unpack_s.tolist()
         self.release = items.bucket_release_s.tolist()
         self.order_key = sequence.tolist() if sequence is not None else None
+        # A sequence that numbers the items 0..n-1 (the executor's) orders the ready queue
+        # by position alone (positions are distinct: the class, priority, eligibility and
+        # item of the general key never break a tie), so the queue holds the positions,
+        # plain ints compared in C, and item_at maps them back.
+        self.item_at: list[int] | None = None
+        if (sequence is not None and sequence.dtype.kind in "iu"
+                and np.array_equal(np.sort(sequence), np.arange(n))):
+            item_at = [0] * n
+            for i, position in enumerate(self.order_key):
+                item_at[position] = i
+            self.item_at = item_at
         self.segments = arrays.backward_seq_s.tolist()
         self.n_seg = len(self.segments)
-        self.by_pos = items_by_release_position(items)
+        self.rel_pos, self.rel_item = release_sequence(items)
+        self.rel_next = 0  # the first entry of rel_pos/rel_item not yet released
         self.channels, self.inter = channels, inter
         self.slowed_rate = 1.0 / inter.compute_slowdown  # backward's, while one transfers
         self.comm_slowdown = inter.comm_slowdown  # read at every event: one attribute
@@ -219,12 +235,16 @@ class _JointSchedule:
         pos, n_seg, left, now = self.pos, self.n_seg, self.left, self.now
         if pos >= n_seg or left > _EPS:
             return
-        by_pos, bucket_of, pending = self.by_pos, self.bucket_of, self.pending
+        rel_pos, rel_item, k = self.rel_pos, self.rel_item, self.rel_next
+        n_rel = len(rel_pos)
+        bucket_of, pending = self.bucket_of, self.pending
         unpack, release, segments = self.unpack, self.release, self.segments
         while pos < n_seg and left <= _EPS:
-            for i in by_pos.get(pos, ()):
+            while k < n_rel and rel_pos[k] == pos:  # positions ascend; none is skipped
+                i = rel_item[k]
                 b = bucket_of[i]
                 _heappush(pending, (max(now + unpack[b], release[b]), i))
+                k += 1
             pos += 1
             left = segments[pos] if pos < n_seg else 0.0
             if pos == n_seg:
@@ -232,7 +252,7 @@ class _JointSchedule:
                 for j in self.waiting_gathers:
                     _heappush(pending, (now, j))
                 self.waiting_gathers.clear()
-        self.pos, self.left = pos, left
+        self.pos, self.left, self.rel_next = pos, left, k
 
     def admit_eligible(self) -> None:
         """Eligible items join the ready queue: by issue position with a sequence, else
@@ -247,6 +267,16 @@ class _JointSchedule:
                 _heappush(ready, (0, float(order_key[i]), elig, i))
             else:
                 _heappush(ready, (1 if kind[i] == AG else 0, prio[i], elig, i))
+
+    def admit_in_sequence(self) -> None:
+        """:meth:`admit_eligible` with the item's position as its whole key (the sequence
+        numbers the items 0..n-1)."""
+        pending, limit = self.pending, self.now + _EPS
+        if not pending or pending[0][0] > limit:
+            return
+        ready, order_key = self.ready, self.order_key
+        while pending and pending[0][0] <= limit:
+            _heappush(ready, order_key[_heappop(pending)[1]])
 
     def start_ready(self) -> None:
         """Start the most urgent ready items while a channel is free, fewer than the
@@ -266,6 +296,41 @@ class _JointSchedule:
         while ready and n_active < channels and in_flight < credit and (
                 order_key is None or order_key[ready[0][3]] == next_seq):
             i = _heappop(ready)[3]
+            next_seq += 1
+            number = started
+            started += 1
+            n_active += 1
+            in_flight += nbytes[i]
+            lat = latency[i]
+            if lat > _EPS:
+                _heappush(in_latency, (lat_clock + lat, number, i))
+            else:
+                _heappush(in_bandwidth, (bw_clock + (duration[i] - lat), number, i))
+            start[i] = now
+        if self.pos < self.n_seg:  # during backward: each start's CPU cost, in start order
+            cpu_s, left = self.inter.collective_cpu_s, self.left
+            for _ in range(started - self.started):
+                left += cpu_s
+            self.left = left
+        self.n_active, self.in_flight = n_active, in_flight
+        self.next_seq, self.started = next_seq, started
+
+    def start_in_sequence(self) -> None:
+        """:meth:`start_ready` where the ready queue holds positions
+        (:meth:`admit_in_sequence`): the next position starts while it is ready, a channel
+        free and the credit not reached."""
+        ready, item_at = self.ready, self.item_at
+        channels, credit = self.channels, self.credit
+        n_active, in_flight = self.n_active, self.in_flight
+        next_seq = self.next_seq
+        if not ready or n_active >= channels or in_flight >= credit or ready[0] != next_seq:
+            return
+        nbytes, latency, duration, start = self.nbytes, self.latency, self.duration, self.start
+        in_latency, in_bandwidth = self.in_latency, self.in_bandwidth
+        lat_clock, bw_clock, now = self.lat_clock, self.bw_clock, self.now
+        started = self.started
+        while ready and n_active < channels and in_flight < credit and ready[0] == next_seq:
+            i = item_at[_heappop(ready)]
             next_seq += 1
             number = started
             started += 1

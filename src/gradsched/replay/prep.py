@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -99,9 +100,10 @@ def plan_items(
     a 1,000-bucket plan expands in well under a millisecond)."""
     buckets = plan.buckets
     n_buckets = len(buckets)
-    sizes = np.fromiter((len(b.tensors) for b in buckets), dtype=np.int64, count=n_buckets)
-    try:
-        flat = np.fromiter((arrays.index[n] for b in buckets for n in b.tensors),
+    members = [b.tensors for b in buckets]
+    sizes = np.fromiter(map(len, members), dtype=np.int64, count=n_buckets)
+    try:  # map and chain: the per-name loop in C (a replay of 45,000 buckets reads them all)
+        flat = np.fromiter(map(arrays.index.__getitem__, chain.from_iterable(members)),
                            dtype=np.int64, count=int(sizes.sum()))
     except KeyError as exc:
         raise ConfigError(f"plan '{plan.algorithm}' names tensor {exc.args[0]!r} that the "
