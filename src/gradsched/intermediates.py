@@ -255,7 +255,9 @@ def read_intermediate(path: str | Path, specs: Sequence[Spec] | None = None, *,
     (:func:`check_shape`, :func:`check_frame`). ``empty_ok``: an empty file is an empty
     frame (a concatenation of nothing) instead of an error. ``named_errors``: an unreadable
     or non-UTF-8 file is an InputError (:func:`gradsched.io.read_text`), not the OS or
-    decoding error."""
+    decoding error. The same text read again with the same arguments in one process is not
+    parsed and checked again: the caller gets a copy of the frame made before
+    (:data:`READ_MEMO` kept; a batch of reports reads one result CSV per report)."""
     try:  # the input gate (size bound, UTF-8) either way
         text = read_text(path)
     except InputError as exc:
@@ -264,6 +266,40 @@ def read_intermediate(path: str | Path, specs: Sequence[Spec] | None = None, *,
         if named_errors or not isinstance(exc.__cause__, OSError | UnicodeDecodeError):
             raise
         raise exc.__cause__ from None
+    key = _memo_key(text, specs, empty_ok, read_csv)
+    if key is not None and key in _READ:
+        return _READ[key].copy()
+    frame = _parse_checked(text, path, specs, empty_ok, read_csv)
+    if key is not None:
+        while len(_READ) >= READ_MEMO:
+            _READ.pop(next(iter(_READ)))
+        _READ[key] = frame.copy()
+    return frame
+
+
+READ_MEMO = 8
+"""Checked frames :func:`read_intermediate` keeps (the latest texts read)."""
+_READ: dict[tuple[Any, ...], pd.DataFrame] = {}
+
+
+def _memo_key(text: str, specs: Sequence[Spec] | None, empty_ok: bool,
+              read_csv: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What makes a parse the same parse (the frame does not depend on the path, which
+    only errors name); None (not kept) where an argument is not plainly comparable."""
+    if any(callable(v) for v in read_csv.values()):
+        return None
+    key = (text, None if specs is None else tuple(specs), empty_ok,
+           tuple(sorted((k, repr(v)) for k, v in read_csv.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _parse_checked(text: str, path: str | Path, specs: Sequence[Spec] | None,
+                   empty_ok: bool, read_csv: dict[str, Any]) -> pd.DataFrame:
+    """The frame of ``text`` (read from ``path``), checked (:func:`read_intermediate`)."""
     if not text.strip():
         if empty_ok:
             return pd.DataFrame()

@@ -44,12 +44,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gradsched.diagnose.events import complete_events
 from gradsched.diagnose.exposure import exposed_length, is_compute_kernel_name
 from gradsched.diagnose.observe_cpu import has_gloo, observe_cpu_document
 from gradsched.diagnose.rank_step import COLUMNS, HOLD_TOL_S, RankStep
 from gradsched.errors import InputError
 from gradsched.traces.importers.kineto.comm_meta import meta_from_args
-from gradsched.traces.importers.kineto.events import Event, complete_events
+from gradsched.traces.importers.kineto.events import Event
 from gradsched.traces.importers.kineto.intervals import intersection_length, union
 from gradsched.traces.importers.kineto_gpu.collectives import to_collective
 from gradsched.traces.importers.kineto_gpu.nesting import (

@@ -28,11 +28,12 @@ from typing import Any
 
 import pandas as pd
 
+from gradsched.diagnose.events import complete_events
 from gradsched.diagnose.exposure import exposed_length
 from gradsched.diagnose.rank_step import COLUMNS, HOLD_TOL_S, RankStep
 from gradsched.errors import InputError
 from gradsched.traces.importers.kineto.comm_meta import DTYPE_BYTES
-from gradsched.traces.importers.kineto.events import Event, complete_events
+from gradsched.traces.importers.kineto.events import Event
 from gradsched.traces.importers.kineto.intervals import intersection_length, subtract, union
 from gradsched.traces.importers.kineto_gpu.nesting import nest
 from gradsched.traces.importers.kineto_gpu.steps import choose_step

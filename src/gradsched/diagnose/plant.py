@@ -35,10 +35,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from gradsched.diagnose.events import complete_events
 from gradsched.diagnose.observe_cpu import gloo_pairs
 from gradsched.diagnose.rank_step import RankStep
 from gradsched.errors import InputError
-from gradsched.traces.importers.kineto.events import Event, complete_events
+from gradsched.traces.importers.kineto.events import Event
 from gradsched.traces.importers.kineto_gpu.nesting import (
     GPU_CATS,
     RUNTIME_CATS,

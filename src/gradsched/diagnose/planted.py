@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from gradsched.diagnose import plant
+from gradsched.diagnose.events import shared_events
 from gradsched.diagnose.rank_step import RankStep
 from gradsched.diagnose.run import Diagnosis, Settings, diagnose_documents
 
@@ -113,6 +114,11 @@ def check_trace(name: str, docs: list[tuple[str, Any]]) -> list[dict[str, Any]]:
 
 
 def planted_table(traces: dict[str, list[tuple[str, Any]]]) -> pd.DataFrame:
-    """:func:`check_trace` over named traces (name -> rank documents)."""
-    rows = [row for name, docs in traces.items() for row in check_trace(name, docs)]
+    """:func:`check_trace` over named traces (name -> rank documents), each trace's
+    events checked once (:func:`gradsched.diagnose.events.shared_events`: the planted
+    documents are copies of the real one)."""
+    rows = []
+    for name, docs in traces.items():
+        with shared_events():
+            rows += check_trace(name, docs)
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -99,6 +99,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Literal
 
 import numpy as np
@@ -150,6 +151,10 @@ class ShardedReplay:
                 "exposed_comm_s": self.exposed_comm_s, "comm_busy_s": self.comm_busy_s,
                 "gathered_peak_bytes": self.gathered_peak_bytes,
                 "resident_bytes": self.resident_bytes, "n_collectives": self.n_collectives}
+
+
+_WHEN = itemgetter(0, 1)
+"""A memory event's (time, 0 free / 1 alloc): the order :meth:`_Run.peak` reads them in."""
 
 
 class _Run:
@@ -230,7 +235,7 @@ class _Run:
 
     def peak(self) -> float:
         level = best = 0.0
-        for _, _, delta in sorted(self.memory, key=lambda e: (e[0], e[1])):
+        for _, _, delta in sorted(self.memory, key=_WHEN):
             level += delta
             best = max(best, level)
         return best
@@ -366,7 +371,7 @@ def replay_layout(seq: LayerSeq, layout: UnitLayout, prefetch: tuple[int, int],
     ``all_reduce_last``, only the last micro-batch all-reduces)."""
     grad_accum = options.grad_accum
     run = _Run(options.blocking, options.compute_slowdown)
-    step = _Step(_runs(seq, layout), layout, ag, rs, mesh)
+    step = _Step(_runs_of(seq, layout), layout, ag, rs, mesh)
     early = step if mesh is None else replace(step, mesh=mesh.before_last())
     depth_f, depth_b = prefetch
     for index in range(grad_accum):
@@ -376,17 +381,44 @@ def replay_layout(seq: LayerSeq, layout: UnitLayout, prefetch: tuple[int, int],
         forward_end = run.t
         rs_end = _backward(this, depth_b, run, root_ready, micro)
         backward_end = run.t
-    run.t = max(run.t, rs_end) + float(seq.update_s.sum()) / max(world, 1)
-    compute = float((seq.forward_s.sum() + seq.backward_s.sum()) * grad_accum
-                    + seq.update_s.sum() / world)
+    update_s, forward_s, backward_s, nbytes = _sums_of(seq)
+    run.t = max(run.t, rs_end) + float(update_s) / max(world, 1)
+    compute = float((forward_s + backward_s) * grad_accum + update_s / world)
     if run.stretch:
         compute += run.stretch
-    total = float(seq.nbytes.sum())
+    total = float(nbytes)
     return ShardedReplay(iteration_s=run.t, forward_end_s=forward_end,
                          backward_end_s=backward_end, compute_s=compute,
                          comm_busy_s=run.busy, gathered_peak_bytes=run.peak(),
                          resident_bytes=2.0 * math.ceil(total / max(world, 1)),
                          n_collectives=run.count)
+
+
+_LAST_RUNS: list[tuple[LayerSeq, np.ndarray, list[tuple[int, float, float]]]] = []
+"""The last (layers, owner array, runs) :func:`_runs_of` read: a search replays one layout
+under several settings in a row (the same owner array; the runs are only read)."""
+
+
+_LAST_SUMS: list[tuple[LayerSeq, tuple[np.float64, ...]]] = []
+"""The last layers :func:`_sums_of` summed (a search replays one model many times)."""
+
+
+def _sums_of(seq: LayerSeq) -> tuple[np.float64, ...]:
+    """The layers' update, forward and backward seconds and bytes, each summed (numpy's
+    sums, kept as they are), once for the last layers met."""
+    if not _LAST_SUMS or _LAST_SUMS[0][0] is not seq:
+        _LAST_SUMS[:] = [(seq, (seq.update_s.sum(), seq.forward_s.sum(), seq.backward_s.sum(),
+                                seq.nbytes.sum()))]
+    return _LAST_SUMS[0][1]
+
+
+def _runs_of(seq: LayerSeq, layout: UnitLayout) -> list[tuple[int, float, float]]:
+    """:func:`_runs`, read once for the last layers and owner array met."""
+    if _LAST_RUNS and _LAST_RUNS[0][0] is seq and _LAST_RUNS[0][1] is layout.owner:
+        return _LAST_RUNS[0][2]
+    runs = _runs(seq, layout)
+    _LAST_RUNS[:] = [(seq, layout.owner, runs)]
+    return runs
 
 
 def _runs(seq: LayerSeq, layout: UnitLayout) -> list[tuple[int, float, float]]:

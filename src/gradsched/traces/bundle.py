@@ -10,6 +10,7 @@ row and field. Writes are atomic.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from gradsched.errors import InputError
-from gradsched.io import read_json, write_csv_atomic, write_json_atomic
+from gradsched.io import read_json, read_text, write_csv_atomic, write_json_atomic
 from gradsched.limits import MAX_RANKS, MAX_SECONDS
 from gradsched.traces.columns import (
     COMM_COLUMNS,
@@ -87,6 +88,36 @@ def _load_meta(csv_path: Path, schema: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
+LOAD_MEMO = 16
+"""Checked traces the loads keep (the latest read): a batch of replays loads each compute
+and comm trace once per case."""
+_LOADED: dict[tuple[str, str, str] | None, tuple[pd.DataFrame, dict[str, Any]]] = {}
+
+
+def _load_key(kind: str, path: Path) -> tuple[str, str, str] | None:
+    """What makes a load the same load: the kind, the CSV's text and its sidecar's (the
+    checked frame and metadata depend on nothing else; the path only names errors); None
+    where either is unreadable (the load then fails as it would)."""
+    try:
+        return (kind, read_text(path), read_text(meta_path(path)))
+    except (InputError, OSError):
+        return None
+
+
+def _remember(key: tuple[str, str, str] | None, frame: pd.DataFrame,
+              meta: dict[str, Any]) -> None:
+    if key is None:
+        return
+    while len(_LOADED) >= LOAD_MEMO:
+        _LOADED.pop(next(iter(_LOADED)))
+    _LOADED[key] = (frame.copy(), copy.deepcopy(meta))
+
+
+def _copied(held: tuple[pd.DataFrame, dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A trace's own frame and metadata from those kept (callers may change theirs)."""
+    return held[0].copy(), copy.deepcopy(held[1])
+
+
 _VALIDATORS: dict[int, Any] = {}
 
 
@@ -144,9 +175,13 @@ class ComputeTrace:
     def load(cls, path: str | Path) -> ComputeTrace:
         """Load and validate ``path`` and its sidecar."""
         path = Path(path)
+        key = _load_key("compute", path)
+        if key in _LOADED:
+            return cls(*_copied(_LOADED[key]), path=str(path))
         frame = parse_frame(read_csv_text(path), COMPUTE_COLUMNS, path)
         _check_compute_rows(frame, path)
         meta = _load_meta(path, COMPUTE_META_SCHEMA)
+        _remember(key, frame, meta)
         return cls(frame=frame, meta=meta, path=str(path))
 
     @classmethod
@@ -301,11 +336,15 @@ class CommTrace:
     def load(cls, path: str | Path) -> CommTrace:
         """Load and validate ``path`` and its sidecar."""
         path = Path(path)
+        key = _load_key("comm", path)
+        if key in _LOADED:
+            return cls(*_copied(_LOADED[key]), path=str(path))
         frame = parse_frame(read_csv_text(path), COMM_COLUMNS, path)
         if "algorithm" not in frame.columns:
             frame = frame.assign(algorithm="default")
         _check_comm_rows(frame, path)
         meta = _load_meta(path, COMM_META_SCHEMA)
+        _remember(key, frame, meta)
         return cls(frame=frame, meta=meta, path=str(path))
 
     @classmethod

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from gradsched.experiments.sharded.common import ShardedProblem, range_times, ro
 from gradsched.planners.sharded import merge_blocks
 from gradsched.replay.sharded import ShardedReplay, StepOptions, replay_layout
 from gradsched.replay.sharded_dtypes import LayerBytes, dtyped_layout
-from gradsched.replay.sharded_layout import layout_from_ranges
+from gradsched.replay.sharded_layout import UnitLayout, layout_from_ranges
 from gradsched.traces.layers import LayerSeq
 
 Setting = tuple[bool, int, int]
@@ -44,6 +44,18 @@ def settings(max_prefetch: int) -> list[Setting]:
 
 
 @dataclass
+class _Grouping:
+    """One grouping's units: its ends, layer ranges, collective times (the root last) and
+    layouts by resharding."""
+
+    ends: np.ndarray
+    ranges: list[tuple[int, int]]
+    ag_u: np.ndarray
+    rs_u: np.ndarray
+    layouts: dict[bool, UnitLayout]
+
+
+@dataclass
 class LayoutScorer:
     """Replays layouts of one problem (module docstring)."""
 
@@ -57,6 +69,7 @@ class LayoutScorer:
     evaluated: int = 0
     _times: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
     _root: list[float] = field(init=False, repr=False)
+    _last: _Grouping | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         model, world_size = self.problem.model, self.problem.world_size
@@ -67,16 +80,39 @@ class LayoutScorer:
                       for c, v in (("all_gather", self.sizes.gather),
                                    ("reduce_scatter", self.sizes.reduce))]
 
-    def score(self, ends: np.ndarray, setting: Setting) -> tuple[Key, ShardedReplay] | None:
-        """The key and replay of grouping ``ends`` under ``setting``; None over the cap."""
-        reshard, forward, backward = setting
+    def _grouping(self, ends: np.ndarray) -> _Grouping:
+        """What every setting of grouping ``ends`` shares, made once for the last grouping
+        scored (the searches score each grouping under every setting in a row)."""
+        held = self._last
+        if held is not None and held.ends is ends:
+            return held
         ranges = merge_blocks(self.blocks, ends)
         starts = [0, *ends[:-1].tolist()]
         ag, rs = self._times
         pairs = list(zip(starts, (ends - 1).tolist(), strict=True))
         ag_u = np.asarray([ag[a, b] for a, b in pairs] + [self._root[0]])
         rs_u = np.asarray([rs[a, b] for a, b in pairs] + [self._root[1]])
-        layout = layout_from_ranges(self.seq, ranges, (reshard,) * len(ranges))
+        self._last = _Grouping(ends, ranges, ag_u, rs_u, {})
+        return self._last
+
+    def _layout(self, grouping: _Grouping, reshard: bool) -> UnitLayout:
+        """The grouping's layout with every unit resharding or not (one owner array for
+        both, so that the replay reads its runs of layers once)."""
+        layout = grouping.layouts.get(reshard)
+        if layout is None:
+            ranges = grouping.ranges
+            other = grouping.layouts.get(not reshard)
+            layout = (layout_from_ranges(self.seq, ranges, (reshard,) * len(ranges))
+                      if other is None else replace(other, reshard=(reshard,) * len(ranges)))
+            grouping.layouts[reshard] = layout
+        return layout
+
+    def score(self, ends: np.ndarray, setting: Setting) -> tuple[Key, ShardedReplay] | None:
+        """The key and replay of grouping ``ends`` under ``setting``; None over the cap."""
+        reshard, forward, backward = setting
+        grouping = self._grouping(ends)
+        ranges, ag_u, rs_u = grouping.ranges, grouping.ag_u, grouping.rs_u
+        layout = self._layout(grouping, reshard)
         p = self.problem
         if p.mixed_precision is not None:
             layout = dtyped_layout(layout, self.sizes)
