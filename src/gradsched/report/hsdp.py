@@ -21,7 +21,7 @@ COLUMNS = ("model", "network", "GPUs", "FSDP exposed [s]", "FSDP [GiB]",
            "reshard-to-node exposed [s]", "reshard-to-node [GiB]", "HSDP mesh",
            "HSDP exposed [s]", "HSDP [GiB]",
            "smallest HSDP shard that fits", "fastest that fits", "iteration [s]")
-MESH_TABLE_ALIGN = "llrp{1.2cm}p{1cm}p{1.3cm}p{1cm}lrrp{1.1cm}lr"
+MESH_TABLE_ALIGN = "llrp{1.2cm}p{1cm}p{2.1cm}p{2.1cm}lrrp{1.1cm}lr"
 """Paragraph columns where a cell may say "(does not fit)", names on one line: the
 table fits a sideways page at 7 pt (``\\gsfit``), one line a row where all fits."""
 WORDS = {1: "One", 2: "Two", 4: "Four", 8: "Eight", 16: "Sixteen", 32: "ThirtyTwo",
