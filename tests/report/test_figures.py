@@ -12,7 +12,14 @@ import pandas as pd
 import pytest
 
 from gradsched.cli import main
-from gradsched.report import figure_relative, figure_style, fits, gpu_generations, replay, timeline
+from gradsched.report import (
+    figure_relative,
+    figure_style,
+    fits_figures,
+    gpu_generations,
+    replay,
+    timeline,
+)
 from tests.report.test_collect import synthetic_collected, synthetic_fits
 
 
@@ -64,7 +71,7 @@ def test_figures_are_deterministic(tmp_path: Path) -> None:
 def test_fit_mape_and_curves(tmp_path: Path) -> None:
     fits_csv = tmp_path / "fits.csv"
     synthetic_fits().to_csv(fits_csv, index=False)
-    fits.fit_mape(fits_csv, tmp_path / "m.pdf", tmp_path / "m.png")
+    fits_figures.fit_mape(fits_csv, tmp_path / "m.pdf", tmp_path / "m.png")
     _valid_pdf_png(tmp_path / "m")
     comm = tmp_path / "file-0.csv"
     sizes = np.geomspace(4, 1 << 24, 12).astype(int)
@@ -74,7 +81,7 @@ def test_fit_mape_and_curves(tmp_path: Path) -> None:
     model = tmp_path / "file-0.alpha-beta.json"
     model.write_text(json.dumps({"kind": "alpha-beta", "alpha_s": 1e-5,
                                  "beta_s_per_byte": 1e-10}))
-    fits.fit_curves([comm], [model], fits_csv, tmp_path / "c.pdf", tmp_path / "c.png")
+    fits_figures.fit_curves([comm], [model], fits_csv, tmp_path / "c.pdf", tmp_path / "c.png")
     _valid_pdf_png(tmp_path / "c")
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gradsched.report import figure_style, fits, gpu_generations, replay
+from gradsched.report import figure_style, fits_figures, gpu_generations, replay
 from tests.paper.test_fonts import MIN_PT, small_words
 from tests.paper.test_paper import paper_text
 from tests.report.test_collect import synthetic_collected, synthetic_fits
@@ -47,7 +47,7 @@ def test_figures_print_at_6pt_or_more(tmp_path: Path) -> None:
                  data, p, p.with_suffix(".png")),
              "gpu-generations": lambda p: gpu_generations.gpu_generations(
                  data, p, p.with_suffix(".png")),
-             "fit-mape": lambda p: fits.fit_mape(fits_csv, p, p.with_suffix(".png"))}
+             "fit-mape": lambda p: fits_figures.fit_mape(fits_csv, p, p.with_suffix(".png"))}
     for name, draw in drawn.items():
         pdf = tmp_path / f"{name}.pdf"
         draw(pdf)
@@ -60,7 +60,7 @@ def test_the_print_check_catches_a_figure_drawn_too_wide(tmp_path: Path,
     monkeypatch.setattr(figure_style, "TEXT_WIDTH_IN", 3 * figure_style.TEXT_WIDTH_IN)
     fits_csv = tmp_path / "fits.csv"
     synthetic_fits().to_csv(fits_csv, index=False)
-    fits.fit_mape(fits_csv, tmp_path / "m.pdf", tmp_path / "m.png")
+    fits_figures.fit_mape(fits_csv, tmp_path / "m.pdf", tmp_path / "m.png")
     monkeypatch.undo()
     assert printed_small_words(tmp_path / "m.pdf", "fit-mape")
 

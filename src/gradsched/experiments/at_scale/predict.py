@@ -55,6 +55,7 @@ from gradsched.experiments.at_scale.hooks import compute_slowdown, straggler_tra
 from gradsched.experiments.at_scale.points import REDUCE_DTYPES, Point
 from gradsched.experiments.at_scale.settings import AtScaleSettings
 from gradsched.experiments.at_scale.sync import SyncSlack, sync_slack, unit_compute_s, unit_slack
+from gradsched.io import read_bytes
 from gradsched.planners.sharded import make_sharded_plan
 from gradsched.replay.sharded import (
     ShardedReplay,
@@ -137,7 +138,7 @@ def comm_model(spec: str) -> CommModel:
     file content for the process: the variants of a ``gradsched batch`` job that price with
     the same file share its model and what it has memoised (its wire floor)."""
     path = Path(spec)
-    content = path.read_bytes() if not spec.startswith("alpha-beta:") and path.is_file() \
+    content = read_bytes(path) if not spec.startswith("alpha-beta:") and path.is_file() \
         else b""
     key = (spec, content)
     if key not in _MODELS:
