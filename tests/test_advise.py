@@ -19,9 +19,9 @@ import pytest
 
 from gradsched.cli import main
 from gradsched.costmodel.base import load_comm_spec
+from gradsched.experiments.margin import DEFAULT_MARGIN_PCT
 from gradsched.experiments.recommend import (
     DEFAULT_CAPS_MB,
-    DEFAULT_MARGIN_PCT,
     RECOMMENDATION_NAMES,
     decide,
 )

@@ -18,7 +18,7 @@ import yaml
 
 from gradsched.cli import main
 from gradsched.costmodel.topology import load_topology
-from gradsched.experiments.recommend import DEFAULT_MARGIN_PCT
+from gradsched.experiments.margin import DEFAULT_MARGIN_PCT
 from gradsched.planners import make_plan
 from gradsched.replay.engine import ReplayOptions, replay
 from gradsched.ties import same_time

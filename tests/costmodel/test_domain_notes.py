@@ -28,7 +28,7 @@ from gradsched.costmodel.interp import InterpCurve
 from gradsched.costmodel.ps import PSModel, ps_from_dict
 from gradsched.costmodel.topology import Topology
 from gradsched.costmodel.tuned import TunedModel
-from gradsched.experiments.recommend import model_margin
+from gradsched.experiments.margin import model_margin
 from gradsched.traces.bundle import CommTrace
 
 MIB = 2**20

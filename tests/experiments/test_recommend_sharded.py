@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from gradsched.experiments.recommend import Margin
+from gradsched.experiments.margin import Margin
 from gradsched.experiments.recommend_sharded import ShardedAdvice
 
 T = 0.30994  # seconds (synthetic)

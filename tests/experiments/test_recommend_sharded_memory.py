@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from gradsched.costmodel.base import AlphaBetaModel
-from gradsched.experiments.recommend import Margin
+from gradsched.experiments.margin import Margin
 from gradsched.experiments.recommend_sharded import (
     ShardedAdvice,
     advise_sharded,

@@ -67,7 +67,7 @@ def run_mesh_advice(args: argparse.Namespace, trace: object, model: object,
     """Print the comparison and the recommendation; ``--plan-out``/``--json`` as for
     ``advise --sharded``."""
     from gradsched.commands._overlap import sharded_overlap
-    from gradsched.experiments.recommend import model_margin
+    from gradsched.experiments.margin import model_margin
     from gradsched.experiments.sharded.memory import device_memory
     from gradsched.experiments.sharded.mesh import MeshCase, compare_meshes, recommended
     from gradsched.io import write_json_atomic

@@ -96,7 +96,7 @@ def _accumulate(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from gradsched.costmodel.base import load_comm_spec
-    from gradsched.experiments.recommend import model_margin
+    from gradsched.experiments.margin import model_margin
     from gradsched.experiments.sharded.accumulation import NOT_PRICED, accumulation_rows, advice
     from gradsched.experiments.sharded.common import ShardedProblem
     from gradsched.experiments.sharded.optimum import OPTIMUM, optimum

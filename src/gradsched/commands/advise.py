@@ -59,9 +59,9 @@ from gradsched.commands._stragglers import add_stragglers, with_stragglers
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.costmodel.topology import load_topology
 from gradsched.errors import ConfigError, InputError
+from gradsched.experiments.margin import DEFAULT_MARGIN_PCT
 from gradsched.experiments.recommend import (
     DEFAULT_CAPS_MB,
-    DEFAULT_MARGIN_PCT,
     AdviceSettings,
     advise,
     resolve_world_size,

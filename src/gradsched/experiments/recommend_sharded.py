@@ -5,7 +5,7 @@ resharded, one unit prefetched each way) is the baseline. The exact optimum of
 :mod:`gradsched.experiments.sharded.optimum` (unit grouping, resharding and prefetch depths, under
 the memory cap if one is given) is recommended only when its predicted gain,
 ``100 * (t_default / t_optimum - 1)``, exceeds the comm model's own error (the margin of
-:func:`gradsched.experiments.recommend.model_margin` over all-gather and reduce-scatter);
+:func:`gradsched.experiments.margin.model_margin` over all-gather and reduce-scatter);
 otherwise: keep FSDP2's defaults. Both plans are replayed in the semantics of the hardware
 (``streams`` on a GPU, ``blocking`` for FSDP2 on CPU with gloo) with their memory peak of
 gathered parameters and unsharded gradients. A memory cap that FSDP2's own default exceeds
@@ -34,7 +34,7 @@ from typing import Any
 
 from gradsched.costmodel.base import CommModel
 from gradsched.costmodel.domain_notes import domain_notes
-from gradsched.experiments.recommend import Margin, model_margin
+from gradsched.experiments.margin import Margin, model_margin
 from gradsched.experiments.sharded.common import NoLayoutFits, ShardedProblem
 from gradsched.experiments.sharded.dtypes import with_policy
 from gradsched.experiments.sharded.memory import MemoryBudget, memory_budget
