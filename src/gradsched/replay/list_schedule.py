@@ -307,7 +307,13 @@ class _JointSchedule:
             else:
                 _heappush(in_bandwidth, (bw_clock + (duration[i] - lat), number, i))
             start[i] = now
-        if self.pos < self.n_seg:  # during backward: each start's CPU cost, in start order
+        self._record_starts(started, n_active, in_flight, next_seq)
+
+    def _record_starts(self, started: int, n_active: int, in_flight: float,
+                       next_seq: int) -> None:
+        """Store what a start loop changed; during backward, each new start's CPU cost is
+        added in start order (the interference model's ``collective_cpu_s``)."""
+        if self.pos < self.n_seg:
             cpu_s, left = self.inter.collective_cpu_s, self.left
             for _ in range(started - self.started):
                 left += cpu_s
@@ -342,13 +348,7 @@ class _JointSchedule:
             else:
                 _heappush(in_bandwidth, (bw_clock + (duration[i] - lat), number, i))
             start[i] = now
-        if self.pos < self.n_seg:  # during backward: each start's CPU cost, in start order
-            cpu_s, left = self.inter.collective_cpu_s, self.left
-            for _ in range(started - self.started):
-                left += cpu_s
-            self.left = left
-        self.n_active, self.in_flight = n_active, in_flight
-        self.next_seq, self.started = next_seq, started
+        self._record_starts(started, n_active, in_flight, next_seq)
 
     def finished(self) -> bool:
         """Backward is over and no collective is active or pending; refused when an item
