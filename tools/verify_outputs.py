@@ -5,7 +5,8 @@ The manifest (``paper/expected-outputs.sha256``) is in ``sha256sum`` format: one
 lines are comments; ``sha256sum -c paper/expected-outputs.sha256`` checks it as well. It
 lists every output that ``make reproduce`` writes byte for byte the same on every run: the
 tables (``paper/tables/*``), the macro files (``paper/generated/*.tex``),
-``paper/generated/claims.md``, the results CSVs the tables and macros are made from, and the
+``paper/generated/claims.md``, the results CSVs the tables and macros are made from, the
+at-scale record the replay commands quote (``results/at-scale/record.json``), and the
 figures whose bytes do not depend on the run (see ``PATTERNS`` and ``EXCLUDED``).
 
 Usage::
@@ -51,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = Path("paper/expected-outputs.sha256")
 EXPECTED = Path("paper/expected")
 """Where ``--update`` keeps the expected text outputs, gzip'd, at their paths plus ``.gz``."""
-TEXT_SUFFIXES = (".csv", ".md", ".tex")
+TEXT_SUFFIXES = (".csv", ".md", ".tex", ".json")
 """The outputs kept as copies (text: what a diff can show); figures are not kept."""
 SHOWN_LINES = 8
 """Changed lines of a differing table or macro file shown in the report (``--diff``: all)."""
@@ -64,6 +65,7 @@ PATTERNS = (
     "paper/generated/*.tex",
     "paper/generated/claims.md",
     "results/**/*.csv",
+    "results/at-scale/record.json",
     "paper/figures/*.pdf",
     "paper/figures/*.png",
 )

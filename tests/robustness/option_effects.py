@@ -13,6 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
+from gradsched.experiments.at_scale.record import SWITCH_VARIANTS
 from tests.robustness.option_probes import (
     REPO,
     CoveredBy,
@@ -129,6 +130,12 @@ def _at_scale_inputs(d: Path) -> None:
         _gradsched(f"study at-scale --points {{d}}/points-{name}.csv --comm h100={AS_AB} "
                    f"-o {{d}}/as-{name}.csv --summary-output {{d}}/as-{name}.json "
                    f"--decompose-out {{d}}/dec-{name}.csv", d)
+    # the torchtitan study's summary relabelled as each variant the record keeps (synthetic:
+    # the four share one set of numbers; for report at-scale-variants --record)
+    summary = json.loads((d / "as-tt.json").read_text(encoding="utf-8"))
+    for variant in SWITCH_VARIANTS.values():
+        (d / f"as-v-{variant}.json").write_text(json.dumps(summary | {"variant": variant}),
+                                                encoding="utf-8")
     # synthetic per-unit jitter and stragglers tables (columns as gradsched study unit-jitter
     # and study stragglers write them; the numbers are made up)
     for name, cv in (("unit-jitter", 0.3), ("unit-jitter2", 0.2)):
@@ -977,6 +984,9 @@ LLM = ("report llm-scale --model a --advice {d}/advice-ddp.json --sharded "
        "{d}/advice-fits.json --tex t.tex --md t.md")
 MACROS = "report macros -o m.tex"
 AS_VARIANTS = "report at-scale-variants --summary {d}/as-tt.json --tex t.tex --md t.md"
+AS_RECORD = ("report at-scale-variants --summary "
+             + " ".join(f"{{d}}/as-v-{v}.json" for v in SWITCH_VARIANTS.values())
+             + " --tex t.tex --md t.md")
 AS_EFFECTS = ("report at-scale-effects --overlap-model "
               "{R}/src/gradsched/costmodel/overlap_slowdown.json --stragglers "
               "{d}/stragglers.csv --unit-jitter {d}/unit-jitter.csv --tex t.tex --md t.md")
@@ -1065,6 +1075,8 @@ def _report() -> dict[str, Entry]:
             "--tex t.tex", "--tex o.tex"), "o.tex"),
         r + "at-scale-variants --md": Output(AS_VARIANTS, AS_VARIANTS.replace(
             "--md t.md", "--md o.md"), "o.md"),
+        r + "at-scale-variants --record": Output(AS_RECORD, AS_RECORD + " --record o.json",
+                                                 "o.json"),
         r + "at-scale-effects --help": HELP,
         r + "at-scale-effects --overlap-model": Probe(AS_EFFECTS, AS_EFFECTS.replace(
             "{R}/src/gradsched/costmodel/overlap_slowdown.json", "{d}/overlap2.json"), "t.md"),

@@ -57,6 +57,10 @@ AT_SCALE_VARIANTS = {
     "nccl": {"comm": AT_SCALE_NCCL, "flags": ""},
     "nccl-overlap": {"comm": AT_SCALE_NCCL, "flags": "--overlap-slowdown"},
     "nccl-stragglers": {"comm": AT_SCALE_NCCL, "flags": "--stragglers"},
+    "nccl-overlap-stragglers": {
+        "comm": AT_SCALE_NCCL,
+        "flags": "--overlap-slowdown --stragglers",
+    },
     "nccl-unit-sync": {"comm": AT_SCALE_NCCL, "flags": UNIT},
     "all-effects": {
         "comm": AT_SCALE_NCCL,
@@ -183,13 +187,19 @@ report_step(
 )
 
 
-# One row per variant: its comm models and switches, and what they give.
+# One row per variant: its comm models and switches, and what they give; and the record the
+# replay commands quote at multi-node world sizes (the variants of each combination of the
+# overlap-slowdown and straggler switches). Its committed copy,
+# src/gradsched/experiments/at_scale/record.json, is checked against this one by
+# tests/experiments/test_at_scale_record.py.
 report_step(
     f"{LOGS}/tables/at-scale-variants.log",
-    "report at-scale-variants --summary {input} --tex {output.tex} --md {output.md}",
+    "report at-scale-variants --summary {input} --tex {output.tex} --md {output.md} "
+    "--record {output.record}",
     [f"{RESULTS}/at-scale/{v}/summary.json" for v in AT_SCALE_VARIANTS],
     tex=f"{TAB}/at-scale-variants.tex",
     md=f"{TAB}/at-scale-variants.md",
+    record=f"{RESULTS}/at-scale/record.json",
 )
 
 

@@ -55,6 +55,7 @@ from gradsched.commands._dtypes import add_dtype_options, dtypes_of
 from gradsched.commands._dtypes import given as dtype_option
 from gradsched.commands._outputs import output_file
 from gradsched.commands._overlap import add_overlap_option, sharded_overlap, with_overlap
+from gradsched.commands._at_scale_note import print_at_scale_note
 from gradsched.commands._stragglers import add_stragglers, with_stragglers
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.costmodel.topology import load_topology
@@ -199,6 +200,7 @@ def _load(args: argparse.Namespace) -> tuple[object, object, int, dict[str, floa
     world = resolve_world_size(trace, model, args.world_size, trace_path=str(args.compute),
                                comm_spec=spec, topology=args.topology is not None)
     trace = with_stragglers(args, trace, world)
+    print_at_scale_note(args, trace, world, "advise")
     interference: dict[str, float] = {}
     if args.interference is not None:
         interference = dict(load_interference(args.interference)[0])

@@ -172,11 +172,13 @@ def _check_keep(args: argparse.Namespace) -> None:
 
 
 def _inputs(args: argparse.Namespace):
+    from gradsched.commands._at_scale_note import print_at_scale_note
     from gradsched.commands._stragglers import with_stragglers
     from gradsched.costmodel.base import load_comm_spec
     from gradsched.traces.bundle import ComputeTrace
 
     trace = with_stragglers(args, ComputeTrace.load(args.compute), args.world_size)
+    print_at_scale_note(args, trace, args.world_size, f"shard {args.shard_command}")
     dtypes_of(args, trace)  # refused before any work when the trace cannot say
     return trace, load_comm_spec(args.comm)
 

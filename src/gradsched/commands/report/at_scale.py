@@ -32,6 +32,11 @@ def register(rsub: argparse._SubParsersAction) -> None:
                    help="summary JSONs of gradsched study at-scale, one per variant, in order")
     p.add_argument("--tex", type=output_file, required=True)
     p.add_argument("--md", type=output_file, required=True)
+    p.add_argument("--record", type=output_file, default=None, metavar="JSON",
+                   help="also write the record the replay commands quote at scale (the "
+                        "variants of each combination of the overlap-slowdown and straggler "
+                        "switches; committed as src/gradsched/experiments/at_scale/"
+                        "record.json)")
     p.set_defaults(func=_variants)
 
     p = rsub.add_parser("at-scale-effects", help="one row per effect of scale of the at-scale "
@@ -81,9 +86,20 @@ def _variants(args: argparse.Namespace) -> int:
     from gradsched.report.at_scale import load_summary, variants_table
     from gradsched.report.latex import write_table
 
-    table, align = variants_table([load_summary(path) for path in args.summary])
+    summaries = [load_summary(path) for path in args.summary]
+    record = None
+    if args.record is not None:
+        from gradsched.experiments.at_scale.record import build_record
+
+        record = build_record(summaries)
+    table, align = variants_table(summaries)
     write_table(table, args.tex, args.md, align=align, title="at-scale-variants")
     print(f"wrote {args.tex} and {args.md} ({len(table)} rows)")
+    if record is not None:
+        from gradsched.io import write_json_atomic
+
+        write_json_atomic(args.record, record)
+        print(f"wrote {args.record} ({len(record['variants'])} variants)")
     return 0
 
 

@@ -113,7 +113,8 @@ def _predicted(frame: pd.DataFrame) -> pd.DataFrame:
 
 def summary(frame: pd.DataFrame, floor: float,
             unit_jitter: UnitJitter | None = None) -> dict[str, float | int | str]:
-    """Aggregates over the predicted points of ``frame`` (one variant): |error| median and
+    """Aggregates over the predicted points of ``frame`` (one variant): the sources and the
+    GPU counts predicted, |error| median and
     worst, the same for perfect scaling, how many are optimistic (predicted faster than
     published), the share of the published growth explained (median and pooled), the
     median growth from each group's smallest to its largest count (published, predicted),
@@ -135,6 +136,9 @@ def summary(frame: pd.DataFrame, floor: float,
         "unit_stragglers": str(first.get("unit_stragglers", "")),
         "growth_floor_pct": _r(100 * floor, 3),
         "groups": int(frame["group"].nunique()), "predicted_points": len(pred),
+        "sources": "; ".join(sorted(frame["source"].astype(str).unique())),
+        "predicted_gpus_min": int(pred["gpus"].min()) if len(pred) else 0,
+        "predicted_gpus_max": int(pred["gpus"].max()) if len(pred) else 0,
         "median_abs_error_pct": _r(median(pred["error_pct"].abs()), 2),
         "worst_abs_error_pct": _r(pred["error_pct"].abs().max(), 2),
         "perfect_median_abs_error_pct": _r(median(pred["perfect_error_pct"].abs()), 2),
