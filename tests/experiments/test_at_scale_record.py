@@ -104,7 +104,7 @@ def test_note_names_the_best_switches_only_when_they_differ() -> None:
 
 
 def test_build_record_keeps_the_switch_variants_and_refuses_a_missing_one() -> None:
-    summaries = list(_synthetic(EXPLAINED).values()) + [{"variant": "before"}]
+    summaries = [*_synthetic(EXPLAINED).values(), {"variant": "before"}]
     record = build_record(summaries)
     assert list(record["variants"]) == list(SWITCH_VARIANTS.values())
     assert all(set(v) == set(RECORD_KEYS) for v in record["variants"].values())

@@ -51,11 +51,11 @@ from gradsched.commands._args import (
     threads,
     world_size,
 )
+from gradsched.commands._at_scale_note import print_at_scale_note
 from gradsched.commands._dtypes import add_dtype_options, dtypes_of
 from gradsched.commands._dtypes import given as dtype_option
 from gradsched.commands._outputs import output_file
 from gradsched.commands._overlap import add_overlap_option, sharded_overlap, with_overlap
-from gradsched.commands._at_scale_note import print_at_scale_note
 from gradsched.commands._stragglers import add_stragglers, with_stragglers
 from gradsched.costmodel.base import load_comm_spec
 from gradsched.costmodel.topology import load_topology

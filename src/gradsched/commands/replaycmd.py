@@ -14,9 +14,9 @@ from typing import Any
 import pandas as pd
 
 from gradsched.commands._args import add_grad_accum, integer, real, seconds, world_size
+from gradsched.commands._at_scale_note import print_at_scale_note
 from gradsched.commands._outputs import output_file, output_folder
 from gradsched.commands._overlap import add_overlap_option, with_overlap
-from gradsched.commands._at_scale_note import print_at_scale_note
 from gradsched.commands._stragglers import add_stragglers, with_stragglers
 from gradsched.costmodel.base import CommModel, load_comm_spec
 from gradsched.costmodel.domain import RangeShares, row_shares
