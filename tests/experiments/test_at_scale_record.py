@@ -1,10 +1,12 @@
 """The at-scale record the replay commands quote (gradsched.experiments.at_scale.record): the
-committed copy agrees with the committed variants table and with the pipeline's own record,
+committed copy agrees with the expected outputs of make reproduce (the variants table and the
+record, paper/expected/) and with the pipeline's own record where one was built,
 and the note says what the check found for the replay's own switches. The records built in
 the note tests are synthetic (made-up numbers), labelled as such."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -23,7 +25,9 @@ from gradsched.experiments.at_scale.record import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-TABLE = REPO / "paper" / "tables" / "at-scale-variants.md"
+EXPECTED = REPO / "paper" / "expected"  # the committed expected outputs of make reproduce
+TABLE = EXPECTED / "paper" / "tables" / "at-scale-variants.md.gz"
+EXPECTED_RECORD = EXPECTED / "results" / "at-scale" / "record.json.gz"
 PIPELINE_RECORD = REPO / "results" / "at-scale" / "record.json"
 TABLE_COLUMNS = {"points": ("predicted_points", 0),
                  "median |error| [%]": ("median_abs_error_pct", 1),
@@ -40,7 +44,8 @@ def _cells(line: str) -> list[str]:
 
 
 def _table_rows() -> dict[str, dict[str, str]]:
-    lines = [ln for ln in TABLE.read_text(encoding="utf-8").splitlines() if ln.startswith("|")]
+    text = gzip.decompress(TABLE.read_bytes()).decode("utf-8")
+    lines = [ln for ln in text.splitlines() if ln.startswith("|")]
     header = _cells(lines[0])
     return {row["variant"]: row for row in
             (dict(zip(header, _cells(line), strict=True)) for line in lines[2:])}
@@ -57,6 +62,10 @@ def test_the_committed_record_is_the_committed_variants_table() -> None:
         assert row["comm models"] == entry["comm_models"]
         for column, (key, digits) in TABLE_COLUMNS.items():
             assert row[column] == f"{float(entry[key]):.{digits}f}", (variant, column)
+
+
+def test_the_committed_record_is_the_expected_output() -> None:
+    assert gzip.decompress(EXPECTED_RECORD.read_bytes()) == RECORD_PATH.read_bytes()
 
 
 def test_the_committed_record_is_the_pipelines_own() -> None:

@@ -1,4 +1,4 @@
-"""The at-scale note of the replay commands (``replay``, ``plan``, ``advise`` and
+"""The at-scale note of the replay commands (``replay``, ``advise`` and
 ``--sharded``, ``shard plan|compare``): at a multi-node world size, on a GPU trace, what the
 check against published step times found for the replay's own switches
 (:func:`gradsched.experiments.at_scale.record.note`), on stderr."""

@@ -5,10 +5,11 @@ The study predicts published FSDP step times at several GPU counts from each gro
 smallest count (:mod:`.study`), once per combination of the replay's switches (a *variant*:
 the NCCL comm models with the overlap slowdown and the stragglers on or off). Its summaries
 are condensed by ``gradsched report at-scale-variants --record`` into :data:`RECORD_PATH`
-(committed; ``tests/experiments/test_at_scale_record.py`` checks it against the committed
-variants table, and against the pipeline's own record where one was built). A replay of a
-GPU trace at more ranks than one 8-GPU node holds (``replay``, ``plan``, ``advise``,
-``advise --sharded``, ``shard plan|compare``) prints :func:`note`: the check's errors for the
+(committed; ``tests/experiments/test_at_scale_record.py`` checks it against the expected
+outputs of ``make reproduce``, the variants table and the record under ``paper/expected/``,
+and against the pipeline's own record where one was built). A replay of a GPU trace at more
+ranks than one 8-GPU node holds (``replay``, ``advise``, ``advise --sharded``,
+``shard plan|compare``) prints :func:`note`: the check's errors for the
 replay's own switches, the share of the published growth of the step they explained, and the
 switches that explained most.
 """
