@@ -142,6 +142,7 @@ CPU = REPO / "traces" / "compute" / "cpu" / "resnet18-b16-cpu-fp32.csv"
     (H200, 16, [], "overlap slowdown on, stragglers off"),
     (H200, 16, ["--stragglers", "auto"], "overlap slowdown on, stragglers on"),
     (H200, 16, ["--overlap-slowdown", "off"], "overlap slowdown off, stragglers off"),
+    (H200, 16, ["--compute-slowdown", "1.1"], "overlap slowdown off, stragglers off"),
     (H200, 8, [], None),
     (CPU, 16, [], None),
 ])
@@ -155,3 +156,17 @@ def test_replay_prints_the_note_on_gpu_traces_beyond_one_node(
         assert err == []
     else:
         assert len(err) == 1 and expected in err[0]
+
+
+def test_overlap_applies_follows_the_replays_rules() -> None:
+    from argparse import Namespace
+
+    from gradsched.commands._overlap import overlap_applies
+
+    meta = {"device": "NVIDIA H200"}
+    assert overlap_applies(Namespace(overlap_slowdown="auto"), meta)
+    assert not overlap_applies(Namespace(overlap_slowdown="off"), meta)
+    assert not overlap_applies(Namespace(overlap_slowdown="auto"), {"device": "cpu"})
+    for replaced in ({"host": True}, {"semantics": "blocking"},
+                     {"interference": "i.json"}, {"compute_slowdown": 1.1}):
+        assert not overlap_applies(Namespace(overlap_slowdown="auto", **replaced), meta)

@@ -11,22 +11,11 @@ import sys
 from gradsched.traces.bundle import ComputeTrace
 
 
-def overlap_applies(args: argparse.Namespace, meta: dict) -> bool:
-    """Whether the replay slows compute that overlaps communication: ``--overlap-slowdown``
-    resolved on the trace (:func:`gradsched.costmodel.overlap_slowdown.resolve`), except
-    where nothing overlaps (blocking semantics) or the replay models no interference
-    (``--host``), as :mod:`gradsched.commands._overlap` decides."""
-    from gradsched.costmodel.overlap_slowdown import resolve
-
-    if getattr(args, "semantics", "streams") == "blocking" or getattr(args, "host", False):
-        return False
-    return resolve(meta, getattr(args, "overlap_slowdown", "auto")).value > 1.0
-
-
 def print_at_scale_note(args: argparse.Namespace, trace: ComputeTrace, world: int,
                         command: str) -> None:
     """The note for ``trace`` (after ``--stragglers`` was applied) at ``world`` ranks; nothing
     for a CPU trace or within one node."""
+    from gradsched.commands._overlap import overlap_applies
     from gradsched.costmodel.overlap_slowdown import is_gpu_trace
     from gradsched.experiments.at_scale.record import ONE_NODE_GPUS, load_record, note
 

@@ -62,6 +62,22 @@ def overlap_slowdown(args: argparse.Namespace, meta: dict, command: str) -> floa
     return overlap_choice(args, meta, command).value
 
 
+def overlap_applies(args: argparse.Namespace, meta: dict) -> bool:
+    """Whether the replay will apply the measured overlap slowdown, by the rules of
+    :func:`with_overlap` and :func:`sharded_overlap`: not where nothing overlaps (blocking
+    semantics), where the replay models no interference (``--host``), or where the user's
+    own compute slowdown replaces it (``--interference``, ``--compute-slowdown``); otherwise
+    ``--overlap-slowdown`` resolved on the trace. Prints nothing (the at-scale note asks it
+    before the replay resolves and announces the slowdown)."""
+    from gradsched.costmodel.overlap_slowdown import resolve
+
+    if (getattr(args, "semantics", "streams") == "blocking" or getattr(args, "host", False)
+            or getattr(args, "interference", None) is not None
+            or getattr(args, "compute_slowdown", 1.0) != 1.0):
+        return False
+    return resolve(meta, getattr(args, "overlap_slowdown", "auto")).value > 1.0
+
+
 def with_overlap(args: argparse.Namespace, meta: dict, command: str,
                  interference: dict[str, float], *, given: str | None = None,
                  host: bool = False) -> dict[str, float]:
